@@ -1,0 +1,131 @@
+// swift-tools-version:6.2
+import PackageDescription
+
+// Modules, one per concern:
+// - AppStoreServer: Apple's models, the signed-data verifier and the App Store Server API client.
+//   Knows nothing of PostgreSQL.
+// - Reconciler: the notification handler, the PostgreSQL store, the planner, the replayer, the
+//   gap filler, the run ledger and the report. Talks to Apple only through AppStoreServer's client.
+// - WebhookServer: the live `POST /notifications` endpoint (Hummingbird) around the handler.
+// - MockAppStore: a local App Store imitation for tests, demos and rehearsals.
+let package = Package(
+    name: "AppStoreReconciler",
+    platforms: [.macOS(.v15)],
+    products: [
+        .executable(name: "reconciler", targets: ["ReconcilerCommand"]),
+        .executable(name: "mock-appstore", targets: ["MockAppStoreCommand"]),
+        .executable(name: "reconciler-bench", targets: ["ReconcilerBenchmarks"]),
+        .library(name: "AppStoreServer", targets: ["AppStoreServer"]),
+        .library(name: "Reconciler", targets: ["Reconciler"]),
+        .library(name: "MockAppStore", targets: ["MockAppStore"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
+        .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
+        .package(url: "https://github.com/apple/swift-crypto", from: "4.5.2"),
+        .package(url: "https://github.com/apple/swift-certificates", from: "1.21.1"),
+        .package(url: "https://github.com/apple/swift-asn1", from: "1.7.4"),
+        .package(url: "https://github.com/apple/swift-nio", from: "2.101.2"),
+        .package(url: "https://github.com/swift-server/async-http-client", from: "1.37.0"),
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
+        .package(url: "https://github.com/vapor/postgres-nio", from: "1.33.2"),
+        .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.28.1"),
+    ],
+    targets: [
+        .target(
+            name: "AppStoreServer",
+            dependencies: [
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "X509", package: "swift-certificates"),
+                .product(name: "SwiftASN1", package: "swift-asn1"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOFoundationCompat", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        .target(
+            name: "Reconciler",
+            dependencies: [
+                "AppStoreServer",
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "Crypto", package: "swift-crypto"),
+            ]
+        ),
+        .target(
+            name: "WebhookServer",
+            dependencies: [
+                "Reconciler",
+                "AppStoreServer",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        .target(
+            name: "MockAppStore",
+            dependencies: [
+                "AppStoreServer",
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "X509", package: "swift-certificates"),
+                .product(name: "SwiftASN1", package: "swift-asn1"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOFoundationCompat", package: "swift-nio"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ]
+        ),
+        .executableTarget(
+            name: "ReconcilerCommand",
+            dependencies: [
+                "Reconciler",
+                "WebhookServer",
+                "AppStoreServer",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ]
+        ),
+        .executableTarget(
+            name: "MockAppStoreCommand",
+            dependencies: [
+                "MockAppStore",
+                "AppStoreServer",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ]
+        ),
+        .executableTarget(
+            name: "ReconcilerBenchmarks",
+            dependencies: [
+                "Reconciler",
+                "AppStoreServer",
+                "MockAppStore",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        .testTarget(
+            name: "AppStoreServerTests",
+            dependencies: ["AppStoreServer", "MockAppStore"]
+        ),
+        .testTarget(
+            name: "MockAppStoreTests",
+            dependencies: ["MockAppStore", "AppStoreServer"]
+        ),
+        .testTarget(
+            name: "ReconcilerTests",
+            dependencies: [
+                "Reconciler", "WebhookServer", "AppStoreServer", "MockAppStore",
+                "ReconcilerCommand", "MockAppStoreCommand",
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+            ]
+        ),
+    ]
+)

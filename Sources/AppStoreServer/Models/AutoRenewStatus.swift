@@ -1,0 +1,20 @@
+/// The renewal status for an auto-renewable subscription.
+///
+/// Values Apple adds later decode without error and keep their raw value, so code can log
+/// and store them; compare against the static members for the known ones.
+public struct AutoRenewStatus: RawRepresentable, Hashable, Sendable, Codable, CustomStringConvertible {
+    public let rawValue: Int32
+
+    public init(rawValue: Int32) { self.rawValue = rawValue }
+
+    public static let off = AutoRenewStatus(rawValue: 0)
+    public static let on = AutoRenewStatus(rawValue: 1)
+
+    /// The values documented by Apple when this code was written.
+    public static let knownValues: [AutoRenewStatus] = [.off, .on]
+
+    /// Whether Apple documented this value when this code was written.
+    public var isKnown: Bool { Self.knownValues.contains(self) }
+
+    public var description: String { String(rawValue) }
+}

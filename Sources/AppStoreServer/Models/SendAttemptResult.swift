@@ -1,0 +1,29 @@
+/// The success or error information the App Store server records when it attempts to send an App Store server notification to your server.
+///
+/// Values Apple adds later decode without error and keep their raw value, so code can log
+/// and store them; compare against the static members for the known ones.
+public struct SendAttemptResult: RawRepresentable, Hashable, Sendable, Codable, CustomStringConvertible {
+    public let rawValue: String
+
+    public init(rawValue: String) { self.rawValue = rawValue }
+
+    public static let success = SendAttemptResult(rawValue: "SUCCESS")
+    public static let timedOut = SendAttemptResult(rawValue: "TIMED_OUT")
+    public static let tlsIssue = SendAttemptResult(rawValue: "TLS_ISSUE")
+    public static let circularRedirect = SendAttemptResult(rawValue: "CIRCULAR_REDIRECT")
+    public static let noResponse = SendAttemptResult(rawValue: "NO_RESPONSE")
+    public static let socketIssue = SendAttemptResult(rawValue: "SOCKET_ISSUE")
+    public static let unsupportedCharset = SendAttemptResult(rawValue: "UNSUPPORTED_CHARSET")
+    public static let invalidResponse = SendAttemptResult(rawValue: "INVALID_RESPONSE")
+    public static let prematureClose = SendAttemptResult(rawValue: "PREMATURE_CLOSE")
+    public static let unsuccessfulHTTPResponseCode = SendAttemptResult(rawValue: "UNSUCCESSFUL_HTTP_RESPONSE_CODE")
+    public static let other = SendAttemptResult(rawValue: "OTHER")
+
+    /// The values documented by Apple when this code was written.
+    public static let knownValues: [SendAttemptResult] = [.success, .timedOut, .tlsIssue, .circularRedirect, .noResponse, .socketIssue, .unsupportedCharset, .invalidResponse, .prematureClose, .unsuccessfulHTTPResponseCode, .other]
+
+    /// Whether Apple documented this value when this code was written.
+    public var isKnown: Bool { Self.knownValues.contains(self) }
+
+    public var description: String { rawValue }
+}

@@ -1,0 +1,51 @@
+/// A compact JWS (`header.payload.signature`) split on its bytes.
+///
+/// Splitting a 4 KB token with `String.split` walks grapheme clusters and costs more than the
+/// ES256 check itself, so this works on UTF-8 bytes.
+struct CompactJWS: Sendable {
+    /// The base64url header segment, used as the key of the verified-chain cache.
+    let encodedHeader: Substring
+    /// `header.payload` as ASCII bytes: the data the signature covers.
+    let signingInput: ArraySlice<UInt8>
+    let header: [UInt8]
+    let payload: [UInt8]
+    let signature: [UInt8]
+
+    init(_ token: String) throws(VerificationError) {
+        let bytes = Array(token.utf8)
+        var dots: [Int] = []
+        for (index, byte) in bytes.enumerated() where byte == UInt8(ascii: ".") {
+            dots.append(index)
+            if dots.count > 2 { break }
+        }
+        guard dots.count == 2 else {
+            throw VerificationError(.malformedJWS, "expected 3 dot-separated segments, found \(dots.count + 1)")
+        }
+        let headerBytes = bytes[..<dots[0]]
+        let payloadBytes = bytes[(dots[0] + 1)..<dots[1]]
+        let signatureBytes = bytes[(dots[1] + 1)...]
+        guard !headerBytes.isEmpty, !payloadBytes.isEmpty else {
+            throw VerificationError(.malformedJWS, "empty header or payload segment")
+        }
+        guard let header = Base64URL.decode(headerBytes) else {
+            throw VerificationError(.malformedJWS, "header is not base64url")
+        }
+        guard let payload = Base64URL.decode(payloadBytes) else {
+            throw VerificationError(.malformedJWS, "payload is not base64url")
+        }
+        guard let signature = Base64URL.decode(signatureBytes) else {
+            throw VerificationError(.malformedJWS, "signature is not base64url")
+        }
+        self.encodedHeader = Substring(decoding: headerBytes, as: UTF8.self)
+        self.signingInput = bytes[..<dots[1]]
+        self.header = header
+        self.payload = payload
+        self.signature = signature
+    }
+}
+
+/// The protected header of an App Store JWS.
+struct JWSHeader: Decodable, Sendable {
+    var alg: String?
+    var x5c: [String]?
+}

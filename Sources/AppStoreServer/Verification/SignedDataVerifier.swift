@@ -1,0 +1,311 @@
+import Crypto
+import Foundation
+import Synchronization
+import SwiftASN1
+@_spi(FixedExpiryValidationTime) import X509
+
+/// Verifies and decodes data signed by the App Store: notifications, transactions and renewal info.
+///
+/// A value is genuine when its JWS header says `ES256`, its `x5c` holds exactly
+/// `[leaf, intermediate, root]`, the root is byte-identical to a configured root, the leaf carries
+/// OID 1.2.840.113635.100.6.11.1 and the intermediate 1.2.840.113635.100.6.2.1, the chain is valid
+/// under RFC 5280 at the payload's `signedDate`, and the ES256 signature matches. Then the
+/// payload's app and environment must be the configured ones.
+///
+/// Verified chains are cached by their header, so a batch of payloads signed with the same
+/// certificate does the X.509 work once; only the ES256 check runs per payload.
+///
+/// ```swift
+/// let verifier = try SignedDataVerifier(configuration: .init(
+///     bundleId: "com.example.app", appAppleId: 1234567890, environment: .production))
+/// let notification = try await verifier.verifyAndDecodeNotification(body.signedPayload)
+/// ```
+public struct SignedDataVerifier: Sendable {
+    public struct Configuration: Sendable {
+        /// Trust anchors; the default is the bundled Apple Root CA - G3.
+        public var rootCertificates: [Certificate]
+        public var bundleId: String
+        /// Required in production, where notifications carry it; sandbox payloads omit it.
+        public var appAppleId: Int64?
+        public var environment: AppStoreEnvironment
+        /// How many distinct verified chains to remember.
+        public var chainCacheCapacity: Int
+
+        public init(
+            rootCertificates: [Certificate] = [TrustedRoots.appleRootCAG3], bundleId: String,
+            appAppleId: Int64? = nil, environment: AppStoreEnvironment, chainCacheCapacity: Int = 64
+        ) {
+            self.rootCertificates = rootCertificates
+            self.bundleId = bundleId
+            self.appAppleId = appAppleId
+            self.environment = environment
+            self.chainCacheCapacity = chainCacheCapacity
+        }
+    }
+
+    /// A configuration that cannot verify anything.
+    public struct ConfigurationError: Error, CustomStringConvertible, Sendable {
+        public var description: String
+    }
+
+    public let configuration: Configuration
+    private let chains: ChainVerifier
+
+    public init(configuration: Configuration) throws {
+        guard !configuration.rootCertificates.isEmpty else {
+            throw ConfigurationError(description: "at least one root certificate is required")
+        }
+        guard !configuration.bundleId.isEmpty else {
+            throw ConfigurationError(description: "the bundle id must not be empty")
+        }
+        if configuration.environment == .production, configuration.appAppleId == nil {
+            throw ConfigurationError(description: "the app's Apple ID (APP_STORE_APP_APPLE_ID) is required in production")
+        }
+        self.configuration = configuration
+        self.chains = ChainVerifier(roots: configuration.rootCertificates, capacity: configuration.chainCacheCapacity)
+    }
+
+    /// Verifies a notification's `signedPayload` and checks its app and environment.
+    ///
+    /// The nested `signedTransactionInfo` and `signedRenewalInfo` are not verified here; pass
+    /// them to ``verifyAndDecodeTransaction(_:)`` and ``verifyAndDecodeRenewalInfo(_:)``.
+    public func verifyAndDecodeNotification(_ signedPayload: String) async throws -> ResponseBodyV2DecodedPayload {
+        let notification = try await chains.verify(signedPayload, as: ResponseBodyV2DecodedPayload.self)
+        guard let uuid = notification.notificationUUID, !uuid.isEmpty else {
+            throw VerificationError(.invalidPayload, "the notification has no notificationUUID")
+        }
+        guard notification.notificationType != nil else {
+            throw VerificationError(.invalidPayload, "the notification has no notificationType")
+        }
+        let identity = notification.appIdentity
+        try checkBundleId(identity.bundleId)
+        if configuration.environment == .production {
+            guard identity.appAppleId == configuration.appAppleId else {
+                throw VerificationError(
+                    .invalidAppAppleId,
+                    "appAppleId \(identity.appAppleId.map(String.init) ?? "missing") is not the configured \(configuration.appAppleId.map(String.init) ?? "")")
+            }
+        }
+        try checkEnvironment(identity.environment)
+        return notification
+    }
+
+    /// Verifies a `signedTransactionInfo` and checks its bundle id and environment.
+    public func verifyAndDecodeTransaction(_ signedTransaction: String) async throws -> JWSTransactionDecodedPayload {
+        let transaction = try await chains.verify(signedTransaction, as: JWSTransactionDecodedPayload.self)
+        guard let transactionId = transaction.transactionId, !transactionId.isEmpty,
+              let originalTransactionId = transaction.originalTransactionId, !originalTransactionId.isEmpty
+        else {
+            throw VerificationError(.invalidPayload, "the transaction has no transactionId or originalTransactionId")
+        }
+        try checkBundleId(transaction.bundleId)
+        try checkEnvironment(transaction.environment)
+        return transaction
+    }
+
+    /// Verifies a `signedRenewalInfo` and checks its environment (renewal info has no bundle id).
+    public func verifyAndDecodeRenewalInfo(_ signedRenewalInfo: String) async throws -> JWSRenewalInfoDecodedPayload {
+        let renewalInfo = try await chains.verify(signedRenewalInfo, as: JWSRenewalInfoDecodedPayload.self)
+        guard let originalTransactionId = renewalInfo.originalTransactionId, !originalTransactionId.isEmpty else {
+            throw VerificationError(.invalidPayload, "the renewal info has no originalTransactionId")
+        }
+        try checkEnvironment(renewalInfo.environment)
+        return renewalInfo
+    }
+
+    /// Verifies the signature and chain only, without app or environment checks, and returns the
+    /// payload's JSON; for tools that show what a value is before judging where it belongs.
+    public func verifySignatureAndDecodePayload(_ jws: String) async throws -> [UInt8] {
+        try await chains.verifiedPayload(jws)
+    }
+
+    private func checkBundleId(_ bundleId: String?) throws {
+        guard bundleId == configuration.bundleId else {
+            throw VerificationError(
+                .invalidBundleId, "bundleId \(bundleId ?? "missing") is not the configured \(configuration.bundleId)")
+        }
+    }
+
+    private func checkEnvironment(_ environment: AppStoreEnvironment?) throws {
+        guard environment == configuration.environment else {
+            throw VerificationError(
+                .invalidEnvironment,
+                "environment \(environment?.rawValue ?? "missing") is not the configured \(configuration.environment.rawValue)")
+        }
+    }
+}
+
+/// The payload fields every App Store signed value shares.
+private struct SignedDateField: Decodable {
+    var signedDate: Int64?
+}
+
+/// The cryptographic half of verification, with the cache of verified chains.
+final class ChainVerifier: Sendable {
+    static let leafOID: ASN1ObjectIdentifier = [1, 2, 840, 113635, 100, 6, 11, 1]
+    static let intermediateOID: ASN1ObjectIdentifier = [1, 2, 840, 113635, 100, 6, 2, 1]
+
+    /// What a verified chain leaves behind: the key to check signatures with, and the time span
+    /// in which all three certificates are valid (RFC 5280's other checks do not depend on time).
+    struct VerifiedChain: Sendable {
+        var leafKey: P256.Signing.PublicKey
+        var notValidBefore: Date
+        var notValidAfter: Date
+    }
+
+    private let roots: [Certificate]
+    private let rootDERs: [[UInt8]]
+    private let capacity: Int
+    private let cache = Mutex<[Substring: VerifiedChain]>([:])
+
+    init(roots: [Certificate], capacity: Int) {
+        self.roots = roots
+        self.rootDERs = roots.map { certificate in
+            var serializer = DER.Serializer()
+            // Serializing a parsed certificate re-emits its original bytes.
+            try! serializer.serialize(certificate)
+            return serializer.serializedBytes
+        }
+        self.capacity = max(1, capacity)
+    }
+
+    func verify<Payload: Decodable>(_ jws: String, as type: Payload.Type) async throws -> Payload {
+        let payload = try await verifiedPayload(jws)
+        do {
+            return try JSONDecoder().decode(Payload.self, from: Data(payload))
+        } catch {
+            throw VerificationError(.invalidPayload, "the payload is not a \(Payload.self): \(error)")
+        }
+    }
+
+    func verifiedPayload(_ jws: String) async throws -> [UInt8] {
+        let token = try CompactJWS(jws)
+        let cached = cache.withLock { $0[token.encodedHeader] }
+        let chain: VerifiedChain
+        var needsFullValidation: (leaf: Certificate, intermediate: Certificate)?
+        if let cached {
+            chain = cached
+        } else {
+            let built = try buildChain(token)
+            chain = built.chain
+            needsFullValidation = (built.leaf, built.intermediate)
+        }
+
+        guard token.signature.count == 64,
+              let signature = try? P256.Signing.ECDSASignature(rawRepresentation: token.signature),
+              chain.leafKey.isValidSignature(signature, for: token.signingInput)
+        else {
+            throw VerificationError(.invalidSignature, "the ES256 signature does not match the header and payload")
+        }
+
+        let signedDateMilliseconds: Int64
+        do {
+            guard let value = try JSONDecoder().decode(SignedDateField.self, from: Data(token.payload)).signedDate else {
+                throw VerificationError(.missingSignedDate, "the payload has no signedDate to judge the certificates at")
+            }
+            signedDateMilliseconds = value
+        } catch let error as VerificationError {
+            throw error
+        } catch {
+            throw VerificationError(.invalidPayload, "the payload is not a JSON object with a numeric signedDate: \(error)")
+        }
+        let signedDate = Date(timeIntervalSince1970: Double(signedDateMilliseconds) / 1000)
+        guard chain.notValidBefore <= signedDate, signedDate <= chain.notValidAfter else {
+            throw VerificationError(
+                .certificateNotValidAtSignedDate,
+                "the chain is valid from \(chain.notValidBefore) to \(chain.notValidAfter), not at signedDate \(signedDate)")
+        }
+
+        if let (leaf, intermediate) = needsFullValidation {
+            try await validateRFC5280(leaf: leaf, intermediate: intermediate, at: signedDate)
+            cache.withLock { cache in
+                if cache.count >= capacity { cache.removeAll(keepingCapacity: true) }
+                cache[token.encodedHeader] = chain
+            }
+        }
+        return token.payload
+    }
+
+    /// The time-independent checks, each with its own reason.
+    private func buildChain(_ token: CompactJWS) throws -> (chain: VerifiedChain, leaf: Certificate, intermediate: Certificate) {
+        let header: JWSHeader
+        do {
+            header = try JSONDecoder().decode(JWSHeader.self, from: Data(token.header))
+        } catch {
+            throw VerificationError(.malformedJWS, "the header is not a JSON object: \(error)")
+        }
+        guard header.alg == "ES256" else {
+            throw VerificationError(.unsupportedAlgorithm, "alg is \(header.alg.map { "\"\($0)\"" } ?? "missing"), only ES256 is accepted")
+        }
+        guard let x5c = header.x5c, x5c.count == 3 else {
+            throw VerificationError(.invalidChainLength, "x5c must hold [leaf, intermediate, root], found \(header.x5c?.count ?? 0) certificates")
+        }
+        var ders: [[UInt8]] = []
+        var certificates: [Certificate] = []
+        for (index, encoded) in x5c.enumerated() {
+            guard let der = Data(base64Encoded: encoded) else {
+                throw VerificationError(.invalidCertificate, "x5c[\(index)] is not base64")
+            }
+            do {
+                certificates.append(try Certificate(derEncoded: [UInt8](der)))
+                ders.append([UInt8](der))
+            } catch {
+                throw VerificationError(.invalidCertificate, "x5c[\(index)] is not a DER certificate: \(error)")
+            }
+        }
+        let leaf = certificates[0], intermediate = certificates[1]
+        guard let rootIndex = rootDERs.firstIndex(of: ders[2]) else {
+            throw VerificationError(.untrustedRoot, "x5c[2] (\(certificates[2].subject)) is not byte-identical to a configured root certificate")
+        }
+        let root = roots[rootIndex]
+        guard intermediate.issuer == root.subject, root.publicKey.isValidSignature(intermediate.signature, for: intermediate) else {
+            throw VerificationError(.invalidChain, "x5c[1] (\(intermediate.subject)) is not issued by the root")
+        }
+        guard leaf.issuer == intermediate.subject, intermediate.publicKey.isValidSignature(leaf.signature, for: leaf) else {
+            throw VerificationError(.invalidChain, "x5c[0] (\(leaf.subject)) is not issued by x5c[1]")
+        }
+        guard leaf.extensions[oid: Self.leafOID] != nil else {
+            throw VerificationError(.missingLeafOID, "x5c[0] lacks extension 1.2.840.113635.100.6.11.1")
+        }
+        guard intermediate.extensions[oid: Self.intermediateOID] != nil else {
+            throw VerificationError(.missingIntermediateOID, "x5c[1] lacks extension 1.2.840.113635.100.6.2.1")
+        }
+        guard let leafKey = P256.Signing.PublicKey(leaf.publicKey) else {
+            throw VerificationError(.invalidCertificate, "the leaf key is not a P-256 key, so it cannot check ES256")
+        }
+        let chain = VerifiedChain(
+            leafKey: leafKey,
+            notValidBefore: max(leaf.notValidBefore, intermediate.notValidBefore, root.notValidBefore),
+            notValidAfter: min(leaf.notValidAfter, intermediate.notValidAfter, root.notValidAfter))
+        return (chain, leaf, intermediate)
+    }
+
+    /// The full RFC 5280 path validation (basic constraints, critical extensions, validity) by
+    /// swift-certificates, as a last authority once the named checks have passed.
+    private func validateRFC5280(leaf: Certificate, intermediate: Certificate, at signedDate: Date) async throws {
+        var verifier = Verifier(rootCertificates: CertificateStore(roots)) {
+            RFC5280Policy(fixedExpiryValidationTime: signedDate)
+            AppleChainLengthPolicy()
+        }
+        let result = await verifier.validate(leaf: leaf, intermediates: CertificateStore([intermediate]))
+        switch result {
+        case .validCertificate:
+            return
+        case .couldNotValidate(let failures):
+            let reasons = failures.map { String(describing: $0.policyFailureReason) }.joined(separator: "; ")
+            throw VerificationError(.invalidChain, "RFC 5280 validation failed: \(reasons.isEmpty ? "no path to a root" : reasons)")
+        }
+    }
+}
+
+/// Apple's chains are exactly leaf, intermediate, root.
+private struct AppleChainLengthPolicy: VerifierPolicy {
+    let verifyingCriticalExtensions: [ASN1ObjectIdentifier] = []
+
+    func chainMeetsPolicyRequirements(chain: UnverifiedCertificateChain) async -> PolicyEvaluationResult {
+        guard chain.count == 3 else {
+            return .failsToMeetPolicy(reason: "the chain has \(chain.count) certificates, Apple's have 3")
+        }
+        return .meetsPolicy
+    }
+}
