@@ -112,7 +112,8 @@ let package = Package(
         ),
         .testTarget(
             name: "AppStoreServerTests",
-            dependencies: ["AppStoreServer", "MockAppStore"]
+            dependencies: ["AppStoreServer", "MockAppStore"],
+            exclude: ["Fixtures"]
         ),
         .testTarget(
             name: "MockAppStoreTests",

@@ -1,0 +1,155 @@
+import AppStoreServer
+import Crypto
+import Foundation
+import SwiftASN1
+import X509
+
+/// A three-level certificate authority shaped like Apple's (root, intermediate, leaf, all
+/// P-256), whose certificates carry Apple's OIDs, for the mock App Store and for tests.
+///
+/// Strict verifiers (Apple's Python library uses OpenSSL's X509_STRICT) accept it: CA
+/// certificates have critical basic constraints and key usage, and every certificate has key
+/// identifiers.
+///
+/// ```swift
+/// let authority = try SigningCertificateAuthority()
+/// let signer = authority.signer
+/// let jws = try signer.sign(notificationPayload)
+/// try authority.rootPEM.write(toFile: "root.pem", atomically: true, encoding: .utf8)
+/// ```
+public struct SigningCertificateAuthority: Sendable {
+    public struct Options: Sendable {
+        public var name: String
+        public var notValidBefore: Date
+        public var notValidAfter: Date
+        /// The leaf's own validity; defaults to the authority's.
+        public var leafNotValidBefore: Date?
+        public var leafNotValidAfter: Date?
+        /// Leave out Apple's leaf OID 1.2.840.113635.100.6.11.1 (to build forged chains).
+        public var includeLeafOID: Bool
+        /// Leave out Apple's intermediate OID 1.2.840.113635.100.6.2.1.
+        public var includeIntermediateOID: Bool
+        /// The same seed gives the same keys; `nil` gives fresh random keys.
+        public var seed: String?
+
+        public init(name: String = "Mock App Store", notValidBefore: Date = Date(timeIntervalSinceNow: -2 * 365 * 86400),
+                    notValidAfter: Date = Date(timeIntervalSinceNow: 2 * 365 * 86400), leafNotValidBefore: Date? = nil,
+                    leafNotValidAfter: Date? = nil, includeLeafOID: Bool = true, includeIntermediateOID: Bool = true,
+                    seed: String? = nil) {
+            self.name = name
+            self.notValidBefore = notValidBefore
+            self.notValidAfter = notValidAfter
+            self.leafNotValidBefore = leafNotValidBefore
+            self.leafNotValidAfter = leafNotValidAfter
+            self.includeLeafOID = includeLeafOID
+            self.includeIntermediateOID = includeIntermediateOID
+            self.seed = seed
+        }
+    }
+
+    public static let leafOID: ASN1ObjectIdentifier = [1, 2, 840, 113635, 100, 6, 11, 1]
+    public static let intermediateOID: ASN1ObjectIdentifier = [1, 2, 840, 113635, 100, 6, 2, 1]
+
+    public let root: Certificate
+    public let intermediate: Certificate
+    public let leaf: Certificate
+    public let leafKey: P256.Signing.PrivateKey
+
+    public init(options: Options = Options()) throws {
+        let rootKey = Self.key(seed: options.seed, label: "root")
+        let intermediateKey = Self.key(seed: options.seed, label: "intermediate")
+        let leafKey = Self.key(seed: options.seed, label: "leaf")
+        let rootName = try DistinguishedName {
+            CountryName("US")
+            OrganizationName(options.name)
+            CommonName("\(options.name) Root CA")
+        }
+        let intermediateName = try DistinguishedName {
+            CountryName("US")
+            OrganizationName(options.name)
+            OrganizationalUnitName("G1")
+            CommonName("\(options.name) Intermediate CA")
+        }
+        let leafName = try DistinguishedName {
+            CountryName("US")
+            OrganizationName(options.name)
+            CommonName("\(options.name) Signing")
+        }
+        let rootPublic = Certificate.PublicKey(rootKey.publicKey)
+        let intermediatePublic = Certificate.PublicKey(intermediateKey.publicKey)
+        let leafPublic = Certificate.PublicKey(leafKey.publicKey)
+        root = try Certificate(
+            version: .v3, serialNumber: Certificate.SerialNumber(), publicKey: rootPublic,
+            notValidBefore: options.notValidBefore, notValidAfter: options.notValidAfter,
+            issuer: rootName, subject: rootName, signatureAlgorithm: .ecdsaWithSHA256,
+            extensions: try Certificate.Extensions {
+                Critical(BasicConstraints.isCertificateAuthority(maxPathLength: nil))
+                Critical(KeyUsage(keyCertSign: true, cRLSign: true))
+                SubjectKeyIdentifier(hash: rootPublic)
+            },
+            issuerPrivateKey: Certificate.PrivateKey(rootKey))
+        intermediate = try Certificate(
+            version: .v3, serialNumber: Certificate.SerialNumber(), publicKey: intermediatePublic,
+            notValidBefore: options.notValidBefore, notValidAfter: options.notValidAfter,
+            issuer: rootName, subject: intermediateName, signatureAlgorithm: .ecdsaWithSHA256,
+            extensions: try Certificate.Extensions {
+                Critical(BasicConstraints.isCertificateAuthority(maxPathLength: 0))
+                Critical(KeyUsage(keyCertSign: true, cRLSign: true))
+                SubjectKeyIdentifier(hash: intermediatePublic)
+                AuthorityKeyIdentifier(keyIdentifier: SubjectKeyIdentifier(hash: rootPublic).keyIdentifier)
+                if options.includeIntermediateOID {
+                    Certificate.Extension(oid: Self.intermediateOID, critical: false, value: [0x05, 0x00])
+                }
+            },
+            issuerPrivateKey: Certificate.PrivateKey(rootKey))
+        leaf = try Certificate(
+            version: .v3, serialNumber: Certificate.SerialNumber(), publicKey: leafPublic,
+            notValidBefore: options.leafNotValidBefore ?? options.notValidBefore,
+            notValidAfter: options.leafNotValidAfter ?? options.notValidAfter,
+            issuer: intermediateName, subject: leafName, signatureAlgorithm: .ecdsaWithSHA256,
+            extensions: try Certificate.Extensions {
+                Critical(BasicConstraints.notCertificateAuthority)
+                Critical(KeyUsage(digitalSignature: true))
+                SubjectKeyIdentifier(hash: leafPublic)
+                AuthorityKeyIdentifier(keyIdentifier: SubjectKeyIdentifier(hash: intermediatePublic).keyIdentifier)
+                if options.includeLeafOID {
+                    Certificate.Extension(oid: Self.leafOID, critical: false, value: [0x05, 0x00])
+                }
+            },
+            issuerPrivateKey: Certificate.PrivateKey(intermediateKey))
+        self.leafKey = leafKey
+    }
+
+    /// A signer whose `x5c` is this authority's chain.
+    public var signer: JWSSigner {
+        JWSSigner(key: leafKey, chain: [leaf, intermediate, root])
+    }
+
+    /// The root certificate in PEM, to configure as a trusted root.
+    public var rootPEM: String {
+        // A parsed or built certificate always serializes.
+        try! root.serializeAsPEM().pemString
+    }
+
+    /// The root certificate in DER.
+    public var rootDER: [UInt8] {
+        Self.der(root)
+    }
+
+    static func der(_ certificate: Certificate) -> [UInt8] {
+        var serializer = DER.Serializer()
+        try! serializer.serialize(certificate)
+        return serializer.serializedBytes
+    }
+
+    /// A P-256 key derived from the seed, or a random one.
+    static func key(seed: String?, label: String) -> P256.Signing.PrivateKey {
+        guard let seed else { return P256.Signing.PrivateKey() }
+        var material = Data(SHA256.hash(data: Data("\(seed)/\(label)".utf8)))
+        // A hash at or above the curve order is not a scalar; rehash (chance about 2^-32).
+        while true {
+            if let key = try? P256.Signing.PrivateKey(rawRepresentation: material) { return key }
+            material = Data(SHA256.hash(data: material))
+        }
+    }
+}
