@@ -1,0 +1,22 @@
+import AppStoreServer
+
+/// What the handler did with one notification.
+public struct HandlingResult: Sendable {
+    public enum Outcome: String, Sendable, Codable, CaseIterable {
+        /// Recorded, and its data applied (the purchase may or may not have changed).
+        case applied
+        /// Recorded; older than what its purchase already reflected, so nothing regressed.
+        case stale
+        /// Recorded; it carries nothing to apply (TEST, summaries, external purchase tokens).
+        case recorded
+        /// Already recorded under its notificationUUID: nothing done.
+        case duplicate
+    }
+
+    public var notificationUUID: String
+    public var typeAndSubtype: String
+    public var originalTransactionId: String?
+    public var outcome: Outcome
+    /// The purchase before and after, when the notification was about one and was not a duplicate.
+    public var change: PurchaseChange?
+}

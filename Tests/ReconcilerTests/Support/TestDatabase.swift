@@ -1,0 +1,79 @@
+import Foundation
+import Logging
+import PostgresNIO
+import Reconciler
+import Testing
+
+/// A fresh, migrated database in the throwaway cluster of `jobs/dev/with-postgres`, dropped afterwards.
+struct TestDatabase {
+    let client: PostgresClient
+    let database: Database
+    let name: String
+    let url: String
+
+    struct MissingDatabase: Error, CustomStringConvertible {
+        var description: String {
+            "DATABASE_URL is not set: run the tests as `jobs/dev/with-postgres swift test` (see README)"
+        }
+    }
+
+    static var logger: Logger {
+        var logger = Logger(label: "test")
+        logger.logLevel = .warning
+        return logger
+    }
+
+    static func serverURL() throws -> String {
+        guard let url = ProcessInfo.processInfo.environment["DATABASE_URL"], !url.isEmpty else { throw MissingDatabase() }
+        return url
+    }
+
+    /// Runs `body` with a new database that has every migration applied (unless `migrate` is false).
+    static func with<T: Sendable>(migrate: Bool = true, _ body: (TestDatabase) async throws -> T) async throws -> T {
+        let serverURL = try serverURL()
+        let name = "test_\(UUID().uuidString.replacingOccurrences(of: "-", with: "").prefix(16).lowercased())"
+        let admin = PostgresClient(configuration: try DatabaseSettings(url: serverURL, maximumConnections: 2).clientConfiguration,
+                                   backgroundLogger: logger)
+        return try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { await admin.run() }
+            defer { group.cancelAll() }
+            try await admin.query("CREATE DATABASE \(unescaped: name)", logger: logger)
+            var components = URLComponents(string: serverURL)!
+            components.path = "/\(name)"
+            let url = components.string!
+            let client = PostgresClient(configuration: try DatabaseSettings(url: url, maximumConnections: 24).clientConfiguration,
+                                        backgroundLogger: logger)
+            let result: Result<T, any Error> = await withTaskGroup(of: Void.self) { inner in
+                inner.addTask { await client.run() }
+                defer { inner.cancelAll() }
+                do {
+                    if migrate { try await Migrator().migrate(client, logger: logger) }
+                    let testDatabase = TestDatabase(client: client, database: Database(client: client, logger: logger), name: name, url: url)
+                    return .success(try await body(testDatabase))
+                } catch {
+                    return .failure(error)
+                }
+            }
+            _ = try? await admin.query("DROP DATABASE IF EXISTS \(unescaped: name) WITH (FORCE)", logger: logger)
+            return try result.get()
+        }
+    }
+
+    /// Runs a query and returns its first column as Int.
+    func count(_ query: PostgresQuery) async throws -> Int {
+        let rows = try await client.query(query, logger: Self.logger)
+        for try await value in rows.decode(Int.self) { return value }
+        return 0
+    }
+
+    /// A fingerprint of everything the state tables hold, to prove something changed nothing.
+    func stateFingerprint() async throws -> String {
+        let rows = try await client.query("""
+            SELECT md5(coalesce((SELECT string_agg(t::text, '|' ORDER BY notification_uuid) FROM notifications t), '')
+                || coalesce((SELECT string_agg(t::text, '|' ORDER BY transaction_id) FROM transactions t), '')
+                || coalesce((SELECT string_agg(t::text, '|' ORDER BY original_transaction_id) FROM purchases t), ''))
+            """, logger: Self.logger)
+        for try await value in rows.decode(String.self) { return value }
+        return ""
+    }
+}
