@@ -1,0 +1,67 @@
+import ArgumentParser
+import Foundation
+import Reconciler
+
+struct ExportCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "export",
+        abstract: "Print the state of every purchase as JSON lines.",
+        discussion: """
+            One JSON object per line per subscription or one-time purchase, ordered by \
+            originalTransactionId, with originalTransactionId, latestTransactionId, productId, \
+            environment, purchaseDate, expiresDate, revocationDate, autoRenewStatus and lastSignedDate \
+            (dates in ms since the epoch, null when absent).
+
+              reconciler export > purchases.jsonl
+              reconciler export --environment sandbox --output sandbox.jsonl
+            """)
+
+    @OptionGroup var database: DatabaseOptions
+    @OptionGroup var logging: LoggingOptions
+
+    @Option(name: .long, help: ArgumentHelp("Only this environment: production or sandbox (default: all).", valueName: "env"))
+    var environment: String?
+
+    @Option(name: .shortAndLong, help: ArgumentHelp("Write to this file instead of standard output.", valueName: "path"))
+    var output: String?
+
+    func run() async throws {
+        let logger = logging.makeLogger()
+        let environmentFilter = try environment.map { value -> String in
+            switch value.lowercased() {
+            case "production": return "Production"
+            case "sandbox": return "Sandbox"
+            default: throw CommandError.configuration("unknown environment \(value): use production or sandbox")
+            }
+        }
+        let sink: FileHandle
+        if let output {
+            guard FileManager.default.createFile(atPath: output, contents: nil) , let handle = FileHandle(forWritingAtPath: output) else {
+                throw CommandError.configuration("cannot write \(output)")
+            }
+            sink = handle
+        } else {
+            sink = FileHandle.standardOutput
+        }
+        let count = try await database.withClient(logger: logger) { client in
+            try await Migrator().requireCurrent(client, logger: logger)
+            var buffer = Data()
+            var count = 0
+            try await PurchaseStore(logger: logger).exportPurchases(environment: environmentFilter, on: client) { purchase in
+                buffer.append(contentsOf: Array(try purchase.jsonLine().utf8))
+                buffer.append(0x0A)
+                count += 1
+                if buffer.count > 1 << 16 {
+                    sink.write(buffer)
+                    buffer.removeAll(keepingCapacity: true)
+                }
+            }
+            sink.write(buffer)
+            return count
+        }
+        if output != nil {
+            try sink.close()
+            FileHandle.standardError.write(Data("exported \(count) purchases to \(output!)\n".utf8))
+        }
+    }
+}

@@ -1,0 +1,51 @@
+import ArgumentParser
+import Foundation
+import Reconciler
+
+struct MigrateCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "migrate",
+        abstract: "Apply the database migrations (migrations/NNNN_*.sql, embedded in the binary).",
+        discussion: """
+            Each migration is applied once, in order, in its own transaction, and recorded with its \
+            checksum in schema_migrations. It refuses to run when an applied file has changed. Two \
+            migrate commands at once are safe: the second waits, then finds nothing to do.
+
+              reconciler migrate            # apply what is pending
+              reconciler migrate --status   # list migrations and when they were applied
+            """)
+
+    @OptionGroup var database: DatabaseOptions
+    @OptionGroup var logging: LoggingOptions
+
+    @Flag(name: .long, help: "Only list migrations and whether they are applied.")
+    var status = false
+
+    @Option(name: .long, help: ArgumentHelp("Read migrations from this directory instead of the embedded copy.", valueName: "dir"))
+    var migrationsDir: String?
+
+    func run() async throws {
+        let logger = logging.makeLogger()
+        let migrations = try migrationsDir.map { try Migration.load(directory: $0) } ?? Migration.embedded
+        let migrator = Migrator(migrations: migrations)
+        try await database.withClient(logger: logger) { client in
+            do {
+                if status {
+                    for entry in try await migrator.status(client, logger: logger) {
+                        let applied = entry.appliedAt.map { "applied \(ISO8601DateFormatter().string(from: $0))" } ?? "pending"
+                        print("\(entry.migration.fileName)  \(applied)")
+                    }
+                    return
+                }
+                let applied = try await migrator.migrate(client, logger: logger)
+                if applied.isEmpty {
+                    print("schema is current (\(migrations.count) migration\(migrations.count == 1 ? "" : "s") applied)")
+                } else {
+                    for migration in applied { print("applied \(migration.fileName)") }
+                }
+            } catch let error as Migrator.MigrationError {
+                throw CommandError.configuration(error.description)
+            }
+        }
+    }
+}

@@ -1,0 +1,80 @@
+import ArgumentParser
+import Foundation
+import Hummingbird
+import PostgresNIO
+import Reconciler
+import WebhookServer
+
+struct ServeCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "serve",
+        abstract: "Receive App Store Server Notifications V2 on POST /notifications.",
+        discussion: """
+            Every notification goes through the same verified handler a reconcile run uses. \
+            Responses: 200 stored (also for a duplicate); 400 rejected with its reason (nothing is \
+            written); 413 body too large; 503 database unavailable (Apple retries). \
+            GET /health answers 200 when the database is reachable; GET /metrics serves Prometheus text. \
+            SIGTERM or SIGINT shuts down gracefully.
+
+              reconciler serve --port 8080
+            """)
+
+    @OptionGroup var app: AppOptions
+    @OptionGroup var database: DatabaseOptions
+    @OptionGroup var logging: LoggingOptions
+
+    @Option(name: .long, help: "Port to listen on (env PORT, default 8080).")
+    var port: Int?
+
+    @Option(name: .long, help: "Address to listen on (default 0.0.0.0).")
+    var host: String = "0.0.0.0"
+
+    @Option(name: .long, help: ArgumentHelp("Largest request body accepted, in bytes (default 262144).", valueName: "bytes"))
+    var maxBodyBytes: Int = 256 * 1024
+
+    @Flag(name: .long, help: "Apply pending migrations before serving.")
+    var migrate = false
+
+    func run() async throws {
+        let logger = logging.makeLogger()
+        let verifier = try app.verifier()
+        let settings = try database.settings()
+        let port = try self.port ?? Env.value("PORT").map { value in
+            guard let port = Int(value) else { throw CommandError.configuration("PORT must be a number") }
+            return port
+        } ?? 8080
+        let client = PostgresClient(configuration: settings.clientConfiguration, backgroundLogger: logger)
+        let database = Database(client: client, logger: logger)
+        let server = WebhookServer(
+            configuration: .init(host: host, port: port, maximumBodySize: maxBodyBytes),
+            handler: NotificationHandler(verifier: verifier, database: database), logger: logger)
+        let migrate = self.migrate
+        let application = server.makeApplication(services: [client]) { boundPort in
+            logger.info("listening", metadata: [
+                "port": "\(boundPort)", "environment": "\(verifier.configuration.environment.rawValue)",
+                "bundleId": "\(verifier.configuration.bundleId)", "database": "\(settings)",
+            ])
+        }
+        // The schema check needs the client running, so it runs beside the server's services.
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask {
+                try await application.runService()
+            }
+            group.addTask {
+                do {
+                    if migrate {
+                        try await Migrator().migrate(client, logger: logger)
+                    } else {
+                        try await Migrator().requireCurrent(client, logger: logger)
+                    }
+                } catch let error as Migrator.MigrationError {
+                    throw CommandError.configuration(error.description)
+                } catch let error as PSQLError {
+                    logger.warning("database unreachable at startup; /health reports it", metadata: ["error": "\(error.briefDescription)"])
+                }
+            }
+            try await group.next()
+            try await group.next()
+        }
+    }
+}

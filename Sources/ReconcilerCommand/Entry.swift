@@ -1,0 +1,48 @@
+import ArgumentParser
+import Foundation
+
+/// `reconciler`: brings in-app-purchase records back in line with the App Store after the
+/// notification webhook was down.
+@main
+struct ReconcilerCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "reconciler",
+        abstract: "Brings in-app purchase records back in line with the App Store after a webhook outage.",
+        discussion: """
+            Configuration comes from flags or environment variables: DATABASE_URL, APP_STORE_BUNDLE_ID, \
+            APP_STORE_APP_APPLE_ID (production), APP_STORE_ENVIRONMENT, APP_STORE_ROOT_CERTIFICATES, \
+            APP_STORE_KEY_ID, APP_STORE_ISSUER_ID, APP_STORE_PRIVATE_KEY_PATH, APP_STORE_API_BASE_URL.
+
+            Exit codes: 0 success; 1 usage or configuration error; 2 partial (something was not \
+            recovered: see the report); 3 a signed value was rejected (inspect).
+            """,
+        subcommands: [
+            MigrateCommand.self, ServeCommand.self, RunCommand.self, WorkCommand.self, StatusCommand.self,
+            InspectCommand.self, ExportCommand.self, DetectOutageCommand.self, CheckWebhookCommand.self,
+        ])
+
+    /// Maps errors to the documented exit codes: ArgumentParser's validation failures (64) become 1.
+    static func main() async {
+        do {
+            var command = try parseAsRoot()
+            if var asyncCommand = command as? AsyncParsableCommand {
+                try await asyncCommand.run()
+            } else {
+                try command.run()
+            }
+        } catch {
+            let code = exitCode(for: error)
+            if code == .success {
+                exit(withError: error)
+            }
+            let message = fullMessage(for: error)
+            if !message.isEmpty {
+                FileHandle.standardError.write(Data((message.hasSuffix("\n") ? message : message + "\n").utf8))
+            }
+            if code == .validationFailure || error is CommandError {
+                Foundation.exit(error is CommandError ? (error as! CommandError).exitCode : 1)
+            }
+            Foundation.exit(code.rawValue)
+        }
+    }
+}

@@ -1,0 +1,66 @@
+import AppStoreServer
+import ArgumentParser
+import Foundation
+
+/// How to call the App Store Server API.
+struct APIOptions: ParsableArguments {
+    @Option(name: .long, help: ArgumentHelp("The In-App Purchase key id (env APP_STORE_KEY_ID).", valueName: "id"))
+    var keyId: String?
+
+    @Option(name: .long, help: ArgumentHelp("The issuer id from App Store Connect (env APP_STORE_ISSUER_ID).", valueName: "id"))
+    var issuerId: String?
+
+    @Option(name: .long, help: ArgumentHelp("The .p8 private key file (env APP_STORE_PRIVATE_KEY_PATH).", valueName: "path"))
+    var privateKeyPath: String?
+
+    @Option(name: .long, help: ArgumentHelp("Override the App Store Server API base URL, e.g. a mock (env APP_STORE_API_BASE_URL).", valueName: "url"))
+    var apiBaseURL: String?
+
+    @Option(name: .long, help: ArgumentHelp(
+        "Requests per second per endpoint (default: 80% of Apple's limit, 40/s in production, 4/s in the sandbox; env APP_STORE_RATE_LIMIT). Several processes of one app share Apple's budget: divide it.",
+        valueName: "n"))
+    var rateLimit: Double?
+
+    @Option(name: .long, help: ArgumentHelp("Per-request timeout in seconds (default 30).", valueName: "seconds"))
+    var requestTimeout: Double = 30
+
+    func client(app: AppOptions) throws -> AppStoreServerAPIClient {
+        guard let keyId = keyId ?? Env.value("APP_STORE_KEY_ID") else {
+            throw CommandError.configuration("no key id: set APP_STORE_KEY_ID or --key-id")
+        }
+        guard let issuerId = issuerId ?? Env.value("APP_STORE_ISSUER_ID") else {
+            throw CommandError.configuration("no issuer id: set APP_STORE_ISSUER_ID or --issuer-id")
+        }
+        guard let keyPath = privateKeyPath ?? Env.value("APP_STORE_PRIVATE_KEY_PATH") else {
+            throw CommandError.configuration("no private key: set APP_STORE_PRIVATE_KEY_PATH or --private-key-path (the .p8 file)")
+        }
+        guard let bundleId = app.resolvedBundleId else {
+            throw CommandError.configuration("no bundle id: set APP_STORE_BUNDLE_ID or --bundle-id")
+        }
+        let key = try Result { try APIAuthenticationTokens.loadPrivateKey(path: keyPath) }
+            .mapError { CommandError.configuration("\($0)") }.get()
+        let environment = try app.resolvedEnvironment
+        var perSecond: [AppStoreServerAPIEndpoint: Double]?
+        let limit = try rateLimit ?? Env.value("APP_STORE_RATE_LIMIT").map { value in
+            guard let number = Double(value), number > 0 else { throw CommandError.configuration("APP_STORE_RATE_LIMIT must be a positive number") }
+            return number
+        }
+        if let limit {
+            guard limit > 0 else { throw CommandError.configuration("--rate-limit must be positive") }
+            var budget = RateLimiter.defaultBudget(environment: environment)
+            for endpoint in [AppStoreServerAPIEndpoint.getNotificationHistory, .getTransactionHistory, .getAllSubscriptionStatuses] {
+                budget[endpoint] = limit
+            }
+            perSecond = budget
+        }
+        let baseURL = apiBaseURL ?? Env.value("APP_STORE_API_BASE_URL")
+        if let baseURL, URL(string: baseURL)?.scheme == nil {
+            throw CommandError.configuration("APP_STORE_API_BASE_URL must be a URL such as http://127.0.0.1:8081, got \(baseURL)")
+        }
+        return AppStoreServerAPIClient(configuration: .init(
+            baseURL: baseURL,
+            tokens: .init(privateKey: key, keyId: keyId, issuerId: issuerId, bundleId: bundleId),
+            environment: environment, requestTimeout: .milliseconds(Int64(requestTimeout * 1000)),
+            requestsPerSecond: perSecond))
+    }
+}

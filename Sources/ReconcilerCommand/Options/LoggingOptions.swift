@@ -1,0 +1,70 @@
+import ArgumentParser
+import Foundation
+import Logging
+
+struct LoggingOptions: ParsableArguments {
+    @Option(name: .long, help: ArgumentHelp("Log level: trace, debug, info, notice, warning, error (env LOG_LEVEL).", valueName: "level"))
+    var logLevel: String?
+
+    @Option(name: .long, help: ArgumentHelp("Log format: text or json (env LOG_FORMAT).", valueName: "format"))
+    var logFormat: String?
+
+    func validate() throws {
+        if let level = logLevel ?? Env.value("LOG_LEVEL"), Logger.Level(rawValue: level.lowercased()) == nil {
+            throw ValidationError("unknown log level \(level); use trace, debug, info, notice, warning or error")
+        }
+        if let format = logFormat ?? Env.value("LOG_FORMAT"), !["text", "json"].contains(format.lowercased()) {
+            throw ValidationError("unknown log format \(format); use text or json")
+        }
+    }
+
+    /// Sets up swift-log once for the process (logs go to stderr) and returns a logger.
+    func makeLogger(label: String = "reconciler") -> Logger {
+        let level = Logger.Level(rawValue: (logLevel ?? Env.value("LOG_LEVEL") ?? "info").lowercased()) ?? .info
+        let json = (logFormat ?? Env.value("LOG_FORMAT") ?? "text").lowercased() == "json"
+        LoggingBootstrap.once(json: json)
+        var logger = Logger(label: label)
+        logger.logLevel = level
+        return logger
+    }
+}
+
+enum LoggingBootstrap {
+    nonisolated(unsafe) private static var done = false
+
+    static func once(json: Bool) {
+        guard !done else { return }
+        done = true
+        LoggingSystem.bootstrap { label in
+            json ? JSONLogHandler(label: label) as any LogHandler : StreamLogHandler.standardError(label: label)
+        }
+    }
+}
+
+/// One JSON object per line on stderr: time, level, label, message and metadata.
+struct JSONLogHandler: LogHandler {
+    let label: String
+    var logLevel: Logger.Level = .info
+    var metadata: Logger.Metadata = [:]
+
+    subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+        get { metadata[key] }
+        set { metadata[key] = newValue }
+    }
+
+    func log(event: LogEvent) {
+        var object: [String: String] = [
+            "time": ISO8601DateFormatter().string(from: Date()), "level": event.level.rawValue,
+            "label": label, "message": event.message.description,
+        ]
+        for (key, value) in metadata.merging(event.metadata ?? [:], uniquingKeysWith: { $1 }) {
+            object[key] = value.description
+        }
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = .sortedKeys
+        if var data = try? encoder.encode(object) {
+            data.append(0x0A)
+            FileHandle.standardError.write(data)
+        }
+    }
+}

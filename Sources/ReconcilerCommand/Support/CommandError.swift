@@ -1,0 +1,22 @@
+import ArgumentParser
+
+/// An error that ends a command with a message for the operator and a documented exit code.
+struct CommandError: Error, CustomStringConvertible {
+    var description: String
+    var exitCode: Int32
+
+    /// Exit 1: the command line or configuration must change.
+    static func configuration(_ message: String) -> CommandError {
+        CommandError(description: message, exitCode: 1)
+    }
+
+    /// Exit 2: the work ran but something was not recovered.
+    static func partial(_ message: String) -> CommandError {
+        CommandError(description: message, exitCode: 2)
+    }
+
+    /// Exit 3: a signed value is not genuine.
+    static func rejected(_ message: String) -> CommandError {
+        CommandError(description: message, exitCode: 3)
+    }
+}

@@ -1,0 +1,134 @@
+import AppStoreServer
+import AsyncHTTPClient
+import Foundation
+import Hummingbird
+import MockAppStore
+import Reconciler
+import Testing
+import WebhookServer
+
+/// `POST /notifications` over real HTTP against a real PostgreSQL.
+@Suite struct WebhookServerTests {
+    let app: TestApp
+    init() throws { app = try TestApp() }
+
+    /// Runs the server on a free port for the duration of `body`.
+    func withServer(_ db: TestDatabase, maximumBodySize: Int = 256 * 1024, handler: NotificationHandler? = nil,
+                    _ body: (String) async throws -> Void) async throws {
+        let server = WebhookServer(
+            configuration: .init(host: "127.0.0.1", port: 0, maximumBodySize: maximumBodySize),
+            handler: try handler ?? app.handler(db), logger: TestDatabase.logger)
+        let (ports, continuation) = AsyncStream.makeStream(of: Int.self)
+        let application = server.makeApplication { port in continuation.yield(port) }
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { try await application.run() }
+            defer { group.cancelAll() }
+            var iterator = ports.makeAsyncIterator()
+            let port = try #require(await iterator.next())
+            try await body("http://127.0.0.1:\(port)")
+        }
+    }
+
+    @Test func aGenuineNotificationIsStoredOnceAndDuplicatesAre200() async throws {
+        try await TestDatabase.with { db in
+            try await withServer(db) { base in
+                let t0 = app.start
+                let payload = try app.notification(.subscribed, .initialBuy, signedDate: t0,
+                                                   transaction: app.subscription(original: "9000", period: 0, signedDate: t0))
+                let first = try await HTTP.postNotification("\(base)/notifications", signedPayload: payload)
+                #expect(first.status == 200)
+                #expect(first.json["outcome"] as? String == "applied")
+                let second = try await HTTP.postNotification("\(base)/notifications", signedPayload: payload)
+                #expect(second.status == 200)
+                #expect(second.json["outcome"] as? String == "duplicate")
+                #expect(try await db.count("SELECT count(*) FROM notifications") == 1)
+                #expect(try await db.count("SELECT count(*) FROM purchases WHERE latest_transaction_id = '9000'") == 1)
+                let health = try await HTTP.request(.GET, "\(base)/health")
+                #expect(health.status == 200)
+                let metrics = try await HTTP.request(.GET, "\(base)/metrics")
+                #expect(String(decoding: metrics.body, as: UTF8.self).contains("reconciler_webhook_notifications_total{type=\"SUBSCRIBED/INITIAL_BUY\",outcome=\"duplicate\"} 1"))
+            }
+        }
+    }
+
+    @Test func badInputGets4xxAndWritesNothing() async throws {
+        try await TestDatabase.with { db in
+            // A second trusted root whose leaves lack Apple's OID: the chain is trusted, the OID is missing.
+            let noLeafOID = try SigningCertificateAuthority(options: .init(includeLeafOID: false))
+            var configuration = app.verifierConfiguration
+            configuration.rootCertificates.append(noLeafOID.root)
+            let handler = NotificationHandler(verifier: try SignedDataVerifier(configuration: configuration), database: db.database)
+            try await withServer(db, maximumBodySize: 64 * 1024, handler: handler) { base in
+                let t0 = app.start
+                let transaction = app.subscription(original: "9100", period: 0, signedDate: t0)
+                let stranger = try SigningCertificateAuthority()
+                let expired = try SigningCertificateAuthority(options: .init(
+                    leafNotValidBefore: Date(timeIntervalSinceNow: -400 * 86400), leafNotValidAfter: Date(timeIntervalSinceNow: -300 * 86400)))
+                let expiredChain = JWSSigner(key: expired.leafKey, chain: [expired.leaf, expired.intermediate, app.authority.root])
+                let x5c = app.authority.signer.x5c.map { "\"\($0)\"" }.joined(separator: ",")
+                let hs256 = JWSSigner(key: app.authority.leafKey, rawHeaderJSON: "{\"alg\":\"HS256\",\"x5c\":[\(x5c)]}")
+                let none = JWSSigner(key: app.authority.leafKey, rawHeaderJSON: "{\"alg\":\"none\",\"x5c\":[\(x5c)]}")
+                let genuine = try app.notification(.subscribed, signedDate: t0, transaction: transaction)
+                var tampered = genuine.split(separator: ".").map(String.init)
+                tampered[1] = String(try app.notification(.didRenew, signedDate: t0, transaction: transaction).split(separator: ".")[1])
+                let anotherKey = JWSSigner(key: .init(), chain: [app.authority.leaf, app.authority.intermediate, app.authority.root])
+                let withoutLeafOID = JWSSigner(key: stranger.leafKey, chain: [stranger.leaf, stranger.intermediate, app.authority.root])
+                let now = Int64(Date().timeIntervalSince1970 * 1000)
+                func signed(_ signer: JWSSigner? = nil, bundleId: String = TestApp.bundleId, appAppleId: Int64? = TestApp.appAppleId,
+                            environment: AppStoreEnvironment? = nil, signedDate: Int64? = nil) throws -> Data {
+                    try body(try app.notification(.subscribed, signedDate: signedDate ?? t0, transaction: transaction, bundleId: bundleId,
+                                                  appAppleId: appAppleId, environment: environment, signer: signer))
+                }
+                let cases: [(String, Data, Int, String)] = [
+                    ("tampered", try body(tampered.joined(separator: ".")), 400, "INVALID_SIGNATURE"),
+                    ("another key", try signed(anotherKey), 400, "INVALID_SIGNATURE"),
+                    ("unknown root", try signed(stranger.signer), 400, "UNTRUSTED_ROOT"),
+                    ("missing leaf OID", try signed(noLeafOID.signer), 400, "MISSING_LEAF_OID"),
+                    ("foreign CA pasting a trusted root", try signed(withoutLeafOID), 400, "INVALID_CHAIN"),
+                    ("HS256", try signed(hs256), 400, "UNSUPPORTED_ALGORITHM"),
+                    ("none", try signed(none), 400, "UNSUPPORTED_ALGORITHM"),
+                    ("expired foreign leaf", try signed(expiredChain, signedDate: now), 400, "INVALID_CHAIN"),
+                    ("wrong bundle", try signed(bundleId: "com.other"), 400, "INVALID_BUNDLE_ID"),
+                    ("wrong environment", try signed(environment: .sandbox), 400, "INVALID_ENVIRONMENT"),
+                    ("wrong appAppleId", try signed(appAppleId: 99), 400, "INVALID_APP_APPLE_ID"),
+                    ("not a JWS", try body("hello"), 400, "MALFORMED_JWS"),
+                    ("not JSON", Data("signedPayload=abc".utf8), 400, "MALFORMED_BODY"),
+                    ("no signedPayload", Data("{\"payload\":\"x\"}".utf8), 400, "MALFORMED_BODY"),
+                    ("oversized", try body(String(repeating: "a", count: 100 * 1024)), 413, "BODY_TOO_LARGE"),
+                ]
+                let fingerprint = try await db.stateFingerprint()
+                for (name, data, status, error) in cases {
+                    let reply = try await HTTP.request(.POST, "\(base)/notifications", body: data)
+                    #expect(reply.status == status, "\(name)")
+                    #expect(reply.json["error"] as? String == error, "\(name): \(String(decoding: reply.body, as: UTF8.self))")
+                }
+                #expect(try await db.stateFingerprint() == fingerprint)
+                #expect(try await db.count("SELECT count(*) FROM notifications") == 0)
+            }
+        }
+    }
+
+    /// A leaf whose own validity ended before signedDate fails the time check, not the chain.
+    @Test func aLeafExpiredAtSignedDateIsRejectedWithItsReason() async throws {
+        try await TestDatabase.with { db in
+            let expired = try SigningCertificateAuthority(options: .init(
+                leafNotValidBefore: Date(timeIntervalSinceNow: -400 * 86400), leafNotValidAfter: Date(timeIntervalSinceNow: -300 * 86400)))
+            let handler = NotificationHandler(
+                verifier: try SignedDataVerifier(configuration: .init(
+                    rootCertificates: [expired.root], bundleId: TestApp.bundleId, appAppleId: TestApp.appAppleId, environment: .production)),
+                database: db.database)
+            try await withServer(db, handler: handler) { base in
+                let now = Int64(Date().timeIntervalSince1970 * 1000)
+                let payload = try app.notification(.didRenew, signedDate: now, signer: expired.signer)
+                let reply = try await HTTP.postNotification("\(base)/notifications", signedPayload: payload)
+                #expect(reply.status == 400)
+                #expect(reply.json["error"] as? String == "CERTIFICATE_NOT_VALID_AT_SIGNED_DATE")
+            }
+            #expect(try await db.count("SELECT count(*) FROM notifications") == 0)
+        }
+    }
+
+    func body(_ signedPayload: String) throws -> Data {
+        try JSONEncoder().encode(["signedPayload": signedPayload])
+    }
+}
