@@ -1,0 +1,50 @@
+import AppStoreServer
+import Foundation
+import NIOFoundationCompat
+
+/// The mock's own endpoints, never sabotaged:
+/// - `GET /mock/truth`: the final state of every purchase as JSON lines (`reconciler export`'s shape);
+/// - `GET /mock/stats`: what the mock saw (requests, busiest second, 429s, Retry-After violations,
+///   faults injected, deliveries); `POST /mock/stats/reset` clears it;
+/// - `GET /mock/health`: 200 once serving;
+/// - `GET /mock/faults`, `POST /mock/faults`: read or replace the fault configuration;
+/// - `POST /mock/refund?transactionId=...`: refund a transaction now (a new transaction version
+///   and a REFUND notification, delivered to the webhook).
+extension MockAppStore {
+    func admin(_ request: MockHTTPRequest) -> MockHTTPResponse {
+        switch (request.method, request.path) {
+        case (.GET, "/mock/truth"):
+            guard let lines = try? truthJSONLines() else { return .text(.internalServerError, "truth unavailable") }
+            return .text(.ok, lines, contentType: "application/x-ndjson")
+        case (.GET, "/mock/stats"):
+            return .json(.ok, statistics.snapshot)
+        case (.POST, "/mock/stats/reset"):
+            statistics.reset()
+            return .json(.ok, statistics.snapshot)
+        case (.GET, "/mock/health"):
+            return .json(.ok, ["status": "ok"])
+        case (.GET, "/mock/faults"):
+            return .json(.ok, faults.withLock { $0 })
+        case (.POST, "/mock/faults"):
+            guard let updated = try? JSONDecoder().decode(FaultConfiguration.self, from: Data(buffer: request.body)) else {
+                return .text(.badRequest, "expected a JSON fault configuration")
+            }
+            faults.withLock { $0 = updated }
+            return .json(.ok, updated)
+        case (.POST, "/mock/refund"):
+            guard let transactionId = request.queryValue("transactionId") else { return .text(.badRequest, "transactionId is required") }
+            guard let notification = try? catalog.refund(transactionId: transactionId, at: Self.nowMilliseconds) else {
+                return .text(.notFound, "unknown transaction \(transactionId)")
+            }
+            let webhook = configuration.webhookURL
+            Task {
+                let result = webhook == nil ? SendAttemptResult.success : await post(notification.signedPayload, to: webhook!)
+                attempts.record(notification.plan.notificationUUID,
+                                SendAttemptItem(attemptDate: notification.firstAttemptDate, sendAttemptResult: result))
+            }
+            return .json(.ok, ["notificationUUID": notification.plan.notificationUUID])
+        default:
+            return .text(.notFound, "Not Found")
+        }
+    }
+}

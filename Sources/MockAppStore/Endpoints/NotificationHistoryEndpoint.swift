@@ -1,0 +1,145 @@
+import AppStoreServer
+import Foundation
+import NIOFoundationCompat
+
+/// Get Notification History with Apple's semantics: a window on the first send attempt, 20 per
+/// page oldest first, `hasMore` with a pagination token bound to the request body, either
+/// `notificationType` (+ `notificationSubtype`) or `transactionId`, the rule that a type without a
+/// subtype returns only notifications without a subtype, `onlyFailures`, the retention limit
+/// (180 days, 30 in the sandbox) and the documented errors.
+extension MockAppStore {
+    static let pageSize = 20
+
+    /// Which subtypes each type can carry, as Apple documents them.
+    static let subtypesByType: [String: Set<String>] = [
+        "CONSUMPTION_REQUEST": [], "DID_CHANGE_RENEWAL_PREF": ["UPGRADE", "DOWNGRADE"],
+        "DID_CHANGE_RENEWAL_STATUS": ["AUTO_RENEW_ENABLED", "AUTO_RENEW_DISABLED"], "DID_FAIL_TO_RENEW": ["GRACE_PERIOD"],
+        "DID_RENEW": ["BILLING_RECOVERY"], "EXPIRED": ["VOLUNTARY", "BILLING_RETRY", "PRICE_INCREASE", "PRODUCT_NOT_FOR_SALE"],
+        "EXTERNAL_PURCHASE_TOKEN": ["CREATED", "ACTIVE_TOKEN_REMINDER", "UNREPORTED"], "GRACE_PERIOD_EXPIRED": [],
+        "METADATA_UPDATE": [], "MIGRATION": [], "OFFER_REDEEMED": ["UPGRADE", "DOWNGRADE"], "ONE_TIME_CHARGE": [],
+        "PRICE_CHANGE": [], "PRICE_INCREASE": ["PENDING", "ACCEPTED"], "REFUND": [], "REFUND_DECLINED": [],
+        "REFUND_REVERSED": [], "RENEWAL_EXTENDED": [], "RENEWAL_EXTENSION": ["SUMMARY", "FAILURE"], "RESCIND_CONSENT": [],
+        "REVOKE": [], "SUBSCRIBED": ["INITIAL_BUY", "RESUBSCRIBE"], "TEST": [],
+    ]
+
+    struct HistoryQuery: Codable, Hashable {
+        var startDate: Int64
+        var endDate: Int64
+        var notificationType: String?
+        var notificationSubtype: String?
+        var transactionId: String?
+        var onlyFailures: Bool?
+    }
+
+    struct HistoryCursor: Codable {
+        /// Hash of the request body the token belongs to.
+        var query: String
+        var firstAttemptDate: Int64
+        var notificationUUID: String
+        var expiresAt: Int64
+    }
+
+    func notificationHistory(_ request: MockHTTPRequest, faults: FaultConfiguration) -> MockHTTPResponse {
+        let now = Self.nowMilliseconds
+        guard let object = try? JSONDecoder().decode([String: JSONValue].self, from: Data(buffer: request.body)) else {
+            return Self.apiError(.badRequest, 4_000_000, "An error that indicates an invalid request.")
+        }
+        guard let start = object["startDate"]?.integer else {
+            return Self.apiError(.badRequest, 4_000_015, "Invalid start date.")
+        }
+        guard var end = object["endDate"]?.integer else {
+            return Self.apiError(.badRequest, 4_000_016, "Invalid end date.")
+        }
+        end = min(end, now)
+        guard start < end else {
+            return Self.apiError(.badRequest, 4_000_013, "Start date after end date.")
+        }
+        let retentionDays: Int64 = configuration.scenario.environment == .production ? 180 : 30
+        guard start >= now - retentionDays * 86_400_000 else {
+            return Self.apiError(.badRequest, 4_000_012, "Start date is too far in the past.")
+        }
+        let type = object["notificationType"]?.string
+        let subtype = object["notificationSubtype"]?.string
+        let transactionId = object["transactionId"]?.string
+        let onlyFailures = object["onlyFailures"]?.bool
+        if object["notificationType"] != nil && type == nil || object["notificationSubtype"] != nil && subtype == nil {
+            return Self.apiError(.badRequest, 4_000_018, "Invalid notification type.")
+        }
+        if object["transactionId"] != nil && transactionId == nil {
+            return Self.apiError(.badRequest, 4_000_006, "Invalid transaction id.")
+        }
+        if type != nil, transactionId != nil {
+            return Self.apiError(.badRequest, 4_000_019, "Multiple filters supplied.")
+        }
+        if let subtype {
+            guard let type, Self.subtypesByType[type]?.contains(subtype) == true else {
+                return Self.apiError(.badRequest, 4_000_018, "Invalid notification type.")
+            }
+        }
+        if let type, Self.subtypesByType[type] == nil {
+            return Self.apiError(.badRequest, 4_000_018, "Invalid notification type.")
+        }
+        let snapshot = catalog.snapshot
+        var account: String?
+        if let transactionId {
+            guard !transactionId.isEmpty, transactionId.allSatisfy(\.isNumber) else {
+                return Self.apiError(.badRequest, 4_000_006, "Invalid transaction id.")
+            }
+            guard let owner = snapshot.account(ofTransaction: transactionId) else {
+                return Self.apiError(.notFound, 4_040_010, "Transaction id not found.")
+            }
+            account = owner
+        }
+        // The token is bound to the body as sent, so any change to it is detected.
+        let query = HistoryQuery(startDate: start, endDate: object["endDate"]?.integer ?? end, notificationType: type,
+                                 notificationSubtype: subtype, transactionId: transactionId, onlyFailures: onlyFailures)
+        let queryHash = Self.hash(query)
+        var after: (Int64, String)?
+        if let token = request.queryValue("paginationToken") {
+            guard let cursor = tokens.decode(token, as: HistoryCursor.self) else {
+                return Self.apiError(.badRequest, 4_000_014, "Invalid pagination token.")
+            }
+            if cursor.query != queryHash || cursor.expiresAt < now || roll(faults.expiredTokenRate) {
+                statistics.update { $0.expiredTokens += 1 }
+                return Self.apiError(.badRequest, 4_000_017, "Pagination token expired.")
+            }
+            after = (cursor.firstAttemptDate, cursor.notificationUUID)
+        }
+
+        var page: [NotificationHistoryResponseItem] = []
+        var last: (Int64, String)?
+        var hasMore = false
+        for notification in snapshot.notifications {
+            let key = (notification.firstAttemptDate, notification.plan.notificationUUID)
+            if let after, !(key > after) { continue }
+            guard notification.firstAttemptDate >= start, notification.firstAttemptDate < end else { continue }
+            let plan = notification.plan
+            if let type {
+                guard plan.notificationType.rawValue == type else { continue }
+                // Apple: without a subtype, only notifications that have no subtype.
+                guard plan.subtype?.rawValue == subtype else { continue }
+            }
+            if let account, plan.accountId != account { continue }
+            let sent = attempts.attempts(plan.notificationUUID)
+            if onlyFailures == true, sent.contains(where: { $0.sendAttemptResult == .success }) { continue }
+            if page.count == Self.pageSize {
+                hasMore = true
+                break
+            }
+            page.append(NotificationHistoryResponseItem(signedPayload: notification.signedPayload, sendAttempts: sent))
+            last = key
+        }
+        let cursorKey = last ?? after ?? (start, "")
+        let token = tokens.encode(HistoryCursor(
+            query: queryHash, firstAttemptDate: cursorKey.0, notificationUUID: cursorKey.1,
+            expiresAt: now + Int64(configuration.paginationTokenLifetime.components.seconds * 1000)))
+        return .json(.ok, NotificationHistoryResponse(paginationToken: token, hasMore: hasMore, notificationHistory: page))
+    }
+
+    static func hash(_ value: some Encodable) -> String {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = .sortedKeys
+        let data = (try? encoder.encode(value)) ?? Data()
+        return data.base64EncodedString()
+    }
+}

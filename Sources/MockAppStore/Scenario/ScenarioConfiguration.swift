@@ -1,0 +1,58 @@
+import AppStoreServer
+import Foundation
+
+/// What the mock App Store simulates: customers of one app, their purchases over a span of time
+/// ending now, and an outage of the app's webhook during which deliveries fail.
+///
+/// The same configuration always gives the same customers, purchases and notifications.
+public struct ScenarioConfiguration: Sendable {
+    public var seed: UInt64
+    public var customers: Int
+    /// The scenario's present, UNIX ms; everything it simulates happened before.
+    public var now: Int64
+    /// How far back the simulated history reaches, ms.
+    public var span: Int64
+    /// When the app's webhook was down, UNIX ms (`nil`: no outage).
+    public var outageStart: Int64?
+    public var outageEnd: Int64?
+    public var environment: AppStoreEnvironment
+    public var bundleId: String
+    public var appAppleId: Int64
+    /// The length of a "monthly" period, ms (accelerated, as the sandbox does, so a short
+    /// scenario has many renewals); a yearly one is twelve of them.
+    public var renewalPeriod: Int64
+    /// Add scripted customers whose notable events (billing recovery, expiries, refund, revoke,
+    /// an unknown notification type...) fall inside the outage.
+    public var scriptedOutageCustomers: Bool
+    /// The chance that a subscriber also gets a notification of a type Apple has not documented.
+    public var unknownTypeRate: Double
+
+    public init(
+        seed: UInt64 = 1, customers: Int = 100, now: Int64 = Int64(Date().timeIntervalSince1970 * 1000),
+        span: Int64 = 3 * 86_400_000, outageStart: Int64? = nil, outageEnd: Int64? = nil,
+        environment: AppStoreEnvironment = .production, bundleId: String = "com.example.reconciler.mock",
+        appAppleId: Int64 = 1_234_567_890, renewalPeriod: Int64 = 8 * 3_600_000, scriptedOutageCustomers: Bool = true,
+        unknownTypeRate: Double = 0.05
+    ) {
+        self.seed = seed
+        self.customers = customers
+        self.now = now
+        self.span = span
+        self.outageStart = outageStart
+        self.outageEnd = outageEnd
+        self.environment = environment
+        self.bundleId = bundleId
+        self.appAppleId = appAppleId
+        self.renewalPeriod = renewalPeriod
+        self.scriptedOutageCustomers = scriptedOutageCustomers
+        self.unknownTypeRate = unknownTypeRate
+    }
+
+    /// The start of the simulated history.
+    public var start: Int64 { now - span }
+
+    func isInOutage(_ time: Int64) -> Bool {
+        guard let outageStart, let outageEnd else { return false }
+        return time >= outageStart && time < outageEnd
+    }
+}

@@ -1,0 +1,48 @@
+import AppStoreServer
+
+/// Everything a scenario simulated, before signing: accounts, every version of every
+/// transaction, and the notifications Apple sent, each with the snapshot it carried.
+public struct ScenarioWorld: Sendable {
+    /// One version of a transaction, as of `modifiedAt` (creation, upgrade, revocation...).
+    public struct TransactionVersion: Sendable {
+        public var payload: JWSTransactionDecodedPayload
+        public var modifiedAt: Int64
+    }
+
+    /// One notification, with the transaction and renewal info it carries (unsigned).
+    public struct PlannedNotification: Sendable {
+        public var notificationUUID: String
+        public var notificationType: NotificationTypeV2
+        public var subtype: Subtype?
+        public var signedDate: Int64
+        public var accountId: String?
+        public var originalTransactionId: String?
+        public var transaction: JWSTransactionDecodedPayload?
+        public var renewalInfo: JWSRenewalInfoDecodedPayload?
+        public var status: Status?
+        public var consumptionRequestReason: ConsumptionRequestReason?
+    }
+
+    /// A customer's App Store account; its transaction history spans all its purchases.
+    public struct Account: Sendable {
+        public var id: String
+        public var transactionIds: [String] = []
+    }
+
+    public var accounts: [Account] = []
+    /// Versions of each transaction, oldest first.
+    public var transactionVersions: [String: [TransactionVersion]] = [:]
+    /// Versions of each subscription's renewal info (by originalTransactionId), oldest first.
+    public var renewalVersions: [String: [JWSRenewalInfoDecodedPayload]] = [:]
+    /// The status of each subscription now (by originalTransactionId).
+    public var subscriptionStatus: [String: Status] = [:]
+    /// Which account owns each transaction.
+    public var accountOfTransaction: [String: String] = [:]
+    /// Notifications, ordered by signedDate.
+    public var notifications: [PlannedNotification] = []
+
+    /// The newest version of every transaction.
+    public var currentTransactions: [String: TransactionVersion] {
+        transactionVersions.compactMapValues(\.last)
+    }
+}

@@ -1,0 +1,149 @@
+import AppStoreServer
+import Foundation
+import Synchronization
+
+/// A scenario in the form the endpoints serve: signed notifications ordered by first send
+/// attempt, and each account's transactions ordered by modification date.
+final class MockCatalog: Sendable {
+    struct Notification: Sendable {
+        var plan: ScenarioWorld.PlannedNotification
+        /// The JWS Apple sent; the same bytes every time it is returned.
+        var signedPayload: String
+        /// When the App Store first tried to send it; history windows select on this.
+        var firstAttemptDate: Int64
+    }
+
+    struct TransactionEntry: Sendable {
+        var payload: JWSTransactionDecodedPayload
+        var modifiedAt: Int64
+    }
+
+    /// What the endpoints read; replaced as a whole when an event is added at run time.
+    struct Snapshot: Sendable {
+        var world: ScenarioWorld
+        /// Ordered by (firstAttemptDate, notificationUUID).
+        var notifications: [Notification]
+        /// Each account's transactions, newest version of each, ordered by (modifiedAt, transactionId).
+        var transactionsByAccount: [String: [TransactionEntry]]
+    }
+
+    let configuration: ScenarioConfiguration
+    let signer: JWSSigner
+    private let state: Mutex<Snapshot>
+
+    init(world: ScenarioWorld, configuration: ScenarioConfiguration, signer: JWSSigner) async throws {
+        self.configuration = configuration
+        self.signer = signer
+        let notifications = try await Self.sign(world.notifications, configuration: configuration, signer: signer)
+        self.state = Mutex(Snapshot(world: world, notifications: notifications,
+                                    transactionsByAccount: Self.transactionsByAccount(world)))
+    }
+
+    var snapshot: Snapshot { state.withLock { $0 } }
+
+    static func transactionsByAccount(_ world: ScenarioWorld) -> [String: [TransactionEntry]] {
+        var result: [String: [TransactionEntry]] = [:]
+        for (transactionId, versions) in world.transactionVersions {
+            guard let newest = versions.last, let account = world.accountOfTransaction[transactionId] else { continue }
+            result[account, default: []].append(.init(payload: newest.payload, modifiedAt: newest.modifiedAt))
+        }
+        return result.mapValues { entries in
+            entries.sorted { ($0.modifiedAt, $0.payload.transactionId ?? "") < ($1.modifiedAt, $1.payload.transactionId ?? "") }
+        }
+    }
+
+    /// Refunds a transaction now, as if the customer got a refund while the mock runs: the
+    /// transaction gets a new version (so transaction history returns it again) and a REFUND
+    /// notification is added. Returns the new notification, or `nil` for an unknown transaction.
+    func refund(transactionId: String, at time: Int64) throws -> Notification? {
+        try state.withLock { snapshot in
+            guard var versions = snapshot.world.transactionVersions[transactionId], var transaction = versions.last?.payload,
+                  let account = snapshot.world.accountOfTransaction[transactionId] else { return nil }
+            transaction.revocationDate = time - 1
+            transaction.revocationReason = .refundedDueToIssue
+            transaction.revocationType = .refundFull
+            transaction.revocationPercentage = 100_000
+            versions.append(.init(payload: transaction, modifiedAt: time))
+            snapshot.world.transactionVersions[transactionId] = versions
+            let original = transaction.originalTransactionId ?? transactionId
+            let isSubscription = transaction.type == .autoRenewableSubscription
+            if isSubscription { snapshot.world.subscriptionStatus[original] = .revoked }
+            var generator = SeededGenerator(seed: UInt64(bitPattern: time) ^ 0x5EED)
+            let plan = ScenarioWorld.PlannedNotification(
+                notificationUUID: generator.uuid(), notificationType: .refund, subtype: nil, signedDate: time, accountId: account,
+                originalTransactionId: original, transaction: transaction,
+                renewalInfo: isSubscription ? snapshot.world.renewalVersions[original]?.last : nil,
+                status: isSubscription ? .revoked : nil)
+            if let renewal = plan.renewalInfo { snapshot.world.renewalVersions[original, default: []].append(renewal) }
+            snapshot.world.notifications.append(plan)
+            let notification = Notification(
+                plan: plan, signedPayload: try Self.signNotification(plan, configuration: configuration, signer: signer),
+                firstAttemptDate: time + Self.firstAttemptDelay(plan.notificationUUID))
+            snapshot.notifications.append(notification)
+            snapshot.transactionsByAccount = Self.transactionsByAccount(snapshot.world)
+            return notification
+        }
+    }
+
+    /// Signs every notification, with its nested values signed at the same instant, on all cores.
+    static func sign(_ plans: [ScenarioWorld.PlannedNotification], configuration: ScenarioConfiguration,
+                     signer: JWSSigner) async throws -> [Notification] {
+        let chunks = stride(from: 0, to: plans.count, by: 256).map { Array(plans[$0..<min($0 + 256, plans.count)]) }
+        let signed = try await withThrowingTaskGroup(of: (Int, [Notification]).self) { group in
+            for (index, chunk) in chunks.enumerated() {
+                group.addTask {
+                    (index, try chunk.map { plan in
+                        Notification(plan: plan, signedPayload: try signNotification(plan, configuration: configuration, signer: signer),
+                                     firstAttemptDate: plan.signedDate + firstAttemptDelay(plan.notificationUUID))
+                    })
+                }
+            }
+            var results = [[Notification]](repeating: [], count: chunks.count)
+            for try await (index, notifications) in group { results[index] = notifications }
+            return results.flatMap { $0 }
+        }
+        return signed.sorted { ($0.firstAttemptDate, $0.plan.notificationUUID) < ($1.firstAttemptDate, $1.plan.notificationUUID) }
+    }
+
+    /// Apple sends a notification shortly after signing it: 0.1 to 2 s, derived from the UUID.
+    static func firstAttemptDelay(_ uuid: String) -> Int64 {
+        let hash = uuid.utf8.reduce(UInt64(1_469_598_103_934_665_603)) { ($0 ^ UInt64($1)) &* 1_099_511_628_211 }
+        return 100 + Int64(hash % 1900)
+    }
+
+    static func signNotification(_ plan: ScenarioWorld.PlannedNotification, configuration: ScenarioConfiguration,
+                                 signer: JWSSigner) throws -> String {
+        var transaction = plan.transaction
+        transaction?.signedDate = plan.signedDate
+        var renewal = plan.renewalInfo
+        renewal?.signedDate = plan.signedDate
+        let payload = ResponseBodyV2DecodedPayload(
+            notificationType: plan.notificationType, subtype: plan.subtype, notificationUUID: plan.notificationUUID,
+            version: "2.0", signedDate: plan.signedDate,
+            data: NotificationData(
+                appAppleId: configuration.environment == .production ? configuration.appAppleId : nil,
+                bundleId: configuration.bundleId, bundleVersion: "1.0", environment: configuration.environment,
+                signedTransactionInfo: try transaction.map { try signer.sign($0) },
+                signedRenewalInfo: try renewal.map { try signer.sign($0) }, status: plan.status,
+                consumptionRequestReason: plan.consumptionRequestReason))
+        return try signer.sign(payload)
+    }
+
+}
+
+extension MockCatalog.Snapshot {
+    /// The account owning a transaction id (any transaction of the customer).
+    func account(ofTransaction transactionId: String) -> String? {
+        world.accountOfTransaction[transactionId]
+    }
+
+    /// The subscriptions of an account by originalTransactionId, with their latest transaction.
+    func subscriptions(ofAccount account: String) -> [(originalTransactionId: String, latest: JWSTransactionDecodedPayload)] {
+        let entries = transactionsByAccount[account] ?? []
+        var byOriginal: [String: [JWSTransactionDecodedPayload]] = [:]
+        for entry in entries where entry.payload.type == .autoRenewableSubscription {
+            byOriginal[entry.payload.originalTransactionId ?? "", default: []].append(entry.payload)
+        }
+        return byOriginal.map { ($0.key, GroundTruth.latestTransaction($0.value)) }.sorted { $0.originalTransactionId < $1.originalTransactionId }
+    }
+}

@@ -1,0 +1,118 @@
+import AppStoreServer
+import ArgumentParser
+import Foundation
+import Logging
+import MockAppStore
+import ServiceLifecycle
+
+@main
+struct MockAppStoreCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "mock-appstore",
+        abstract: "A local App Store imitation: simulated customers, signed notifications, Apple's API semantics and faults.",
+        discussion: """
+            It simulates --customers customers of one app over --span up to now, signs everything with its own CA \
+            (Apple's OIDs), delivers the notifications outside the outage to --webhook (Apple's retry schedule in \
+            production), then serves Get Notification History, Get Transaction History v2, Get All Subscription \
+            Statuses and the test-notification endpoints.
+
+            --credentials-dir receives root.pem, a .p8 key the mock accepts and reconciler.env with the APP_STORE_* \
+            variables that point a reconciler at it. GET /mock/truth returns the final state of every purchase in \
+            the shape of `reconciler export`; GET /mock/stats what the mock saw.
+
+            Times: ISO 8601, UNIX milliseconds, or now-6h. Durations: 90s, 45m, 6h, 3d.
+
+              mock-appstore --port 8081 --seed 7 --customers 200 --outage-start now-6h --outage-end now-3h \\
+                --webhook http://127.0.0.1:8080/notifications --credentials-dir /tmp/mock
+            """)
+
+    @Option(help: "Port to listen on (0 picks a free one, printed when ready).") var port: Int = 8081
+    @Option(help: "Address to listen on.") var host: String = "127.0.0.1"
+    @Option(help: "Scenario seed: the same seed gives the same customers and events.") var seed: UInt64 = 1
+    @Option(help: "Number of simulated customers.") var customers: Int = 100
+    @Option(help: "How far back the simulated history reaches.") var span: String = "3d"
+    @Option(help: "The scenario's present (default: now).") var now: String?
+    @Option(help: "Start of the webhook outage (default now-6h).") var outageStart: String?
+    @Option(help: "End of the webhook outage (default now-3h).") var outageEnd: String?
+    @Flag(help: "Simulate no outage at all.") var noOutage = false
+    @Option(help: "Length of a \"monthly\" period (accelerated like the sandbox).") var renewalPeriod: String = "8h"
+    @Option(help: "production or sandbox.") var environment: String = "production"
+    @Option(help: "The app's bundle id.") var bundleId: String = "com.example.reconciler.mock"
+    @Option(help: "The app's Apple ID.") var appAppleId: Int64 = 1_234_567_890
+    @Option(help: "Where to deliver live notifications (POST {\"signedPayload\": ...}).") var webhook: String?
+    @Option(help: "Directory that receives root.pem, the .p8 key and reconciler.env.") var credentialsDir: String?
+    @Option(help: "Requests per second per endpoint before 429 (default: Apple's, 50 or 5 in the sandbox).") var rateLimit: Double?
+    @Option(help: "Pagination token lifetime in seconds.") var tokenTtl: Int = 600
+    @Option(help: "Latency added to every API response, ms.") var latencyMs: Int = 0
+    @Option(help: "Random extra latency up to this, ms.") var latencyJitterMs: Int = 0
+    @Option(help: "Fraction of API requests answered 500 (retryable).") var fault5xx: Double = 0
+    @Option(help: "Fraction of API requests answered 429 with Retry-After.") var fault429: Double = 0
+    @Option(help: "Fraction of API requests whose connection is dropped without an answer.") var faultDrop: Double = 0
+    @Option(help: "Fraction of successful API responses cut in half.") var faultTruncate: Double = 0
+    @Option(help: "Fraction of paginated history requests answered PaginationTokenExpired.") var faultExpireTokens: Double = 0
+    @Flag(help: "Include no scripted customers inside the outage (only random ones).") var noScriptedCustomers = false
+    @Option(help: "Write the ground truth (JSON lines) to this file before serving.") var truthFile: String?
+    @Option(help: "Log level.") var logLevel: String = "info"
+
+    func validate() throws {
+        for (name, value) in [("--fault-5xx", fault5xx), ("--fault-429", fault429), ("--fault-drop", faultDrop),
+                              ("--fault-truncate", faultTruncate), ("--fault-expire-tokens", faultExpireTokens)] {
+            guard (0...1).contains(value) else { throw ValidationError("\(name) must be a fraction between 0 and 1") }
+        }
+        guard customers >= 0 else { throw ValidationError("--customers must not be negative") }
+        guard ["production", "sandbox"].contains(environment.lowercased()) else { throw ValidationError("--environment is production or sandbox") }
+    }
+
+    func run() async throws {
+        LoggingSystem.bootstrap { StreamLogHandler.standardError(label: $0) }
+        var logger = Logger(label: "mock-appstore")
+        logger.logLevel = Logger.Level(rawValue: logLevel) ?? .info
+        let nowMilliseconds = Int64(Date().timeIntervalSince1970 * 1000)
+        func time(_ text: String, _ flag: String) throws -> Int64 {
+            guard let value = TimeArgument.parse(text, now: nowMilliseconds) else {
+                throw ValidationError("\(flag): \(text) is not a time (ISO 8601, UNIX ms, or now-6h)")
+            }
+            return value
+        }
+        let present = try now.map { try time($0, "--now") } ?? nowMilliseconds
+        guard let spanMilliseconds = TimeArgument.duration(span), spanMilliseconds > 0 else { throw ValidationError("--span: \(span) is not a duration") }
+        guard let period = TimeArgument.duration(renewalPeriod), period >= 60_000 else {
+            throw ValidationError("--renewal-period: \(renewalPeriod) is not a duration of at least 1m")
+        }
+        var outage: (Int64, Int64)?
+        if !noOutage {
+            let start = try time(outageStart ?? "now-6h", "--outage-start")
+            let end = try time(outageEnd ?? "now-3h", "--outage-end")
+            guard start < end else { throw ValidationError("--outage-start must be before --outage-end") }
+            outage = (start, end)
+        }
+        var faults = FaultConfiguration()
+        faults.latencyMilliseconds = latencyMs
+        faults.latencyJitterMilliseconds = latencyJitterMs
+        faults.serverErrorRate = fault5xx
+        faults.rateLimitedRate = fault429
+        faults.dropRate = faultDrop
+        faults.truncateRate = faultTruncate
+        faults.expiredTokenRate = faultExpireTokens
+        let scenario = ScenarioConfiguration(
+            seed: seed, customers: customers, now: present, span: spanMilliseconds, outageStart: outage?.0, outageEnd: outage?.1,
+            environment: environment.lowercased() == "production" ? .production : .sandbox, bundleId: bundleId,
+            appAppleId: appAppleId, renewalPeriod: period, scriptedOutageCustomers: !noScriptedCustomers)
+        let host = self.host
+        let mock = try await MockAppStore.make(configuration: .init(
+            scenario: scenario, host: host, port: port, webhookURL: webhook, credentialsDirectory: credentialsDir, faults: faults,
+            rateLimitPerSecond: rateLimit, paginationTokenLifetime: .seconds(tokenTtl),
+            onReady: { port in
+                FileHandle.standardOutput.write(Data("mock-appstore listening on http://\(host):\(port)\n".utf8))
+            }), logger: logger)
+        if let truthFile {
+            try mock.truthJSONLines().write(toFile: truthFile, atomically: true, encoding: .utf8)
+        }
+        if let outage {
+            logger.info("outage", metadata: ["start": "\(TimeArgument.iso8601(outage.0))", "end": "\(TimeArgument.iso8601(outage.1))"])
+        }
+        let group = ServiceGroup(configuration: .init(
+            services: [.init(service: mock)], gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
+        try await group.run()
+    }
+}
