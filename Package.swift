@@ -113,12 +113,20 @@ let package = Package(
         ),
         .testTarget(
             name: "AppStoreServerTests",
-            dependencies: ["AppStoreServer", "MockAppStore"],
+            dependencies: [
+                "AppStoreServer", "MockAppStore",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "Crypto", package: "swift-crypto"),
+            ],
             exclude: ["Fixtures"]
         ),
         .testTarget(
             name: "MockAppStoreTests",
-            dependencies: ["MockAppStore", "AppStoreServer"]
+            dependencies: [
+                "MockAppStore", "AppStoreServer",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "NIOFoundationCompat", package: "swift-nio"),
+            ]
         ),
         .testTarget(
             name: "ReconcilerTests",

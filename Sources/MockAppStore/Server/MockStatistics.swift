@@ -3,24 +3,24 @@ import Synchronization
 /// What the mock saw, served by `GET /mock/stats` so tests can check a client's behaviour from
 /// the server's side: requests per endpoint, the busiest second, 429s, and requests that came
 /// before an announced `Retry-After`.
-final class MockStatistics: Sendable {
-    struct Counts: Codable, Sendable {
-        var requests: [String: Int] = [:]
-        var responses: [String: Int] = [:]
-        var rateLimited = 0
-        var retryAfterViolations = 0
-        var maxRequestsInOneSecond: [String: Int] = [:]
-        var unauthorized = 0
-        var distinctTokens = 0
-        var droppedConnections = 0
-        var truncatedBodies = 0
-        var injectedServerErrors = 0
-        var injectedRateLimits = 0
-        var expiredTokens = 0
-        var deliveryAttempts = 0
-        var deliverySuccesses = 0
-        var deliveryFailures = 0
-        var liveDeliveryComplete = false
+public final class MockStatistics: Sendable {
+    public struct Counts: Codable, Sendable {
+        public var requests: [String: Int] = [:]
+        public var responses: [String: Int] = [:]
+        public var rateLimited = 0
+        public var retryAfterViolations = 0
+        public var maxRequestsInOneSecond: [String: Int] = [:]
+        public var unauthorized = 0
+        public var distinctTokens = 0
+        public var droppedConnections = 0
+        public var truncatedBodies = 0
+        public var injectedServerErrors = 0
+        public var injectedRateLimits = 0
+        public var expiredTokens = 0
+        public var deliveryAttempts = 0
+        public var deliverySuccesses = 0
+        public var deliveryFailures = 0
+        public var liveDeliveryComplete = false
     }
 
     private let counts = Mutex(Counts())

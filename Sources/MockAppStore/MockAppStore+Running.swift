@@ -1,0 +1,95 @@
+import Crypto
+import AppStoreServer
+import Foundation
+
+extension MockAppStore {
+    /// Runs the mock in this process for the duration of `body`, which receives its base URL
+    /// (`http://127.0.0.1:PORT`). For tests, benchmarks and rehearsals.
+    ///
+    /// ```swift
+    /// try await MockAppStore.withRunning(.init(scenario: .init(seed: 3, customers: 20))) { mock, baseURL in
+    ///     let client = mock.client(baseURL: baseURL)
+    /// }
+    /// ```
+    public static func withRunning<Result: Sendable>(
+        _ configuration: Configuration, _ body: (MockAppStore, String) async throws -> Result
+    ) async throws -> Result {
+        let (ports, continuation) = AsyncStream.makeStream(of: Int.self)
+        var configuration = configuration
+        let callerOnReady = configuration.onReady
+        configuration.onReady = { port in
+            await callerOnReady(port)
+            continuation.yield(port)
+        }
+        let mock = try await make(configuration: configuration)
+        return try await mock.withRunning(ports: ports, body)
+    }
+
+    /// Runs a mock that serves a world built by hand (for conformance tests with exact expectations).
+    static func withRunning<Result: Sendable>(
+        world: ScenarioWorld, _ configuration: Configuration, _ body: (MockAppStore, String) async throws -> Result
+    ) async throws -> Result {
+        let (ports, continuation) = AsyncStream.makeStream(of: Int.self)
+        var configuration = configuration
+        configuration.onReady = { continuation.yield($0) }
+        let authority = try SigningCertificateAuthority()
+        let catalog = try await MockCatalog(world: world, configuration: configuration.scenario, signer: authority.signer)
+        let mock = MockAppStore(configuration: configuration, authority: authority, catalog: catalog, logger: .init(label: "mock"))
+        return try await mock.withRunning(ports: ports, body)
+    }
+
+    private func withRunning<Result: Sendable>(
+        ports: AsyncStream<Int>, _ body: (MockAppStore, String) async throws -> Result
+    ) async throws -> Result {
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { try await self.run() }
+            defer { group.cancelAll() }
+            var iterator = ports.makeAsyncIterator()
+            guard let port = await iterator.next() else { throw CancellationError() }
+            return try await body(self, "http://127.0.0.1:\(port)")
+        }
+    }
+
+    /// A client configured to call this mock with the key it accepts.
+    public func client(
+        baseURL: String, requestsPerSecond: Double? = nil, retryPolicy: AppStoreServerAPIClient.RetryPolicy = .init(),
+        requestTimeout: Duration = .seconds(10), keyId: String? = nil, privateKey: P256PrivateKey? = nil
+    ) -> AppStoreServerAPIClient {
+        var budget: [AppStoreServerAPIEndpoint: Double]?
+        if let requestsPerSecond {
+            budget = Dictionary(uniqueKeysWithValues: AppStoreServerAPIEndpoint.all.map { ($0, requestsPerSecond) })
+        }
+        return AppStoreServerAPIClient(configuration: .init(
+            baseURL: baseURL,
+            tokens: .init(privateKey: privateKey ?? apiKey, keyId: keyId ?? configuration.keyId, issuerId: configuration.issuerId,
+                          bundleId: configuration.scenario.bundleId),
+            environment: configuration.scenario.environment, requestTimeout: requestTimeout, retryPolicy: retryPolicy,
+            requestsPerSecond: budget))
+    }
+
+    /// A verifier that trusts this mock's root, for its app and environment.
+    public func verifier() throws -> SignedDataVerifier {
+        try SignedDataVerifier(configuration: .init(
+            rootCertificates: [authority.root], bundleId: configuration.scenario.bundleId,
+            appAppleId: configuration.scenario.appAppleId, environment: configuration.scenario.environment))
+    }
+
+    /// What the mock saw so far.
+    public var statisticsSnapshot: MockStatisticsSnapshot { statistics.snapshot }
+
+    /// Replaces the fault configuration while running.
+    public func setFaults(_ faults: FaultConfiguration) { self.faults.withLock { $0 = faults } }
+
+    /// The notifications of the scenario with their first send attempt, oldest first.
+    public var sentNotifications: [(notification: ScenarioWorld.PlannedNotification, firstAttemptDate: Int64)] {
+        catalog.snapshot.notifications.map { ($0.plan, $0.firstAttemptDate) }
+    }
+
+    /// The send attempts recorded for a notification.
+    public func sendAttempts(notificationUUID: String) -> [SendAttemptItem] {
+        attempts.attempts(notificationUUID)
+    }
+}
+
+public typealias P256PrivateKey = P256.Signing.PrivateKey
+public typealias MockStatisticsSnapshot = MockStatistics.Counts

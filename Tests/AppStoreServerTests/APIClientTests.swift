@@ -1,0 +1,261 @@
+import AppStoreServer
+import AsyncHTTPClient
+import Crypto
+import Foundation
+import MockAppStore
+import Testing
+
+/// The API client against the mock App Store over real HTTP.
+@Suite struct APIClientTests {
+    static func scenario(customers: Int = 40, seed: UInt64 = 11) -> ScenarioConfiguration {
+        let now = Int64(Date().timeIntervalSince1970 * 1000)
+        return ScenarioConfiguration(seed: seed, customers: customers, now: now, outageStart: now - 6 * 3_600_000, outageEnd: now - 3 * 3_600_000)
+    }
+
+    static var fastRetries: AppStoreServerAPIClient.RetryPolicy {
+        .init(maximumAttempts: 8, maximumRateLimitedAttempts: 40, initialBackoff: .milliseconds(20), maximumBackoff: .milliseconds(200))
+    }
+
+    func window(_ mock: MockAppStore) -> NotificationHistoryRequest {
+        let scenario = mock.configuration.scenario
+        return NotificationHistoryRequest(startDate: scenario.start - 86_400_000, endDate: scenario.now + 60_000)
+    }
+
+    /// Pages through a query and returns the UUIDs seen, in order.
+    func uuids(_ client: AppStoreServerAPIClient, _ request: NotificationHistoryRequest, verifier: SignedDataVerifier) async throws -> [String] {
+        var seen: [String] = []
+        for try await page in client.notificationHistory(request) {
+            #expect(page.items.count <= 20)
+            for item in page.items {
+                seen.append(try await verifier.verifyAndDecodeNotification(item.signedPayload ?? "").notificationUUID ?? "")
+            }
+        }
+        return seen
+    }
+
+    @Test func pagingReturnsEveryNotificationOnceOldestFirst() async throws {
+        try await MockAppStore.withRunning(.init(scenario: Self.scenario())) { mock, baseURL in
+            let client = mock.client(baseURL: baseURL)
+            let request = window(mock)
+            let seen = try await uuids(client, request, verifier: try mock.verifier())
+            let expected = mock.sentNotifications.filter { $0.firstAttemptDate >= request.startDate && $0.firstAttemptDate < request.endDate }
+            #expect(seen == expected.map(\.notification.notificationUUID))
+            #expect(seen.count > 40)
+            #expect(Set(seen).count == seen.count)
+            #expect(client.statistics.snapshot.requests == (seen.count + 19) / 20)
+        }
+    }
+
+    @Test func theSameTokenIsReusedUntilItNearsExpiry() async throws {
+        try await MockAppStore.withRunning(.init(scenario: Self.scenario(customers: 10))) { mock, baseURL in
+            let client = mock.client(baseURL: baseURL)
+            _ = try await uuids(client, window(mock), verifier: try mock.verifier())
+            _ = try await client.getAllSubscriptionStatuses(anyTransactionId: firstTransactionId(mock))
+            #expect(client.tokens.tokensSigned == 1)
+            #expect(mock.statisticsSnapshot.distinctTokens == 1)
+            // A token close to expiry is replaced.
+            let tokens = APIAuthenticationTokens(configuration: .init(
+                privateKey: mock.apiKey, keyId: "K", issuerId: "I", bundleId: "B", lifetime: .seconds(600), renewalMargin: .seconds(120)))
+            let first = try tokens.token(now: Date(timeIntervalSince1970: 1_000_000))
+            #expect(try tokens.token(now: Date(timeIntervalSince1970: 1_000_400)) == first)
+            #expect(try tokens.token(now: Date(timeIntervalSince1970: 1_000_500)) != first)
+        }
+    }
+
+    func firstTransactionId(_ mock: MockAppStore) -> String {
+        mock.sentNotifications.first { $0.notification.transaction?.type == .autoRenewableSubscription }!.notification.transaction!.transactionId!
+    }
+
+    @Test func transactionHistoryFiltersUseRepeatedParametersAndRevisions() async throws {
+        try await MockAppStore.withRunning(.init(scenario: Self.scenario(customers: 60))) { mock, baseURL in
+            let client = mock.client(baseURL: baseURL)
+            let verifier = try mock.verifier()
+            // An account with a subscription and consumables.
+            let subscriberWithCoins = mock.sentNotifications.map(\.notification).first { plan in
+                plan.transaction?.type == .consumable &&
+                    mock.sentNotifications.contains { $0.notification.accountId == plan.accountId && $0.notification.transaction?.type == .autoRenewableSubscription }
+            }
+            let anyId = try #require(subscriberWithCoins?.transaction?.transactionId)
+            var all: [JWSTransactionDecodedPayload] = []
+            var revision: String?
+            for try await page in client.transactionHistory(anyTransactionId: anyId, .init(sort: .ascending)) {
+                for signed in page.signedTransactions ?? [] { all.append(try await verifier.verifyAndDecodeTransaction(signed)) }
+                revision = page.revision
+            }
+            #expect(Set(all.compactMap(\.type)).count >= 2)
+            let filtered = try await client.getTransactionHistory(
+                anyTransactionId: anyId, .init(productIds: ["com.example.coins.100", "com.example.lifetime"], sort: .ascending))
+            let products = try await (filtered.signedTransactions ?? []).asyncMap { try await verifier.verifyAndDecodeTransaction($0).productId }
+            #expect(!products.isEmpty)
+            #expect(products.allSatisfy { $0 == "com.example.coins.100" || $0 == "com.example.lifetime" })
+            #expect(products.count == all.filter { $0.productId == "com.example.coins.100" || $0.productId == "com.example.lifetime" }.count)
+
+            // Nothing changed: the stored revision returns nothing.
+            let unchanged = try await client.getTransactionHistory(anyTransactionId: anyId, .init(revision: revision, sort: .ascending))
+            #expect(unchanged.signedTransactions?.isEmpty == true)
+            #expect(unchanged.hasMore == false)
+            // A refund now modifies a transaction: the stored revision returns exactly it, again.
+            let refunded = try #require(all.first { $0.type == .consumable && $0.revocationDate == nil }?.transactionId)
+            let reply = try await HTTPClient.shared.execute(
+                HTTPClientRequest.post("\(baseURL)/mock/refund?transactionId=\(refunded)"), timeout: .seconds(10))
+            #expect(reply.status.code == 200)
+            let changed = try await client.getTransactionHistory(anyTransactionId: anyId, .init(revision: revision, sort: .ascending))
+            let again = try await (changed.signedTransactions ?? []).asyncMap { try await verifier.verifyAndDecodeTransaction($0) }
+            #expect(again.map(\.transactionId) == [refunded])
+            #expect(again.first?.revocationDate != nil)
+        }
+    }
+
+    @Test func errorsCarryApplesCodeAndFailFastWhenNotRetryable() async throws {
+        try await MockAppStore.withRunning(.init(scenario: Self.scenario(customers: 5))) { mock, baseURL in
+            let client = mock.client(baseURL: baseURL)
+            let now = Int64(Date().timeIntervalSince1970 * 1000)
+            // 400 naming the bad field.
+            let tooOld = await #expect(throws: AppStoreServerAPIError.self) {
+                _ = try await client.getNotificationHistory(.init(startDate: now - 200 * 86_400_000, endDate: now))
+            }
+            guard case .badRequest(let details) = tooOld else { Issue.record("expected badRequest, got \(String(describing: tooOld))"); return }
+            #expect(details.errorCode == .startDateTooFarInPast)
+            #expect(details.attempts == 1)
+            #expect(String(describing: tooOld!).contains("startDate"))
+            // Both filters at once.
+            let both = await #expect(throws: AppStoreServerAPIError.self) {
+                _ = try await client.getNotificationHistory(.init(startDate: now - 3_600_000, endDate: now, notificationType: .didRenew, transactionId: "1"))
+            }
+            #expect(both?.details.errorCode == .multipleFiltersSupplied)
+            // 404.
+            let missing = await #expect(throws: AppStoreServerAPIError.self) {
+                _ = try await client.getTransactionHistory(anyTransactionId: "999999999", .init())
+            }
+            guard case .notFound(let notFound) = missing else { Issue.record("expected notFound"); return }
+            #expect(notFound.errorCode == .transactionIdNotFound)
+            // 401: a key the mock does not know, never retried.
+            let stranger = mock.client(baseURL: baseURL, privateKey: P256.Signing.PrivateKey())
+            let unauthorized = await #expect(throws: AppStoreServerAPIError.self) {
+                _ = try await stranger.getAllSubscriptionStatuses(anyTransactionId: "1")
+            }
+            guard case .unauthorized(let details401) = unauthorized else { Issue.record("expected unauthorized"); return }
+            #expect(details401.attempts == 1)
+            #expect(String(describing: unauthorized!).contains("APP_STORE_KEY_ID"))
+        }
+    }
+
+    @Test func anExpiredPaginationTokenIsItsOwnCase() async throws {
+        try await MockAppStore.withRunning(.init(scenario: Self.scenario())) { mock, baseURL in
+            let client = mock.client(baseURL: baseURL)
+            let first = try await client.getNotificationHistory(window(mock))
+            #expect(first.hasMore == true)
+            var faults = FaultConfiguration()
+            faults.expiredTokenRate = 1
+            mock.setFaults(faults)
+            let error = await #expect(throws: AppStoreServerAPIError.self) {
+                _ = try await client.getNotificationHistory(window(mock), paginationToken: first.paginationToken)
+            }
+            guard case .paginationTokenExpired = error else { Issue.record("expected paginationTokenExpired, got \(String(describing: error))"); return }
+            // A changed body with a valid token is refused the same way.
+            mock.setFaults(FaultConfiguration())
+            var other = window(mock)
+            other.onlyFailures = true
+            let changed = await #expect(throws: AppStoreServerAPIError.self) {
+                _ = try await client.getNotificationHistory(other, paginationToken: first.paginationToken)
+            }
+            guard case .paginationTokenExpired = changed else { Issue.record("expected paginationTokenExpired"); return }
+        }
+    }
+
+    @Test func serverErrorsDropsAndTruncationsAreRetried() async throws {
+        var faults = FaultConfiguration()
+        faults.serverErrorRate = 0.2
+        faults.dropRate = 0.1
+        faults.truncateRate = 0.1
+        try await MockAppStore.withRunning(.init(scenario: Self.scenario(), faults: faults)) { mock, baseURL in
+            let client = mock.client(baseURL: baseURL, retryPolicy: Self.fastRetries)
+            let request = window(mock)
+            let seen = try await uuids(client, request, verifier: try mock.verifier())
+            let expected = mock.sentNotifications.filter { $0.firstAttemptDate >= request.startDate && $0.firstAttemptDate < request.endDate }
+            #expect(seen == expected.map(\.notification.notificationUUID))
+            let stats = client.statistics.snapshot
+            let server = mock.statisticsSnapshot
+            #expect(stats.retries > 0)
+            #expect(stats.serverErrors == server.injectedServerErrors)
+            #expect(stats.transportErrors >= server.droppedConnections)
+        }
+    }
+
+    @Test func retriesAreBounded() async throws {
+        var faults = FaultConfiguration()
+        faults.serverErrorRate = 1
+        try await MockAppStore.withRunning(.init(scenario: Self.scenario(customers: 2), faults: faults)) { mock, baseURL in
+            let client = mock.client(baseURL: baseURL, retryPolicy: .init(maximumAttempts: 3, initialBackoff: .milliseconds(1), maximumBackoff: .milliseconds(5)))
+            let error = await #expect(throws: AppStoreServerAPIError.self) {
+                _ = try await client.getNotificationHistory(window(mock))
+            }
+            guard case .serverError(let details) = error else { Issue.record("expected serverError"); return }
+            #expect(details.attempts == 3)
+            #expect(details.errorCode == .generalInternalRetryable)
+            #expect(mock.statisticsSnapshot.requests["Get Notification History"] == 3)
+        }
+    }
+
+    /// The mock allows 4 requests a second while the client would send 40: the client must wait
+    /// for each Retry-After instant and never send before it.
+    @Test func rateLimitedRequestsWaitForRetryAfter() async throws {
+        try await MockAppStore.withRunning(.init(scenario: Self.scenario(customers: 30), rateLimitPerSecond: 4)) { mock, baseURL in
+            let client = mock.client(baseURL: baseURL, requestsPerSecond: 40, retryPolicy: Self.fastRetries)
+            let transactionIds = Array(Set(mock.sentNotifications.compactMap(\.notification.transaction?.transactionId)).sorted().prefix(12))
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for id in transactionIds {
+                    group.addTask { _ = try await client.getTransactionHistory(anyTransactionId: id, .init()) }
+                }
+                try await group.waitForAll()
+            }
+            let server = mock.statisticsSnapshot
+            #expect(server.rateLimited > 0)
+            #expect(client.statistics.snapshot.rateLimited == server.rateLimited)
+            #expect(server.retryAfterViolations == 0)
+            #expect(server.requests["Get Transaction History"] == transactionIds.count + server.rateLimited)
+        }
+    }
+
+    @Test func injected429sWithRetryAfterAreHonoured() async throws {
+        var faults = FaultConfiguration()
+        faults.rateLimitedRate = 0.3
+        try await MockAppStore.withRunning(.init(scenario: Self.scenario(), faults: faults)) { mock, baseURL in
+            let client = mock.client(baseURL: baseURL, retryPolicy: Self.fastRetries)
+            let seen = try await uuids(client, window(mock), verifier: try mock.verifier())
+            #expect(!seen.isEmpty)
+            #expect(mock.statisticsSnapshot.injectedRateLimits > 0)
+            #expect(mock.statisticsSnapshot.retryAfterViolations == 0)
+        }
+    }
+
+    /// With a budget below the mock's limit, a burst of concurrency turns into waiting, not 429s.
+    @Test func theBudgetKeepsABurstUnderTheLimit() async throws {
+        try await MockAppStore.withRunning(.init(scenario: Self.scenario(customers: 30), rateLimitPerSecond: 12)) { mock, baseURL in
+            let client = mock.client(baseURL: baseURL, requestsPerSecond: 10)
+            let ids = Array(Set(mock.sentNotifications.compactMap(\.notification.transaction?.transactionId)).sorted().prefix(25))
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for id in ids { group.addTask { _ = try await client.getAllSubscriptionStatuses(anyTransactionId: id) } }
+                try await group.waitForAll()
+            }
+            #expect(mock.statisticsSnapshot.rateLimited == 0)
+            #expect(client.statistics.snapshot.requests == ids.count)
+        }
+    }
+}
+
+extension HTTPClientRequest {
+    static func post(_ url: String) -> HTTPClientRequest {
+        var request = HTTPClientRequest(url: url)
+        request.method = .POST
+        return request
+    }
+}
+
+extension Sequence {
+    func asyncMap<T>(_ transform: (Element) async throws -> T) async rethrows -> [T] {
+        var result: [T] = []
+        for element in self { result.append(try await transform(element)) }
+        return result
+    }
+}

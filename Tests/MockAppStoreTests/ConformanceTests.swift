@@ -1,0 +1,330 @@
+import AppStoreServer
+import AsyncHTTPClient
+import Foundation
+@testable import MockAppStore
+import NIOCore
+import NIOFoundationCompat
+import Testing
+
+/// Pins the mock to Apple's documented behaviour with a world built by hand, so every expectation
+/// comes from the documentation and the hand-made data, not from the mock's own logic. Each test
+/// fails if the behaviour it names is removed.
+@Suite struct ConformanceTests {
+    let now = Int64(Date().timeIntervalSince1970 * 1000)
+    let hour: Int64 = 3_600_000
+
+    /// A world with 51 known notifications: 3 DID_RENEW without subtype, 2 DID_RENEW/BILLING_RECOVERY,
+    /// 1 EXPIRED/VOLUNTARY and 45 ONE_TIME_CHARGE; accounts A (subscription) and B (one-time purchases).
+    func world() -> ScenarioWorld {
+        var world = ScenarioWorld()
+        world.accounts = [.init(id: "A", transactionIds: []), .init(id: "B", transactionIds: [])]
+        func transaction(_ id: String, original: String, account: String, product: String, type: ProductType, at: Int64,
+                         modifiedAt: Int64? = nil, revoked: Bool = false) -> JWSTransactionDecodedPayload {
+            let payload = JWSTransactionDecodedPayload(
+                originalTransactionId: original, transactionId: id, bundleId: "com.example.reconciler.mock", productId: product,
+                subscriptionGroupIdentifier: type == .autoRenewableSubscription ? "21000001" : nil, purchaseDate: at,
+                expiresDate: type == .autoRenewableSubscription ? at + 8 * hour : nil, type: type,
+                inAppOwnershipType: .purchased, revocationDate: revoked ? at + hour : nil, environment: .production)
+            world.transactionVersions[id, default: []].append(.init(payload: payload, modifiedAt: modifiedAt ?? at))
+            world.accountOfTransaction[id] = account
+            return payload
+        }
+        var plans: [ScenarioWorld.PlannedNotification] = []
+        func notify(_ type: String, _ subtype: String?, at: Int64, account: String, _ payload: JWSTransactionDecodedPayload) {
+            plans.append(.init(notificationUUID: UUID().uuidString.lowercased(), notificationType: .init(rawValue: type),
+                               subtype: subtype.map(Subtype.init(rawValue:)), signedDate: at, accountId: account,
+                               originalTransactionId: payload.originalTransactionId, transaction: payload))
+        }
+        let base = now - 10 * hour
+        for index in 0..<3 {
+            notify("DID_RENEW", nil, at: base + Int64(index) * hour, account: "A",
+                   transaction("100\(index)", original: "1000", account: "A", product: "com.example.premium.monthly",
+                               type: .autoRenewableSubscription, at: base + Int64(index) * hour))
+        }
+        for index in 0..<2 {
+            notify("DID_RENEW", "BILLING_RECOVERY", at: base + Int64(3 + index) * hour, account: "A",
+                   transaction("101\(index)", original: "1000", account: "A", product: "com.example.premium.monthly",
+                               type: .autoRenewableSubscription, at: base + Int64(3 + index) * hour, revoked: index == 1))
+        }
+        notify("EXPIRED", "VOLUNTARY", at: base + 6 * hour, account: "A", world.transactionVersions["1011"]!.last!.payload)
+        for index in 0..<45 {
+            let at = base + Int64(index) * 60_000
+            notify("ONE_TIME_CHARGE", nil, at: at, account: "B",
+                   transaction("20\(String(format: "%02d", index))", original: "20\(String(format: "%02d", index))", account: "B",
+                               product: index % 2 == 0 ? "com.example.coins.100" : "com.example.lifetime",
+                               type: index % 2 == 0 ? .consumable : .nonConsumable, at: at))
+        }
+        world.notifications = plans
+        return world
+    }
+
+    var configuration: MockAppStore.Configuration {
+        .init(scenario: .init(seed: 1, customers: 0, now: now, outageStart: nil, outageEnd: nil))
+    }
+
+    var window: NotificationHistoryRequest { .init(startDate: now - 24 * hour, endDate: now + hour) }
+
+    func all(_ client: AppStoreServerAPIClient, _ request: NotificationHistoryRequest, _ verifier: SignedDataVerifier) async throws -> [ResponseBodyV2DecodedPayload] {
+        var result: [ResponseBodyV2DecodedPayload] = []
+        for try await page in client.notificationHistory(request) {
+            for item in page.items { result.append(try await verifier.verifyAndDecodeNotification(item.signedPayload!)) }
+        }
+        return result
+    }
+
+    @Test func aTypeWithoutSubtypeReturnsOnlyNotificationsWithoutSubtype() async throws {
+        try await MockAppStore.withRunning(world: world(), configuration) { mock, baseURL in
+            let client = mock.client(baseURL: baseURL)
+            let verifier = try mock.verifier()
+            var request = window
+            request.notificationType = .didRenew
+            let plain = try await all(client, request, verifier)
+            #expect(plain.count == 3)
+            #expect(plain.allSatisfy { $0.subtype == nil })
+            request.notificationSubtype = .billingRecovery
+            let recovery = try await all(client, request, verifier)
+            #expect(recovery.count == 2)
+            #expect(recovery.allSatisfy { $0.subtype == .billingRecovery })
+            #expect(try await all(client, window, verifier).count == 51)
+        }
+    }
+
+    @Test func pagesHoldTwentyOldestFirstWithHasMore() async throws {
+        try await MockAppStore.withRunning(world: world(), configuration) { mock, baseURL in
+            let client = mock.client(baseURL: baseURL)
+            var sizes: [Int] = []
+            var flags: [Bool] = []
+            var dates: [Int64] = []
+            for try await page in client.notificationHistory(window) {
+                sizes.append(page.items.count)
+                flags.append(page.hasMore)
+                for item in page.items { dates.append(item.sendAttempts?.first?.attemptDate ?? 0) }
+            }
+            #expect(sizes == [20, 20, 11])
+            #expect(flags == [true, true, false])
+            #expect(dates == dates.sorted())
+        }
+    }
+
+    @Test func filtersAreValidatedWithApplesErrorCodes() async throws {
+        try await MockAppStore.withRunning(world: world(), configuration) { mock, baseURL in
+            let client = mock.client(baseURL: baseURL)
+            func code(_ request: NotificationHistoryRequest, token: String? = nil) async -> APIErrorCode? {
+                do { _ = try await client.getNotificationHistory(request, paginationToken: token); return nil }
+                catch let error as AppStoreServerAPIError { return error.details.errorCode }
+                catch { return nil }
+            }
+            var both = window
+            both.notificationType = .didRenew
+            both.transactionId = "1000"
+            #expect(await code(both) == .multipleFiltersSupplied)
+            var orphanSubtype = window
+            orphanSubtype.notificationSubtype = .voluntary
+            #expect(await code(orphanSubtype) == .invalidNotificationType)
+            var mismatched = window
+            mismatched.notificationType = .didRenew
+            mismatched.notificationSubtype = .voluntary
+            #expect(await code(mismatched) == .invalidNotificationType)
+            #expect(await code(.init(startDate: now - hour, endDate: now - 2 * hour)) == .startDateAfterEndDate)
+            #expect(await code(.init(startDate: now - 181 * 24 * hour, endDate: now)) == .startDateTooFarInPast)
+            #expect(await code(window, token: "garbage") == .invalidPaginationToken)
+            var unknownTransaction = window
+            unknownTransaction.transactionId = "424242"
+            #expect(await code(unknownTransaction) == .transactionIdNotFound)
+        }
+    }
+
+    @Test func theSandboxKeepsThirtyDays() async throws {
+        var configuration = self.configuration
+        configuration.scenario.environment = .sandbox
+        try await MockAppStore.withRunning(world: ScenarioWorld(), configuration) { mock, baseURL in
+            let client = mock.client(baseURL: baseURL)
+            let error = await #expect(throws: AppStoreServerAPIError.self) {
+                _ = try await client.getNotificationHistory(.init(startDate: now - 31 * 24 * hour, endDate: now))
+            }
+            #expect(error?.details.errorCode == .startDateTooFarInPast)
+            _ = try await client.getNotificationHistory(.init(startDate: now - 29 * 24 * hour, endDate: now))
+        }
+    }
+
+    @Test func aPaginationTokenIsBoundToItsRequestBody() async throws {
+        try await MockAppStore.withRunning(world: world(), configuration) { mock, baseURL in
+            let client = mock.client(baseURL: baseURL)
+            let first = try await client.getNotificationHistory(window)
+            let token = try #require(first.paginationToken)
+            _ = try await client.getNotificationHistory(window, paginationToken: token)
+            var changed = window
+            changed.endDate -= 1
+            let error = await #expect(throws: AppStoreServerAPIError.self) {
+                _ = try await client.getNotificationHistory(changed, paginationToken: token)
+            }
+            guard case .paginationTokenExpired = error else { Issue.record("expected 4000017, got \(String(describing: error))"); return }
+        }
+    }
+
+    @Test func theWindowSelectsOnTheFirstSendAttempt() async throws {
+        try await MockAppStore.withRunning(world: world(), configuration) { mock, baseURL in
+            let client = mock.client(baseURL: baseURL)
+            let target = try #require(mock.sentNotifications.first { $0.notification.notificationType == .expired })
+            let signed = target.notification.signedDate
+            #expect(target.firstAttemptDate > signed)
+            // A window that ends between signing and the first attempt does not contain it.
+            let before = try await all(client, .init(startDate: signed - hour, endDate: target.firstAttemptDate), try mock.verifier())
+            #expect(!before.contains { $0.notificationUUID == target.notification.notificationUUID })
+            let after = try await all(client, .init(startDate: target.firstAttemptDate, endDate: target.firstAttemptDate + 1), try mock.verifier())
+            #expect(after.map(\.notificationUUID) == [target.notification.notificationUUID])
+        }
+    }
+
+    @Test func onlyFailuresReturnsWhatNeverReachedTheServer() async throws {
+        var configuration = self.configuration
+        configuration.scenario.outageStart = now - 10 * hour - 1000
+        configuration.scenario.outageEnd = now - 10 * hour + 30 * 60_000
+        try await MockAppStore.withRunning(world: world(), configuration) { mock, baseURL in
+            let client = mock.client(baseURL: baseURL)
+            var request = window
+            request.onlyFailures = true
+            var failed: [NotificationHistoryResponseItem] = []
+            for try await page in client.notificationHistory(request) { failed += page.items }
+            // The coins bought in the first half hour; their first attempt failed, and Apple's
+            // retry an hour later succeeded except for none (outage over), so they are delivered.
+            let inOutage = mock.sentNotifications.filter { configuration.scenario.isInOutage($0.firstAttemptDate) }
+            #expect(!inOutage.isEmpty)
+            for item in failed {
+                #expect(!(item.sendAttempts ?? []).contains { $0.sendAttemptResult == .success })
+            }
+            // Retried an hour later (production), after the outage: delivered, so not failures.
+            #expect(failed.isEmpty)
+            let attempts = mock.sendAttempts(notificationUUID: inOutage[0].notification.notificationUUID)
+            #expect(attempts.count == 2)
+            #expect(attempts.first?.sendAttemptResult != .success)
+            #expect(attempts.last?.sendAttemptResult == .success)
+            #expect(attempts[1].attemptDate! - attempts[0].attemptDate! == hour)
+        }
+    }
+
+    @Test func sandboxDoesNotRetryAndOnlyFailuresShowsIt() async throws {
+        var configuration = self.configuration
+        configuration.scenario.environment = .sandbox
+        configuration.scenario.outageStart = now - 10 * hour - 1000
+        configuration.scenario.outageEnd = now - 10 * hour + 30 * 60_000
+        try await MockAppStore.withRunning(world: world(), configuration) { mock, baseURL in
+            let client = mock.client(baseURL: baseURL)
+            var request = window
+            request.onlyFailures = true
+            var failed = 0
+            for try await page in client.notificationHistory(request) { failed += page.items.count }
+            let inOutage = mock.sentNotifications.filter { configuration.scenario.isInOutage($0.firstAttemptDate) }
+            #expect(failed == inOutage.count)
+            #expect(failed > 0)
+        }
+    }
+
+    @Test func transactionHistorySortsByModificationAndRevisionsReturnOnlyChanges() async throws {
+        var world = world()
+        // 1010 was modified (revoked) after 1011 was bought: ascending by modification puts it after.
+        let revokedAt = now - hour
+        var refunded = world.transactionVersions["1010"]!.last!.payload
+        refunded.revocationDate = revokedAt
+        world.transactionVersions["1010"]!.append(.init(payload: refunded, modifiedAt: revokedAt))
+        try await MockAppStore.withRunning(world: world, configuration) { mock, baseURL in
+            let client = mock.client(baseURL: baseURL)
+            let verifier = try mock.verifier()
+            let page = try await client.getTransactionHistory(anyTransactionId: "1001", .init(sort: .ascending))
+            let ids = try await (page.signedTransactions ?? []).asyncMap { try await verifier.verifyAndDecodeTransaction($0).transactionId! }
+            #expect(ids == ["1000", "1001", "1002", "1011", "1010"])
+            let descending = try await client.getTransactionHistory(anyTransactionId: "1000", .init(sort: .descending))
+            let reversed = try await (descending.signedTransactions ?? []).asyncMap { try await verifier.verifyAndDecodeTransaction($0).transactionId! }
+            #expect(reversed == ids.reversed())
+            let revoked = try await client.getTransactionHistory(anyTransactionId: "1000", .init(sort: .ascending, revoked: true))
+            #expect(revoked.signedTransactions?.count == 2)
+            let coins = try await client.getTransactionHistory(anyTransactionId: "2001", .init(productTypes: [.consumable], sort: .ascending))
+            #expect(coins.signedTransactions?.count == 20)
+            #expect(coins.hasMore == true)
+            // Everything read: the revision returns nothing until something changes.
+            var revision = page.revision
+            let empty = try await client.getTransactionHistory(anyTransactionId: "1000", .init(revision: revision, sort: .ascending))
+            #expect(empty.signedTransactions?.isEmpty == true)
+            revision = empty.revision
+            let error = await #expect(throws: AppStoreServerAPIError.self) {
+                _ = try await client.getTransactionHistory(anyTransactionId: "1000", .init(revision: "made-up", sort: .ascending))
+            }
+            #expect(error?.details.errorCode == .invalidRequestRevision)
+            let badType = await #expect(throws: AppStoreServerAPIError.self) {
+                _ = try await client.getTransactionHistory(anyTransactionId: "1000", .init(productTypes: [.init(rawValue: "SUBSCRIPTION")]))
+            }
+            #expect(badType?.details.errorCode == .invalidProductType)
+        }
+    }
+
+    @Test func everyRequestNeedsAValidJWT() async throws {
+        try await MockAppStore.withRunning(world: world(), configuration) { mock, baseURL in
+            var request = HTTPClientRequest(url: "\(baseURL)/inApps/v1/subscriptions/1000")
+            let anonymous = try await HTTPClient.shared.execute(request, timeout: .seconds(10))
+            #expect(anonymous.status.code == 401)
+            let tooLong = APIAuthenticationTokens(configuration: .init(
+                privateKey: mock.apiKey, keyId: mock.configuration.keyId, issuerId: mock.configuration.issuerId,
+                bundleId: mock.configuration.scenario.bundleId, lifetime: .seconds(61 * 60)))
+            request.headers.add(name: "Authorization", value: "Bearer \(try tooLong.token())")
+            #expect(try await HTTPClient.shared.execute(request, timeout: .seconds(10)).status.code == 401)
+            let wrongBundle = APIAuthenticationTokens(configuration: .init(
+                privateKey: mock.apiKey, keyId: mock.configuration.keyId, issuerId: mock.configuration.issuerId, bundleId: "com.other"))
+            request.headers.replaceOrAdd(name: "Authorization", value: "Bearer \(try wrongBundle.token())")
+            #expect(try await HTTPClient.shared.execute(request, timeout: .seconds(10)).status.code == 401)
+            #expect(mock.statisticsSnapshot.unauthorized == 3)
+        }
+    }
+
+    @Test func overTheLimitComes429WithRetryAfterInUNIXMilliseconds() async throws {
+        var configuration = self.configuration
+        configuration.rateLimitPerSecond = 2
+        try await MockAppStore.withRunning(world: world(), configuration) { mock, baseURL in
+            let tokens = APIAuthenticationTokens(configuration: .init(
+                privateKey: mock.apiKey, keyId: mock.configuration.keyId, issuerId: mock.configuration.issuerId,
+                bundleId: mock.configuration.scenario.bundleId))
+            var request = HTTPClientRequest(url: "\(baseURL)/inApps/v1/subscriptions/1000")
+            request.headers.add(name: "Authorization", value: "Bearer \(try tokens.token())")
+            var statuses: [UInt] = []
+            var retryAfter: Int64?
+            var body = ""
+            for _ in 0..<3 {
+                let response = try await HTTPClient.shared.execute(request, timeout: .seconds(10))
+                statuses.append(response.status.code)
+                if response.status.code == 429 {
+                    retryAfter = response.headers.first(name: "Retry-After").flatMap { Int64($0) }
+                    body = String(buffer: try await response.body.collect(upTo: 4096))
+                }
+            }
+            #expect(statuses == [200, 200, 429])
+            let instant = try #require(retryAfter)
+            let sentAt = Int64(Date().timeIntervalSince1970 * 1000)
+            #expect(instant > sentAt - 1000 && instant <= sentAt + 1000)
+            #expect(body.contains("4290000"))
+        }
+    }
+
+    @Test func statusesAreGroupedBySubscriptionGroup() async throws {
+        var world = world()
+        world.subscriptionStatus["1000"] = .expired
+        try await MockAppStore.withRunning(world: world, configuration) { mock, baseURL in
+            let client = mock.client(baseURL: baseURL)
+            let response = try await client.getAllSubscriptionStatuses(anyTransactionId: "1002")
+            #expect(response.data?.map(\.subscriptionGroupIdentifier) == ["21000001"])
+            let item = try #require(response.data?.first?.lastTransactions?.first)
+            #expect(item.status == .expired)
+            #expect(item.originalTransactionId == "1000")
+            let latest = try await mock.verifier().verifyAndDecodeTransaction(item.signedTransactionInfo!)
+            #expect(latest.transactionId == "1011")
+            let filtered = try await client.getAllSubscriptionStatuses(anyTransactionId: "1002", status: [.active])
+            #expect(filtered.data?.isEmpty == true)
+        }
+    }
+}
+
+extension Sequence {
+    func asyncMap<T>(_ transform: (Element) async throws -> T) async rethrows -> [T] {
+        var result: [T] = []
+        for element in self { result.append(try await transform(element)) }
+        return result
+    }
+}
