@@ -32,6 +32,7 @@ extension MockAppStore {
         let (ports, continuation) = AsyncStream.makeStream(of: Int.self)
         var configuration = configuration
         configuration.onReady = { continuation.yield($0) }
+        configuration.webhookWait = .seconds(5)
         let authority = try SigningCertificateAuthority()
         let catalog = try await MockCatalog(world: world, configuration: configuration.scenario, signer: authority.signer)
         let mock = MockAppStore(configuration: configuration, authority: authority, catalog: catalog, logger: .init(label: "mock"))

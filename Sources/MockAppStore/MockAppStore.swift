@@ -36,13 +36,18 @@ public final class MockAppStore: Service, Sendable {
         public var paginationTokenLifetime: Duration
         public var keyId: String
         public var issuerId: String
-        /// Called with the bound port once the mock serves.
+        /// How long to wait for the webhook to accept connections before delivering.
+        public var webhookWait: Duration
+        /// Called with the bound port as soon as the mock listens (credentials are written).
+        public var onListening: @Sendable (Int) async -> Void
+        /// Called with the bound port once live delivery is complete.
         public var onReady: @Sendable (Int) async -> Void
 
         public init(scenario: ScenarioConfiguration = .init(), host: String = "127.0.0.1", port: Int = 0,
                     webhookURL: String? = nil, credentialsDirectory: String? = nil, faults: FaultConfiguration = .init(),
                     rateLimitPerSecond: Double? = nil, paginationTokenLifetime: Duration = .seconds(600),
                     keyId: String = "MOCKKEY001", issuerId: String = "57246542-96fe-1a63-e053-0824d011072a",
+                    webhookWait: Duration = .seconds(120), onListening: @escaping @Sendable (Int) async -> Void = { _ in },
                     onReady: @escaping @Sendable (Int) async -> Void = { _ in }) {
             self.scenario = scenario
             self.host = host
@@ -54,6 +59,8 @@ public final class MockAppStore: Service, Sendable {
             self.paginationTokenLifetime = paginationTokenLifetime
             self.keyId = keyId
             self.issuerId = issuerId
+            self.webhookWait = webhookWait
+            self.onListening = onListening
             self.onReady = onReady
         }
     }
@@ -104,9 +111,9 @@ public final class MockAppStore: Service, Sendable {
             bundleId: configuration.scenario.bundleId)
     }
 
-    /// Delivers live traffic, then serves until cancelled or shut down gracefully.
+    /// Serves until cancelled or shut down gracefully: binds, writes the credentials, waits for the
+    /// webhook to accept connections, delivers the live traffic, then calls ``Configuration/onReady``.
     public func run() async throws {
-        await deliverLiveTraffic()
         let server = MockHTTPServer(host: configuration.host, port: configuration.port) { [self] request in
             await respond(request)
         }
@@ -115,15 +122,41 @@ public final class MockAppStore: Service, Sendable {
                 if let directory = configuration.credentialsDirectory {
                     try writeCredentials(to: directory, port: port)
                 }
-                let snapshot = catalog.snapshot
-                logger.info("mock-appstore ready", metadata: [
-                    "url": "http://\(configuration.host):\(port)", "notifications": "\(snapshot.notifications.count)",
-                    "purchases": "\(GroundTruth.purchases(snapshot.world).count)",
-                    "environment": "\(configuration.scenario.environment.rawValue)",
-                ])
-                await configuration.onReady(port)
+                logger.info("listening", metadata: ["url": "http://\(configuration.host):\(port)"])
+                await configuration.onListening(port)
+                // Deliver in the background so the API answers meanwhile.
+                Task {
+                    if let webhook = configuration.webhookURL {
+                        await waitForWebhook(webhook, timeout: configuration.webhookWait)
+                    }
+                    await deliverLiveTraffic()
+                    let snapshot = catalog.snapshot
+                    logger.info("mock-appstore ready", metadata: [
+                        "url": "http://\(configuration.host):\(port)", "notifications": "\(snapshot.notifications.count)",
+                        "purchases": "\(GroundTruth.purchases(snapshot.world).count)",
+                        "environment": "\(configuration.scenario.environment.rawValue)",
+                    ])
+                    await configuration.onReady(port)
+                }
             }
         }
+    }
+
+    /// Waits until something accepts TCP connections at the webhook's host and port.
+    func waitForWebhook(_ webhook: String, timeout: Duration) async {
+        guard let url = URL(string: webhook), let host = url.host else { return }
+        let port = url.port ?? (url.scheme == "https" ? 443 : 80)
+        let deadline = ContinuousClock.now + timeout
+        var announced = false
+        while ContinuousClock.now < deadline {
+            if await TCPProbe.canConnect(host: host, port: port) { return }
+            if !announced {
+                logger.info("waiting for the webhook to accept connections", metadata: ["webhook": "\(webhook)"])
+                announced = true
+            }
+            try? await Task.sleep(for: .milliseconds(200))
+        }
+        logger.warning("the webhook never accepted a connection; delivering anyway (attempts will fail)", metadata: ["webhook": "\(webhook)"])
     }
 
     /// The ground truth as JSON lines, in the shape of `reconciler export`.

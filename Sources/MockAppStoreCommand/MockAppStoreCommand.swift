@@ -11,10 +11,11 @@ struct MockAppStoreCommand: AsyncParsableCommand {
         commandName: "mock-appstore",
         abstract: "A local App Store imitation: simulated customers, signed notifications, Apple's API semantics and faults.",
         discussion: """
-            It simulates --customers customers of one app over --span up to now, signs everything with its own CA \
-            (Apple's OIDs), delivers the notifications outside the outage to --webhook (Apple's retry schedule in \
-            production), then serves Get Notification History, Get Transaction History v2, Get All Subscription \
-            Statuses and the test-notification endpoints.
+            It simulates --customers customers of one app over --span up to now and signs everything with its own \
+            CA (Apple's OIDs). It listens at once and writes --credentials-dir, then, as soon as --webhook accepts \
+            connections, delivers the notifications outside the outage to it (Apple's retry schedule in \
+            production) and prints "ready". It serves Get Notification History, Get Transaction History v2, Get All \
+            Subscription Statuses and the test-notification endpoints.
 
             --credentials-dir receives root.pem, a .p8 key the mock accepts and reconciler.env with the APP_STORE_* \
             variables that point a reconciler at it. GET /mock/truth returns the final state of every purchase in \
@@ -41,16 +42,18 @@ struct MockAppStoreCommand: AsyncParsableCommand {
     @Option(help: "The app's Apple ID.") var appAppleId: Int64 = 1_234_567_890
     @Option(help: "Where to deliver live notifications (POST {\"signedPayload\": ...}).") var webhook: String?
     @Option(help: "Directory that receives root.pem, the .p8 key and reconciler.env.") var credentialsDir: String?
+    @Option(help: "Seconds to wait for the webhook to accept connections before delivering.") var webhookWait: Int = 120
     @Option(help: "Requests per second per endpoint before 429 (default: Apple's, 50 or 5 in the sandbox).") var rateLimit: Double?
     @Option(help: "Pagination token lifetime in seconds.") var tokenTtl: Int = 600
     @Option(help: "Latency added to every API response, ms.") var latencyMs: Int = 0
     @Option(help: "Random extra latency up to this, ms.") var latencyJitterMs: Int = 0
-    @Option(help: "Fraction of API requests answered 500 (retryable).") var fault5xx: Double = 0
-    @Option(help: "Fraction of API requests answered 429 with Retry-After.") var fault429: Double = 0
+    @Option(name: .customLong("fault-5xx"), help: "Fraction of API requests answered 500 (retryable).") var fault5xx: Double = 0
+    @Option(name: .customLong("fault-429"), help: "Fraction of API requests answered 429 with Retry-After.") var fault429: Double = 0
     @Option(help: "Fraction of API requests whose connection is dropped without an answer.") var faultDrop: Double = 0
     @Option(help: "Fraction of successful API responses cut in half.") var faultTruncate: Double = 0
     @Option(help: "Fraction of paginated history requests answered PaginationTokenExpired.") var faultExpireTokens: Double = 0
     @Flag(help: "Include no scripted customers inside the outage (only random ones).") var noScriptedCustomers = false
+    @Option(help: "Slip this many notifications signed by a stranger's CA into the history, inside the outage.") var forged: Int = 0
     @Option(help: "Write the ground truth (JSON lines) to this file before serving.") var truthFile: String?
     @Option(help: "Log level.") var logLevel: String = "info"
 
@@ -97,13 +100,17 @@ struct MockAppStoreCommand: AsyncParsableCommand {
         let scenario = ScenarioConfiguration(
             seed: seed, customers: customers, now: present, span: spanMilliseconds, outageStart: outage?.0, outageEnd: outage?.1,
             environment: environment.lowercased() == "production" ? .production : .sandbox, bundleId: bundleId,
-            appAppleId: appAppleId, renewalPeriod: period, scriptedOutageCustomers: !noScriptedCustomers)
+            appAppleId: appAppleId, renewalPeriod: period, scriptedOutageCustomers: !noScriptedCustomers, forgedNotifications: forged)
         let host = self.host
         let mock = try await MockAppStore.make(configuration: .init(
             scenario: scenario, host: host, port: port, webhookURL: webhook, credentialsDirectory: credentialsDir, faults: faults,
             rateLimitPerSecond: rateLimit, paginationTokenLifetime: .seconds(tokenTtl),
-            onReady: { port in
+            webhookWait: .seconds(webhookWait),
+            onListening: { port in
                 FileHandle.standardOutput.write(Data("mock-appstore listening on http://\(host):\(port)\n".utf8))
+            },
+            onReady: { _ in
+                FileHandle.standardOutput.write(Data("mock-appstore ready: live delivery complete\n".utf8))
             }), logger: logger)
         if let truthFile {
             try mock.truthJSONLines().write(toFile: truthFile, atomically: true, encoding: .utf8)

@@ -16,6 +16,22 @@ public final class APIStatistics: Sendable {
         /// Calls that failed for good.
         public var failedCalls: Int
 
+        public init(requests: Int, retries: Int, rateLimited: Int, serverErrors: Int, transportErrors: Int, failedCalls: Int) {
+            self.requests = requests
+            self.retries = retries
+            self.rateLimited = rateLimited
+            self.serverErrors = serverErrors
+            self.transportErrors = transportErrors
+            self.failedCalls = failedCalls
+        }
+
+        /// The sum of two snapshots (for a run resumed by several processes).
+        public static func + (lhs: Snapshot, rhs: Snapshot) -> Snapshot {
+            Snapshot(requests: lhs.requests + rhs.requests, retries: lhs.retries + rhs.retries, rateLimited: lhs.rateLimited + rhs.rateLimited,
+                     serverErrors: lhs.serverErrors + rhs.serverErrors, transportErrors: lhs.transportErrors + rhs.transportErrors,
+                     failedCalls: lhs.failedCalls + rhs.failedCalls)
+        }
+
         public static let zero = Snapshot(requests: 0, retries: 0, rateLimited: 0, serverErrors: 0, transportErrors: 0, failedCalls: 0)
     }
 

@@ -66,7 +66,7 @@ public struct PurchaseState: Codable, Hashable, Sendable {
 
     /// The fields that differ between two states, by name, for reports.
     public func changedFields(from before: PurchaseState?) -> [String] {
-        guard let before else { return ["(new)"] }
+        let before = before ?? PurchaseState(originalTransactionId: originalTransactionId)
         var fields: [String] = []
         if latestTransactionId != before.latestTransactionId { fields.append("latestTransactionId") }
         if productId != before.productId { fields.append("productId") }

@@ -26,13 +26,16 @@ public struct ScenarioConfiguration: Sendable {
     public var scriptedOutageCustomers: Bool
     /// The chance that a subscriber also gets a notification of a type Apple has not documented.
     public var unknownTypeRate: Double
+    /// Notifications signed by a stranger's CA slipped into the history (inside the outage), which a
+    /// reconciler must reject. They are not part of the ground truth.
+    public var forgedNotifications: Int
 
     public init(
         seed: UInt64 = 1, customers: Int = 100, now: Int64 = Int64(Date().timeIntervalSince1970 * 1000),
         span: Int64 = 3 * 86_400_000, outageStart: Int64? = nil, outageEnd: Int64? = nil,
         environment: AppStoreEnvironment = .production, bundleId: String = "com.example.reconciler.mock",
         appAppleId: Int64 = 1_234_567_890, renewalPeriod: Int64 = 8 * 3_600_000, scriptedOutageCustomers: Bool = true,
-        unknownTypeRate: Double = 0.05
+        unknownTypeRate: Double = 0.05, forgedNotifications: Int = 0
     ) {
         self.seed = seed
         self.customers = customers
@@ -46,6 +49,7 @@ public struct ScenarioConfiguration: Sendable {
         self.renewalPeriod = renewalPeriod
         self.scriptedOutageCustomers = scriptedOutageCustomers
         self.unknownTypeRate = unknownTypeRate
+        self.forgedNotifications = forgedNotifications
     }
 
     /// The start of the simulated history.

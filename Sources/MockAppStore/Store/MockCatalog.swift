@@ -34,7 +34,12 @@ final class MockCatalog: Sendable {
     init(world: ScenarioWorld, configuration: ScenarioConfiguration, signer: JWSSigner) async throws {
         self.configuration = configuration
         self.signer = signer
-        let notifications = try await Self.sign(world.notifications, configuration: configuration, signer: signer)
+        var notifications = try await Self.sign(world.notifications, configuration: configuration, signer: signer)
+        if configuration.forgedNotifications > 0 {
+            notifications = (notifications + (try Self.forgeries(configuration))).sorted {
+                ($0.firstAttemptDate, $0.plan.notificationUUID) < ($1.firstAttemptDate, $1.plan.notificationUUID)
+            }
+        }
         self.state = Mutex(Snapshot(world: world, notifications: notifications,
                                     transactionsByAccount: Self.transactionsByAccount(world)))
     }
@@ -103,6 +108,28 @@ final class MockCatalog: Sendable {
             return results.flatMap { $0 }
         }
         return signed.sorted { ($0.firstAttemptDate, $0.plan.notificationUUID) < ($1.firstAttemptDate, $1.plan.notificationUUID) }
+    }
+
+    /// Notifications that look like the app's but are signed by another CA, inside the outage.
+    static func forgeries(_ configuration: ScenarioConfiguration) throws -> [Notification] {
+        let stranger = try SigningCertificateAuthority(options: .init(name: "Forger", seed: "forger-\(configuration.seed)"))
+        var generator = SeededGenerator(seed: configuration.seed ^ 0xF0F0)
+        let start = configuration.outageStart ?? configuration.now - configuration.span / 2
+        let end = configuration.outageEnd ?? configuration.now
+        return try (0..<configuration.forgedNotifications).map { index in
+            let at = start + (end - start) * Int64(index + 1) / Int64(configuration.forgedNotifications + 1)
+            let transactionId = String(9_000_000_000_000_000 + Int64(index))
+            let plan = ScenarioWorld.PlannedNotification(
+                notificationUUID: generator.uuid(), notificationType: .didRenew, subtype: nil, signedDate: at, accountId: nil,
+                originalTransactionId: transactionId,
+                transaction: JWSTransactionDecodedPayload(
+                    originalTransactionId: transactionId, transactionId: transactionId, bundleId: configuration.bundleId,
+                    productId: MockProduct.premiumMonthly.productId, purchaseDate: at, expiresDate: at + 365 * 86_400_000,
+                    type: .autoRenewableSubscription, inAppOwnershipType: .purchased, environment: configuration.environment),
+                status: .active)
+            return Notification(plan: plan, signedPayload: try signNotification(plan, configuration: configuration, signer: stranger.signer),
+                                firstAttemptDate: at + firstAttemptDelay(plan.notificationUUID))
+        }
     }
 
     /// Apple sends a notification shortly after signing it: 0.1 to 2 s, derived from the UUID.

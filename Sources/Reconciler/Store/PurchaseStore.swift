@@ -261,3 +261,14 @@ public struct PurchaseChange: Sendable, Hashable, Codable {
 public struct PurchaseStoreError: Error, CustomStringConvertible, Sendable {
     public var description: String
 }
+
+extension PurchaseStore {
+    /// The signedDate of the newest notification the live webhook stored, for `run --since-last`.
+    public func newestLiveNotification(environment: String, on client: PostgresClient) async throws -> Int64? {
+        let rows = try await client.query("""
+            SELECT max(signed_date_ms) FROM notifications WHERE source = 'webhook' AND environment = \(environment)
+            """, logger: logger)
+        for try await value in rows.decode(Int64?.self) { return value }
+        return nil
+    }
+}

@@ -1,9 +1,83 @@
+import AppStoreServer
 import ArgumentParser
+import Foundation
+import Logging
+import PostgresNIO
+import Reconciler
 
 struct CheckWebhookCommand: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(commandName: "check-webhook", abstract: "(not yet available)")
+    static let configuration = CommandConfiguration(
+        commandName: "check-webhook",
+        abstract: "Ask the App Store to send a TEST notification and report whether the webhook got it.",
+        discussion: """
+            Calls Request a Test Notification, then polls Get Test Notification Status until the App Store has \
+            tried to deliver it. Prints SUCCESS, or the sendAttemptResult Apple recorded. With DATABASE_URL set, \
+            it also confirms the webhook stored the TEST notification. Exit 0 on success, 2 on failure.
+
+              reconciler check-webhook
+            """)
+
+    @Option(help: ArgumentHelp("How long to wait for the delivery attempt, in seconds (default 60).", valueName: "s")) var timeout: Int = 60
+
+    @OptionGroup var app: AppOptions
+    @OptionGroup var api: APIOptions
+    @OptionGroup var database: DatabaseOptions
+    @OptionGroup var logging: LoggingOptions
 
     func run() async throws {
-        throw CommandError.configuration("check-webhook is not available yet")
+        let logger = logging.makeLogger()
+        let client = try api.client(app: app)
+        let verifier = try app.verifier()
+        let token: String
+        do {
+            guard let value = try await client.requestTestNotification().testNotificationToken else {
+                throw CommandError.partial("FAILED: the App Store returned no test notification token")
+            }
+            token = value
+        } catch let error as AppStoreServerAPIError {
+            throw CommandError.partial("FAILED: Request a Test Notification: \(error)")
+        }
+        let deadline = ContinuousClock.now + .seconds(timeout)
+        var status = CheckTestNotificationResponse()
+        while ContinuousClock.now < deadline {
+            do {
+                status = try await client.getTestNotificationStatus(testNotificationToken: token)
+            } catch let error as AppStoreServerAPIError {
+                throw CommandError.partial("FAILED: Get Test Notification Status: \(error)")
+            }
+            if !(status.sendAttempts ?? []).isEmpty { break }
+            try await Task.sleep(for: .seconds(1))
+        }
+        guard let attempt = status.sendAttempts?.last else {
+            throw CommandError.partial("FAILED: no delivery attempt within \(timeout) s (token \(token))")
+        }
+        var uuid = "?"
+        if let payload = status.signedPayload {
+            do {
+                uuid = try await verifier.verifyAndDecodeNotification(payload).notificationUUID ?? "?"
+            } catch let error as VerificationError {
+                throw CommandError.partial("FAILED: the TEST notification does not verify: \(error)")
+            }
+        }
+        let when = attempt.attemptDate.map(TimeArgument.iso8601) ?? "?"
+        guard attempt.sendAttemptResult == .success else {
+            throw CommandError.partial("FAILED: \(attempt.sendAttemptResult?.rawValue ?? "UNKNOWN") at \(when) (notification \(uuid)); check that `reconciler serve` is reachable at the URL set in App Store Connect")
+        }
+        var stored = ""
+        if (try? database.settings()) != nil {
+            let found = try await database.withClient(logger: logger) { postgres -> Bool in
+                for _ in 0..<20 {
+                    let rows = try await postgres.query("SELECT 1 FROM notifications WHERE notification_uuid = \(uuid)", logger: logger)
+                    for try await _ in rows { return true }
+                    try await Task.sleep(for: .milliseconds(250))
+                }
+                return false
+            }
+            guard found else {
+                throw CommandError.partial("FAILED: Apple reports SUCCESS at \(when), but notification \(uuid) is not in this database: is the webhook writing to another one?")
+            }
+            stored = ", stored by the webhook"
+        }
+        print("SUCCESS: TEST notification \(uuid) delivered at \(when)\(stored)")
     }
 }

@@ -1,9 +1,91 @@
+import AppStoreServer
 import ArgumentParser
+import Foundation
+import Logging
+import PostgresNIO
+import Reconciler
 
 struct StatusCommand: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(commandName: "status", abstract: "(not yet available)")
+    static let configuration = CommandConfiguration(
+        commandName: "status",
+        abstract: "Show recent reconcile runs: windows, progress and outcome.",
+        discussion: """
+              reconciler status
+              reconciler status --run 42        # one run in detail, with its report
+              reconciler status --json
+            """)
+
+    @Option(help: "How many runs to list.") var limit: Int = 20
+    @Option(name: .customLong("run"), help: ArgumentHelp("Show one run in detail.", valueName: "id")) var runId: Int64?
+    @Flag(help: "Print JSON instead of a table.") var json = false
+
+    @OptionGroup var database: DatabaseOptions
+    @OptionGroup var logging: LoggingOptions
+
+    struct Row: Codable {
+        var run: RunRecord
+        var shardsDone: Int
+        var shardsFailed: Int
+        var shardsTotal: Int
+        var pages: Int
+        var customers: RunLedger.QueueSummary
+    }
 
     func run() async throws {
-        throw CommandError.configuration("status is not available yet")
+        let logger = logging.makeLogger()
+        try await database.withClient(logger: logger) { client in
+            do { try await Migrator().requireCurrent(client, logger: logger) }
+            catch let error as Migrator.MigrationError { throw CommandError.configuration(error.description) }
+            let ledger = RunLedger(client: client, logger: logger)
+            let runs: [RunRecord]
+            if let runId {
+                guard let run = try await ledger.run(id: runId) else { throw CommandError.configuration("there is no run \(runId)") }
+                runs = [run]
+            } else {
+                runs = try await ledger.recentRuns(limit: limit)
+            }
+            var rows: [Row] = []
+            for run in runs {
+                let shards = try await ledger.shards(runId: run.runId)
+                rows.append(Row(run: run, shardsDone: shards.filter { $0.status == .done }.count,
+                                shardsFailed: shards.filter { $0.status == .failed }.count, shardsTotal: shards.count,
+                                pages: shards.reduce(0) { $0 + $1.pagesDone }, customers: try await ledger.queueSummary(runId: run.runId)))
+            }
+            if json {
+                let encoder = JSONEncoder()
+                encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
+                encoder.dateEncodingStrategy = .iso8601
+                print(String(decoding: try encoder.encode(rows), as: UTF8.self))
+                return
+            }
+            if rows.isEmpty {
+                print("no runs yet")
+                return
+            }
+            print("  run  status       phase     window (UTC)                                         shards       pages  customers      started               by")
+            for row in rows {
+                let run = row.run
+                let window = "\(TimeArgument.iso8601(run.windowStart)) → \(TimeArgument.iso8601(run.windowEnd))"
+                let shards = "\(row.shardsDone)/\(row.shardsTotal)" + (row.shardsFailed > 0 ? " (\(row.shardsFailed)!)" : "")
+                let customers = "\(row.customers.done + row.customers.failed)/\(row.customers.total)" + (row.customers.failed > 0 ? " (\(row.customers.failed)!)" : "")
+                let status = run.status.rawValue + (run.dryRun ? " dry" : "")
+                print(String(format: "%5lld  %@ %@ %@ %@ %6d  %@ %@  %@",
+                             run.runId, pad(status, 12), pad(run.phase.rawValue, 9), pad(window, 52), pad(shards, 12), row.pages,
+                             pad(customers, 14), pad(ISO8601DateFormatter().string(from: run.startedAt), 20), run.holder ?? "-"))
+            }
+            if let runId, let detail = try await storedReport(runId: runId, client: client, logger: logger) {
+                print("")
+                print(detail.humanSummary(maximumChanges: 100))
+            }
+        }
+    }
+
+    private func storedReport(runId: Int64, client: PostgresClient, logger: Logger) async throws -> RunReport? {
+        guard let run = try await RunLedger(client: client, logger: logger).run(id: runId) else { return nil }
+        return try await ReconcileRun.report(run: run, ledger: RunLedger(client: client, logger: logger), finishedAt: run.finishedAt ?? Date())
+    }
+
+    private func pad(_ text: String, _ width: Int) -> String {
+        text.count >= width ? text : text + String(repeating: " ", count: width - text.count)
     }
 }

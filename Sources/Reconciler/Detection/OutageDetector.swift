@@ -1,0 +1,97 @@
+import AppStoreServer
+import Foundation
+
+/// Finds webhook outages from the App Store's side: Get Notification History with
+/// `onlyFailures`, grouped into windows of failed first attempts.
+///
+/// ```swift
+/// let detection = try await OutageDetector(client: client).detect(since: now - 7 * 86_400_000, until: now)
+/// for window in detection.windows { print(window.start, window.end, window.notifications) }
+/// ```
+public struct OutageDetector: Sendable {
+    public struct Window: Sendable, Codable, Hashable {
+        /// The window to recover: the first failed first-attempt minus the margin.
+        public var start: Int64
+        /// The last failed first-attempt plus the margin.
+        public var end: Int64
+        /// Notifications that have not reached the webhook.
+        public var notifications: Int
+        /// Send attempts by `sendAttemptResult`.
+        public var attemptsByResult: [String: Int]
+        /// Notifications Apple will still retry (production retries five times over about 6.5 days).
+        public var stillRetrying: Int
+        public var firstFailure: Int64
+        public var lastFailure: Int64
+    }
+
+    public struct Detection: Sendable, Codable {
+        public var since: Int64
+        public var until: Int64
+        public var environment: String
+        public var windows: [Window]
+    }
+
+    public let client: AppStoreServerAPIClient
+    /// Failures closer than this belong to one window.
+    public let mergeGap: Int64
+    /// Added before and after each window, so the run's window surely contains every failure.
+    public let margin: Int64
+
+    public init(client: AppStoreServerAPIClient, mergeGap: Int64 = 30 * 60_000, margin: Int64 = 5 * 60_000) {
+        self.client = client
+        self.mergeGap = mergeGap
+        self.margin = margin
+    }
+
+    /// Apple's retry delays after each failed attempt, in production.
+    static let retryDelays: [Int64] = [1, 12, 24, 48, 72].map { $0 * 3_600_000 }
+
+    public func detect(since: Int64, until: Int64) async throws -> Detection {
+        struct Failure { var firstAttempt: Int64; var attempts: [SendAttemptItem] }
+        var failures: [Failure] = []
+        // One query per day, paged concurrently.
+        let day: Int64 = 86_400_000
+        let starts = stride(from: since, to: until, by: Int(day)).map { $0 }
+        try await withThrowingTaskGroup(of: [Failure].self) { group in
+            for start in starts {
+                group.addTask {
+                    var found: [Failure] = []
+                    let request = NotificationHistoryRequest(startDate: start, endDate: min(start + day, until), onlyFailures: true)
+                    for try await page in client.notificationHistory(request) {
+                        for item in page.items {
+                            let attempts = (item.sendAttempts ?? []).sorted { ($0.attemptDate ?? 0) < ($1.attemptDate ?? 0) }
+                            guard let first = attempts.first?.attemptDate else { continue }
+                            found.append(Failure(firstAttempt: first, attempts: attempts))
+                        }
+                    }
+                    return found
+                }
+            }
+            for try await found in group { failures += found }
+        }
+        failures.sort { $0.firstAttempt < $1.firstAttempt }
+        let production = client.configuration.environment == .production
+        var windows: [Window] = []
+        for failure in failures {
+            let retrying = production && failure.attempts.count <= Self.retryDelays.count
+                && (failure.attempts.last?.attemptDate ?? 0) + Self.retryDelays[max(failure.attempts.count - 1, 0)] > until
+            if var window = windows.last, failure.firstAttempt - window.lastFailure <= mergeGap {
+                window.lastFailure = failure.firstAttempt
+                window.end = failure.firstAttempt + margin
+                window.notifications += 1
+                if retrying { window.stillRetrying += 1 }
+                for attempt in failure.attempts { window.attemptsByResult[attempt.sendAttemptResult?.rawValue ?? "UNKNOWN", default: 0] += 1 }
+                windows[windows.count - 1] = window
+            } else {
+                var window = Window(start: failure.firstAttempt - margin, end: failure.firstAttempt + margin, notifications: 1,
+                                    attemptsByResult: [:], stillRetrying: retrying ? 1 : 0,
+                                    firstFailure: failure.firstAttempt, lastFailure: failure.firstAttempt)
+                for attempt in failure.attempts { window.attemptsByResult[attempt.sendAttemptResult?.rawValue ?? "UNKNOWN", default: 0] += 1 }
+                windows.append(window)
+            }
+        }
+        // The run's retention check must hold: never start before the detection window.
+        for index in windows.indices { windows[index].start = max(windows[index].start, since) }
+        return Detection(since: since, until: until, environment: client.configuration.environment.rawValue, windows: windows)
+    }
+}

@@ -1,0 +1,137 @@
+import AppStoreServer
+import Foundation
+
+/// What a run did, for people (``humanSummary``) and machines (JSON with the same content).
+public struct RunReport: Sendable, Codable {
+    public struct NotificationCounts: Sendable, Codable, Hashable {
+        public var seen = 0
+        public var applied = 0
+        public var stale = 0
+        public var recorded = 0
+        public var duplicate = 0
+        public var rejected = 0
+
+        mutating func add(_ outcome: String, _ count: Int) {
+            switch outcome {
+            case "applied": applied += count
+            case "stale": stale += count
+            case "recorded": recorded += count
+            case "duplicate": duplicate += count
+            case "rejected": rejected += count
+            default: break
+            }
+            seen += count
+        }
+    }
+
+    public struct FailedShard: Sendable, Codable, Hashable {
+        public var query: String
+        public var shardStart: Int64
+        public var shardEnd: Int64
+        public var error: String
+    }
+
+    public struct Change: Sendable, Codable, Hashable {
+        public var originalTransactionId: String
+        public var fields: [String]
+        public var before: PurchaseState?
+        public var after: PurchaseState
+    }
+
+    public var runId: Int64
+    public var environment: String
+    public var bundleId: String
+    public var windowStart: Int64
+    public var windowEnd: Int64
+    public var dryRun: Bool
+    public var status: RunRecord.Status
+    public var startedAt: Date
+    public var finishedAt: Date
+    public var durationSeconds: Double
+    /// Notifications seen in phase 1, in total and by `TYPE/SUBTYPE`.
+    public var notifications: NotificationCounts
+    public var notificationsByType: [String: NotificationCounts]
+    public var shardsTotal: Int
+    public var shardsFailed: [FailedShard]
+    public var pages: Int
+    public var paginationRestarts: Int
+    /// Phase 2.
+    public var customersChecked: Int
+    public var customersFailed: [RunLedger.FailedCustomer]
+    public var transactionsFetched: Int
+    /// Purchases whose exported state changed, before → after.
+    public var changes: [Change]
+    public var rejections: [Rejection]
+    /// App Store Server API calls by every process of the run that finished its part.
+    public var api: APIStatistics.Snapshot
+
+    /// Whether everything in the window was recovered.
+    public var isComplete: Bool { shardsFailed.isEmpty && customersFailed.isEmpty && rejections.isEmpty }
+
+    public func json() throws -> Data {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
+        encoder.dateEncodingStrategy = .iso8601
+        return try encoder.encode(self)
+    }
+
+    /// The summary printed at the end of a run.
+    public func humanSummary(maximumChanges: Int = 25) -> String {
+        var lines: [String] = []
+        let mode = dryRun ? "DRY RUN (nothing was changed) " : ""
+        lines.append("\(mode)reconcile run \(runId): \(status.rawValue.uppercased())")
+        lines.append("  window       \(TimeArgument.iso8601(windowStart)) → \(TimeArgument.iso8601(windowEnd))  (\(environment), \(bundleId))")
+        lines.append("  duration     \(String(format: "%.1f", durationSeconds)) s")
+        let verb = dryRun ? "would apply" : "applied"
+        lines.append("  notifications \(notifications.seen) seen: \(notifications.applied) \(verb), \(notifications.duplicate) duplicate, "
+            + "\(notifications.stale) stale, \(notifications.recorded) recorded only, \(notifications.rejected) rejected")
+        if !notificationsByType.isEmpty {
+            let width = max(notificationsByType.keys.map(\.count).max() ?? 0, 4)
+            lines.append("    " + "type".padding(toLength: width, withPad: " ", startingAt: 0) + "   seen applied  dup stale  rec  rej")
+            for (type, counts) in notificationsByType.sorted(by: { $0.key < $1.key }) {
+                lines.append("    " + type.padding(toLength: width, withPad: " ", startingAt: 0)
+                    + String(format: " %6d %7d %4d %5d %4d %4d", counts.seen, counts.applied, counts.duplicate, counts.stale, counts.recorded, counts.rejected))
+            }
+        }
+        lines.append("  history      \(pages) pages over \(shardsTotal) shards, \(paginationRestarts) expired-token restarts, \(shardsFailed.count) shards failed")
+        lines.append("  customers    \(customersChecked) checked by transaction history, \(transactionsFetched) transactions fetched, \(customersFailed.count) failed")
+        lines.append("  changed      \(changes.count) purchases\(dryRun ? " would change" : "")")
+        for change in changes.prefix(maximumChanges) {
+            lines.append("    \(change.originalTransactionId): " + change.fields.map { field in
+                "\(field) \(Self.value(field, change.before)) → \(Self.value(field, change.after))"
+            }.joined(separator: ", "))
+        }
+        if changes.count > maximumChanges { lines.append("    … \(changes.count - maximumChanges) more in --report-json") }
+        lines.append("  api          \(api.requests) requests, \(api.retries) retries, \(api.rateLimited) × 429, \(api.serverErrors) × 5xx, "
+            + "\(api.transportErrors) connection errors")
+        for shard in shardsFailed {
+            lines.append("  FAILED shard \(shard.query) \(TimeArgument.iso8601(shard.shardStart))–\(TimeArgument.iso8601(shard.shardEnd)): \(shard.error)")
+        }
+        for customer in customersFailed {
+            lines.append("  FAILED customer \(customer.anchorTransactionId): \(customer.error)")
+        }
+        for rejection in rejections {
+            lines.append("  REJECTED \(rejection.phase) \(rejection.notificationUUID ?? rejection.payloadSHA256.prefix(16) + "…"): \(rejection.reason) \(rejection.detail)")
+        }
+        if !isComplete {
+            lines.append("  Not everything was recovered: rerun the same command to retry what failed (it resumes this run).")
+        }
+        return lines.joined(separator: "\n")
+    }
+
+    static func value(_ field: String, _ state: PurchaseState?) -> String {
+        guard let state else { return "∅" }
+        func date(_ value: Int64?) -> String { value.map(TimeArgument.iso8601) ?? "null" }
+        switch field {
+        case "latestTransactionId": return state.latestTransactionId ?? "null"
+        case "productId": return state.productId ?? "null"
+        case "environment": return state.environment ?? "null"
+        case "purchaseDate": return date(state.purchaseDate)
+        case "expiresDate": return date(state.expiresDate)
+        case "revocationDate": return date(state.revocationDate)
+        case "autoRenewStatus": return state.autoRenewStatus.map(String.init) ?? "null"
+        case "lastSignedDate": return date(state.lastSignedDate)
+        default: return "∅"
+        }
+    }
+}

@@ -1,0 +1,166 @@
+import Foundation
+import Testing
+
+/// `reconciler run` end to end: real processes, a real PostgreSQL, the mock App Store over HTTP.
+@Suite(.serialized) struct ReconcileRunTests {
+    @Test func aRunRecoversTheOutageExactlyAndARerunChangesNothing() async throws {
+        try await Rehearsal.with(customers: 80) { rehearsal in
+            let live = try await rehearsal.db.count("SELECT count(*) FROM notifications WHERE source = 'webhook'")
+            #expect(live > 100)
+            // Before the run, the webhook missed the outage: the state is not the truth.
+            #expect(try await rehearsal.export() != (try await rehearsal.truth()))
+
+            let reportPath = Rehearsal.temporaryFile("report.json")
+            let run = try await rehearsal.runWindow(["--report-json", reportPath])
+            #expect(run.status == 0, "\(run.stdout)\n\(run.stderr)")
+            #expect(run.stdout.contains("SUCCEEDED"))
+            let export = try await rehearsal.export(), truth = try await rehearsal.truth()
+            #expect(export == truth, "\(Rehearsal.difference(export, truth))")
+
+            let report = try Rehearsal.report(reportPath)
+            let byType = report["notificationsByType"] as? [String: [String: Int]] ?? [:]
+            // The subtype rule: DID_RENEW/BILLING_RECOVERY is in the window and was recovered.
+            #expect((byType["DID_RENEW/BILLING_RECOVERY"]?["seen"] ?? 0) >= 1)
+            // A type this code does not know was recorded, not dropped.
+            #expect((byType["FUTURE_NOTIFICATION_TYPE"]?["seen"] ?? 0) >= 1)
+            #expect(try await rehearsal.db.count("SELECT count(*) FROM notifications WHERE notification_type = 'FUTURE_NOTIFICATION_TYPE'") >= 2)
+            #expect((report["changes"] as? [Any])?.isEmpty == false)
+            #expect(((report["notifications"] as? [String: Int])?["applied"] ?? 0) > 0)
+
+            // A second run of the same window: zero state changes, and the stored revisions mean
+            // transaction history returns nothing new.
+            let fingerprint = try await rehearsal.db.stateFingerprint()
+            let secondReport = Rehearsal.temporaryFile("second.json")
+            let rerun = try await rehearsal.runWindow(["--report-json", secondReport])
+            #expect(rerun.status == 0, "\(rerun.stderr)")
+            #expect(try await rehearsal.db.stateFingerprint() == fingerprint)
+            let second = try Rehearsal.report(secondReport)
+            #expect((second["changes"] as? [Any])?.isEmpty == true)
+            #expect(((second["notifications"] as? [String: Int])?["applied"] ?? -1) == 0)
+            #expect((second["transactionsFetched"] as? Int) == 0)
+            #expect(try await rehearsal.db.count("SELECT count(*) FROM history_revisions") > 0)
+        }
+    }
+
+    @Test func aDryRunChangesNothingAndSaysWhatWouldChange() async throws {
+        try await Rehearsal.with(customers: 40, seed: 8) { rehearsal in
+            let fingerprint = try await rehearsal.db.stateFingerprint()
+            let revisions = try await rehearsal.db.count("SELECT count(*) FROM history_revisions")
+            let reportPath = Rehearsal.temporaryFile("dry.json")
+            let dry = try await rehearsal.runWindow(["--dry-run", "--report-json", reportPath])
+            #expect(dry.status == 0, "\(dry.stderr)")
+            #expect(dry.stdout.contains("DRY RUN"))
+            #expect(try await rehearsal.db.stateFingerprint() == fingerprint)
+            #expect(try await rehearsal.db.count("SELECT count(*) FROM history_revisions") == revisions)
+            let report = try Rehearsal.report(reportPath)
+            #expect(((report["notifications"] as? [String: Int])?["applied"] ?? 0) > 0)
+            #expect((report["changes"] as? [Any])?.isEmpty == false)
+            // The real run afterwards does the work the dry run described.
+            let real = try await rehearsal.runWindow()
+            #expect(real.status == 0, "\(real.stderr)")
+            let export = try await rehearsal.export(), truth = try await rehearsal.truth()
+            #expect(export == truth, "\(Rehearsal.difference(export, truth))")
+        }
+    }
+
+    @Test func killedRunsResumeToTheSameStateWithNothingAppliedTwice() async throws {
+        try await Rehearsal.with(customers: 80, seed: 21, mockArguments: ["--latency-ms", "15", "--latency-jitter-ms", "15"]) { rehearsal in
+            var kills = 0
+            var finished = false
+            var attempt = 0
+            while !finished {
+                attempt += 1
+                let run = try rehearsal.start(["run", "--start", rehearsal.outageStart, "--end", rehearsal.outageEnd, "--concurrency", "4"])
+                if attempt <= 4 {
+                    // Kill at a random moment, as a crash would.
+                    try await Task.sleep(for: .milliseconds(Int.random(in: 300...2500)))
+                    if run.process.isRunning {
+                        run.signal(SIGKILL)
+                        kills += 1
+                    }
+                }
+                let result = try await run.wait()
+                finished = result.status == 0 && result.stdout.contains("SUCCEEDED")
+                #expect(attempt < 12, "the run never finished: \(result.stderr)")
+                if attempt >= 12 { break }
+            }
+            #expect(kills >= 1)
+            let export = try await rehearsal.export(), truth = try await rehearsal.truth()
+            #expect(export == truth, "\(Rehearsal.difference(export, truth))")
+            // Every run of the window resumed the same run, and each replayed notification was
+            // counted as newly recorded exactly once across all the kills.
+            #expect(try await rehearsal.db.count("SELECT count(*) FROM reconcile_runs") == 1)
+            let recorded = try await rehearsal.db.count("""
+                SELECT COALESCE(sum(count), 0)::bigint FROM run_counts WHERE outcome IN ('applied', 'stale', 'recorded')
+                """)
+            #expect(recorded == (try await rehearsal.db.count("SELECT count(*) FROM notifications WHERE source = 'history'")))
+        }
+    }
+
+    @Test func expiredTokens429StormsAnd5xxBurstsAreSurvived() async throws {
+        try await Rehearsal.with(customers: 60, seed: 13, mockArguments: [
+            "--fault-expire-tokens", "0.15", "--fault-429", "0.15", "--fault-5xx", "0.15", "--fault-drop", "0.05", "--fault-truncate", "0.05",
+        ]) { rehearsal in
+            let reportPath = Rehearsal.temporaryFile("faults.json")
+            // Large shards so pages follow tokens (and tokens can expire).
+            let run = try await rehearsal.runWindow(["--report-json", reportPath, "--shard-duration", "3h"])
+            #expect(run.status == 0, "\(run.stdout)\n\(run.stderr)")
+            let export = try await rehearsal.export(), truth = try await rehearsal.truth()
+            #expect(export == truth, "\(Rehearsal.difference(export, truth))")
+            let stats = try await rehearsal.mockStatistics()
+            #expect((stats["injectedRateLimits"] as? Int ?? 0) > 0)
+            #expect((stats["injectedServerErrors"] as? Int ?? 0) > 0)
+            #expect((stats["expiredTokens"] as? Int ?? 0) > 0)
+            #expect((stats["retryAfterViolations"] as? Int) == 0)
+            let report = try Rehearsal.report(reportPath)
+            #expect((report["paginationRestarts"] as? Int ?? 0) > 0)
+            #expect(((report["api"] as? [String: Int])?["rateLimited"] ?? 0) > 0)
+        }
+    }
+
+    @Test func aForgedPayloadInAPageIsRejectedNeverAppliedAndMakesTheRunPartial() async throws {
+        try await Rehearsal.with(customers: 30, seed: 5, mockArguments: ["--forged", "2"]) { rehearsal in
+            let reportPath = Rehearsal.temporaryFile("forged.json")
+            let run = try await rehearsal.runWindow(["--report-json", reportPath])
+            #expect(run.status == 2, "\(run.stdout)\n\(run.stderr)")
+            #expect(run.stdout.contains("REJECTED"))
+            #expect(run.stdout.contains("UNTRUSTED_ROOT"))
+            let report = try Rehearsal.report(reportPath)
+            #expect((report["rejections"] as? [Any])?.count == 2)
+            #expect(try await rehearsal.db.count("SELECT count(*) FROM purchases WHERE original_transaction_id LIKE '9000000000%'") == 0)
+            #expect(try await rehearsal.db.count("SELECT count(*) FROM transactions WHERE original_transaction_id LIKE '9000000000%'") == 0)
+            // Everything genuine was still recovered.
+            let export = try await rehearsal.export(), truth = try await rehearsal.truth()
+            #expect(export == truth, "\(Rehearsal.difference(export, truth))")
+        }
+    }
+
+    @Test func oneRunAtATimeAndClearErrorsForBadWindows() async throws {
+        try await Rehearsal.with(customers: 40, seed: 17, mockArguments: ["--latency-ms", "60"]) { rehearsal in
+            let first = try rehearsal.start(["run", "--start", rehearsal.outageStart, "--end", rehearsal.outageEnd, "--concurrency", "2"])
+            try await Task.sleep(for: .seconds(2))
+            let second = try await rehearsal.runWindow()
+            #expect(second.status == 1)
+            #expect(second.stderr.contains("holds the lock"), "\(second.stderr)")
+            #expect(second.stderr.contains("run 1"))
+            let waiting = try await rehearsal.runWindow(["--wait"])
+            #expect(waiting.status == 0, "\(waiting.stderr)")
+            #expect(try await first.wait().status == 0)
+
+            let backwards = try await rehearsal.reconciler(["run", "--start", rehearsal.outageEnd, "--end", rehearsal.outageStart])
+            #expect(backwards.status == 1)
+            #expect(backwards.stderr.contains("not before its end"))
+            let tooOld = try await rehearsal.reconciler(["run", "--start", "now-200d", "--end", "now-199d"])
+            #expect(tooOld.status == 1)
+            #expect(tooOld.stderr.contains("retention"))
+            let garbage = try await rehearsal.reconciler(["run", "--start", "yesterday-ish"])
+            #expect(garbage.status == 1)
+            #expect(garbage.stderr.contains("--start"))
+            let badPriority = try await rehearsal.reconciler(["run", "--start", "now-1h", "--priority", "DID_RENEW/VOLUNTARY2"])
+            #expect(badPriority.status == 1)
+            let status = try await rehearsal.reconciler(["status"])
+            #expect(status.status == 0)
+            #expect(status.stdout.contains("succeeded"))
+        }
+    }
+}

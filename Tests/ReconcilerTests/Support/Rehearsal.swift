@@ -1,0 +1,98 @@
+import AppStoreServer
+import AsyncHTTPClient
+import Foundation
+import NIOCore
+import NIOFoundationCompat
+import Testing
+
+/// A rehearsal of an outage with real processes: a fresh database, `mock-appstore` delivering
+/// live traffic to `reconciler serve` outside an outage window, and `reconciler` commands run
+/// against both, configured only through the mock's `reconciler.env`, as an operator would.
+struct Rehearsal {
+    let db: TestDatabase
+    let mockURL: String
+    let webhookURL: String
+    let environment: [String: String]
+    let outageStart: String
+    let outageEnd: String
+
+    /// Starts everything, waits for live delivery to finish, runs `body`, stops everything.
+    static func with(customers: Int = 60, seed: UInt64 = 3, mockArguments: [String] = [],
+                     _ body: (Rehearsal) async throws -> Void) async throws {
+        try await TestDatabase.with { db in
+            let now = Date()
+            let outageStart = ISO8601DateFormatter().string(from: now.addingTimeInterval(-6 * 3600))
+            let outageEnd = ISO8601DateFormatter().string(from: now.addingTimeInterval(-3 * 3600))
+            let credentials = FileManager.default.temporaryDirectory.appendingPathComponent("mock-\(UUID().uuidString)").path
+            let servePort = freePort()
+            let webhookURL = "http://127.0.0.1:\(servePort)/notifications"
+            let mock = try RunningProcess("mock-appstore", [
+                "--port", "0", "--seed", "\(seed)", "--customers", "\(customers)", "--outage-start", outageStart,
+                "--outage-end", outageEnd, "--webhook", webhookURL, "--credentials-dir", credentials, "--log-level", "warning",
+            ] + mockArguments)
+            defer { mock.signal(SIGKILL) }
+            try await mock.waitForOutput(containing: "listening on http://")
+            let mockURL = String(mock.stdout.split(separator: "\n").first { $0.contains("listening on") }!.split(separator: " ").last!)
+            var environment = ["DATABASE_URL": db.url, "LOG_LEVEL": "warning"]
+            for line in try String(contentsOfFile: "\(credentials)/reconciler.env", encoding: .utf8).split(separator: "\n") {
+                let parts = line.split(separator: "=", maxSplits: 1)
+                environment[String(parts[0])] = String(parts[1])
+            }
+            let serve = try RunningProcess("reconciler", ["serve", "--port", "\(servePort)", "--host", "127.0.0.1"], environment: environment)
+            defer { serve.signal(SIGKILL) }
+            try await mock.waitForOutput(containing: "live delivery complete", timeout: .seconds(300))
+            try await body(Rehearsal(db: db, mockURL: mockURL, webhookURL: webhookURL, environment: environment,
+                                     outageStart: outageStart, outageEnd: outageEnd))
+        }
+    }
+
+    /// Runs `reconciler` with the rehearsal's configuration.
+    func reconciler(_ arguments: [String], environment extra: [String: String] = [:]) async throws -> ProcessResult {
+        try await runProcess("reconciler", arguments, environment: environment.merging(extra) { $1 })
+    }
+
+    /// Starts `reconciler` without waiting for it.
+    func start(_ arguments: [String]) throws -> RunningProcess {
+        try RunningProcess("reconciler", arguments, environment: environment)
+    }
+
+    /// `run` over the outage window.
+    func runWindow(_ extra: [String] = []) async throws -> ProcessResult {
+        try await reconciler(["run", "--start", outageStart, "--end", outageEnd] + extra)
+    }
+
+    func truth() async throws -> String {
+        String(decoding: try await HTTP.request(.GET, "\(mockURL)/mock/truth").body, as: UTF8.self)
+    }
+
+    func export() async throws -> String {
+        let result = try await reconciler(["export"])
+        #expect(result.status == 0, "export: \(result.stderr)")
+        return result.stdout
+    }
+
+    func mockStatistics() async throws -> [String: Any] {
+        try await HTTP.request(.GET, "\(mockURL)/mock/stats").json
+    }
+
+    func setFaults(_ faults: [String: Any]) async throws {
+        _ = try await HTTP.request(.POST, "\(mockURL)/mock/faults", body: try JSONSerialization.data(withJSONObject: faults))
+    }
+
+    /// Lines that differ between the export and the truth, for a readable failure.
+    static func difference(_ export: String, _ truth: String) -> String {
+        let exported = Set(export.split(separator: "\n")), expected = Set(truth.split(separator: "\n"))
+        let missing = expected.subtracting(exported).sorted().prefix(5).map { "  want \($0)" }
+        let extra = exported.subtracting(expected).sorted().prefix(5).map { "  got  \($0)" }
+        return (missing + extra).joined(separator: "\n")
+    }
+
+    /// The report a `--report-json` file holds.
+    static func report(_ path: String) throws -> [String: Any] {
+        try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: path))) as? [String: Any] ?? [:]
+    }
+
+    static func temporaryFile(_ name: String) -> String {
+        FileManager.default.temporaryDirectory.appendingPathComponent("\(UUID().uuidString)-\(name)").path
+    }
+}
