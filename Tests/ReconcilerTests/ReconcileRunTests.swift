@@ -98,8 +98,8 @@ import Testing
     }
 
     @Test func expiredTokens429StormsAnd5xxBurstsAreSurvived() async throws {
-        try await Rehearsal.with(customers: 60, seed: 13, mockArguments: [
-            "--fault-expire-tokens", "0.15", "--fault-429", "0.15", "--fault-5xx", "0.15", "--fault-drop", "0.05", "--fault-truncate", "0.05",
+        try await Rehearsal.with(customers: 80, seed: 13, mockArguments: [
+            "--fault-expire-tokens", "0.3", "--fault-429", "0.15", "--fault-5xx", "0.15", "--fault-drop", "0.05", "--fault-truncate", "0.05",
         ]) { rehearsal in
             let reportPath = Rehearsal.temporaryFile("faults.json")
             // Large shards so pages follow tokens (and tokens can expire).

@@ -2,24 +2,33 @@ import Foundation
 
 /// A request budget per endpoint, shared by every request of the process.
 ///
-/// Requests of one endpoint are spaced evenly at the configured rate, so a burst of concurrency
-/// turns into waiting rather than into 429s, and no one-second window ever holds more than the
-/// budget. After a 429 the endpoint is closed until the `Retry-After` instant for every caller.
+/// Requests of one endpoint are spaced evenly at the configured rate, and a grant is also
+/// refused while the last second already holds as many grants as the budget (a late-waking task
+/// cannot bunch up with punctual ones). So a burst of concurrency turns into waiting rather than
+/// into 429s, and no one-second window ever holds more than the budget. After a 429 the endpoint
+/// is closed until the `Retry-After` instant for every caller.
 ///
 /// ```swift
 /// let limiter = RateLimiter(requestsPerSecond: [.getNotificationHistory: 40])
 /// try await limiter.waitForTurn(.getNotificationHistory)
 /// ```
 public actor RateLimiter {
-    private var interval: [AppStoreServerAPIEndpoint: Duration] = [:]
-    private var nextSlot: [AppStoreServerAPIEndpoint: ContinuousClock.Instant] = [:]
+    private struct Budget {
+        var interval: Duration
+        var perSecond: Int
+        var nextSlot: ContinuousClock.Instant?
+        /// Grant instants within the last second, oldest first.
+        var recentGrants: [ContinuousClock.Instant] = []
+    }
+
+    private var budgets: [AppStoreServerAPIEndpoint: Budget] = [:]
     private var closedUntil: [AppStoreServerAPIEndpoint: ContinuousClock.Instant] = [:]
     private let clock = ContinuousClock()
 
     /// - Parameter requestsPerSecond: the budget of each endpoint; endpoints not listed are not limited.
     public init(requestsPerSecond: [AppStoreServerAPIEndpoint: Double]) {
         for (endpoint, rate) in requestsPerSecond where rate > 0 {
-            interval[endpoint] = .nanoseconds(Int64(1_000_000_000 / rate))
+            budgets[endpoint] = Budget(interval: .nanoseconds(Int64(1_000_000_000 / rate)), perSecond: max(Int(rate.rounded(.down)), 1))
         }
     }
 
@@ -37,14 +46,39 @@ public actor RateLimiter {
     public func waitForTurn(_ endpoint: AppStoreServerAPIEndpoint) async throws {
         while true {
             let now = clock.now
-            var slot = max(now, nextSlot[endpoint] ?? now)
-            if let closed = closedUntil[endpoint], closed > slot { slot = closed }
-            if let step = interval[endpoint] { nextSlot[endpoint] = slot + step }
-            if slot > now {
-                try await clock.sleep(until: slot)
+            var earliest = now
+            if let closed = closedUntil[endpoint], closed > earliest { earliest = closed }
+            if var budget = budgets[endpoint] {
+                budget.recentGrants.removeAll { $0 <= now - .seconds(1) }
+                if let slot = budget.nextSlot, slot > earliest { earliest = slot }
+                if budget.recentGrants.count >= budget.perSecond, let oldest = budget.recentGrants.first {
+                    earliest = max(earliest, oldest + .seconds(1))
+                }
+                if earliest <= now {
+                    budget.recentGrants.append(now)
+                    budget.nextSlot = now + budget.interval
+                    budgets[endpoint] = budget
+                    return
+                }
+                // Reserve the slot so concurrent callers queue behind it.
+                budget.nextSlot = earliest + budget.interval
+                budgets[endpoint] = budget
+            } else if earliest <= now {
+                return
             }
-            // A 429 may have closed the endpoint while this caller slept.
+            try await clock.sleep(until: earliest)
+            // Re-check: a 429 may have closed the endpoint, or others took the second's grants.
             if let closed = closedUntil[endpoint], closed > clock.now { continue }
+            if var budget = budgets[endpoint] {
+                let woke = clock.now
+                budget.recentGrants.removeAll { $0 <= woke - .seconds(1) }
+                guard budget.recentGrants.count < budget.perSecond else {
+                    budgets[endpoint] = budget
+                    continue
+                }
+                budget.recentGrants.append(woke)
+                budgets[endpoint] = budget
+            }
             return
         }
     }

@@ -99,7 +99,7 @@ extension MockAppStore {
             guard let cursor = tokens.decode(token, as: HistoryCursor.self) else {
                 return Self.apiError(.badRequest, 4_000_014, "Invalid pagination token.")
             }
-            if cursor.query != queryHash || cursor.expiresAt < now || roll(faults.expiredTokenRate) {
+            if cursor.query != queryHash || cursor.expiresAt < now || roll(faults.expiredTokenRate, "expired token") {
                 statistics.update { $0.expiredTokens += 1 }
                 return Self.apiError(.badRequest, 4_000_017, "Pagination token expired.")
             }

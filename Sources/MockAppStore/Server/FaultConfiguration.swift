@@ -1,6 +1,7 @@
 /// Misbehaviour on demand. Fractions are per request to the App Store API endpoints (the
-/// `/mock/...` endpoints are never sabotaged). It can be changed while running with
-/// `POST /mock/faults`.
+/// `/mock/...` endpoints are never sabotaged), spread evenly: a fraction of 0.2 sabotages every
+/// fifth eligible request, so a test gets the faults it asks for. It can be changed while running
+/// with `POST /mock/faults`.
 public struct FaultConfiguration: Codable, Sendable, Hashable {
     /// Added to every response, ms.
     public var latencyMilliseconds: Int = 0

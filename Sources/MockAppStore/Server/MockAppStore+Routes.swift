@@ -48,7 +48,7 @@ extension MockAppStore {
         let faults = self.faults.withLock { $0 }
         let latency = faults.latencyMilliseconds + (faults.latencyJitterMilliseconds > 0 ? Int.random(in: 0...faults.latencyJitterMilliseconds) : 0)
         if latency > 0 { try? await Task.sleep(for: .milliseconds(latency)) }
-        if roll(faults.dropRate) {
+        if roll(faults.dropRate, "drop") {
             statistics.update { $0.droppedConnections += 1 }
             return MockHTTPResponse(status: .ok, delivery: .drop)
         }
@@ -69,13 +69,13 @@ extension MockAppStore {
             statistics.update { $0.rateLimited += 1 }
             return rateLimited(retryAfter: decision.retryAfter)
         }
-        if roll(faults.rateLimitedRate) {
+        if roll(faults.rateLimitedRate, "429") {
             let retryAfter = Int64(Date().timeIntervalSince1970 * 1000) + Int64.random(in: 200...1000)
             rateLimiter.announce(endpoint: endpoint.rawValue, retryAfter: retryAfter, at: request.arrivedAt)
             statistics.update { $0.rateLimited += 1; $0.injectedRateLimits += 1 }
             return rateLimited(retryAfter: retryAfter)
         }
-        if roll(faults.serverErrorRate) {
+        if roll(faults.serverErrorRate, "5xx") {
             statistics.update { $0.injectedServerErrors += 1 }
             return Self.apiError(.internalServerError, 5_000_001, "An unknown error occurred. Please try again.")
         }
@@ -87,7 +87,7 @@ extension MockAppStore {
         case .requestTestNotification: response = await requestTestNotification()
         case .testNotificationStatus: response = testNotificationStatus(token: parameter ?? "")
         }
-        if response.status == .ok, roll(faults.truncateRate) {
+        if response.status == .ok, roll(faults.truncateRate, "truncate") {
             statistics.update { $0.truncatedBodies += 1 }
             response.delivery = .truncate
         }
@@ -106,9 +106,16 @@ extension MockAppStore {
         Self.apiError(.tooManyRequests, 4_290_000, "Rate limit exceeded.", headers: ["Retry-After": String(retryAfter)])
     }
 
-    func roll(_ probability: Double) -> Bool {
-        guard probability > 0 else { return false }
-        return faultRandom.withLock { Double.random(in: 0..<1, using: &$0) } < probability
+    /// Whether to inject the fault `kind` into this request, at `rate` of the eligible requests.
+    func roll(_ rate: Double, _ kind: String) -> Bool {
+        guard rate > 0 else { return false }
+        return faultDebt.withLock { debt in
+            // The first eligible request gets the fault, then every 1/rate-th one.
+            debt[kind, default: 1 - rate] += rate
+            guard debt[kind, default: 0] >= 1 else { return false }
+            debt[kind, default: 0] -= 1
+            return true
+        }
     }
 
     /// Apple's error body: `{"errorCode": ..., "errorMessage": ...}`.
