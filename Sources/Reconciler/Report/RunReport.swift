@@ -76,7 +76,7 @@ public struct RunReport: Sendable, Codable {
     }
 
     /// The summary printed at the end of a run.
-    public func humanSummary(maximumChanges: Int = 25) -> String {
+    public func humanSummary(maximumChanges: Int = 10) -> String {
         var lines: [String] = []
         let mode = dryRun ? "DRY RUN (nothing was changed) " : ""
         lines.append("\(mode)reconcile run \(runId): \(status.rawValue.uppercased())")
@@ -97,9 +97,12 @@ public struct RunReport: Sendable, Codable {
         lines.append("  customers    \(customersChecked) checked by transaction history, \(transactionsFetched) transactions fetched, \(customersFailed.count) failed")
         lines.append("  changed      \(changes.count) purchases\(dryRun ? " would change" : "")")
         for change in changes.prefix(maximumChanges) {
-            lines.append("    \(change.originalTransactionId): " + change.fields.map { field in
-                "\(field) \(Self.value(field, change.before)) → \(Self.value(field, change.after))"
-            }.joined(separator: ", "))
+            // lastSignedDate moves with almost every change; show it only when it is the change.
+            let fields = change.fields.count > 1 ? change.fields.filter { $0 != "lastSignedDate" && $0 != "environment" } : change.fields
+            let description = change.before == nil
+                ? "new: " + fields.map { "\($0) \(Self.value($0, change.after))" }.joined(separator: ", ")
+                : fields.map { "\($0) \(Self.value($0, change.before)) → \(Self.value($0, change.after))" }.joined(separator: ", ")
+            lines.append("    \(change.originalTransactionId)  \(description)")
         }
         if changes.count > maximumChanges { lines.append("    … \(changes.count - maximumChanges) more in --report-json") }
         lines.append("  api          \(api.requests) requests, \(api.retries) retries, \(api.rateLimited) × 429, \(api.serverErrors) × 5xx, "
