@@ -39,7 +39,7 @@ final class RunningProcess: @unchecked Sendable {
         stderrURL = directory.appendingPathComponent("stderr")
         FileManager.default.createFile(atPath: stdoutURL.path, contents: nil)
         FileManager.default.createFile(atPath: stderrURL.path, contents: nil)
-        process.executableURL = Executables.url(executable)
+        process.executableURL = executable.hasPrefix("/") ? URL(fileURLWithPath: executable) : Executables.url(executable)
         process.arguments = arguments
         var merged = ProcessInfo.processInfo.environment
         for (key, value) in environment { merged[key] = value }

@@ -1,0 +1,126 @@
+import Foundation
+import MockAppStore
+import Testing
+
+/// Cron and on-call features end to end: --since-last, detect-outage and --detected,
+/// check-webhook, the metrics file, and the runbook's commands exactly as written.
+@Suite(.serialized) struct OperationsTests {
+    static let packageRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+
+    @Test func sinceLastStartsWhereTheLastSuccessfulRunEndedMinusTheOverlap() async throws {
+        try await Rehearsal.with(customers: 30, seed: 31) { rehearsal in
+            let newestLive = try await rehearsal.db.count("SELECT max(signed_date_ms) FROM notifications WHERE source = 'webhook'")
+            let first = Rehearsal.temporaryFile("first.json")
+            let fromLive = try await rehearsal.reconciler(["run", "--since-last", "--overlap", "30m", "--report-json", first])
+            #expect(fromLive.status == 0, "\(fromLive.stderr)")
+            #expect(try Rehearsal.report(first)["windowStart"] as? Int == newestLive - 30 * 60_000)
+
+            let windowEnd = try #require(Rehearsal.report(first)["windowEnd"] as? Int)
+            let second = Rehearsal.temporaryFile("second.json")
+            let fromRun = try await rehearsal.reconciler(["run", "--since-last", "--report-json", second])
+            #expect(fromRun.status == 0, "\(fromRun.stderr)")
+            #expect(try Rehearsal.report(second)["windowStart"] as? Int == windowEnd - 3_600_000)
+        }
+    }
+
+    @Test func sinceLastWithNoHistoryAsksForAStart() async throws {
+        try await TestDatabase.with { db in
+            let result = try await runProcess("reconciler", ["run", "--since-last"], environment: [
+                "DATABASE_URL": db.url, "APP_STORE_BUNDLE_ID": "com.example", "APP_STORE_ENVIRONMENT": "sandbox",
+                "APP_STORE_KEY_ID": "K", "APP_STORE_ISSUER_ID": "I", "APP_STORE_PRIVATE_KEY_PATH": try writeKey(),
+                "APP_STORE_API_BASE_URL": "http://127.0.0.1:9",
+            ])
+            #expect(result.status == 1)
+            #expect(result.stderr.contains("--start"), "\(result.stderr)")
+        }
+    }
+
+    func writeKey() throws -> String {
+        let path = Rehearsal.temporaryFile("key.p8")
+        let pem = P256PrivateKey().pemRepresentation
+        try pem.write(toFile: path, atomically: true, encoding: .utf8)
+        return path
+    }
+
+    @Test func detectOutageFindsTheFailedDeliveriesAndRunDetectedRecoversThem() async throws {
+        try await Rehearsal.with(customers: 60, seed: 37) { rehearsal in
+            let detect = try await rehearsal.reconciler(["detect-outage", "--since", "1d", "--json"])
+            #expect(detect.status == 0, "\(detect.stderr)")
+            let detection = try JSONSerialization.jsonObject(with: Data(detect.stdout.utf8)) as? [String: Any] ?? [:]
+            let windows = detection["windows"] as? [[String: Any]] ?? []
+            #expect(windows.count == 1)
+            let outageStart = Int64(ISO8601DateFormatter().date(from: rehearsal.outageStart)!.timeIntervalSince1970 * 1000)
+            let window = try #require(windows.first)
+            let start = try #require(window["start"] as? Int64)
+            // Failures start with the outage (minus the 5-minute margin); Apple still retries them.
+            #expect(abs(start - (outageStart - 5 * 60_000)) < 10 * 60_000)
+            #expect((window["stillRetrying"] as? Int ?? 0) > 0)
+            #expect((window["attemptsByResult"] as? [String: Int])?.isEmpty == false)
+            let human = try await rehearsal.reconciler(["detect-outage", "--since", "1d"])
+            #expect(human.stdout.contains("reconciler run --start"))
+            #expect(human.stdout.contains("still retrying"))
+
+            // Deliveries Apple retried after the outage reached the webhook; --detected recovers the rest.
+            let recovered = try await rehearsal.reconciler(["run", "--detected", "--detect-since", "1d"])
+            #expect(recovered.status == 0, "\(recovered.stdout)\n\(recovered.stderr)")
+            let export = try await rehearsal.export(), truth = try await rehearsal.truth()
+            #expect(export == truth, "\(Rehearsal.difference(export, truth))")
+        }
+    }
+
+    @Test func checkWebhookReportsSuccessAndNamesAFailure() async throws {
+        try await Rehearsal.with(customers: 5, seed: 41) { rehearsal in
+            let check = try await rehearsal.reconciler(["check-webhook"])
+            #expect(check.status == 0, "\(check.stdout)\n\(check.stderr)")
+            #expect(check.stdout.contains("SUCCESS"))
+            #expect(check.stdout.contains("stored by the webhook"))
+            #expect(try await rehearsal.db.count("SELECT count(*) FROM notifications WHERE notification_type = 'TEST'") == 1)
+
+            // Configured for another app, the TEST notification does not verify here.
+            let wrongApp = try await rehearsal.reconciler(["check-webhook"], environment: ["APP_STORE_BUNDLE_ID": "com.example.other"])
+            #expect(wrongApp.status != 0)
+        }
+    }
+
+    @Test func aRunWritesPrometheusMetricsForTheTextfileCollector() async throws {
+        try await Rehearsal.with(customers: 20, seed: 43) { rehearsal in
+            let metrics = Rehearsal.temporaryFile("reconciler.prom")
+            let run = try await rehearsal.runWindow(["--metrics-file", metrics])
+            #expect(run.status == 0, "\(run.stderr)")
+            let text = try String(contentsOfFile: metrics, encoding: .utf8)
+            #expect(text.contains("# TYPE reconciler_run_duration_seconds gauge"))
+            #expect(text.contains("status=\"succeeded\"} 1"))
+            #expect(text.contains("reconciler_last_success_timestamp_seconds{"))
+            #expect(text.contains("reconciler_run_notifications{"))
+            #expect(text.contains("reconciler_run_api_requests{"))
+            #expect(!FileManager.default.fileExists(atPath: metrics + ".tmp"))
+        }
+    }
+
+    /// Every `sh` block of jobs/RUNBOOK.md, run as written against the rehearsal's outage.
+    @Test func theRunbooksCommandsWorkAsWritten() async throws {
+        let runbook = try String(contentsOf: Self.packageRoot.appendingPathComponent("jobs/RUNBOOK.md"), encoding: .utf8)
+        var commands: [String] = []
+        var inBlock = false
+        for line in runbook.split(separator: "\n", omittingEmptySubsequences: false) {
+            if line.hasPrefix("```") {
+                inBlock = line == "```sh"
+                continue
+            }
+            if inBlock, !line.trimmingCharacters(in: .whitespaces).isEmpty { commands.append(String(line)) }
+        }
+        #expect(commands.count >= 8)
+        try await Rehearsal.with(customers: 40, seed: 47) { rehearsal in
+            var environment = rehearsal.environment
+            environment["START"] = rehearsal.outageStart
+            environment["END"] = rehearsal.outageEnd
+            environment["PATH"] = Executables.directory.path + ":" + (ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin")
+            for command in commands {
+                let result = try await runProcess("/bin/bash", ["-c", command], environment: environment)
+                #expect(result.status == 0, "`\(command)` exited \(result.status): \(result.stderr.suffix(1500))")
+            }
+            let export = try await rehearsal.export(), truth = try await rehearsal.truth()
+            #expect(export == truth, "\(Rehearsal.difference(export, truth))")
+        }
+    }
+}
