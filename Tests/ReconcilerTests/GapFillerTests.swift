@@ -1,0 +1,50 @@
+import AppStoreServer
+import Foundation
+import MockAppStore
+import Reconciler
+import Testing
+
+/// Phase 2's queue shared by several workers (as `reconciler work` on other machines would).
+@Suite struct GapFillerTests {
+    @Test func workersShareTheQueueAndNoCustomerIsProcessedTwice() async throws {
+        try await TestDatabase.with { db in
+            var faults = FaultConfiguration()
+            faults.latencyMilliseconds = 15
+            try await MockAppStore.withRunning(.init(scenario: .init(seed: 9, customers: 50), faults: faults)) { mock, baseURL in
+                let verifier = try mock.verifier()
+                let ledger = RunLedger(client: db.client, logger: TestDatabase.logger)
+                let run = try await ledger.createRun(
+                    environment: "Production", bundleId: mock.configuration.scenario.bundleId, windowStart: 0, windowEnd: 1,
+                    dryRun: false, options: .init(), shards: [], holder: "test")
+                let originals = Array(Set(mock.sentNotifications.compactMap(\.notification.originalTransactionId)))
+                try await db.database.transaction { try await ledger.enqueueTouched(runId: run.runId, originalTransactionIds: originals, on: $0) }
+
+                func filler(_ worker: String) -> GapFiller {
+                    GapFiller(configuration: .init(runId: run.runId, environment: "Production", dryRun: false, refreshStatus: true,
+                                                   concurrency: 2, worker: worker),
+                              verifier: verifier, client: mock.client(baseURL: baseURL), database: db.database, ledger: ledger,
+                              progress: RunProgress(), logger: TestDatabase.logger)
+                }
+                async let first: Void = filler("worker-a").run()
+                async let second: Void = filler("worker-b").run()
+                _ = try await (first, second)
+
+                let summary = try await ledger.queueSummary(runId: run.runId)
+                #expect(summary.pending == 0)
+                #expect(summary.failed == 0)
+                #expect(summary.done == originals.count)
+                #expect(try await db.count("SELECT max(attempts) FROM gap_queue") == 1)
+                #expect(try await db.count("SELECT count(DISTINCT worker) FROM gap_queue WHERE worker LIKE 'worker-%'") == 2)
+                // Every purchase got its state from history and statuses, and a revision was stored per customer fetched.
+                #expect(try await db.count("SELECT count(*) FROM purchases") == mock.truth.count)
+                #expect(try await db.count("SELECT count(*) FROM history_revisions")
+                        == (try await db.count("SELECT count(*) FROM gap_queue WHERE attempts = 1")))
+                // Transaction history and statuses alone give the truth, except which notification was last.
+                let stored = try await db.count("""
+                    SELECT count(*) FROM purchases p WHERE latest_transaction_id IS NOT NULL
+                    """)
+                #expect(stored == mock.truth.count)
+            }
+        }
+    }
+}

@@ -1,0 +1,48 @@
+import AppStoreServer
+import Reconciler
+import Testing
+
+@Suite struct ReplayPlannerTests {
+    @Test func urgentQueriesComeFirstAndTheSweepLast() {
+        let shards = ReplayPlanner().plan(windowStart: 1_000_000, windowEnd: 1_000_000 + 3 * 3_600_000)
+        let queries = shards.reduce(into: [NotificationFilter]()) { if $0.last != $1.filter { $0.append($1.filter) } }
+        #expect(queries.prefix(7).map(\.description) == [
+            "DID_RENEW", "DID_RENEW/BILLING_RECOVERY", "EXPIRED/VOLUNTARY", "EXPIRED/BILLING_RETRY", "EXPIRED/PRICE_INCREASE",
+            "EXPIRED/PRODUCT_NOT_FOR_SALE", "EXPIRED",
+        ])
+        #expect(queries.contains(.init(.refund)))
+        #expect(queries.contains(.init(.revoke)))
+        #expect(queries.contains(.init(.gracePeriodExpired)))
+        #expect(queries.contains(.init(.didFailToRenew)))
+        #expect(queries.contains(.init(.didFailToRenew, .gracePeriod)))
+        #expect(queries.last == .everything)
+        #expect(queries.filter { $0 == .everything }.count == 1)
+        #expect(shards.map(\.queryIndex) == shards.map(\.queryIndex).sorted())
+    }
+
+    @Test func everyQuerysShardsCoverTheWholeWindowWithOverlap() {
+        let start: Int64 = 1_700_000_000_000, end = start + 5 * 3_600_000 + 17
+        let planner = ReplayPlanner(configuration: .init(priority: [.init(.didRenew)], shardDuration: 45 * 60_000, maximumShardsPerQuery: 48))
+        let shards = planner.plan(windowStart: start, windowEnd: end)
+        for query in Set(shards.map(\.queryIndex)) {
+            let own = shards.filter { $0.queryIndex == query }.sorted { $0.start < $1.start }
+            #expect(own.count == 7)
+            #expect(own.first!.start < start)
+            #expect(own.last!.end > end)
+            for (left, right) in zip(own, own.dropFirst()) {
+                #expect(right.start < left.end - 1, "shards must overlap so a boundary notification is in both")
+            }
+            #expect(own.allSatisfy { $0.request.startDate < $0.request.endDate })
+        }
+        #expect(ReplayPlanner(configuration: .init(shardDuration: 60_000, maximumShardsPerQuery: 4)).plan(windowStart: start, windowEnd: end)
+            .filter { $0.queryIndex == 0 }.count == 4)
+    }
+
+    @Test func filtersParseOnlyWhatAppleDocuments() {
+        #expect(NotificationFilter(parsing: "DID_RENEW/BILLING_RECOVERY") == .init(.didRenew, .billingRecovery))
+        #expect(NotificationFilter(parsing: "expired") == .init(.expired))
+        #expect(NotificationFilter(parsing: "DID_RENEW/NOPE") == nil)
+        #expect(NotificationFilter(parsing: "") == nil)
+        #expect(NotificationFilter(parsing: "A/B/C") == nil)
+    }
+}
