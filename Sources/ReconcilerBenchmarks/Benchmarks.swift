@@ -1,0 +1,184 @@
+import AppStoreServer
+import ArgumentParser
+import Foundation
+import Logging
+import MockAppStore
+import PostgresNIO
+import Reconciler
+
+/// `reconciler-bench`: the measurements behind BENCHMARKS.md. Run it through
+/// `jobs/dev/benchmark`, which builds it in release mode against a throwaway PostgreSQL.
+@main
+struct Benchmarks: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "reconciler-bench",
+        abstract: "Measure verification, replay into PostgreSQL, and whole runs against the mock App Store.",
+        subcommands: [VerifyBenchmark.self, ApplyBenchmark.self, RunBenchmark.self])
+}
+
+func elapsed<T>(_ body: () async throws -> T) async rethrows -> (T, Double) {
+    let clock = ContinuousClock()
+    let start = clock.now
+    let result = try await body()
+    let duration = clock.now - start
+    return (result, Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18)
+}
+
+func quietLogger() -> Logger {
+    var logger = Logger(label: "bench")
+    logger.logLevel = .error
+    return logger
+}
+
+/// Signed notifications of a seeded scenario, without any server.
+func signedNotifications(customers: Int, seed: UInt64) async throws -> (MockAppStore, [String]) {
+    let mock = try await MockAppStore.make(configuration: .init(scenario: .init(seed: seed, customers: customers, span: 30 * 86_400_000)))
+    let payloads = try await MockAppStore.withRunning(.init(scenario: mock.configuration.scenario)) { running, baseURL in
+        var payloads: [String] = []
+        let now = Int64(Date().timeIntervalSince1970 * 1000)
+        let client = running.client(baseURL: baseURL, requestsPerSecond: 10_000)
+        for try await page in client.notificationHistory(.init(startDate: now - 29 * 86_400_000, endDate: now)) {
+            payloads += page.items.compactMap(\.signedPayload)
+        }
+        return (running, payloads)
+    }
+    return payloads
+}
+
+struct VerifyBenchmark: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "verify", abstract: "Signed-data verification per core: full chain vs cached chain.")
+
+    @Option(help: "Notifications to verify.") var count: Int = 5000
+
+    func run() async throws {
+        try await Task.detached {
+            let authority = try SigningCertificateAuthority()
+            let configuration = SignedDataVerifier.Configuration(
+                rootCertificates: [authority.root], bundleId: "com.example.bench", appAppleId: 1, environment: .production)
+            let now = Int64(Date().timeIntervalSince1970 * 1000)
+            let tokens = try (0..<count).map { index in
+                try authority.signer.sign(ResponseBodyV2DecodedPayload(
+                    notificationType: .didRenew, notificationUUID: UUID().uuidString, signedDate: now - Int64(index),
+                    data: NotificationData(appAppleId: 1, bundleId: "com.example.bench", environment: .production)))
+            }
+            // Full X.509 work every time: a fresh verifier (empty cache) per payload.
+            let full = min(count, 1000)
+            let (_, fullSeconds) = try await elapsed {
+                for token in tokens.prefix(full) {
+                    _ = try await SignedDataVerifier(configuration: configuration).verifyAndDecodeNotification(token)
+                }
+            }
+            let verifier = try SignedDataVerifier(configuration: configuration)
+            let (_, cachedSeconds) = try await elapsed {
+                for token in tokens { _ = try await verifier.verifyAndDecodeNotification(token) }
+            }
+            print(String(format: "verify full chain: %d in %.2f s = %.0f/s (%.0f µs each)", full, fullSeconds, Double(full) / fullSeconds, fullSeconds / Double(full) * 1e6))
+            print(String(format: "verify cached chain: %d in %.2f s = %.0f/s (%.0f µs each)", count, cachedSeconds, Double(count) / cachedSeconds, cachedSeconds / Double(count) * 1e6))
+        }.value
+    }
+}
+
+struct ApplyBenchmark: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "apply", abstract: "Verify and apply notifications into PostgreSQL in pages of 20, as phase 1 does (DATABASE_URL).")
+
+    @Option(help: "Customers of the scenario that produces the notifications.") var customers: Int = 2000
+    @Option(help: "Pages applied at once.") var concurrency: Int = 8
+
+    func run() async throws {
+        let logger = quietLogger()
+        let (mock, payloads) = try await signedNotifications(customers: customers, seed: 99)
+        guard let url = ProcessInfo.processInfo.environment["DATABASE_URL"] else { throw ValidationError("DATABASE_URL is required") }
+        let client = PostgresClient(configuration: try DatabaseSettings(url: url, maximumConnections: concurrency + 4).clientConfiguration,
+                                    backgroundLogger: logger)
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { await client.run() }
+            defer { group.cancelAll() }
+            try await Migrator().migrate(client, logger: logger)
+            let handler = NotificationHandler(verifier: try mock.verifier(), database: Database(client: client, logger: logger))
+            let pages = stride(from: 0, to: payloads.count, by: 20).map { Array(payloads[$0..<min($0 + 20, payloads.count)]) }
+            let queue = PageQueue(pages)
+            let (_, seconds) = try await elapsed {
+                try await withThrowingTaskGroup(of: Void.self) { workers in
+                    for _ in 0..<concurrency {
+                        workers.addTask {
+                            while let page = await queue.next() {
+                                var verified: [VerifiedNotification] = []
+                                for payload in page { verified.append(try await handler.verify(signedPayload: payload)) }
+                                _ = try await handler.database.transaction { connection in
+                                    try await handler.apply(verified, source: .history(runId: 0), on: connection)
+                                }
+                            }
+                        }
+                    }
+                    try await workers.waitForAll()
+                }
+            }
+            print(String(format: "apply: %d notifications in %d pages, concurrency %d: %.2f s = %.0f notifications/s (%.0f pages/s)",
+                         payloads.count, pages.count, concurrency, seconds, Double(payloads.count) / seconds, Double(pages.count) / seconds))
+        }
+    }
+}
+
+actor PageQueue {
+    var pages: [[String]]
+    init(_ pages: [[String]]) { self.pages = pages.reversed() }
+    func next() -> [String]? { pages.popLast() }
+}
+
+struct RunBenchmark: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "run", abstract: "A whole reconcile run against the in-process mock App Store (DATABASE_URL).")
+
+    @Option(help: "Customers of the scenario.") var customers: Int = 1000
+    @Option(help: "The outage, in hours before now.") var outageHours: Int = 24
+    @Option(help: "The client's budget in requests/s per endpoint (Apple allows 50; the default 40).") var rateLimit: Double = 40
+    @Option(help: "The mock's limit in requests/s (Apple's: 50).") var mockRateLimit: Double = 50
+    @Option(help: "Latency the mock adds to each response, ms (Apple's API is not on loopback).") var latencyMs: Int = 50
+    @Option(help: "Shards paged at once.") var concurrency: Int = 8
+
+    func run() async throws {
+        let logger = quietLogger()
+        guard let url = ProcessInfo.processInfo.environment["DATABASE_URL"] else { throw ValidationError("DATABASE_URL is required") }
+        let now = Int64(Date().timeIntervalSince1970 * 1000)
+        let outageStart = now - Int64(outageHours) * 3_600_000
+        var faults = FaultConfiguration()
+        faults.latencyMilliseconds = latencyMs
+        let configuration = MockAppStore.Configuration(
+            scenario: .init(seed: 77, customers: customers, now: now, span: Int64(outageHours + 24) * 3_600_000,
+                            outageStart: outageStart, outageEnd: now - 60_000),
+            faults: faults, rateLimitPerSecond: mockRateLimit)
+        try await MockAppStore.withRunning(configuration) { mock, baseURL in
+            let client = PostgresClient(configuration: try DatabaseSettings(url: url, maximumConnections: 40).clientConfiguration,
+                                        backgroundLogger: logger)
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                group.addTask { await client.run() }
+                defer { group.cancelAll() }
+                try await Migrator().migrate(client, logger: logger)
+                let handler = NotificationHandler(verifier: try mock.verifier(), database: Database(client: client, logger: logger))
+                let api = mock.client(baseURL: baseURL, requestsPerSecond: rateLimit)
+                let run = ReconcileRun(
+                    configuration: .init(windowStart: outageStart, windowEnd: now - 60_000, replayConcurrency: concurrency,
+                                         gapConcurrency: concurrency, fresh: true),
+                    handler: handler, client: api)
+                let (report, seconds) = try await elapsed { try await run.run(progress: RunProgress()) }
+                let stats = mock.statisticsSnapshot
+                let truthMatches = try await exportMatches(mock.truth, client: client, logger: logger)
+                print(String(format: "run: %d customers, %dh outage, budget %.0f/s, latency %d ms: %@ in %.1f s", customers, outageHours,
+                             rateLimit, latencyMs, report.status.rawValue, seconds))
+                print(String(format: "  notifications %d seen (%d applied), %d pages; %d customers by history, %d transactions",
+                             report.notifications.seen, report.notifications.applied, report.pages, report.customersChecked, report.transactionsFetched))
+                print(String(format: "  requests %d = %.1f/s; 429s %d; busiest second at the mock: %@; export equals truth: %@",
+                             report.api.requests, Double(report.api.requests) / seconds, report.api.rateLimited,
+                             stats.maxRequestsInOneSecond.map { "\($0.key) \($0.value)" }.sorted().joined(separator: ", "),
+                             truthMatches ? "yes" : "NO"))
+            }
+        }
+    }
+
+    func exportMatches(_ truth: [PurchaseState], client: PostgresClient, logger: Logger) async throws -> Bool {
+        var exported: [PurchaseState] = []
+        try await PurchaseStore(logger: logger).exportPurchases(environment: nil, on: client) { exported.append($0) }
+        return exported == truth
+    }
+}
