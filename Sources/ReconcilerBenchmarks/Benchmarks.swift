@@ -12,8 +12,8 @@ import Reconciler
 struct Benchmarks: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "reconciler-bench",
-        abstract: "Measure verification, replay into PostgreSQL, and whole runs against the mock App Store.",
-        subcommands: [VerifyBenchmark.self, ApplyBenchmark.self, RunBenchmark.self])
+        abstract: "Measure signed-data verification and replay into PostgreSQL (whole runs: jobs/dev/benchmark).",
+        subcommands: [VerifyBenchmark.self, ApplyBenchmark.self])
 }
 
 func elapsed<T>(_ body: () async throws -> T) async rethrows -> (T, Double) {
@@ -126,59 +126,3 @@ actor PageQueue {
     func next() -> [String]? { pages.popLast() }
 }
 
-struct RunBenchmark: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(
-        commandName: "run", abstract: "A whole reconcile run against the in-process mock App Store (DATABASE_URL).")
-
-    @Option(help: "Customers of the scenario.") var customers: Int = 1000
-    @Option(help: "The outage, in hours before now.") var outageHours: Int = 24
-    @Option(help: "The client's budget in requests/s per endpoint (Apple allows 50; the default 40).") var rateLimit: Double = 40
-    @Option(help: "The mock's limit in requests/s (Apple's: 50).") var mockRateLimit: Double = 50
-    @Option(help: "Latency the mock adds to each response, ms (Apple's API is not on loopback).") var latencyMs: Int = 50
-    @Option(help: "Shards paged at once.") var concurrency: Int = 8
-
-    func run() async throws {
-        let logger = quietLogger()
-        guard let url = ProcessInfo.processInfo.environment["DATABASE_URL"] else { throw ValidationError("DATABASE_URL is required") }
-        let now = Int64(Date().timeIntervalSince1970 * 1000)
-        let outageStart = now - Int64(outageHours) * 3_600_000
-        var faults = FaultConfiguration()
-        faults.latencyMilliseconds = latencyMs
-        let configuration = MockAppStore.Configuration(
-            scenario: .init(seed: 77, customers: customers, now: now, span: Int64(outageHours + 24) * 3_600_000,
-                            outageStart: outageStart, outageEnd: now - 60_000),
-            faults: faults, rateLimitPerSecond: mockRateLimit)
-        try await MockAppStore.withRunning(configuration) { mock, baseURL in
-            let client = PostgresClient(configuration: try DatabaseSettings(url: url, maximumConnections: 40).clientConfiguration,
-                                        backgroundLogger: logger)
-            try await withThrowingTaskGroup(of: Void.self) { group in
-                group.addTask { await client.run() }
-                defer { group.cancelAll() }
-                try await Migrator().migrate(client, logger: logger)
-                let handler = NotificationHandler(verifier: try mock.verifier(), database: Database(client: client, logger: logger))
-                let api = mock.client(baseURL: baseURL, requestsPerSecond: rateLimit)
-                let run = ReconcileRun(
-                    configuration: .init(windowStart: outageStart, windowEnd: now - 60_000, replayConcurrency: concurrency,
-                                         gapConcurrency: concurrency, fresh: true),
-                    handler: handler, client: api)
-                let (report, seconds) = try await elapsed { try await run.run(progress: RunProgress()) }
-                let stats = mock.statisticsSnapshot
-                let truthMatches = try await exportMatches(mock.truth, client: client, logger: logger)
-                print(String(format: "run: %d customers, %dh outage, budget %.0f/s, latency %d ms: %@ in %.1f s", customers, outageHours,
-                             rateLimit, latencyMs, report.status.rawValue, seconds))
-                print(String(format: "  notifications %d seen (%d applied), %d pages; %d customers by history, %d transactions",
-                             report.notifications.seen, report.notifications.applied, report.pages, report.customersChecked, report.transactionsFetched))
-                print(String(format: "  requests %d = %.1f/s; 429s %d; busiest second at the mock: %@; export equals truth: %@",
-                             report.api.requests, Double(report.api.requests) / seconds, report.api.rateLimited,
-                             stats.maxRequestsInOneSecond.map { "\($0.key) \($0.value)" }.sorted().joined(separator: ", "),
-                             truthMatches ? "yes" : "NO"))
-            }
-        }
-    }
-
-    func exportMatches(_ truth: [PurchaseState], client: PostgresClient, logger: Logger) async throws -> Bool {
-        var exported: [PurchaseState] = []
-        try await PurchaseStore(logger: logger).exportPurchases(environment: nil, on: client) { exported.append($0) }
-        return exported == truth
-    }
-}

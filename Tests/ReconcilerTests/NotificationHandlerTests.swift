@@ -154,6 +154,43 @@ import Testing
         }
     }
 
+    /// A replayed page can hold several notifications of one purchase, and the same one twice.
+    @Test func aPageWithSeveralNotificationsOfOnePurchaseEndsAsOneByOneWould() async throws {
+        let payloads = try (0..<6).map { period in
+            let signed = t0 + Int64(period) * 30 * 86_400_000
+            return try app.notification(.didRenew, signedDate: signed,
+                                        transaction: app.subscription(original: "5800", period: period, signedDate: signed),
+                                        renewal: app.renewal(original: "5800", autoRenew: period == 5 ? .off : .on, signedDate: signed),
+                                        status: .active)
+        }
+        let oneByOne = try await TestDatabase.with { db in
+            let handler = try app.handler(db)
+            for payload in payloads { _ = try await handler.handle(signedPayload: payload, source: .webhook) }
+            return try await db.database.transaction { try await handler.store.purchaseState(originalTransactionId: "5800", on: $0) }
+        }
+        try await TestDatabase.with { db in
+            let handler = try app.handler(db)
+            var page: [VerifiedNotification] = []
+            for payload in (payloads + [payloads[2]]).shuffled() { page.append(try await handler.verify(signedPayload: payload)) }
+            let ledger = RunLedger(client: db.client, logger: TestDatabase.logger)
+            let run = try await ledger.createRun(environment: "Production", bundleId: TestApp.bundleId, windowStart: 0, windowEnd: 1,
+                                                 dryRun: false, options: .init(), shards: [], holder: "test")
+            let results = try await db.database.transaction { connection in
+                let results = try await handler.apply(page, source: .history(runId: run.runId), on: connection)
+                try await ledger.recordChanges(runId: run.runId, results.compactMap(\.change), on: connection)
+                return results
+            }
+            #expect(results.filter { $0.outcome == .duplicate }.count == 1)
+            #expect(results.filter { $0.outcome == .applied }.count == 6)
+            let batched = try await db.database.transaction { try await handler.store.purchaseState(originalTransactionId: "5800", on: $0) }
+            #expect(batched == oneByOne)
+            #expect(batched?.latestTransactionId == "5800-5")
+            #expect(batched?.autoRenewStatus == 0)
+            #expect(try await db.count("SELECT count(*) FROM transactions WHERE original_transaction_id = '5800'") == 6)
+            #expect(try await db.count("SELECT count(*) FROM run_changes") == 1)
+        }
+    }
+
     @Test func forgedAndForeignNotificationsWriteNothing() async throws {
         try await TestDatabase.with { db in
             let handler = try app.handler(db)

@@ -148,24 +148,18 @@ public struct GapFiller: Sendable {
         return (verified, rejections)
     }
 
-    /// Applies verified transactions purchase by purchase, and records changes and rejections.
+    /// Applies verified transactions, and records changes and rejections.
     private func applyAndRecord(_ transactions: [VerifiedTransaction], _ rejections: [Rejection], on connection: PostgresConnection) async throws {
-        let byOriginal = Dictionary(grouping: transactions) { $0.payload.originalTransactionId ?? "" }
+        let originals = Set(transactions.compactMap(\.payload.originalTransactionId))
+        let environment = configuration.environment
         let changes = try await Effects.apply(dryRun: configuration.dryRun, on: connection) {
-            try await store.lockPurchases(byOriginal.keys, on: connection)
-            var changes: [PurchaseChange] = []
-            for (original, group) in byOriginal.sorted(by: { $0.key < $1.key }) {
-                let before = try await store.purchaseState(originalTransactionId: original, on: connection)
-                for transaction in group {
-                    try await store.upsertTransaction(transaction.payload, signedTransactionInfo: transaction.jws, on: connection)
-                }
-                changes.append(try await store.apply(
-                    originalTransactionId: original, environment: configuration.environment, transaction: nil, renewalInfo: nil,
-                    notification: nil, before: before, on: connection))
-            }
-            return changes
+            try await store.lockPurchases(originals, on: connection)
+            let before = try await store.purchaseStates(originals, on: connection)
+            return try await store.apply(
+                transactions: transactions, updates: originals.map { .init(originalTransactionId: $0, environment: environment) },
+                before: before, on: connection)
         }
-        try await ledger.recordChanges(runId: configuration.runId, changes, on: connection)
+        try await ledger.recordChanges(runId: configuration.runId, Array(changes.values), on: connection)
         try await ledger.recordRejections(runId: configuration.runId, rejections, on: connection)
         if !rejections.isEmpty {
             try await ledger.count(runId: configuration.runId, rejections.map { _ in ("(transaction history)", "rejected") }, on: connection)
@@ -188,20 +182,20 @@ public struct GapFiller: Sendable {
                                             payloadSHA256: RunLedger.sha256(item.signedTransactionInfo ?? item.signedRenewalInfo ?? "")))
             }
         }
+        let environment = configuration.environment
         let changes = try await Effects.apply(dryRun: configuration.dryRun, on: connection) {
-            try await store.lockPurchases(items.map(\.original), on: connection)
-            var changes: [PurchaseChange] = []
-            for item in items {
-                let before = try await store.purchaseState(originalTransactionId: item.original, on: connection)
+            let originals = Set(items.map(\.original))
+            try await store.lockPurchases(originals, on: connection)
+            let before = try await store.purchaseStates(originals, on: connection)
+            let updates = items.map { item in
                 let signedDate = item.renewal?.signedDate ?? item.transaction?.payload.signedDate
-                let status = item.status.flatMap { status in signedDate.map { PurchaseStore.StatusFact(status: status, signedDate: $0) } }
-                changes.append(try await store.apply(
-                    originalTransactionId: item.original, environment: configuration.environment, transaction: item.transaction,
-                    renewalInfo: item.renewal, notification: nil, status: status, before: before, on: connection))
+                return PurchaseStore.PurchaseUpdate(
+                    originalTransactionId: item.original, environment: environment, renewalInfo: item.renewal,
+                    status: item.status.flatMap { status in signedDate.map { PurchaseStore.StatusFact(status: status, signedDate: $0) } })
             }
-            return changes
+            return try await store.apply(transactions: items.compactMap(\.transaction), updates: updates, before: before, on: connection)
         }
-        try await ledger.recordChanges(runId: configuration.runId, changes, on: connection)
+        try await ledger.recordChanges(runId: configuration.runId, Array(changes.values), on: connection)
         try await ledger.recordRejections(runId: configuration.runId, rejections, on: connection)
     }
 }

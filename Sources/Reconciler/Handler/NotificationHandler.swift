@@ -60,51 +60,68 @@ public struct NotificationHandler: Sendable {
 
     /// Applies verified notifications inside the caller's transaction (a replayed page and its
     /// checkpoint commit together). Results come back in the order given.
+    ///
+    /// The page is applied set-wise: its purchases are locked, read, and written once each. A
+    /// notification is stale when its signedDate is older than what its purchase reflected before
+    /// the page; several notifications of one purchase in a page leave the purchase exactly as
+    /// applying them one by one would, because each part of a purchase keeps its newest version.
     public func apply(
         _ notifications: [VerifiedNotification], source: PurchaseStore.Source, on connection: PostgresConnection
     ) async throws -> [HandlingResult] {
+        guard !notifications.isEmpty else { return [] }
         try await store.lockPurchases(notifications.map { $0.originalTransactionId ?? "notification:\($0.notificationUUID)" }, on: connection)
-        var results: [HandlingResult] = []
-        results.reserveCapacity(notifications.count)
-        for notification in notifications {
-            results.append(try await apply(notification, source: source, on: connection))
+        let purchases = Set(notifications.compactMap { $0.appliesToPurchase ? $0.originalTransactionId : nil })
+        let before = try await store.purchaseStates(purchases, on: connection)
+
+        // One row per UUID; a UUID repeated within the page is a duplicate of its first copy.
+        var seen = Set<String>()
+        var rows: [PurchaseStore.NotificationRow] = []
+        for notification in notifications where seen.insert(notification.notificationUUID).inserted {
+            rows.append(.init(notification: notification, outcome: outcome(of: notification, before: before).rawValue))
         }
-        return results
+        let inserted = try await store.insertNotifications(rows, source: source, on: connection)
+
+        var transactions: [(payload: JWSTransactionDecodedPayload, jws: String)] = []
+        var updates: [PurchaseStore.PurchaseUpdate] = []
+        for row in rows where inserted.contains(row.notification.notificationUUID) {
+            let notification = row.notification
+            guard notification.appliesToPurchase, let original = notification.originalTransactionId else { continue }
+            if var transaction = notification.transaction, let jws = notification.signedTransactionInfo {
+                if notification.notificationType == .refundReversed {
+                    // Apple removes the revocation from a reversed refund's transaction; make sure of it.
+                    transaction.revocationDate = nil
+                    transaction.revocationReason = nil
+                    transaction.revocationType = nil
+                    transaction.revocationPercentage = nil
+                }
+                transactions.append((transaction, jws))
+            }
+            updates.append(.init(
+                originalTransactionId: original, environment: notification.environment, renewalInfo: notification.renewalInfo,
+                notification: .init(notificationUUID: notification.notificationUUID, signedDate: notification.signedDate,
+                                    status: notification.payload.data?.status)))
+        }
+        let changes = try await store.apply(transactions: transactions, updates: updates, before: before, on: connection)
+
+        var recorded = Set<String>()
+        return notifications.map { notification in
+            let first = recorded.insert(notification.notificationUUID).inserted
+            let isNew = first && inserted.contains(notification.notificationUUID)
+            return HandlingResult(
+                notificationUUID: notification.notificationUUID, typeAndSubtype: notification.typeAndSubtype,
+                originalTransactionId: notification.originalTransactionId,
+                outcome: isNew ? outcome(of: notification, before: before) : .duplicate,
+                change: isNew ? notification.originalTransactionId.flatMap { changes[$0] } : nil)
+        }
     }
 
-    private func apply(_ notification: VerifiedNotification, source: PurchaseStore.Source, on connection: PostgresConnection) async throws -> HandlingResult {
-        var result = HandlingResult(
-            notificationUUID: notification.notificationUUID, typeAndSubtype: notification.typeAndSubtype,
-            originalTransactionId: notification.originalTransactionId, outcome: .recorded, change: nil)
-        guard let originalTransactionId = notification.originalTransactionId,
-              notification.notificationType != .test
-        else {
-            let inserted = try await store.insertNotification(notification, source: source, outcome: "recorded", on: connection)
-            result.outcome = inserted ? .recorded : .duplicate
-            return result
-        }
-        let before = try await store.purchaseState(originalTransactionId: originalTransactionId, on: connection)
-        let isStale = (before?.lastSignedDate ?? Int64.min) > notification.signedDate
-        let outcome: HandlingResult.Outcome = isStale ? .stale : .applied
-        guard try await store.insertNotification(notification, source: source, outcome: outcome.rawValue, on: connection) else {
-            result.outcome = .duplicate
-            return result
-        }
-        var transaction = notification.transaction.flatMap { payload in notification.signedTransactionInfo.map { (payload, $0) } }
-        if notification.notificationType == .refundReversed {
-            // Apple removes the revocation from a reversed refund's transaction; make sure of it.
-            transaction?.0.revocationDate = nil
-            transaction?.0.revocationReason = nil
-            transaction?.0.revocationType = nil
-            transaction?.0.revocationPercentage = nil
-        }
-        result.change = try await store.apply(
-            originalTransactionId: originalTransactionId, environment: notification.environment,
-            transaction: transaction, renewalInfo: notification.renewalInfo,
-            notification: .init(notificationUUID: notification.notificationUUID, signedDate: notification.signedDate,
-                                status: notification.payload.data?.status),
-            before: before, on: connection)
-        result.outcome = outcome
-        return result
+    private func outcome(of notification: VerifiedNotification, before: [String: PurchaseState]) -> HandlingResult.Outcome {
+        guard notification.appliesToPurchase, let original = notification.originalTransactionId else { return .recorded }
+        return (before[original]?.lastSignedDate ?? Int64.min) > notification.signedDate ? .stale : .applied
     }
+}
+
+extension VerifiedNotification {
+    /// Whether it carries purchase data to apply (TEST notifications and summaries do not).
+    var appliesToPurchase: Bool { originalTransactionId != nil && notificationType != .test }
 }

@@ -240,7 +240,19 @@ public struct RunLedger: Sendable {
 
     /// Records purchases that changed: the first `before` is kept, `after` is the latest.
     public func recordChanges(runId: Int64, _ changes: [PurchaseChange], on connection: PostgresConnection) async throws {
-        let changed = changes.filter(\.isChange)
+        // One row per purchase: its first state before and its last after.
+        var byPurchase: [String: PurchaseChange] = [:]
+        var order: [String] = []
+        for change in changes where change.isChange {
+            let id = change.after.originalTransactionId
+            if let existing = byPurchase[id] {
+                byPurchase[id] = PurchaseChange(before: existing.before, after: change.after)
+            } else {
+                byPurchase[id] = change
+                order.append(id)
+            }
+        }
+        let changed = order.map { byPurchase[$0]! }
         guard !changed.isEmpty else { return }
         let encoder = JSONEncoder()
         encoder.outputFormatting = .sortedKeys

@@ -3,9 +3,11 @@ import Logging
 import PostgresNIO
 
 /// The SQL that writes verified App Store data and reads purchase state. Every write method
-/// runs on a connection the caller holds inside a transaction, so a notification, its
-/// transaction and the purchase it changes are committed together (or not at all).
+/// runs on a connection the caller holds inside a transaction, so notifications, their
+/// transactions and the purchases they change are committed together (or not at all).
 ///
+/// Writes are set-based (one statement per kind of row for a whole page) because phase 1 applies
+/// pages of 20 notifications and PostgreSQL round trips, not CPU, bound its speed.
 /// Only parameterised SQL: every value is a bind parameter.
 public struct PurchaseStore: Sendable {
     public let logger: Logger
@@ -48,6 +50,39 @@ public struct PurchaseStore: Sendable {
         public var signedDate: Int64
     }
 
+    /// What to move forward on one purchase after its transactions are stored.
+    public struct PurchaseUpdate: Sendable {
+        public var originalTransactionId: String
+        public var environment: String
+        public var renewalInfo: JWSRenewalInfoDecodedPayload?
+        public var notification: NotificationFacts?
+        public var status: StatusFact?
+
+        public init(originalTransactionId: String, environment: String, renewalInfo: JWSRenewalInfoDecodedPayload? = nil,
+                    notification: NotificationFacts? = nil, status: StatusFact? = nil) {
+            self.originalTransactionId = originalTransactionId
+            self.environment = environment
+            self.renewalInfo = renewalInfo
+            self.notification = notification
+            self.status = status
+        }
+
+        /// Combines two updates of the same purchase: each part keeps its newest version.
+        func merged(with other: PurchaseUpdate) -> PurchaseUpdate {
+            var result = self
+            if let renewal = other.renewalInfo, (renewal.signedDate ?? .min) >= (renewalInfo?.signedDate ?? .min) { result.renewalInfo = renewal }
+            if let facts = other.notification {
+                if facts.signedDate >= (notification?.signedDate ?? .min) {
+                    result.notification = NotificationFacts(
+                        notificationUUID: facts.notificationUUID, signedDate: facts.signedDate,
+                        status: facts.status ?? (notification?.signedDate == facts.signedDate ? notification?.status : nil))
+                }
+            }
+            if let status = other.status, status.signedDate >= (self.status?.signedDate ?? .min) { result.status = status }
+            return result
+        }
+    }
+
     // MARK: Locks
 
     /// Serialises all writers of the same purchases until the transaction ends. Keys are locked
@@ -64,54 +99,77 @@ public struct PurchaseStore: Sendable {
 
     // MARK: Notifications
 
-    /// Records a notification; `false` when its UUID is already recorded (a duplicate).
-    public func insertNotification(
-        _ notification: VerifiedNotification, source: Source, outcome: String, on connection: PostgresConnection
-    ) async throws -> Bool {
-        let rows = try await connection.query("""
-            INSERT INTO notifications (notification_uuid, notification_type, subtype, signed_date_ms, environment,
-                original_transaction_id, transaction_id, signed_payload, source, run_id, outcome)
-            VALUES (\(notification.notificationUUID), \(notification.notificationType.rawValue), \(notification.subtype?.rawValue),
-                \(notification.signedDate), \(notification.environment), \(notification.originalTransactionId),
-                \(notification.transaction?.transactionId), \(notification.signedPayload), \(source.name), \(source.runId), \(outcome))
-            ON CONFLICT (notification_uuid) DO NOTHING
-            RETURNING 1
-            """, logger: logger)
-        var inserted = false
-        for try await _ in rows { inserted = true }
-        return inserted
+    /// A notification to record, with the outcome to record it under.
+    public struct NotificationRow: Sendable {
+        public var notification: VerifiedNotification
+        public var outcome: String
     }
 
-    /// Whether these notifications are recorded already, by UUID.
-    public func recordedNotificationUUIDs(_ uuids: [String], on connection: PostgresConnection) async throws -> Set<String> {
-        guard !uuids.isEmpty else { return [] }
-        let rows = try await connection.query(
-            "SELECT notification_uuid FROM notifications WHERE notification_uuid = ANY(\(uuids)::text[])", logger: logger)
-        var result = Set<String>()
-        for try await uuid in rows.decode(String.self) { result.insert(uuid) }
-        return result
+    /// Records notifications; returns the UUIDs that were new (the others are duplicates).
+    public func insertNotifications(_ rows: [NotificationRow], source: Source, on connection: PostgresConnection) async throws -> Set<String> {
+        guard !rows.isEmpty else { return [] }
+        let n = rows.map(\.notification)
+        let result = try await connection.query("""
+            INSERT INTO notifications (notification_uuid, notification_type, subtype, signed_date_ms, environment,
+                original_transaction_id, transaction_id, signed_payload, source, run_id, outcome)
+            SELECT uuid, type, NULLIF(subtype, ''), signed, environment, NULLIF(original, ''), NULLIF(transaction, ''), payload,
+                \(source.name), \(source.runId), outcome
+            FROM unnest(\(n.map(\.notificationUUID))::text[], \(n.map(\.notificationType.rawValue))::text[],
+                        \(n.map { $0.subtype?.rawValue ?? "" })::text[], \(n.map(\.signedDate))::bigint[], \(n.map(\.environment))::text[],
+                        \(n.map { $0.originalTransactionId ?? "" })::text[], \(n.map { $0.transaction?.transactionId ?? "" })::text[],
+                        \(n.map(\.signedPayload))::text[], \(rows.map(\.outcome))::text[])
+                AS incoming (uuid, type, subtype, signed, environment, original, transaction, payload, outcome)
+            ON CONFLICT (notification_uuid) DO NOTHING
+            RETURNING notification_uuid
+            """, logger: logger)
+        var inserted = Set<String>()
+        for try await uuid in result.decode(String.self) { inserted.insert(uuid) }
+        return inserted
     }
 
     // MARK: Transactions
 
-    /// Stores a transaction unless a version signed later is already stored; `true` when written.
-    @discardableResult
-    public func upsertTransaction(
-        _ transaction: JWSTransactionDecodedPayload, signedTransactionInfo: String, on connection: PostgresConnection
-    ) async throws -> Bool {
-        let t = transaction
-        let rows = try await connection.query("""
+    /// Stores transactions, each unless a version signed later is already stored. Several
+    /// versions of one transaction in the batch: the newest signed one is kept.
+    public func upsertTransactions(_ transactions: [(payload: JWSTransactionDecodedPayload, jws: String)], on connection: PostgresConnection) async throws {
+        var newest: [String: (payload: JWSTransactionDecodedPayload, jws: String)] = [:]
+        for transaction in transactions {
+            let id = transaction.payload.transactionId ?? ""
+            if let kept = newest[id], (kept.payload.signedDate ?? .min) > (transaction.payload.signedDate ?? .min) { continue }
+            newest[id] = transaction
+        }
+        guard !newest.isEmpty else { return }
+        let t = newest.keys.sorted().map { newest[$0]!.payload }
+        let jws = newest.keys.sorted().map { newest[$0]!.jws }
+        // Optional integers travel as text ('' for absent): postgres-nio binds no arrays of optionals.
+        func text<T>(_ values: [T?]) -> [String] { values.map { $0.map { "\($0)" } ?? "" } }
+        try await connection.query("""
             INSERT INTO transactions AS stored (transaction_id, original_transaction_id, environment, bundle_id, product_id,
                 product_type, subscription_group_identifier, web_order_line_item_id, in_app_ownership_type, transaction_reason,
                 purchase_date_ms, original_purchase_date_ms, expires_date_ms, quantity, is_upgraded, offer_type, offer_identifier,
                 storefront, currency, price, app_account_token, revocation_date_ms, revocation_reason, revocation_type,
                 revocation_percentage, signed_date_ms, signed_transaction_info)
-            VALUES (\(t.transactionId ?? ""), \(t.originalTransactionId ?? ""), \(t.environment?.rawValue ?? ""), \(t.bundleId ?? ""),
-                \(t.productId), \(t.type?.rawValue), \(t.subscriptionGroupIdentifier), \(t.webOrderLineItemId),
-                \(t.inAppOwnershipType?.rawValue), \(t.transactionReason?.rawValue), \(t.purchaseDate), \(t.originalPurchaseDate),
-                \(t.expiresDate), \(t.quantity), \(t.isUpgraded ?? false), \(t.offerType?.rawValue), \(t.offerIdentifier),
-                \(t.storefront), \(t.currency), \(t.price), \(t.appAccountToken), \(t.revocationDate), \(t.revocationReason?.rawValue),
-                \(t.revocationType?.rawValue), \(t.revocationPercentage), \(t.signedDate ?? 0), \(signedTransactionInfo))
+            SELECT id, original, environment, bundle, NULLIF(product, ''), NULLIF(type, ''), NULLIF("group", ''), NULLIF(line, ''),
+                NULLIF(ownership, ''), NULLIF(reason, ''), NULLIF(purchase, '')::bigint, NULLIF(original_purchase, '')::bigint,
+                NULLIF(expires, '')::bigint, NULLIF(quantity, '')::integer, upgraded, NULLIF(offer_type, '')::integer, NULLIF(offer, ''),
+                NULLIF(storefront, ''), NULLIF(currency, ''), NULLIF(price, '')::bigint, NULLIF(token, ''),
+                NULLIF(revoked, '')::bigint, NULLIF(revocation_reason, '')::integer, NULLIF(revocation_type, ''),
+                NULLIF(percentage, '')::integer, signed, jws
+            FROM unnest(\(t.map { $0.transactionId ?? "" })::text[], \(t.map { $0.originalTransactionId ?? "" })::text[],
+                        \(t.map { $0.environment?.rawValue ?? "" })::text[], \(t.map { $0.bundleId ?? "" })::text[],
+                        \(text(t.map(\.productId)))::text[], \(text(t.map(\.type?.rawValue)))::text[],
+                        \(text(t.map(\.subscriptionGroupIdentifier)))::text[], \(text(t.map(\.webOrderLineItemId)))::text[],
+                        \(text(t.map(\.inAppOwnershipType?.rawValue)))::text[], \(text(t.map(\.transactionReason?.rawValue)))::text[],
+                        \(text(t.map(\.purchaseDate)))::text[], \(text(t.map(\.originalPurchaseDate)))::text[],
+                        \(text(t.map(\.expiresDate)))::text[], \(text(t.map(\.quantity)))::text[], \(t.map { $0.isUpgraded ?? false })::boolean[],
+                        \(text(t.map(\.offerType?.rawValue)))::text[], \(text(t.map(\.offerIdentifier)))::text[],
+                        \(text(t.map(\.storefront)))::text[], \(text(t.map(\.currency)))::text[], \(text(t.map(\.price)))::text[],
+                        \(text(t.map(\.appAccountToken)))::text[], \(text(t.map(\.revocationDate)))::text[],
+                        \(text(t.map(\.revocationReason?.rawValue)))::text[], \(text(t.map(\.revocationType?.rawValue)))::text[],
+                        \(text(t.map(\.revocationPercentage)))::text[], \(t.map { $0.signedDate ?? 0 })::bigint[], \(jws)::text[])
+                AS incoming (id, original, environment, bundle, product, type, "group", line, ownership, reason, purchase,
+                             original_purchase, expires, quantity, upgraded, offer_type, offer, storefront, currency, price, token,
+                             revoked, revocation_reason, revocation_type, percentage, signed, jws)
             ON CONFLICT (transaction_id) DO UPDATE SET
                 original_transaction_id = EXCLUDED.original_transaction_id, environment = EXCLUDED.environment,
                 bundle_id = EXCLUDED.bundle_id, product_id = EXCLUDED.product_id, product_type = EXCLUDED.product_type,
@@ -127,11 +185,7 @@ public struct PurchaseStore: Sendable {
                 signed_date_ms = EXCLUDED.signed_date_ms, signed_transaction_info = EXCLUDED.signed_transaction_info,
                 updated_at = now()
             WHERE stored.signed_date_ms <= EXCLUDED.signed_date_ms
-            RETURNING 1
             """, logger: logger)
-        var written = false
-        for try await _ in rows { written = true }
-        return written
     }
 
     // MARK: Purchases
@@ -149,42 +203,61 @@ public struct PurchaseStore: Sendable {
             purchaseDate: row.4, expiresDate: row.5, revocationDate: row.6, autoRenewStatus: row.7, lastSignedDate: row.8)
     }
 
-    /// The stored state of one purchase.
-    public func purchaseState(originalTransactionId: String, on connection: PostgresConnection) async throws -> PurchaseState? {
+    /// The stored state of some purchases, by originalTransactionId.
+    public func purchaseStates(_ originalTransactionIds: some Collection<String>, on connection: PostgresConnection) async throws -> [String: PurchaseState] {
+        guard !originalTransactionIds.isEmpty else { return [:] }
         let rows = try await connection.query(
-            "SELECT \(unescaped: Self.purchaseColumns) FROM purchases WHERE original_transaction_id = \(originalTransactionId)",
+            "SELECT \(unescaped: Self.purchaseColumns) FROM purchases WHERE original_transaction_id = ANY(\(Array(originalTransactionIds))::text[])",
             logger: logger)
-        for try await row in rows.decode(PurchaseRow.self) { return Self.purchaseState(row) }
-        return nil
+        var result: [String: PurchaseState] = [:]
+        for try await row in rows.decode(PurchaseRow.self) { result[row.0] = Self.purchaseState(row) }
+        return result
     }
 
-    /// Recomputes a purchase from its stored transactions and moves its renewal, status and
-    /// notification parts forward where the new data is not older; returns the new state.
-    public func refreshPurchase(
-        originalTransactionId: String, environment: String, renewalInfo: JWSRenewalInfoDecodedPayload?,
-        notification: NotificationFacts?, status: StatusFact?, on connection: PostgresConnection
-    ) async throws -> PurchaseState {
-        let r = renewalInfo
-        let statusValue = status?.status.rawValue ?? notification?.status?.rawValue
-        let statusSignedDate = status?.signedDate ?? (notification?.status == nil ? nil : notification?.signedDate)
+    /// The stored state of one purchase.
+    public func purchaseState(originalTransactionId: String, on connection: PostgresConnection) async throws -> PurchaseState? {
+        try await purchaseStates([originalTransactionId], on: connection)[originalTransactionId]
+    }
+
+    /// Recomputes purchases from their stored transactions (the latest one: not upgraded, newest
+    /// purchaseDate) and moves their renewal, status and notification parts forward where the
+    /// new data is not older than what is stored; returns the new states.
+    public func refreshPurchases(_ updates: [PurchaseUpdate], on connection: PostgresConnection) async throws -> [String: PurchaseState] {
+        var merged: [String: PurchaseUpdate] = [:]
+        for update in updates {
+            merged[update.originalTransactionId] = merged[update.originalTransactionId].map { $0.merged(with: update) } ?? update
+        }
+        guard !merged.isEmpty else { return [:] }
+        let u = merged.keys.sorted().map { merged[$0]! }
+        func text<T>(_ values: [T?]) -> [String] { values.map { $0.map { "\($0)" } ?? "" } }
+        let statuses = u.map { $0.status?.status.rawValue ?? $0.notification?.status?.rawValue }
+        let statusDates = u.map { $0.status?.signedDate ?? ($0.notification?.status == nil ? nil : $0.notification?.signedDate) }
         let rows = try await connection.query("""
-            WITH latest AS (
-                SELECT transaction_id, product_id, product_type, purchase_date_ms, expires_date_ms, revocation_date_ms, revocation_reason
-                FROM transactions WHERE original_transaction_id = \(originalTransactionId)
-                ORDER BY is_upgraded, purchase_date_ms DESC NULLS LAST, transaction_id DESC
-                LIMIT 1
-            )
             INSERT INTO purchases AS p (original_transaction_id, environment, product_id, product_type, latest_transaction_id,
                 purchase_date_ms, expires_date_ms, revocation_date_ms, revocation_reason,
                 auto_renew_status, auto_renew_product_id, expiration_intent, is_in_billing_retry_period,
                 grace_period_expires_date_ms, renewal_date_ms, renewal_signed_date_ms,
                 status, status_signed_date_ms, last_signed_date_ms, last_notification_uuid)
-            SELECT \(originalTransactionId), \(environment), l.product_id, l.product_type, l.transaction_id,
+            SELECT u.id, u.environment, l.product_id, l.product_type, l.transaction_id,
                 l.purchase_date_ms, l.expires_date_ms, l.revocation_date_ms, l.revocation_reason,
-                \(r?.autoRenewStatus?.rawValue), \(r?.autoRenewProductId), \(r?.expirationIntent?.rawValue), \(r?.isInBillingRetryPeriod),
-                \(r?.gracePeriodExpiresDate), \(r?.renewalDate), \(r?.signedDate)::bigint,
-                \(statusValue), \(statusSignedDate)::bigint, \(notification?.signedDate)::bigint, \(notification?.notificationUUID)
-            FROM (VALUES (1)) AS one (x) LEFT JOIN latest AS l ON true
+                NULLIF(u.auto_renew, '')::integer, NULLIF(u.auto_renew_product, ''), NULLIF(u.intent, '')::integer,
+                NULLIF(u.retrying, '')::boolean, NULLIF(u.grace, '')::bigint, NULLIF(u.renewal, '')::bigint,
+                NULLIF(u.renewal_signed, '')::bigint, NULLIF(u.status, '')::integer, NULLIF(u.status_signed, '')::bigint,
+                NULLIF(u.last_signed, '')::bigint, NULLIF(u.last_uuid, '')
+            FROM unnest(\(u.map(\.originalTransactionId))::text[], \(u.map(\.environment))::text[],
+                        \(text(u.map(\.renewalInfo?.autoRenewStatus?.rawValue)))::text[], \(text(u.map(\.renewalInfo?.autoRenewProductId)))::text[],
+                        \(text(u.map(\.renewalInfo?.expirationIntent?.rawValue)))::text[], \(text(u.map(\.renewalInfo?.isInBillingRetryPeriod)))::text[],
+                        \(text(u.map(\.renewalInfo?.gracePeriodExpiresDate)))::text[], \(text(u.map(\.renewalInfo?.renewalDate)))::text[],
+                        \(text(u.map(\.renewalInfo?.signedDate)))::text[], \(text(statuses))::text[], \(text(statusDates))::text[],
+                        \(text(u.map(\.notification?.signedDate)))::text[], \(text(u.map(\.notification?.notificationUUID)))::text[])
+                AS u (id, environment, auto_renew, auto_renew_product, intent, retrying, grace, renewal, renewal_signed, status,
+                      status_signed, last_signed, last_uuid)
+            LEFT JOIN LATERAL (
+                SELECT transaction_id, product_id, product_type, purchase_date_ms, expires_date_ms, revocation_date_ms, revocation_reason
+                FROM transactions WHERE original_transaction_id = u.id
+                ORDER BY is_upgraded, purchase_date_ms DESC NULLS LAST, transaction_id DESC
+                LIMIT 1
+            ) AS l ON true
             ON CONFLICT (original_transaction_id) DO UPDATE SET
                 product_id = CASE WHEN EXCLUDED.latest_transaction_id IS NULL THEN p.product_id ELSE EXCLUDED.product_id END,
                 product_type = CASE WHEN EXCLUDED.latest_transaction_id IS NULL THEN p.product_type ELSE EXCLUDED.product_type END,
@@ -215,24 +288,21 @@ public struct PurchaseStore: Sendable {
                 updated_at = now()
             RETURNING \(unescaped: Self.purchaseColumns)
             """, logger: logger)
-        for try await row in rows.decode(PurchaseRow.self) { return Self.purchaseState(row) }
-        throw PurchaseStoreError(description: "the purchase \(originalTransactionId) was not written")
+        var result: [String: PurchaseState] = [:]
+        for try await row in rows.decode(PurchaseRow.self) { result[row.0] = Self.purchaseState(row) }
+        return result
     }
 
-    /// Applies verified signed data to one purchase (the caller holds its lock) and returns the
-    /// state before and after. The one apply path for live notifications, replays and gap fill.
+    /// Applies verified signed data to purchases (the caller holds their locks) and returns each
+    /// purchase's state before and after. The one apply path for live notifications, replays and
+    /// gap fill.
     public func apply(
-        originalTransactionId: String, environment: String,
-        transaction: (payload: JWSTransactionDecodedPayload, jws: String)?, renewalInfo: JWSRenewalInfoDecodedPayload?,
-        notification: NotificationFacts?, status: StatusFact? = nil, before: PurchaseState?, on connection: PostgresConnection
-    ) async throws -> PurchaseChange {
-        if let transaction {
-            try await upsertTransaction(transaction.payload, signedTransactionInfo: transaction.jws, on: connection)
-        }
-        let after = try await refreshPurchase(
-            originalTransactionId: originalTransactionId, environment: environment, renewalInfo: renewalInfo,
-            notification: notification, status: status, on: connection)
-        return PurchaseChange(before: before, after: after)
+        transactions: [(payload: JWSTransactionDecodedPayload, jws: String)], updates: [PurchaseUpdate],
+        before: [String: PurchaseState], on connection: PostgresConnection
+    ) async throws -> [String: PurchaseChange] {
+        try await upsertTransactions(transactions, on: connection)
+        let after = try await refreshPurchases(updates, on: connection)
+        return after.mapValues { PurchaseChange(before: before[$0.originalTransactionId], after: $0) }
     }
 
     /// Every purchase, ordered by originalTransactionId, optionally of one environment.
@@ -241,6 +311,15 @@ public struct PurchaseStore: Sendable {
             "SELECT \(unescaped: Self.purchaseColumns) FROM purchases WHERE \(environment)::text IS NULL OR environment = \(environment) ORDER BY original_transaction_id",
             logger: logger)
         for try await row in rows.decode(PurchaseRow.self) { try body(Self.purchaseState(row)) }
+    }
+
+    /// The signedDate of the newest notification the live webhook stored, for `run --since-last`.
+    public func newestLiveNotification(environment: String, on client: PostgresClient) async throws -> Int64? {
+        let rows = try await client.query("""
+            SELECT max(signed_date_ms) FROM notifications WHERE source = 'webhook' AND environment = \(environment)
+            """, logger: logger)
+        for try await value in rows.decode(Int64?.self) { return value }
+        return nil
     }
 }
 
@@ -260,15 +339,4 @@ public struct PurchaseChange: Sendable, Hashable, Codable {
 
 public struct PurchaseStoreError: Error, CustomStringConvertible, Sendable {
     public var description: String
-}
-
-extension PurchaseStore {
-    /// The signedDate of the newest notification the live webhook stored, for `run --since-last`.
-    public func newestLiveNotification(environment: String, on client: PostgresClient) async throws -> Int64? {
-        let rows = try await client.query("""
-            SELECT max(signed_date_ms) FROM notifications WHERE source = 'webhook' AND environment = \(environment)
-            """, logger: logger)
-        for try await value in rows.decode(Int64?.self) { return value }
-        return nil
-    }
 }
