@@ -1,8 +1,7 @@
 /// The renewal status for an auto-renewable subscription.
 ///
-/// Values Apple adds later decode without error and keep their raw value, so code can log
-/// and store them; compare against the static members for the known ones.
-public struct AutoRenewStatus: RawRepresentable, Hashable, Sendable, Codable, CustomStringConvertible {
+/// Values Apple adds later decode without error and keep their raw value.
+public struct AutoRenewStatus: AppleEnumeration {
     public let rawValue: Int32
 
     public init(rawValue: Int32) { self.rawValue = rawValue }
@@ -10,11 +9,5 @@ public struct AutoRenewStatus: RawRepresentable, Hashable, Sendable, Codable, Cu
     public static let off = AutoRenewStatus(rawValue: 0)
     public static let on = AutoRenewStatus(rawValue: 1)
 
-    /// The values documented by Apple when this code was written.
     public static let knownValues: [AutoRenewStatus] = [.off, .on]
-
-    /// Whether Apple documented this value when this code was written.
-    public var isKnown: Bool { Self.knownValues.contains(self) }
-
-    public var description: String { String(rawValue) }
 }

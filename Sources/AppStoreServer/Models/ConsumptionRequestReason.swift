@@ -1,8 +1,7 @@
 /// The customer-provided reason for a refund request.
 ///
-/// Values Apple adds later decode without error and keep their raw value, so code can log
-/// and store them; compare against the static members for the known ones.
-public struct ConsumptionRequestReason: RawRepresentable, Hashable, Sendable, Codable, CustomStringConvertible {
+/// Values Apple adds later decode without error and keep their raw value.
+public struct ConsumptionRequestReason: AppleEnumeration {
     public let rawValue: String
 
     public init(rawValue: String) { self.rawValue = rawValue }
@@ -13,11 +12,5 @@ public struct ConsumptionRequestReason: RawRepresentable, Hashable, Sendable, Co
     public static let legal = ConsumptionRequestReason(rawValue: "LEGAL")
     public static let other = ConsumptionRequestReason(rawValue: "OTHER")
 
-    /// The values documented by Apple when this code was written.
     public static let knownValues: [ConsumptionRequestReason] = [.unintendedPurchase, .fulfillmentIssue, .unsatisfiedWithPurchase, .legal, .other]
-
-    /// Whether Apple documented this value when this code was written.
-    public var isKnown: Bool { Self.knownValues.contains(self) }
-
-    public var description: String { rawValue }
 }

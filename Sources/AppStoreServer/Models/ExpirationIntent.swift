@@ -1,8 +1,7 @@
 /// The reason an auto-renewable subscription expired.
 ///
-/// Values Apple adds later decode without error and keep their raw value, so code can log
-/// and store them; compare against the static members for the known ones.
-public struct ExpirationIntent: RawRepresentable, Hashable, Sendable, Codable, CustomStringConvertible {
+/// Values Apple adds later decode without error and keep their raw value.
+public struct ExpirationIntent: AppleEnumeration {
     public let rawValue: Int32
 
     public init(rawValue: Int32) { self.rawValue = rawValue }
@@ -13,11 +12,5 @@ public struct ExpirationIntent: RawRepresentable, Hashable, Sendable, Codable, C
     public static let productNotAvailable = ExpirationIntent(rawValue: 4)
     public static let other = ExpirationIntent(rawValue: 5)
 
-    /// The values documented by Apple when this code was written.
     public static let knownValues: [ExpirationIntent] = [.customerCancelled, .billingError, .customerDidNotConsentToPriceIncrease, .productNotAvailable, .other]
-
-    /// Whether Apple documented this value when this code was written.
-    public var isKnown: Bool { Self.knownValues.contains(self) }
-
-    public var description: String { String(rawValue) }
 }

@@ -1,8 +1,7 @@
 /// The type that describes the in-app purchase or external purchase event for which the App Store sends a version 2 notification.
 ///
-/// Values Apple adds later decode without error and keep their raw value, so code can log
-/// and store them; compare against the static members for the known ones.
-public struct NotificationTypeV2: RawRepresentable, Hashable, Sendable, Codable, CustomStringConvertible {
+/// Values Apple adds later decode without error and keep their raw value.
+public struct NotificationTypeV2: AppleEnumeration {
     public let rawValue: String
 
     public init(rawValue: String) { self.rawValue = rawValue }
@@ -31,11 +30,5 @@ public struct NotificationTypeV2: RawRepresentable, Hashable, Sendable, Codable,
     public static let subscribed = NotificationTypeV2(rawValue: "SUBSCRIBED")
     public static let test = NotificationTypeV2(rawValue: "TEST")
 
-    /// The values documented by Apple when this code was written.
     public static let knownValues: [NotificationTypeV2] = [.consumptionRequest, .didChangeRenewalPref, .didChangeRenewalStatus, .didFailToRenew, .didRenew, .expired, .externalPurchaseToken, .gracePeriodExpired, .metadataUpdate, .migration, .offerRedeemed, .oneTimeCharge, .priceChange, .priceIncrease, .refund, .refundDeclined, .refundReversed, .renewalExtended, .renewalExtension, .rescindConsent, .revoke, .subscribed, .test]
-
-    /// Whether Apple documented this value when this code was written.
-    public var isKnown: Bool { Self.knownValues.contains(self) }
-
-    public var description: String { rawValue }
 }

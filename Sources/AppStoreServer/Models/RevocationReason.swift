@@ -1,8 +1,7 @@
 /// The reason for a refunded transaction.
 ///
-/// Values Apple adds later decode without error and keep their raw value, so code can log
-/// and store them; compare against the static members for the known ones.
-public struct RevocationReason: RawRepresentable, Hashable, Sendable, Codable, CustomStringConvertible {
+/// Values Apple adds later decode without error and keep their raw value.
+public struct RevocationReason: AppleEnumeration {
     public let rawValue: Int32
 
     public init(rawValue: Int32) { self.rawValue = rawValue }
@@ -10,11 +9,5 @@ public struct RevocationReason: RawRepresentable, Hashable, Sendable, Codable, C
     public static let refundedForOtherReason = RevocationReason(rawValue: 0)
     public static let refundedDueToIssue = RevocationReason(rawValue: 1)
 
-    /// The values documented by Apple when this code was written.
     public static let knownValues: [RevocationReason] = [.refundedForOtherReason, .refundedDueToIssue]
-
-    /// Whether Apple documented this value when this code was written.
-    public var isKnown: Bool { Self.knownValues.contains(self) }
-
-    public var description: String { String(rawValue) }
 }

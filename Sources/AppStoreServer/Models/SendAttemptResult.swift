@@ -1,8 +1,7 @@
 /// The success or error information the App Store server records when it attempts to send an App Store server notification to your server.
 ///
-/// Values Apple adds later decode without error and keep their raw value, so code can log
-/// and store them; compare against the static members for the known ones.
-public struct SendAttemptResult: RawRepresentable, Hashable, Sendable, Codable, CustomStringConvertible {
+/// Values Apple adds later decode without error and keep their raw value.
+public struct SendAttemptResult: AppleEnumeration {
     public let rawValue: String
 
     public init(rawValue: String) { self.rawValue = rawValue }
@@ -19,11 +18,5 @@ public struct SendAttemptResult: RawRepresentable, Hashable, Sendable, Codable, 
     public static let unsuccessfulHTTPResponseCode = SendAttemptResult(rawValue: "UNSUCCESSFUL_HTTP_RESPONSE_CODE")
     public static let other = SendAttemptResult(rawValue: "OTHER")
 
-    /// The values documented by Apple when this code was written.
     public static let knownValues: [SendAttemptResult] = [.success, .timedOut, .tlsIssue, .circularRedirect, .noResponse, .socketIssue, .unsupportedCharset, .invalidResponse, .prematureClose, .unsuccessfulHTTPResponseCode, .other]
-
-    /// Whether Apple documented this value when this code was written.
-    public var isKnown: Bool { Self.knownValues.contains(self) }
-
-    public var description: String { rawValue }
 }

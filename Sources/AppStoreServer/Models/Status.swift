@@ -1,8 +1,7 @@
 /// The status of an auto-renewable subscription.
 ///
-/// Values Apple adds later decode without error and keep their raw value, so code can log
-/// and store them; compare against the static members for the known ones.
-public struct Status: RawRepresentable, Hashable, Sendable, Codable, CustomStringConvertible {
+/// Values Apple adds later decode without error and keep their raw value.
+public struct Status: AppleEnumeration {
     public let rawValue: Int32
 
     public init(rawValue: Int32) { self.rawValue = rawValue }
@@ -13,11 +12,5 @@ public struct Status: RawRepresentable, Hashable, Sendable, Codable, CustomStrin
     public static let billingGracePeriod = Status(rawValue: 4)
     public static let revoked = Status(rawValue: 5)
 
-    /// The values documented by Apple when this code was written.
     public static let knownValues: [Status] = [.active, .expired, .billingRetry, .billingGracePeriod, .revoked]
-
-    /// Whether Apple documented this value when this code was written.
-    public var isKnown: Bool { Self.knownValues.contains(self) }
-
-    public var description: String { String(rawValue) }
 }

@@ -1,8 +1,7 @@
 /// Additional information that identifies the notification event, present only for some notification types.
 ///
-/// Values Apple adds later decode without error and keep their raw value, so code can log
-/// and store them; compare against the static members for the known ones.
-public struct Subtype: RawRepresentable, Hashable, Sendable, Codable, CustomStringConvertible {
+/// Values Apple adds later decode without error and keep their raw value.
+public struct Subtype: AppleEnumeration {
     public let rawValue: String
 
     public init(rawValue: String) { self.rawValue = rawValue }
@@ -27,11 +26,5 @@ public struct Subtype: RawRepresentable, Hashable, Sendable, Codable, CustomStri
     public static let upgrade = Subtype(rawValue: "UPGRADE")
     public static let voluntary = Subtype(rawValue: "VOLUNTARY")
 
-    /// The values documented by Apple when this code was written.
     public static let knownValues: [Subtype] = [.accepted, .activeTokenReminder, .autoRenewDisabled, .autoRenewEnabled, .billingRecovery, .billingRetry, .created, .downgrade, .failure, .gracePeriod, .initialBuy, .pending, .priceIncrease, .productNotForSale, .resubscribe, .summary, .unreported, .upgrade, .voluntary]
-
-    /// Whether Apple documented this value when this code was written.
-    public var isKnown: Bool { Self.knownValues.contains(self) }
-
-    public var description: String { rawValue }
 }
