@@ -28,13 +28,7 @@ import Testing
 
     /// The app id a production notification names, read without verification to configure the verifier.
     static func appAppleId(of token: String) -> Int64? {
-        let payload = token.split(separator: ".")[1]
-        var base64 = payload.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
-        while base64.count % 4 != 0 { base64 += "=" }
-        guard let data = Data(base64Encoded: base64),
-              let object = try? JSONSerialization.jsonObject(with: data) as? [String: Any],
-              let inner = object["data"] as? [String: Any] else { return nil }
-        return (inner["appAppleId"] as? NSNumber)?.int64Value
+        UnverifiedPayload.decode(token, as: ResponseBodyV2DecodedPayload.self)?.data?.appAppleId
     }
 
     @Test func bundledRootIsAppleRootCAG3() {

@@ -165,6 +165,7 @@ public struct AppStoreServerAPIClient: Sendable {
             if attempts > 1 { statistics.record(.retry) }
 
             let outcome = await attempt(endpoint, method: method, url: url, body: body)
+            try Task.checkCancellation()
             let details = { (status: Int?, payload: ErrorPayload?) in
                 AppStoreServerAPIError.Details(
                     endpoint: endpoint, httpStatusCode: status, errorCode: payload?.errorCode.map(APIErrorCode.init(rawValue:)),

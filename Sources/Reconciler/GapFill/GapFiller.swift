@@ -173,9 +173,11 @@ public struct GapFiller: Sendable {
         var items: [(status: Status?, transaction: VerifiedTransaction?, renewal: JWSRenewalInfoDecodedPayload?, original: String)] = []
         for item in (response.data ?? []).flatMap({ $0.lastTransactions ?? [] }) {
             do {
-                let transaction = try await item.signedTransactionInfo.asyncMap { ($0.isEmpty ? nil : (try await verifier.verifyAndDecodeTransaction($0), $0)) } ?? nil
-                let renewal = try await item.signedRenewalInfo.asyncMap { try await verifier.verifyAndDecodeRenewalInfo($0) }
-                guard let original = transaction?.0.originalTransactionId ?? renewal?.originalTransactionId ?? item.originalTransactionId else { continue }
+                var transaction: VerifiedTransaction?
+                if let signed = item.signedTransactionInfo { transaction = (try await verifier.verifyAndDecodeTransaction(signed), signed) }
+                var renewal: JWSRenewalInfoDecodedPayload?
+                if let signed = item.signedRenewalInfo { renewal = try await verifier.verifyAndDecodeRenewalInfo(signed) }
+                guard let original = transaction?.payload.originalTransactionId ?? renewal?.originalTransactionId ?? item.originalTransactionId else { continue }
                 items.append((item.status, transaction, renewal, original))
             } catch let error as VerificationError {
                 rejections.append(Rejection(phase: "status", notificationUUID: nil, reason: error.reason.rawValue, detail: error.detail,
@@ -197,12 +199,5 @@ public struct GapFiller: Sendable {
         }
         try await ledger.recordChanges(runId: configuration.runId, Array(changes.values), on: connection)
         try await ledger.recordRejections(runId: configuration.runId, rejections, on: connection)
-    }
-}
-
-extension Optional {
-    func asyncMap<T>(_ transform: (Wrapped) async throws -> T) async rethrows -> T? {
-        guard let value = self else { return nil }
-        return try await transform(value)
     }
 }

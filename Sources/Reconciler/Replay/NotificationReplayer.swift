@@ -174,12 +174,7 @@ public struct NotificationReplayer: Sendable {
     }
 
     static func unverifiedPayload(_ jws: String) -> ResponseBodyV2DecodedPayload? {
-        let parts = jws.split(separator: ".", omittingEmptySubsequences: false)
-        guard parts.count == 3 else { return nil }
-        var base64 = parts[1].replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
-        while base64.count % 4 != 0 { base64 += "=" }
-        guard let data = Data(base64Encoded: base64) else { return nil }
-        return try? JSONDecoder().decode(ResponseBodyV2DecodedPayload.self, from: data)
+        UnverifiedPayload.decode(jws, as: ResponseBodyV2DecodedPayload.self)
     }
 }
 
@@ -188,9 +183,9 @@ public struct NotificationReplayer: Sendable {
 enum Effects {
     static func apply<Result>(dryRun: Bool, on connection: PostgresConnection, _ body: () async throws -> Result) async throws -> Result {
         guard dryRun else { return try await body() }
-        try await connection.query("SAVEPOINT dry_run_effects", logger: Logger(label: "dry-run"))
+        try await connection.query("SAVEPOINT dry_run_effects", logger: connection.logger)
         let result = try await body()
-        try await connection.query("ROLLBACK TO SAVEPOINT dry_run_effects", logger: Logger(label: "dry-run"))
+        try await connection.query("ROLLBACK TO SAVEPOINT dry_run_effects", logger: connection.logger)
         return result
     }
 }

@@ -98,17 +98,18 @@ public struct ReconcileRun: Sendable {
             do {
                 try await execute(run, progress: progress)
                 return try await finish(run, interrupted: false)
-            } catch is CancellationError {
-                // Record the interruption even though this task is cancelled.
-                _ = try? await Task { try await finish(run, interrupted: true) }.value
-                throw CancellationError()
             } catch {
-                if Task.isCancelled {
-                    _ = try? await Task { try await finish(run, interrupted: true) }.value
-                    throw CancellationError()
-                }
-                _ = try? await Task { try await ledger.finish(runId: run.runId, status: .failed, apiStatistics: client.statistics.snapshot, report: nil) }.value
-                throw error
+                // Record the outcome even though this task may be cancelled: a task of its own is not.
+                let interrupted = error is CancellationError || Task.isCancelled
+                let ledger = self.ledger, client = self.client
+                _ = try? await Task {
+                    if interrupted {
+                        _ = try await finish(run, interrupted: true)
+                    } else {
+                        try await ledger.finish(runId: run.runId, status: .failed, apiStatistics: client.statistics.snapshot, report: nil)
+                    }
+                }.value
+                throw interrupted ? CancellationError() : error
             }
         }
     }

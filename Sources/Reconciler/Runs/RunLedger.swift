@@ -144,17 +144,16 @@ public struct RunLedger: Sendable {
     }
 
     public func finish(runId: Int64, status: RunRecord.Status, apiStatistics: APIStatistics.Snapshot, report: String?) async throws {
-        let statistics = String(decoding: try JSONEncoder().encode(apiStatistics), as: UTF8.self)
         try await client.query("""
-            UPDATE reconcile_runs SET status = \(status.rawValue), phase = CASE WHEN \(status.rawValue) = 'interrupted' THEN phase ELSE 'done' END,
-                updated_at = now(), finished_at = now(), report = \(report)::jsonb,
-                api_statistics = (SELECT jsonb_object_agg(key, COALESCE((api_statistics ->> key)::bigint, 0) + value::bigint)
-                                  FROM jsonb_each_text(\(statistics)::jsonb))
+            UPDATE reconcile_runs SET status = \(status.rawValue),
+                phase = CASE WHEN \(status.rawValue) = 'interrupted' THEN phase ELSE 'done' END,
+                updated_at = now(), finished_at = now(), report = \(report)::jsonb
             WHERE run_id = \(runId)
             """, logger: logger)
+        try await addAPIStatistics(runId: runId, apiStatistics)
     }
 
-    /// Adds this process's API statistics to a run without finishing it (for `work`).
+    /// Adds a process's API statistics to a run's (every process that worked on a run adds its own).
     public func addAPIStatistics(runId: Int64, _ apiStatistics: APIStatistics.Snapshot) async throws {
         let statistics = String(decoding: try JSONEncoder().encode(apiStatistics), as: UTF8.self)
         try await client.query("""

@@ -73,16 +73,11 @@ struct StatusCommand: AsyncParsableCommand {
                              run.runId, pad(status, 12), pad(run.phase.rawValue, 9), pad(window, 52), pad(shards, 12), row.pages,
                              pad(customers, 14), pad(ISO8601DateFormatter().string(from: run.startedAt), 20), run.holder ?? "-"))
             }
-            if let runId, let detail = try await storedReport(runId: runId, client: client, logger: logger) {
+            if runId != nil, let run = runs.first {
                 print("")
-                print(detail.humanSummary(maximumChanges: 100))
+                print(try await ReconcileRun.report(run: run, ledger: ledger, finishedAt: run.finishedAt ?? Date()).humanSummary(maximumChanges: 100))
             }
         }
-    }
-
-    private func storedReport(runId: Int64, client: PostgresClient, logger: Logger) async throws -> RunReport? {
-        guard let run = try await RunLedger(client: client, logger: logger).run(id: runId) else { return nil }
-        return try await ReconcileRun.report(run: run, ledger: RunLedger(client: client, logger: logger), finishedAt: run.finishedAt ?? Date())
     }
 
     private func pad(_ text: String, _ width: Int) -> String {
