@@ -18,17 +18,17 @@ public struct TransactionHistoryPages: AsyncSequence, Sendable {
         public mutating func next() async throws -> HistoryResponse? {
             guard !finished else { return nil }
             let response = try await client.getTransactionHistory(anyTransactionId: anyTransactionId, request)
+            guard response.hasMore ?? false else {
+                finished = true
+                return response
+            }
             guard let revision = response.revision, !revision.isEmpty else {
                 finished = true
                 throw AppStoreServerAPIError.invalidResponse(.init(
                     endpoint: .getTransactionHistory, httpStatusCode: 200,
-                    errorMessage: "the page has no revision", attempts: 1))
+                    errorMessage: "hasMore is true but the page has no revision", attempts: 1))
             }
-            if response.hasMore ?? false {
-                request.revision = revision
-            } else {
-                finished = true
-            }
+            request.revision = revision
             return response
         }
     }

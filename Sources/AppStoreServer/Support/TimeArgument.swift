@@ -1,8 +1,9 @@
 import Foundation
 
 /// Parses the times and durations operators type: ISO 8601 (`2026-11-20T03:10:00Z`, with or
-/// without fractional seconds or an offset), UNIX milliseconds (`1763608200000`), `now`, and
-/// `now-6h` style offsets. Durations: `90s`, `45m`, `6h`, `7d`, or a bare number of milliseconds.
+/// without fractional seconds or an offset; without an offset it is UTC; a plain date is its
+/// midnight UTC), UNIX milliseconds (`1763608200000`), `now`, and `now-6h` style offsets.
+/// Durations: `90s`, `45m`, `6h`, `7d`, or a bare number of milliseconds.
 public enum TimeArgument {
     /// UNIX milliseconds, or `nil` when the text is not a time.
     public static func parse(_ text: String, now: Int64 = Int64(Date().timeIntervalSince1970 * 1000)) -> Int64? {
@@ -18,6 +19,11 @@ public enum TimeArgument {
             return value
         }
         for formatter in formatters {
+            if let date = formatter.date(from: trimmed) {
+                return Int64((date.timeIntervalSince1970 * 1000).rounded())
+            }
+        }
+        for formatter in utcFormatters {
             if let date = formatter.date(from: trimmed) {
                 return Int64((date.timeIntervalSince1970 * 1000).rounded())
             }
@@ -52,4 +58,14 @@ public enum TimeArgument {
         plain.formatOptions = [.withInternetDateTime]
         return [plain, withFraction]
     }()
+
+    nonisolated(unsafe) private static let utcFormatters: [DateFormatter] = [
+        "yyyy-MM-dd'T'HH:mm:ss.SSS", "yyyy-MM-dd'T'HH:mm:ss", "yyyy-MM-dd'T'HH:mm", "yyyy-MM-dd HH:mm:ss", "yyyy-MM-dd",
+    ].map { format in
+        let formatter = DateFormatter()
+        formatter.locale = Locale(identifier: "en_US_POSIX")
+        formatter.timeZone = TimeZone(identifier: "UTC")
+        formatter.dateFormat = format
+        return formatter
+    }
 }

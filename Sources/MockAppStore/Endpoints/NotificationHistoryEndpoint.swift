@@ -41,9 +41,11 @@ extension MockAppStore {
 
     func notificationHistory(_ request: MockHTTPRequest, faults: FaultConfiguration) -> MockHTTPResponse {
         let now = Self.nowMilliseconds
-        guard let object = try? JSONDecoder().decode([String: JSONValue].self, from: Data(buffer: request.body)) else {
+        guard let decoded = try? JSONDecoder().decode([String: JSONValue].self, from: Data(buffer: request.body)) else {
             return Self.apiError(.badRequest, 4_000_000, "An error that indicates an invalid request.")
         }
+        // A field sent as null is a field not sent.
+        let object = decoded.filter { if case .null = $0.value { false } else { true } }
         guard let start = object["startDate"]?.integer else {
             return Self.apiError(.badRequest, 4_000_015, "Invalid start date.")
         }

@@ -58,7 +58,8 @@ extension MockAppStore {
             return Self.apiError(.badRequest, 4_000_026, "Invalid in-app ownership type.")
         }
         var revoked: Bool?
-        if let value = request.queryValue("revoked") {
+        if let value = request.queryValue("revoked")?.lowercased() {
+            // Apple's Swift library sends true/false, its Python library True/False.
             guard value == "true" || value == "false" else { return Self.apiError(.badRequest, 4_000_030, "Invalid revoked parameter.") }
             revoked = value == "true"
         }

@@ -1,0 +1,79 @@
+"""Drives the mock App Store with Apple's own Python library (app-store-server-library):
+pages through notification and transaction history, reads subscription statuses, and verifies
+every signed value with the mock's root certificate. Usage: python3 python-library-check.py DIR
+where DIR is the mock's --credentials-dir."""
+import sys, time
+from appstoreserverlibrary.api_client import AppStoreServerAPIClient, APIException, GetTransactionHistoryVersion
+from appstoreserverlibrary.models.Environment import Environment
+from appstoreserverlibrary.models.NotificationHistoryRequest import NotificationHistoryRequest
+from appstoreserverlibrary.models.NotificationTypeV2 import NotificationTypeV2
+from appstoreserverlibrary.models.TransactionHistoryRequest import TransactionHistoryRequest, Order
+from appstoreserverlibrary.signed_data_verifier import SignedDataVerifier
+from cryptography import x509
+from cryptography.hazmat.primitives import serialization
+
+def call(function, *arguments):
+    """Apple's library does not retry; the mock enforces Apple's rate limit (5/s in the sandbox)."""
+    for _ in range(30):
+        try:
+            return function(*arguments)
+        except APIException as error:
+            if error.http_status_code != 429:
+                raise
+            time.sleep(0.5)
+    raise RuntimeError("still rate limited")
+
+
+directory = sys.argv[1]
+env = dict(line.strip().split("=", 1) for line in open(f"{directory}/reconciler.env") if "=" in line)
+environment = Environment.PRODUCTION if env["APP_STORE_ENVIRONMENT"] == "production" else Environment.SANDBOX
+client = AppStoreServerAPIClient(open(env["APP_STORE_PRIVATE_KEY_PATH"], "rb").read(), env["APP_STORE_KEY_ID"],
+                                 env["APP_STORE_ISSUER_ID"], env["APP_STORE_BUNDLE_ID"], environment)
+client._base_url = env["APP_STORE_API_BASE_URL"]
+root = x509.load_pem_x509_certificate(open(env["APP_STORE_ROOT_CERTIFICATES"], "rb").read()).public_bytes(serialization.Encoding.DER)
+app_apple_id = int(env["APP_STORE_APP_APPLE_ID"]) if environment == Environment.PRODUCTION else None
+verifier = SignedDataVerifier([root], False, environment, env["APP_STORE_BUNDLE_ID"], app_apple_id)
+
+now = int(time.time() * 1000)
+request = NotificationHistoryRequest(startDate=now - 2 * 86_400_000, endDate=now)
+token, notifications, pages, purchases = None, 0, 0, set()
+while True:
+    response = call(client.get_notification_history, token, request)
+    pages += 1
+    for item in response.notificationHistory:
+        notification = verifier.verify_and_decode_notification(item.signedPayload)
+        notifications += 1
+        if notification.data and notification.data.signedTransactionInfo:
+            purchases.add(verifier.verify_and_decode_signed_transaction(notification.data.signedTransactionInfo).originalTransactionId)
+        if notification.data and notification.data.signedRenewalInfo:
+            verifier.verify_and_decode_renewal_info(notification.data.signedRenewalInfo)
+    if not response.hasMore:
+        break
+    token = response.paginationToken
+print(f"notification history: {notifications} notifications in {pages} pages, all verified")
+checked = 0
+for original in sorted(purchases)[:20]:
+    revision = None
+    while True:
+        history = call(client.get_transaction_history, original, revision, TransactionHistoryRequest(sort=Order.ASCENDING, revoked=False),
+                       GetTransactionHistoryVersion.V2)
+        for signed in history.signedTransactions:
+            verifier.verify_and_decode_signed_transaction(signed)
+            checked += 1
+        revision = history.revision
+        if not history.hasMore:
+            break
+    statuses = call(client.get_all_subscription_statuses, original)
+    for group in statuses.data:
+        for item in group.lastTransactions:
+            verifier.verify_and_decode_signed_transaction(item.signedTransactionInfo)
+            if item.signedRenewalInfo:
+                verifier.verify_and_decode_renewal_info(item.signedRenewalInfo)
+print(f"transaction history and statuses of 20 customers: {checked} transactions, all verified")
+try:
+    call(client.get_notification_history, None, NotificationHistoryRequest(startDate=now - 3_600_000, endDate=now,
+         notificationType=NotificationTypeV2.DID_RENEW, transactionId=sorted(purchases)[0]))
+    sys.exit("expected MultipleFiltersSuppliedError")
+except APIException as error:
+    print(f"both filters: HTTP {error.http_status_code}, errorCode {error.raw_api_error} ({error.api_error})")
+print("OK")
