@@ -97,6 +97,24 @@ import Testing
         }
     }
 
+    @Test func sigtermStopsARunCleanlyAndTheRerunResumesIt() async throws {
+        try await Rehearsal.with(customers: 60, seed: 23, mockArguments: ["--latency-ms", "40"]) { rehearsal in
+            let run = try rehearsal.start(["run", "--start", rehearsal.outageStart, "--end", rehearsal.outageEnd, "--concurrency", "2"])
+            try await Task.sleep(for: .seconds(2))
+            run.signal(SIGTERM)
+            let stopped = try await run.wait(timeout: .seconds(60))
+            #expect(stopped.status == 2, "\(stopped.stdout)\n\(stopped.stderr)")
+            #expect(stopped.stdout.contains("INTERRUPTED"))
+            #expect(stopped.stderr.contains("rerun the same command"))
+            #expect(try await rehearsal.db.count("SELECT count(*) FROM reconcile_runs WHERE status = 'interrupted'") == 1)
+            let resumed = try await rehearsal.runWindow()
+            #expect(resumed.status == 0, "\(resumed.stderr)")
+            #expect(try await rehearsal.db.count("SELECT count(*) FROM reconcile_runs") == 1)
+            let export = try await rehearsal.export(), truth = try await rehearsal.truth()
+            #expect(export == truth, "\(Rehearsal.difference(export, truth))")
+        }
+    }
+
     @Test func expiredTokens429StormsAnd5xxBurstsAreSurvived() async throws {
         try await Rehearsal.with(customers: 80, seed: 13, mockArguments: [
             "--fault-expire-tokens", "0.3", "--fault-429", "0.15", "--fault-5xx", "0.15", "--fault-drop", "0.05", "--fault-truncate", "0.05",

@@ -41,7 +41,12 @@ public struct RunLock: Sendable {
                     throw Busy(holder: try? await RunLedger(client: client, logger: logger).runningRun(environment: environment, bundleId: bundleId))
                 }
                 onWait()
-                try await connection.query("SELECT pg_advisory_lock(727003, hashtext(\(name)))", logger: logger)
+                // Poll rather than block in pg_advisory_lock, so Ctrl-C stops the wait at once.
+                while !acquired {
+                    try await Task.sleep(for: .seconds(1))
+                    let retry = try await connection.query("SELECT pg_try_advisory_lock(727003, hashtext(\(name)))", logger: logger)
+                    for try await value in retry.decode(Bool.self) { acquired = value }
+                }
             }
             do {
                 let result = try await body()

@@ -138,7 +138,9 @@ struct RunCommand: AsyncParsableCommand {
             throw CommandError.configuration(error.description)
         } catch let error as AppStoreServerAPIError {
             if case .unauthorized = error { throw CommandError.configuration(error.description) }
-            throw error
+            throw CommandError.partial("the run stopped: \(error); rerun the same command to resume")
+        } catch let error as PSQLError {
+            throw CommandError.partial("the database failed during the run (\(error.briefDescription)); rerun the same command to resume")
         } catch is Interrupted {
             progressTask.cancel()
             // The run recorded itself as interrupted; show what it had done.
