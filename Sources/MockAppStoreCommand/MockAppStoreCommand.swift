@@ -87,6 +87,7 @@ struct MockAppStoreCommand: AsyncParsableCommand {
             let start = try time(outageStart ?? "now-6h", "--outage-start")
             let end = try time(outageEnd ?? "now-3h", "--outage-end")
             guard start < end else { throw ValidationError("--outage-start must be before --outage-end") }
+            guard end <= present else { throw ValidationError("--outage-end must not be after the scenario's present (--now)") }
             outage = (start, end)
         }
         var faults = FaultConfiguration()

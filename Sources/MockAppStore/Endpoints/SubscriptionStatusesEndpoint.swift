@@ -6,12 +6,11 @@ import Foundation
 /// repeated `status` parameters filter.
 extension MockAppStore {
     func subscriptionStatuses(_ request: MockHTTPRequest, anyTransactionId: String) -> MockHTTPResponse {
-        guard !anyTransactionId.isEmpty, anyTransactionId.allSatisfy(\.isNumber) else {
-            return Self.apiError(.badRequest, 4_000_006, "Invalid transaction id.")
-        }
         let snapshot = catalog.snapshot
-        guard let account = snapshot.account(ofTransaction: anyTransactionId) else {
-            return Self.apiError(.notFound, 4_040_010, "Transaction id not found.")
+        let account: String
+        switch Self.account(of: anyTransactionId, in: snapshot) {
+        case .success(let found): account = found
+        case .failure(let error): return error.response
         }
         var wanted: Set<Int32> = []
         for value in request.queryValues("status") {

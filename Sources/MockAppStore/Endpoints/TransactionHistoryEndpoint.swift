@@ -20,13 +20,26 @@ extension MockAppStore {
         "CONSUMABLE": .consumable, "NON_CONSUMABLE": .nonConsumable,
     ]
 
-    func transactionHistory(_ request: MockHTTPRequest, anyTransactionId: String) -> MockHTTPResponse {
+    /// Apple's error for a path parameter that is not a transaction id of any customer.
+    struct TransactionIdError: Error { var response: MockHTTPResponse }
+
+    /// The account a path's transaction id belongs to (any transaction of the customer).
+    static func account(of anyTransactionId: String, in snapshot: MockCatalog.Snapshot) -> Result<String, TransactionIdError> {
         guard !anyTransactionId.isEmpty, anyTransactionId.allSatisfy(\.isNumber) else {
-            return Self.apiError(.badRequest, 4_000_006, "Invalid transaction id.")
+            return .failure(.init(response: apiError(.badRequest, 4_000_006, "Invalid transaction id.")))
         }
-        let snapshot = catalog.snapshot
         guard let account = snapshot.account(ofTransaction: anyTransactionId) else {
-            return Self.apiError(.notFound, 4_040_010, "Transaction id not found.")
+            return .failure(.init(response: apiError(.notFound, 4_040_010, "Transaction id not found.")))
+        }
+        return .success(account)
+    }
+
+    func transactionHistory(_ request: MockHTTPRequest, anyTransactionId: String) -> MockHTTPResponse {
+        let snapshot = catalog.snapshot
+        let account: String
+        switch Self.account(of: anyTransactionId, in: snapshot) {
+        case .success(let found): account = found
+        case .failure(let error): return error.response
         }
         var startDate: Int64?
         var endDate: Int64?

@@ -26,7 +26,9 @@ public struct ScenarioGenerator {
         for index in 0..<configuration.customers {
             generator.simulateCustomer(index: index)
         }
-        if configuration.scriptedOutageCustomers, let start = configuration.outageStart, let end = configuration.outageEnd, end > start {
+        // Scripted events are placed inside the outage, so it must be over.
+        if configuration.scriptedOutageCustomers, let start = configuration.outageStart, let end = configuration.outageEnd, end > start,
+           end <= configuration.now {
             generator.simulateScriptedOutageCustomers(outageStart: start, outageEnd: end)
         }
         generator.world.notifications.sort { ($0.signedDate, $0.notificationUUID) < ($1.signedDate, $1.notificationUUID) }
