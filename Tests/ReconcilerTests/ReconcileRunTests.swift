@@ -64,13 +64,15 @@ import Testing
     }
 
     @Test func killedRunsResumeToTheSameStateWithNothingAppliedTwice() async throws {
-        try await Rehearsal.with(customers: 80, seed: 21, mockArguments: ["--latency-ms", "15", "--latency-jitter-ms", "15"]) { rehearsal in
+        // Latency and little concurrency make a run last several seconds, so every kill lands mid-run.
+        try await Rehearsal.with(customers: 80, seed: 21, mockArguments: ["--latency-ms", "50", "--latency-jitter-ms", "20"]) { rehearsal in
             var kills = 0
             var finished = false
             var attempt = 0
             while !finished {
                 attempt += 1
-                let run = try rehearsal.start(["run", "--start", rehearsal.outageStart, "--end", rehearsal.outageEnd, "--concurrency", "4"])
+                let run = try rehearsal.start(["run", "--start", rehearsal.outageStart, "--end", rehearsal.outageEnd,
+                                               "--concurrency", "2", "--gap-concurrency", "2"])
                 if attempt <= 4 {
                     // Kill at a random moment, as a crash would.
                     try await Task.sleep(for: .milliseconds(Int.random(in: 300...2500)))
@@ -98,7 +100,7 @@ import Testing
     }
 
     @Test func sigtermStopsARunCleanlyAndTheRerunResumesIt() async throws {
-        try await Rehearsal.with(customers: 60, seed: 23, mockArguments: ["--latency-ms", "40"]) { rehearsal in
+        try await Rehearsal.with(customers: 60, seed: 23, mockArguments: ["--latency-ms", "120"]) { rehearsal in
             let run = try rehearsal.start(["run", "--start", rehearsal.outageStart, "--end", rehearsal.outageEnd, "--concurrency", "2"])
             try await Task.sleep(for: .seconds(2))
             run.signal(SIGTERM)
@@ -154,7 +156,7 @@ import Testing
     }
 
     @Test func oneRunAtATimeAndClearErrorsForBadWindows() async throws {
-        try await Rehearsal.with(customers: 40, seed: 17, mockArguments: ["--latency-ms", "60"]) { rehearsal in
+        try await Rehearsal.with(customers: 40, seed: 17, mockArguments: ["--latency-ms", "150"]) { rehearsal in
             let first = try rehearsal.start(["run", "--start", rehearsal.outageStart, "--end", rehearsal.outageEnd, "--concurrency", "2"])
             try await Task.sleep(for: .seconds(2))
             let second = try await rehearsal.runWindow()
