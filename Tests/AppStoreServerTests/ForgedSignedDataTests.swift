@@ -89,8 +89,7 @@ import X509
         }
         // "alg": "none" with an empty signature, the classic.
         let unsigned = try authority.signer.sign(notification()).split(separator: ".")
-        let header = Data("{\"alg\":\"none\",\"x5c\":[\(x5c)]}".utf8).base64EncodedString()
-            .replacingOccurrences(of: "=", with: "").replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
+        let header = Base64URL.encode(Array("{\"alg\":\"none\",\"x5c\":[\(x5c)]}".utf8))
         #expect(await reason("\(header).\(unsigned[1]).") == .unsupportedAlgorithm)
     }
 

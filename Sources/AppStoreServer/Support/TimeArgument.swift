@@ -59,7 +59,7 @@ public enum TimeArgument {
         return [plain, withFraction]
     }()
 
-    nonisolated(unsafe) private static let utcFormatters: [DateFormatter] = [
+    private static let utcFormatters: [DateFormatter] = [
         "yyyy-MM-dd'T'HH:mm:ss.SSS", "yyyy-MM-dd'T'HH:mm:ss", "yyyy-MM-dd'T'HH:mm", "yyyy-MM-dd HH:mm:ss", "yyyy-MM-dd",
     ].map { format in
         let formatter = DateFormatter()

@@ -1,6 +1,11 @@
 /// Base64url without padding (RFC 7515 §2), on bytes: JWS segments are decoded on the hot path
 /// of every replayed notification, so this avoids String and Foundation round trips.
-enum Base64URL {
+///
+/// ```swift
+/// let segment = Base64URL.encode(Array(json.utf8))
+/// let bytes = Base64URL.decode(segment.utf8)
+/// ```
+public enum Base64URL {
     private static let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_".utf8)
 
     private static let decodingTable: [UInt8] = {
@@ -13,7 +18,7 @@ enum Base64URL {
     }()
 
     /// Decodes base64url (padding optional); `nil` when a byte is outside the alphabet.
-    static func decode<Bytes: Collection<UInt8>>(_ input: Bytes) -> [UInt8]? {
+    public static func decode<Bytes: Collection<UInt8>>(_ input: Bytes) -> [UInt8]? {
         var output = [UInt8]()
         output.reserveCapacity(input.count * 3 / 4)
         var accumulator: UInt32 = 0
@@ -37,7 +42,7 @@ enum Base64URL {
     }
 
     /// Encodes bytes as base64url without padding.
-    static func encode<Bytes: Sequence<UInt8>>(_ input: Bytes) -> String {
+    public static func encode<Bytes: Sequence<UInt8>>(_ input: Bytes) -> String {
         var output = [UInt8]()
         var accumulator: UInt32 = 0
         var bits = 0

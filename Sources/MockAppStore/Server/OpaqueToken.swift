@@ -1,3 +1,4 @@
+import AppStoreServer
 import Crypto
 import Foundation
 
@@ -9,19 +10,15 @@ struct OpaqueToken: Sendable {
     func encode(_ value: some Encodable) -> String {
         let data = (try? JSONEncoder().encode(value)) ?? Data()
         let mac = Data(HMAC<SHA256>.authenticationCode(for: data, using: key)).prefix(12)
-        return Self.base64URL(data) + "." + Self.base64URL(mac)
+        return Base64URL.encode(data) + "." + Base64URL.encode(mac)
     }
 
     func decode<Value: Decodable>(_ token: String, as type: Value.Type) -> Value? {
         let parts = token.split(separator: ".")
-        guard parts.count == 2, let data = RequestAuthenticator.base64URL(parts[0]), let mac = RequestAuthenticator.base64URL(parts[1]),
-              Data(HMAC<SHA256>.authenticationCode(for: data, using: key)).prefix(12) == mac
+        guard parts.count == 2, let data = Base64URL.decode(parts[0].utf8).map({ Data($0) }), let mac = Base64URL.decode(parts[1].utf8),
+              Data(HMAC<SHA256>.authenticationCode(for: data, using: key)).prefix(12) == Data(mac)
         else { return nil }
         return try? JSONDecoder().decode(Value.self, from: data)
     }
 
-    static func base64URL(_ data: Data) -> String {
-        data.base64EncodedString().replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
-            .replacingOccurrences(of: "=", with: "")
-    }
 }

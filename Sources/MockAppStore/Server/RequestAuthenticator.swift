@@ -1,3 +1,4 @@
+import AppStoreServer
 import Crypto
 import Foundation
 
@@ -17,8 +18,8 @@ struct RequestAuthenticator: Sendable {
         guard let authorization, authorization.hasPrefix("Bearer ") else { return "no bearer token" }
         let token = String(authorization.dropFirst("Bearer ".count))
         let parts = token.split(separator: ".", omittingEmptySubsequences: false)
-        guard parts.count == 3, let headerData = Self.base64URL(parts[0]), let claimsData = Self.base64URL(parts[1]),
-              let signatureData = Self.base64URL(parts[2]),
+        guard parts.count == 3, let headerData = Base64URL.decode(parts[0].utf8).map({ Data($0) }),
+              let claimsData = Base64URL.decode(parts[1].utf8).map({ Data($0) }), let signatureData = Base64URL.decode(parts[2].utf8),
               let header = try? JSONDecoder().decode(Header.self, from: headerData),
               let claims = try? JSONDecoder().decode(Claims.self, from: claimsData)
         else { return "malformed token" }
@@ -41,9 +42,4 @@ struct RequestAuthenticator: Sendable {
         return nil
     }
 
-    static func base64URL(_ segment: Substring) -> Data? {
-        var base64 = segment.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
-        while base64.count % 4 != 0 { base64 += "=" }
-        return Data(base64Encoded: base64)
-    }
 }

@@ -1,3 +1,4 @@
+import AppStoreServer
 import Crypto
 import Foundation
 import SwiftASN1
@@ -24,7 +25,7 @@ public struct JWSSigner: Sendable {
     public init(key: P256.Signing.PrivateKey, rawHeaderJSON: String) {
         self.key = key
         self.x5c = []
-        self.encodedHeader = Self.base64URL(Data(rawHeaderJSON.utf8))
+        self.encodedHeader = Base64URL.encode(Data(rawHeaderJSON.utf8))
     }
 
     /// Signs a value encoded as JSON; `nil` optionals are left out as Apple does.
@@ -36,22 +37,15 @@ public struct JWSSigner: Sendable {
 
     /// Signs raw JSON bytes.
     public func sign(payloadJSON: Data) throws -> String {
-        let signingInput = "\(encodedHeader).\(Self.base64URL(payloadJSON))"
+        let signingInput = "\(encodedHeader).\(Base64URL.encode(payloadJSON))"
         let signature = try key.signature(for: Data(signingInput.utf8))
-        return "\(signingInput).\(Self.base64URL(signature.rawRepresentation))"
+        return "\(signingInput).\(Base64URL.encode(signature.rawRepresentation))"
     }
 
     private static func encodeHeader(alg: String, x5c: [String]) -> String {
         struct Header: Encodable { var alg: String; var x5c: [String] }
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-        return base64URL(try! encoder.encode(Header(alg: alg, x5c: x5c)))
-    }
-
-    static func base64URL(_ data: Data) -> String {
-        data.base64EncodedString()
-            .replacingOccurrences(of: "+", with: "-")
-            .replacingOccurrences(of: "/", with: "_")
-            .replacingOccurrences(of: "=", with: "")
+        return Base64URL.encode(try! encoder.encode(Header(alg: alg, x5c: x5c)))
     }
 }
