@@ -116,7 +116,7 @@ public struct SignedDataVerifier: Sendable {
     /// Verifies the signature and chain only, without app or environment checks, and returns the
     /// payload's JSON; for tools that show what a value is before judging where it belongs.
     public func verifySignatureAndDecodePayload(_ jws: String) async throws -> [UInt8] {
-        try await chains.verifiedPayload(jws)
+        try await chains.verifiedPayload(jws, as: SignedDateField.self).json
     }
 
     private func checkBundleId(_ bundleId: String?) throws {
@@ -135,8 +135,17 @@ public struct SignedDataVerifier: Sendable {
     }
 }
 
-/// The payload fields every App Store signed value shares.
-private struct SignedDateField: Decodable {
+/// A signed payload: the certificates are judged at its `signedDate`.
+protocol SignedPayload: Decodable {
+    var signedDate: Int64? { get }
+}
+
+extension ResponseBodyV2DecodedPayload: SignedPayload {}
+extension JWSTransactionDecodedPayload: SignedPayload {}
+extension JWSRenewalInfoDecodedPayload: SignedPayload {}
+
+/// The one field every App Store signed value shares, for payloads of any kind.
+private struct SignedDateField: SignedPayload {
     var signedDate: Int64?
 }
 
@@ -169,16 +178,12 @@ final class ChainVerifier: Sendable {
         self.capacity = max(1, capacity)
     }
 
-    func verify<Payload: Decodable>(_ jws: String, as type: Payload.Type) async throws -> Payload {
-        let payload = try await verifiedPayload(jws)
-        do {
-            return try JSONDecoder().decode(Payload.self, from: Data(payload))
-        } catch {
-            throw VerificationError(.invalidPayload, "the payload is not a \(Payload.self): \(error)")
-        }
+    func verify<Payload: SignedPayload>(_ jws: String, as type: Payload.Type) async throws -> Payload {
+        try await verifiedPayload(jws, as: type).payload
     }
 
-    func verifiedPayload(_ jws: String) async throws -> [UInt8] {
+    /// Verifies a JWS and decodes its payload once, as `Payload`; also returns the payload's JSON.
+    func verifiedPayload<Payload: SignedPayload>(_ jws: String, as type: Payload.Type) async throws -> (payload: Payload, json: [UInt8]) {
         let token = try CompactJWS(jws)
         let cached = cache.withLock { $0[token.encodedHeader] }
         let chain: VerifiedChain
@@ -198,16 +203,14 @@ final class ChainVerifier: Sendable {
             throw VerificationError(.invalidSignature, "the ES256 signature does not match the header and payload")
         }
 
-        let signedDateMilliseconds: Int64
+        let payload: Payload
         do {
-            guard let value = try JSONDecoder().decode(SignedDateField.self, from: Data(token.payload)).signedDate else {
-                throw VerificationError(.missingSignedDate, "the payload has no signedDate to judge the certificates at")
-            }
-            signedDateMilliseconds = value
-        } catch let error as VerificationError {
-            throw error
+            payload = try JSONDecoder().decode(Payload.self, from: Data(token.payload))
         } catch {
-            throw VerificationError(.invalidPayload, "the payload is not a JSON object with a numeric signedDate: \(error)")
+            throw VerificationError(.invalidPayload, "the payload is not a \(Payload.self): \(error)")
+        }
+        guard let signedDateMilliseconds = payload.signedDate else {
+            throw VerificationError(.missingSignedDate, "the payload has no signedDate to judge the certificates at")
         }
         let signedDate = Date(timeIntervalSince1970: Double(signedDateMilliseconds) / 1000)
         guard chain.notValidBefore <= signedDate, signedDate <= chain.notValidAfter else {
@@ -223,7 +226,7 @@ final class ChainVerifier: Sendable {
                 cache[token.encodedHeader] = chain
             }
         }
-        return token.payload
+        return (payload, token.payload)
     }
 
     /// The time-independent checks, each with its own reason.
