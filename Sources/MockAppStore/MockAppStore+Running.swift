@@ -14,13 +14,7 @@ extension MockAppStore {
     public static func withRunning<Result: Sendable>(
         _ configuration: Configuration, _ body: (MockAppStore, String) async throws -> Result
     ) async throws -> Result {
-        let (ports, continuation) = AsyncStream.makeStream(of: Int.self)
-        var configuration = configuration
-        let callerOnReady = configuration.onReady
-        configuration.onReady = { port in
-            await callerOnReady(port)
-            continuation.yield(port)
-        }
+        let (configuration, ports) = signallingReadiness(configuration)
         let mock = try await make(configuration: configuration)
         return try await mock.withRunning(ports: ports, body)
     }
@@ -29,14 +23,23 @@ extension MockAppStore {
     static func withRunning<Result: Sendable>(
         world: ScenarioWorld, _ configuration: Configuration, _ body: (MockAppStore, String) async throws -> Result
     ) async throws -> Result {
-        let (ports, continuation) = AsyncStream.makeStream(of: Int.self)
-        var configuration = configuration
-        configuration.onReady = { continuation.yield($0) }
-        configuration.webhookWait = .seconds(5)
+        let (configuration, ports) = signallingReadiness(configuration)
         let authority = try SigningCertificateAuthority()
         let catalog = try await MockCatalog(world: world, configuration: configuration.scenario, signer: authority.signer)
         let mock = MockAppStore(configuration: configuration, authority: authority, catalog: catalog, logger: .init(label: "mock"))
         return try await mock.withRunning(ports: ports, body)
+    }
+
+    /// The configuration with `onReady` also yielding the port to the returned stream.
+    private static func signallingReadiness(_ configuration: Configuration) -> (Configuration, AsyncStream<Int>) {
+        let (ports, continuation) = AsyncStream.makeStream(of: Int.self)
+        var configuration = configuration
+        let callerOnReady = configuration.onReady
+        configuration.onReady = { port in
+            await callerOnReady(port)
+            continuation.yield(port)
+        }
+        return (configuration, ports)
     }
 
     private func withRunning<Result: Sendable>(

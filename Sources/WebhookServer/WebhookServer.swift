@@ -70,17 +70,13 @@ public struct WebhookServer: Sendable {
     }
 
     private func receive(_ request: Request, context: some RequestContext) async throws -> Response {
-        if let length = request.headers[.contentLength].flatMap(Int.init), length > configuration.maximumBodySize {
+        // Refuse by the declared length without reading; a chunked body is cut at the limit.
+        let declaredLength = request.headers[.contentLength].flatMap(Int.init)
+        guard (declaredLength ?? 0) <= configuration.maximumBodySize,
+              let body = try? await request.body.collect(upTo: configuration.maximumBodySize)
+        else {
             metrics.rejected(reason: "BODY_TOO_LARGE")
-            logger.warning("notification rejected", metadata: ["reason": "BODY_TOO_LARGE", "bytes": "\(length)"])
-            return Self.json(.contentTooLarge, ["error": "BODY_TOO_LARGE", "detail": "the body exceeds \(configuration.maximumBodySize) bytes"])
-        }
-        let body: ByteBuffer
-        do {
-            body = try await request.body.collect(upTo: configuration.maximumBodySize)
-        } catch {
-            metrics.rejected(reason: "BODY_TOO_LARGE")
-            logger.warning("notification rejected", metadata: ["reason": "BODY_TOO_LARGE"])
+            logger.warning("notification rejected", metadata: ["reason": "BODY_TOO_LARGE", "bytes": "\(declaredLength.map(String.init) ?? "over the limit")"])
             return Self.json(.contentTooLarge, ["error": "BODY_TOO_LARGE", "detail": "the body exceeds \(configuration.maximumBodySize) bytes"])
         }
         guard let envelope = try? JSONDecoder().decode(ResponseBodyV2.self, from: Data(buffer: body)),

@@ -64,6 +64,13 @@ import Testing
 
     var window: NotificationHistoryRequest { .init(startDate: now - 24 * hour, endDate: now + hour) }
 
+    /// API tokens signed with the key the mock accepts, for requests made by hand.
+    func tokens(_ mock: MockAppStore, bundleId: String? = nil, lifetime: Duration = .seconds(20 * 60)) -> APIAuthenticationTokens {
+        APIAuthenticationTokens(configuration: .init(
+            privateKey: mock.apiKey, keyId: mock.configuration.keyId, issuerId: mock.configuration.issuerId,
+            bundleId: bundleId ?? mock.configuration.scenario.bundleId, lifetime: lifetime))
+    }
+
     func all(_ client: AppStoreServerAPIClient, _ request: NotificationHistoryRequest, _ verifier: SignedDataVerifier) async throws -> [ResponseBodyV2DecodedPayload] {
         var result: [ResponseBodyV2DecodedPayload] = []
         for try await page in client.notificationHistory(request) {
@@ -203,6 +210,32 @@ import Testing
         }
     }
 
+    /// Production retries 1 h after a failed attempt, then 12 h after the next one: a notification
+    /// whose first two attempts fall in the outage has not reached the server yet, and Apple is
+    /// still retrying it; one whose retry came after the outage was delivered.
+    @Test func onlyFailuresFollowsApplesRetrySchedule() async throws {
+        var configuration = self.configuration
+        configuration.scenario.outageStart = now - 10 * hour - 1000
+        configuration.scenario.outageEnd = now - 8 * hour - 30 * 60_000
+        try await MockAppStore.withRunning(world: world(), configuration) { mock, baseURL in
+            let client = mock.client(baseURL: baseURL)
+            var request = window
+            request.onlyFailures = true
+            var failed: [NotificationHistoryResponseItem] = []
+            for try await page in client.notificationHistory(request) { failed += page.items }
+            let scenario = configuration.scenario
+            let stillFailing = mock.sentNotifications.filter {
+                scenario.isInOutage($0.firstAttemptDate) && scenario.isInOutage($0.firstAttemptDate + hour)
+            }
+            #expect(!failed.isEmpty)
+            #expect(failed.count == stillFailing.count)
+            for item in failed {
+                #expect(item.sendAttempts?.count == 2)
+                #expect(!(item.sendAttempts ?? []).contains { $0.sendAttemptResult == .success })
+            }
+        }
+    }
+
     @Test func sandboxDoesNotRetryAndOnlyFailuresShowsIt() async throws {
         var configuration = self.configuration
         configuration.scenario.environment = .sandbox
@@ -262,13 +295,10 @@ import Testing
             var request = HTTPClientRequest(url: "\(baseURL)/inApps/v1/subscriptions/1000")
             let anonymous = try await HTTPClient.shared.execute(request, timeout: .seconds(10))
             #expect(anonymous.status.code == 401)
-            let tooLong = APIAuthenticationTokens(configuration: .init(
-                privateKey: mock.apiKey, keyId: mock.configuration.keyId, issuerId: mock.configuration.issuerId,
-                bundleId: mock.configuration.scenario.bundleId, lifetime: .seconds(61 * 60)))
+            let tooLong = tokens(mock, lifetime: .seconds(61 * 60))
             request.headers.add(name: "Authorization", value: "Bearer \(try tooLong.token())")
             #expect(try await HTTPClient.shared.execute(request, timeout: .seconds(10)).status.code == 401)
-            let wrongBundle = APIAuthenticationTokens(configuration: .init(
-                privateKey: mock.apiKey, keyId: mock.configuration.keyId, issuerId: mock.configuration.issuerId, bundleId: "com.other"))
+            let wrongBundle = tokens(mock, bundleId: "com.other")
             request.headers.replaceOrAdd(name: "Authorization", value: "Bearer \(try wrongBundle.token())")
             #expect(try await HTTPClient.shared.execute(request, timeout: .seconds(10)).status.code == 401)
             #expect(mock.statisticsSnapshot.unauthorized == 3)
@@ -279,11 +309,8 @@ import Testing
         var configuration = self.configuration
         configuration.rateLimitPerSecond = 2
         try await MockAppStore.withRunning(world: world(), configuration) { mock, baseURL in
-            let tokens = APIAuthenticationTokens(configuration: .init(
-                privateKey: mock.apiKey, keyId: mock.configuration.keyId, issuerId: mock.configuration.issuerId,
-                bundleId: mock.configuration.scenario.bundleId))
             var request = HTTPClientRequest(url: "\(baseURL)/inApps/v1/subscriptions/1000")
-            request.headers.add(name: "Authorization", value: "Bearer \(try tokens.token())")
+            request.headers.add(name: "Authorization", value: "Bearer \(try tokens(mock).token())")
             var statuses: [UInt] = []
             var retryAfter: Int64?
             var body = ""

@@ -1,3 +1,4 @@
+import AppStoreServer
 import Foundation
 import MockAppStore
 import Testing
@@ -79,6 +80,14 @@ import Testing
             // Configured for another app, the TEST notification does not verify here.
             let wrongApp = try await rehearsal.reconciler(["check-webhook"], environment: ["APP_STORE_BUNDLE_ID": "com.example.other"])
             #expect(wrongApp.status != 0)
+
+            // The webhook is down: Apple's attempt fails, and the check names what Apple recorded.
+            rehearsal.serve.signal(SIGKILL)
+            _ = try await rehearsal.serve.wait(timeout: .seconds(30))
+            let down = try await rehearsal.reconciler(["check-webhook"])
+            #expect(down.status == 2, "\(down.stdout)\n\(down.stderr)")
+            #expect(SendAttemptResult.knownValues.contains { $0 != .success && down.stderr.contains("FAILED: \($0.rawValue)") },
+                    "\(down.stderr)")
         }
     }
 

@@ -33,45 +33,40 @@ public struct RunLedger: Sendable {
 
     // MARK: Runs
 
+    /// The runs a query selects (it selects `runColumns`), in its order.
+    private func runs(_ query: PostgresQuery) async throws -> [RunRecord] {
+        var runs: [RunRecord] = []
+        for try await row in try await client.query(query, logger: logger).decode(RunRow.self) { runs.append(try Self.record(row)) }
+        return runs
+    }
+
     /// The run to continue for this window: the newest one unless it succeeded.
     public func resumableRun(environment: String, bundleId: String, windowStart: Int64, windowEnd: Int64, dryRun: Bool) async throws -> RunRecord? {
-        let rows = try await client.query("""
+        let newest = try await runs("""
             SELECT \(unescaped: Self.runColumns) FROM reconcile_runs
             WHERE environment = \(environment) AND bundle_id = \(bundleId) AND window_start_ms = \(windowStart)
               AND window_end_ms = \(windowEnd) AND dry_run = \(dryRun)
             ORDER BY run_id DESC LIMIT 1
-            """, logger: logger)
-        for try await row in rows.decode(RunRow.self) {
-            let run = try Self.record(row)
-            return run.status == .succeeded ? nil : run
-        }
-        return nil
+            """).first
+        return newest?.status == .succeeded ? nil : newest
     }
 
     public func run(id: Int64) async throws -> RunRecord? {
-        let rows = try await client.query("SELECT \(unescaped: Self.runColumns) FROM reconcile_runs WHERE run_id = \(id)", logger: logger)
-        for try await row in rows.decode(RunRow.self) { return try Self.record(row) }
-        return nil
+        try await runs("SELECT \(unescaped: Self.runColumns) FROM reconcile_runs WHERE run_id = \(id)").first
     }
 
     /// The most recent runs, newest first.
     public func recentRuns(limit: Int) async throws -> [RunRecord] {
-        let rows = try await client.query(
-            "SELECT \(unescaped: Self.runColumns) FROM reconcile_runs ORDER BY run_id DESC LIMIT \(limit)", logger: logger)
-        var runs: [RunRecord] = []
-        for try await row in rows.decode(RunRow.self) { runs.append(try Self.record(row)) }
-        return runs
+        try await runs("SELECT \(unescaped: Self.runColumns) FROM reconcile_runs ORDER BY run_id DESC LIMIT \(limit)")
     }
 
     /// The run marked running by another process for this app, if any.
     public func runningRun(environment: String, bundleId: String) async throws -> RunRecord? {
-        let rows = try await client.query("""
+        try await runs("""
             SELECT \(unescaped: Self.runColumns) FROM reconcile_runs
             WHERE environment = \(environment) AND bundle_id = \(bundleId) AND status = 'running'
             ORDER BY updated_at DESC LIMIT 1
-            """, logger: logger)
-        for try await row in rows.decode(RunRow.self) { return try Self.record(row) }
-        return nil
+            """).first
     }
 
     /// The end of the newest successful (not dry) run's window.
@@ -223,16 +218,14 @@ public struct RunLedger: Sendable {
 
     /// Adds outcome counts by `TYPE/SUBTYPE`.
     public func count(runId: Int64, _ outcomes: [(typeAndSubtype: String, outcome: String)], on connection: PostgresConnection) async throws {
-        guard !outcomes.isEmpty else { return }
-        var grouped: [String: Int] = [:]
-        for outcome in outcomes { grouped["\(outcome.typeAndSubtype)\u{1F}\(outcome.outcome)", default: 0] += 1 }
-        let keys = grouped.keys.sorted()
-        let types = keys.map { String($0.split(separator: "\u{1F}")[0]) }
-        let results = keys.map { String($0.split(separator: "\u{1F}")[1]) }
-        let counts = keys.map { grouped[$0]! }
+        struct Key: Hashable { var typeAndSubtype: String; var outcome: String }
+        let counts = Dictionary(grouping: outcomes.map { Key(typeAndSubtype: $0.typeAndSubtype, outcome: $0.outcome) }) { $0 }
+            .mapValues(\.count).sorted { ($0.key.typeAndSubtype, $0.key.outcome) < ($1.key.typeAndSubtype, $1.key.outcome) }
+        guard !counts.isEmpty else { return }
         try await connection.query("""
             INSERT INTO run_counts (run_id, type_and_subtype, outcome, count)
-            SELECT \(runId), * FROM unnest(\(types)::text[], \(results)::text[], \(counts)::int[])
+            SELECT \(runId), * FROM unnest(\(counts.map(\.key.typeAndSubtype))::text[], \(counts.map(\.key.outcome))::text[],
+                                         \(counts.map(\.value))::int[])
             ON CONFLICT (run_id, type_and_subtype, outcome) DO UPDATE SET count = run_counts.count + EXCLUDED.count
             """, logger: logger)
     }

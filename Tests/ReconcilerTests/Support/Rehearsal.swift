@@ -15,6 +15,8 @@ struct Rehearsal {
     let environment: [String: String]
     let outageStart: String
     let outageEnd: String
+    /// The live webhook, `reconciler serve`.
+    let serve: RunningProcess
 
     /// Starts everything, waits for live delivery to finish, runs `body`, stops everything.
     static func with(customers: Int = 60, seed: UInt64 = 3, mockArguments: [String] = [],
@@ -42,7 +44,7 @@ struct Rehearsal {
             defer { serve.signal(SIGKILL) }
             try await mock.waitForOutput(containing: "live delivery complete", timeout: .seconds(300))
             try await body(Rehearsal(db: db, mockURL: mockURL, webhookURL: webhookURL, environment: environment,
-                                     outageStart: outageStart, outageEnd: outageEnd))
+                                     outageStart: outageStart, outageEnd: outageEnd, serve: serve))
         }
     }
 
