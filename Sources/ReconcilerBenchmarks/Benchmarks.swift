@@ -105,8 +105,9 @@ struct ApplyBenchmark: AsyncParsableCommand {
                             while let page = await queue.next() {
                                 var verified: [VerifiedNotification] = []
                                 for payload in page { verified.append(try await handler.verify(signedPayload: payload)) }
+                                let toApply = verified
                                 _ = try await handler.database.transaction { connection in
-                                    try await handler.apply(verified, source: .history(runId: 0), on: connection)
+                                    try await handler.apply(toApply, source: .history(runId: 0), on: connection)
                                 }
                             }
                         }

@@ -13,12 +13,14 @@ struct ReconcilerCommand: AsyncParsableCommand {
             APP_STORE_APP_APPLE_ID (production), APP_STORE_ENVIRONMENT, APP_STORE_ROOT_CERTIFICATES, \
             APP_STORE_KEY_ID, APP_STORE_ISSUER_ID, APP_STORE_PRIVATE_KEY_PATH, APP_STORE_API_BASE_URL.
 
-            Exit codes: 0 success; 1 usage or configuration error; 2 partial (something was not \
-            recovered: see the report); 3 a signed value was rejected (inspect).
+            Exit codes: 0 success; 1 usage or configuration error, or the run lease is held; 2 partial or \
+            interrupted (something retryable was not recovered: rerun to resume); 3 a signed value is not \
+            genuine (inspect); 4 done, but something needs a person (payloads quarantined for the first time, \
+            requests Apple refused, a window lost to retention).
             """,
         subcommands: [
             MigrateCommand.self, ServeCommand.self, RunCommand.self, WorkCommand.self, StatusCommand.self,
-            InspectCommand.self, ExportCommand.self, DetectOutageCommand.self, CheckWebhookCommand.self,
+            RejectionsCommand.self, InspectCommand.self, ExportCommand.self, DetectOutageCommand.self, CheckWebhookCommand.self,
         ])
 
     /// Maps errors to the documented exit codes: ArgumentParser's validation failures (64) become 1.

@@ -11,26 +11,25 @@ import Testing
             var faults = FaultConfiguration()
             faults.latencyMilliseconds = 15
             try await MockAppStore.withRunning(.init(scenario: .init(seed: 9, customers: 50), faults: faults)) { mock, baseURL in
-                let verifier = try mock.verifier()
-                let ledger = RunLedger(client: db.client, logger: TestDatabase.logger)
+                let handler = NotificationHandler(verifier: try mock.verifier(), database: db.database)
+                let ledger = RunLedger(database: db.database)
                 let run = try await ledger.createRun(
-                    environment: "Production", bundleId: mock.configuration.scenario.bundleId, windowStart: 0, windowEnd: 1,
-                    dryRun: false, options: .init(), shards: [], holder: "test")
+                    kind: .manual, environment: "Production", bundleId: mock.configuration.scenario.bundleId, windowStart: 0, windowEnd: 1,
+                    dryRun: false, options: .init(refreshStatus: true), shards: [], holder: "test")
+                try await ledger.setPhase(runId: run.runId, .gapFill)
                 let originals = Array(Set(mock.sentNotifications.compactMap(\.notification.originalTransactionId)))
-                try await db.database.transaction { try await ledger.enqueueTouched(runId: run.runId, originalTransactionIds: originals, on: $0) }
+                try await db.database.transaction { try await ledger.enqueue(runId: run.runId, anchors: originals, reason: .touched, on: $0) }
 
-                func filler(_ worker: String) -> GapFiller {
-                    GapFiller(configuration: .init(runId: run.runId, environment: "Production", dryRun: false, refreshStatus: true,
-                                                   concurrency: 2, worker: worker),
-                              verifier: verifier, client: mock.client(baseURL: baseURL), database: db.database, ledger: ledger,
-                              progress: RunProgress(), logger: TestDatabase.logger)
+                func worker(_ name: String) -> RunWorker {
+                    RunWorker(configuration: .init(runId: run.runId, concurrency: 2, worker: name), handler: handler,
+                              client: mock.client(baseURL: baseURL))
                 }
-                async let first: Void = filler("worker-a").run()
-                async let second: Void = filler("worker-b").run()
+                async let first: Void = worker("worker-a").work(progress: RunProgress())
+                async let second: Void = worker("worker-b").work(progress: RunProgress())
                 _ = try await (first, second)
 
                 let summary = try await ledger.queueSummary(runId: run.runId)
-                #expect(summary.pending == 0)
+                #expect(summary.open == 0)
                 #expect(summary.failed == 0)
                 #expect(summary.done == originals.count)
                 #expect(try await db.count("SELECT max(attempts) FROM gap_queue") == 1)

@@ -26,7 +26,7 @@ import Testing
                 environment: "Production", purchaseDate: transaction.purchaseDate, expiresDate: transaction.expiresDate,
                 revocationDate: nil, autoRenewStatus: 1, lastSignedDate: t0)
             #expect(result.change?.after == expected)
-            let stored = try await db.database.transaction { try await handler.store.purchaseState(originalTransactionId: "1000", on: $0) }
+            let stored = try await db.database.transaction { try await handler.store.purchaseStates(["1000"], on: $0)["1000"] }
             #expect(stored == expected)
             #expect(try await db.count("SELECT count(*) FROM notifications WHERE source = 'webhook' AND outcome = 'applied'") == 1)
             #expect(try await db.count("SELECT count(*) FROM transactions") == 1)
@@ -147,7 +147,7 @@ import Testing
                 for payload in payloads.shuffled() { group.addTask { _ = try await handler.handle(signedPayload: payload, source: .webhook) } }
                 try await group.waitForAll()
             }
-            let state = try await db.database.transaction { try await handler.store.purchaseState(originalTransactionId: "5500", on: $0) }
+            let state = try await db.database.transaction { try await handler.store.purchaseStates(["5500"], on: $0)["5500"] }
             #expect(state?.latestTransactionId == "5500-11")
             #expect(state?.autoRenewStatus == 0)
             #expect(state?.lastSignedDate == t0 + 11 * 30 * 86_400_000)
@@ -166,14 +166,15 @@ import Testing
         let oneByOne = try await TestDatabase.with { db in
             let handler = try app.handler(db)
             for payload in payloads { _ = try await handler.handle(signedPayload: payload, source: .webhook) }
-            return try await db.database.transaction { try await handler.store.purchaseState(originalTransactionId: "5800", on: $0) }
+            return try await db.database.transaction { try await handler.store.purchaseStates(["5800"], on: $0)["5800"] }
         }
         try await TestDatabase.with { db in
             let handler = try app.handler(db)
-            var page: [VerifiedNotification] = []
-            for payload in (payloads + [payloads[2]]).shuffled() { page.append(try await handler.verify(signedPayload: payload)) }
-            let ledger = RunLedger(client: db.client, logger: TestDatabase.logger)
-            let run = try await ledger.createRun(environment: "Production", bundleId: TestApp.bundleId, windowStart: 0, windowEnd: 1,
+            var verified: [VerifiedNotification] = []
+            for payload in (payloads + [payloads[2]]).shuffled() { verified.append(try await handler.verify(signedPayload: payload)) }
+            let page = verified
+            let ledger = RunLedger(database: db.database)
+            let run = try await ledger.createRun(kind: .manual, environment: "Production", bundleId: TestApp.bundleId, windowStart: 0, windowEnd: 1,
                                                  dryRun: false, options: .init(), shards: [], holder: "test")
             let results = try await db.database.transaction { connection in
                 let results = try await handler.apply(page, source: .history(runId: run.runId), on: connection)
@@ -182,7 +183,7 @@ import Testing
             }
             #expect(results.filter { $0.outcome == .duplicate }.count == 1)
             #expect(results.filter { $0.outcome == .applied }.count == 6)
-            let batched = try await db.database.transaction { try await handler.store.purchaseState(originalTransactionId: "5800", on: $0) }
+            let batched = try await db.database.transaction { try await handler.store.purchaseStates(["5800"], on: $0)["5800"] }
             #expect(batched == oneByOne)
             #expect(batched?.latestTransactionId == "5800-5")
             #expect(batched?.autoRenewStatus == 0)
@@ -224,15 +225,31 @@ import Testing
         }
     }
 
-    @Test func aDryRunChangesNothing() async throws {
+    /// A dry run writes its own copies: the real tables never change, and the copies evolve as
+    /// the real rows would (a second page sees the first page's effects).
+    @Test func aDryRunWritesOnlyItsShadowCopies() async throws {
         try await TestDatabase.with { db in
             let handler = try app.handler(db)
-            let payload = try app.notification(.subscribed, signedDate: t0, transaction: app.subscription(original: "7000", period: 0, signedDate: t0))
+            let first = try app.notification(.subscribed, signedDate: t0, transaction: app.subscription(original: "7000", period: 0, signedDate: t0))
+            _ = try await handler.handle(signedPayload: first, source: .webhook)
             let fingerprint = try await db.stateFingerprint()
-            let result = try await handler.handle(signedPayload: payload, source: .webhook, dryRun: true)
+            let shadow = try await ShadowSchema.create(runId: 999, on: db.database)
+            let dry = handler.shadowed(by: shadow)
+            let renewed = t0 + 30 * 86_400_000
+            let renewal = try app.notification(.didRenew, signedDate: renewed, transaction: app.subscription(original: "7000", period: 1, signedDate: renewed))
+            let result = try await dry.handle(signedPayload: renewal, source: .history(runId: 999))
             #expect(result.outcome == .applied)
-            #expect(result.change?.after.latestTransactionId == "7000")
+            #expect(result.change?.before?.latestTransactionId == "7000")
+            #expect(result.change?.after.latestTransactionId == "7000-1")
+            // The copy remembers it: the same notification again is a duplicate, an older one is stale.
+            #expect(try await dry.handle(signedPayload: renewal, source: .history(runId: 999)).outcome == .duplicate)
+            let older = try app.notification(.didChangeRenewalStatus, .autoRenewDisabled, signedDate: renewed - 1000,
+                                             transaction: app.subscription(original: "7000", period: 0, signedDate: renewed - 1000))
+            #expect(try await dry.handle(signedPayload: older, source: .history(runId: 999)).outcome == .stale)
             #expect(try await db.stateFingerprint() == fingerprint)
+            #expect(try await db.count("SELECT count(*) FROM reconciler_dry_run_999.notifications") == 2)
+            try await shadow.drop(on: db.database)
+            #expect(try await db.count("SELECT count(*) FROM pg_namespace WHERE nspname = 'reconciler_dry_run_999'") == 0)
         }
     }
 }

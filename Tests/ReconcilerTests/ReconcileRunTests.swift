@@ -138,20 +138,53 @@ import Testing
         }
     }
 
-    @Test func aForgedPayloadInAPageIsRejectedNeverAppliedAndMakesTheRunPartial() async throws {
+    /// Issue 8.1: a forged payload is quarantined once (exit 4), never applied, and the next run
+    /// that meets it again is not held back by it (exit 0).
+    @Test func aForgedPayloadIsQuarantinedOnceNeverAppliedAndDoesNotHoldTheNextRunBack() async throws {
         try await Rehearsal.with(customers: 30, seed: 5, mockArguments: ["--forged", "2"]) { rehearsal in
             let reportPath = Rehearsal.temporaryFile("forged.json")
             let run = try await rehearsal.runWindow(["--report-json", reportPath])
-            #expect(run.status == 2, "\(run.stdout)\n\(run.stderr)")
-            #expect(run.stdout.contains("REJECTED"))
+            #expect(run.status == 4, "\(run.stdout)\n\(run.stderr)")
+            #expect(run.stdout.contains("SUCCEEDED_WITH_REJECTIONS"))
+            #expect(run.stdout.contains("QUARANTINED"))
             #expect(run.stdout.contains("UNTRUSTED_ROOT"))
             let report = try Rehearsal.report(reportPath)
-            #expect((report["rejections"] as? [Any])?.count == 2)
+            let rejections = report["rejections"] as? [[String: Any]] ?? []
+            #expect(rejections.count == 2)
+            #expect(rejections.allSatisfy { $0["newlyQuarantined"] as? Bool == true })
+            #expect(try await rehearsal.db.count("SELECT count(*) FROM quarantined_payloads WHERE acknowledged_at IS NULL") == 2)
             #expect(try await rehearsal.db.count("SELECT count(*) FROM purchases WHERE original_transaction_id LIKE '9000000000%'") == 0)
             #expect(try await rehearsal.db.count("SELECT count(*) FROM transactions WHERE original_transaction_id LIKE '9000000000%'") == 0)
             // Everything genuine was still recovered.
             let export = try await rehearsal.export(), truth = try await rehearsal.truth()
             #expect(export == truth, "\(Rehearsal.difference(export, truth))")
+
+            // The same window again: the payloads are met, reported as known, and the run succeeds.
+            let againPath = Rehearsal.temporaryFile("again.json")
+            let again = try await rehearsal.runWindow(["--report-json", againPath])
+            #expect(again.status == 0, "\(again.stdout)\n\(again.stderr)")
+            #expect(again.stdout.contains("QUARANTINED BEFORE"))
+            let known = try Rehearsal.report(againPath)["rejections"] as? [[String: Any]] ?? []
+            #expect(known.count == 2)
+            #expect(known.allSatisfy { $0["newlyQuarantined"] as? Bool == false })
+            #expect(try await rehearsal.db.count("SELECT min(times_seen) FROM quarantined_payloads") == 2)
+
+            // `reconciler rejections` lists them and acknowledges one.
+            let list = try await rehearsal.reconciler(["rejections", "--json"])
+            #expect(list.status == 0, "\(list.stderr)")
+            let listed = try JSONSerialization.jsonObject(with: Data(list.stdout.utf8)) as? [[String: Any]] ?? []
+            #expect(listed.count == 2)
+            let hash = try #require(listed.first?["payloadSHA256"] as? String)
+            let ack = try await rehearsal.reconciler(["rejections", "--ack", String(hash.prefix(12)), "--note", "drill"])
+            #expect(ack.status == 0, "\(ack.stderr)")
+            #expect(try await rehearsal.db.count("SELECT count(*) FROM quarantined_payloads WHERE acknowledged_at IS NULL") == 1)
+            let unknown = try await rehearsal.reconciler(["rejections", "--ack", "ffffffffffff"])
+            #expect(unknown.status == 1)
+            let shown = try await rehearsal.reconciler(["rejections", "--show", hash])
+            #expect(shown.status == 0)
+            let inspect = try await runProcess("reconciler", ["inspect", "-"], environment: rehearsal.environment,
+                                               stdin: Data(shown.stdout.utf8))
+            #expect(inspect.status == 3, "\(inspect.stdout)\n\(inspect.stderr)")
         }
     }
 
@@ -161,7 +194,7 @@ import Testing
             try await Task.sleep(for: .seconds(2))
             let second = try await rehearsal.runWindow()
             #expect(second.status == 1)
-            #expect(second.stderr.contains("holds the lock"), "\(second.stderr)")
+            #expect(second.stderr.contains("holds the lease"), "\(second.stderr)")
             #expect(second.stderr.contains("run 1"))
             let waiting = try await rehearsal.runWindow(["--wait"])
             #expect(waiting.status == 0, "\(waiting.stderr)")

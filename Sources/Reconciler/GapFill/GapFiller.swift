@@ -5,59 +5,62 @@ import PostgresNIO
 
 /// Phase 2: for each customer at risk, Get Transaction History (v2, ascending) from the revision
 /// stored in PostgreSQL (none stored: the whole history), verifies every signed transaction and
-/// applies it through the same apply path as the handler (no regression by an older signedDate),
-/// then stores the new revision in the same transaction as the last page. With `refreshStatus`,
-/// Get All Subscription Statuses too, because replayed notifications are snapshots from their
-/// send time.
+/// applies it through the store's one write path (no regression by an older signedDate). With
+/// `refreshStatus`, Get All Subscription Statuses too, because replayed notifications are
+/// snapshots from their send time.
 ///
-/// The queue lives in PostgreSQL: a worker claims a customer with `FOR UPDATE SKIP LOCKED` and
-/// holds the row until its last page commits, so `reconciler work` on other machines can share
-/// the queue, and a killed worker's customer simply becomes pending again.
+/// Nothing waits on Apple inside a transaction: a worker leases a customer (a queue row it owns
+/// for a while), fetches a page with no transaction open, and applies it in a short transaction
+/// that also renews the lease. The last page, the statuses (fetched before anything is locked),
+/// the new revision and the completion of the queue row commit together, with one sorted set of
+/// locks. `reconciler work` on other machines shares the queue; a dead worker's lease runs out
+/// and another worker takes the customer over. A revision Apple refuses (4000005) is dropped
+/// and the history read from the start, once.
 public struct GapFiller: Sendable {
     public struct Configuration: Sendable {
-        public var runId: Int64
-        public var environment: String
-        public var dryRun: Bool
-        public var refreshStatus: Bool
+        public var run: RunRecord
         /// Customers processed at the same time; the client's rate limiter keeps the total within budget.
         public var concurrency: Int
         /// Names this process in the queue.
         public var worker: String
+        /// How long a customer stays leased without renewal (a page renews it).
+        public var leaseDuration: Duration
 
-        public init(runId: Int64, environment: String, dryRun: Bool, refreshStatus: Bool, concurrency: Int = 8, worker: String) {
-            self.runId = runId
-            self.environment = environment
-            self.dryRun = dryRun
-            self.refreshStatus = refreshStatus
+        public init(run: RunRecord, concurrency: Int = 8, worker: String = ProcessIdentity.current, leaseDuration: Duration = .seconds(300)) {
+            self.run = run
             self.concurrency = concurrency
             self.worker = worker
+            self.leaseDuration = leaseDuration
         }
     }
 
     let configuration: Configuration
-    let verifier: SignedDataVerifier
+    /// The handler of the run (its verifier, and in a dry run the store writing the shadow tables).
+    let handler: NotificationHandler
     let client: AppStoreServerAPIClient
-    let database: Database
     let ledger: RunLedger
-    let store: PurchaseStore
     let progress: RunProgress
+    let tally: VerificationTally
     let logger: Logger
 
-    public init(configuration: Configuration, verifier: SignedDataVerifier, client: AppStoreServerAPIClient, database: Database,
-                ledger: RunLedger, progress: RunProgress, logger: Logger) {
+    init(configuration: Configuration, handler: NotificationHandler, client: AppStoreServerAPIClient, ledger: RunLedger,
+         progress: RunProgress, tally: VerificationTally, logger: Logger) {
         self.configuration = configuration
-        self.verifier = verifier
+        self.handler = handler
         self.client = client
-        self.database = database
         self.ledger = ledger
-        self.store = PurchaseStore(logger: logger)
         self.progress = progress
+        self.tally = tally
         self.logger = logger
     }
 
-    /// Works through the queue until no pending customer is left for this process to claim.
-    public func run() async throws {
-        let summary = try await ledger.queueSummary(runId: configuration.runId)
+    var run: RunRecord { configuration.run }
+    var store: PurchaseStore { handler.store }
+    var database: Database { handler.database }
+
+    /// Works through the queue until no customer is left for this process to lease.
+    public func fill() async throws {
+        let summary = try await ledger.queueSummary(runId: run.runId)
         progress.update {
             $0.phase = "gap fill"
             $0.customersTotal = summary.total
@@ -67,8 +70,10 @@ public struct GapFiller: Sendable {
         try await withThrowingTaskGroup(of: Void.self) { group in
             for _ in 0..<max(configuration.concurrency, 1) {
                 group.addTask {
-                    while try await processNextCustomer() {
+                    while let anchor = try await ledger.leaseCustomer(
+                        runId: run.runId, worker: configuration.worker, leaseDuration: configuration.leaseDuration) {
                         try Task.checkCancellation()
+                        try await process(anchor)
                     }
                 }
             }
@@ -76,128 +81,181 @@ public struct GapFiller: Sendable {
         }
     }
 
-    /// Claims and processes one customer; `false` when none was left to claim.
-    private func processNextCustomer() async throws -> Bool {
-        let runId = configuration.runId
-        let worker = configuration.worker
-        return try await database.transaction { claim in
-            guard let anchor = try await ledger.claimCustomer(runId: runId, on: claim) else { return false }
-            do {
-                let seen = try await fill(anchor: anchor, claim: claim)
-                try await ledger.completeCustomer(runId: runId, anchor: anchor, worker: worker, transactionsSeen: seen, on: claim)
-                progress.update { $0.customersDone += 1 }
-            } catch let error as AppStoreServerAPIError {
-                if case .unauthorized = error { throw error }
-                logger.error("customer not recovered", metadata: ["anchorTransactionId": "\(anchor)", "error": "\(error)"])
-                try await ledger.failCustomer(runId: runId, anchor: anchor, worker: worker, error: error.description, on: claim)
-                progress.update { $0.customersFailed += 1 }
-            }
-            return true
+    /// The customer's lease went to another worker: it finishes the customer.
+    struct LeaseLost: Error {}
+
+    private func process(_ anchor: String) async throws {
+        do {
+            try await recover(anchor)
+            progress.update { $0.customersDone += 1 }
+        } catch is LeaseLost {
+            logger.info("another worker took the customer over", metadata: ["anchorTransactionId": "\(anchor)"])
+        } catch let error as AppStoreServerAPIError {
+            if case .unauthorized = error { throw error }
+            logger.error("customer not recovered", metadata: ["anchorTransactionId": "\(anchor)", "error": "\(error)"])
+            try await ledger.failCustomer(runId: run.runId, anchor: anchor, worker: configuration.worker, kind: error.failureKind,
+                                          error: error.description)
+            progress.update { $0.customersFailed += 1 }
+        } catch {
+            // Stopping (SIGTERM, a configuration error, the database): give the customer back at once.
+            let (ledger, runId, worker) = (self.ledger, run.runId, configuration.worker)
+            try? await Task.detached {
+                try await RunLedger(database: ledger.database.with(unavailableTimeout: .seconds(2)))
+                    .releaseCustomer(runId: runId, anchor: anchor, worker: worker)
+            }.value
+            throw error
         }
     }
 
-    /// Fetches and applies one customer's history; the last page goes in the claim transaction.
-    private func fill(anchor: String, claim: PostgresConnection) async throws -> Int {
-        let revision = try await ledger.revision(anchor: anchor)
+    /// Fetches and applies one customer's history (and statuses).
+    private func recover(_ anchor: String) async throws {
+        // Anything that falls due after this instant makes the customer due again.
+        let checkedAt = Int64(Date().timeIntervalSince1970 * 1000)
+        var revision = try await database.transaction { [store] connection in try await store.revision(anchor: anchor, on: connection) }
+        var revisionReset = false
+        while true {
+            do {
+                return try await read(anchor, from: revision, checkedAt: checkedAt)
+            } catch let error as AppStoreServerAPIError where error.details.errorCode == .invalidRequestRevision && revision != nil && !revisionReset {
+                logger.warning("Apple refused the stored revision; reading the customer's history from the start", metadata: [
+                    "anchorTransactionId": "\(anchor)",
+                ])
+                try await database.transaction { [store] connection in try await store.dropRevision(anchor: anchor, on: connection) }
+                try await ledger.noteRevisionReset(runId: run.runId, anchor: anchor)
+                revision = nil
+                revisionReset = true
+            }
+        }
+    }
+
+    private func read(_ anchor: String, from revision: String?, checkedAt: Int64) async throws {
         var originals = Set<String>()
         var seen = 0
         for try await page in client.transactionHistory(anyTransactionId: anchor, .init(revision: revision, sort: .ascending)) {
-            let (transactions, rejections) = await verify(page.signedTransactions ?? [])
-            seen += (page.signedTransactions ?? []).count
+            let signed = page.signedTransactions ?? []
+            seen += signed.count
+            let (transactions, rejections) = try await verify(signed, source: .transactionHistory)
             originals.formUnion(transactions.compactMap(\.payload.originalTransactionId))
             if page.hasMore ?? false {
-                try await database.transaction { connection in
-                    try await applyAndRecord(transactions, rejections, on: connection)
-                }
+                try await apply(anchor: anchor, transactions, rejections, statuses: [], final: nil)
             } else {
-                try await applyAndRecord(transactions, rejections, on: claim)
-                if configuration.refreshStatus {
-                    try await refreshStatuses(anchor: anchor, on: claim)
-                }
-                let newRevision = page.revision ?? revision
-                let environment = configuration.environment
-                try await Effects.apply(dryRun: configuration.dryRun, on: claim) {
-                    if let newRevision {
-                        try await ledger.storeRevision(anchor: anchor, environment: environment, revision: newRevision, on: claim)
-                    }
-                    try await ledger.setHistoryAnchor(anchor, for: Array(originals), on: claim)
-                }
-                try await ledger.markCovered(runId: configuration.runId, anchors: Array(originals), by: anchor, on: claim)
+                // Statuses come from Apple before anything is locked; the last page commits with them.
+                let statuses = run.options.refreshStatus ? try await fetchStatuses(anchor: anchor) : ([], [])
+                originals.formUnion(statuses.0.map(\.original))
+                try await apply(anchor: anchor, transactions, rejections + statuses.1, statuses: statuses.0,
+                                final: .init(revision: page.revision ?? revision, purchases: Array(originals), transactionsSeen: seen,
+                                             checkedAt: checkedAt))
             }
         }
-        return seen
     }
 
     typealias VerifiedTransaction = (payload: JWSTransactionDecodedPayload, jws: String)
 
-    private func verify(_ signedTransactions: [String]) async -> ([VerifiedTransaction], [Rejection]) {
+    /// A subscription's current state from Get All Subscription Statuses, verified.
+    struct StatusItem: Sendable {
+        var status: Status?
+        var transaction: VerifiedTransaction?
+        var renewal: JWSRenewalInfoDecodedPayload?
+        var original: String
+    }
+
+    /// What the customer's last page completes.
+    struct Completion: Sendable {
+        var revision: String?
+        var purchases: [String]
+        var transactionsSeen: Int
+        var checkedAt: Int64
+    }
+
+    private func verify(_ signedTransactions: [String], source: Rejection.Source) async throws -> ([VerifiedTransaction], [Rejection]) {
         var verified: [VerifiedTransaction] = []
         var rejections: [Rejection] = []
+        var failures: [VerificationError] = []
         for jws in signedTransactions {
             do {
-                verified.append((try await verifier.verifyAndDecodeTransaction(jws), jws))
+                verified.append((try await handler.verifier.verifyAndDecodeTransaction(jws), jws))
             } catch let error as VerificationError {
-                logger.warning("rejected a signed transaction from history", metadata: ["reason": "\(error.reason.rawValue)"])
-                rejections.append(Rejection(phase: "gap fill", notificationUUID: nil, reason: error.reason.rawValue, detail: error.detail,
-                                            payloadSHA256: RunLedger.sha256(jws)))
-            } catch {
-                rejections.append(Rejection(phase: "gap fill", notificationUUID: nil, reason: "INVALID_PAYLOAD", detail: "\(error)",
-                                            payloadSHA256: RunLedger.sha256(jws)))
+                failures.append(error)
+                rejections.append(Rejection(source: source, signedValue: jws, error: error))
             }
         }
+        try tally.record(verified: verified.count, failures: failures)
         return (verified, rejections)
     }
 
-    /// Applies verified transactions, and records changes and rejections.
-    private func applyAndRecord(_ transactions: [VerifiedTransaction], _ rejections: [Rejection], on connection: PostgresConnection) async throws {
-        let originals = Set(transactions.compactMap(\.payload.originalTransactionId))
-        let environment = configuration.environment
-        let changes = try await Effects.apply(dryRun: configuration.dryRun, on: connection) {
-            try await store.lockPurchases(originals, on: connection)
-            let before = try await store.purchaseStates(originals, on: connection)
-            return try await store.apply(
-                transactions: transactions, updates: originals.map { .init(originalTransactionId: $0, environment: environment) },
-                before: before, on: connection)
+    /// Get All Subscription Statuses, every signed value verified.
+    private func fetchStatuses(anchor: String) async throws -> ([StatusItem], [Rejection]) {
+        let response = try await client.getAllSubscriptionStatuses(anyTransactionId: anchor)
+        var items: [StatusItem] = []
+        var rejections: [Rejection] = []
+        var failures: [VerificationError] = []
+        var verifiedCount = 0
+        for item in (response.data ?? []).flatMap({ $0.lastTransactions ?? [] }) {
+            var transaction: VerifiedTransaction?
+            var renewal: JWSRenewalInfoDecodedPayload?
+            do {
+                if let signed = item.signedTransactionInfo { transaction = (try await handler.verifier.verifyAndDecodeTransaction(signed), signed) }
+                if let signed = item.signedRenewalInfo { renewal = try await handler.verifier.verifyAndDecodeRenewalInfo(signed) }
+                verifiedCount += 1
+            } catch let error as VerificationError {
+                failures.append(error)
+                rejections.append(Rejection(
+                    source: .subscriptionStatus, signedValue: transaction == nil ? item.signedTransactionInfo ?? "" : item.signedRenewalInfo ?? "",
+                    error: error))
+                continue
+            }
+            guard let original = transaction?.payload.originalTransactionId ?? renewal?.originalTransactionId ?? item.originalTransactionId else {
+                continue
+            }
+            items.append(StatusItem(status: item.status, transaction: transaction, renewal: renewal, original: original))
         }
-        try await ledger.recordChanges(runId: configuration.runId, Array(changes.values), on: connection)
-        try await ledger.recordRejections(runId: configuration.runId, rejections, on: connection)
-        if !rejections.isEmpty {
-            try await ledger.count(runId: configuration.runId, rejections.map { _ in ("(transaction history)", "rejected") }, on: connection)
-        }
+        try tally.record(verified: verifiedCount, failures: failures)
+        return (items, rejections)
     }
 
-    /// Applies the current status, transaction and renewal info of each subscription.
-    private func refreshStatuses(anchor: String, on connection: PostgresConnection) async throws {
-        let response = try await client.getAllSubscriptionStatuses(anyTransactionId: anchor)
-        var rejections: [Rejection] = []
-        var items: [(status: Status?, transaction: VerifiedTransaction?, renewal: JWSRenewalInfoDecodedPayload?, original: String)] = []
-        for item in (response.data ?? []).flatMap({ $0.lastTransactions ?? [] }) {
-            do {
-                var transaction: VerifiedTransaction?
-                if let signed = item.signedTransactionInfo { transaction = (try await verifier.verifyAndDecodeTransaction(signed), signed) }
-                var renewal: JWSRenewalInfoDecodedPayload?
-                if let signed = item.signedRenewalInfo { renewal = try await verifier.verifyAndDecodeRenewalInfo(signed) }
-                guard let original = transaction?.payload.originalTransactionId ?? renewal?.originalTransactionId ?? item.originalTransactionId else { continue }
-                items.append((item.status, transaction, renewal, original))
-            } catch let error as VerificationError {
-                rejections.append(Rejection(phase: "status", notificationUUID: nil, reason: error.reason.rawValue, detail: error.detail,
-                                            payloadSHA256: RunLedger.sha256(item.signedTransactionInfo ?? item.signedRenewalInfo ?? "")))
-            }
-        }
-        let environment = configuration.environment
-        let changes = try await Effects.apply(dryRun: configuration.dryRun, on: connection) {
-            let originals = Set(items.map(\.original))
-            try await store.lockPurchases(originals, on: connection)
+    /// Applies one page (and, for the last, the statuses and the completion) in one short
+    /// transaction that locks every purchase it writes at once, in sorted order.
+    private func apply(anchor: String, _ transactions: [VerifiedTransaction], _ rejections: [Rejection], statuses: [StatusItem],
+                       final completion: Completion?) async throws {
+        let (store, ledger, run, configuration) = (self.store, self.ledger, self.run, self.configuration)
+        let originals = Set(transactions.compactMap(\.payload.originalTransactionId)).union(statuses.map(\.original))
+        let quarantined = try await database.transaction { connection in
+            try await store.lock(purchases: originals, anchors: completion == nil ? [] : [anchor], on: connection)
             let before = try await store.purchaseStates(originals, on: connection)
-            let updates = items.map { item in
+            let statusUpdates = statuses.map { item in
                 let signedDate = item.renewal?.signedDate ?? item.transaction?.payload.signedDate
                 return PurchaseStore.PurchaseUpdate(
-                    originalTransactionId: item.original, environment: environment, renewalInfo: item.renewal,
+                    originalTransactionId: item.original, environment: run.environment, renewalInfo: item.renewal,
                     status: item.status.flatMap { status in signedDate.map { PurchaseStore.StatusFact(status: status, signedDate: $0) } })
             }
-            return try await store.apply(transactions: items.compactMap(\.transaction), updates: updates, before: before, on: connection)
+            let updates = Set(transactions.compactMap(\.payload.originalTransactionId)).sorted().map {
+                PurchaseStore.PurchaseUpdate(originalTransactionId: $0, environment: run.environment)
+            } + statusUpdates
+            let changes = try await store.apply(
+                transactions: transactions + statuses.compactMap(\.transaction), updates: updates, before: before, on: connection)
+            try await ledger.recordChanges(runId: run.runId, Array(changes.values), on: connection)
+            let quarantined = try await ledger.quarantine(
+                rejections, runId: run.runId, environment: run.environment, bundleId: run.bundleId, dryRun: run.dryRun, on: connection)
+            try await ledger.addCounts(runId: run.runId, quarantined.map { ("(\($0.source.rawValue))", "rejected") }, on: connection)
+            if let completion {
+                try await store.recordHistoryChecked(
+                    anchor: anchor, environment: run.environment, revision: completion.revision, purchases: completion.purchases,
+                    checkedAt: completion.checkedAt, on: connection)
+                try await ledger.markCovered(runId: run.runId, anchors: completion.purchases, by: anchor, on: connection)
+                guard try await ledger.completeCustomer(runId: run.runId, anchor: anchor, worker: configuration.worker,
+                                                        transactionsSeen: completion.transactionsSeen, on: connection)
+                else { throw LeaseLost() }
+            } else {
+                guard try await ledger.renewCustomerLease(runId: run.runId, anchor: anchor, worker: configuration.worker,
+                                                          leaseDuration: configuration.leaseDuration, on: connection)
+                else { throw LeaseLost() }
+            }
+            return quarantined
         }
-        try await ledger.recordChanges(runId: configuration.runId, Array(changes.values), on: connection)
-        try await ledger.recordRejections(runId: configuration.runId, rejections, on: connection)
+        for rejection in quarantined {
+            logger.warning("quarantined a signed value from \(rejection.source.rawValue)", metadata: [
+                "reason": "\(rejection.reason.rawValue)", "new": "\(rejection.newlyQuarantined)",
+            ])
+        }
     }
 }

@@ -26,7 +26,12 @@ public struct NotificationHandler: Sendable {
     public init(verifier: SignedDataVerifier, database: Database) {
         self.verifier = verifier
         self.database = database
-        self.store = PurchaseStore(logger: database.logger)
+        self.store = PurchaseStore(logger: database.logger, shadow: database.shadow)
+    }
+
+    /// The same handler writing a dry run's shadow tables instead of the real ones.
+    public func shadowed(by shadow: ShadowSchema?) -> NotificationHandler {
+        NotificationHandler(verifier: verifier, database: database.shadowed(by: shadow))
     }
 
     /// Verifies a notification and everything signed inside it. Touches no database.
@@ -49,11 +54,10 @@ public struct NotificationHandler: Sendable {
             environment: verifier.configuration.environment.rawValue)
     }
 
-    /// Verifies and applies one notification in its own transaction. With `dryRun` the
-    /// transaction is rolled back, so the result says what would have happened.
-    public func handle(signedPayload: String, source: PurchaseStore.Source, dryRun: Bool = false) async throws -> HandlingResult {
+    /// Verifies and applies one notification in its own transaction.
+    public func handle(signedPayload: String, source: PurchaseStore.Source) async throws -> HandlingResult {
         let notification = try await verify(signedPayload: signedPayload)
-        return try await database.transaction(rollback: dryRun) { connection in
+        return try await database.transaction { connection in
             try await apply([notification], source: source, on: connection)[0]
         }
     }
@@ -69,15 +73,15 @@ public struct NotificationHandler: Sendable {
         _ notifications: [VerifiedNotification], source: PurchaseStore.Source, on connection: PostgresConnection
     ) async throws -> [HandlingResult] {
         guard !notifications.isEmpty else { return [] }
-        try await store.lockPurchases(notifications.map { $0.originalTransactionId ?? "notification:\($0.notificationUUID)" }, on: connection)
         let purchases = Set(notifications.compactMap { $0.appliesToPurchase ? $0.originalTransactionId : nil })
+        try await store.lock(purchases: purchases, notifications: notifications.map(\.notificationUUID), on: connection)
         let before = try await store.purchaseStates(purchases, on: connection)
 
         // One row per UUID; a UUID repeated within the page is a duplicate of its first copy.
         var seen = Set<String>()
         var rows: [PurchaseStore.NotificationRow] = []
         for notification in notifications where seen.insert(notification.notificationUUID).inserted {
-            rows.append(.init(notification: notification, outcome: outcome(of: notification, before: before).rawValue))
+            rows.append(.init(notification: notification, outcome: outcome(of: notification, before: before)))
         }
         let inserted = try await store.insertNotifications(rows, source: source, on: connection)
 

@@ -2,55 +2,58 @@ import AppStoreServer
 import Foundation
 import Logging
 import PostgresNIO
-import Synchronization
 
 /// Phase 1: pages Get Notification History shard by shard, concurrently, and replays every
 /// `signedPayload` through the ``NotificationHandler`` (source `history`, tagged with the run).
 ///
-/// Each page's effects, its checkpoint (the next pagination token), its counts, the purchases it
-/// changed and the customers it touched are committed in one transaction, so a run killed at
-/// any moment resumes at the first page not committed, and nothing is applied twice. A payload
-/// that fails verification is recorded with its reason and never applied. An expired pagination
-/// token restarts its shard from the beginning, which the handler's dedup makes harmless.
+/// A page is fetched and verified with no transaction open; then its effects, its checkpoint
+/// (the next pagination token), its counts, the purchases it changed, its rejections and the
+/// customers it touched commit in one short transaction. The checkpoint advances only from the
+/// position the page was fetched from, so a killed run resumes at the first page not committed,
+/// nothing is applied twice, and two processes can never both replay a shard. A payload that
+/// fails verification is quarantined, never applied; signed data for another app or a window
+/// where most payloads fail their chain stops the run as a configuration error instead. An
+/// expired pagination token restarts its shard from the beginning, which dedup makes harmless.
 public struct NotificationReplayer: Sendable {
     public struct Configuration: Sendable {
-        public var runId: Int64
-        public var dryRun: Bool
+        public var run: RunRecord
         /// Shards paged at the same time; the client's rate limiter keeps the total within budget.
         public var concurrency: Int
         /// How often one shard may restart after expired tokens before it is reported as failed.
         public var maximumRestarts: Int
 
-        public init(runId: Int64, dryRun: Bool, concurrency: Int = 8, maximumRestarts: Int = 5) {
-            self.runId = runId
-            self.dryRun = dryRun
+        public init(run: RunRecord, concurrency: Int = 8, maximumRestarts: Int = 5) {
+            self.run = run
             self.concurrency = concurrency
             self.maximumRestarts = maximumRestarts
         }
     }
 
     let configuration: Configuration
+    /// The handler of the run: in a dry run, the one that writes the shadow tables.
     let handler: NotificationHandler
     let client: AppStoreServerAPIClient
     let ledger: RunLedger
     let progress: RunProgress
+    let tally: VerificationTally
     let logger: Logger
-    /// In a dry run nothing is stored, so dedup within the run happens here.
-    let seenInDryRun = Locked(Set<String>())
 
-    public init(configuration: Configuration, handler: NotificationHandler, client: AppStoreServerAPIClient, ledger: RunLedger,
-                progress: RunProgress, logger: Logger) {
+    init(configuration: Configuration, handler: NotificationHandler, client: AppStoreServerAPIClient, ledger: RunLedger,
+         progress: RunProgress, tally: VerificationTally, logger: Logger) {
         self.configuration = configuration
         self.handler = handler
         self.client = client
         self.ledger = ledger
         self.progress = progress
+        self.tally = tally
         self.logger = logger
     }
 
+    var runId: Int64 { configuration.run.runId }
+
     /// Replays every pending shard; returns when all are done or failed.
-    public func run() async throws {
-        let shards = try await ledger.shards(runId: configuration.runId)
+    func run() async throws {
+        let shards = try await ledger.shards(runId: runId)
         progress.update {
             $0.phase = "replay"
             $0.shardsTotal = shards.count
@@ -74,118 +77,96 @@ public struct NotificationReplayer: Sendable {
 
     private func replay(_ record: ShardRecord) async throws {
         let shard = record.shard
-        var token = record.paginationToken
+        var position = record.position
         var restarts = record.restarts
         while true {
             do {
-                for try await page in client.notificationHistory(shard.request, startingAt: token) {
-                    try await apply(page, shard: shard)
-                    token = page.nextPaginationToken
+                for try await page in client.notificationHistory(shard.request, startingAt: position.paginationToken) {
+                    try await apply(page, shard: shard, from: position)
+                    position = ShardRecord.Position(paginationToken: page.nextPaginationToken, pagesDone: position.pagesDone + 1)
                 }
                 progress.update { $0.shardsDone += 1 }
                 return
             } catch AppStoreServerAPIError.paginationTokenExpired(let details) {
                 restarts += 1
                 guard restarts <= configuration.maximumRestarts else {
-                    try await fail(shard, "pagination token expired \(restarts) times: \(details)")
+                    try await fail(shard, .retryable, "pagination token expired \(restarts) times: \(details)")
                     return
                 }
                 logger.info("pagination token expired; restarting the shard from its start", metadata: [
                     "query": "\(shard.filter)", "shardStart": "\(TimeArgument.iso8601(shard.start))",
                 ])
-                try await ledger.restartShard(runId: configuration.runId, shard: shard)
-                token = nil
+                position = try await ledger.restartShard(runId: runId, shard: shard, from: position)
             } catch let error as AppStoreServerAPIError {
                 // Bad credentials fail every request: stop the run instead of failing each shard.
                 if case .unauthorized = error { throw error }
-                try await fail(shard, error.description)
+                try await fail(shard, error.failureKind, error.description)
                 return
             }
         }
     }
 
-    private func fail(_ shard: ReplayPlanner.Shard, _ error: String) async throws {
-        logger.error("shard failed", metadata: ["query": "\(shard.filter)", "shardStart": "\(TimeArgument.iso8601(shard.start))", "error": "\(error)"])
-        try await ledger.failShard(runId: configuration.runId, shard: shard, error: error)
+    private func fail(_ shard: ReplayPlanner.Shard, _ kind: FailureKind, _ error: String) async throws {
+        logger.error("shard failed", metadata: [
+            "query": "\(shard.filter)", "shardStart": "\(TimeArgument.iso8601(shard.start))", "kind": "\(kind.rawValue)", "error": "\(error)",
+        ])
+        try await ledger.failShard(runId: runId, shard: shard, kind: kind, error: error)
         progress.update { $0.shardsFailed += 1 }
     }
 
     /// Verifies a page, then applies it and its checkpoint in one transaction.
-    private func apply(_ page: NotificationHistoryPage, shard: ReplayPlanner.Shard) async throws {
+    private func apply(_ page: NotificationHistoryPage, shard: ReplayPlanner.Shard, from position: ShardRecord.Position) async throws {
         var verified: [VerifiedNotification] = []
         var rejections: [Rejection] = []
-        var outcomes: [(typeAndSubtype: String, outcome: String)] = []
+        var failures: [VerificationError] = []
         for item in page.items {
             let payload = item.signedPayload ?? ""
             do {
                 verified.append(try await handler.verify(signedPayload: payload))
             } catch let error as VerificationError {
-                let rejection = Rejection(
-                    phase: "replay", notificationUUID: Self.unverifiedUUID(payload), reason: error.reason.rawValue, detail: error.detail,
-                    payloadSHA256: RunLedger.sha256(payload))
-                rejections.append(rejection)
-                outcomes.append((Self.unverifiedTypeAndSubtype(payload), "rejected"))
-                logger.warning("rejected a notification from history", metadata: [
-                    "reason": "\(error.reason.rawValue)", "notificationUUID": "\(rejection.notificationUUID ?? "?")",
-                ])
+                failures.append(error)
+                rejections.append(Rejection(source: .notificationHistory, signedValue: payload, error: error))
             }
         }
-        if configuration.dryRun {
-            // Within a dry run, a notification seen before counts as the duplicate it would be.
-            let fresh = seenInDryRun.withLock { seen in verified.filter { seen.insert($0.notificationUUID).inserted } }
-            outcomes += verified.filter { candidate in !fresh.contains { $0.notificationUUID == candidate.notificationUUID } }
-                .map { ($0.typeAndSubtype, "duplicate") }
-            verified = fresh
-        }
-        let runId = configuration.runId
-        let dryRun = configuration.dryRun
-        let toApply = verified
-        let counted = outcomes
-        let rejected = rejections
-        let results = try await handler.database.transaction { connection in
-            let results = try await Effects.apply(dryRun: dryRun, on: connection) {
-                try await handler.apply(toApply, source: .history(runId: runId), on: connection)
+        try tally.record(verified: verified.count, failures: failures)
+        let run = configuration.run
+        let (handler, ledger) = (self.handler, self.ledger)
+        let toApply = verified, rejected = rejections
+        let outcome: (results: [HandlingResult], rejections: [Rejection])
+        do {
+            outcome = try await handler.database.transaction { connection in
+                let results = try await handler.apply(toApply, source: .history(runId: run.runId), on: connection)
+                try await ledger.checkpoint(runId: run.runId, shard: shard, from: position, nextToken: page.nextPaginationToken,
+                                            done: !page.hasMore, notificationsSeen: page.items.count, on: connection)
+                try await ledger.addCounts(
+                    runId: run.runId,
+                    results.map { ($0.typeAndSubtype, $0.outcome.rawValue) } + rejected.map { ($0.typeAndSubtype ?? "(unreadable)", "rejected") },
+                    on: connection)
+                try await ledger.recordChanges(runId: run.runId, results.compactMap(\.change), on: connection)
+                let quarantined = try await ledger.quarantine(
+                    rejected, runId: run.runId, environment: run.environment, bundleId: run.bundleId, dryRun: run.dryRun, on: connection)
+                // Customers of what this run recorded first; a duplicate was handled when it was first recorded.
+                let recorded = results.filter { $0.outcome != .duplicate }.compactMap(\.originalTransactionId)
+                let touched = try await handler.store.anchors(of: recorded, on: connection)
+                try await ledger.enqueue(runId: run.runId, anchors: touched, reason: .touched, on: connection)
+                return (results, quarantined)
             }
-            try await ledger.checkpoint(runId: runId, shard: shard, nextToken: page.nextPaginationToken, done: !page.hasMore,
-                                        notificationsSeen: page.items.count, on: connection)
-            try await ledger.count(runId: runId, counted + results.map { ($0.typeAndSubtype, $0.outcome.rawValue) }, on: connection)
-            try await ledger.recordChanges(runId: runId, results.compactMap(\.change), on: connection)
-            try await ledger.recordRejections(runId: runId, rejected, on: connection)
-            try await ledger.enqueueTouched(runId: runId, originalTransactionIds: toApply.compactMap(\.originalTransactionId), on: connection)
-            return results
+        } catch let conflict as RunLedger.CheckpointConflict where conflict.alreadyCommitted {
+            // The page committed before and only its answer was lost: nothing more to do.
+            return
+        }
+        for rejection in outcome.rejections {
+            logger.warning("quarantined a notification from history", metadata: [
+                "reason": "\(rejection.reason.rawValue)", "notificationUUID": "\(rejection.notificationUUID ?? "?")",
+                "new": "\(rejection.newlyQuarantined)",
+            ])
         }
         progress.update { progress in
             progress.pages += 1
             progress.notificationsSeen += page.items.count
-            progress.applied += results.filter { $0.outcome == .applied }.count
-            progress.duplicates += results.filter { $0.outcome == .duplicate }.count + counted.filter { $0.outcome == "duplicate" }.count
-            progress.rejected += rejected.count
+            progress.applied += outcome.results.filter { $0.outcome == .applied }.count
+            progress.duplicates += outcome.results.filter { $0.outcome == .duplicate }.count
+            progress.rejected += outcome.rejections.count
         }
-    }
-
-    /// The UUID a payload claims, read without trusting it, only to name a rejection.
-    static func unverifiedUUID(_ jws: String) -> String? {
-        unverifiedPayload(jws)?.notificationUUID
-    }
-
-    static func unverifiedTypeAndSubtype(_ jws: String) -> String {
-        guard let payload = unverifiedPayload(jws), let type = payload.notificationType else { return "(unreadable)" }
-        return payload.subtype.map { "\(type.rawValue)/\($0.rawValue)" } ?? type.rawValue
-    }
-
-    static func unverifiedPayload(_ jws: String) -> ResponseBodyV2DecodedPayload? {
-        UnverifiedPayload.decode(jws, as: ResponseBodyV2DecodedPayload.self)
-    }
-}
-
-/// Runs state changes inside a savepoint that a dry run rolls back, while the run's own ledger
-/// writes around it still commit: a dry run reports exactly what would change and changes nothing.
-enum Effects {
-    static func apply<Result>(dryRun: Bool, on connection: PostgresConnection, _ body: () async throws -> Result) async throws -> Result {
-        guard dryRun else { return try await body() }
-        try await connection.query("SAVEPOINT dry_run_effects", logger: connection.logger)
-        let result = try await body()
-        try await connection.query("ROLLBACK TO SAVEPOINT dry_run_effects", logger: connection.logger)
-        return result
     }
 }

@@ -28,6 +28,7 @@ public struct RunReport: Sendable, Codable {
         public var query: String
         public var shardStart: Int64
         public var shardEnd: Int64
+        public var kind: FailureKind
         public var error: String
     }
 
@@ -39,12 +40,15 @@ public struct RunReport: Sendable, Codable {
     }
 
     public var runId: Int64
+    public var kind: RunRecord.Kind
     public var environment: String
     public var bundleId: String
     public var windowStart: Int64
     public var windowEnd: Int64
     public var dryRun: Bool
     public var status: RunRecord.Status
+    /// Why a failed run failed.
+    public var failure: String?
     public var startedAt: Date
     public var finishedAt: Date
     public var durationSeconds: Double
@@ -59,14 +63,32 @@ public struct RunReport: Sendable, Codable {
     public var customersChecked: Int
     public var customersFailed: [RunLedger.FailedCustomer]
     public var transactionsFetched: Int
+    /// Customers whose stored revision Apple refused (4000005): their history was read from the start.
+    public var revisionResets: [String]
     /// Purchases whose exported state changed, before → after.
     public var changes: [Change]
+    /// Signed values that failed verification: quarantined, never applied.
     public var rejections: [Rejection]
     /// App Store Server API calls by every process of the run that finished its part.
     public var api: APIStatistics.Snapshot
 
-    /// Whether everything in the window was recovered.
-    public var isComplete: Bool { shardsFailed.isEmpty && customersFailed.isEmpty && rejections.isEmpty }
+    /// Something retryable failed: rerunning resumes the run.
+    public var hasRetryableFailures: Bool {
+        shardsFailed.contains { $0.kind == .retryable } || customersFailed.contains { $0.kind == .retryable }
+    }
+
+    /// Something needs a person: payloads quarantined for the first time, or requests Apple refused.
+    public var needsAttention: Bool {
+        rejections.contains(where: \.newlyQuarantined) || shardsFailed.contains { $0.kind == .permanent }
+            || customersFailed.contains { $0.kind == .permanent }
+    }
+
+    /// How a run that worked through its whole plan ends. Payloads quarantined by an earlier run
+    /// do not count: they were reported then, and must not hold the schedule back.
+    public var completedStatus: RunRecord.Status {
+        if hasRetryableFailures { return .partial }
+        return needsAttention ? .succeededWithRejections : .succeeded
+    }
 
     public func json() throws -> Data {
         let encoder = JSONEncoder()
@@ -79,7 +101,8 @@ public struct RunReport: Sendable, Codable {
     public func humanSummary(maximumChanges: Int = 10) -> String {
         var lines: [String] = []
         let mode = dryRun ? "DRY RUN (nothing was changed) " : ""
-        lines.append("\(mode)reconcile run \(runId): \(status.rawValue.uppercased())")
+        lines.append("\(mode)reconcile run \(runId) (\(kind.rawValue)): \(status.rawValue.uppercased())")
+        if let failure { lines.append("  failure      \(failure)") }
         lines.append("  window       \(TimeArgument.iso8601(windowStart)) → \(TimeArgument.iso8601(windowEnd))  (\(environment), \(bundleId))")
         lines.append("  duration     \(String(format: "%.1f", durationSeconds)) s")
         let verb = dryRun ? "would apply" : "applied"
@@ -95,6 +118,12 @@ public struct RunReport: Sendable, Codable {
         }
         lines.append("  history      \(pages) pages over \(shardsTotal) shards, \(paginationRestarts) expired-token restarts, \(shardsFailed.count) shards failed")
         lines.append("  customers    \(customersChecked) checked by transaction history, \(transactionsFetched) transactions fetched, \(customersFailed.count) failed")
+        if !revisionResets.isEmpty {
+            lines.append("  revisions    Apple refused the stored revision of \(revisionResets.count) customers; their history was read from the start: "
+                + revisionResets.prefix(10).joined(separator: ", "))
+        }
+        let newRejections = rejections.filter(\.newlyQuarantined).count
+        lines.append("  rejected     \(rejections.count) signed values quarantined, never applied (\(newRejections) new, \(rejections.count - newRejections) known)")
         lines.append("  changed      \(changes.count) purchases\(dryRun ? " would change" : "")")
         for change in changes.prefix(maximumChanges) {
             // lastSignedDate moves with almost every change; show it only when it is the change.
@@ -108,16 +137,20 @@ public struct RunReport: Sendable, Codable {
         lines.append("  api          \(api.requests) requests, \(api.retries) retries, \(api.rateLimited) × 429, \(api.serverErrors) × 5xx, "
             + "\(api.transportErrors) connection errors")
         for shard in shardsFailed {
-            lines.append("  FAILED shard \(shard.query) \(TimeArgument.iso8601(shard.shardStart))–\(TimeArgument.iso8601(shard.shardEnd)): \(shard.error)")
+            lines.append("  FAILED shard (\(shard.kind.rawValue)) \(shard.query) \(TimeArgument.iso8601(shard.shardStart))–\(TimeArgument.iso8601(shard.shardEnd)): \(shard.error)")
         }
         for customer in customersFailed {
-            lines.append("  FAILED customer \(customer.anchorTransactionId): \(customer.error)")
+            lines.append("  FAILED customer (\(customer.kind.rawValue)) \(customer.anchorTransactionId): \(customer.error)")
         }
         for rejection in rejections {
-            lines.append("  REJECTED \(rejection.phase) \(rejection.notificationUUID ?? rejection.payloadSHA256.prefix(16) + "…"): \(rejection.reason) \(rejection.detail)")
+            lines.append("  \(rejection.newlyQuarantined ? "QUARANTINED" : "QUARANTINED BEFORE") \(rejection.source.rawValue) \(rejection.name): "
+                + "\(rejection.reason.rawValue) \(rejection.detail)")
         }
-        if !isComplete {
+        if hasRetryableFailures {
             lines.append("  Not everything was recovered: rerun the same command to retry what failed (it resumes this run).")
+        }
+        if needsAttention {
+            lines.append("  Needs attention: `reconciler rejections` lists the quarantine; failures marked permanent were refused by Apple.")
         }
         return lines.joined(separator: "\n")
     }

@@ -12,38 +12,40 @@ import PostgresNIO
 /// print(report.humanSummary())
 /// ```
 ///
-/// Rerunning the same window resumes the newest unfinished (or partial) run for it: finished
-/// shards are skipped, unfinished ones continue from their checkpoint, failed shards and
-/// customers are retried. After a run succeeded, the same window starts a new run, which finds
-/// only duplicates and unchanged revisions.
+/// Rerunning the same window resumes its newest unfinished run: finished shards are skipped,
+/// unfinished ones continue from their checkpoint, failed shards and customers are retried.
+/// After a run finished, the same window starts a new run, which finds only duplicates and
+/// unchanged revisions. A run that cannot finish throws ``RunStopped`` with what it recorded.
 public struct ReconcileRun: Sendable {
     public struct Configuration: Sendable {
         public var windowStart: Int64
         public var windowEnd: Int64
+        public var kind: RunRecord.Kind
         public var dryRun: Bool
         public var options: RunOptions
         public var replayConcurrency: Int
         public var gapConcurrency: Int
-        /// Wait for another run's lock instead of failing.
-        public var waitForLock: Bool
+        /// The run lease: how long, how often renewed, and whether to wait for another run's.
+        public var lease: RunLease.Configuration
         /// Start a new run even if an unfinished one exists for the window.
         public var fresh: Bool
-        /// Names this process in the ledger (`host:pid`).
-        public var holder: String
 
-        public init(windowStart: Int64, windowEnd: Int64, dryRun: Bool = false, options: RunOptions = .init(), replayConcurrency: Int = 8,
-                    gapConcurrency: Int = 8, waitForLock: Bool = false, fresh: Bool = false,
-                    holder: String = "\(ProcessInfo.processInfo.hostName):\(ProcessInfo.processInfo.processIdentifier)") {
+        public init(windowStart: Int64, windowEnd: Int64, kind: RunRecord.Kind = .manual, dryRun: Bool = false, options: RunOptions = .init(),
+                    replayConcurrency: Int = 8, gapConcurrency: Int = 8, lease: RunLease.Configuration = .init(), fresh: Bool = false) {
             self.windowStart = windowStart
             self.windowEnd = windowEnd
+            self.kind = kind
             self.dryRun = dryRun
             self.options = options
             self.replayConcurrency = replayConcurrency
             self.gapConcurrency = gapConcurrency
-            self.waitForLock = waitForLock
+            self.lease = lease
             self.fresh = fresh
-            self.holder = holder
         }
+
+        /// The connections a run of this configuration uses at once: one per shard and customer
+        /// worked on, one for its lease, one for its bookkeeping.
+        public var connectionsNeeded: Int { replayConcurrency + gapConcurrency + 2 }
     }
 
     /// A window the App Store cannot serve.
@@ -51,9 +53,32 @@ public struct ReconcileRun: Sendable {
         public var description: String
     }
 
+    /// The run stopped before it finished; `report` is what it recorded (when it could record).
+    public struct RunStopped: Error, CustomStringConvertible, Sendable {
+        public enum Reason: Sendable {
+            /// SIGINT or SIGTERM.
+            case interrupted
+            /// The configuration is wrong (Apple's data is for another app, untrusted chains, bad credentials).
+            case configuration(String)
+            /// The database stayed unreachable, or this process lost the run lease.
+            case unavailable(String)
+        }
+
+        public var reason: Reason
+        public var report: RunReport?
+
+        public var description: String {
+            switch reason {
+            case .interrupted: "interrupted"
+            case .configuration(let text): text
+            case .unavailable(let text): text
+            }
+        }
+    }
+
     public let configuration: Configuration
-    public let handler: NotificationHandler
-    public let client: AppStoreServerAPIClient
+    let handler: NotificationHandler
+    let client: AppStoreServerAPIClient
     let ledger: RunLedger
     let logger: Logger
 
@@ -62,11 +87,16 @@ public struct ReconcileRun: Sendable {
         self.handler = handler
         self.client = client
         self.logger = handler.database.logger
-        self.ledger = RunLedger(client: handler.database.client, logger: handler.database.logger)
+        self.ledger = RunLedger(database: handler.database)
     }
 
     var environment: String { handler.verifier.configuration.environment.rawValue }
     var bundleId: String { handler.verifier.configuration.bundleId }
+
+    /// How far back Apple keeps notification history.
+    public static func retention(_ environment: AppStoreEnvironment) -> Int64 {
+        (environment == .production ? 180 : 30) * 86_400_000
+    }
 
     /// Checks the window against Apple's limits before anything is locked or written.
     public static func validate(windowStart: Int64, windowEnd: Int64, environment: AppStoreEnvironment,
@@ -77,10 +107,9 @@ public struct ReconcileRun: Sendable {
         guard windowStart < now else {
             throw InvalidWindow(description: "the window starts in the future (\(TimeArgument.iso8601(windowStart)))")
         }
-        let retentionDays: Int64 = environment == .production ? 180 : 30
-        let oldest = now - retentionDays * 86_400_000 + 60_000
+        let oldest = now - retention(environment) + 60_000
         guard windowStart >= oldest else {
-            throw InvalidWindow(description: "the window starts before Apple's notification history retention (\(retentionDays) days in \(environment.rawValue.lowercased()), so no earlier than \(TimeArgument.iso8601(oldest))); use a later --start, and `--all` to check every customer's transaction history")
+            throw InvalidWindow(description: "the window starts before Apple's notification history retention (\(retention(environment) / 86_400_000) days in \(environment.rawValue.lowercased()), so no earlier than \(TimeArgument.iso8601(oldest))); use a later --start, and `--all` to check every customer's transaction history")
         }
     }
 
@@ -88,75 +117,125 @@ public struct ReconcileRun: Sendable {
     public func run(progress: RunProgress, onWait: @Sendable () -> Void = {}) async throws -> RunReport {
         try Self.validate(windowStart: configuration.windowStart, windowEnd: configuration.windowEnd,
                           environment: handler.verifier.configuration.environment)
-        let lock = RunLock(client: handler.database.client, logger: logger)
-        return try await lock.withLock(environment: environment, bundleId: bundleId, wait: configuration.waitForLock, onWait: onWait) {
-            let run = try await startOrResume()
-            logger.info("run started", metadata: [
-                "runId": "\(run.runId)", "window": "\(TimeArgument.iso8601(run.windowStart))/\(TimeArgument.iso8601(run.windowEnd))",
-                "phase": "\(run.phase.rawValue)", "dryRun": "\(run.dryRun)",
-            ])
-            do {
-                try await execute(run, progress: progress)
-                return try await finish(run, interrupted: false)
-            } catch {
-                // Record the outcome even though this task may be cancelled: a task of its own is not.
-                let interrupted = error is CancellationError || Task.isCancelled
-                let ledger = self.ledger, client = self.client
-                _ = try? await Task {
-                    if interrupted {
-                        _ = try await finish(run, interrupted: true)
-                    } else {
-                        try await ledger.finish(runId: run.runId, status: .failed, apiStatistics: client.statistics.snapshot, report: nil)
-                    }
-                }.value
-                throw interrupted ? CancellationError() : error
+        let lease = RunLease(configuration: configuration.lease, ledger: ledger)
+        do {
+            return try await lease.withLease(environment: environment, bundleId: bundleId, onWait: onWait) { handle in
+                let record = try await startOrResume()
+                try await handle.attach(runId: record.runId)
+                logger.info("run started", metadata: [
+                    "runId": "\(record.runId)", "kind": "\(record.kind.rawValue)",
+                    "window": "\(TimeArgument.iso8601(record.windowStart))/\(TimeArgument.iso8601(record.windowEnd))",
+                    "phase": "\(record.phase.rawValue)", "dryRun": "\(record.dryRun)",
+                ])
+                return try await runHoldingLease(record, progress: progress)
             }
+        } catch let lost as RunLease.Lost {
+            // Another process may own the run now: record nothing.
+            throw RunStopped(reason: .unavailable(lost.description), report: nil)
         }
+    }
+
+    private func runHoldingLease(_ record: RunRecord, progress: RunProgress) async throws -> RunReport {
+        // The client counts for the whole process; this run's share is what it adds from here.
+        let apiAtStart = client.statistics.snapshot
+        var shadow: ShadowSchema?
+        do {
+            if record.dryRun {
+                try await ShadowSchema.dropAll(except: Set(try await ledger.recentRuns(limit: 200).filter { $0.dryRun && !$0.status.isFinished }
+                    .map(\.runId)).union([record.runId]), on: handler.database)
+                shadow = try await ShadowSchema.create(runId: record.runId, on: handler.database)
+            }
+            try await execute(record, handler: handler.shadowed(by: shadow), progress: progress)
+            let api = client.statistics.snapshot.since(apiAtStart)
+            var report = try await Self.report(run: record, ledger: ledger, finishedAt: Date(), extraAPI: api)
+            report.status = report.completedStatus
+            try await ledger.finish(runId: record.runId, status: report.status, apiStatistics: api,
+                                    report: String(decoding: try report.json(), as: UTF8.self))
+            // A finished dry run needs its copies no more; an unfinished one resumes with them.
+            if let shadow, report.status.isFinished { try await shadow.drop(on: handler.database) }
+            return report
+        } catch {
+            throw await stopped(record, by: error, api: client.statistics.snapshot.since(apiAtStart))
+        }
+    }
+
+    /// Records why a run stopped (when the database lets it), as a ``RunStopped`` carrying the report.
+    private func stopped(_ record: RunRecord, by error: any Error, api: APIStatistics.Snapshot) async -> any Error {
+        let reason: RunStopped.Reason
+        let status: RunRecord.Status
+        switch error {
+        case is CancellationError:
+            (reason, status) = (.interrupted, .interrupted)
+        case let error as RunConfigurationError:
+            (reason, status) = (.configuration(error.description), .failed)
+        case let error as AppStoreServerAPIError:
+            guard case .unauthorized = error else { return error }
+            (reason, status) = (.configuration(error.description), .failed)
+        case let error as RunLease.Lost:
+            return RunStopped(reason: .unavailable(error.description), report: nil)
+        case let error as RunLedger.CheckpointConflict:
+            return RunStopped(reason: .unavailable(error.description), report: nil)
+        case let error as DatabaseUnavailable:
+            return RunStopped(reason: .unavailable(error.description), report: nil)
+        default:
+            return error
+        }
+        // Record the outcome even though this task may be cancelled: a detached task is not, and
+        // a database that is going away gets only a few seconds.
+        let ledger = RunLedger(database: ledger.database.with(unavailableTimeout: .seconds(5)))
+        let failure: String? = if case .configuration(let text) = reason { text } else { nil }
+        let report = try? await Task.detached {
+            var report = try await Self.report(run: record, ledger: ledger, finishedAt: Date(), extraAPI: api)
+            report.status = status
+            report.failure = failure
+            try await ledger.finish(runId: record.runId, status: status, failure: failure, apiStatistics: api,
+                                    report: String(decoding: try report.json(), as: UTF8.self))
+            return report
+        }.value
+        return RunStopped(reason: reason, report: report)
     }
 
     private func startOrResume() async throws -> RunRecord {
         if !configuration.fresh, let existing = try await ledger.resumableRun(
             environment: environment, bundleId: bundleId, windowStart: configuration.windowStart,
             windowEnd: configuration.windowEnd, dryRun: configuration.dryRun) {
-            try await ledger.resume(runId: existing.runId, holder: configuration.holder)
+            try await ledger.resume(runId: existing.runId, holder: configuration.lease.holder)
             logger.info("resuming run", metadata: ["runId": "\(existing.runId)", "previousStatus": "\(existing.status.rawValue)"])
             return try await ledger.run(id: existing.runId) ?? existing
         }
         let planner = ReplayPlanner(configuration: configuration.options.planner)
         let shards = planner.plan(windowStart: configuration.windowStart, windowEnd: configuration.windowEnd)
         return try await ledger.createRun(
-            environment: environment, bundleId: bundleId, windowStart: configuration.windowStart, windowEnd: configuration.windowEnd,
-            dryRun: configuration.dryRun, options: configuration.options, shards: shards, holder: configuration.holder)
+            kind: configuration.kind, environment: environment, bundleId: bundleId, windowStart: configuration.windowStart,
+            windowEnd: configuration.windowEnd, dryRun: configuration.dryRun, options: configuration.options, shards: shards,
+            holder: configuration.lease.holder)
     }
 
-    private func execute(_ run: RunRecord, progress: RunProgress) async throws {
+    private func execute(_ run: RunRecord, handler: NotificationHandler, progress: RunProgress) async throws {
+        let tally = VerificationTally()
         if run.phase == .replay {
             let replayer = NotificationReplayer(
-                configuration: .init(runId: run.runId, dryRun: run.dryRun, concurrency: configuration.replayConcurrency),
-                handler: handler, client: client, ledger: ledger, progress: progress, logger: logger)
+                configuration: .init(run: run, concurrency: configuration.replayConcurrency),
+                handler: handler, client: client, ledger: ledger, progress: progress, tally: tally, logger: logger)
             try await replayer.run()
             try await ledger.setPhase(runId: run.runId, .gapFill)
         }
-        try await ledger.enqueueAtRisk(runId: run.runId, environment: run.environment, windowEnd: run.windowEnd, all: run.options.allCustomers)
-        let filler = GapFiller(
-            configuration: .init(runId: run.runId, environment: run.environment, dryRun: run.dryRun, refreshStatus: run.options.refreshStatus,
-                                 concurrency: configuration.gapConcurrency, worker: configuration.holder),
-            verifier: handler.verifier, client: client, database: handler.database, ledger: ledger, progress: progress, logger: logger)
-        try await filler.run()
-        // Customers other workers (`reconciler work`) still hold: wait for them, or take them over
-        // if their worker died (its row lock is gone and the row is pending again).
-        while try await ledger.queueSummary(runId: run.runId).pending > 0 {
-            try await Task.sleep(for: .seconds(1))
-            try await filler.run()
+        let due = try await handler.database.transaction { [store = handler.store] connection in
+            try await store.dueAnchors(environment: run.environment, windowEnd: run.windowEnd, all: run.options.allCustomers, on: connection)
         }
-    }
-
-    private func finish(_ run: RunRecord, interrupted: Bool) async throws -> RunReport {
-        var report = try await Self.report(run: run, ledger: ledger, finishedAt: Date(), extraAPI: client.statistics.snapshot)
-        if interrupted { report.status = .interrupted } else { report.status = report.isComplete ? .succeeded : .partial }
-        try await ledger.finish(runId: run.runId, status: report.status, apiStatistics: client.statistics.snapshot,
-                                report: String(decoding: try report.json(), as: UTF8.self))
-        return report
+        try await ledger.database.transaction { [ledger] connection in
+            try await ledger.enqueue(runId: run.runId, anchors: due, reason: run.options.allCustomers ? .all : .due, on: connection)
+        }
+        let filler = GapFiller(
+            configuration: .init(run: run, concurrency: configuration.gapConcurrency, worker: configuration.lease.holder),
+            handler: handler, client: client, ledger: ledger, progress: progress, tally: tally, logger: logger)
+        try await filler.fill()
+        // Customers other workers (`reconciler work`) still hold: wait for them, or take them over
+        // when their lease runs out.
+        while try await ledger.queueSummary(runId: run.runId).open > 0 {
+            try await Task.sleep(for: .seconds(1))
+            try await filler.fill()
+        }
     }
 
     /// Builds the report of a run from its ledger (so it covers every process that worked on it).
@@ -176,17 +255,19 @@ public struct ReconcileRun: Sendable {
             RunReport.Change(originalTransactionId: change.after.originalTransactionId, fields: change.after.changedFields(from: change.before),
                              before: change.before, after: change.after)
         }
+        let gapFill = try await ledger.gapFillTotals(runId: run.runId)
         return RunReport(
-            runId: run.runId, environment: run.environment, bundleId: run.bundleId, windowStart: run.windowStart, windowEnd: run.windowEnd,
-            dryRun: run.dryRun, status: run.status, startedAt: run.startedAt, finishedAt: finishedAt,
-            durationSeconds: finishedAt.timeIntervalSince(run.startedAt), notifications: total, notificationsByType: byType,
-            shardsTotal: shards.count,
+            runId: run.runId, kind: run.kind, environment: run.environment, bundleId: run.bundleId, windowStart: run.windowStart,
+            windowEnd: run.windowEnd, dryRun: run.dryRun, status: run.status, failure: run.failure, startedAt: run.startedAt,
+            finishedAt: finishedAt, durationSeconds: finishedAt.timeIntervalSince(run.startedAt), notifications: total,
+            notificationsByType: byType, shardsTotal: shards.count,
             shardsFailed: shards.filter { $0.status == .failed }.map {
-                .init(query: $0.shard.filter.description, shardStart: $0.shard.start, shardEnd: $0.shard.end, error: $0.lastError ?? "")
+                .init(query: $0.shard.filter.description, shardStart: $0.shard.start, shardEnd: $0.shard.end, kind: $0.failureKind ?? .retryable,
+                      error: $0.lastError ?? "")
             },
             pages: shards.reduce(0) { $0 + $1.pagesDone }, paginationRestarts: shards.reduce(0) { $0 + $1.restarts },
             customersChecked: queue.done + queue.failed, customersFailed: try await ledger.failedCustomers(runId: run.runId),
-            transactionsFetched: try await ledger.transactionsSeen(runId: run.runId), changes: changes,
+            transactionsFetched: gapFill.transactionsSeen, revisionResets: gapFill.revisionResets, changes: changes,
             rejections: try await ledger.rejections(runId: run.runId),
             api: try await ledger.apiStatistics(runId: run.runId) + extraAPI)
     }

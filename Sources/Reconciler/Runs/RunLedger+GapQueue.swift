@@ -2,71 +2,111 @@ import AppStoreServer
 import Foundation
 import PostgresNIO
 
-/// The phase-2 customer queue and the stored history revisions.
+/// The phase-2 customer queue. A worker leases a customer (a row it owns until `lease_until`,
+/// renewed while it works), fetches from Apple with no transaction open, and completes the row
+/// in the short transaction that applies the customer's last page. A dead worker's lease simply
+/// runs out and another worker takes the customer over; nothing waits on a row lock.
 extension RunLedger {
-    /// Queues the customers of purchases touched by a replayed page (same transaction as the page).
-    public func enqueueTouched(runId: Int64, originalTransactionIds: [String], on connection: PostgresConnection) async throws {
-        guard !originalTransactionIds.isEmpty else { return }
+    /// Why a customer is in the queue.
+    public enum QueueReason: String, Sendable, Codable {
+        /// A replayed page touched one of its purchases.
+        case touched
+        /// A subscription of it fell due after it was last checked.
+        case due
+        /// `--all`.
+        case all
+    }
+
+    /// The state of a customer in the queue.
+    public enum QueueStatus: String, Sendable, Codable {
+        case pending, leased, done, failed
+    }
+
+    /// Queues customers (in the caller's transaction); customers already queued stay as they are.
+    public func enqueue(runId: Int64, anchors: [String], reason: QueueReason, on connection: PostgresConnection) async throws {
+        guard !anchors.isEmpty else { return }
         try await connection.query("""
             INSERT INTO gap_queue (run_id, anchor_transaction_id, reason)
-            SELECT DISTINCT \(runId), COALESCE(p.history_anchor_transaction_id, t.id), 'touched'
-            FROM unnest(\(originalTransactionIds)::text[]) AS t (id) LEFT JOIN purchases p ON p.original_transaction_id = t.id
+            SELECT \(runId), anchor, \(reason.rawValue) FROM unnest(\(Array(Set(anchors)).sorted())::text[]) AS a (anchor)
             ON CONFLICT (run_id, anchor_transaction_id) DO NOTHING
             """, logger: logger)
     }
 
-    /// Queues subscriptions whose expiry or renewal fell due by the window's end while their stored
-    /// state, not newer than the window, still says active, billing retry or grace period; with
-    /// `all`, every known purchase. Returns how many rows the queue has.
-    @discardableResult
-    public func enqueueAtRisk(runId: Int64, environment: String, windowEnd: Int64, all: Bool) async throws -> Int {
-        try await client.query("""
-            INSERT INTO gap_queue (run_id, anchor_transaction_id, reason)
-            SELECT DISTINCT \(runId), COALESCE(history_anchor_transaction_id, original_transaction_id), 'due'
-            FROM purchases
-            WHERE environment = \(environment) AND product_type = 'Auto-Renewable Subscription'
-              AND (expires_date_ms <= \(windowEnd) OR renewal_date_ms <= \(windowEnd))
-              AND COALESCE(last_signed_date_ms, 0) <= \(windowEnd)
-              AND (status IS NULL OR status IN (1, 3, 4))
-            ON CONFLICT (run_id, anchor_transaction_id) DO NOTHING
+    /// Leases the next customer nobody works on (pending, or leased by a worker whose lease ran
+    /// out), touched customers first; `nil` when there is none right now.
+    public func leaseCustomer(runId: Int64, worker: String, leaseDuration: Duration) async throws -> String? {
+        let milliseconds = leaseDuration.components.seconds * 1000 + leaseDuration.components.attoseconds / 1_000_000_000_000_000
+        return try await read { [logger] connection in
+            let rows = try await connection.query("""
+                UPDATE gap_queue SET status = 'leased', worker = \(worker), lease_until = now() + \(milliseconds) * interval '1 millisecond',
+                    updated_at = now()
+                WHERE (run_id, anchor_transaction_id) = (
+                    SELECT run_id, anchor_transaction_id FROM gap_queue
+                    WHERE run_id = \(runId) AND status IN ('pending', 'leased') AND (status = 'pending' OR lease_until < now())
+                    ORDER BY reason <> 'touched', anchor_transaction_id
+                    LIMIT 1 FOR UPDATE SKIP LOCKED)
+                RETURNING anchor_transaction_id
+                """, logger: logger)
+            for try await anchor in rows.decode(String.self) { return anchor }
+            return nil
+        }
+    }
+
+    /// Extends a customer's lease (in the caller's transaction); `false` when this worker lost it.
+    public func renewCustomerLease(runId: Int64, anchor: String, worker: String, leaseDuration: Duration,
+                                   on connection: PostgresConnection) async throws -> Bool {
+        let milliseconds = leaseDuration.components.seconds * 1000 + leaseDuration.components.attoseconds / 1_000_000_000_000_000
+        let rows = try await connection.query("""
+            UPDATE gap_queue SET lease_until = now() + \(milliseconds) * interval '1 millisecond', updated_at = now()
+            WHERE run_id = \(runId) AND anchor_transaction_id = \(anchor) AND worker = \(worker) AND status = 'leased'
+            RETURNING 1
             """, logger: logger)
-        if all {
-            try await client.query("""
-                INSERT INTO gap_queue (run_id, anchor_transaction_id, reason)
-                SELECT DISTINCT \(runId), COALESCE(history_anchor_transaction_id, original_transaction_id), 'all'
-                FROM purchases WHERE environment = \(environment)
-                ON CONFLICT (run_id, anchor_transaction_id) DO NOTHING
+        for try await _ in rows { return true }
+        return false
+    }
+
+    /// Completes a customer this worker holds (in the transaction of its last page); `false` when
+    /// the lease was lost, in which case the caller rolls back.
+    public func completeCustomer(runId: Int64, anchor: String, worker: String, transactionsSeen: Int,
+                                 on connection: PostgresConnection) async throws -> Bool {
+        let rows = try await connection.query("""
+            UPDATE gap_queue SET status = 'done', attempts = attempts + 1, transactions_seen = \(transactionsSeen), last_error = NULL,
+                failure_kind = NULL, lease_until = NULL, updated_at = now()
+            WHERE run_id = \(runId) AND anchor_transaction_id = \(anchor) AND worker = \(worker) AND status = 'leased'
+            RETURNING 1
+            """, logger: logger)
+        for try await _ in rows { return true }
+        return false
+    }
+
+    /// Marks a customer this worker holds as failed.
+    public func failCustomer(runId: Int64, anchor: String, worker: String, kind: FailureKind, error: String) async throws {
+        try await read { [logger] connection in
+            try await connection.query("""
+                UPDATE gap_queue SET status = 'failed', failure_kind = \(kind.rawValue), attempts = attempts + 1, last_error = \(error),
+                    lease_until = NULL, updated_at = now()
+                WHERE run_id = \(runId) AND anchor_transaction_id = \(anchor) AND worker = \(worker) AND status = 'leased'
                 """, logger: logger)
         }
-        return try await queueSummary(runId: runId).total
     }
 
-    /// Claims the next pending customer inside the caller's transaction; the row stays locked
-    /// (so no other worker takes it) until that transaction ends.
-    public func claimCustomer(runId: Int64, on connection: PostgresConnection) async throws -> String? {
-        let rows = try await connection.query("""
-            SELECT anchor_transaction_id FROM gap_queue
-            WHERE run_id = \(runId) AND status = 'pending'
-            ORDER BY reason <> 'touched', anchor_transaction_id
-            LIMIT 1 FOR UPDATE SKIP LOCKED
-            """, logger: logger)
-        for try await anchor in rows.decode(String.self) { return anchor }
-        return nil
+    /// Gives a customer back to the queue (this worker stops without finishing it).
+    public func releaseCustomer(runId: Int64, anchor: String, worker: String) async throws {
+        try await read { [logger] connection in
+            try await connection.query("""
+                UPDATE gap_queue SET status = 'pending', lease_until = NULL, updated_at = now()
+                WHERE run_id = \(runId) AND anchor_transaction_id = \(anchor) AND worker = \(worker) AND status = 'leased'
+                """, logger: logger)
+        }
     }
 
-    public func completeCustomer(runId: Int64, anchor: String, worker: String, transactionsSeen: Int, on connection: PostgresConnection) async throws {
-        try await connection.query("""
-            UPDATE gap_queue SET status = 'done', attempts = attempts + 1, transactions_seen = \(transactionsSeen), last_error = NULL,
-                worker = \(worker), updated_at = now()
-            WHERE run_id = \(runId) AND anchor_transaction_id = \(anchor)
-            """, logger: logger)
-    }
-
-    public func failCustomer(runId: Int64, anchor: String, worker: String, error: String, on connection: PostgresConnection) async throws {
-        try await connection.query("""
-            UPDATE gap_queue SET status = 'failed', attempts = attempts + 1, last_error = \(error), worker = \(worker), updated_at = now()
-            WHERE run_id = \(runId) AND anchor_transaction_id = \(anchor)
-            """, logger: logger)
+    /// Notes that Apple refused a customer's stored revision, so its history was read from the start.
+    public func noteRevisionReset(runId: Int64, anchor: String) async throws {
+        try await read { [logger] connection in
+            try await connection.query("""
+                UPDATE gap_queue SET revision_resets = revision_resets + 1 WHERE run_id = \(runId) AND anchor_transaction_id = \(anchor)
+                """, logger: logger)
+        }
     }
 
     /// Marks pending customers whose purchases another customer's history covered as done.
@@ -79,73 +119,69 @@ extension RunLedger {
             WHERE (run_id, anchor_transaction_id) IN (
                 SELECT run_id, anchor_transaction_id FROM gap_queue
                 WHERE run_id = \(runId) AND anchor_transaction_id = ANY(\(others)::text[]) AND status = 'pending'
+                ORDER BY anchor_transaction_id
                 FOR UPDATE SKIP LOCKED)
             """, logger: logger)
     }
 
     public struct QueueSummary: Sendable, Codable, Hashable {
         public var pending: Int
+        public var leased: Int
         public var done: Int
         public var failed: Int
-        public var total: Int { pending + done + failed }
+        public var total: Int { pending + leased + done + failed }
+        /// Customers still to be worked on, here or by another worker.
+        public var open: Int { pending + leased }
     }
 
     public func queueSummary(runId: Int64) async throws -> QueueSummary {
-        let rows = try await client.query("""
-            SELECT count(*) FILTER (WHERE status = 'pending'), count(*) FILTER (WHERE status = 'done'), count(*) FILTER (WHERE status = 'failed')
-            FROM gap_queue WHERE run_id = \(runId)
-            """, logger: logger)
-        for try await (pending, done, failed) in rows.decode((Int, Int, Int).self) {
-            return QueueSummary(pending: pending, done: done, failed: failed)
+        try await read { [logger] connection in
+            let rows = try await connection.query("""
+                SELECT count(*) FILTER (WHERE status = 'pending'), count(*) FILTER (WHERE status = 'leased'),
+                       count(*) FILTER (WHERE status = 'done'), count(*) FILTER (WHERE status = 'failed')
+                FROM gap_queue WHERE run_id = \(runId)
+                """, logger: logger)
+            for try await (pending, leased, done, failed) in rows.decode((Int, Int, Int, Int).self) {
+                return QueueSummary(pending: pending, leased: leased, done: done, failed: failed)
+            }
+            return QueueSummary(pending: 0, leased: 0, done: 0, failed: 0)
         }
-        return QueueSummary(pending: 0, done: 0, failed: 0)
     }
 
     public struct FailedCustomer: Sendable, Codable, Hashable {
         public var anchorTransactionId: String
+        public var kind: FailureKind
         public var error: String
     }
 
     public func failedCustomers(runId: Int64) async throws -> [FailedCustomer] {
-        let rows = try await client.query("""
-            SELECT anchor_transaction_id, COALESCE(last_error, '') FROM gap_queue WHERE run_id = \(runId) AND status = 'failed'
-            ORDER BY anchor_transaction_id
-            """, logger: logger)
-        var result: [FailedCustomer] = []
-        for try await (anchor, error) in rows.decode((String, String).self) { result.append(.init(anchorTransactionId: anchor, error: error)) }
-        return result
+        try await read { [logger] connection in
+            let rows = try await connection.query("""
+                SELECT anchor_transaction_id, COALESCE(failure_kind, 'retryable'), COALESCE(last_error, '') FROM gap_queue
+                WHERE run_id = \(runId) AND status = 'failed' ORDER BY anchor_transaction_id
+                """, logger: logger)
+            var result: [FailedCustomer] = []
+            for try await (anchor, kind, error) in rows.decode((String, String, String).self) {
+                result.append(.init(anchorTransactionId: anchor, kind: FailureKind(rawValue: kind) ?? .retryable, error: error))
+            }
+            return result
+        }
     }
 
-    /// How many transactions phase 2 received for the run.
-    public func transactionsSeen(runId: Int64) async throws -> Int {
-        let rows = try await client.query("SELECT COALESCE(sum(transactions_seen), 0)::bigint FROM gap_queue WHERE run_id = \(runId)", logger: logger)
-        for try await value in rows.decode(Int64.self) { return Int(value) }
-        return 0
-    }
-
-    // MARK: Revisions
-
-    public func revision(anchor: String) async throws -> String? {
-        let rows = try await client.query(
-            "SELECT revision FROM history_revisions WHERE anchor_transaction_id = \(anchor)", logger: logger)
-        for try await revision in rows.decode(String.self) { return revision }
-        return nil
-    }
-
-    public func storeRevision(anchor: String, environment: String, revision: String, on connection: PostgresConnection) async throws {
-        try await connection.query("""
-            INSERT INTO history_revisions (anchor_transaction_id, environment, revision) VALUES (\(anchor), \(environment), \(revision))
-            ON CONFLICT (anchor_transaction_id) DO UPDATE SET revision = EXCLUDED.revision, updated_at = now()
-            """, logger: logger)
-    }
-
-    /// Remembers which customer history covers these purchases, so later runs queue that customer once.
-    public func setHistoryAnchor(_ anchor: String, for originalTransactionIds: [String], on connection: PostgresConnection) async throws {
-        guard !originalTransactionIds.isEmpty else { return }
-        try await connection.query("""
-            UPDATE purchases SET history_anchor_transaction_id = \(anchor)
-            WHERE original_transaction_id = ANY(\(originalTransactionIds)::text[])
-              AND history_anchor_transaction_id IS DISTINCT FROM \(anchor)
-            """, logger: logger)
+    /// How many transactions phase 2 received for the run, and the customers whose stored revision
+    /// Apple refused.
+    public func gapFillTotals(runId: Int64) async throws -> (transactionsSeen: Int, revisionResets: [String]) {
+        try await read { [logger] connection in
+            var seen = 0
+            let rows = try await connection.query(
+                "SELECT COALESCE(sum(transactions_seen), 0)::bigint FROM gap_queue WHERE run_id = \(runId)", logger: logger)
+            for try await value in rows.decode(Int64.self) { seen = Int(value) }
+            var resets: [String] = []
+            let reset = try await connection.query("""
+                SELECT anchor_transaction_id FROM gap_queue WHERE run_id = \(runId) AND revision_resets > 0 ORDER BY anchor_transaction_id
+                """, logger: logger)
+            for try await anchor in reset.decode(String.self) { resets.append(anchor) }
+            return (seen, resets)
+        }
     }
 }

@@ -1,3 +1,4 @@
+import AppStoreServer
 import Foundation
 
 /// How a run was asked to work; stored with it so a resumed run keeps its plan.
@@ -17,8 +18,24 @@ public struct RunOptions: Sendable, Codable, Hashable {
 
 /// A row of `reconcile_runs`.
 public struct RunRecord: Sendable, Codable, Hashable {
-    public enum Status: String, Sendable, Codable {
-        case running, succeeded, partial, failed, interrupted
+    public enum Status: String, Sendable, Codable, CaseIterable {
+        case running
+        /// Everything in the window was recovered.
+        case succeeded
+        /// Everything was recovered, but payloads were quarantined (or customers refused by Apple)
+        /// for the first time: a person should look. The schedule moves on.
+        case succeededWithRejections = "succeeded_with_rejections"
+        /// Something retryable failed; rerunning resumes the run.
+        case partial
+        /// The run stopped: a configuration error or the database; see `failure`.
+        case failed
+        /// SIGINT or SIGTERM; rerunning resumes the run.
+        case interrupted
+        /// A scheduled window that left Apple's retention before it could be finished.
+        case lost
+
+        /// The window needs no more work: the schedule moves past it.
+        public var isFinished: Bool { self == .succeeded || self == .succeededWithRejections || self == .lost }
     }
 
     public enum Phase: String, Sendable, Codable {
@@ -27,7 +44,18 @@ public struct RunRecord: Sendable, Codable, Hashable {
         case done
     }
 
+    /// Why a run exists; only scheduled runs form the schedule's chain of windows.
+    public enum Kind: String, Sendable, Codable, CaseIterable {
+        /// `run --start T --end T`.
+        case manual
+        /// `run --since-last`: the next window of the schedule.
+        case scheduled
+        /// A window `detect-outage` found (`run --detected`).
+        case detected
+    }
+
     public var runId: Int64
+    public var kind: Kind
     public var environment: String
     public var bundleId: String
     public var windowStart: Int64
@@ -40,6 +68,15 @@ public struct RunRecord: Sendable, Codable, Hashable {
     public var updatedAt: Date
     public var finishedAt: Date?
     public var holder: String?
+    /// Why a failed run failed.
+    public var failure: String?
+}
+
+/// Whether a failure is worth retrying: the next run retries `retryable` ones; `permanent` ones
+/// (Apple refused the request) need a person and do not hold the schedule back.
+public enum FailureKind: String, Sendable, Codable {
+    case retryable
+    case permanent
 }
 
 /// A row of `run_shards`: one query over one time shard and how far it got.
@@ -52,14 +89,69 @@ public struct ShardRecord: Sendable, Hashable {
     public var notificationsSeen: Int
     public var restarts: Int
     public var status: Status
+    public var failureKind: FailureKind?
     public var lastError: String?
+
+    /// Where the shard's next page starts; a checkpoint only advances from the one it read.
+    public var position: Position { Position(paginationToken: paginationToken, pagesDone: pagesDone) }
+
+    public struct Position: Sendable, Hashable {
+        public var paginationToken: String?
+        public var pagesDone: Int
+    }
 }
 
-/// A signed value a run refused.
+/// A signed value from Apple's API that failed verification. It is quarantined (stored once, never
+/// applied) and reported by every run that meets it.
 public struct Rejection: Sendable, Codable, Hashable {
-    public var phase: String
+    /// The API response the value came in.
+    public enum Source: String, Sendable, Codable, CaseIterable {
+        case notificationHistory = "notification_history"
+        case transactionHistory = "transaction_history"
+        case subscriptionStatus = "subscription_status"
+    }
+
+    public var source: Source
+    /// What the payload claims to be, read without trusting it; only to name it.
     public var notificationUUID: String?
-    public var reason: String
+    public var typeAndSubtype: String?
+    public var reason: VerificationError.Reason
     public var detail: String
     public var payloadSHA256: String
+    /// Whether this run quarantined it (the first run to meet it); `false`: it was known already.
+    public var newlyQuarantined: Bool
+
+    /// The signed value, kept in the quarantine; not part of reports.
+    var signedPayload: String = ""
+
+    private enum CodingKeys: String, CodingKey {
+        case source, notificationUUID, typeAndSubtype, reason, detail, payloadSHA256, newlyQuarantined
+    }
+
+    /// A rejection of `signedValue` for `error`; the one place rejections are made.
+    public init(source: Source, signedValue: String, error: VerificationError) {
+        self.source = source
+        let claimed = source == .notificationHistory ? UnverifiedPayload.decode(signedValue, as: ResponseBodyV2DecodedPayload.self) : nil
+        self.notificationUUID = claimed?.notificationUUID
+        self.typeAndSubtype = claimed?.notificationType.map { type in claimed?.subtype.map { "\(type.rawValue)/\($0.rawValue)" } ?? type.rawValue }
+        self.reason = error.reason
+        self.detail = error.detail
+        self.payloadSHA256 = SHA256Hex.digest(signedValue)
+        self.newlyQuarantined = true
+        self.signedPayload = signedValue
+    }
+
+    init(source: Source, notificationUUID: String?, typeAndSubtype: String?, reason: VerificationError.Reason, detail: String,
+         payloadSHA256: String, newlyQuarantined: Bool) {
+        self.source = source
+        self.notificationUUID = notificationUUID
+        self.typeAndSubtype = typeAndSubtype
+        self.reason = reason
+        self.detail = detail
+        self.payloadSHA256 = payloadSHA256
+        self.newlyQuarantined = newlyQuarantined
+    }
+
+    /// How reports name it: the UUID it claims, else the start of its hash.
+    public var name: String { notificationUUID ?? String(payloadSHA256.prefix(16)) + "…" }
 }

@@ -90,48 +90,167 @@ public struct DatabaseSettings: Sendable, CustomStringConvertible {
     }
 }
 
-/// Runs work in PostgreSQL transactions on a `PostgresClient`.
+/// Runs work in short PostgreSQL transactions on a `PostgresClient`, and rides out a database
+/// that goes away for a while (a restart, a failover): a lost connection or a server that is
+/// starting up makes the whole transaction run again, until `unavailableTimeout` has passed
+/// without success; then ``DatabaseUnavailable`` names the database (never its password).
+///
+/// ```swift
+/// let database = Database(client: client, logger: logger, configuration: .init(name: settings.description))
+/// let count = try await database.transaction { connection in try await store.count(on: connection) }
+/// ```
+///
+/// Every body must be safe to run again: a commit whose answer was lost is retried like any other
+/// failure, so writes are idempotent or guarded by a compare-and-set that tells "already done".
 public struct Database: Sendable {
+    public struct Configuration: Sendable {
+        /// Names the database in errors and logs: host, port and database, never a password.
+        public var name: String
+        /// How long one operation keeps retrying while the database is unreachable.
+        public var unavailableTimeout: Duration
+        /// One attempt (connection lease and statements) running longer is abandoned and retried.
+        public var attemptTimeout: Duration
+
+        public init(name: String = "the database", unavailableTimeout: Duration = .seconds(60), attemptTimeout: Duration = .seconds(30)) {
+            self.name = name
+            self.unavailableTimeout = unavailableTimeout
+            self.attemptTimeout = attemptTimeout
+        }
+    }
+
     public let client: PostgresClient
     public let logger: Logger
+    public let configuration: Configuration
+    /// Set for a dry run: every transaction reads and writes the run's shadow tables first.
+    public let shadow: ShadowSchema?
 
-    public init(client: PostgresClient, logger: Logger) {
+    public init(client: PostgresClient, logger: Logger, configuration: Configuration = .init(), shadow: ShadowSchema? = nil) {
         self.client = client
         self.logger = logger
+        self.configuration = configuration
+        self.shadow = shadow
+    }
+
+    /// The same database, seen through a dry run's shadow tables.
+    public func shadowed(by shadow: ShadowSchema?) -> Database {
+        Database(client: client, logger: logger, configuration: configuration, shadow: shadow)
+    }
+
+    /// The same database, giving up sooner while it is unreachable (for work that must not wait long).
+    public func with(unavailableTimeout: Duration) -> Database {
+        var configuration = configuration
+        configuration.unavailableTimeout = unavailableTimeout
+        configuration.attemptTimeout = min(configuration.attemptTimeout, unavailableTimeout)
+        return Database(client: client, logger: logger, configuration: configuration, shadow: shadow)
     }
 
     /// Runs `body` in one transaction on one connection: committed when it returns, rolled back
-    /// when it throws, or when `rollback` is true (dry runs see exactly what would happen).
-    /// A deadlock or serialization failure reruns the whole body, a few times.
+    /// when it throws, or when `rollback` is true. A deadlock, a serialization failure or a lost
+    /// connection runs the whole body again.
     public func transaction<Result: Sendable>(
-        rollback: Bool = false, _ body: (PostgresConnection) async throws -> Result
+        rollback: Bool = false, _ body: @Sendable (PostgresConnection) async throws -> Result
     ) async throws -> Result {
+        let clock = ContinuousClock()
+        let deadline = clock.now + configuration.unavailableTimeout
         var attempt = 0
         while true {
             attempt += 1
+            // Errors before the body ran come from getting a connection: the server is away.
+            let leased = Locked(false)
             do {
-                return try await client.withConnection { connection in
-                    try await connection.query("BEGIN", logger: logger)
-                    do {
-                        let result = try await body(connection)
-                        try await connection.query(rollback ? "ROLLBACK" : "COMMIT", logger: logger)
-                        return result
-                    } catch {
-                        _ = try? await connection.query("ROLLBACK", logger: logger)
-                        throw error
+                return try await withAttemptTimeout {
+                    try await client.withConnection { connection in
+                        leased.withLock { $0 = true }
+                        try await connection.query("BEGIN", logger: logger)
+                        do {
+                            if let shadow { try await shadow.enter(on: connection, logger: logger) }
+                            let result = try await body(connection)
+                            try await connection.query(rollback ? "ROLLBACK" : "COMMIT", logger: logger)
+                            return result
+                        } catch {
+                            _ = try? await connection.query("ROLLBACK", logger: logger)
+                            throw error
+                        }
                     }
                 }
-            } catch let error as PSQLError where attempt < 5 && Self.isTransient(error) {
-                logger.debug("retrying transaction", metadata: ["sqlState": "\(error.serverInfo?[.sqlState] ?? "")"])
-                continue
+            } catch {
+                try Task.checkCancellation()
+                guard let retry = leased.withLock({ $0 }) ? Self.retryKind(of: error) : .unavailable else { throw error }
+                if retry == .conflict, attempt < 5 {
+                    logger.debug("retrying a transaction after a conflict", metadata: ["error": "\(Self.brief(error))"])
+                    continue
+                }
+                guard retry == .unavailable, clock.now < deadline else {
+                    throw retry == .unavailable
+                        ? DatabaseUnavailable(database: configuration.name, waited: configuration.unavailableTimeout, lastError: Self.brief(error))
+                        : error
+                }
+                let pause = min(Duration.milliseconds(100 * (1 << min(attempt, 5))), .seconds(2))
+                logger.warning("the database is unreachable; retrying", metadata: [
+                    "database": "\(configuration.name)", "attempt": "\(attempt)", "error": "\(Self.brief(error))",
+                ])
+                try await Task.sleep(for: min(pause, max(deadline - clock.now, .milliseconds(1))))
             }
         }
     }
 
-    static func isTransient(_ error: PSQLError) -> Bool {
-        // 40001 serialization_failure, 40P01 deadlock_detected.
-        guard let state = error.serverInfo?[.sqlState] else { return false }
-        return state == "40001" || state == "40P01"
+    /// Runs one attempt, abandoning it (by cancellation) when it takes longer than `attemptTimeout`.
+    private func withAttemptTimeout<Result: Sendable>(_ body: @Sendable () async throws -> Result) async throws -> Result {
+        try await withoutActuallyEscaping(body) { body in
+            try await withThrowingTaskGroup(of: Result?.self) { group in
+                group.addTask { try await body() }
+                group.addTask { [timeout = configuration.attemptTimeout] in
+                    try await Task.sleep(for: timeout)
+                    return nil
+                }
+                defer { group.cancelAll() }
+                guard let first = try await group.next(), let result = first else { throw AttemptTimedOut() }
+                return result
+            }
+        }
+    }
+
+    struct AttemptTimedOut: Error {}
+
+    enum RetryKind { case conflict, unavailable }
+
+    /// Which failures run a transaction again: conflicts a few times, and everything that says
+    /// the server or the connection is gone until the database has been unavailable for too long.
+    static func retryKind(of error: any Error) -> RetryKind? {
+        if error is CancellationError { return nil }
+        if error is AttemptTimedOut { return .unavailable }
+        if let transaction = error as? PostgresTransactionError {
+            return transaction.closureError.flatMap(retryKind(of:)) ?? .unavailable
+        }
+        guard let error = error as? PSQLError else { return nil }
+        switch error.code {
+        case .serverClosedConnection, .connectionError, .uncleanShutdown, .clientClosedConnection:
+            return .unavailable
+        case .server:
+            let state = error.serverInfo?[.sqlState] ?? ""
+            if state == "40001" || state == "40P01" { return .conflict }
+            // 08: connection exception; 57P01-57P03: shutdown, crash, starting up; 53300: too many connections.
+            if state.hasPrefix("08") || ["57P01", "57P02", "57P03", "53300"].contains(state) { return .unavailable }
+            return nil
+        default:
+            return nil
+        }
+    }
+
+    static func brief(_ error: any Error) -> String {
+        (error as? PSQLError)?.briefDescription ?? String(describing: type(of: error))
+    }
+}
+
+/// The database stayed unreachable for longer than the configured time.
+public struct DatabaseUnavailable: Error, CustomStringConvertible, Sendable {
+    /// Host, port and database; never a password.
+    public var database: String
+    public var waited: Duration
+    public var lastError: String
+
+    public var description: String {
+        "\(database) was unreachable for \(waited.components.seconds) s (\(lastError))"
     }
 }
 

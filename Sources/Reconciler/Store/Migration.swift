@@ -17,7 +17,7 @@ public struct Migration: Sendable, Hashable {
         var trimmed = Substring(sql)
         while trimmed.last?.isNewline == true { trimmed = trimmed.dropLast() }
         self.sql = String(trimmed)
-        self.checksum = SHA256.hash(data: Data(self.sql.utf8)).map { String(format: "%02x", $0) }.joined()
+        self.checksum = SHA256Hex.digest(self.sql)
     }
 
     /// Loads `NNNN_*.sql` files from a directory, in order.

@@ -1,19 +1,28 @@
 import AppStoreServer
+import Foundation
 import Logging
 import PostgresNIO
 
-/// The SQL that writes verified App Store data and reads purchase state. Every write method
-/// runs on a connection the caller holds inside a transaction, so notifications, their
-/// transactions and the purchases they change are committed together (or not at all).
+/// The SQL that writes verified App Store data and reads purchase state: `notifications`,
+/// `transactions`, `purchases` and `history_revisions` are written here and nowhere else. Every
+/// method runs on a connection the caller holds inside a transaction, so notifications, their
+/// transactions and the purchases they change commit together (or not at all).
 ///
-/// Writes are set-based (one statement per kind of row for a whole page) because phase 1 applies
-/// pages of 20 notifications and PostgreSQL round trips, not CPU, bound its speed.
-/// Only parameterised SQL: every value is a bind parameter.
+/// Writes are set-based: a whole page travels as one JSON array and is written by one statement
+/// per kind of row, because PostgreSQL round trips, not CPU, bound a replay's speed. Rows are
+/// matched to columns by name (`jsonb_populate_recordset`), never by position, so a column added
+/// or reordered cannot shift a value into the wrong place. Only parameterised SQL.
+///
+/// In a dry run the store works on the run's ``ShadowSchema``: the rows a page touches are
+/// copied there first, and every statement then reads and writes the copies.
 public struct PurchaseStore: Sendable {
     public let logger: Logger
+    /// Set in a dry run: touched rows are copied into the shadow tables before they are used.
+    public let shadow: ShadowSchema?
 
-    public init(logger: Logger) {
+    public init(logger: Logger, shadow: ShadowSchema? = nil) {
         self.logger = logger
+        self.shadow = shadow
     }
 
     /// Where a notification came from.
@@ -83,18 +92,25 @@ public struct PurchaseStore: Sendable {
         }
     }
 
-    // MARK: Locks
+    // MARK: Locks and the dry run's copies
 
-    /// Serialises all writers of the same purchases until the transaction ends. Keys are locked
-    /// in one sorted order, so two transactions locking overlapping sets cannot deadlock.
-    public func lockPurchases(_ keys: some Collection<String>, on connection: PostgresConnection) async throws {
-        guard !keys.isEmpty else { return }
-        let keys = Array(Set(keys))
-        let rows = try await connection.query("""
-            SELECT pg_advisory_xact_lock(727002, k)::text
-            FROM (SELECT DISTINCT hashtext(key) AS k FROM unnest(\(keys)::text[]) AS key ORDER BY 1) AS sorted_keys
-            """, logger: logger)
-        for try await _ in rows {}
+    /// Serialises all writers of the same purchases until the transaction ends, and in a dry run
+    /// copies the purchases (with their transactions), the notifications and the customers
+    /// (revision and purchases) into the shadow tables. Keys are locked in one sorted order, once
+    /// per transaction, so two transactions locking overlapping sets cannot deadlock. Concurrent
+    /// copies of one notification need no lock: the second insert waits for the first and finds it.
+    public func lock(purchases originalTransactionIds: some Collection<String>, notifications notificationUUIDs: [String] = [],
+                     anchors: [String] = [], on connection: PostgresConnection) async throws {
+        let keys = Set(originalTransactionIds)
+        if !keys.isEmpty {
+            let rows = try await connection.query("""
+                SELECT pg_advisory_xact_lock(727002, k)::text
+                FROM (SELECT DISTINCT hashtext(key) AS k FROM unnest(\(Array(keys))::text[]) AS key ORDER BY 1) AS sorted_keys
+                """, logger: logger)
+            for try await _ in rows {}
+        }
+        try await shadow?.copyOnFirstTouch(
+            purchases: Array(Set(originalTransactionIds)), notifications: notificationUUIDs, anchors: anchors, on: connection, logger: logger)
     }
 
     // MARK: Notifications
@@ -102,23 +118,38 @@ public struct PurchaseStore: Sendable {
     /// A notification to record, with the outcome to record it under.
     public struct NotificationRow: Sendable {
         public var notification: VerifiedNotification
-        public var outcome: String
+        public var outcome: HandlingResult.Outcome
+    }
+
+    /// One row of `notifications`; the keys are its column names.
+    private struct NotificationColumns: Encodable {
+        var notification_uuid: String
+        var notification_type: String
+        var subtype: String?
+        var signed_date_ms: Int64
+        var environment: String
+        var original_transaction_id: String?
+        var transaction_id: String?
+        var signed_payload: String
+        var source: String
+        var run_id: Int64?
+        var outcome: String
     }
 
     /// Records notifications; returns the UUIDs that were new (the others are duplicates).
     public func insertNotifications(_ rows: [NotificationRow], source: Source, on connection: PostgresConnection) async throws -> Set<String> {
         guard !rows.isEmpty else { return [] }
-        let n = rows.map(\.notification)
+        let json = try Self.json(rows.map { row in
+            let n = row.notification
+            return NotificationColumns(
+                notification_uuid: n.notificationUUID, notification_type: n.notificationType.rawValue, subtype: n.subtype?.rawValue,
+                signed_date_ms: n.signedDate, environment: n.environment, original_transaction_id: n.originalTransactionId,
+                transaction_id: n.transaction?.transactionId, signed_payload: n.signedPayload, source: source.name,
+                run_id: source.runId, outcome: row.outcome.rawValue)
+        })
         let result = try await connection.query("""
-            INSERT INTO notifications (notification_uuid, notification_type, subtype, signed_date_ms, environment,
-                original_transaction_id, transaction_id, signed_payload, source, run_id, outcome)
-            SELECT uuid, type, NULLIF(subtype, ''), signed, environment, NULLIF(original, ''), NULLIF(transaction, ''), payload,
-                \(source.name), \(source.runId), outcome
-            FROM unnest(\(n.map(\.notificationUUID))::text[], \(n.map(\.notificationType.rawValue))::text[],
-                        \(n.map { $0.subtype?.rawValue ?? "" })::text[], \(n.map(\.signedDate))::bigint[], \(n.map(\.environment))::text[],
-                        \(n.map { $0.originalTransactionId ?? "" })::text[], \(n.map { $0.transaction?.transactionId ?? "" })::text[],
-                        \(n.map(\.signedPayload))::text[], \(rows.map(\.outcome))::text[])
-                AS incoming (uuid, type, subtype, signed, environment, original, transaction, payload, outcome)
+            INSERT INTO notifications (\(unescaped: Self.notificationColumns))
+            SELECT \(unescaped: Self.notificationColumns) FROM jsonb_populate_recordset(NULL::notifications, \(json)::jsonb)
             ON CONFLICT (notification_uuid) DO NOTHING
             RETURNING notification_uuid
             """, logger: logger)
@@ -127,7 +158,88 @@ public struct PurchaseStore: Sendable {
         return inserted
     }
 
+    static let notificationColumns = """
+        notification_uuid, notification_type, subtype, signed_date_ms, environment, original_transaction_id, transaction_id,
+        signed_payload, source, run_id, outcome
+        """
+
     // MARK: Transactions
+
+    /// One row of `transactions`; the keys are its column names, and the same list writes the
+    /// upsert's columns, so a value cannot land in another column.
+    struct TransactionColumns: Encodable {
+        var transaction_id: String
+        var original_transaction_id: String
+        var environment: String
+        var bundle_id: String
+        var product_id: String?
+        var product_type: String?
+        var subscription_group_identifier: String?
+        var web_order_line_item_id: String?
+        var in_app_ownership_type: String?
+        var transaction_reason: String?
+        var purchase_date_ms: Int64?
+        var original_purchase_date_ms: Int64?
+        var expires_date_ms: Int64?
+        var quantity: Int32?
+        var is_upgraded: Bool
+        var offer_type: Int32?
+        var offer_identifier: String?
+        var storefront: String?
+        var currency: String?
+        var price: Int64?
+        var app_account_token: String?
+        var revocation_date_ms: Int64?
+        var revocation_reason: Int32?
+        var revocation_type: String?
+        var revocation_percentage: Int32?
+        var signed_date_ms: Int64
+        var signed_transaction_info: String
+
+        init(_ t: JWSTransactionDecodedPayload, jws: String) {
+            transaction_id = t.transactionId ?? ""
+            original_transaction_id = t.originalTransactionId ?? ""
+            environment = t.environment?.rawValue ?? ""
+            bundle_id = t.bundleId ?? ""
+            product_id = t.productId
+            product_type = t.type?.rawValue
+            subscription_group_identifier = t.subscriptionGroupIdentifier
+            web_order_line_item_id = t.webOrderLineItemId
+            in_app_ownership_type = t.inAppOwnershipType?.rawValue
+            transaction_reason = t.transactionReason?.rawValue
+            purchase_date_ms = t.purchaseDate
+            original_purchase_date_ms = t.originalPurchaseDate
+            expires_date_ms = t.expiresDate
+            quantity = t.quantity
+            is_upgraded = t.isUpgraded ?? false
+            offer_type = t.offerType?.rawValue
+            offer_identifier = t.offerIdentifier
+            storefront = t.storefront
+            currency = t.currency
+            price = t.price
+            app_account_token = t.appAccountToken
+            revocation_date_ms = t.revocationDate
+            revocation_reason = t.revocationReason?.rawValue
+            revocation_type = t.revocationType?.rawValue
+            revocation_percentage = t.revocationPercentage
+            signed_date_ms = t.signedDate ?? 0
+            signed_transaction_info = jws
+        }
+
+        /// The column names, in declaration order: the stored properties above are the mapping.
+        static let names = Mirror(reflecting: TransactionColumns(JWSTransactionDecodedPayload(), jws: "")).children.compactMap(\.label)
+    }
+
+    static let upsertTransactionsSQL: String = {
+        let columns = TransactionColumns.names.joined(separator: ", ")
+        let updates = TransactionColumns.names.filter { $0 != "transaction_id" }.map { "\($0) = EXCLUDED.\($0)" }.joined(separator: ", ")
+        return """
+            INSERT INTO transactions AS stored (\(columns))
+            SELECT \(columns) FROM jsonb_populate_recordset(NULL::transactions, $1::jsonb)
+            ON CONFLICT (transaction_id) DO UPDATE SET \(updates), updated_at = now()
+            WHERE stored.signed_date_ms <= EXCLUDED.signed_date_ms
+            """
+    }()
 
     /// Stores transactions, each unless a version signed later is already stored. Several
     /// versions of one transaction in the batch: the newest signed one is kept.
@@ -139,53 +251,10 @@ public struct PurchaseStore: Sendable {
             newest[id] = transaction
         }
         guard !newest.isEmpty else { return }
-        let t = newest.keys.sorted().map { newest[$0]!.payload }
-        let jws = newest.keys.sorted().map { newest[$0]!.jws }
-        // Optional integers travel as text ('' for absent): postgres-nio binds no arrays of optionals.
-        func text<T>(_ values: [T?]) -> [String] { values.map { $0.map { "\($0)" } ?? "" } }
-        try await connection.query("""
-            INSERT INTO transactions AS stored (transaction_id, original_transaction_id, environment, bundle_id, product_id,
-                product_type, subscription_group_identifier, web_order_line_item_id, in_app_ownership_type, transaction_reason,
-                purchase_date_ms, original_purchase_date_ms, expires_date_ms, quantity, is_upgraded, offer_type, offer_identifier,
-                storefront, currency, price, app_account_token, revocation_date_ms, revocation_reason, revocation_type,
-                revocation_percentage, signed_date_ms, signed_transaction_info)
-            SELECT id, original, environment, bundle, NULLIF(product, ''), NULLIF(type, ''), NULLIF("group", ''), NULLIF(line, ''),
-                NULLIF(ownership, ''), NULLIF(reason, ''), NULLIF(purchase, '')::bigint, NULLIF(original_purchase, '')::bigint,
-                NULLIF(expires, '')::bigint, NULLIF(quantity, '')::integer, upgraded, NULLIF(offer_type, '')::integer, NULLIF(offer, ''),
-                NULLIF(storefront, ''), NULLIF(currency, ''), NULLIF(price, '')::bigint, NULLIF(token, ''),
-                NULLIF(revoked, '')::bigint, NULLIF(revocation_reason, '')::integer, NULLIF(revocation_type, ''),
-                NULLIF(percentage, '')::integer, signed, jws
-            FROM unnest(\(t.map { $0.transactionId ?? "" })::text[], \(t.map { $0.originalTransactionId ?? "" })::text[],
-                        \(t.map { $0.environment?.rawValue ?? "" })::text[], \(t.map { $0.bundleId ?? "" })::text[],
-                        \(text(t.map(\.productId)))::text[], \(text(t.map(\.type?.rawValue)))::text[],
-                        \(text(t.map(\.subscriptionGroupIdentifier)))::text[], \(text(t.map(\.webOrderLineItemId)))::text[],
-                        \(text(t.map(\.inAppOwnershipType?.rawValue)))::text[], \(text(t.map(\.transactionReason?.rawValue)))::text[],
-                        \(text(t.map(\.purchaseDate)))::text[], \(text(t.map(\.originalPurchaseDate)))::text[],
-                        \(text(t.map(\.expiresDate)))::text[], \(text(t.map(\.quantity)))::text[], \(t.map { $0.isUpgraded ?? false })::boolean[],
-                        \(text(t.map(\.offerType?.rawValue)))::text[], \(text(t.map(\.offerIdentifier)))::text[],
-                        \(text(t.map(\.storefront)))::text[], \(text(t.map(\.currency)))::text[], \(text(t.map(\.price)))::text[],
-                        \(text(t.map(\.appAccountToken)))::text[], \(text(t.map(\.revocationDate)))::text[],
-                        \(text(t.map(\.revocationReason?.rawValue)))::text[], \(text(t.map(\.revocationType?.rawValue)))::text[],
-                        \(text(t.map(\.revocationPercentage)))::text[], \(t.map { $0.signedDate ?? 0 })::bigint[], \(jws)::text[])
-                AS incoming (id, original, environment, bundle, product, type, "group", line, ownership, reason, purchase,
-                             original_purchase, expires, quantity, upgraded, offer_type, offer, storefront, currency, price, token,
-                             revoked, revocation_reason, revocation_type, percentage, signed, jws)
-            ON CONFLICT (transaction_id) DO UPDATE SET
-                original_transaction_id = EXCLUDED.original_transaction_id, environment = EXCLUDED.environment,
-                bundle_id = EXCLUDED.bundle_id, product_id = EXCLUDED.product_id, product_type = EXCLUDED.product_type,
-                subscription_group_identifier = EXCLUDED.subscription_group_identifier,
-                web_order_line_item_id = EXCLUDED.web_order_line_item_id, in_app_ownership_type = EXCLUDED.in_app_ownership_type,
-                transaction_reason = EXCLUDED.transaction_reason, purchase_date_ms = EXCLUDED.purchase_date_ms,
-                original_purchase_date_ms = EXCLUDED.original_purchase_date_ms, expires_date_ms = EXCLUDED.expires_date_ms,
-                quantity = EXCLUDED.quantity, is_upgraded = EXCLUDED.is_upgraded, offer_type = EXCLUDED.offer_type,
-                offer_identifier = EXCLUDED.offer_identifier, storefront = EXCLUDED.storefront, currency = EXCLUDED.currency,
-                price = EXCLUDED.price, app_account_token = EXCLUDED.app_account_token,
-                revocation_date_ms = EXCLUDED.revocation_date_ms, revocation_reason = EXCLUDED.revocation_reason,
-                revocation_type = EXCLUDED.revocation_type, revocation_percentage = EXCLUDED.revocation_percentage,
-                signed_date_ms = EXCLUDED.signed_date_ms, signed_transaction_info = EXCLUDED.signed_transaction_info,
-                updated_at = now()
-            WHERE stored.signed_date_ms <= EXCLUDED.signed_date_ms
-            """, logger: logger)
+        let rows = newest.keys.sorted().map { TransactionColumns(newest[$0]!.payload, jws: newest[$0]!.jws) }
+        var bindings = PostgresBindings()
+        bindings.append(try Self.json(rows))
+        try await connection.query(PostgresQuery(unsafeSQL: Self.upsertTransactionsSQL, binds: bindings), logger: logger)
     }
 
     // MARK: Purchases
@@ -214,10 +283,98 @@ public struct PurchaseStore: Sendable {
         return result
     }
 
-    /// The stored state of one purchase.
-    public func purchaseState(originalTransactionId: String, on connection: PostgresConnection) async throws -> PurchaseState? {
-        try await purchaseStates([originalTransactionId], on: connection)[originalTransactionId]
+    /// One incoming purchase update; the keys are the column names of the `incoming` record set.
+    private struct PurchaseUpdateColumns: Encodable {
+        var original_transaction_id: String
+        var environment: String
+        var auto_renew_status: Int32?
+        var auto_renew_product_id: String?
+        var expiration_intent: Int32?
+        var is_in_billing_retry_period: Bool?
+        var grace_period_expires_date_ms: Int64?
+        var renewal_date_ms: Int64?
+        var renewal_signed_date_ms: Int64?
+        var status: Int32?
+        var status_signed_date_ms: Int64?
+        var last_signed_date_ms: Int64?
+        var last_notification_uuid: String?
+
+        init(_ update: PurchaseUpdate) {
+            original_transaction_id = update.originalTransactionId
+            environment = update.environment
+            let renewal = update.renewalInfo
+            auto_renew_status = renewal?.autoRenewStatus?.rawValue
+            auto_renew_product_id = renewal?.autoRenewProductId
+            expiration_intent = renewal?.expirationIntent?.rawValue
+            is_in_billing_retry_period = renewal?.isInBillingRetryPeriod
+            grace_period_expires_date_ms = renewal?.gracePeriodExpiresDate
+            renewal_date_ms = renewal?.renewalDate
+            renewal_signed_date_ms = renewal?.signedDate
+            // A status from Get All Subscription Statuses, else the one a notification carried.
+            if let fact = update.status {
+                status = fact.status.rawValue
+                status_signed_date_ms = fact.signedDate
+            } else if let notification = update.notification, let carried = notification.status {
+                status = carried.rawValue
+                status_signed_date_ms = notification.signedDate
+            }
+            last_signed_date_ms = update.notification?.signedDate
+            last_notification_uuid = update.notification?.notificationUUID
+        }
+
+        static let definitions = """
+            original_transaction_id text, environment text, auto_renew_status integer, auto_renew_product_id text,
+            expiration_intent integer, is_in_billing_retry_period boolean, grace_period_expires_date_ms bigint,
+            renewal_date_ms bigint, renewal_signed_date_ms bigint, status integer, status_signed_date_ms bigint,
+            last_signed_date_ms bigint, last_notification_uuid text
+            """
     }
+
+    /// Columns taken from the purchase's latest transaction, kept when it has none stored yet.
+    static let latestTransactionColumns = ["product_id", "product_type", "purchase_date_ms", "expires_date_ms", "revocation_date_ms", "revocation_reason"]
+    /// Columns taken from the newest signed renewal info.
+    static let renewalColumns = [
+        "auto_renew_status", "auto_renew_product_id", "expiration_intent", "is_in_billing_retry_period", "grace_period_expires_date_ms",
+        "renewal_date_ms",
+    ]
+
+    static let refreshPurchasesSQL: String = {
+        let fromLatest = latestTransactionColumns.map {
+            "\($0) = CASE WHEN EXCLUDED.latest_transaction_id IS NULL THEN p.\($0) ELSE EXCLUDED.\($0) END"
+        }
+        let fromRenewal = renewalColumns.map {
+            "\($0) = CASE WHEN EXCLUDED.renewal_signed_date_ms >= COALESCE(p.renewal_signed_date_ms, -1) THEN EXCLUDED.\($0) ELSE p.\($0) END"
+        }
+        return """
+            INSERT INTO purchases AS p (original_transaction_id, environment, latest_transaction_id, \(latestTransactionColumns.joined(separator: ", ")),
+                \(renewalColumns.joined(separator: ", ")), renewal_signed_date_ms, status, status_signed_date_ms, last_signed_date_ms,
+                last_notification_uuid)
+            SELECT u.original_transaction_id, u.environment, l.transaction_id, \(latestTransactionColumns.map { "l.\($0)" }.joined(separator: ", ")),
+                \(renewalColumns.map { "u.\($0)" }.joined(separator: ", ")), u.renewal_signed_date_ms, u.status, u.status_signed_date_ms,
+                u.last_signed_date_ms, u.last_notification_uuid
+            FROM jsonb_to_recordset($1::jsonb) AS u (\(PurchaseUpdateColumns.definitions))
+            LEFT JOIN LATERAL (
+                SELECT transaction_id, \(latestTransactionColumns.joined(separator: ", "))
+                FROM transactions WHERE original_transaction_id = u.original_transaction_id
+                ORDER BY is_upgraded, purchase_date_ms DESC NULLS LAST, transaction_id DESC
+                LIMIT 1
+            ) AS l ON true
+            ORDER BY u.original_transaction_id
+            ON CONFLICT (original_transaction_id) DO UPDATE SET
+                latest_transaction_id = COALESCE(EXCLUDED.latest_transaction_id, p.latest_transaction_id),
+                \(fromLatest.joined(separator: ",\n    ")),
+                \(fromRenewal.joined(separator: ",\n    ")),
+                renewal_signed_date_ms = GREATEST(p.renewal_signed_date_ms, EXCLUDED.renewal_signed_date_ms),
+                status = CASE WHEN EXCLUDED.status_signed_date_ms >= COALESCE(p.status_signed_date_ms, -1)
+                    THEN EXCLUDED.status ELSE p.status END,
+                status_signed_date_ms = GREATEST(p.status_signed_date_ms, EXCLUDED.status_signed_date_ms),
+                last_notification_uuid = CASE WHEN EXCLUDED.last_signed_date_ms >= COALESCE(p.last_signed_date_ms, -1)
+                    THEN EXCLUDED.last_notification_uuid ELSE p.last_notification_uuid END,
+                last_signed_date_ms = GREATEST(p.last_signed_date_ms, EXCLUDED.last_signed_date_ms),
+                updated_at = now()
+            RETURNING \(purchaseColumns)
+            """
+    }()
 
     /// Recomputes purchases from their stored transactions (the latest one: not upgraded, newest
     /// purchaseDate) and moves their renewal, status and notification parts forward where the
@@ -228,73 +385,16 @@ public struct PurchaseStore: Sendable {
             merged[update.originalTransactionId] = merged[update.originalTransactionId].map { $0.merged(with: update) } ?? update
         }
         guard !merged.isEmpty else { return [:] }
-        let u = merged.keys.sorted().map { merged[$0]! }
-        func text<T>(_ values: [T?]) -> [String] { values.map { $0.map { "\($0)" } ?? "" } }
-        let statuses = u.map { $0.status?.status.rawValue ?? $0.notification?.status?.rawValue }
-        let statusDates = u.map { $0.status?.signedDate ?? ($0.notification?.status == nil ? nil : $0.notification?.signedDate) }
-        let rows = try await connection.query("""
-            INSERT INTO purchases AS p (original_transaction_id, environment, product_id, product_type, latest_transaction_id,
-                purchase_date_ms, expires_date_ms, revocation_date_ms, revocation_reason,
-                auto_renew_status, auto_renew_product_id, expiration_intent, is_in_billing_retry_period,
-                grace_period_expires_date_ms, renewal_date_ms, renewal_signed_date_ms,
-                status, status_signed_date_ms, last_signed_date_ms, last_notification_uuid)
-            SELECT u.id, u.environment, l.product_id, l.product_type, l.transaction_id,
-                l.purchase_date_ms, l.expires_date_ms, l.revocation_date_ms, l.revocation_reason,
-                NULLIF(u.auto_renew, '')::integer, NULLIF(u.auto_renew_product, ''), NULLIF(u.intent, '')::integer,
-                NULLIF(u.retrying, '')::boolean, NULLIF(u.grace, '')::bigint, NULLIF(u.renewal, '')::bigint,
-                NULLIF(u.renewal_signed, '')::bigint, NULLIF(u.status, '')::integer, NULLIF(u.status_signed, '')::bigint,
-                NULLIF(u.last_signed, '')::bigint, NULLIF(u.last_uuid, '')
-            FROM unnest(\(u.map(\.originalTransactionId))::text[], \(u.map(\.environment))::text[],
-                        \(text(u.map(\.renewalInfo?.autoRenewStatus?.rawValue)))::text[], \(text(u.map(\.renewalInfo?.autoRenewProductId)))::text[],
-                        \(text(u.map(\.renewalInfo?.expirationIntent?.rawValue)))::text[], \(text(u.map(\.renewalInfo?.isInBillingRetryPeriod)))::text[],
-                        \(text(u.map(\.renewalInfo?.gracePeriodExpiresDate)))::text[], \(text(u.map(\.renewalInfo?.renewalDate)))::text[],
-                        \(text(u.map(\.renewalInfo?.signedDate)))::text[], \(text(statuses))::text[], \(text(statusDates))::text[],
-                        \(text(u.map(\.notification?.signedDate)))::text[], \(text(u.map(\.notification?.notificationUUID)))::text[])
-                AS u (id, environment, auto_renew, auto_renew_product, intent, retrying, grace, renewal, renewal_signed, status,
-                      status_signed, last_signed, last_uuid)
-            LEFT JOIN LATERAL (
-                SELECT transaction_id, product_id, product_type, purchase_date_ms, expires_date_ms, revocation_date_ms, revocation_reason
-                FROM transactions WHERE original_transaction_id = u.id
-                ORDER BY is_upgraded, purchase_date_ms DESC NULLS LAST, transaction_id DESC
-                LIMIT 1
-            ) AS l ON true
-            ON CONFLICT (original_transaction_id) DO UPDATE SET
-                product_id = CASE WHEN EXCLUDED.latest_transaction_id IS NULL THEN p.product_id ELSE EXCLUDED.product_id END,
-                product_type = CASE WHEN EXCLUDED.latest_transaction_id IS NULL THEN p.product_type ELSE EXCLUDED.product_type END,
-                latest_transaction_id = COALESCE(EXCLUDED.latest_transaction_id, p.latest_transaction_id),
-                purchase_date_ms = CASE WHEN EXCLUDED.latest_transaction_id IS NULL THEN p.purchase_date_ms ELSE EXCLUDED.purchase_date_ms END,
-                expires_date_ms = CASE WHEN EXCLUDED.latest_transaction_id IS NULL THEN p.expires_date_ms ELSE EXCLUDED.expires_date_ms END,
-                revocation_date_ms = CASE WHEN EXCLUDED.latest_transaction_id IS NULL THEN p.revocation_date_ms ELSE EXCLUDED.revocation_date_ms END,
-                revocation_reason = CASE WHEN EXCLUDED.latest_transaction_id IS NULL THEN p.revocation_reason ELSE EXCLUDED.revocation_reason END,
-                auto_renew_status = CASE WHEN EXCLUDED.renewal_signed_date_ms >= COALESCE(p.renewal_signed_date_ms, -1)
-                    THEN EXCLUDED.auto_renew_status ELSE p.auto_renew_status END,
-                auto_renew_product_id = CASE WHEN EXCLUDED.renewal_signed_date_ms >= COALESCE(p.renewal_signed_date_ms, -1)
-                    THEN EXCLUDED.auto_renew_product_id ELSE p.auto_renew_product_id END,
-                expiration_intent = CASE WHEN EXCLUDED.renewal_signed_date_ms >= COALESCE(p.renewal_signed_date_ms, -1)
-                    THEN EXCLUDED.expiration_intent ELSE p.expiration_intent END,
-                is_in_billing_retry_period = CASE WHEN EXCLUDED.renewal_signed_date_ms >= COALESCE(p.renewal_signed_date_ms, -1)
-                    THEN EXCLUDED.is_in_billing_retry_period ELSE p.is_in_billing_retry_period END,
-                grace_period_expires_date_ms = CASE WHEN EXCLUDED.renewal_signed_date_ms >= COALESCE(p.renewal_signed_date_ms, -1)
-                    THEN EXCLUDED.grace_period_expires_date_ms ELSE p.grace_period_expires_date_ms END,
-                renewal_date_ms = CASE WHEN EXCLUDED.renewal_signed_date_ms >= COALESCE(p.renewal_signed_date_ms, -1)
-                    THEN EXCLUDED.renewal_date_ms ELSE p.renewal_date_ms END,
-                renewal_signed_date_ms = GREATEST(p.renewal_signed_date_ms, EXCLUDED.renewal_signed_date_ms),
-                status = CASE WHEN EXCLUDED.status_signed_date_ms >= COALESCE(p.status_signed_date_ms, -1)
-                    THEN EXCLUDED.status ELSE p.status END,
-                status_signed_date_ms = GREATEST(p.status_signed_date_ms, EXCLUDED.status_signed_date_ms),
-                last_notification_uuid = CASE WHEN EXCLUDED.last_signed_date_ms >= COALESCE(p.last_signed_date_ms, -1)
-                    THEN EXCLUDED.last_notification_uuid ELSE p.last_notification_uuid END,
-                last_signed_date_ms = GREATEST(p.last_signed_date_ms, EXCLUDED.last_signed_date_ms),
-                updated_at = now()
-            RETURNING \(unescaped: Self.purchaseColumns)
-            """, logger: logger)
+        var bindings = PostgresBindings()
+        bindings.append(try Self.json(merged.keys.sorted().map { PurchaseUpdateColumns(merged[$0]!) }))
+        let rows = try await connection.query(PostgresQuery(unsafeSQL: Self.refreshPurchasesSQL, binds: bindings), logger: logger)
         var result: [String: PurchaseState] = [:]
         for try await row in rows.decode(PurchaseRow.self) { result[row.0] = Self.purchaseState(row) }
         return result
     }
 
     /// Applies verified signed data to purchases (the caller holds their locks) and returns each
-    /// purchase's state before and after. The one apply path for live notifications, replays and
+    /// purchase's state before and after. The one write path for live notifications, replays and
     /// gap fill.
     public func apply(
         transactions: [(payload: JWSTransactionDecodedPayload, jws: String)], updates: [PurchaseUpdate],
@@ -305,6 +405,89 @@ public struct PurchaseStore: Sendable {
         return after.mapValues { PurchaseChange(before: before[$0.originalTransactionId], after: $0) }
     }
 
+    // MARK: Customers and their transaction history
+
+    /// The customer (the transaction id whose history covers it) of each purchase; purchases not
+    /// yet linked to a customer are their own.
+    public func anchors(of originalTransactionIds: [String], on connection: PostgresConnection) async throws -> [String] {
+        guard !originalTransactionIds.isEmpty else { return [] }
+        let rows = try await connection.query("""
+            SELECT DISTINCT COALESCE(p.history_anchor_transaction_id, t.id)
+            FROM unnest(\(originalTransactionIds)::text[]) AS t (id) LEFT JOIN purchases p ON p.original_transaction_id = t.id
+            """, logger: logger)
+        var anchors: [String] = []
+        for try await anchor in rows.decode(String.self) { anchors.append(anchor) }
+        return anchors
+    }
+
+    /// Customers with a subscription that fell due (expiry, renewal or the end of a grace period)
+    /// by `windowEnd` after it was last checked against its transaction history, while its stored
+    /// state still says active, billing retry or grace period; with `all`, every customer.
+    ///
+    /// A customer checked after its subscription fell due is not due again until the next date
+    /// falls due, so a quiet hour costs nothing however many customers there are. In a dry run
+    /// the shadow copies win over the real rows.
+    public func dueAnchors(environment: String, windowEnd: Int64, all: Bool, on connection: PostgresConnection) async throws -> [String] {
+        let due = """
+            environment = $1 AND ($3 OR (product_type = 'Auto-Renewable Subscription'
+              AND (status IS NULL OR status IN (1, 3, 4))
+              AND COALESCE(last_signed_date_ms, 0) <= $2
+              AND ((expires_date_ms <= $2 AND expires_date_ms > COALESCE(history_checked_at_ms, -1))
+                OR (renewal_date_ms <= $2 AND renewal_date_ms > COALESCE(history_checked_at_ms, -1))
+                OR (grace_period_expires_date_ms <= $2 AND grace_period_expires_date_ms > COALESCE(history_checked_at_ms, -1)))))
+            """
+        let real = shadow.map { "\($0.realSchemaIdentifier).purchases" } ?? "purchases"
+        let sql = """
+            SELECT DISTINCT COALESCE(history_anchor_transaction_id, original_transaction_id) FROM (
+                SELECT * FROM purchases WHERE \(due)
+                UNION ALL
+                SELECT * FROM \(real) r WHERE \(due)
+                  AND NOT EXISTS (SELECT 1 FROM purchases s WHERE s.original_transaction_id = r.original_transaction_id)
+            ) AS due ORDER BY 1
+            """
+        var bindings = PostgresBindings()
+        bindings.append(environment)
+        bindings.append(windowEnd)
+        bindings.append(all)
+        let rows = try await connection.query(PostgresQuery(unsafeSQL: sql, binds: bindings), logger: logger)
+        var anchors: [String] = []
+        for try await anchor in rows.decode(String.self) { anchors.append(anchor) }
+        return anchors
+    }
+
+    /// The stored Get Transaction History revision of a customer.
+    public func revision(anchor: String, on connection: PostgresConnection) async throws -> String? {
+        try await shadow?.copyOnFirstTouch(purchases: [], notifications: [], anchors: [anchor], on: connection, logger: logger)
+        let rows = try await connection.query("SELECT revision FROM history_revisions WHERE anchor_transaction_id = \(anchor)", logger: logger)
+        for try await revision in rows.decode(String.self) { return revision }
+        return nil
+    }
+
+    /// Forgets a revision Apple refused (4000005), so the history is read from the start.
+    public func dropRevision(anchor: String, on connection: PostgresConnection) async throws {
+        try await shadow?.copyOnFirstTouch(purchases: [], notifications: [], anchors: [anchor], on: connection, logger: logger)
+        try await connection.query("DELETE FROM history_revisions WHERE anchor_transaction_id = \(anchor)", logger: logger)
+    }
+
+    /// Records a customer's history as read up to `revision` at `checkedAt` (UNIX ms): stores the
+    /// revision, links the purchases it covers to the customer, and marks them checked.
+    public func recordHistoryChecked(anchor: String, environment: String, revision: String?, purchases originalTransactionIds: [String],
+                                     checkedAt: Int64, on connection: PostgresConnection) async throws {
+        if let revision {
+            try await connection.query("""
+                INSERT INTO history_revisions (anchor_transaction_id, environment, revision) VALUES (\(anchor), \(environment), \(revision))
+                ON CONFLICT (anchor_transaction_id) DO UPDATE SET revision = EXCLUDED.revision, updated_at = now()
+                """, logger: logger)
+        }
+        try await connection.query("""
+            UPDATE purchases SET history_anchor_transaction_id = \(anchor), history_checked_at_ms = \(checkedAt)
+            WHERE original_transaction_id = ANY(\(originalTransactionIds)::text[])
+               OR history_anchor_transaction_id = \(anchor) OR original_transaction_id = \(anchor)
+            """, logger: logger)
+    }
+
+    // MARK: Reading
+
     /// Every purchase, ordered by originalTransactionId, optionally of one environment.
     public func exportPurchases(environment: String?, on client: PostgresClient, _ body: (PurchaseState) throws -> Void) async throws {
         let rows = try await client.query(
@@ -314,12 +497,17 @@ public struct PurchaseStore: Sendable {
     }
 
     /// The signedDate of the newest notification the live webhook stored, for `run --since-last`.
-    public func newestLiveNotification(environment: String, on client: PostgresClient) async throws -> Int64? {
-        let rows = try await client.query("""
+    public func newestLiveNotification(environment: String, on connection: PostgresConnection) async throws -> Int64? {
+        let rows = try await connection.query("""
             SELECT max(signed_date_ms) FROM notifications WHERE source = 'webhook' AND environment = \(environment)
             """, logger: logger)
         for try await value in rows.decode(Int64?.self) { return value }
         return nil
+    }
+
+    /// A JSON array of rows, bound as one parameter.
+    static func json(_ rows: some Encodable) throws -> String {
+        String(decoding: try JSONEncoder().encode(rows), as: UTF8.self)
     }
 }
 

@@ -16,9 +16,14 @@ struct RunCommand: AsyncParsableCommand {
             each at-risk customer's stored revision. Ctrl-C, a crash or SIGKILL loses nothing: rerunning the same \
             window resumes from the last checkpoint.
 
+            --since-last is for a schedule (cron, a CronJob): it first finishes the newest unfinished scheduled \
+            window, then recovers from where that window ended (minus --overlap) to now. A signed value that fails \
+            verification is quarantined (`reconciler rejections`), never applied, and does not hold the schedule back.
+
             T is ISO 8601 (2026-11-20T03:10:00Z), UNIX milliseconds, or now-6h.
-            Exit codes: 0 everything in the window was recovered; 2 partial or interrupted (the report lists what \
-            failed; rerun to retry); 1 usage or configuration error, or another run holds the lock.
+            Exit codes: 0 everything was recovered; 4 done, but something needs a person (payloads quarantined for \
+            the first time, requests Apple refused, a window lost to retention); 2 partial or interrupted (rerun to \
+            resume); 1 usage or configuration error, or another run holds the lease.
 
               reconciler run --start 2026-11-20T03:10:00Z --end 2026-11-20T05:45:00Z --dry-run
               reconciler run --start 2026-11-20T03:10:00Z --end 2026-11-20T05:45:00Z --report-json report.json
@@ -27,12 +32,12 @@ struct RunCommand: AsyncParsableCommand {
 
     @Option(help: ArgumentHelp("Start of the window.", valueName: "T")) var start: String?
     @Option(help: ArgumentHelp("End of the window (default now).", valueName: "T")) var end: String?
-    @Flag(help: "Start where the last successful run's window ended (else at the newest live notification), minus --overlap; end now.")
+    @Flag(help: "The schedule's next window: finish the newest unfinished scheduled window, then recover from its end minus --overlap to now.")
     var sinceLast = false
     @Option(help: ArgumentHelp("Overlap for --since-last (default 1h).", valueName: "duration")) var overlap: String = "1h"
     @Flag(help: "Recover the windows `detect-outage` finds (failed deliveries in the last --detect-since).") var detected = false
     @Option(help: ArgumentHelp("How far back --detected looks (default 7d).", valueName: "duration")) var detectSince: String = "7d"
-    @Flag(help: "Change nothing; report what would change.") var dryRun = false
+    @Flag(help: "Change nothing; report exactly what a real run would change.") var dryRun = false
     @Flag(help: "Phase 2 checks every known customer, not only those at risk.") var all = false
     @Flag(help: "Phase 2 also calls Get All Subscription Statuses for each customer.") var refreshStatus = false
     @Option(help: ArgumentHelp("Typed queries before the sweep, most urgent first, e.g. DID_RENEW,DID_RENEW/BILLING_RECOVERY,EXPIRED/VOLUNTARY.", valueName: "list"))
@@ -43,9 +48,12 @@ struct RunCommand: AsyncParsableCommand {
     @Option(help: ArgumentHelp("Customers processed at once in phase 2 (default 8).", valueName: "n")) var gapConcurrency: Int = 8
     @Flag(help: "Wait for another run of this app and environment to finish instead of exiting.") var wait = false
     @Flag(help: "Start a new run even if an unfinished one exists for this window.") var fresh = false
-    @Option(help: ArgumentHelp("Also write the report as JSON to this file.", valueName: "path")) var reportJson: String?
+    @Option(help: ArgumentHelp("Also write the report as JSON to this file (with several windows, the last).", valueName: "path")) var reportJson: String?
     @Option(help: ArgumentHelp("Write Prometheus metrics (node_exporter textfile format) to this file.", valueName: "path")) var metricsFile: String?
     @Option(help: ArgumentHelp("Seconds between progress log lines when not on a terminal (default 10).", valueName: "s")) var progressInterval: Int = 10
+    @Option(help: ArgumentHelp("How long the run lease lasts without renewal; a killed run's window can be taken over after it (default 30s).",
+                               valueName: "duration"))
+    var leaseDuration: String = "30s"
 
     @OptionGroup var app: AppOptions
     @OptionGroup var api: APIOptions
@@ -59,12 +67,92 @@ struct RunCommand: AsyncParsableCommand {
         }
         if end != nil, start == nil { throw ValidationError("--end needs --start") }
         guard concurrency >= 1, gapConcurrency >= 1, maxShards >= 1 else { throw ValidationError("concurrency and --max-shards must be at least 1") }
+        // Every shard and customer worked on at once holds a connection for its short transactions,
+        // and the lease and bookkeeping need theirs: fewer connections could starve the lease.
+        let needed = concurrency + gapConcurrency + 2
+        guard database.maxConnections >= needed else {
+            throw ValidationError("""
+                --max-connections \(database.maxConnections) could starve this run: it works on --concurrency \(concurrency) shards and \
+                --gap-concurrency \(gapConcurrency) customers at once, plus its lease and bookkeeping, so it needs \(needed); \
+                set --max-connections \(needed) or more, or lower --concurrency / --gap-concurrency
+                """)
+        }
     }
 
     func run() async throws {
         let logger = logging.makeLogger()
         let verifier = try app.verifier()
         let client = try api.client(app: app)
+        let template = try runTemplate()
+        let outcome = try await database.withDatabase(logger: logger) { database in
+            try await requireSchema(database.client, logger: logger)
+            let handler = NotificationHandler(verifier: verifier, database: database)
+            let ledger = RunLedger(database: database)
+            var outcome = Outcome()
+            do {
+                if sinceLast {
+                    try await runSchedule(template, handler: handler, client: client, ledger: ledger, logger: logger, into: &outcome)
+                } else if detected {
+                    for window in try await detectedWindows(client: client, logger: logger) {
+                        var configuration = template
+                        (configuration.windowStart, configuration.windowEnd, configuration.kind) = (window.0, window.1, .detected)
+                        try await execute(configuration, handler: handler, client: client, logger: logger, into: &outcome)
+                    }
+                } else {
+                    var configuration = template
+                    (configuration.windowStart, configuration.windowEnd) = try manualWindow()
+                    try await execute(configuration, handler: handler, client: client, logger: logger, into: &outcome)
+                }
+            } catch let stop as CommandError {
+                outcome.stop = stop
+            }
+            let environment = verifier.configuration.environment.rawValue, bundleId = verifier.configuration.bundleId
+            outcome.lastSuccess = try? await ledger.lastSuccessTime(environment: environment, bundleId: bundleId)
+            outcome.unacknowledgedQuarantine = try? await ledger.unacknowledgedQuarantineCount(environment: environment, bundleId: bundleId)
+            return outcome
+        }
+        if let metricsFile, let report = outcome.reports.last {
+            try RunMetrics.write(report: report, to: metricsFile, lastSuccess: outcome.lastSuccess,
+                                 unacknowledgedQuarantine: outcome.unacknowledgedQuarantine, exitCode: outcome.exitCode)
+        }
+        if outcome.reports.isEmpty, outcome.stop == nil, outcome.lost.isEmpty {
+            print("no failed deliveries found: nothing to recover")
+        }
+        if let stop = outcome.stop { throw stop }
+        if outcome.exitCode != 0 { throw outcome.error }
+    }
+
+    /// What this invocation did, over one window or several.
+    struct Outcome {
+        var reports: [RunReport] = []
+        /// Scheduled windows given up because they left Apple's retention.
+        var lost: [RunRecord] = []
+        /// The error that stopped the invocation.
+        var stop: CommandError?
+        var lastSuccess: Date?
+        var unacknowledgedQuarantine: Int?
+
+        /// The most pressing of the reports: configuration (1) over retryable (2) over attention (4).
+        var exitCode: Int32 {
+            if let stop { return stop.exitCode }
+            if reports.contains(where: { $0.status == .partial || $0.status == .interrupted || $0.status == .failed }) { return 2 }
+            if !lost.isEmpty || reports.contains(where: { $0.status == .succeededWithRejections }) { return 4 }
+            return 0
+        }
+
+        var error: CommandError {
+            if let stop { return stop }
+            if let report = reports.last(where: { $0.status == .partial || $0.status == .interrupted || $0.status == .failed }) {
+                return .partial("not everything was recovered (run \(report.runId) is \(report.status.rawValue)); rerun the same command to resume it")
+            }
+            let quarantined = reports.reduce(0) { $0 + $1.rejections.filter(\.newlyQuarantined).count }
+            return .attention("done, but needs attention: \(quarantined) payloads newly quarantined (`reconciler rejections`), "
+                + "\(lost.count) windows lost to retention, refused requests are listed in the report")
+        }
+    }
+
+    /// The options every window of this invocation runs with.
+    private func runTemplate() throws -> ReconcileRun.Configuration {
         var planner = ReplayPlanner.Configuration(maximumShardsPerQuery: maxShards)
         guard let shard = TimeArgument.duration(shardDuration), shard >= 1000 else {
             throw CommandError.configuration("--shard-duration: \(shardDuration) is not a duration of at least 1s")
@@ -78,37 +166,14 @@ struct RunCommand: AsyncParsableCommand {
                 return filter
             }
         }
-        let options = RunOptions(planner: planner, allCustomers: all, refreshStatus: refreshStatus)
-        let outcome: (report: RunReport, lastSuccess: Date?)? = try await database.withClient(logger: logger) { postgres in
-            try await requireSchema(postgres, logger: logger)
-            let handler = NotificationHandler(verifier: verifier, database: Database(client: postgres, logger: logger))
-            let windows = try await resolveWindows(postgres: postgres, client: client, logger: logger, verifier: verifier)
-            var last: RunReport?
-            for (windowStart, windowEnd) in windows {
-                let run = ReconcileRun(
-                    configuration: .init(windowStart: windowStart, windowEnd: windowEnd, dryRun: dryRun, options: options,
-                                         replayConcurrency: concurrency, gapConcurrency: gapConcurrency, waitForLock: wait, fresh: fresh),
-                    handler: handler, client: client)
-                last = try await execute(run, logger: logger)
-                if last?.status != .succeeded { break }
-            }
-            guard let last else { return nil }
-            let lastSuccess = try await RunLedger(client: postgres, logger: logger)
-                .lastSuccessTime(environment: verifier.configuration.environment.rawValue, bundleId: verifier.configuration.bundleId)
-            return (last, lastSuccess)
+        guard let lease = TimeArgument.duration(leaseDuration), lease >= 3000 else {
+            throw CommandError.configuration("--lease-duration: \(leaseDuration) is not a duration of at least 3s")
         }
-        guard let (report, lastSuccess) = outcome else {
-            print("no failed deliveries found: nothing to recover")
-            return
-        }
-        if let metricsFile {
-            try RunMetrics.write(report: report, to: metricsFile, lastSuccess: lastSuccess)
-        }
-        switch report.status {
-        case .succeeded: return
-        case .interrupted: throw CommandError.partial("interrupted: rerun the same command to resume run \(report.runId)")
-        default: throw CommandError.partial("not everything was recovered (run \(report.runId) is \(report.status.rawValue)); see the report")
-        }
+        return ReconcileRun.Configuration(
+            windowStart: 0, windowEnd: 0, kind: .manual, dryRun: dryRun,
+            options: RunOptions(planner: planner, allCustomers: all, refreshStatus: refreshStatus),
+            replayConcurrency: concurrency, gapConcurrency: gapConcurrency,
+            lease: .init(duration: .milliseconds(lease), renewalInterval: .milliseconds(max(lease / 6, 500)), wait: wait), fresh: fresh)
     }
 
     private func requireSchema(_ postgres: PostgresClient, logger: Logger) async throws {
@@ -119,46 +184,115 @@ struct RunCommand: AsyncParsableCommand {
         }
     }
 
-    /// Runs one window with progress, signals and the report.
-    private func execute(_ run: ReconcileRun, logger: Logger) async throws -> RunReport {
+    /// The schedule: finish the newest unfinished scheduled window (or give it up once it left
+    /// Apple's retention), then recover from where the chain ended, minus the overlap, to now.
+    private func runSchedule(_ template: ReconcileRun.Configuration, handler: NotificationHandler, client: AppStoreServerAPIClient,
+                             ledger: RunLedger, logger: Logger, into outcome: inout Outcome) async throws {
+        guard let overlapMilliseconds = TimeArgument.duration(overlap) else {
+            throw CommandError.configuration("--overlap: \(overlap) is not a duration such as 1h")
+        }
+        let environment = handler.verifier.configuration.environment
+        let (environmentName, bundleId) = (environment.rawValue, handler.verifier.configuration.bundleId)
+        let now = Int64(Date().timeIntervalSince1970 * 1000)
+        let oldestServed = now - ReconcileRun.retention(environment) + 60_000
+        var chainEnd: Int64?
+        var from = "the previous scheduled window"
+        if let newest = try await ledger.newestScheduledRun(environment: environmentName, bundleId: bundleId) {
+            if newest.status.isFinished {
+                chainEnd = newest.windowEnd
+            } else if newest.windowStart < oldestServed {
+                if !template.dryRun {
+                    try await ledger.finish(runId: newest.runId, status: .lost, failure: "its window left Apple's retention before it was finished",
+                                            apiStatistics: .zero, report: nil)
+                }
+                logger.error("a scheduled window left Apple's notification history retention before it was finished; it is lost", metadata: [
+                    "runId": "\(newest.runId)", "window": "\(TimeArgument.iso8601(newest.windowStart))/\(TimeArgument.iso8601(newest.windowEnd))",
+                ])
+                print("LOST: scheduled run \(newest.runId) (\(TimeArgument.iso8601(newest.windowStart)) → \(TimeArgument.iso8601(newest.windowEnd))) "
+                    + "left Apple's retention unfinished; `reconciler run --start now-\(ReconcileRun.retention(environment) / 86_400_000 - 1)d --all` "
+                    + "checks every customer's transaction history")
+                outcome.lost.append(newest)
+                chainEnd = newest.windowEnd
+            } else {
+                // The unfinished window first, as it was planned.
+                logger.info("finishing the newest unfinished scheduled window first", metadata: ["runId": "\(newest.runId)"])
+                var configuration = template
+                (configuration.windowStart, configuration.windowEnd, configuration.kind) = (newest.windowStart, newest.windowEnd, .scheduled)
+                configuration.options = newest.options
+                try await execute(configuration, handler: handler, client: client, logger: logger, into: &outcome)
+                guard let report = outcome.reports.last, report.status.isFinished else { return }
+                chainEnd = newest.windowEnd
+            }
+        } else if let lastEnd = try await ledger.lastFinishedWindowEnd(environment: environmentName, bundleId: bundleId) {
+            (chainEnd, from) = (lastEnd, "the last finished run")
+        } else {
+            let store = handler.store
+            chainEnd = try await handler.database.transaction { connection in
+                try await store.newestLiveNotification(environment: environmentName, on: connection)
+            }
+            from = "the newest live notification"
+        }
+        guard let chainEnd else {
+            throw CommandError.configuration("--since-last: there is no earlier run and no live notification yet; give the first window with --start")
+        }
+        var windowStart = chainEnd - overlapMilliseconds
+        if windowStart < oldestServed {
+            logger.error("the schedule's next window starts before Apple's retention; the part before it cannot be replayed", metadata: [
+                "from": "\(TimeArgument.iso8601(windowStart))", "servedFrom": "\(TimeArgument.iso8601(oldestServed))",
+            ])
+            windowStart = oldestServed
+        }
+        let windowEnd = Int64(Date().timeIntervalSince1970 * 1000)
+        logger.info("window from --since-last", metadata: [
+            "start": "\(TimeArgument.iso8601(windowStart))", "end": "\(TimeArgument.iso8601(windowEnd))", "from": "\(from)",
+        ])
+        var configuration = template
+        (configuration.windowStart, configuration.windowEnd, configuration.kind) = (windowStart, windowEnd, .scheduled)
+        try await execute(configuration, handler: handler, client: client, logger: logger, into: &outcome)
+    }
+
+    /// Runs one window with progress, signals and the report; a stop that ends the whole
+    /// invocation is thrown as a ``CommandError``.
+    private func execute(_ configuration: ReconcileRun.Configuration, handler: NotificationHandler, client: AppStoreServerAPIClient,
+                         logger: Logger, into outcome: inout Outcome) async throws {
+        let run = ReconcileRun(configuration: configuration, handler: handler, client: client)
         let progress = RunProgress()
         let reporter = ProgressReporter(progress: progress, logger: logger, interval: .seconds(max(progressInterval, 1)))
         let progressTask = Task { await reporter.run() }
         defer { progressTask.cancel() }
-        let report: RunReport
-        do {
-            report = try await cancellingOnSignals {
-                try await run.run(progress: progress) {
-                    logger.notice("another run holds the lock; waiting (--wait)")
-                }
-            }
-        } catch let error as RunLock.Busy {
-            throw CommandError.configuration(error.description)
-        } catch let error as ReconcileRun.InvalidWindow {
-            throw CommandError.configuration(error.description)
-        } catch let error as AppStoreServerAPIError {
-            if case .unauthorized = error { throw CommandError.configuration(error.description) }
-            throw CommandError.partial("the run stopped: \(error); rerun the same command to resume")
-        } catch let error as PSQLError {
-            throw CommandError.partial("the database failed during the run (\(error.briefDescription)); rerun the same command to resume")
-        } catch is Interrupted {
+        func stop(_ report: RunReport?, _ error: CommandError) throws -> Never {
             progressTask.cancel()
-            // The run recorded itself as interrupted; show what it had done.
-            let ledger = RunLedger(client: run.handler.database.client, logger: logger)
-            if let record = try await ledger.resumableRun(
-                environment: run.handler.verifier.configuration.environment.rawValue, bundleId: run.handler.verifier.configuration.bundleId,
-                windowStart: run.configuration.windowStart, windowEnd: run.configuration.windowEnd, dryRun: run.configuration.dryRun) {
-                var interrupted = try await ReconcileRun.report(run: record, ledger: ledger, finishedAt: Date())
-                interrupted.status = .interrupted
-                try output(interrupted)
-                return interrupted
-            }
-            throw CommandError.partial("interrupted before the run started")
+            if let report { try? output(report); outcome.reports.append(report) }
+            throw error
         }
-        progressTask.cancel()
-        await progressTask.value
-        try output(report)
-        return report
+        do {
+            let report = try await cancellingOnSignals {
+                try await run.run(progress: progress) { logger.notice("another run holds the lease; waiting (--wait)") }
+            }
+            progressTask.cancel()
+            await progressTask.value
+            try output(report)
+            outcome.reports.append(report)
+        } catch let error as ReconcileRun.RunStopped {
+            switch error.reason {
+            case .interrupted: try stop(error.report, .partial("interrupted: rerun the same command to resume"))
+            case .configuration(let text): try stop(error.report, .configuration(text))
+            case .unavailable(let text): try stop(error.report, .partial("the run stopped: \(text); rerun the same command to resume"))
+            }
+        } catch is Interrupted {
+            try stop(nil, .partial("interrupted before the run started"))
+        } catch let error as RunLease.Busy {
+            try stop(nil, .configuration(error.description))
+        } catch let error as ReconcileRun.InvalidWindow {
+            try stop(nil, .configuration(error.description))
+        } catch let error as AppStoreServerAPIError {
+            if case .unauthorized = error { try stop(nil, .configuration(APIOptions.unauthorizedHint(error))) }
+            try stop(nil, .partial("the run stopped: \(error); rerun the same command to resume"))
+        } catch let error as DatabaseUnavailable {
+            try stop(nil, .partial("the run stopped: \(error); rerun the same command to resume"))
+        } catch let error as PSQLError {
+            try stop(nil, .partial("the database failed during the run (\(error.briefDescription)); rerun the same command to resume"))
+        }
     }
 
     private func output(_ report: RunReport) throws {
@@ -172,43 +306,22 @@ struct RunCommand: AsyncParsableCommand {
         }
     }
 
-    /// The windows to recover: --start/--end, --since-last or --detected.
-    private func resolveWindows(postgres: PostgresClient, client: AppStoreServerAPIClient, logger: Logger,
-                                verifier: SignedDataVerifier) async throws -> [(Int64, Int64)] {
+    /// --start/--end.
+    private func manualWindow() throws -> (Int64, Int64) {
         let now = Int64(Date().timeIntervalSince1970 * 1000)
-        if let start {
-            guard let startTime = TimeArgument.parse(start, now: now) else {
-                throw CommandError.configuration("--start: \(start) is not a time (ISO 8601 such as 2026-11-20T03:10:00Z, UNIX milliseconds, or now-6h)")
-            }
-            let endTime: Int64
-            if let end {
-                guard let parsed = TimeArgument.parse(end, now: now) else {
-                    throw CommandError.configuration("--end: \(end) is not a time (ISO 8601 such as 2026-11-20T05:45:00Z, UNIX milliseconds, or now)")
-                }
-                endTime = parsed
-            } else {
-                endTime = now
-            }
-            return [(startTime, endTime)]
+        guard let start, let startTime = TimeArgument.parse(start, now: now) else {
+            throw CommandError.configuration("--start: \(start ?? "") is not a time (ISO 8601 such as 2026-11-20T03:10:00Z, UNIX milliseconds, or now-6h)")
         }
-        let environment = verifier.configuration.environment.rawValue
-        let bundleId = verifier.configuration.bundleId
-        if sinceLast {
-            guard let overlapMilliseconds = TimeArgument.duration(overlap) else {
-                throw CommandError.configuration("--overlap: \(overlap) is not a duration such as 1h")
-            }
-            let ledger = RunLedger(client: postgres, logger: logger)
-            let lastEnd = try await ledger.lastSuccessfulWindowEnd(environment: environment, bundleId: bundleId)
-            let newestLive = try await PurchaseStore(logger: logger).newestLiveNotification(environment: environment, on: postgres)
-            guard let anchor = lastEnd ?? newestLive else {
-                throw CommandError.configuration("--since-last: there is no successful run and no live notification yet; give the first window with --start")
-            }
-            let startTime = anchor - overlapMilliseconds
-            logger.info("window from --since-last", metadata: [
-                "start": "\(TimeArgument.iso8601(startTime))", "from": "\(lastEnd != nil ? "last successful run" : "newest live notification")",
-            ])
-            return [(startTime, now)]
+        guard let end else { return (startTime, now) }
+        guard let endTime = TimeArgument.parse(end, now: now) else {
+            throw CommandError.configuration("--end: \(end) is not a time (ISO 8601 such as 2026-11-20T05:45:00Z, UNIX milliseconds, or now)")
         }
+        return (startTime, endTime)
+    }
+
+    /// The windows `detect-outage` finds.
+    private func detectedWindows(client: AppStoreServerAPIClient, logger: Logger) async throws -> [(Int64, Int64)] {
+        let now = Int64(Date().timeIntervalSince1970 * 1000)
         guard let since = TimeArgument.duration(detectSince) else {
             throw CommandError.configuration("--detect-since: \(detectSince) is not a duration such as 7d")
         }

@@ -33,10 +33,10 @@ struct StatusCommand: AsyncParsableCommand {
 
     func run() async throws {
         let logger = logging.makeLogger()
-        try await database.withClient(logger: logger) { client in
-            do { try await Migrator().requireCurrent(client, logger: logger) }
+        try await database.withDatabase(logger: logger) { database in
+            do { try await Migrator().requireCurrent(database.client, logger: logger) }
             catch let error as Migrator.MigrationError { throw CommandError.configuration(error.description) }
-            let ledger = RunLedger(client: client, logger: logger)
+            let ledger = RunLedger(database: database)
             let runs: [RunRecord]
             if let runId {
                 guard let run = try await ledger.run(id: runId) else { throw CommandError.configuration("there is no run \(runId)") }
@@ -62,15 +62,15 @@ struct StatusCommand: AsyncParsableCommand {
                 print("no runs yet")
                 return
             }
-            print("  run  status       phase     window (UTC)                                         shards       pages  customers      started               by")
+            print("  run  kind       status                     phase     window (UTC)                                         shards       pages  customers      started               by")
             for row in rows {
                 let run = row.run
                 let window = "\(TimeArgument.iso8601(run.windowStart)) → \(TimeArgument.iso8601(run.windowEnd))"
                 let shards = "\(row.shardsDone)/\(row.shardsTotal)" + (row.shardsFailed > 0 ? " (\(row.shardsFailed)!)" : "")
                 let customers = "\(row.customers.done + row.customers.failed)/\(row.customers.total)" + (row.customers.failed > 0 ? " (\(row.customers.failed)!)" : "")
                 let status = run.status.rawValue + (run.dryRun ? " dry" : "")
-                print(String(format: "%5lld  %@ %@ %@ %@ %6d  %@ %@  %@",
-                             run.runId, pad(status, 12), pad(run.phase.rawValue, 9), pad(window, 52), pad(shards, 12), row.pages,
+                print(String(format: "%5lld  %@ %@ %@ %@ %@ %6d  %@ %@  %@",
+                             run.runId, pad(run.kind.rawValue, 10), pad(status, 26), pad(run.phase.rawValue, 9), pad(window, 52), pad(shards, 12), row.pages,
                              pad(customers, 14), pad(ISO8601DateFormatter().string(from: run.startedAt), 20), run.holder ?? "-"))
             }
             if runId != nil, let run = runs.first {

@@ -25,46 +25,39 @@ struct WorkCommand: AsyncParsableCommand {
     @OptionGroup var database: DatabaseOptions
     @OptionGroup var logging: LoggingOptions
 
+    func validate() throws {
+        guard concurrency >= 1 else { throw ValidationError("--concurrency must be at least 1") }
+        guard database.maxConnections >= concurrency + 1 else {
+            throw ValidationError("--max-connections \(database.maxConnections) could starve \(concurrency) customer workers: a worker needs one connection per customer it works on plus one; set --max-connections to at least \(concurrency + 1) or lower --concurrency")
+        }
+    }
+
     func run() async throws {
         let logger = logging.makeLogger()
         let verifier = try app.verifier()
         let client = try api.client(app: app)
-        let holder = "\(ProcessInfo.processInfo.hostName):\(ProcessInfo.processInfo.processIdentifier)"
-        let failed = try await database.withClient(logger: logger) { postgres -> Int in
-            do { try await Migrator().requireCurrent(postgres, logger: logger) }
+        let holder = ProcessIdentity.current
+        let failed = try await database.withDatabase(logger: logger) { database -> Int in
+            do { try await Migrator().requireCurrent(database.client, logger: logger) }
             catch let error as Migrator.MigrationError { throw CommandError.configuration(error.description) }
-            let ledger = RunLedger(client: postgres, logger: logger)
-            guard var run = try await ledger.run(id: runId) else { throw CommandError.configuration("there is no run \(runId)") }
-            guard run.environment == verifier.configuration.environment.rawValue, run.bundleId == verifier.configuration.bundleId else {
-                throw CommandError.configuration("run \(runId) is for \(run.bundleId) in \(run.environment), not the configured \(verifier.configuration.bundleId) in \(verifier.configuration.environment.rawValue)")
-            }
-            while run.phase == .replay {
-                guard run.status == .running else {
-                    throw CommandError.configuration("run \(runId) is \(run.status.rawValue) in phase 1; rerun it with `reconciler run` first")
-                }
-                logger.info("waiting for the run to finish phase 1", metadata: ["runId": "\(runId)"])
-                try await Task.sleep(for: .seconds(2))
-                run = try await ledger.run(id: runId) ?? run
-            }
             let progress = RunProgress()
-            let filler = GapFiller(
-                configuration: .init(runId: runId, environment: run.environment, dryRun: run.dryRun, refreshStatus: run.options.refreshStatus,
-                                     concurrency: concurrency, worker: holder),
-                verifier: verifier, client: client, database: Database(client: postgres, logger: logger), ledger: ledger,
-                progress: progress, logger: logger)
+            let worker = RunWorker(configuration: .init(runId: runId, concurrency: concurrency, worker: holder),
+                                   handler: NotificationHandler(verifier: verifier, database: database), client: client)
             let reporter = ProgressReporter(progress: progress, logger: logger, interval: .seconds(10))
             let progressTask = Task { await reporter.run() }
             defer { progressTask.cancel() }
             do {
-                try await cancellingOnSignals { try await filler.run() }
+                try await cancellingOnSignals { try await worker.work(progress: progress) }
+            } catch let error as RunWorker.CannotJoin {
+                throw CommandError.configuration(error.description)
             } catch let error as AppStoreServerAPIError {
-                if case .unauthorized = error { throw CommandError.configuration(error.description) }
+                if case .unauthorized = error { throw CommandError.configuration(APIOptions.unauthorizedHint(error)) }
                 throw error
+            } catch let error as RunConfigurationError {
+                throw CommandError.configuration(error.description)
             } catch is Interrupted {
-                try? await ledger.addAPIStatistics(runId: runId, client.statistics.snapshot)
                 throw CommandError.partial("interrupted; the customers this worker held are pending again")
             }
-            try await ledger.addAPIStatistics(runId: runId, client.statistics.snapshot)
             let snapshot = progress.snapshot
             print("worker \(holder) on run \(runId): \(snapshot.customersDone) customers done here, \(snapshot.customersFailed) failed, "
                   + "\(client.statistics.snapshot.requests) requests")

@@ -63,4 +63,9 @@ struct APIOptions: ParsableArguments {
             environment: environment, requestTimeout: .milliseconds(Int64(requestTimeout * 1000)),
             requestsPerSecond: perSecond))
     }
+
+    /// What to check when Apple refuses the credentials, in this command's words.
+    static func unauthorizedHint(_ error: AppStoreServerAPIError) -> String {
+        "\(error.description); check APP_STORE_KEY_ID, APP_STORE_ISSUER_ID, APP_STORE_PRIVATE_KEY_PATH and APP_STORE_BUNDLE_ID"
+    }
 }

@@ -1,3 +1,4 @@
+import AppStoreServer
 import ArgumentParser
 import Logging
 import PostgresNIO
@@ -11,6 +12,11 @@ struct DatabaseOptions: ParsableArguments {
     @Option(name: .long, help: ArgumentHelp("Most connections this process opens (default 20).", valueName: "n"))
     var maxConnections: Int = 20
 
+    @Option(name: .long, help: ArgumentHelp(
+        "How long to keep retrying while the database is unreachable (a restart, a failover) before giving up (default 60s).",
+        valueName: "duration"))
+    var databaseTimeout: String = "60s"
+
     func settings() throws -> DatabaseSettings {
         guard let url = databaseURL ?? Env.value("DATABASE_URL") else {
             throw CommandError.configuration("no database: set DATABASE_URL or --database-url (postgres://user:password@host:5432/db)")
@@ -19,6 +25,18 @@ struct DatabaseOptions: ParsableArguments {
             return try DatabaseSettings(url: url, maximumConnections: max(2, maxConnections))
         } catch {
             throw CommandError.configuration("\(error)")
+        }
+    }
+
+    /// Runs `body` with a ``Database`` that rides out restarts for `--database-timeout`.
+    func withDatabase<T: Sendable>(logger: Logger, _ body: (Database) async throws -> T) async throws -> T {
+        let settings = try settings()
+        guard let timeout = TimeArgument.duration(databaseTimeout), timeout >= 1000 else {
+            throw CommandError.configuration("--database-timeout: \(databaseTimeout) is not a duration of at least 1s, such as 60s or 5m")
+        }
+        return try await withClient(logger: logger) { client in
+            try await body(Database(client: client, logger: logger, configuration: .init(
+                name: settings.description, unavailableTimeout: .milliseconds(timeout))))
         }
     }
 
@@ -33,6 +51,8 @@ struct DatabaseOptions: ParsableArguments {
                 return try await body(client)
             } catch let error as PSQLError {
                 throw CommandError.configuration("database \(settings): \(error.briefDescription)")
+            } catch let error as DatabaseUnavailable {
+                throw CommandError.partial("\(error); rerun when it is back")
             }
         }
     }

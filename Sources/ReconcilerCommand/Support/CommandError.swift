@@ -15,6 +15,12 @@ struct CommandError: Error, CustomStringConvertible {
         CommandError(description: message, exitCode: 2)
     }
 
+    /// Exit 4: done, but something needs a person (payloads quarantined for the first time, requests
+    /// Apple refused, a window lost to retention); not a retry.
+    static func attention(_ message: String) -> CommandError {
+        CommandError(description: message, exitCode: 4)
+    }
+
     /// Exit 3: a signed value is not genuine.
     static func rejected(_ message: String) -> CommandError {
         CommandError(description: message, exitCode: 3)

@@ -1,0 +1,184 @@
+import AppStoreServer
+import Foundation
+import PostgresNIO
+
+/// The quarantine: signed values from Apple's API that failed verification. Each is stored once
+/// (by its SHA-256), never applied, and counted by every run that meets it; only the first run
+/// to meet it reports it as new, so one bad payload never holds the schedule back.
+extension RunLedger {
+    /// Records the rejections a page met, in the page's transaction: quarantines the new ones
+    /// (in a dry run only notes which would be new) and lists all of them under the run. Returns
+    /// them with ``Rejection/newlyQuarantined`` set.
+    public func quarantine(_ rejections: [Rejection], runId: Int64, environment: String, bundleId: String, dryRun: Bool,
+                           on connection: PostgresConnection) async throws -> [Rejection] {
+        guard !rejections.isEmpty else { return [] }
+        let unique = Dictionary(rejections.map { ($0.payloadSHA256, $0) }, uniquingKeysWith: { first, _ in first })
+        let hashes = unique.keys.sorted()
+        // Known before this run met it: already quarantined by an earlier run.
+        let known = try await connection.query("""
+            SELECT payload_sha256 FROM quarantined_payloads
+            WHERE payload_sha256 = ANY(\(hashes)::text[]) AND (first_run_id IS DISTINCT FROM \(runId))
+            """, logger: logger)
+        var knownHashes = Set<String>()
+        for try await hash in known.decode(String.self) { knownHashes.insert(hash) }
+        var result = hashes.map { hash in
+            var rejection = unique[hash]!
+            rejection.newlyQuarantined = !knownHashes.contains(hash)
+            return rejection
+        }
+        struct Row: Encodable {
+            var payload_sha256: String
+            var environment: String
+            var bundle_id: String
+            var source: String
+            var notification_uuid: String?
+            var type_and_subtype: String?
+            var reason: String
+            var detail: String
+            var signed_payload: String
+            var newly_quarantined: Bool
+        }
+        let rows = try PurchaseStore.json(result.map {
+            Row(payload_sha256: $0.payloadSHA256, environment: environment, bundle_id: bundleId, source: $0.source.rawValue,
+                notification_uuid: $0.notificationUUID, type_and_subtype: $0.typeAndSubtype, reason: $0.reason.rawValue,
+                detail: $0.detail, signed_payload: $0.signedPayload, newly_quarantined: $0.newlyQuarantined)
+        })
+        if !dryRun {
+            try await connection.query("""
+                INSERT INTO quarantined_payloads AS q (payload_sha256, environment, bundle_id, source, notification_uuid, type_and_subtype,
+                    reason, detail, signed_payload, first_run_id, last_run_id)
+                SELECT payload_sha256, environment, bundle_id, source, notification_uuid, type_and_subtype, reason, detail, signed_payload,
+                    \(runId), \(runId)
+                FROM jsonb_to_recordset(\(rows)::jsonb) AS r (payload_sha256 text, environment text, bundle_id text, source text,
+                    notification_uuid text, type_and_subtype text, reason text, detail text, signed_payload text)
+                ORDER BY payload_sha256
+                ON CONFLICT (payload_sha256) DO UPDATE SET last_seen_at = now(), last_run_id = EXCLUDED.last_run_id,
+                    times_seen = q.times_seen + CASE WHEN q.last_run_id IS DISTINCT FROM EXCLUDED.last_run_id THEN 1 ELSE 0 END
+                """, logger: logger)
+        }
+        try await connection.query("""
+            INSERT INTO run_rejections (run_id, payload_sha256, source, notification_uuid, type_and_subtype, reason, detail, newly_quarantined)
+            SELECT \(runId), payload_sha256, source, notification_uuid, type_and_subtype, reason, detail, newly_quarantined
+            FROM jsonb_to_recordset(\(rows)::jsonb) AS r (payload_sha256 text, source text, notification_uuid text, type_and_subtype text,
+                reason text, detail text, newly_quarantined boolean)
+            ON CONFLICT (run_id, payload_sha256) DO NOTHING
+            """, logger: logger)
+        result = result.map { rejection in
+            var reported = rejection
+            reported.signedPayload = ""
+            return reported
+        }
+        return result
+    }
+
+    /// The rejections a run met, in the order it met them.
+    public func rejections(runId: Int64) async throws -> [Rejection] {
+        try await read { [logger] connection in
+            let rows = try await connection.query("""
+                SELECT source, notification_uuid, type_and_subtype, reason, detail, payload_sha256, newly_quarantined
+                FROM run_rejections WHERE run_id = \(runId) ORDER BY recorded_at, payload_sha256
+                """, logger: logger)
+            var result: [Rejection] = []
+            for try await row in rows.decode((String, String?, String?, String, String, String, Bool).self) {
+                result.append(Rejection(
+                    source: Rejection.Source(rawValue: row.0) ?? .notificationHistory, notificationUUID: row.1, typeAndSubtype: row.2,
+                    reason: VerificationError.Reason(rawValue: row.3) ?? .invalidPayload, detail: row.4, payloadSHA256: row.5,
+                    newlyQuarantined: row.6))
+            }
+            return result
+        }
+    }
+
+    /// One quarantined payload, as `reconciler rejections` lists it.
+    public struct QuarantinedPayload: Sendable, Codable, Hashable {
+        public var payloadSHA256: String
+        public var source: Rejection.Source
+        public var notificationUUID: String?
+        public var typeAndSubtype: String?
+        public var reason: VerificationError.Reason
+        public var detail: String
+        public var firstSeenAt: Date
+        public var lastSeenAt: Date
+        public var firstRunId: Int64?
+        public var lastRunId: Int64?
+        public var timesSeen: Int
+        public var acknowledgedAt: Date?
+        public var acknowledgedNote: String?
+    }
+
+    /// The quarantine of an app and environment, oldest first; unacknowledged ones only unless `all`.
+    public func quarantinedPayloads(environment: String, bundleId: String, all: Bool) async throws -> [QuarantinedPayload] {
+        try await read { [logger] connection in
+            let rows = try await connection.query("""
+                SELECT payload_sha256, source, notification_uuid, type_and_subtype, reason, detail, first_seen_at, last_seen_at,
+                       first_run_id, last_run_id, times_seen, acknowledged_at, acknowledged_note
+                FROM quarantined_payloads
+                WHERE environment = \(environment) AND bundle_id = \(bundleId) AND (\(all) OR acknowledged_at IS NULL)
+                ORDER BY first_seen_at, payload_sha256
+                """, logger: logger)
+            var result: [QuarantinedPayload] = []
+            for try await row in rows.decode((String, String, String?, String?, String, String, Date, Date, Int64?, Int64?, Int, Date?, String?).self) {
+                result.append(QuarantinedPayload(
+                    payloadSHA256: row.0, source: Rejection.Source(rawValue: row.1) ?? .notificationHistory, notificationUUID: row.2,
+                    typeAndSubtype: row.3, reason: VerificationError.Reason(rawValue: row.4) ?? .invalidPayload, detail: row.5,
+                    firstSeenAt: row.6, lastSeenAt: row.7, firstRunId: row.8, lastRunId: row.9, timesSeen: row.10,
+                    acknowledgedAt: row.11, acknowledgedNote: row.12))
+            }
+            return result
+        }
+    }
+
+    /// The signed value of a quarantined payload, for `reconciler inspect`.
+    public func quarantinedSignedPayload(sha256: String) async throws -> String? {
+        try await read { [logger] connection in
+            let rows = try await connection.query(
+                "SELECT signed_payload FROM quarantined_payloads WHERE payload_sha256 = \(sha256)", logger: logger)
+            for try await payload in rows.decode(String.self) { return payload }
+            return nil
+        }
+    }
+
+    /// What `acknowledge` matched.
+    public enum AcknowledgeResult: Sendable, Equatable {
+        case acknowledged(sha256: String)
+        case notFound
+        /// The selector matches several payloads; give more of the hash.
+        case ambiguous(count: Int)
+    }
+
+    /// Acknowledges one quarantined payload, named by its notificationUUID or a prefix (at least 8
+    /// characters) of its SHA-256: it stays quarantined and is still reported by runs that meet
+    /// it, but no longer counts as unacknowledged for alerts.
+    public func acknowledge(_ selector: String, note: String?, environment: String, bundleId: String) async throws -> AcknowledgeResult {
+        let prefix = selector.lowercased()
+        return try await read { [logger] connection in
+            let rows = try await connection.query("""
+                SELECT payload_sha256 FROM quarantined_payloads
+                WHERE environment = \(environment) AND bundle_id = \(bundleId)
+                  AND (notification_uuid = \(selector) OR (length(\(prefix)) >= 8 AND starts_with(payload_sha256, \(prefix))))
+                """, logger: logger)
+            var matches: [String] = []
+            for try await hash in rows.decode(String.self) { matches.append(hash) }
+            guard matches.count == 1, let hash = matches.first else {
+                return matches.isEmpty ? .notFound : .ambiguous(count: matches.count)
+            }
+            try await connection.query("""
+                UPDATE quarantined_payloads SET acknowledged_at = COALESCE(acknowledged_at, now()), acknowledged_note = \(note)
+                WHERE payload_sha256 = \(hash)
+                """, logger: logger)
+            return .acknowledged(sha256: hash)
+        }
+    }
+
+    /// How many quarantined payloads of an app and environment nobody acknowledged yet.
+    public func unacknowledgedQuarantineCount(environment: String, bundleId: String) async throws -> Int {
+        try await read { [logger] connection in
+            let rows = try await connection.query("""
+                SELECT count(*) FROM quarantined_payloads
+                WHERE environment = \(environment) AND bundle_id = \(bundleId) AND acknowledged_at IS NULL
+                """, logger: logger)
+            for try await count in rows.decode(Int.self) { return count }
+            return 0
+        }
+    }
+}

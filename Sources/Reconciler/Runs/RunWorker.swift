@@ -1,0 +1,78 @@
+import AppStoreServer
+import Foundation
+import Logging
+
+/// Joins a run's phase 2 from another process or machine (`reconciler work`): leases customers
+/// from the run's queue in PostgreSQL and recovers them exactly as the run does, until none is
+/// left. It waits while the run is still in phase 1.
+///
+/// ```swift
+/// let worker = RunWorker(configuration: .init(runId: 42), handler: handler, client: client)
+/// try await worker.work(progress: RunProgress())
+/// ```
+public struct RunWorker: Sendable {
+    public struct Configuration: Sendable {
+        public var runId: Int64
+        /// Customers processed at once.
+        public var concurrency: Int
+        /// Names this process in the queue.
+        public var worker: String
+
+        public init(runId: Int64, concurrency: Int = 8, worker: String = ProcessIdentity.current) {
+            self.runId = runId
+            self.concurrency = concurrency
+            self.worker = worker
+        }
+    }
+
+    /// The run cannot be joined.
+    public struct CannotJoin: Error, CustomStringConvertible, Sendable {
+        public var description: String
+    }
+
+    public let configuration: Configuration
+    let handler: NotificationHandler
+    let client: AppStoreServerAPIClient
+    let ledger: RunLedger
+    let logger: Logger
+
+    public init(configuration: Configuration, handler: NotificationHandler, client: AppStoreServerAPIClient) {
+        self.configuration = configuration
+        self.handler = handler
+        self.client = client
+        self.ledger = RunLedger(database: handler.database)
+        self.logger = handler.database.logger
+    }
+
+    /// Works through the run's queue; returns when no customer is left for this process.
+    public func work(progress: RunProgress) async throws {
+        let runId = configuration.runId
+        guard var run = try await ledger.run(id: runId) else { throw CannotJoin(description: "there is no run \(runId)") }
+        let verifier = handler.verifier.configuration
+        guard run.environment == verifier.environment.rawValue, run.bundleId == verifier.bundleId else {
+            throw CannotJoin(description: "run \(runId) is for \(run.bundleId) in \(run.environment), not the configured \(verifier.bundleId) in \(verifier.environment.rawValue)")
+        }
+        while run.phase == .replay {
+            guard run.status == .running else {
+                throw CannotJoin(description: "run \(runId) is \(run.status.rawValue) in phase 1; rerun it with `reconciler run` first")
+            }
+            logger.info("waiting for the run to finish phase 1", metadata: ["runId": "\(runId)"])
+            try await Task.sleep(for: .seconds(2))
+            run = try await ledger.run(id: runId) ?? run
+        }
+        let shadow = run.dryRun ? try await ShadowSchema.create(runId: runId, on: handler.database) : nil
+        let apiAtStart = client.statistics.snapshot
+        let filler = GapFiller(
+            configuration: .init(run: run, concurrency: configuration.concurrency, worker: configuration.worker),
+            handler: handler.shadowed(by: shadow), client: client, ledger: ledger, progress: progress, tally: VerificationTally(),
+            logger: logger)
+        do {
+            try await filler.fill()
+        } catch {
+            let (ledger, api) = (RunLedger(database: ledger.database.with(unavailableTimeout: .seconds(5))), client.statistics.snapshot.since(apiAtStart))
+            try? await Task.detached { try await ledger.addAPIStatistics(runId: runId, api) }.value
+            throw error
+        }
+        try await ledger.addAPIStatistics(runId: runId, client.statistics.snapshot.since(apiAtStart))
+    }
+}

@@ -1,0 +1,117 @@
+import Logging
+import PostgresNIO
+
+/// Where a dry run keeps the state it would have written: a schema of its own, keyed by the run,
+/// with copies of the state tables. The first time a page touches a purchase (or a notification,
+/// or a customer's revision) the real rows are copied in; from then on the run's transactions
+/// put the shadow schema first on their `search_path`, so the handler and the gap fill read and
+/// write the copies with exactly the SQL of a real run. A dry run therefore reports exactly the
+/// changes the real run would make, page by page in short transactions, with flat memory, and
+/// the real tables never change. The schema is dropped when the dry run ends.
+///
+/// ```swift
+/// let shadow = try await ShadowSchema.create(runId: run.runId, on: database)
+/// let handler = handler.shadowed(by: shadow)   // replays now write the copies
+/// try await shadow.drop(on: database)
+/// ```
+public struct ShadowSchema: Sendable, Hashable {
+    public let runId: Int64
+    /// The schema that holds the real tables, found when the dry run starts.
+    public let realSchema: String
+
+    /// The tables a dry run writes instead of the real ones.
+    static let tables = ["notifications", "transactions", "purchases", "history_revisions"]
+
+    /// The shadow schema's name; made of the run id only, so it is safe to put into SQL.
+    public var name: String { "reconciler_dry_run_\(runId)" }
+
+    var realSchemaIdentifier: String { "\"" + realSchema.replacingOccurrences(of: "\"", with: "\"\"") + "\"" }
+
+    /// Creates the shadow tables of a dry run (or finds them, for a resumed one).
+    public static func create(runId: Int64, on database: Database) async throws -> ShadowSchema {
+        try await database.transaction { connection in
+            var realSchema = "public"
+            let rows = try await connection.query("""
+                SELECT n.nspname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = to_regclass('purchases')
+                """, logger: database.logger)
+            for try await name in rows.decode(String.self) { realSchema = name }
+            let shadow = ShadowSchema(runId: runId, realSchema: realSchema)
+            try await connection.query(PostgresQuery(unsafeSQL: "CREATE SCHEMA IF NOT EXISTS \(shadow.name)"), logger: database.logger)
+            for table in tables {
+                try await connection.query(PostgresQuery(unsafeSQL: """
+                    CREATE TABLE IF NOT EXISTS \(shadow.name).\(table) (LIKE \(shadow.realSchemaIdentifier).\(table) INCLUDING ALL)
+                    """), logger: database.logger)
+            }
+            return shadow
+        }
+    }
+
+    /// Drops the shadow tables.
+    public func drop(on database: Database) async throws {
+        try await database.shadowed(by: nil).transaction { connection in
+            try await connection.query(PostgresQuery(unsafeSQL: "DROP SCHEMA IF EXISTS \(name) CASCADE"), logger: database.logger)
+        }
+    }
+
+    /// Drops the shadow schemas of dry runs that are not among `keep` (runs that can still resume).
+    public static func dropAll(except keep: Set<Int64>, on database: Database) async throws {
+        try await database.shadowed(by: nil).transaction { connection in
+            let rows = try await connection.query(
+                "SELECT nspname FROM pg_namespace WHERE nspname LIKE 'reconciler\\_dry\\_run\\_%'", logger: database.logger)
+            var stale: [String] = []
+            for try await name in rows.decode(String.self) {
+                guard let runId = Int64(name.dropFirst("reconciler_dry_run_".count)), !keep.contains(runId) else { continue }
+                stale.append(name)
+            }
+            for name in stale {
+                try await connection.query(PostgresQuery(unsafeSQL: "DROP SCHEMA IF EXISTS \(name) CASCADE"), logger: database.logger)
+            }
+        }
+    }
+
+    /// Puts the shadow tables first for the rest of the transaction.
+    func enter(on connection: PostgresConnection, logger: Logger) async throws {
+        try await connection.query(
+            "SELECT set_config('search_path', \(name) || ', ' || current_setting('search_path'), true)", logger: logger)
+    }
+
+    /// Copies the real rows of purchases (with their transactions), notifications and customers
+    /// into the shadow tables, unless the dry run already holds its own copies of them.
+    func copyOnFirstTouch(purchases: [String], notifications: [String], anchors: [String], on connection: PostgresConnection,
+                          logger: Logger) async throws {
+        let real = realSchemaIdentifier
+        if !purchases.isEmpty || !anchors.isEmpty {
+            var bindings = PostgresBindings()
+            bindings.append(purchases)
+            bindings.append(anchors)
+            try await connection.query(PostgresQuery(unsafeSQL: """
+                WITH touched AS (
+                    INSERT INTO \(name).purchases SELECT * FROM \(real).purchases
+                    WHERE original_transaction_id = ANY($1::text[]) OR original_transaction_id = ANY($2::text[])
+                       OR history_anchor_transaction_id = ANY($2::text[])
+                    ON CONFLICT DO NOTHING
+                    RETURNING original_transaction_id
+                )
+                INSERT INTO \(name).transactions SELECT * FROM \(real).transactions
+                WHERE original_transaction_id IN (SELECT original_transaction_id FROM touched)
+                ON CONFLICT DO NOTHING
+                """, binds: bindings), logger: logger)
+        }
+        if !notifications.isEmpty {
+            var bindings = PostgresBindings()
+            bindings.append(notifications)
+            try await connection.query(PostgresQuery(unsafeSQL: """
+                INSERT INTO \(name).notifications SELECT * FROM \(real).notifications WHERE notification_uuid = ANY($1::text[])
+                ON CONFLICT DO NOTHING
+                """, binds: bindings), logger: logger)
+        }
+        if !anchors.isEmpty {
+            var bindings = PostgresBindings()
+            bindings.append(anchors)
+            try await connection.query(PostgresQuery(unsafeSQL: """
+                INSERT INTO \(name).history_revisions SELECT * FROM \(real).history_revisions WHERE anchor_transaction_id = ANY($1::text[])
+                ON CONFLICT DO NOTHING
+                """, binds: bindings), logger: logger)
+        }
+    }
+}
