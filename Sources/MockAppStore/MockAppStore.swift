@@ -34,6 +34,8 @@ public final class MockAppStore: Service, Sendable {
         public var rateLimitPerSecond: Double?
         /// How long a pagination token stays valid.
         public var paginationTokenLifetime: Duration
+        /// Entries per page of both histories: Apple sends up to 20; fewer makes tests page more.
+        public var pageSize: Int
         public var keyId: String
         public var issuerId: String
         /// How long to wait for the webhook to accept connections before delivering.
@@ -45,7 +47,7 @@ public final class MockAppStore: Service, Sendable {
 
         public init(scenario: ScenarioConfiguration = .init(), host: String = "127.0.0.1", port: Int = 0,
                     webhookURL: String? = nil, credentialsDirectory: String? = nil, faults: FaultConfiguration = .init(),
-                    rateLimitPerSecond: Double? = nil, paginationTokenLifetime: Duration = .seconds(600),
+                    rateLimitPerSecond: Double? = nil, paginationTokenLifetime: Duration = .seconds(600), pageSize: Int = 20,
                     keyId: String = "MOCKKEY001", issuerId: String = "57246542-96fe-1a63-e053-0824d011072a",
                     webhookWait: Duration = .seconds(120), onListening: @escaping @Sendable (Int) async -> Void = { _ in },
                     onReady: @escaping @Sendable (Int) async -> Void = { _ in }) {
@@ -57,6 +59,7 @@ public final class MockAppStore: Service, Sendable {
             self.faults = faults
             self.rateLimitPerSecond = rateLimitPerSecond
             self.paginationTokenLifetime = paginationTokenLifetime
+            self.pageSize = min(max(pageSize, 1), 20)
             self.keyId = keyId
             self.issuerId = issuerId
             self.webhookWait = webhookWait

@@ -8,7 +8,6 @@ import NIOFoundationCompat
 /// subtype returns only notifications without a subtype, `onlyFailures`, the retention limit
 /// (180 days, 30 in the sandbox) and the documented errors.
 extension MockAppStore {
-    static let pageSize = 20
 
     /// Which subtypes each type can carry, as Apple documents them.
     static let subtypesByType: [String: Set<String>] = [
@@ -124,7 +123,7 @@ extension MockAppStore {
             if let account, plan.accountId != account { continue }
             let sent = attempts.attempts(plan.notificationUUID)
             if onlyFailures == true, sent.contains(where: { $0.sendAttemptResult == .success }) { continue }
-            if page.count == Self.pageSize {
+            if page.count == configuration.pageSize {
                 hasMore = true
                 break
             }

@@ -102,7 +102,7 @@ extension MockAppStore {
             if !groups.isEmpty, !groups.contains(payload.subscriptionGroupIdentifier ?? "") { continue }
             if let ownership, payload.inAppOwnershipType?.rawValue != ownership { continue }
             if let revoked, (payload.revocationDate != nil) != revoked { continue }
-            if page.count == Self.pageSize {
+            if page.count == configuration.pageSize {
                 hasMore = true
                 break
             }

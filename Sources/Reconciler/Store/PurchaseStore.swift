@@ -470,9 +470,15 @@ public struct PurchaseStore: Sendable {
     }
 
     /// Records a customer's history as read up to `revision` at `checkedAt` (UNIX ms): stores the
-    /// revision, links the purchases it covers to the customer, and marks them checked.
+    /// revision, links the purchases it covers to the customer, and marks them checked. A revision
+    /// stored under another of the customer's purchases is dropped: one customer, one revision.
     public func recordHistoryChecked(anchor: String, environment: String, revision: String?, purchases originalTransactionIds: [String],
                                      checkedAt: Int64, on connection: PostgresConnection) async throws {
+        try await connection.query("""
+            DELETE FROM history_revisions
+            WHERE anchor_transaction_id <> \(anchor) AND (anchor_transaction_id = ANY(\(originalTransactionIds)::text[])
+               OR anchor_transaction_id IN (SELECT original_transaction_id FROM purchases WHERE history_anchor_transaction_id = \(anchor)))
+            """, logger: logger)
         if let revision {
             try await connection.query("""
                 INSERT INTO history_revisions (anchor_transaction_id, environment, revision) VALUES (\(anchor), \(environment), \(revision))

@@ -77,6 +77,10 @@ struct Rehearsal {
         try await HTTP.request(.GET, "\(mockURL)/mock/stats").json
     }
 
+    func resetMockStatistics() async throws {
+        _ = try await HTTP.request(.POST, "\(mockURL)/mock/stats/reset")
+    }
+
     func setFaults(_ faults: [String: Any]) async throws {
         _ = try await HTTP.request(.POST, "\(mockURL)/mock/faults", body: try JSONSerialization.data(withJSONObject: faults))
     }

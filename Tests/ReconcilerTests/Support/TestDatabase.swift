@@ -67,6 +67,18 @@ struct TestDatabase {
         return 0
     }
 
+    /// Runs a query and returns its first column as strings.
+    func strings(_ query: PostgresQuery) async throws -> [String] {
+        var values: [String] = []
+        for try await value in try await client.query(query, logger: Self.logger).decode(String.self) { values.append(value) }
+        return values
+    }
+
+    /// Runs a statement.
+    func execute(_ query: PostgresQuery) async throws {
+        try await client.query(query, logger: Self.logger)
+    }
+
     /// A fingerprint of everything the state tables hold, to prove something changed nothing.
     func stateFingerprint() async throws -> String {
         let rows = try await client.query("""

@@ -1,0 +1,261 @@
+import AppStoreServer
+import Foundation
+import Logging
+import MockAppStore
+import PostgresNIO
+import Reconciler
+import Testing
+
+/// Issue 8: the hundredth scheduled run is as correct, as cheap and as harmless as the first.
+/// Real processes, a real PostgreSQL, the mock App Store over HTTP.
+@Suite(.serialized) struct ScheduleTests {
+    /// Waits until `condition` holds, polling; fails the test after `timeout`.
+    static func eventually(_ what: String, timeout: Duration = .seconds(120), _ condition: () async throws -> Bool) async throws {
+        let deadline = ContinuousClock.now + timeout
+        while try await !condition() {
+            guard ContinuousClock.now < deadline else { throw ProcessFailure(description: "timed out waiting for \(what)") }
+            try await Task.sleep(for: .milliseconds(50))
+        }
+    }
+
+    /// 8.2: an interrupted scheduled run is finished first, in its own window; the next window
+    /// starts where it ended.
+    @Test func sinceLastFinishesTheNewestUnfinishedScheduledWindowFirst() async throws {
+        try await Rehearsal.with(customers: 60, seed: 51, mockArguments: ["--latency-ms", "60"]) { rehearsal in
+            // The first scheduled window reaches back over the outage (the newest live notification is after it).
+            let killed = try rehearsal.start(["run", "--since-last", "--overlap", "8h", "--concurrency", "1", "--gap-concurrency", "1"])
+            try await Self.eventually("a committed page") {
+                try await rehearsal.db.count("SELECT COALESCE(sum(pages_done), 0)::bigint FROM run_shards") > 2
+            }
+            killed.signal(SIGKILL)
+            _ = try await killed.wait()
+            let windowStart = try await rehearsal.db.count("SELECT window_start_ms FROM reconcile_runs WHERE run_id = 1")
+            let windowEnd = try await rehearsal.db.count("SELECT window_end_ms FROM reconcile_runs WHERE run_id = 1")
+
+            let next = try await rehearsal.reconciler(["run", "--since-last", "--overlap", "8h"])
+            #expect(next.status == 0, "\(next.stdout)\n\(next.stderr)")
+            // Run 1 was resumed in its own window and finished; run 2 starts where it ended, minus the overlap.
+            #expect(try await rehearsal.db.count("SELECT count(*) FROM reconcile_runs") == 2)
+            #expect(try await rehearsal.db.count("SELECT count(*) FROM reconcile_runs WHERE run_id = 1 AND status = 'succeeded'") == 1)
+            #expect(try await rehearsal.db.count("SELECT window_start_ms FROM reconcile_runs WHERE run_id = 1") == windowStart)
+            #expect(try await rehearsal.db.count("SELECT window_end_ms FROM reconcile_runs WHERE run_id = 1") == windowEnd)
+            #expect(try await rehearsal.db.count("SELECT window_start_ms FROM reconcile_runs WHERE run_id = 2") == windowEnd - 8 * 3_600_000)
+            #expect(try await rehearsal.db.count("SELECT count(*) FROM reconcile_runs WHERE kind = 'scheduled'") == 2)
+            let export = try await rehearsal.export(), truth = try await rehearsal.truth()
+            #expect(export == truth, "\(Rehearsal.difference(export, truth))")
+        }
+    }
+
+    /// 8.1: quarantined payloads advance the schedule: the run that quarantines them exits 4, the
+    /// next scheduled run starts where it ended and exits 0.
+    @Test func quarantinedPayloadsDoNotPinTheSchedule() async throws {
+        try await Rehearsal.with(customers: 30, seed: 53, mockArguments: ["--forged", "2"]) { rehearsal in
+            // The first scheduled window reaches back over the outage (the newest live notification is after it).
+            let first = try await rehearsal.reconciler(["run", "--since-last", "--overlap", "8h"])
+            #expect(first.status == 4, "\(first.stdout)\n\(first.stderr)")
+            let firstEnd = try await rehearsal.db.count("SELECT window_end_ms FROM reconcile_runs WHERE run_id = 1")
+            let second = try await rehearsal.reconciler(["run", "--since-last", "--overlap", "8h"])
+            #expect(second.status == 0, "\(second.stdout)\n\(second.stderr)")
+            #expect(try await rehearsal.db.count("SELECT window_start_ms FROM reconcile_runs WHERE run_id = 2") == firstEnd - 8 * 3_600_000)
+            #expect(try await rehearsal.db.count("SELECT count(*) FROM run_rejections WHERE run_id = 2 AND NOT newly_quarantined") == 2)
+            #expect(try await rehearsal.db.count("SELECT count(*) FROM quarantined_payloads") == 2)
+        }
+    }
+
+    /// 8.5: once every due customer was checked, a quiet hour reads no transaction history at
+    /// all: the at-risk set is what happened or fell due since, not the customer base.
+    @Test func aQuietHourReadsNoTransactionHistory() async throws {
+        try await Rehearsal.with(customers: 80, seed: 55) { rehearsal in
+            let outage = try await rehearsal.runWindow()
+            #expect(outage.status == 0, "\(outage.stderr)")
+            // The first scheduled run checks what fell due since the outage window ended.
+            let catchUp = try await rehearsal.reconciler(["run", "--since-last"])
+            #expect(catchUp.status == 0, "\(catchUp.stderr)")
+            let quietPath = Rehearsal.temporaryFile("quiet.json")
+            try await rehearsal.resetMockStatistics()
+            let quiet = try await rehearsal.reconciler(["run", "--since-last", "--report-json", quietPath])
+            #expect(quiet.status == 0, "\(quiet.stderr)")
+            let report = try Rehearsal.report(quietPath)
+            #expect(report["customersChecked"] as? Int == 0)
+            #expect(report["transactionsFetched"] as? Int == 0)
+            let requests = try await rehearsal.mockStatistics()["requests"] as? [String: Int] ?? [:]
+            #expect((requests["getTransactionHistory"] ?? 0) == 0, "\(requests)")
+            #expect(try await rehearsal.db.count("SELECT count(*) FROM purchases WHERE history_checked_at_ms IS NOT NULL") > 0)
+        }
+    }
+
+    /// 8.7: a stored revision Apple refuses (4000005) is dropped, the customer's history read from
+    /// the start once, and the report says so; the next run uses the new revision.
+    @Test func aRevisionAppleRefusesIsDroppedAndTheHistoryReadFromTheStart() async throws {
+        try await Rehearsal.with(customers: 30, seed: 57) { rehearsal in
+            let first = try await rehearsal.runWindow()
+            #expect(first.status == 0, "\(first.stderr)")
+            let stored = try await rehearsal.db.count("SELECT count(*) FROM history_revisions")
+            #expect(stored > 0)
+            try await rehearsal.db.execute("UPDATE history_revisions SET revision = 'refused-by-apple'")
+            let reportPath = Rehearsal.temporaryFile("reset.json")
+            let reset = try await rehearsal.runWindow(["--all", "--report-json", reportPath])
+            #expect(reset.status == 0, "\(reset.stdout)\n\(reset.stderr)")
+            #expect(reset.stdout.contains("Apple refused the stored revision of \(stored) customers"))
+            #expect((try Rehearsal.report(reportPath)["revisionResets"] as? [String])?.count == stored)
+            #expect(try await rehearsal.db.count("SELECT count(*) FROM history_revisions WHERE revision = 'refused-by-apple'") == 0)
+            let again = Rehearsal.temporaryFile("again.json")
+            #expect(try await rehearsal.runWindow(["--all", "--report-json", again]).status == 0)
+            #expect((try Rehearsal.report(again)["revisionResets"] as? [String])?.isEmpty == true)
+            let export = try await rehearsal.export(), truth = try await rehearsal.truth()
+            #expect(export == truth, "\(Rehearsal.difference(export, truth))")
+        }
+    }
+
+    /// 8.8: a dry run reports exactly the changes the real run then makes.
+    @Test func aDryRunReportsExactlyWhatTheRealRunChanges() async throws {
+        try await Rehearsal.with(customers: 70, seed: 59) { rehearsal in
+            let dryPath = Rehearsal.temporaryFile("dry.json"), realPath = Rehearsal.temporaryFile("real.json")
+            let fingerprint = try await rehearsal.db.stateFingerprint()
+            let dry = try await rehearsal.runWindow(["--dry-run", "--refresh-status", "--report-json", dryPath])
+            #expect(dry.status == 0, "\(dry.stderr)")
+            #expect(try await rehearsal.db.stateFingerprint() == fingerprint)
+            #expect(try await rehearsal.db.count("SELECT count(*) FROM pg_namespace WHERE nspname LIKE 'reconciler_dry_run_%'") == 0)
+            let real = try await rehearsal.runWindow(["--refresh-status", "--report-json", realPath])
+            #expect(real.status == 0, "\(real.stderr)")
+            let dryReport = try Rehearsal.report(dryPath), realReport = try Rehearsal.report(realPath)
+            let dryChanges = try JSONSerialization.data(withJSONObject: dryReport["changes"] ?? [], options: .sortedKeys)
+            let realChanges = try JSONSerialization.data(withJSONObject: realReport["changes"] ?? [], options: .sortedKeys)
+            #expect((realReport["changes"] as? [Any])?.isEmpty == false)
+            #expect(dryChanges == realChanges)
+            #expect(dryReport["notifications"] as? [String: Int] == realReport["notifications"] as? [String: Int])
+            #expect(dryReport["customersChecked"] as? Int == realReport["customersChecked"] as? Int)
+        }
+    }
+
+    /// 8.4: a pool that could starve the run is refused at start, with what to change.
+    @Test func aPoolThatCouldStarveIsRefusedWithWhatToChange() async throws {
+        try await TestDatabase.with { db in
+            let result = try await runProcess("reconciler", [
+                "run", "--start", "now-1h", "--max-connections", "5", "--concurrency", "2", "--gap-concurrency", "2",
+            ], environment: ["DATABASE_URL": db.url, "APP_STORE_BUNDLE_ID": "com.example", "APP_STORE_ENVIRONMENT": "sandbox"])
+            #expect(result.status == 1)
+            #expect(result.stderr.contains("--max-connections 6"), "\(result.stderr)")
+            let worker = try await runProcess("reconciler", ["work", "--run", "1", "--max-connections", "4", "--concurrency", "4"],
+                                              environment: ["DATABASE_URL": db.url, "APP_STORE_BUNDLE_ID": "com.example"])
+            #expect(worker.status == 1)
+            #expect(worker.stderr.contains("at least 5"), "\(worker.stderr)")
+        }
+    }
+
+    /// 8.4: a phase-2 worker needs one connection at a time, even for customers whose history has
+    /// many pages (the first version held its claim's connection and asked the pool for another).
+    @Test func aPhaseTwoWorkerNeedsOneConnectionAtATime() async throws {
+        try await TestDatabase.with { db in
+            let scenario = ScenarioConfiguration(seed: 61, customers: 12)
+            // Pages of three transactions: most customers' histories need several pages.
+            try await MockAppStore.withRunning(.init(scenario: scenario, pageSize: 3)) { mock, baseURL in
+                let single = PostgresClient(configuration: try DatabaseSettings(url: db.url, maximumConnections: 1).clientConfiguration,
+                                            backgroundLogger: TestDatabase.logger)
+                try await withThrowingTaskGroup(of: Void.self) { group in
+                    group.addTask { await single.run() }
+                    defer { group.cancelAll() }
+                    let database = Database(client: single, logger: TestDatabase.logger)
+                    let handler = NotificationHandler(verifier: try mock.verifier(), database: database)
+                    let ledger = RunLedger(database: database)
+                    let run = try await ledger.createRun(
+                        kind: .manual, environment: "Production", bundleId: scenario.bundleId, windowStart: 0, windowEnd: 1,
+                        dryRun: false, options: .init(refreshStatus: true), shards: [], holder: "test")
+                    try await ledger.setPhase(runId: run.runId, .gapFill)
+                    let customers = Array(Set(mock.truth.map(\.originalTransactionId)))
+                    try await database.transaction { try await ledger.enqueue(runId: run.runId, anchors: customers, reason: .touched, on: $0) }
+                    let worker = RunWorker(configuration: .init(runId: run.runId, concurrency: 1, worker: "single"), handler: handler,
+                                           client: mock.client(baseURL: baseURL))
+                    // A worker that needed a second connection would wait for it forever.
+                    let finished = try await withThrowingTaskGroup(of: Bool.self) { race in
+                        race.addTask { try await worker.work(progress: RunProgress()); return true }
+                        race.addTask { try await Task.sleep(for: .seconds(120)); return false }
+                        defer { race.cancelAll() }
+                        return try await race.next() ?? false
+                    }
+                    #expect(finished, "the worker did not finish with one connection")
+                    #expect(try await ledger.queueSummary(runId: run.runId).done == customers.count)
+                    let longest = try await db.count("SELECT max(transactions_seen) FROM gap_queue")
+                    #expect(longest > 6, "the longest history had \(longest) transactions: no customer needed a third page")
+                }
+            }
+        }
+    }
+
+    /// 8.3: the live webhook never waits on a run: no transaction spans a call to Apple (the mock
+    /// answers after 800 ms, so one that did would stay open that long), and every live POST made
+    /// during `run --all --refresh-status` with latency and 429s is answered and stored.
+    @Test func theLiveWebhookNeverWaitsOnARun() async throws {
+        try await Rehearsal.with(customers: 30, seed: 63, mockArguments: ["--latency-ms", "800", "--fault-429", "0.1"]) { rehearsal in
+            let payloads = try await rehearsal.db.strings("""
+                SELECT DISTINCT ON (original_transaction_id) signed_payload FROM notifications
+                WHERE source = 'webhook' AND original_transaction_id IS NOT NULL ORDER BY original_transaction_id, signed_date_ms DESC LIMIT 25
+                """)
+            #expect(payloads.count >= 20)
+            func post(_ payload: String) async throws -> Duration {
+                let start = ContinuousClock.now
+                let reply = try await HTTP.postNotification(rehearsal.webhookURL, signedPayload: payload)
+                #expect(reply.status == 200)
+                return ContinuousClock.now - start
+            }
+            var idle: [Duration] = []
+            for payload in payloads { idle.append(try await post(payload)) }
+
+            let run = try rehearsal.start(["run", "--start", rehearsal.outageStart, "--end", rehearsal.outageEnd, "--all", "--refresh-status",
+                                           "--concurrency", "4", "--gap-concurrency", "8"])
+            var during: [Duration] = []
+            var longestTransaction = 0
+            var refunds: [String] = []
+            let refundable = try await rehearsal.db.strings("SELECT transaction_id FROM transactions WHERE revocation_date_ms IS NULL LIMIT 3")
+            while run.process.isRunning {
+                for payload in payloads.prefix(5) { during.append(try await post(payload)) }
+                if let transaction = refundable.dropFirst(refunds.count).first {
+                    let reply = try await HTTP.request(.POST, "\(rehearsal.mockURL)/mock/refund?transactionId=\(transaction)")
+                    refunds.append(reply.json["notificationUUID"] as? String ?? "")
+                }
+                longestTransaction = max(longestTransaction, try await rehearsal.db.count("""
+                    SELECT COALESCE(max((extract(epoch FROM now() - xact_start) * 1000)::bigint), 0) FROM pg_stat_activity
+                    WHERE datname = current_database() AND pid <> pg_backend_pid() AND xact_start IS NOT NULL
+                    """))
+            }
+            let result = try await run.wait()
+            #expect(result.status == 0, "\(result.stdout)\n\(result.stderr)")
+            #expect(longestTransaction < 800, "a transaction stayed open \(longestTransaction) ms, as long as a call to Apple")
+            #expect(!during.isEmpty)
+            // The refunds the mock delivered live during the run are stored.
+            for uuid in refunds where !uuid.isEmpty {
+                try await Self.eventually("live REFUND \(uuid)", timeout: .seconds(30)) {
+                    try await rehearsal.db.count("SELECT count(*) FROM notifications WHERE notification_uuid = \(uuid)") == 1
+                }
+            }
+            func p99(_ values: [Duration]) -> Double {
+                let sorted = values.sorted()
+                let value = sorted[min(sorted.count - 1, Int(Double(sorted.count) * 0.99))]
+                return Double(value.components.seconds) * 1000 + Double(value.components.attoseconds) / 1e15
+            }
+            print("live POST latency p99: idle \(String(format: "%.1f", p99(idle))) ms (\(idle.count) POSTs), "
+                + "during the run \(String(format: "%.1f", p99(during))) ms (\(during.count) POSTs); longest transaction \(longestTransaction) ms")
+        }
+    }
+
+    /// 8.6: a run that loses its lease stops (it may no longer own the run) and a rerun resumes it.
+    @Test func aRunThatLosesItsLeaseStopsAndTheRerunResumesIt() async throws {
+        try await Rehearsal.with(customers: 40, seed: 65, mockArguments: ["--latency-ms", "100"]) { rehearsal in
+            let run = try rehearsal.start(["run", "--start", rehearsal.outageStart, "--end", rehearsal.outageEnd, "--concurrency", "1",
+                                           "--lease-duration", "3s"])
+            try await Self.eventually("a committed page") {
+                try await rehearsal.db.count("SELECT COALESCE(sum(pages_done), 0)::bigint FROM run_shards") > 0
+            }
+            try await rehearsal.db.execute("UPDATE run_leases SET holder = 'elsewhere:1:1'")
+            let stopped = try await run.wait(timeout: .seconds(60))
+            #expect(stopped.status == 2, "\(stopped.stdout)\n\(stopped.stderr)")
+            #expect(stopped.stderr.contains("lost the run lease"), "\(stopped.stderr)")
+            try await rehearsal.db.execute("DELETE FROM run_leases")
+            let resumed = try await rehearsal.runWindow()
+            #expect(resumed.status == 0, "\(resumed.stderr)")
+            #expect(try await rehearsal.db.count("SELECT count(*) FROM reconcile_runs") == 1)
+            let export = try await rehearsal.export(), truth = try await rehearsal.truth()
+            #expect(export == truth, "\(Rehearsal.difference(export, truth))")
+        }
+    }
+}
