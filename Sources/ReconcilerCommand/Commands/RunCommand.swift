@@ -137,7 +137,7 @@ struct RunCommand: AsyncParsableCommand {
         } catch let error as ReconcileRun.InvalidWindow {
             throw CommandError.configuration(error.description)
         } catch let error as AppStoreServerAPIError {
-            if case .unauthorized = error { throw CommandError.configuration(error.description) }
+            if case .unauthorized = error { throw CommandError.configuration(error.operatorDescription) }
             throw CommandError.partial("the run stopped: \(error); rerun the same command to resume")
         } catch let error as PSQLError {
             throw CommandError.partial("the database failed during the run (\(error.briefDescription)); rerun the same command to resume")

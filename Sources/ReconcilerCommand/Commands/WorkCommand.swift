@@ -58,7 +58,7 @@ struct WorkCommand: AsyncParsableCommand {
             do {
                 try await cancellingOnSignals { try await filler.run() }
             } catch let error as AppStoreServerAPIError {
-                if case .unauthorized = error { throw CommandError.configuration(error.description) }
+                if case .unauthorized = error { throw CommandError.configuration(error.operatorDescription) }
                 throw error
             } catch is Interrupted {
                 try? await ledger.addAPIStatistics(runId: runId, client.statistics.snapshot)
