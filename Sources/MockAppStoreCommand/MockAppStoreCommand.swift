@@ -49,6 +49,10 @@ struct MockAppStoreCommand: AsyncParsableCommand {
     @Option(help: "Random extra latency up to this, ms.") var latencyJitterMs: Int = 0
     @Option(name: .customLong("fault-5xx"), help: "Fraction of API requests answered 500 (retryable).") var fault5xx: Double = 0
     @Option(name: .customLong("fault-429"), help: "Fraction of API requests answered 429 with Retry-After.") var fault429: Double = 0
+    @Option(name: .customLong("fault-429-retry-after"), help: "How many seconds ahead the Retry-After of --fault-429's 429s is (0: 0.2 to 1 s).")
+    var fault429RetryAfter: Int = 0
+    @Option(help: "The form of every 429's Retry-After: unix-ms (Apple's), delta-seconds or http-date (as proxies may send).")
+    var retryAfterFormat: String = FaultConfiguration.RetryAfterFormat.unixMilliseconds.rawValue
     @Option(help: "Fraction of API requests whose connection is dropped without an answer.") var faultDrop: Double = 0
     @Option(help: "Fraction of successful API responses cut in half.") var faultTruncate: Double = 0
     @Option(help: "Fraction of paginated history requests answered PaginationTokenExpired.") var faultExpireTokens: Double = 0
@@ -61,6 +65,11 @@ struct MockAppStoreCommand: AsyncParsableCommand {
         for (name, value) in [("--fault-5xx", fault5xx), ("--fault-429", fault429), ("--fault-drop", faultDrop),
                               ("--fault-truncate", faultTruncate), ("--fault-expire-tokens", faultExpireTokens)] {
             guard (0...1).contains(value) else { throw ValidationError("\(name) must be a fraction between 0 and 1") }
+        }
+        guard fault429RetryAfter >= 0 else { throw ValidationError("--fault-429-retry-after must not be negative") }
+        guard FaultConfiguration.RetryAfterFormat(rawValue: retryAfterFormat) != nil else {
+            let forms = FaultConfiguration.RetryAfterFormat.allCases.map(\.rawValue).joined(separator: ", ")
+            throw ValidationError("--retry-after-format is one of \(forms)")
         }
         guard customers >= 0 else { throw ValidationError("--customers must not be negative") }
         guard ["production", "sandbox"].contains(environment.lowercased()) else { throw ValidationError("--environment is production or sandbox") }
@@ -95,6 +104,8 @@ struct MockAppStoreCommand: AsyncParsableCommand {
         faults.latencyJitterMilliseconds = latencyJitterMs
         faults.serverErrorRate = fault5xx
         faults.rateLimitedRate = fault429
+        faults.rateLimitedRetryAfterSeconds = fault429RetryAfter
+        faults.retryAfterFormat = FaultConfiguration.RetryAfterFormat(rawValue: retryAfterFormat) ?? .unixMilliseconds
         faults.dropRate = faultDrop
         faults.truncateRate = faultTruncate
         faults.expiredTokenRate = faultExpireTokens

@@ -136,7 +136,8 @@ import Testing
             }
             guard case .unauthorized(let details401) = unauthorized else { Issue.record("expected unauthorized"); return }
             #expect(details401.attempts == 1)
-            #expect(String(describing: unauthorized!).contains("APP_STORE_KEY_ID"))
+            // The command line names its own settings; the API client does not know them.
+            #expect(!String(describing: unauthorized!).contains("APP_STORE_"))
         }
     }
 
@@ -241,6 +242,74 @@ import Testing
             #expect(!seen.isEmpty)
             #expect(mock.statisticsSnapshot.injectedRateLimits > 0)
             #expect(mock.statisticsSnapshot.retryAfterViolations == 0)
+        }
+    }
+
+    /// A proxy's `Retry-After: 1` means one second after the response, not 1 ms after 1970: the
+    /// retry arrives after the instant the mock announced. The margin is longer than the mock's
+    /// in-flight allowance (250 ms), so a client that read "1" as "retry now" would be caught.
+    @Test func aDeltaSecondsRetryAfterIsWaitedOut() async throws {
+        var faults = FaultConfiguration()
+        faults.rateLimitedRate = 0.5
+        faults.retryAfterFormat = .deltaSeconds
+        try await MockAppStore.withRunning(.init(scenario: Self.scenario(customers: 5), faults: faults)) { mock, baseURL in
+            var policy = Self.fastRetries
+            policy.retryAfterMargin = .milliseconds(300)
+            let client = mock.client(baseURL: baseURL, retryPolicy: policy)
+            let id = firstTransactionId(mock)
+            for _ in 0..<2 {
+                _ = try await client.getAllSubscriptionStatuses(anyTransactionId: id)
+            }
+            let server = mock.statisticsSnapshot
+            #expect(server.injectedRateLimits == 2)
+            #expect(server.retryAfterViolations == 0)
+            #expect(server.requests["Get All Subscription Statuses"] == 4)
+            #expect(client.statistics.snapshot.rateLimited == 2)
+        }
+    }
+
+    /// A `Retry-After` an hour ahead, beyond the two-minute cap, in any of its forms: the call fails
+    /// at once with its own case, and the endpoint stays closed for every later call of the process
+    /// without a request; other endpoints stay open.
+    @Test(arguments: FaultConfiguration.RetryAfterFormat.allCases)
+    func aRetryAfterBeyondTheCapFailsAtOnceForEveryCaller(format: FaultConfiguration.RetryAfterFormat) async throws {
+        var faults = FaultConfiguration()
+        faults.rateLimitedRate = 1
+        faults.rateLimitedRetryAfterSeconds = 3600
+        faults.retryAfterFormat = format
+        try await MockAppStore.withRunning(.init(scenario: Self.scenario(customers: 5), faults: faults)) { mock, baseURL in
+            let client = mock.client(baseURL: baseURL, retryPolicy: Self.fastRetries)
+            #expect(client.configuration.retryPolicy.maximumRetryAfter == .seconds(120))
+            let id = firstTransactionId(mock)
+            let first = await #expect(throws: AppStoreServerAPIError.self) {
+                _ = try await client.getAllSubscriptionStatuses(anyTransactionId: id)
+            }
+            guard case .retryAfterTooLong(let details, let reopensAt) = first else {
+                Issue.record("expected retryAfterTooLong, got \(String(describing: first))"); return
+            }
+            #expect(details.attempts == 1)
+            #expect(details.httpStatusCode == 429)
+            #expect(details.errorCode == .rateLimitExceeded)
+            // About an hour ahead (as announced), not 1970.
+            #expect(reopensAt > Int64(Date().timeIntervalSince1970 * 1000) + 3_000_000)
+            #expect(mock.statisticsSnapshot.requests["Get All Subscription Statuses"] == 1)
+
+            mock.setFaults(FaultConfiguration())
+            let second = await #expect(throws: AppStoreServerAPIError.self) {
+                _ = try await client.getAllSubscriptionStatuses(anyTransactionId: id)
+            }
+            guard case .retryAfterTooLong(let refused, let reopensAgain) = second else {
+                Issue.record("expected retryAfterTooLong, got \(String(describing: second))"); return
+            }
+            #expect(refused.attempts == 0)
+            #expect(abs(reopensAgain - reopensAt) < 1000)
+            #expect(mock.statisticsSnapshot.requests["Get All Subscription Statuses"] == 1)
+
+            _ = try await client.getTransactionHistory(anyTransactionId: id, .init())
+            let stats = client.statistics.snapshot
+            #expect(stats.requests == 2)
+            #expect(stats.rateLimited == 1)
+            #expect(stats.failedCalls == 2)
         }
     }
 

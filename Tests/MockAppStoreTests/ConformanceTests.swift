@@ -330,6 +330,62 @@ import Testing
         }
     }
 
+    /// Not Apple's behaviour but what a proxy in front of it may do, on demand: `POST /mock/faults`
+    /// switches every 429's `Retry-After` to delta-seconds or an HTTP-date, and injected 429s to a
+    /// `Retry-After` far ahead.
+    @Test func retryAfterFormsAndALongRetryAfterAreFaultSettings() async throws {
+        try await MockAppStore.withRunning(world: world(), configuration) { mock, baseURL in
+            var request = HTTPClientRequest(url: "\(baseURL)/inApps/v1/subscriptions/1000")
+            request.headers.add(name: "Authorization", value: "Bearer \(try tokens(mock).token())")
+            func retryAfter(faults: String) async throws -> (sentAt: Int64, value: String?) {
+                var post = HTTPClientRequest(url: "\(baseURL)/mock/faults")
+                post.method = .POST
+                post.body = .bytes(ByteBuffer(string: faults))
+                #expect(try await HTTPClient.shared.execute(post, timeout: .seconds(10)).status.code == 200)
+                let sentAt = Int64(Date().timeIntervalSince1970 * 1000)
+                let response = try await HTTPClient.shared.execute(request, timeout: .seconds(10))
+                #expect(response.status.code == 429)
+                return (sentAt, response.headers.first(name: "Retry-After"))
+            }
+            let delta = try await retryAfter(faults: #"{"rateLimitedRate": 1, "rateLimitedRetryAfterSeconds": 3600, "retryAfterFormat": "delta-seconds"}"#)
+            #expect(delta.value == "3600")
+            let dated = try await retryAfter(faults: #"{"rateLimitedRate": 1, "rateLimitedRetryAfterSeconds": 3600, "retryAfterFormat": "http-date"}"#)
+            let date = try #require(dated.value.flatMap { RetryAfter(headerValue: $0) })
+            #expect(date.form == .httpDate)
+            #expect(date.unixMilliseconds >= dated.sentAt + 3_600_000)
+            #expect(date.unixMilliseconds <= Int64(Date().timeIntervalSince1970 * 1000) + 3_601_000)
+            let apples = try await retryAfter(faults: #"{"rateLimitedRate": 1, "rateLimitedRetryAfterSeconds": 3600}"#)
+            #expect(apples.value.flatMap { Int64($0) }.map { $0 >= apples.sentAt + 3_600_000 } == true)
+
+            var unknown = HTTPClientRequest(url: "\(baseURL)/mock/faults")
+            unknown.method = .POST
+            unknown.body = .bytes(ByteBuffer(string: #"{"retryAfterFormat": "minutes"}"#))
+            #expect(try await HTTPClient.shared.execute(unknown, timeout: .seconds(10)).status.code == 400)
+        }
+    }
+
+    /// The header says the instant the mock keeps for counting early requests, in every form:
+    /// whole-second forms round up, so a client that obeys the header is never counted.
+    @Test func theInstantKeptIsTheOneTheHeaderSays() throws {
+        let sentAt: Int64 = 1_700_000_000_250
+        for format in FaultConfiguration.RetryAfterFormat.allCases {
+            let header = format.header(for: sentAt + 400, now: sentAt)
+            let read = try #require(RetryAfter(headerValue: header.value, now: Date(timeIntervalSince1970: Double(sentAt) / 1000)))
+            #expect(read.unixMilliseconds == header.announced, "\(format)")
+            #expect(header.announced >= sentAt + 400, "\(format)")
+        }
+        #expect(FaultConfiguration.RetryAfterFormat.deltaSeconds.header(for: sentAt + 400, now: sentAt).value == "1")
+        #expect(FaultConfiguration.RetryAfterFormat.httpDate.header(for: 784_111_776_500, now: 0).value == "Sun, 06 Nov 1994 08:49:37 GMT")
+
+        // A request between the in-flight allowance and the announced instant is counted, not one before or after.
+        let limiter = MockRateLimiter()
+        let announced = FaultConfiguration.RetryAfterFormat.deltaSeconds.header(for: sentAt + 400, now: sentAt).announced
+        limiter.announce(endpoint: "E", retryAfter: announced, at: sentAt)
+        #expect(!limiter.decide(endpoint: "E", limit: 0, at: sentAt + 100).violatedRetryAfter)
+        #expect(limiter.decide(endpoint: "E", limit: 0, at: sentAt + 700).violatedRetryAfter)
+        #expect(!limiter.decide(endpoint: "E", limit: 0, at: sentAt + 1000).violatedRetryAfter)
+    }
+
     @Test func statusesAreGroupedBySubscriptionGroup() async throws {
         var world = world()
         world.subscriptionStatus["1000"] = .expired

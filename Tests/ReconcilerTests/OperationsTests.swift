@@ -43,6 +43,53 @@ import Testing
         return path
     }
 
+    /// A key the App Store refuses: the command line, not the API client, names the settings to check.
+    /// A `--max-retry-after` that is not a positive number of seconds is refused before any request.
+    @Test func aRefusedKeyNamesTheSettingsToCheck() async throws {
+        try await MockAppStore.withRunning(.init(scenario: .init(seed: 59, customers: 2))) { mock, baseURL in
+            let environment = [
+                "APP_STORE_BUNDLE_ID": mock.configuration.scenario.bundleId, "APP_STORE_KEY_ID": mock.configuration.keyId,
+                "APP_STORE_ISSUER_ID": mock.configuration.issuerId, "APP_STORE_PRIVATE_KEY_PATH": try writeKey(),
+                "APP_STORE_API_BASE_URL": baseURL,
+            ]
+            let refused = try await runProcess("reconciler", ["detect-outage", "--since", "1d"], environment: environment)
+            #expect(refused.status == 1)
+            #expect(refused.stderr.contains("APP_STORE_KEY_ID") && refused.stderr.contains("APP_STORE_PRIVATE_KEY_PATH"), "\(refused.stderr)")
+            #expect(mock.statisticsSnapshot.unauthorized == 1)
+
+            let zero = try await runProcess("reconciler", ["detect-outage", "--since", "1d", "--max-retry-after", "0"], environment: environment)
+            #expect(zero.status == 1)
+            #expect(zero.stderr.contains("--max-retry-after"), "\(zero.stderr)")
+            var fromEnvironment = environment
+            fromEnvironment["APP_STORE_MAX_RETRY_AFTER"] = "soon"
+            let garbage = try await runProcess("reconciler", ["detect-outage", "--since", "1d"], environment: fromEnvironment)
+            #expect(garbage.status == 1)
+            #expect(garbage.stderr.contains("APP_STORE_MAX_RETRY_AFTER"), "\(garbage.stderr)")
+            #expect(mock.statisticsSnapshot.unauthorized == 1)
+        }
+    }
+
+    /// Apple closes the API for an hour: the run does not sleep through it (nor hold anything while
+    /// waiting); it ends partial at once (exit 2), and the next run, once the API is open, resumes
+    /// and recovers everything.
+    @Test func aRetryAfterBeyondTheCapEndsTheRunPartialAndTheNextRunRecovers() async throws {
+        try await Rehearsal.with(customers: 20, seed: 61) { rehearsal in
+            try await rehearsal.setFaults(["rateLimitedRate": 1, "rateLimitedRetryAfterSeconds": 3600])
+            let closed = try await rehearsal.runWindow(["--max-retry-after", "60", "--concurrency", "1", "--gap-concurrency", "1"])
+            #expect(closed.status == 2, "\(closed.stdout)\n\(closed.stderr)")
+            // One 429 per endpoint the run called; every later call was refused without a request.
+            let requests = try await rehearsal.mockStatistics()["requests"] as? [String: Int] ?? [:]
+            #expect(requests["Get Notification History"] == 1, "\(requests)")
+            #expect(requests["Get Transaction History", default: 0] <= 1, "\(requests)")
+
+            try await rehearsal.setFaults([:])
+            let open = try await rehearsal.runWindow()
+            #expect(open.status == 0, "\(open.stdout)\n\(open.stderr)")
+            let export = try await rehearsal.export(), truth = try await rehearsal.truth()
+            #expect(export == truth, "\(Rehearsal.difference(export, truth))")
+        }
+    }
+
     @Test func detectOutageFindsTheFailedDeliveriesAndRunDetectedRecoversThem() async throws {
         try await Rehearsal.with(customers: 60, seed: 37) { rehearsal in
             let detect = try await rehearsal.reconciler(["detect-outage", "--since", "1d", "--json"])

@@ -19,10 +19,13 @@ import NIOHTTP1
 /// }
 /// ```
 ///
-/// A 429 closes the endpoint until its `Retry-After` instant (UNIX milliseconds) for every caller;
-/// without the header the client backs off exponentially with jitter. 5xx, Apple's retryable
-/// codes, connection failures, timeouts and truncated bodies are retried a bounded number of
-/// times; 400, 401 and 404 fail at once with Apple's error code and message.
+/// A 429 closes the endpoint until its `Retry-After` instant for every caller (Apple's UNIX
+/// milliseconds, a proxy's delta-seconds or an HTTP-date: ``RetryAfter``); without a header it
+/// understands, the client backs off exponentially with jitter. An instant further away than
+/// ``RetryPolicy/maximumRetryAfter`` is not waited for: that call, and every call to the endpoint
+/// until the instant, fails at once with ``AppStoreServerAPIError/retryAfterTooLong(_:reopensAt:)``.
+/// 5xx, Apple's retryable codes, connection failures, timeouts and truncated bodies are retried a
+/// bounded number of times; 400, 401 and 404 fail at once with Apple's error code and message.
 public struct AppStoreServerAPIClient: Sendable {
     public static let productionURL = "https://api.storekit.apple.com"
     public static let sandboxURL = "https://api.storekit-sandbox.apple.com"
@@ -37,15 +40,20 @@ public struct AppStoreServerAPIClient: Sendable {
         public var maximumBackoff: Duration
         /// Added to every `Retry-After` instant to absorb clock differences.
         public var retryAfterMargin: Duration
+        /// The longest wait for a closed endpoint (a `Retry-After` instant plus the margin); a call
+        /// that would wait longer fails with ``AppStoreServerAPIError/retryAfterTooLong(_:reopensAt:)``
+        /// instead, so a run ends that piece of work for the next run rather than sleeping.
+        public var maximumRetryAfter: Duration
 
         public init(maximumAttempts: Int = 6, maximumRateLimitedAttempts: Int = 12,
                     initialBackoff: Duration = .milliseconds(500), maximumBackoff: Duration = .seconds(30),
-                    retryAfterMargin: Duration = .milliseconds(100)) {
+                    retryAfterMargin: Duration = .milliseconds(100), maximumRetryAfter: Duration = .seconds(120)) {
             self.maximumAttempts = maximumAttempts
             self.maximumRateLimitedAttempts = maximumRateLimitedAttempts
             self.initialBackoff = initialBackoff
             self.maximumBackoff = maximumBackoff
             self.retryAfterMargin = retryAfterMargin
+            self.maximumRetryAfter = maximumRetryAfter
         }
     }
 
@@ -149,94 +157,159 @@ public struct AppStoreServerAPIClient: Sendable {
 
     // MARK: Transport
 
+    /// Sends one call: waits for its turn, sends, and either returns the decoded body, throws, or
+    /// waits (for the endpoint to reopen, or a backoff) and sends again.
     private func send<Response: Decodable>(
         _ endpoint: AppStoreServerAPIEndpoint, method: HTTPMethod, path: String,
         query: [(name: String, value: String)], body: Data?
     ) async throws -> Response {
         let url = baseURL + path + Self.queryString(query)
-        let policy = configuration.retryPolicy
-        var attempts = 0
-        var failures = 0
-        var rateLimitedResponses = 0
+        var call = CallProgress()
         while true {
-            try await rateLimiter.waitForTurn(endpoint)
-            attempts += 1
+            try await waitForTurn(endpoint, call: call)
+            call.attempts += 1
             statistics.record(.request)
-            if attempts > 1 { statistics.record(.retry) }
-
+            if call.attempts > 1 { statistics.record(.retry) }
             let outcome = await attempt(endpoint, method: method, url: url, body: body)
             try Task.checkCancellation()
-            let details = { (status: Int?, payload: ErrorPayload?) in
-                AppStoreServerAPIError.Details(
-                    endpoint: endpoint, httpStatusCode: status, errorCode: payload?.errorCode.map(APIErrorCode.init(rawValue:)),
-                    errorMessage: payload?.errorMessage, attempts: attempts)
+            let failure: CallFailure
+            switch judge(outcome, endpoint: endpoint, attempts: call.attempts, as: Response.self) {
+            case .success(let response): return response
+            case .failure(let judged): failure = judged
             }
-            let retryable: AppStoreServerAPIError
-            switch outcome {
-            case .success(let status, let bytes):
-                if let decoded = try? JSONDecoder().decode(Response.self, from: Data(buffer: bytes)) {
-                    return decoded
-                }
-                retryable = .invalidResponse(details(status, ErrorPayload(errorMessage: "the body is not a \(Response.self)")))
-            case .rateLimited(let retryAfter, let payload):
-                statistics.record(.rateLimited)
-                rateLimitedResponses += 1
-                let error = AppStoreServerAPIError.rateLimited(details(429, payload))
-                guard rateLimitedResponses < policy.maximumRateLimitedAttempts else {
-                    statistics.record(.failedCall)
-                    throw error
-                }
-                let until: ContinuousClock.Instant
-                if let retryAfter {
-                    until = rateLimiter.instant(forUNIXMilliseconds: retryAfter, margin: policy.retryAfterMargin)
-                } else {
-                    until = ContinuousClock().now + backoff(afterFailures: rateLimitedResponses)
-                }
-                logger.debug("rate limited", metadata: ["endpoint": "\(endpoint.name)", "retryAfter": "\(retryAfter.map(String.init) ?? "none")"])
-                await rateLimiter.close(endpoint, until: until)
-                continue
-            case .failure(let status, let payload):
-                let code = payload?.errorCode.map(APIErrorCode.init(rawValue:))
-                switch status {
-                case 401:
-                    statistics.record(.failedCall)
-                    throw AppStoreServerAPIError.unauthorized(details(status, payload))
-                case 400 where code == .paginationTokenExpired:
-                    statistics.record(.failedCall)
-                    throw AppStoreServerAPIError.paginationTokenExpired(details(status, payload))
-                case 400:
-                    statistics.record(.failedCall)
-                    throw AppStoreServerAPIError.badRequest(details(status, payload))
-                case 404 where code?.isRetryable == true:
-                    retryable = .notFound(details(status, payload))
-                case 404:
-                    statistics.record(.failedCall)
-                    throw AppStoreServerAPIError.notFound(details(status, payload))
-                case 500...599:
-                    statistics.record(.serverError)
-                    retryable = .serverError(details(status, payload))
-                default:
-                    statistics.record(.failedCall)
-                    throw AppStoreServerAPIError.unexpectedStatus(details(status, payload))
-                }
-            case .transportFailure(let description):
-                statistics.record(.transportError)
-                retryable = .transport(details(nil, ErrorPayload(errorMessage: description)))
-            }
-            failures += 1
-            guard failures < policy.maximumAttempts else {
+            switch nextStep(after: failure, call: &call) {
+            case .fail(let error, let closing):
+                if let closing { await rateLimiter.close(endpoint, until: closing) }
                 statistics.record(.failedCall)
-                throw retryable
+                throw error
+            case .waitForEndpoint(let until):
+                await rateLimiter.close(endpoint, until: until)
+            case .sleep(let delay):
+                logger.debug("retrying", metadata: ["endpoint": "\(endpoint.name)", "error": "\(failure.error)", "delay": "\(delay)"])
+                try await Task.sleep(for: delay)
             }
-            let delay = backoff(afterFailures: failures)
-            logger.debug("retrying", metadata: ["endpoint": "\(endpoint.name)", "error": "\(retryable)", "delay": "\(delay)"])
-            try await Task.sleep(for: delay)
         }
+    }
+
+    /// What a call counts between its attempts.
+    private struct CallProgress {
+        /// Requests sent.
+        var attempts = 0
+        /// Retryable failures (5xx, retryable codes, transport, bad bodies).
+        var failures = 0
+        /// 429 responses.
+        var rateLimitedResponses = 0
+    }
+
+    /// What a response that is not a success means for the call.
+    private enum CallFailure: Error {
+        /// 429, with the `Retry-After` instant when the header was understood.
+        case rateLimited(RetryAfter?, AppStoreServerAPIError)
+        /// Worth sending again after a backoff.
+        case retryable(AppStoreServerAPIError)
+        /// Never worth sending again.
+        case final(AppStoreServerAPIError)
+
+        var error: AppStoreServerAPIError {
+            switch self {
+            case .rateLimited(_, let error), .retryable(let error), .final(let error): error
+            }
+        }
+    }
+
+    /// What the call does after a failure.
+    private enum NextStep {
+        /// Throw, after closing the endpoint for every caller until the instant when one is given.
+        case fail(AppStoreServerAPIError, closingEndpointUntil: ContinuousClock.Instant? = nil)
+        /// Close the endpoint for every caller (this one included) until the instant, then send again.
+        case waitForEndpoint(until: ContinuousClock.Instant)
+        /// Sleep, then send again.
+        case sleep(Duration)
+    }
+
+    /// Waits for the rate limiter; an endpoint closed for longer than the policy allows fails the call.
+    private func waitForTurn(_ endpoint: AppStoreServerAPIEndpoint, call: CallProgress) async throws {
+        do {
+            try await rateLimiter.waitForTurn(endpoint, longestClosure: configuration.retryPolicy.maximumRetryAfter)
+        } catch let closed as RateLimiter.EndpointClosed {
+            statistics.record(.failedCall)
+            throw AppStoreServerAPIError.retryAfterTooLong(.init(endpoint: endpoint, attempts: call.attempts), reopensAt: closed.reopensAt)
+        }
+    }
+
+    /// Classifies one attempt's outcome: the decoded body, or how it failed (and counts 429s, 5xx
+    /// and transport failures).
+    private func judge<Response: Decodable>(
+        _ outcome: AttemptOutcome, endpoint: AppStoreServerAPIEndpoint, attempts: Int, as type: Response.Type
+    ) -> Result<Response, CallFailure> {
+        func details(_ status: Int?, _ payload: ErrorPayload?) -> AppStoreServerAPIError.Details {
+            AppStoreServerAPIError.Details(
+                endpoint: endpoint, httpStatusCode: status, errorCode: payload?.errorCode.map(APIErrorCode.init(rawValue:)),
+                errorMessage: payload?.errorMessage, attempts: attempts)
+        }
+        switch outcome {
+        case .success(let status, let bytes):
+            if let decoded = try? JSONDecoder().decode(Response.self, from: Data(buffer: bytes)) {
+                return .success(decoded)
+            }
+            return .failure(.retryable(.invalidResponse(details(status, ErrorPayload(errorMessage: "the body is not a \(Response.self)")))))
+        case .rateLimited(let retryAfter, let payload):
+            statistics.record(.rateLimited)
+            return .failure(.rateLimited(retryAfter, .rateLimited(details(429, payload))))
+        case .failure(let status, let payload):
+            let code = payload?.errorCode.map(APIErrorCode.init(rawValue:))
+            switch status {
+            case 401: return .failure(.final(.unauthorized(details(status, payload))))
+            case 400 where code == .paginationTokenExpired: return .failure(.final(.paginationTokenExpired(details(status, payload))))
+            case 400: return .failure(.final(.badRequest(details(status, payload))))
+            case 404 where code?.isRetryable == true: return .failure(.retryable(.notFound(details(status, payload))))
+            case 404: return .failure(.final(.notFound(details(status, payload))))
+            case 500...599:
+                statistics.record(.serverError)
+                return .failure(.retryable(.serverError(details(status, payload))))
+            default: return .failure(.final(.unexpectedStatus(details(status, payload))))
+            }
+        case .transportFailure(let description):
+            statistics.record(.transportError)
+            return .failure(.retryable(.transport(details(nil, ErrorPayload(errorMessage: description)))))
+        }
+    }
+
+    /// Decides between failing, waiting for the endpoint to reopen, and a backoff, within the policy's bounds.
+    private func nextStep(after failure: CallFailure, call: inout CallProgress) -> NextStep {
+        let policy = configuration.retryPolicy
+        switch failure {
+        case .final(let error):
+            return .fail(error)
+        case .rateLimited(let retryAfter, let error):
+            call.rateLimitedResponses += 1
+            let until = reopening(after: retryAfter, rateLimitedResponses: call.rateLimitedResponses)
+            logger.debug("rate limited", metadata: [
+                "endpoint": "\(error.details.endpoint.name)", "retryAfter": "\(retryAfter.map(String.init(describing:)) ?? "none")",
+            ])
+            if until - ContinuousClock().now > policy.maximumRetryAfter {
+                let reopensAt = RateLimiter.unixMilliseconds(of: until)
+                return .fail(.retryAfterTooLong(error.details, reopensAt: reopensAt), closingEndpointUntil: until)
+            }
+            guard call.rateLimitedResponses < policy.maximumRateLimitedAttempts else { return .fail(error) }
+            return .waitForEndpoint(until: until)
+        case .retryable(let error):
+            call.failures += 1
+            guard call.failures < policy.maximumAttempts else { return .fail(error) }
+            return .sleep(backoff(afterFailures: call.failures))
+        }
+    }
+
+    /// When a rate-limited endpoint reopens: the `Retry-After` instant plus the margin, or a backoff.
+    private func reopening(after retryAfter: RetryAfter?, rateLimitedResponses: Int) -> ContinuousClock.Instant {
+        let now = ContinuousClock().now
+        guard let retryAfter else { return now + backoff(afterFailures: rateLimitedResponses) }
+        return now + retryAfter.delay() + configuration.retryPolicy.retryAfterMargin
     }
 
     private enum AttemptOutcome {
         case success(status: Int, body: ByteBuffer)
-        case rateLimited(retryAfter: Int64?, payload: ErrorPayload?)
+        case rateLimited(retryAfter: RetryAfter?, payload: ErrorPayload?)
         case failure(status: Int, payload: ErrorPayload?)
         case transportFailure(String)
     }
@@ -264,7 +337,7 @@ public struct AppStoreServerAPIClient: Sendable {
             }
             let payload = try? JSONDecoder().decode(ErrorPayload.self, from: Data(buffer: bytes))
             if status == 429 {
-                let retryAfter = response.headers.first(name: "Retry-After").flatMap { Int64($0.trimmingCharacters(in: .whitespaces)) }
+                let retryAfter = response.headers.first(name: "Retry-After").flatMap { RetryAfter(headerValue: $0) }
                 return .rateLimited(retryAfter: retryAfter, payload: payload)
             }
             return .failure(status: status, payload: payload)

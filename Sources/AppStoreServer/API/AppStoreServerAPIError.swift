@@ -1,3 +1,5 @@
+import Foundation
+
 /// A failed App Store Server API call, after any retries the client allows.
 ///
 /// Each case carries Apple's `errorCode` and message when the response had them.
@@ -6,6 +8,7 @@ public enum AppStoreServerAPIError: Error, CustomStringConvertible, Sendable {
     /// 400 with 4000017: restart the query without a pagination token.
     case paginationTokenExpired(Details)
     /// 401: the key, key id, issuer id or bundle id is wrong. Never retried.
+    /// (A command line names its own settings to check; this module does not know them.)
     case unauthorized(Details)
     /// 400 other than an expired token: a request field is invalid. Never retried.
     case badRequest(Details)
@@ -13,6 +16,11 @@ public enum AppStoreServerAPIError: Error, CustomStringConvertible, Sendable {
     case notFound(Details)
     /// 429 still returned after the allowed retries.
     case rateLimited(Details)
+    /// The endpoint is closed by a 429's `Retry-After` until `reopensAt` (UNIX milliseconds),
+    /// further away than ``AppStoreServerAPIClient/RetryPolicy/maximumRetryAfter``: the call failed
+    /// at once instead of waiting, as does every call to the endpoint until then. `attempts` is 0
+    /// when no request was sent (another call had seen the 429).
+    case retryAfterTooLong(Details, reopensAt: Int64)
     /// 5xx or a retryable error code still returned after the allowed retries.
     case serverError(Details)
     /// Connection failures, timeouts or truncated bodies still happening after the allowed retries.
@@ -45,7 +53,7 @@ public enum AppStoreServerAPIError: Error, CustomStringConvertible, Sendable {
             if let errorCode { parts.append("errorCode \(errorCode)") }
             if let field = errorCode?.field { parts.append("bad field: \(field)") }
             if let errorMessage, !errorMessage.isEmpty { parts.append(errorMessage) }
-            parts.append("after \(attempts) attempt\(attempts == 1 ? "" : "s")")
+            parts.append(attempts == 0 ? "no request sent" : "after \(attempts) attempt\(attempts == 1 ? "" : "s")")
             return parts.joined(separator: ", ")
         }
     }
@@ -53,7 +61,7 @@ public enum AppStoreServerAPIError: Error, CustomStringConvertible, Sendable {
     public var details: Details {
         switch self {
         case .paginationTokenExpired(let d), .unauthorized(let d), .badRequest(let d), .notFound(let d),
-             .rateLimited(let d), .serverError(let d), .transport(let d), .invalidResponse(let d),
+             .rateLimited(let d), .retryAfterTooLong(let d, _), .serverError(let d), .transport(let d), .invalidResponse(let d),
              .unexpectedStatus(let d):
             d
         }
@@ -62,11 +70,13 @@ public enum AppStoreServerAPIError: Error, CustomStringConvertible, Sendable {
     public var description: String {
         switch self {
         case .paginationTokenExpired(let d): "pagination token expired (\(d))"
-        case .unauthorized(let d):
-            "unauthorized (\(d)): check APP_STORE_KEY_ID, APP_STORE_ISSUER_ID, APP_STORE_PRIVATE_KEY_PATH and APP_STORE_BUNDLE_ID"
+        case .unauthorized(let d): "unauthorized: the key, key id, issuer id or bundle id is wrong (\(d))"
         case .badRequest(let d): "bad request (\(d))"
         case .notFound(let d): "not found (\(d))"
         case .rateLimited(let d): "rate limited (\(d))"
+        case .retryAfterTooLong(let d, let reopensAt):
+            "rate limited: the endpoint reopens at \(Date(timeIntervalSince1970: Double(reopensAt) / 1000).formatted(.iso8601)), "
+                + "later than this client waits (\(d))"
         case .serverError(let d): "App Store server error (\(d))"
         case .transport(let d): "connection failed (\(d))"
         case .invalidResponse(let d): "invalid response (\(d))"

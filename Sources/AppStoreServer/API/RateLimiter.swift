@@ -6,7 +6,8 @@ import Foundation
 /// refused while the last second already holds as many grants as the budget (a late-waking task
 /// cannot bunch up with punctual ones). So a burst of concurrency turns into waiting rather than
 /// into 429s, and no one-second window ever holds more than the budget. After a 429 the endpoint
-/// is closed until the `Retry-After` instant for every caller.
+/// is closed until the `Retry-After` instant for every caller; a caller that will not wait that
+/// long (``waitForTurn(_:longestClosure:)``) is refused at once.
 ///
 /// ```swift
 /// let limiter = RateLimiter(requestsPerSecond: [.getNotificationHistory: 40])
@@ -42,12 +43,28 @@ public actor RateLimiter {
         return budget
     }
 
+    /// Thrown by ``waitForTurn(_:longestClosure:)`` instead of waiting when the endpoint is closed
+    /// for longer than the caller would wait.
+    public struct EndpointClosed: Error, Sendable {
+        public var endpoint: AppStoreServerAPIEndpoint
+        /// When the endpoint reopens, UNIX milliseconds.
+        public var reopensAt: Int64
+    }
+
     /// Waits until this caller may send a request to `endpoint`.
-    public func waitForTurn(_ endpoint: AppStoreServerAPIEndpoint) async throws {
+    ///
+    /// - Parameter longestClosure: while the endpoint is closed (after a 429) until further away
+    ///   than this, throw ``EndpointClosed`` at once instead of waiting; `nil` waits however long.
+    public func waitForTurn(_ endpoint: AppStoreServerAPIEndpoint, longestClosure: Duration? = nil) async throws {
         while true {
             let now = clock.now
             var earliest = now
-            if let closed = closedUntil[endpoint], closed > earliest { earliest = closed }
+            if let closed = closedUntil[endpoint], closed > earliest {
+                if let longestClosure, closed - now > longestClosure {
+                    throw EndpointClosed(endpoint: endpoint, reopensAt: Self.unixMilliseconds(of: closed))
+                }
+                earliest = closed
+            }
             if var budget = budgets[endpoint] {
                 budget.recentGrants.removeAll { $0 <= now - .seconds(1) }
                 if let slot = budget.nextSlot, slot > earliest { earliest = slot }
@@ -89,10 +106,9 @@ public actor RateLimiter {
         closedUntil[endpoint] = instant
     }
 
-    /// Converts Apple's `Retry-After` (UNIX milliseconds) into this clock, plus a safety margin.
-    nonisolated func instant(forUNIXMilliseconds milliseconds: Int64, margin: Duration) -> ContinuousClock.Instant {
-        let nowMilliseconds = Int64(Date().timeIntervalSince1970 * 1000)
-        let wait = Duration.milliseconds(max(0, milliseconds - nowMilliseconds))
-        return ContinuousClock().now + wait + margin
+    /// The wall-clock time of an instant of this limiter's clock, UNIX milliseconds.
+    nonisolated static func unixMilliseconds(of instant: ContinuousClock.Instant) -> Int64 {
+        let ahead = instant - ContinuousClock().now
+        return RetryAfter.milliseconds(of: Date()) + ahead.components.seconds * 1000 + ahead.components.attoseconds / 1_000_000_000_000_000
     }
 }

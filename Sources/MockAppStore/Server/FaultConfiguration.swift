@@ -1,3 +1,5 @@
+import Foundation
+
 /// Misbehaviour on demand. Fractions are per request to the App Store API endpoints (the
 /// `/mock/...` endpoints are never sabotaged), spread evenly: a fraction of 0.2 sabotages every
 /// fifth eligible request, so a test gets the faults it asks for. It can be changed while running
@@ -11,6 +13,11 @@ public struct FaultConfiguration: Codable, Sendable, Hashable {
     public var serverErrorRate: Double = 0
     /// Answer 429 with a `Retry-After` 200 to 1000 ms ahead, regardless of the rate limit.
     public var rateLimitedRate: Double = 0
+    /// Injected 429s announce a `Retry-After` this many seconds ahead instead (0: 200 to 1000 ms),
+    /// as Apple may when the hourly budget is spent.
+    public var rateLimitedRetryAfterSeconds: Int = 0
+    /// The form of every 429's `Retry-After`: Apple's UNIX milliseconds, or what a proxy may send.
+    public var retryAfterFormat: RetryAfterFormat = .unixMilliseconds
     /// Close the connection without answering.
     public var dropRate: Double = 0
     /// Send only half of a successful body, then close.
@@ -20,8 +27,19 @@ public struct FaultConfiguration: Codable, Sendable, Hashable {
 
     public init() {}
 
+    /// The forms of `Retry-After` (RFC 9110 §10.2.3 and Apple's).
+    public enum RetryAfterFormat: String, Codable, Sendable, Hashable, CaseIterable {
+        /// Apple's: the UNIX time in milliseconds.
+        case unixMilliseconds = "unix-ms"
+        /// Seconds from the response, rounded up, as some proxies send it.
+        case deltaSeconds = "delta-seconds"
+        /// An IMF-fixdate such as `Sun, 06 Nov 1994 08:49:37 GMT`, rounded up to the second.
+        case httpDate = "http-date"
+    }
+
     enum CodingKeys: String, CodingKey {
-        case latencyMilliseconds, latencyJitterMilliseconds, serverErrorRate, rateLimitedRate, dropRate, truncateRate, expiredTokenRate
+        case latencyMilliseconds, latencyJitterMilliseconds, serverErrorRate, rateLimitedRate, rateLimitedRetryAfterSeconds, retryAfterFormat
+        case dropRate, truncateRate, expiredTokenRate
     }
 
     public init(from decoder: any Decoder) throws {
@@ -30,8 +48,40 @@ public struct FaultConfiguration: Codable, Sendable, Hashable {
         latencyJitterMilliseconds = try container.decodeIfPresent(Int.self, forKey: .latencyJitterMilliseconds) ?? 0
         serverErrorRate = try container.decodeIfPresent(Double.self, forKey: .serverErrorRate) ?? 0
         rateLimitedRate = try container.decodeIfPresent(Double.self, forKey: .rateLimitedRate) ?? 0
+        rateLimitedRetryAfterSeconds = try container.decodeIfPresent(Int.self, forKey: .rateLimitedRetryAfterSeconds) ?? 0
+        retryAfterFormat = try container.decodeIfPresent(RetryAfterFormat.self, forKey: .retryAfterFormat) ?? .unixMilliseconds
         dropRate = try container.decodeIfPresent(Double.self, forKey: .dropRate) ?? 0
         truncateRate = try container.decodeIfPresent(Double.self, forKey: .truncateRate) ?? 0
         expiredTokenRate = try container.decodeIfPresent(Double.self, forKey: .expiredTokenRate) ?? 0
+    }
+}
+
+extension FaultConfiguration.RetryAfterFormat {
+    /// The `Retry-After` value for `instant` (UNIX ms) in this form, sent at `now`, and the
+    /// instant it announces: the whole-second forms round up, so never earlier than `instant`.
+    func header(for instant: Int64, now: Int64) -> (value: String, announced: Int64) {
+        switch self {
+        case .unixMilliseconds:
+            return (String(instant), instant)
+        case .deltaSeconds:
+            let seconds = max(0, (instant - now + 999) / 1000)
+            return (String(seconds), now + seconds * 1000)
+        case .httpDate:
+            let seconds = (instant + 999) / 1000
+            return (Self.imfFixdate(unixSeconds: seconds), seconds * 1000)
+        }
+    }
+
+    /// `Sun, 06 Nov 1994 08:49:37 GMT`.
+    static func imfFixdate(unixSeconds: Int64) -> String {
+        var calendar = Calendar(identifier: .gregorian)
+        calendar.timeZone = TimeZone(identifier: "GMT")!
+        let date = Date(timeIntervalSince1970: Double(unixSeconds))
+        let parts = calendar.dateComponents([.weekday, .day, .month, .year, .hour, .minute, .second], from: date)
+        let weekdays = ["Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat"]
+        let months = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"]
+        func two(_ value: Int?) -> String { String(format: "%02d", value ?? 0) }
+        let weekday = weekdays[(parts.weekday ?? 1) - 1], month = months[(parts.month ?? 1) - 1], year = String(format: "%04d", parts.year ?? 1970)
+        return "\(weekday), \(two(parts.day)) \(month) \(year) \(two(parts.hour)):\(two(parts.minute)):\(two(parts.second)) GMT"
     }
 }

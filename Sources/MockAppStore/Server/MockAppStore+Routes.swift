@@ -67,13 +67,12 @@ extension MockAppStore {
         }
         if !decision.allowed {
             statistics.update { $0.rateLimited += 1 }
-            return rateLimited(retryAfter: decision.retryAfter)
+            return rateLimited(endpoint, until: decision.retryAfter, request: request, format: faults.retryAfterFormat)
         }
         if roll(faults.rateLimitedRate, "429") {
-            let retryAfter = Int64(Date().timeIntervalSince1970 * 1000) + Int64.random(in: 200...1000)
-            rateLimiter.announce(endpoint: endpoint.rawValue, retryAfter: retryAfter, at: request.arrivedAt)
+            let ahead = faults.rateLimitedRetryAfterSeconds > 0 ? Int64(faults.rateLimitedRetryAfterSeconds) * 1000 : Int64.random(in: 200...1000)
             statistics.update { $0.rateLimited += 1; $0.injectedRateLimits += 1 }
-            return rateLimited(retryAfter: retryAfter)
+            return rateLimited(endpoint, until: Self.nowMilliseconds + ahead, request: request, format: faults.retryAfterFormat)
         }
         if roll(faults.serverErrorRate, "5xx") {
             statistics.update { $0.injectedServerErrors += 1 }
@@ -102,8 +101,13 @@ extension MockAppStore {
         }
     }
 
-    func rateLimited(retryAfter: Int64) -> MockHTTPResponse {
-        Self.apiError(.tooManyRequests, 4_290_000, "Rate limit exceeded.", headers: ["Retry-After": String(retryAfter)])
+    /// 429 with a `Retry-After` for `instant` (UNIX ms) in `format`; the rate limiter records the
+    /// instant the header announces (whole-second forms round up) to count requests that come before it.
+    func rateLimited(_ endpoint: Endpoint, until instant: Int64, request: MockHTTPRequest,
+                     format: FaultConfiguration.RetryAfterFormat) -> MockHTTPResponse {
+        let retryAfter = format.header(for: instant, now: Self.nowMilliseconds)
+        rateLimiter.announce(endpoint: endpoint.rawValue, retryAfter: retryAfter.announced, at: request.arrivedAt)
+        return Self.apiError(.tooManyRequests, 4_290_000, "Rate limit exceeded.", headers: ["Retry-After": retryAfter.value])
     }
 
     /// Whether to inject the fault `kind` into this request, at `rate` of the eligible requests.

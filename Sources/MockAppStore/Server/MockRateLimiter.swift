@@ -1,10 +1,13 @@
 import Synchronization
 
 /// The mock's enforcement of a per-endpoint limit: at most `limit` requests in any sliding
-/// second; beyond it, 429 with `Retry-After` (UNIX ms) when the oldest request leaves the window.
+/// second; beyond it, 429 until the oldest request leaves the window. It also keeps the latest
+/// `Retry-After` instant announced per endpoint (``announce(endpoint:retryAfter:at:)``, in
+/// whichever form it was sent) to tell requests that come before it.
 final class MockRateLimiter: Sendable {
     struct Decision {
         var allowed: Bool
+        /// When not allowed: the instant, UNIX ms, the window has room again (to announce).
         var retryAfter: Int64
         /// The request came before a `Retry-After` this endpoint announced earlier (after the
         /// announcement could have reached the client).
@@ -36,7 +39,6 @@ final class MockRateLimiter: Sendable {
             }
             if Double(endpointState.accepted.count) >= limit {
                 let retryAfter = (endpointState.accepted.first ?? now) + 1000
-                announce(&endpointState, retryAfter: retryAfter, at: now)
                 return Decision(allowed: false, retryAfter: retryAfter, violatedRetryAfter: violated,
                                 requestsInWindow: endpointState.accepted.count)
             }
@@ -45,7 +47,7 @@ final class MockRateLimiter: Sendable {
         }
     }
 
-    /// Records a `Retry-After` sent for another reason (an injected 429).
+    /// Records the instant (UNIX ms) a 429's `Retry-After` announced, as the client reads it.
     func announce(endpoint: String, retryAfter: Int64, at now: Int64) {
         state.withLock { states in
             var endpointState = states[endpoint] ?? EndpointState()

@@ -8,6 +8,8 @@ public final class MockStatistics: Sendable {
         public var requests: [String: Int] = [:]
         public var responses: [String: Int] = [:]
         public var rateLimited = 0
+        /// Requests that arrived before the `Retry-After` instant announced to their endpoint (read
+        /// as the client reads the form sent), later than the in-flight allowance after it.
         public var retryAfterViolations = 0
         public var maxRequestsInOneSecond: [String: Int] = [:]
         public var unauthorized = 0

@@ -66,6 +66,8 @@ public struct ReconcileRun: Sendable {
 
         public var reason: Reason
         public var report: RunReport?
+        /// The error that stopped the run, for a caller that words it for its users.
+        public var cause: (any Error)?
 
         public var description: String {
             switch reason {
@@ -192,7 +194,7 @@ public struct ReconcileRun: Sendable {
                                     report: String(decoding: try report.json(), as: UTF8.self))
             return report
         }.value
-        return RunStopped(reason: reason, report: report)
+        return RunStopped(reason: reason, report: report, cause: error)
     }
 
     private func startOrResume() async throws -> RunRecord {

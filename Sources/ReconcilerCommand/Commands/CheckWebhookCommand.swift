@@ -35,7 +35,7 @@ struct CheckWebhookCommand: AsyncParsableCommand {
             }
             token = value
         } catch let error as AppStoreServerAPIError {
-            throw CommandError.partial("FAILED: Request a Test Notification: \(error)")
+            throw CommandError.partial("FAILED: Request a Test Notification: \(error.operatorDescription)")
         }
         let deadline = ContinuousClock.now + .seconds(timeout)
         var status = CheckTestNotificationResponse()
@@ -43,7 +43,7 @@ struct CheckWebhookCommand: AsyncParsableCommand {
             do {
                 status = try await client.getTestNotificationStatus(testNotificationToken: token)
             } catch let error as AppStoreServerAPIError {
-                throw CommandError.partial("FAILED: Get Test Notification Status: \(error)")
+                throw CommandError.partial("FAILED: Get Test Notification Status: \(error.operatorDescription)")
             }
             if !(status.sendAttempts ?? []).isEmpty { break }
             try await Task.sleep(for: .seconds(1))

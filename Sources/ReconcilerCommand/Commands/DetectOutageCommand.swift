@@ -36,7 +36,7 @@ struct DetectOutageCommand: AsyncParsableCommand {
             detection = try await OutageDetector(client: client, mergeGap: gap).detect(since: now - back, until: now)
         } catch let error as AppStoreServerAPIError {
             switch error {
-            case .unauthorized, .badRequest: throw CommandError.configuration(error.description)
+            case .unauthorized, .badRequest: throw CommandError.configuration(error.operatorDescription)
             default: throw CommandError.partial(error.description)
             }
         }

@@ -276,7 +276,8 @@ struct RunCommand: AsyncParsableCommand {
         } catch let error as ReconcileRun.RunStopped {
             switch error.reason {
             case .interrupted: try stop(error.report, .partial("interrupted: rerun the same command to resume"))
-            case .configuration(let text): try stop(error.report, .configuration(text))
+            case .configuration(let text):
+                try stop(error.report, .configuration((error.cause as? AppStoreServerAPIError)?.operatorDescription ?? text))
             case .unavailable(let text): try stop(error.report, .partial("the run stopped: \(text); rerun the same command to resume"))
             }
         } catch is Interrupted {
@@ -286,7 +287,7 @@ struct RunCommand: AsyncParsableCommand {
         } catch let error as ReconcileRun.InvalidWindow {
             try stop(nil, .configuration(error.description))
         } catch let error as AppStoreServerAPIError {
-            if case .unauthorized = error { try stop(nil, .configuration(APIOptions.unauthorizedHint(error))) }
+            if case .unauthorized = error { try stop(nil, .configuration(error.operatorDescription)) }
             try stop(nil, .partial("the run stopped: \(error); rerun the same command to resume"))
         } catch let error as DatabaseUnavailable {
             try stop(nil, .partial("the run stopped: \(error); rerun the same command to resume"))

@@ -51,7 +51,7 @@ struct WorkCommand: AsyncParsableCommand {
             } catch let error as RunWorker.CannotJoin {
                 throw CommandError.configuration(error.description)
             } catch let error as AppStoreServerAPIError {
-                if case .unauthorized = error { throw CommandError.configuration(APIOptions.unauthorizedHint(error)) }
+                if case .unauthorized = error { throw CommandError.configuration(error.operatorDescription) }
                 throw error
             } catch let error as RunConfigurationError {
                 throw CommandError.configuration(error.description)

@@ -21,6 +21,11 @@ struct APIOptions: ParsableArguments {
         valueName: "n"))
     var rateLimit: Double?
 
+    @Option(name: .long, help: ArgumentHelp(
+        "The longest wait for a rate-limited endpoint to reopen (a 429's Retry-After), default 120; a longer one fails that shard or customer for the next run instead of sleeping (env APP_STORE_MAX_RETRY_AFTER).",
+        valueName: "seconds"))
+    var maxRetryAfter: Double?
+
     @Option(name: .long, help: ArgumentHelp("Per-request timeout in seconds (default 30).", valueName: "seconds"))
     var requestTimeout: Double = 30
 
@@ -53,6 +58,10 @@ struct APIOptions: ParsableArguments {
             }
             perSecond = budget
         }
+        var retryPolicy = AppStoreServerAPIClient.RetryPolicy()
+        if let seconds = try maximumRetryAfterSeconds() {
+            retryPolicy.maximumRetryAfter = .milliseconds(Int64(seconds * 1000))
+        }
         let baseURL = apiBaseURL ?? Env.value("APP_STORE_API_BASE_URL")
         if let baseURL, URL(string: baseURL)?.scheme == nil {
             throw CommandError.configuration("APP_STORE_API_BASE_URL must be a URL such as http://127.0.0.1:8081, got \(baseURL)")
@@ -60,12 +69,23 @@ struct APIOptions: ParsableArguments {
         return AppStoreServerAPIClient(configuration: .init(
             baseURL: baseURL,
             tokens: .init(privateKey: key, keyId: keyId, issuerId: issuerId, bundleId: bundleId),
-            environment: environment, requestTimeout: .milliseconds(Int64(requestTimeout * 1000)),
+            environment: environment, requestTimeout: .milliseconds(Int64(requestTimeout * 1000)), retryPolicy: retryPolicy,
             requestsPerSecond: perSecond))
     }
 
-    /// What to check when Apple refuses the credentials, in this command's words.
-    static func unauthorizedHint(_ error: AppStoreServerAPIError) -> String {
-        "\(error.description); check APP_STORE_KEY_ID, APP_STORE_ISSUER_ID, APP_STORE_PRIVATE_KEY_PATH and APP_STORE_BUNDLE_ID"
+    /// `--max-retry-after` or `APP_STORE_MAX_RETRY_AFTER`: more than 0 and at most a day.
+    private func maximumRetryAfterSeconds() throws -> Double? {
+        let name: String, text: String
+        if let maxRetryAfter {
+            (name, text) = ("--max-retry-after", String(maxRetryAfter))
+        } else if let value = Env.value("APP_STORE_MAX_RETRY_AFTER") {
+            (name, text) = ("APP_STORE_MAX_RETRY_AFTER", value)
+        } else {
+            return nil
+        }
+        guard let seconds = Double(text), seconds > 0, seconds <= 86_400 else {
+            throw CommandError.configuration("\(name) must be a number of seconds above 0 and at most 86400, got \(text)")
+        }
+        return seconds
     }
 }

@@ -1,3 +1,4 @@
+import AppStoreServer
 import ArgumentParser
 
 /// An error that ends a command with a message for the operator and a documented exit code.
@@ -24,5 +25,14 @@ struct CommandError: Error, CustomStringConvertible {
     /// Exit 3: a signed value is not genuine.
     static func rejected(_ message: String) -> CommandError {
         CommandError(description: message, exitCode: 3)
+    }
+}
+
+extension AppStoreServerAPIError {
+    /// The description for an operator of this command line: after a 401 it names the settings
+    /// to check (the API client does not know the command line's words).
+    var operatorDescription: String {
+        guard case .unauthorized = self else { return description }
+        return description + ": check APP_STORE_KEY_ID, APP_STORE_ISSUER_ID, APP_STORE_PRIVATE_KEY_PATH and APP_STORE_BUNDLE_ID"
     }
 }
