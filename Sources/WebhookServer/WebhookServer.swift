@@ -109,13 +109,8 @@ public struct WebhookServer: Sendable {
     }
 
     private func health() async throws -> Response {
-        do {
-            let rows = try await handler.database.client.query("SELECT 1", logger: logger)
-            for try await _ in rows {}
-            return Self.json(.ok, ["status": "ok"])
-        } catch {
-            return Self.json(.serviceUnavailable, ["status": "database unreachable"])
-        }
+        guard await handler.database.isReachable() else { return Self.json(.serviceUnavailable, ["status": "database unreachable"]) }
+        return Self.json(.ok, ["status": "ok"])
     }
 
     static func json(_ status: HTTPResponse.Status, _ object: [String: String]) -> Response {

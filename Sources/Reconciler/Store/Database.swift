@@ -194,6 +194,14 @@ public struct Database: Sendable {
         }
     }
 
+    /// Whether the database answers within `timeout`, for health checks.
+    public func isReachable(within timeout: Duration = .seconds(2)) async -> Bool {
+        (try? await with(unavailableTimeout: timeout).transaction { [logger] connection in
+            try await connection.query("SELECT 1", logger: logger)
+            return true
+        }) ?? false
+    }
+
     /// Runs one attempt, abandoning it (by cancellation) when it takes longer than `attemptTimeout`.
     private func withAttemptTimeout<Result: Sendable>(_ body: @Sendable () async throws -> Result) async throws -> Result {
         try await withoutActuallyEscaping(body) { body in

@@ -502,6 +502,13 @@ public struct PurchaseStore: Sendable {
         for try await row in rows.decode(PurchaseRow.self) { try body(Self.purchaseState(row)) }
     }
 
+    /// Whether a notification is recorded.
+    public func hasNotification(uuid: String, on connection: PostgresConnection) async throws -> Bool {
+        let rows = try await connection.query("SELECT 1 FROM notifications WHERE notification_uuid = \(uuid)", logger: logger)
+        for try await _ in rows { return true }
+        return false
+    }
+
     /// The signedDate of the newest notification the live webhook stored, for `run --since-last`.
     public func newestLiveNotification(environment: String, on connection: PostgresConnection) async throws -> Int64? {
         let rows = try await connection.query("""

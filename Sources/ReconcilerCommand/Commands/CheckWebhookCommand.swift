@@ -65,10 +65,12 @@ struct CheckWebhookCommand: AsyncParsableCommand {
         }
         var stored = ""
         if (try? database.settings()) != nil {
-            let found = try await database.withClient(logger: logger) { postgres -> Bool in
+            let storedUUID = uuid
+            let found = try await database.withDatabase(logger: logger) { database -> Bool in
+                let store = PurchaseStore(logger: logger)
+                // The webhook may still be writing it.
                 for _ in 0..<20 {
-                    let rows = try await postgres.query("SELECT 1 FROM notifications WHERE notification_uuid = \(uuid)", logger: logger)
-                    for try await _ in rows { return true }
+                    if try await database.transaction({ try await store.hasNotification(uuid: storedUUID, on: $0) }) { return true }
                     try await Task.sleep(for: .milliseconds(250))
                 }
                 return false
