@@ -330,6 +330,109 @@ import Testing
         }
     }
 
+    /// Apple: the `transactionId` filter returns the notifications of the whole customer, every
+    /// original transaction of the account, whichever of its transaction ids is given.
+    @Test func theTransactionIdFilterCoversTheWholeCustomer() async throws {
+        var world = world()
+        // A notification without data belongs to no customer, so to no customer's history.
+        world.notifications.append(.init(
+            notificationUUID: UUID().uuidString.lowercased(), notificationType: .externalPurchaseToken, subtype: .unreported,
+            signedDate: now - 9 * hour,
+            externalPurchaseToken: ExternalPurchaseToken(externalPurchaseId: UUID().uuidString, tokenCreationDate: now - 20 * hour,
+                                                         appAppleId: 1_234_567_890, bundleId: "com.example.reconciler.mock")))
+        try await MockAppStore.withRunning(world: world, configuration) { mock, baseURL in
+            let client = mock.client(baseURL: baseURL)
+            let verifier = try mock.verifier()
+            var request = window
+            // B's 45 one-time purchases are 45 original transactions: any one of them names them all.
+            request.transactionId = "2003"
+            let customerB = try await all(client, request, verifier)
+            #expect(customerB.count == 45)
+            let originals = try await customerB.asyncMap { try await verifier.verifyAndDecodeTransaction($0.data!.signedTransactionInfo!).originalTransactionId! }
+            #expect(Set(originals).count == 45)
+            // An older renewal of A names all six of A's notifications, as its original does.
+            request.transactionId = "1001"
+            let byRenewal = try await all(client, request, verifier).map(\.notificationUUID)
+            request.transactionId = "1000"
+            let byOriginal = try await all(client, request, verifier).map(\.notificationUUID)
+            #expect(byRenewal.count == 6)
+            #expect(byRenewal == byOriginal)
+            #expect(try await all(client, window, verifier).count == 52)
+        }
+    }
+
+    /// Look Up Order ID: 200 with status 0 and the order's transactions (newest version, signed
+    /// at request time), or 200 with status 1 for any other order ID, malformed ones included.
+    @Test func lookUpOrderIdFindsTheOrderAndAnswersStatusOneOtherwise() async throws {
+        var world = world()
+        world.orders = ["MQ5Q7X2ZYB": ["1011"], "K7P2M9X4QD": ["2000", "2002"]]
+        try await MockAppStore.withRunning(world: world, configuration) { mock, baseURL in
+            let client = mock.client(baseURL: baseURL)
+            let verifier = try mock.verifier()
+            let askedAt = Int64(Date().timeIntervalSince1970 * 1000)
+            let found = try await client.lookUpOrderId("MQ5Q7X2ZYB")
+            #expect(found.status == .valid)
+            let transactions = try await (found.signedTransactions ?? []).asyncMap { try await verifier.verifyAndDecodeTransaction($0) }
+            #expect(transactions.map(\.transactionId) == ["1011"])
+            // 1011 was revoked: the newest version, signed now.
+            #expect(transactions.first?.revocationDate != nil)
+            #expect((transactions.first?.signedDate ?? 0) >= askedAt)
+            let twoItems = try await client.lookUpOrderId("K7P2M9X4QD")
+            let ids = try await (twoItems.signedTransactions ?? []).asyncMap { try await verifier.verifyAndDecodeTransaction($0).transactionId }
+            #expect(ids == ["2000", "2002"])
+            // Unknown, another case, too short, not an order ID at all, empty: status 1, never 4xx.
+            for other in ["ZZZZZZZZZZ", "mq5q7x2zyb", "MQ5Q7X2ZY", "not an order/../1011", ""] {
+                let answer = try await client.lookUpOrderId(other)
+                #expect(answer.status == .invalid, "\(other)")
+                #expect((answer.signedTransactions ?? []).isEmpty)
+            }
+            #expect(mock.statisticsSnapshot.unknownOrderIds == 5)
+            #expect(client.statistics.snapshot.failedCalls == 0)
+            // On the wire: exactly {"status":1}, and a JWT is required as everywhere.
+            var request = HTTPClientRequest(url: "\(baseURL)/inApps/v1/lookup/ZZZZZZZZZZ")
+            #expect(try await HTTPClient.shared.execute(request, timeout: .seconds(10)).status.code == 401)
+            request.headers.add(name: "Authorization", value: "Bearer \(try tokens(mock).token())")
+            let response = try await HTTPClient.shared.execute(request, timeout: .seconds(10))
+            #expect(response.status.code == 200)
+            #expect(String(buffer: try await response.body.collect(upTo: 4096)) == #"{"status":1}"#)
+        }
+    }
+
+    /// Apple limits Look Up Order ID to 10 requests a second (1 in the sandbox), below the
+    /// other endpoints, whatever limit the mock is given for those.
+    @Test func lookUpOrderIdIsLimitedToApplesTenPerSecond() async throws {
+        var configuration = self.configuration
+        configuration.rateLimitPerSecond = 1000
+        var world = world()
+        world.orders = ["MQ5Q7X2ZYB": ["1011"]]
+        try await MockAppStore.withRunning(world: world, configuration) { mock, baseURL in
+            #expect(mock.limit(for: .lookUpOrderId) == 10)
+            #expect(mock.limit(for: .transactionHistory) == 1000)
+            let token = try tokens(mock).token()
+            let answers = try await withThrowingTaskGroup(of: (UInt, String?).self) { group in
+                for _ in 0..<15 {
+                    group.addTask {
+                        var request = HTTPClientRequest(url: "\(baseURL)/inApps/v1/lookup/MQ5Q7X2ZYB")
+                        request.headers.add(name: "Authorization", value: "Bearer \(token)")
+                        let response = try await HTTPClient.shared.execute(request, timeout: .seconds(10))
+                        return (response.status.code, response.headers.first(name: "Retry-After"))
+                    }
+                }
+                return try await group.reduce(into: []) { $0.append($1) }
+            }
+            #expect(answers.filter { $0.0 == 200 }.count <= 10)
+            let limited = answers.filter { $0.0 == 429 }
+            #expect(!limited.isEmpty)
+            #expect(limited.allSatisfy { $0.1.flatMap { Int64($0) } != nil })
+            #expect((mock.statisticsSnapshot.maxRequestsInOneSecond["Look Up Order ID"] ?? 0) <= 10)
+        }
+        var sandbox = self.configuration
+        sandbox.scenario.environment = .sandbox
+        try await MockAppStore.withRunning(world: ScenarioWorld(), sandbox) { mock, _ in
+            #expect(mock.limit(for: .lookUpOrderId) == 1)
+        }
+    }
+
     @Test func statusesAreGroupedBySubscriptionGroup() async throws {
         var world = world()
         world.subscriptionStatus["1000"] = .expired
