@@ -140,6 +140,62 @@ import Testing
         }
     }
 
+    /// Look Up Order ID over HTTP: a scenario's order is found, with its verified transaction; an
+    /// unknown or malformed order ID is status 1, not an error.
+    @Test func lookUpOrderIdFindsTheScenariosOrders() async throws {
+        try await MockAppStore.withRunning(.init(scenario: Self.scenario(customers: 20))) { mock, baseURL in
+            let client = mock.client(baseURL: baseURL)
+            let verifier = try mock.verifier()
+            let renewal = try #require(mock.orders.first { $0.transactionId != $0.originalTransactionId })
+            let answer = try await client.lookUpOrderId(renewal.orderId)
+            #expect(answer.status == .valid)
+            let transactions = try await (answer.signedTransactions ?? []).asyncMap { try await verifier.verifyAndDecodeTransaction($0) }
+            #expect(transactions.map(\.transactionId) == [renewal.transactionId])
+            #expect(transactions.first?.originalTransactionId == renewal.originalTransactionId)
+            let known = Set(mock.orders.map(\.orderId))
+            let unknown = try #require(["AAAAAAAAAA", "ZZZZZZZZZZ"].first { !known.contains($0) })
+            #expect(try await client.lookUpOrderId(unknown).status == .invalid)
+            let malformed = try await client.lookUpOrderId("#1 not an order?")
+            #expect(malformed.status == .invalid)
+            #expect(malformed.signedTransactions == nil)
+            #expect(client.statistics.snapshot.failedCalls == 0)
+            #expect(mock.statisticsSnapshot.requests["Look Up Order ID"] == 3)
+        }
+    }
+
+    /// The default budget keeps a burst of lookups under Apple's 10 a second; a client whose budget
+    /// is above the mock's limit gets 429s and waits each one out.
+    @Test func lookUpOrderIdKeepsToItsOwnLimit() async throws {
+        #expect(RateLimiter.defaultBudget(environment: .production)[.lookUpOrderId] == 8)
+        #expect(abs((RateLimiter.defaultBudget(environment: .sandbox)[.lookUpOrderId] ?? 0) - 0.8) < 1e-9)
+        try await MockAppStore.withRunning(.init(scenario: Self.scenario(customers: 10))) { mock, baseURL in
+            let client = mock.client(baseURL: baseURL)
+            let orderIds = mock.orders.prefix(12).map(\.orderId)
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for orderId in orderIds {
+                    group.addTask {
+                        let answer = try await client.lookUpOrderId(orderId)
+                        #expect(answer.status == .valid)
+                    }
+                }
+                try await group.waitForAll()
+            }
+            #expect(mock.statisticsSnapshot.rateLimited == 0)
+            #expect((mock.statisticsSnapshot.maxRequestsInOneSecond["Look Up Order ID"] ?? 0) <= 10)
+        }
+        try await MockAppStore.withRunning(.init(scenario: Self.scenario(customers: 10), rateLimitPerSecond: 2)) { mock, baseURL in
+            let client = mock.client(baseURL: baseURL, requestsPerSecond: 40, retryPolicy: Self.fastRetries)
+            for order in mock.orders.prefix(6) {
+                let answer = try await client.lookUpOrderId(order.orderId)
+                #expect(answer.status == .valid)
+            }
+            let server = mock.statisticsSnapshot
+            #expect(server.rateLimited > 0)
+            #expect(server.retryAfterViolations == 0)
+            #expect(client.statistics.snapshot.rateLimited == server.rateLimited)
+        }
+    }
+
     @Test func anExpiredPaginationTokenIsItsOwnCase() async throws {
         try await MockAppStore.withRunning(.init(scenario: Self.scenario())) { mock, baseURL in
             let client = mock.client(baseURL: baseURL)
