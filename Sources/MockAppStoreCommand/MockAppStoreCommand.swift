@@ -45,7 +45,10 @@ struct MockAppStoreCommand: AsyncParsableCommand {
     @Option(help: "Where to deliver live notifications (POST {\"signedPayload\": ...}).") var webhook: String?
     @Option(help: "Directory that receives root.pem, the .p8 key and reconciler.env.") var credentialsDir: String?
     @Option(help: "Seconds to wait for the webhook to accept connections before delivering.") var webhookWait: Int = 120
-    @Option(help: "Requests per second per endpoint before 429 (default: Apple's, 50 or 5 in the sandbox).") var rateLimit: Double?
+    @Option(help: """
+        Requests per second per endpoint before 429 (default: Apple's, 50 or 5 in the sandbox; Look Up Order ID never above Apple's 10 or 1).
+        """)
+    var rateLimit: Double?
     @Option(help: "Pagination token lifetime in seconds.") var tokenTtl: Int = 600
     @Option(help: "Latency added to every API response, ms.") var latencyMs: Int = 0
     @Option(help: "Random extra latency up to this, ms.") var latencyJitterMs: Int = 0

@@ -348,7 +348,9 @@ import Testing
             request.transactionId = "2003"
             let customerB = try await all(client, request, verifier)
             #expect(customerB.count == 45)
-            let originals = try await customerB.asyncMap { try await verifier.verifyAndDecodeTransaction($0.data!.signedTransactionInfo!).originalTransactionId! }
+            let originals = try await customerB.asyncMap {
+                try await verifier.verifyAndDecodeTransaction($0.data!.signedTransactionInfo!).originalTransactionId!
+            }
             #expect(Set(originals).count == 45)
             // An older renewal of A names all six of A's notifications, as its original does.
             request.transactionId = "1001"

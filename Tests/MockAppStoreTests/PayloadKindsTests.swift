@@ -90,7 +90,9 @@ import Testing
             let orders = try body.split(separator: "\n").map { try JSONDecoder().decode(MockOrder.self, from: Data($0.utf8)) }
             #expect(orders == mock.orders)
             #expect(orders.count == mock.catalog.snapshot.world.transactionVersions.count)
-            for order in [orders.first { $0.transactionId == $0.originalTransactionId }, orders.last { $0.transactionId != $0.originalTransactionId }] {
+            let purchase = orders.first { $0.transactionId == $0.originalTransactionId }
+            let renewal = orders.last { $0.transactionId != $0.originalTransactionId }
+            for order in [purchase, renewal] {
                 let order = try #require(order)
                 let answer = try await client.lookUpOrderId(order.orderId)
                 #expect(answer.status == .valid)

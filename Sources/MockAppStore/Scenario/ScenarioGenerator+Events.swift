@@ -49,7 +49,8 @@ extension ScenarioGenerator {
             price: product.price, appTransactionId: appTransactionId(of: state.accountId))
     }
 
-    mutating func oneTimeTransaction(_ transactionId: String, product: MockProduct, at time: Int64, accountId: String) -> JWSTransactionDecodedPayload {
+    mutating func oneTimeTransaction(_ transactionId: String, product: MockProduct, at time: Int64,
+                                     accountId: String) -> JWSTransactionDecodedPayload {
         JWSTransactionDecodedPayload(
             originalTransactionId: transactionId, transactionId: transactionId, bundleId: configuration.bundleId,
             productId: product.productId, purchaseDate: time, originalPurchaseDate: time, quantity: 1, type: product.type,
