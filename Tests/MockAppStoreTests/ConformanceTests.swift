@@ -305,6 +305,9 @@ import Testing
         }
     }
 
+    /// Two requests a second are allowed, the third in that second is refused with Apple's body and
+    /// `Retry-After` in UNIX milliseconds. Part of the second is filled by hand a minute ahead, so
+    /// the requests fall in one window however slow the machine is.
     @Test func overTheLimitComes429WithRetryAfterInUNIXMilliseconds() async throws {
         var configuration = self.configuration
         configuration.rateLimitPerSecond = 2
@@ -314,7 +317,9 @@ import Testing
             var statuses: [UInt] = []
             var retryAfter: Int64?
             var body = ""
-            for _ in 0..<3 {
+            let ahead = Int64(Date().timeIntervalSince1970 * 1000) + 60_000
+            for index in 0..<3 {
+                if index == 1 { _ = mock.rateLimiter.decide(endpoint: "Get All Subscription Statuses", limit: 2, at: ahead) }
                 let response = try await HTTPClient.shared.execute(request, timeout: .seconds(10))
                 statuses.append(response.status.code)
                 if response.status.code == 429 {
@@ -323,9 +328,8 @@ import Testing
                 }
             }
             #expect(statuses == [200, 200, 429])
-            let instant = try #require(retryAfter)
-            let sentAt = Int64(Date().timeIntervalSince1970 * 1000)
-            #expect(instant > sentAt - 1000 && instant <= sentAt + 1000)
+            // When the oldest request of the full second leaves it: UNIX milliseconds, not seconds.
+            #expect(retryAfter == ahead + 1000)
             #expect(body.contains("4290000"))
         }
     }
@@ -401,37 +405,36 @@ import Testing
     }
 
     /// Apple limits Look Up Order ID to 10 requests a second (1 in the sandbox), below the
-    /// other endpoints, whatever limit the mock is given for those.
-    @Test func lookUpOrderIdIsLimitedToApplesTenPerSecond() async throws {
+    /// other endpoints, whatever limit the mock is given for those. The limiter's second is filled
+    /// by hand at an instant a minute ahead (it stays in the window whatever the machine's speed),
+    /// so exactly the last free slot is taken over HTTP, and the next request is refused.
+    @Test(arguments: [(AppStoreEnvironment.production, 10), (.sandbox, 1)])
+    func lookUpOrderIdIsLimitedToApplesTenPerSecond(_ environment: AppStoreEnvironment, _ limit: Int) async throws {
         var configuration = self.configuration
+        configuration.scenario.environment = environment
         configuration.rateLimitPerSecond = 1000
         var world = world()
         world.orders = ["MQ5Q7X2ZYB": ["1011"]]
         try await MockAppStore.withRunning(world: world, configuration) { mock, baseURL in
-            #expect(mock.limit(for: .lookUpOrderId) == 10)
+            #expect(mock.limit(for: .lookUpOrderId) == Double(limit))
             #expect(mock.limit(for: .transactionHistory) == 1000)
-            let token = try tokens(mock).token()
-            let answers = try await withThrowingTaskGroup(of: (UInt, String?).self) { group in
-                for _ in 0..<15 {
-                    group.addTask {
-                        var request = HTTPClientRequest(url: "\(baseURL)/inApps/v1/lookup/MQ5Q7X2ZYB")
-                        request.headers.add(name: "Authorization", value: "Bearer \(token)")
-                        let response = try await HTTPClient.shared.execute(request, timeout: .seconds(10))
-                        return (response.status.code, response.headers.first(name: "Retry-After"))
-                    }
-                }
-                return try await group.reduce(into: []) { $0.append($1) }
+            let ahead = Int64(Date().timeIntervalSince1970 * 1000) + 60_000
+            func fill(_ count: Int) {
+                for _ in 0..<count { _ = mock.rateLimiter.decide(endpoint: "Look Up Order ID", limit: mock.limit(for: .lookUpOrderId), at: ahead) }
             }
-            #expect(answers.filter { $0.0 == 200 }.count <= 10)
-            let limited = answers.filter { $0.0 == 429 }
-            #expect(!limited.isEmpty)
-            #expect(limited.allSatisfy { $0.1.flatMap { Int64($0) } != nil })
-            #expect((mock.statisticsSnapshot.maxRequestsInOneSecond["Look Up Order ID"] ?? 0) <= 10)
-        }
-        var sandbox = self.configuration
-        sandbox.scenario.environment = .sandbox
-        try await MockAppStore.withRunning(world: ScenarioWorld(), sandbox) { mock, _ in
-            #expect(mock.limit(for: .lookUpOrderId) == 1)
+            var request = HTTPClientRequest(url: "\(baseURL)/inApps/v1/lookup/MQ5Q7X2ZYB")
+            request.headers.add(name: "Authorization", value: "Bearer \(try tokens(mock).token())")
+            fill(limit - 1)
+            #expect(try await HTTPClient.shared.execute(request, timeout: .seconds(10)).status.code == 200)
+            fill(1)
+            let refused = try await HTTPClient.shared.execute(request, timeout: .seconds(10))
+            #expect(refused.status.code == 429)
+            #expect(refused.headers.first(name: "Retry-After") == String(ahead + 1000))
+            #expect(String(buffer: try await refused.body.collect(upTo: 4096)).contains("4290000"))
+            // Other endpoints keep their own budget.
+            var statuses = HTTPClientRequest(url: "\(baseURL)/inApps/v1/subscriptions/1000")
+            statuses.headers = request.headers
+            #expect(try await HTTPClient.shared.execute(statuses, timeout: .seconds(10)).status.code == 200)
         }
     }
 
