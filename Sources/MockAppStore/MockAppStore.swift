@@ -8,8 +8,9 @@ import Synchronization
 /// A local App Store imitation for tests, demos and rehearsals: it simulates an app's customers
 /// (``ScenarioConfiguration``), signs their notifications and transactions with its own CA
 /// (carrying Apple's OIDs), delivers notifications to a webhook outside the outage window, and
-/// serves Get Notification History, Get Transaction History, Get All Subscription Statuses and
-/// the test-notification endpoints with Apple's documented semantics, faults on demand included.
+/// serves Get Notification History, Get Transaction History, Get All Subscription Statuses, Look Up
+/// Order ID and the test-notification endpoints with Apple's documented semantics, faults on
+/// demand included.
 ///
 /// ```swift
 /// let mock = try await MockAppStore.make(configuration: .init(
@@ -18,7 +19,8 @@ import Synchronization
 /// try await ServiceGroup(services: [mock], logger: logger).run()
 /// ```
 ///
-/// `GET /mock/truth` returns the final state of every purchase in the shape of `reconciler export`.
+/// `GET /mock/truth` returns the final state of every purchase in the shape of `reconciler export`;
+/// `GET /mock/orders` every transaction's order ID.
 public final class MockAppStore: Service, Sendable {
     public struct Configuration: Sendable {
         public var scenario: ScenarioConfiguration
@@ -31,6 +33,7 @@ public final class MockAppStore: Service, Sendable {
         public var credentialsDirectory: String?
         public var faults: FaultConfiguration
         /// Requests per second per endpoint before 429 (`nil`: Apple's, 50 in production, 5 in the sandbox).
+        /// Look Up Order ID never allows more than Apple's 10 (1 in the sandbox), the test endpoints 1 (0.1).
         public var rateLimitPerSecond: Double?
         /// How long a pagination token stays valid.
         public var paginationTokenLifetime: Duration
@@ -171,6 +174,16 @@ public final class MockAppStore: Service, Sendable {
 
     /// The ground truth.
     public var truth: [PurchaseState] { GroundTruth.purchases(catalog.snapshot.world) }
+
+    /// Every transaction's order ID, by account then purchase.
+    public var orders: [MockOrder] { catalog.snapshot.orderEntries }
+
+    /// The order IDs as JSON lines (`GET /mock/orders`, `mock-appstore --print-orders`).
+    public func ordersJSONLines() throws -> String {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        return try orders.map { String(decoding: try encoder.encode($0), as: UTF8.self) + "\n" }.joined()
+    }
 
     /// The variables that point a reconciler at this mock.
     public func reconcilerEnvironment(port: Int, directory: String) -> [(String, String)] {

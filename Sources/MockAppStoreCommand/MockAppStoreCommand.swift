@@ -4,6 +4,7 @@ import Foundation
 import Logging
 import MockAppStore
 import ServiceLifecycle
+import Synchronization
 
 @main
 struct MockAppStoreCommand: AsyncParsableCommand {
@@ -15,11 +16,12 @@ struct MockAppStoreCommand: AsyncParsableCommand {
             CA (Apple's OIDs). It listens at once and writes --credentials-dir, then, as soon as --webhook accepts \
             connections, delivers the notifications outside the outage to it (Apple's retry schedule in \
             production) and prints "ready". It serves Get Notification History, Get Transaction History v2, Get All \
-            Subscription Statuses and the test-notification endpoints.
+            Subscription Statuses, Look Up Order ID and the test-notification endpoints.
 
             --credentials-dir receives root.pem, a .p8 key the mock accepts and reconciler.env with the APP_STORE_* \
             variables that point a reconciler at it. GET /mock/truth returns the final state of every purchase in \
-            the shape of `reconciler export`; GET /mock/stats what the mock saw.
+            the shape of `reconciler export`; GET /mock/orders every transaction's order ID (also printed by \
+            --print-orders); GET /mock/stats what the mock saw.
 
             Times: ISO 8601, UNIX milliseconds, or now-6h. Durations: 90s, 45m, 6h, 3d.
 
@@ -43,7 +45,10 @@ struct MockAppStoreCommand: AsyncParsableCommand {
     @Option(help: "Where to deliver live notifications (POST {\"signedPayload\": ...}).") var webhook: String?
     @Option(help: "Directory that receives root.pem, the .p8 key and reconciler.env.") var credentialsDir: String?
     @Option(help: "Seconds to wait for the webhook to accept connections before delivering.") var webhookWait: Int = 120
-    @Option(help: "Requests per second per endpoint before 429 (default: Apple's, 50 or 5 in the sandbox).") var rateLimit: Double?
+    @Option(help: """
+        Requests per second per endpoint before 429 (default: Apple's, 50 or 5 in the sandbox; Look Up Order ID never above Apple's 10 or 1).
+        """)
+    var rateLimit: Double?
     @Option(help: "Pagination token lifetime in seconds.") var tokenTtl: Int = 600
     @Option(help: "Latency added to every API response, ms.") var latencyMs: Int = 0
     @Option(help: "Random extra latency up to this, ms.") var latencyJitterMs: Int = 0
@@ -59,6 +64,8 @@ struct MockAppStoreCommand: AsyncParsableCommand {
     @Flag(help: "Include no scripted customers inside the outage (only random ones).") var noScriptedCustomers = false
     @Option(help: "Slip this many notifications signed by a stranger's CA into the history, inside the outage.") var forged: Int = 0
     @Option(help: "Write the ground truth (JSON lines) to this file before serving.") var truthFile: String?
+    @Flag(help: "Print every transaction's order ID (JSON lines: orderId, transactionId, originalTransactionId, account...) once listening.")
+    var printOrders = false
     @Option(help: "Log level.") var logLevel: String = "info"
 
     func validate() throws {
@@ -114,16 +121,26 @@ struct MockAppStoreCommand: AsyncParsableCommand {
             environment: environment.lowercased() == "production" ? .production : .sandbox, bundleId: bundleId,
             appAppleId: appAppleId, renewalPeriod: period, scriptedOutageCustomers: !noScriptedCustomers, forgedNotifications: forged)
         let host = self.host
+        let printOrders = self.printOrders
+        // Known once the scenario is signed, printed once the mock listens.
+        let orders = OrderLines()
         let mock = try await MockAppStore.make(configuration: .init(
             scenario: scenario, host: host, port: port, webhookURL: webhook, credentialsDirectory: credentialsDir, faults: faults,
             rateLimitPerSecond: rateLimit, paginationTokenLifetime: .seconds(tokenTtl),
             webhookWait: .seconds(webhookWait),
             onListening: { port in
                 FileHandle.standardOutput.write(Data("mock-appstore listening on http://\(host):\(port)\n".utf8))
+                if printOrders, let lines = orders.lines.withLock({ $0 }) {
+                    FileHandle.standardOutput.write(Data(lines.utf8))
+                }
             },
             onReady: { _ in
                 FileHandle.standardOutput.write(Data("mock-appstore ready: live delivery complete\n".utf8))
             }), logger: logger)
+        if printOrders {
+            let lines = try mock.ordersJSONLines()
+            orders.lines.withLock { $0 = lines }
+        }
         if let truthFile {
             try mock.truthJSONLines().write(toFile: truthFile, atomically: true, encoding: .utf8)
         }
@@ -134,4 +151,9 @@ struct MockAppStoreCommand: AsyncParsableCommand {
             services: [.init(service: mock)], gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
         try await group.run()
     }
+}
+
+/// The order lines `--print-orders` prints, handed from start-up to the listening callback.
+private final class OrderLines: Sendable {
+    let lines = Mutex<String?>(nil)
 }

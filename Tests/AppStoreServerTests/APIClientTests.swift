@@ -141,6 +141,56 @@ import Testing
         }
     }
 
+    /// Look Up Order ID over HTTP: a scenario's order is found, with its verified transaction; an
+    /// unknown or malformed order ID is status 1, not an error.
+    @Test func lookUpOrderIdFindsTheScenariosOrders() async throws {
+        try await MockAppStore.withRunning(.init(scenario: Self.scenario(customers: 20))) { mock, baseURL in
+            let client = mock.client(baseURL: baseURL)
+            let verifier = try mock.verifier()
+            let renewal = try #require(mock.orders.first { $0.transactionId != $0.originalTransactionId })
+            let answer = try await client.lookUpOrderId(renewal.orderId)
+            #expect(answer.status == .valid)
+            let transactions = try await (answer.signedTransactions ?? []).asyncMap { try await verifier.verifyAndDecodeTransaction($0) }
+            #expect(transactions.map(\.transactionId) == [renewal.transactionId])
+            #expect(transactions.first?.originalTransactionId == renewal.originalTransactionId)
+            let known = Set(mock.orders.map(\.orderId))
+            let unknown = try #require(["AAAAAAAAAA", "ZZZZZZZZZZ"].first { !known.contains($0) })
+            #expect(try await client.lookUpOrderId(unknown).status == .invalid)
+            let malformed = try await client.lookUpOrderId("#1 not an order?")
+            #expect(malformed.status == .invalid)
+            #expect(malformed.signedTransactions == nil)
+            #expect(client.statistics.snapshot.failedCalls == 0)
+            #expect(mock.statisticsSnapshot.requests["Look Up Order ID"] == 3)
+        }
+    }
+
+    /// Look Up Order ID has its own budget, 80% of Apple's 10 a second (10% of that in the
+    /// sandbox); a burst of lookups against a mock that allows fewer is waited out, never failed.
+    @Test func lookUpOrderIdKeepsToItsOwnLimit() async throws {
+        #expect(RateLimiter.defaultBudget(environment: .production)[.lookUpOrderId] == 8)
+        #expect(abs((RateLimiter.defaultBudget(environment: .sandbox)[.lookUpOrderId] ?? 0) - 0.8) < 1e-9)
+        try await MockAppStore.withRunning(.init(scenario: Self.scenario(customers: 10), rateLimitPerSecond: 2)) { mock, baseURL in
+            let client = mock.client(baseURL: baseURL, requestsPerSecond: 40, retryPolicy: Self.fastRetries)
+            let orders = Array(mock.orders.prefix(8))
+            let found = try await withThrowingTaskGroup(of: [String].self) { group in
+                for order in orders {
+                    group.addTask {
+                        let answer = try await client.lookUpOrderId(order.orderId)
+                        #expect(answer.status == .valid)
+                        return try await (answer.signedTransactions ?? []).asyncMap { try await mock.verifier().verifyAndDecodeTransaction($0).transactionId! }
+                    }
+                }
+                return try await group.reduce(into: Set<String>()) { $0.formUnion($1) }
+            }
+            #expect(found == Set(orders.map(\.transactionId)))
+            let server = mock.statisticsSnapshot
+            #expect(client.statistics.snapshot.failedCalls == 0)
+            #expect(client.statistics.snapshot.rateLimited == server.rateLimited)
+            #expect(server.requests["Look Up Order ID"] == orders.count + server.rateLimited)
+            #expect((server.maxRequestsInOneSecond["Look Up Order ID"] ?? 0) <= 2)
+        }
+    }
+
     @Test func anExpiredPaginationTokenIsItsOwnCase() async throws {
         try await MockAppStore.withRunning(.init(scenario: Self.scenario())) { mock, baseURL in
             let client = mock.client(baseURL: baseURL)
@@ -313,9 +363,11 @@ import Testing
         }
     }
 
-    /// With a budget below the mock's limit, a burst of concurrency turns into waiting, not 429s.
+    /// With a budget below the mock's limit, a burst of concurrency turns into waiting, not 429s
+    /// (25 requests at once would exceed the limit). The limit is twice the budget: a loaded
+    /// machine delays some requests and delivers them together.
     @Test func theBudgetKeepsABurstUnderTheLimit() async throws {
-        try await MockAppStore.withRunning(.init(scenario: Self.scenario(customers: 30), rateLimitPerSecond: 12)) { mock, baseURL in
+        try await MockAppStore.withRunning(.init(scenario: Self.scenario(customers: 30), rateLimitPerSecond: 20)) { mock, baseURL in
             let client = mock.client(baseURL: baseURL, requestsPerSecond: 10)
             let ids = Array(Set(mock.sentNotifications.compactMap(\.notification.transaction?.transactionId)).sorted().prefix(25))
             try await withThrowingTaskGroup(of: Void.self) { group in

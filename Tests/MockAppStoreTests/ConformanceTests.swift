@@ -305,6 +305,9 @@ import Testing
         }
     }
 
+    /// Two requests a second are allowed, the third in that second is refused with Apple's body and
+    /// `Retry-After` in UNIX milliseconds. Part of the second is filled by hand a minute ahead, so
+    /// the requests fall in one window however slow the machine is.
     @Test func overTheLimitComes429WithRetryAfterInUNIXMilliseconds() async throws {
         var configuration = self.configuration
         configuration.rateLimitPerSecond = 2
@@ -314,7 +317,9 @@ import Testing
             var statuses: [UInt] = []
             var retryAfter: Int64?
             var body = ""
-            for _ in 0..<3 {
+            let ahead = Int64(Date().timeIntervalSince1970 * 1000) + 60_000
+            for index in 0..<3 {
+                if index == 1 { _ = mock.rateLimiter.decide(endpoint: "Get All Subscription Statuses", limit: 2, at: ahead) }
                 let response = try await HTTPClient.shared.execute(request, timeout: .seconds(10))
                 statuses.append(response.status.code)
                 if response.status.code == 429 {
@@ -323,9 +328,8 @@ import Testing
                 }
             }
             #expect(statuses == [200, 200, 429])
-            let instant = try #require(retryAfter)
-            let sentAt = Int64(Date().timeIntervalSince1970 * 1000)
-            #expect(instant > sentAt - 1000 && instant <= sentAt + 1000)
+            // When the oldest request of the full second leaves it: UNIX milliseconds, not seconds.
+            #expect(retryAfter == ahead + 1000)
             #expect(body.contains("4290000"))
         }
     }
@@ -384,6 +388,110 @@ import Testing
         #expect(!limiter.decide(endpoint: "E", limit: 0, at: sentAt + 100).violatedRetryAfter)
         #expect(limiter.decide(endpoint: "E", limit: 0, at: sentAt + 700).violatedRetryAfter)
         #expect(!limiter.decide(endpoint: "E", limit: 0, at: sentAt + 1000).violatedRetryAfter)
+    }
+
+    /// Apple: the `transactionId` filter returns the notifications of the whole customer, every
+    /// original transaction of the account, whichever of its transaction ids is given.
+    @Test func theTransactionIdFilterCoversTheWholeCustomer() async throws {
+        var world = world()
+        // A notification without data belongs to no customer, so to no customer's history.
+        world.notifications.append(.init(
+            notificationUUID: UUID().uuidString.lowercased(), notificationType: .externalPurchaseToken, subtype: .unreported,
+            signedDate: now - 9 * hour,
+            externalPurchaseToken: ExternalPurchaseToken(externalPurchaseId: UUID().uuidString, tokenCreationDate: now - 20 * hour,
+                                                         appAppleId: 1_234_567_890, bundleId: "com.example.reconciler.mock")))
+        try await MockAppStore.withRunning(world: world, configuration) { mock, baseURL in
+            let client = mock.client(baseURL: baseURL)
+            let verifier = try mock.verifier()
+            var request = window
+            // B's 45 one-time purchases are 45 original transactions: any one of them names them all.
+            request.transactionId = "2003"
+            let customerB = try await all(client, request, verifier)
+            #expect(customerB.count == 45)
+            let originals = try await customerB.asyncMap {
+                try await verifier.verifyAndDecodeTransaction($0.data!.signedTransactionInfo!).originalTransactionId!
+            }
+            #expect(Set(originals).count == 45)
+            // An older renewal of A names all six of A's notifications, as its original does.
+            request.transactionId = "1001"
+            let byRenewal = try await all(client, request, verifier).map(\.notificationUUID)
+            request.transactionId = "1000"
+            let byOriginal = try await all(client, request, verifier).map(\.notificationUUID)
+            #expect(byRenewal.count == 6)
+            #expect(byRenewal == byOriginal)
+            #expect(try await all(client, window, verifier).count == 52)
+        }
+    }
+
+    /// Look Up Order ID: 200 with status 0 and the order's transactions (newest version, signed
+    /// at request time), or 200 with status 1 for any other order ID, malformed ones included.
+    @Test func lookUpOrderIdFindsTheOrderAndAnswersStatusOneOtherwise() async throws {
+        var world = world()
+        world.orders = ["MQ5Q7X2ZYB": ["1011"], "K7P2M9X4QD": ["2000", "2002"]]
+        try await MockAppStore.withRunning(world: world, configuration) { mock, baseURL in
+            let client = mock.client(baseURL: baseURL)
+            let verifier = try mock.verifier()
+            let askedAt = Int64(Date().timeIntervalSince1970 * 1000)
+            let found = try await client.lookUpOrderId("MQ5Q7X2ZYB")
+            #expect(found.status == .valid)
+            let transactions = try await (found.signedTransactions ?? []).asyncMap { try await verifier.verifyAndDecodeTransaction($0) }
+            #expect(transactions.map(\.transactionId) == ["1011"])
+            // 1011 was revoked: the newest version, signed now.
+            #expect(transactions.first?.revocationDate != nil)
+            #expect((transactions.first?.signedDate ?? 0) >= askedAt)
+            let twoItems = try await client.lookUpOrderId("K7P2M9X4QD")
+            let ids = try await (twoItems.signedTransactions ?? []).asyncMap { try await verifier.verifyAndDecodeTransaction($0).transactionId }
+            #expect(ids == ["2000", "2002"])
+            // Unknown, another case, too short, not an order ID at all, empty: status 1, never 4xx.
+            for other in ["ZZZZZZZZZZ", "mq5q7x2zyb", "MQ5Q7X2ZY", "not an order/../1011", ""] {
+                let answer = try await client.lookUpOrderId(other)
+                #expect(answer.status == .invalid, "\(other)")
+                #expect((answer.signedTransactions ?? []).isEmpty)
+            }
+            #expect(mock.statisticsSnapshot.unknownOrderIds == 5)
+            #expect(client.statistics.snapshot.failedCalls == 0)
+            // On the wire: exactly {"status":1}, and a JWT is required as everywhere.
+            var request = HTTPClientRequest(url: "\(baseURL)/inApps/v1/lookup/ZZZZZZZZZZ")
+            #expect(try await HTTPClient.shared.execute(request, timeout: .seconds(10)).status.code == 401)
+            request.headers.add(name: "Authorization", value: "Bearer \(try tokens(mock).token())")
+            let response = try await HTTPClient.shared.execute(request, timeout: .seconds(10))
+            #expect(response.status.code == 200)
+            #expect(String(buffer: try await response.body.collect(upTo: 4096)) == #"{"status":1}"#)
+        }
+    }
+
+    /// Apple limits Look Up Order ID to 10 requests a second (1 in the sandbox), below the
+    /// other endpoints, whatever limit the mock is given for those. The limiter's second is filled
+    /// by hand at an instant a minute ahead (it stays in the window whatever the machine's speed),
+    /// so exactly the last free slot is taken over HTTP, and the next request is refused.
+    @Test(arguments: [(AppStoreEnvironment.production, 10), (.sandbox, 1)])
+    func lookUpOrderIdIsLimitedToApplesTenPerSecond(_ environment: AppStoreEnvironment, _ limit: Int) async throws {
+        var configuration = self.configuration
+        configuration.scenario.environment = environment
+        configuration.rateLimitPerSecond = 1000
+        var world = world()
+        world.orders = ["MQ5Q7X2ZYB": ["1011"]]
+        try await MockAppStore.withRunning(world: world, configuration) { mock, baseURL in
+            #expect(mock.limit(for: .lookUpOrderId) == Double(limit))
+            #expect(mock.limit(for: .transactionHistory) == 1000)
+            let ahead = Int64(Date().timeIntervalSince1970 * 1000) + 60_000
+            func fill(_ count: Int) {
+                for _ in 0..<count { _ = mock.rateLimiter.decide(endpoint: "Look Up Order ID", limit: mock.limit(for: .lookUpOrderId), at: ahead) }
+            }
+            var request = HTTPClientRequest(url: "\(baseURL)/inApps/v1/lookup/MQ5Q7X2ZYB")
+            request.headers.add(name: "Authorization", value: "Bearer \(try tokens(mock).token())")
+            fill(limit - 1)
+            #expect(try await HTTPClient.shared.execute(request, timeout: .seconds(10)).status.code == 200)
+            fill(1)
+            let refused = try await HTTPClient.shared.execute(request, timeout: .seconds(10))
+            #expect(refused.status.code == 429)
+            #expect(refused.headers.first(name: "Retry-After") == String(ahead + 1000))
+            #expect(String(buffer: try await refused.body.collect(upTo: 4096)).contains("4290000"))
+            // Other endpoints keep their own budget.
+            var statuses = HTTPClientRequest(url: "\(baseURL)/inApps/v1/subscriptions/1000")
+            statuses.headers = request.headers
+            #expect(try await HTTPClient.shared.execute(statuses, timeout: .seconds(10)).status.code == 200)
+        }
     }
 
     @Test func statusesAreGroupedBySubscriptionGroup() async throws {

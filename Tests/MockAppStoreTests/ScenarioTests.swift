@@ -38,8 +38,12 @@ import Testing
             if let transaction = notification.transaction, let renewal = notification.renewalInfo {
                 #expect(transaction.originalTransactionId == renewal.originalTransactionId)
             }
-            #expect(notification.transaction?.environment == .production)
-            #expect(notification.transaction?.bundleId == configuration.bundleId)
+            if let transaction = notification.transaction {
+                #expect(transaction.environment == .production)
+                #expect(transaction.bundleId == configuration.bundleId)
+            } else {
+                #expect(!notification.carriesData, "\(notification.notificationType) without a transaction")
+            }
         }
         #expect(Set(world.notifications.map(\.notificationUUID)).count == world.notifications.count)
     }
@@ -53,7 +57,9 @@ import Testing
         for expected in ["DID_RENEW", "DID_RENEW/BILLING_RECOVERY", "EXPIRED/VOLUNTARY", "EXPIRED/BILLING_RETRY", "EXPIRED/PRICE_INCREASE",
                          "EXPIRED/PRODUCT_NOT_FOR_SALE", "EXPIRED", "REFUND", "REVOKE", "GRACE_PERIOD_EXPIRED", "DID_FAIL_TO_RENEW",
                          "DID_FAIL_TO_RENEW/GRACE_PERIOD", "FUTURE_NOTIFICATION_TYPE", "FUTURE_NOTIFICATION_TYPE/FUTURE_SUBTYPE",
-                         "DID_CHANGE_RENEWAL_PREF/UPGRADE", "DID_CHANGE_RENEWAL_PREF/DOWNGRADE", "ONE_TIME_CHARGE"] {
+                         "DID_CHANGE_RENEWAL_PREF/UPGRADE", "DID_CHANGE_RENEWAL_PREF/DOWNGRADE", "ONE_TIME_CHARGE",
+                         "RENEWAL_EXTENSION/SUMMARY", "EXTERNAL_PURCHASE_TOKEN/CREATED", "EXTERNAL_PURCHASE_TOKEN/ACTIVE_TOKEN_REMINDER",
+                         "EXTERNAL_PURCHASE_TOKEN/UNREPORTED", "RESCIND_CONSENT"] {
             #expect(inOutage.contains(expected), "\(expected) missing from the outage")
         }
     }
@@ -73,5 +79,58 @@ import Testing
         let upgraded = world.currentTransactions.values.filter { $0.payload.isUpgraded == true }.compactMap(\.payload.transactionId)
         #expect(!upgraded.isEmpty)
         #expect(Set(truth.compactMap(\.latestTransactionId)).isDisjoint(with: upgraded))
+    }
+
+    /// Each kind without `data` also happens outside the outage (delivered live), names no
+    /// customer and no purchase, and leaves the ground truth as it is without them.
+    @Test func notificationsWithoutDataCarryNoPurchase() {
+        let world = ScenarioGenerator.generate(configuration)
+        let withoutData = world.notifications.filter { !$0.carriesData }
+        let live = Set(withoutData.filter { !configuration.isInOutage($0.signedDate) }.map { "\($0.notificationType)/\($0.subtype?.rawValue ?? "")" })
+        #expect(live == ["RENEWAL_EXTENSION/SUMMARY", "EXTERNAL_PURCHASE_TOKEN/CREATED", "EXTERNAL_PURCHASE_TOKEN/ACTIVE_TOKEN_REMINDER",
+                         "EXTERNAL_PURCHASE_TOKEN/UNREPORTED", "RESCIND_CONSENT/"])
+        for notification in withoutData {
+            #expect(notification.accountId == nil && notification.originalTransactionId == nil && notification.transaction == nil)
+        }
+        var without = configuration
+        without.notificationsWithoutData = false
+        let plain = ScenarioGenerator.generate(without)
+        #expect(plain.notifications.allSatisfy { $0.carriesData })
+        #expect(GroundTruth.purchases(plain) == GroundTruth.purchases(world))
+        #expect(plain.orders == world.orders)
+    }
+
+    /// Every purchase and renewal has its own order ID, 10 uppercase letters and digits, the same
+    /// for the same seed.
+    @Test func everyTransactionHasAnOrderId() {
+        let world = ScenarioGenerator.generate(configuration)
+        let ordered = world.orders.values.flatMap { $0 }
+        #expect(ordered.count == world.transactionVersions.count)
+        #expect(Set(ordered) == Set(world.transactionVersions.keys))
+        let allowed = Set("ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789")
+        for orderId in world.orders.keys {
+            #expect(orderId.count == 10 && orderId.allSatisfy(allowed.contains), "\(orderId)")
+        }
+        #expect(ScenarioGenerator.generate(configuration).orders == world.orders)
+        var other = configuration
+        other.seed = 43
+        #expect(Set(ScenarioGenerator.generate(other).orders.keys).isDisjoint(with: world.orders.keys))
+    }
+
+    /// The fields Apple added since 2024 that the mock fills: one appTransactionId per customer,
+    /// offerPeriod with an offer, renewal price and currency, win-back offers after a cancellation.
+    @Test func transactionsAndRenewalInfoCarryApplesNewerFields() {
+        let world = ScenarioGenerator.generate(configuration)
+        for account in world.accounts where !account.transactionIds.isEmpty {
+            let ids = Set(account.transactionIds.compactMap { world.transactionVersions[$0]?.last?.payload.appTransactionId })
+            #expect(ids.count == 1, "\(account.id)")
+        }
+        let transactions = world.currentTransactions.values.map(\.payload)
+        let offers = transactions.filter { $0.offerType != nil }
+        #expect(!offers.isEmpty)
+        #expect(offers.allSatisfy { $0.offerPeriod != nil })
+        let renewals = world.renewalVersions.values.flatMap { $0 }
+        #expect(renewals.allSatisfy { $0.renewalPrice != nil && $0.currency == "USD" && $0.appTransactionId != nil })
+        #expect(renewals.contains { $0.eligibleWinBackOfferIds?.isEmpty == false })
     }
 }

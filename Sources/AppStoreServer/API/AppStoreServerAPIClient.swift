@@ -129,6 +129,18 @@ public struct AppStoreServerAPIClient: Sendable {
                        query: status.map { ("status", String($0.rawValue)) }, body: nil)
     }
 
+    /// Look Up Order ID: the signed transactions of the order ID on the customer's receipt email.
+    ///
+    /// An order ID that is unknown, malformed or holds no purchase of this app is not an error:
+    /// Apple answers 200 with status ``OrderLookupStatus/invalid`` and no transactions.
+    ///
+    /// ```swift
+    /// let order = try await client.lookUpOrderId("MQ5Q7X2ZYB")
+    /// ```
+    public func lookUpOrderId(_ orderId: String) async throws -> OrderLookupResponse {
+        try await send(.lookUpOrderId, method: .GET, path: "/inApps/v1/lookup/\(Self.percentEncoded(orderId))", query: [], body: nil)
+    }
+
     /// Request a Test Notification: Apple sends a TEST notification to the configured URL.
     public func requestTestNotification() async throws -> SendTestNotificationResponse {
         try await send(.requestTestNotification, method: .POST, path: "/inApps/v1/notifications/test", query: [], body: nil)

@@ -7,11 +7,12 @@ public struct AppStoreServerAPIEndpoint: Hashable, Sendable, CustomStringConvert
     public static let getNotificationHistory = Self(name: "Get Notification History", appleProductionLimitPerSecond: 50)
     public static let getTransactionHistory = Self(name: "Get Transaction History", appleProductionLimitPerSecond: 50)
     public static let getAllSubscriptionStatuses = Self(name: "Get All Subscription Statuses", appleProductionLimitPerSecond: 50)
+    public static let lookUpOrderId = Self(name: "Look Up Order ID", appleProductionLimitPerSecond: 10)
     public static let requestTestNotification = Self(name: "Request a Test Notification", appleProductionLimitPerSecond: 1)
     public static let getTestNotificationStatus = Self(name: "Get Test Notification Status", appleProductionLimitPerSecond: 1)
 
     public static let all: [Self] = [
-        .getNotificationHistory, .getTransactionHistory, .getAllSubscriptionStatuses,
+        .getNotificationHistory, .getTransactionHistory, .getAllSubscriptionStatuses, .lookUpOrderId,
         .requestTestNotification, .getTestNotificationStatus,
     ]
 

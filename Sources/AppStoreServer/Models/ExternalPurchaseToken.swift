@@ -6,7 +6,7 @@ public struct ExternalPurchaseToken: Codable, Hashable, Sendable {
     public var tokenCreationDate: Int64?
     public var appAppleId: Int64?
     public var bundleId: String?
-    /// The type of the token (added by Apple in 2025; not in Apple's libraries yet).
+    /// The type of a custom link token, absent for other tokens (added by Apple in 2025; not in Apple's libraries yet).
     public var tokenType: String?
     /// The UNIX time, in milliseconds, when the token expires.
     public var tokenExpirationDate: Int64?

@@ -17,13 +17,19 @@ public struct JWSRenewalInfoDecodedPayload: Codable, Hashable, Sendable {
     public var environment: AppStoreEnvironment?
     public var recentSubscriptionStartDate: Int64?
     public var renewalDate: Int64?
+    /// The currency of ``renewalPrice``.
     public var currency: String?
+    /// The price of the next renewal, in milliunits of ``currency``.
     public var renewalPrice: Int64?
     public var offerDiscountType: OfferDiscountType?
     public var eligibleWinBackOfferIds: [String]?
     public var appAccountToken: String?
     public var appTransactionId: String?
     public var offerPeriod: String?
+    /// Advanced Commerce API data, kept as Apple sent it.
+    public var advancedCommerceInfo: RawJSON?
+    public var commitmentInfo: RenewalCommitmentInfo?
+    public var renewalBillingPlanType: RenewalBillingPlanType?
 
     public init(
         expirationIntent: ExpirationIntent? = nil, originalTransactionId: String? = nil,
@@ -34,7 +40,8 @@ public struct JWSRenewalInfoDecodedPayload: Codable, Hashable, Sendable {
         recentSubscriptionStartDate: Int64? = nil, renewalDate: Int64? = nil, currency: String? = nil,
         renewalPrice: Int64? = nil, offerDiscountType: OfferDiscountType? = nil,
         eligibleWinBackOfferIds: [String]? = nil, appAccountToken: String? = nil,
-        appTransactionId: String? = nil, offerPeriod: String? = nil
+        appTransactionId: String? = nil, offerPeriod: String? = nil, advancedCommerceInfo: RawJSON? = nil,
+        commitmentInfo: RenewalCommitmentInfo? = nil, renewalBillingPlanType: RenewalBillingPlanType? = nil
     ) {
         self.expirationIntent = expirationIntent
         self.originalTransactionId = originalTransactionId
@@ -57,5 +64,8 @@ public struct JWSRenewalInfoDecodedPayload: Codable, Hashable, Sendable {
         self.appAccountToken = appAccountToken
         self.appTransactionId = appTransactionId
         self.offerPeriod = offerPeriod
+        self.advancedCommerceInfo = advancedCommerceInfo
+        self.commitmentInfo = commitmentInfo
+        self.renewalBillingPlanType = renewalBillingPlanType
     }
 }

@@ -30,12 +30,19 @@ public struct JWSTransactionDecodedPayload: Codable, Hashable, Sendable {
     public var currency: String?
     public var price: Int64?
     public var offerDiscountType: OfferDiscountType?
+    /// The customer's identifier for this app, shared by all their transactions of the app.
     public var appTransactionId: String?
+    /// The duration of the offer applied to the transaction (ISO 8601, for example `P1W`).
     public var offerPeriod: String?
     public var revocationType: RevocationType?
     /// The refunded share of the price in milliunits (for example 50000 is 50%).
     public var revocationPercentage: Int32?
+    /// The original transaction this purchase continues (Apple documents it; its libraries lack it).
     public var previousOriginalTransactionId: String?
+    /// Advanced Commerce API data, kept as Apple sent it.
+    public var advancedCommerceInfo: RawJSON?
+    public var billingPlanType: BillingPlanType?
+    public var commitmentInfo: TransactionCommitmentInfo?
 
     public init(
         originalTransactionId: String? = nil, transactionId: String? = nil, webOrderLineItemId: String? = nil,
@@ -48,7 +55,9 @@ public struct JWSTransactionDecodedPayload: Codable, Hashable, Sendable {
         storefront: String? = nil, storefrontId: String? = nil, transactionReason: TransactionReason? = nil,
         currency: String? = nil, price: Int64? = nil, offerDiscountType: OfferDiscountType? = nil,
         appTransactionId: String? = nil, offerPeriod: String? = nil, revocationType: RevocationType? = nil,
-        revocationPercentage: Int32? = nil, previousOriginalTransactionId: String? = nil
+        revocationPercentage: Int32? = nil, previousOriginalTransactionId: String? = nil,
+        advancedCommerceInfo: RawJSON? = nil, billingPlanType: BillingPlanType? = nil,
+        commitmentInfo: TransactionCommitmentInfo? = nil
     ) {
         self.originalTransactionId = originalTransactionId
         self.transactionId = transactionId
@@ -81,5 +90,8 @@ public struct JWSTransactionDecodedPayload: Codable, Hashable, Sendable {
         self.revocationType = revocationType
         self.revocationPercentage = revocationPercentage
         self.previousOriginalTransactionId = previousOriginalTransactionId
+        self.advancedCommerceInfo = advancedCommerceInfo
+        self.billingPlanType = billingPlanType
+        self.commitmentInfo = commitmentInfo
     }
 }

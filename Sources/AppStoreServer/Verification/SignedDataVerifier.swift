@@ -4,7 +4,8 @@ import Synchronization
 import SwiftASN1
 @_spi(FixedExpiryValidationTime) import X509
 
-/// Verifies and decodes data signed by the App Store: notifications, transactions and renewal info.
+/// Verifies and decodes data signed by the App Store: notifications, transactions, renewal info and
+/// app transactions.
 ///
 /// A value is genuine when its JWS header says `ES256`, its `x5c` holds exactly
 /// `[leaf, intermediate, root]`, the root is byte-identical to a configured root, the leaf carries
@@ -67,8 +68,12 @@ public struct SignedDataVerifier: Sendable {
 
     /// Verifies a notification's `signedPayload` and checks its app and environment.
     ///
-    /// The nested `signedTransactionInfo` and `signedRenewalInfo` are not verified here; pass
-    /// them to ``verifyAndDecodeTransaction(_:)`` and ``verifyAndDecodeRenewalInfo(_:)``.
+    /// The app and environment come from `data`, else `summary`, else `externalPurchaseToken`
+    /// (Sandbox when its `externalPurchaseId` starts with `SANDBOX`), else `appData`, as in Apple's
+    /// libraries; a notification with none of them names no app and is rejected.
+    /// The nested `signedTransactionInfo`, `signedRenewalInfo` and `signedAppTransactionInfo` are
+    /// not verified here; pass them to ``verifyAndDecodeTransaction(_:)``,
+    /// ``verifyAndDecodeRenewalInfo(_:)`` and ``verifyAndDecodeAppTransaction(_:)``.
     public func verifyAndDecodeNotification(_ signedPayload: String) async throws -> ResponseBodyV2DecodedPayload {
         let notification = try await chains.verify(signedPayload, as: ResponseBodyV2DecodedPayload.self)
         guard let uuid = notification.notificationUUID, !uuid.isEmpty else {
@@ -113,6 +118,20 @@ public struct SignedDataVerifier: Sendable {
         return renewalInfo
     }
 
+    /// Verifies a `signedAppTransactionInfo` (the `appData` of a RESCIND_CONSENT notification) and
+    /// checks its bundle id, its appAppleId in production, and its environment (`receiptType`).
+    public func verifyAndDecodeAppTransaction(_ signedAppTransaction: String) async throws -> AppTransaction {
+        let appTransaction = try await chains.verify(signedAppTransaction, as: AppTransaction.self)
+        try checkBundleId(appTransaction.bundleId)
+        if configuration.environment == .production, appTransaction.appAppleId != configuration.appAppleId {
+            throw VerificationError(
+                .invalidAppAppleId,
+                "appAppleId \(appTransaction.appAppleId.map(String.init) ?? "missing") is not the configured \(configuration.appAppleId.map(String.init) ?? "")")
+        }
+        try checkEnvironment(appTransaction.receiptType)
+        return appTransaction
+    }
+
     /// Verifies the signature and chain only, without app or environment checks, and returns the
     /// payload's JSON; for tools that show what a value is before judging where it belongs.
     public func verifySignatureAndDecodePayload(_ jws: String) async throws -> [UInt8] {
@@ -143,6 +162,11 @@ protocol SignedPayload: Decodable {
 extension ResponseBodyV2DecodedPayload: SignedPayload {}
 extension JWSTransactionDecodedPayload: SignedPayload {}
 extension JWSRenewalInfoDecodedPayload: SignedPayload {}
+
+extension AppTransaction: SignedPayload {
+    /// An app transaction's signing date is its `receiptCreationDate`.
+    var signedDate: Int64? { receiptCreationDate }
+}
 
 /// The one field every App Store signed value shares, for payloads of any kind.
 private struct SignedDateField: SignedPayload {

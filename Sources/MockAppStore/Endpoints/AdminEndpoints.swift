@@ -4,6 +4,8 @@ import NIOFoundationCompat
 
 /// The mock's own endpoints, never sabotaged:
 /// - `GET /mock/truth`: the final state of every purchase as JSON lines (`reconciler export`'s shape);
+/// - `GET /mock/orders`: every transaction's order ID as JSON lines ({orderId, transactionId,
+///   originalTransactionId, account, ...}), to pick one for Look Up Order ID;
 /// - `GET /mock/stats`: what the mock saw (requests, busiest second, 429s, Retry-After violations,
 ///   faults injected, deliveries); `POST /mock/stats/reset` clears it;
 /// - `GET /mock/health`: 200 once serving;
@@ -15,6 +17,9 @@ extension MockAppStore {
         switch (request.method, request.path) {
         case (.GET, "/mock/truth"):
             guard let lines = try? truthJSONLines() else { return .text(.internalServerError, "truth unavailable") }
+            return .text(.ok, lines, contentType: "application/x-ndjson")
+        case (.GET, "/mock/orders"):
+            guard let lines = try? ordersJSONLines() else { return .text(.internalServerError, "orders unavailable") }
             return .text(.ok, lines, contentType: "application/x-ndjson")
         case (.GET, "/mock/stats"):
             return .json(.ok, statistics.snapshot)

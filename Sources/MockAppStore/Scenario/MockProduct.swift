@@ -22,6 +22,9 @@ struct MockProduct: Sendable, Hashable {
     static let lifetime = MockProduct(productId: "com.example.lifetime", type: .nonConsumable, subscriptionGroupIdentifier: nil,
                                       level: 0, periods: 0, price: 29990)
 
+    /// The win-back offer lapsed subscribers are eligible for.
+    static let winBackOfferId = "com.example.winback.premium"
+
     static func byId(_ productId: String?) -> MockProduct {
         [premiumMonthly, basicMonthly, premiumYearly, coins, lifetime].first { $0.productId == productId } ?? premiumMonthly
     }

@@ -29,13 +29,16 @@ public struct ScenarioConfiguration: Sendable {
     /// Notifications signed by a stranger's CA slipped into the history (inside the outage), which a
     /// reconciler must reject. They are not part of the ground truth.
     public var forgedNotifications: Int
+    /// Add the notifications whose payload has no `data` (RENEWAL_EXTENSION/SUMMARY,
+    /// EXTERNAL_PURCHASE_TOKEN, RESCIND_CONSENT), live and inside the outage. They carry no purchase.
+    public var notificationsWithoutData: Bool
 
     public init(
         seed: UInt64 = 1, customers: Int = 100, now: Int64 = Int64(Date().timeIntervalSince1970 * 1000),
         span: Int64 = 3 * 86_400_000, outageStart: Int64? = nil, outageEnd: Int64? = nil,
         environment: AppStoreEnvironment = .production, bundleId: String = "com.example.reconciler.mock",
         appAppleId: Int64 = 1_234_567_890, renewalPeriod: Int64 = 8 * 3_600_000, scriptedOutageCustomers: Bool = true,
-        unknownTypeRate: Double = 0.05, forgedNotifications: Int = 0
+        unknownTypeRate: Double = 0.05, forgedNotifications: Int = 0, notificationsWithoutData: Bool = true
     ) {
         self.seed = seed
         self.customers = customers
@@ -50,6 +53,7 @@ public struct ScenarioConfiguration: Sendable {
         self.scriptedOutageCustomers = scriptedOutageCustomers
         self.unknownTypeRate = unknownTypeRate
         self.forgedNotifications = forgedNotifications
+        self.notificationsWithoutData = notificationsWithoutData
     }
 
     /// The start of the simulated history.

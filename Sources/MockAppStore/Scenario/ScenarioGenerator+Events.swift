@@ -28,6 +28,13 @@ extension ScenarioGenerator {
 
     var environment: AppStoreEnvironment { configuration.environment }
 
+    /// The customer's identifier for the app, the same in all their transactions (as Apple's is).
+    func appTransactionId(of accountId: String) -> String {
+        let hash = "\(configuration.seed)/\(accountId)".utf8.reduce(UInt64(14_695_981_039_346_656_037)) { ($0 ^ UInt64($1)) &* 1_099_511_628_211 }
+        let digits = String(hash % 10_000_000_000_000_000)
+        return "70" + String(repeating: "0", count: 16 - digits.count) + digits
+    }
+
     mutating func subscriptionTransaction(_ transactionId: String, _ state: SubscriptionState, purchase: Int64,
                                           reason: TransactionReason) -> JWSTransactionDecodedPayload {
         nextWebOrderLineItem += 1
@@ -39,15 +46,16 @@ extension ScenarioGenerator {
             originalPurchaseDate: state.originalPurchaseDate, expiresDate: purchase + period * product.periods, quantity: 1,
             type: .autoRenewableSubscription, appAccountToken: state.appAccountToken, inAppOwnershipType: state.ownership,
             environment: environment, storefront: "USA", storefrontId: "143441", transactionReason: reason, currency: "USD",
-            price: product.price, appTransactionId: "70\(state.originalTransactionId)")
+            price: product.price, appTransactionId: appTransactionId(of: state.accountId))
     }
 
-    mutating func oneTimeTransaction(_ transactionId: String, product: MockProduct, at time: Int64) -> JWSTransactionDecodedPayload {
+    mutating func oneTimeTransaction(_ transactionId: String, product: MockProduct, at time: Int64,
+                                     accountId: String) -> JWSTransactionDecodedPayload {
         JWSTransactionDecodedPayload(
             originalTransactionId: transactionId, transactionId: transactionId, bundleId: configuration.bundleId,
             productId: product.productId, purchaseDate: time, originalPurchaseDate: time, quantity: 1, type: product.type,
             inAppOwnershipType: .purchased, environment: environment, storefront: "USA", storefrontId: "143441",
-            transactionReason: .purchase, currency: "USD", price: product.price, appTransactionId: "70\(transactionId)")
+            transactionReason: .purchase, currency: "USD", price: product.price, appTransactionId: appTransactionId(of: accountId))
     }
 
     /// Records a version of a transaction as of `modifiedAt`.
@@ -96,6 +104,7 @@ extension ScenarioGenerator {
         if subtype == .initialBuy, rng.chance(0.3) {
             transaction.offerType = .introductoryOffer
             transaction.offerDiscountType = .freeTrial
+            transaction.offerPeriod = "P1W"
             transaction.price = 0
         }
         record(transaction, accountId: state.accountId, modifiedAt: time)
@@ -104,7 +113,7 @@ extension ScenarioGenerator {
             originalTransactionId: state.originalTransactionId, autoRenewProductId: state.product.productId,
             productId: state.product.productId, autoRenewStatus: .on, isInBillingRetryPeriod: false,
             environment: environment, recentSubscriptionStartDate: time, currency: "USD", renewalPrice: state.product.price,
-            appAccountToken: state.appAccountToken, appTransactionId: "70\(state.originalTransactionId)")
+            appAccountToken: state.appAccountToken, appTransactionId: appTransactionId(of: state.accountId))
         emitSubscription(&state, .subscribed, subtype, at: time, status: .active)
     }
 
@@ -180,6 +189,8 @@ extension ScenarioGenerator {
 
     mutating func expire(_ state: inout SubscriptionState, subtype: Subtype?, intent: ExpirationIntent, at time: Int64) {
         state.renewal.expirationIntent = intent
+        // Apple lists the win-back offers a lapsed subscriber may redeem.
+        state.renewal.eligibleWinBackOfferIds = intent == .customerCancelled ? [MockProduct.winBackOfferId] : nil
         state.renewal.isInBillingRetryPeriod = false
         state.renewal.gracePeriodExpiresDate = nil
         emitSubscription(&state, .expired, subtype, at: time, status: .expired)

@@ -7,7 +7,9 @@ import AppStoreServer
 /// increases, refunds and their reversal, family-sharing revokes, resubscription; consumables and
 /// non-consumables are bought, some with consumption requests and refunds. Every event emits the
 /// notification Apple would send, with the right type and subtype, carrying the transaction and
-/// renewal info as they were at that moment.
+/// renewal info as they were at that moment. App-level notifications without `data` (summary,
+/// external purchase token, rescinded consent) happen live and inside the outage, and every
+/// transaction has an order ID for Look Up Order ID.
 public struct ScenarioGenerator {
     let configuration: ScenarioConfiguration
     var rng: SeededGenerator
@@ -31,6 +33,10 @@ public struct ScenarioGenerator {
            end <= configuration.now {
             generator.simulateScriptedOutageCustomers(outageStart: start, outageEnd: end)
         }
+        if configuration.notificationsWithoutData {
+            generator.simulateNotificationsWithoutData()
+        }
+        assignOrderIds(&generator.world, seed: configuration.seed)
         generator.world.notifications.sort { ($0.signedDate, $0.notificationUUID) < ($1.signedDate, $1.notificationUUID) }
         return generator.world
     }
@@ -148,7 +154,7 @@ public struct ScenarioGenerator {
         for _ in 0..<purchases {
             let at = configuration.start + rng.within(configuration.span, to: 0.95)
             let transactionId = newTransactionId()
-            var transaction = oneTimeTransaction(transactionId, product: .coins, at: at)
+            var transaction = oneTimeTransaction(transactionId, product: .coins, at: at, accountId: accountId)
             record(transaction, accountId: accountId, modifiedAt: at)
             emit(.oneTimeCharge, nil, at: at, accountId: accountId, transaction: transaction)
             if rng.chance(0.2) {
@@ -176,7 +182,7 @@ public struct ScenarioGenerator {
     mutating func simulateNonConsumable(accountId: String, at: Int64) {
         ensureAccount(accountId)
         guard at < now else { return }
-        var transaction = oneTimeTransaction(newTransactionId(), product: .lifetime, at: at)
+        var transaction = oneTimeTransaction(newTransactionId(), product: .lifetime, at: at, accountId: accountId)
         record(transaction, accountId: accountId, modifiedAt: at)
         emit(.oneTimeCharge, nil, at: at, accountId: accountId, transaction: transaction)
         if rng.chance(0.15) {
@@ -264,10 +270,10 @@ public struct ScenarioGenerator {
         let buyer = "account-\(index)"
         index += 1
         ensureAccount(buyer)
-        let coins = oneTimeTransaction(newTransactionId(), product: .coins, at: inOutage(0.12))
+        let coins = oneTimeTransaction(newTransactionId(), product: .coins, at: inOutage(0.12), accountId: buyer)
         record(coins, accountId: buyer, modifiedAt: inOutage(0.12))
         emit(.oneTimeCharge, nil, at: inOutage(0.12), accountId: buyer, transaction: coins)
-        var lifetime = oneTimeTransaction(newTransactionId(), product: .lifetime, at: outageStart - period)
+        var lifetime = oneTimeTransaction(newTransactionId(), product: .lifetime, at: outageStart - period, accountId: buyer)
         record(lifetime, accountId: buyer, modifiedAt: outageStart - period)
         emit(.oneTimeCharge, nil, at: outageStart - period, accountId: buyer, transaction: lifetime)
         lifetime.revocationDate = inOutage(0.9) - 1000

@@ -9,7 +9,8 @@ public struct ScenarioWorld: Sendable {
         public var modifiedAt: Int64
     }
 
-    /// One notification, with the transaction and renewal info it carries (unsigned).
+    /// One notification, with the transaction and renewal info it carries (unsigned), or for the
+    /// kinds without `data`, its summary, external purchase token or app transaction.
     public struct PlannedNotification: Sendable {
         public var notificationUUID: String
         public var notificationType: NotificationTypeV2
@@ -21,6 +22,16 @@ public struct ScenarioWorld: Sendable {
         public var renewalInfo: JWSRenewalInfoDecodedPayload?
         public var status: Status?
         public var consumptionRequestReason: ConsumptionRequestReason?
+        /// RENEWAL_EXTENSION/SUMMARY: the payload's `summary` instead of `data`.
+        public var summary: Summary?
+        /// EXTERNAL_PURCHASE_TOKEN: the payload's `externalPurchaseToken` instead of `data`.
+        public var externalPurchaseToken: ExternalPurchaseToken?
+        /// RESCIND_CONSENT: the app transaction signed into the payload's `appData`.
+        public var appTransaction: AppTransaction?
+
+        /// Whether the payload carries `data` (the kinds with `summary`, `externalPurchaseToken` or
+        /// `appData` carry no purchase).
+        public var carriesData: Bool { summary == nil && externalPurchaseToken == nil && appTransaction == nil }
     }
 
     /// A customer's App Store account; its transaction history spans all its purchases.
@@ -40,6 +51,8 @@ public struct ScenarioWorld: Sendable {
     public var accountOfTransaction: [String: String] = [:]
     /// Notifications, ordered by signedDate.
     public var notifications: [PlannedNotification] = []
+    /// The transactions of each order ID (the ID on the customer's receipt email), for Look Up Order ID.
+    public var orders: [String: [String]] = [:]
 
     /// The newest version of every transaction.
     public var currentTransactions: [String: TransactionVersion] {

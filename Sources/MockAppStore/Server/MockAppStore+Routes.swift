@@ -10,6 +10,7 @@ extension MockAppStore {
         case notificationHistory = "Get Notification History"
         case transactionHistory = "Get Transaction History"
         case subscriptionStatuses = "Get All Subscription Statuses"
+        case lookUpOrderId = "Look Up Order ID"
         case requestTestNotification = "Request a Test Notification"
         case testNotificationStatus = "Get Test Notification Status"
     }
@@ -24,6 +25,7 @@ extension MockAppStore {
         let prefixes: [(HTTPMethod, String, Endpoint)] = [
             (.GET, "/inApps/v2/history/", .transactionHistory),
             (.GET, "/inApps/v1/subscriptions/", .subscriptionStatuses),
+            (.GET, "/inApps/v1/lookup/", .lookUpOrderId),
             (.GET, "/inApps/v1/notifications/test/", .testNotificationStatus),
         ]
         for (method, prefix, endpoint) in prefixes where request.method == method && path.hasPrefix(prefix) {
@@ -83,6 +85,7 @@ extension MockAppStore {
         case .notificationHistory: response = notificationHistory(request, faults: faults)
         case .transactionHistory: response = transactionHistory(request, anyTransactionId: parameter ?? "")
         case .subscriptionStatuses: response = subscriptionStatuses(request, anyTransactionId: parameter ?? "")
+        case .lookUpOrderId: response = lookUpOrderId(parameter ?? "")
         case .requestTestNotification: response = await requestTestNotification()
         case .testNotificationStatus: response = testNotificationStatus(token: parameter ?? "")
         }
@@ -97,6 +100,7 @@ extension MockAppStore {
         let share = configuration.scenario.environment == .production ? 1.0 : 0.1
         switch endpoint {
         case .requestTestNotification, .testNotificationStatus: return 1 * share
+        case .lookUpOrderId: return min(configuration.rateLimitPerSecond ?? .infinity, 10 * share)
         default: return configuration.rateLimitPerSecond ?? 50 * share
         }
     }

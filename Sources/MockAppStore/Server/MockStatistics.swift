@@ -19,6 +19,8 @@ public final class MockStatistics: Sendable {
         public var injectedServerErrors = 0
         public var injectedRateLimits = 0
         public var expiredTokens = 0
+        /// Look Up Order ID requests for an order ID the app does not know (answered with status 1).
+        public var unknownOrderIds = 0
         public var deliveryAttempts = 0
         public var deliverySuccesses = 0
         public var deliveryFailures = 0

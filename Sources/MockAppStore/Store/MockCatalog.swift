@@ -140,28 +140,58 @@ final class MockCatalog: Sendable {
 
     static func signNotification(_ plan: ScenarioWorld.PlannedNotification, configuration: ScenarioConfiguration,
                                  signer: JWSSigner) throws -> String {
-        var transaction = plan.transaction
-        transaction?.signedDate = plan.signedDate
-        var renewal = plan.renewalInfo
-        renewal?.signedDate = plan.signedDate
-        let payload = ResponseBodyV2DecodedPayload(
+        // Sandbox payloads omit the app's Apple ID where Apple's do (`data`, and `appData` alike).
+        let appAppleId = configuration.environment == .production ? configuration.appAppleId : nil
+        var payload = ResponseBodyV2DecodedPayload(
             notificationType: plan.notificationType, subtype: plan.subtype, notificationUUID: plan.notificationUUID,
-            version: "2.0", signedDate: plan.signedDate,
-            data: NotificationData(
-                appAppleId: configuration.environment == .production ? configuration.appAppleId : nil,
-                bundleId: configuration.bundleId, bundleVersion: "1.0", environment: configuration.environment,
+            version: "2.0", signedDate: plan.signedDate)
+        if let summary = plan.summary {
+            payload.summary = summary
+        } else if let token = plan.externalPurchaseToken {
+            payload.externalPurchaseToken = token
+        } else if var appTransaction = plan.appTransaction {
+            appTransaction.receiptCreationDate = plan.signedDate
+            payload.appData = AppData(
+                appAppleId: appAppleId, bundleId: configuration.bundleId, environment: configuration.environment,
+                signedAppTransactionInfo: try signer.sign(appTransaction))
+        } else {
+            var transaction = plan.transaction
+            transaction?.signedDate = plan.signedDate
+            var renewal = plan.renewalInfo
+            renewal?.signedDate = plan.signedDate
+            payload.data = NotificationData(
+                appAppleId: appAppleId, bundleId: configuration.bundleId, bundleVersion: "1.0", environment: configuration.environment,
                 signedTransactionInfo: try transaction.map { try signer.sign($0) },
                 signedRenewalInfo: try renewal.map { try signer.sign($0) }, status: plan.status,
-                consumptionRequestReason: plan.consumptionRequestReason))
+                consumptionRequestReason: plan.consumptionRequestReason)
+        }
         return try signer.sign(payload)
     }
-
 }
 
 extension MockCatalog.Snapshot {
     /// The account owning a transaction id (any transaction of the customer).
     func account(ofTransaction transactionId: String) -> String? {
         world.accountOfTransaction[transactionId]
+    }
+
+    /// The order IDs of the scenario, one entry per transaction, by account then purchase.
+    var orderEntries: [MockOrder] {
+        var orderOf: [String: String] = [:]
+        for (orderId, transactionIds) in world.orders {
+            for transactionId in transactionIds { orderOf[transactionId] = orderId }
+        }
+        var entries: [MockOrder] = []
+        for account in world.accounts {
+            for transactionId in account.transactionIds {
+                guard let orderId = orderOf[transactionId], let payload = world.transactionVersions[transactionId]?.first?.payload else { continue }
+                entries.append(MockOrder(
+                    orderId: orderId, transactionId: transactionId, originalTransactionId: payload.originalTransactionId ?? transactionId,
+                    account: account.id, productId: payload.productId, purchaseDate: payload.purchaseDate,
+                    appAccountToken: payload.appAccountToken))
+            }
+        }
+        return entries
     }
 
     /// The subscriptions of an account by originalTransactionId, with their latest transaction.
