@@ -23,10 +23,11 @@ public struct GapFiller: Sendable {
         public var concurrency: Int
         /// Names this process in the queue.
         public var worker: String
-        /// How long a customer stays leased without renewal (a page renews it).
+        /// How long a customer stays leased without renewal (each page renews it); longer than the
+        /// longest wait for a rate-limited endpoint, so a live worker keeps its customer.
         public var leaseDuration: Duration
 
-        public init(run: RunRecord, concurrency: Int = 8, worker: String = ProcessIdentity.current, leaseDuration: Duration = .seconds(300)) {
+        public init(run: RunRecord, concurrency: Int = 8, worker: String = ProcessIdentity.current, leaseDuration: Duration = .seconds(150)) {
             self.run = run
             self.concurrency = concurrency
             self.worker = worker

@@ -228,6 +228,8 @@ public struct ReconcileRun: Sendable {
         try await ledger.database.transaction { [ledger] connection in
             try await ledger.enqueue(runId: run.runId, anchors: due, reason: run.options.allCustomers ? .all : .due, on: connection)
         }
+        // Customers a killed process of this machine still held need not wait for their lease to run out.
+        try await ledger.releaseCustomers(runId: run.runId, ofWorkers: { ProcessIdentity.isDeadOnThisHost($0) })
         let filler = GapFiller(
             configuration: .init(run: run, concurrency: configuration.gapConcurrency, worker: configuration.lease.holder),
             handler: handler, client: client, ledger: ledger, progress: progress, tally: tally, logger: logger)
@@ -236,6 +238,7 @@ public struct ReconcileRun: Sendable {
         // when their lease runs out.
         while try await ledger.queueSummary(runId: run.runId).open > 0 {
             try await Task.sleep(for: .seconds(1))
+            try await ledger.releaseCustomers(runId: run.runId, ofWorkers: { ProcessIdentity.isDeadOnThisHost($0) })
             try await filler.fill()
         }
     }

@@ -100,6 +100,27 @@ extension RunLedger {
         }
     }
 
+    /// Gives back the customers leased by workers `isDead` says are gone (a process of this
+    /// machine that was killed), so they need not be waited out; returns how many.
+    @discardableResult
+    public func releaseCustomers(runId: Int64, ofWorkers isDead: @Sendable (String) -> Bool) async throws -> Int {
+        try await read { [logger] connection in
+            let rows = try await connection.query(
+                "SELECT DISTINCT worker FROM gap_queue WHERE run_id = \(runId) AND status = 'leased' AND worker IS NOT NULL", logger: logger)
+            var dead: [String] = []
+            for try await worker in rows.decode(String.self) where isDead(worker) { dead.append(worker) }
+            guard !dead.isEmpty else { return 0 }
+            let released = try await connection.query("""
+                UPDATE gap_queue SET status = 'pending', lease_until = NULL, updated_at = now()
+                WHERE run_id = \(runId) AND status = 'leased' AND worker = ANY(\(dead)::text[])
+                RETURNING 1
+                """, logger: logger)
+            var count = 0
+            for try await _ in released { count += 1 }
+            return count
+        }
+    }
+
     /// Notes that Apple refused a customer's stored revision, so its history was read from the start.
     public func noteRevisionReset(runId: Int64, anchor: String) async throws {
         try await read { [logger] connection in
