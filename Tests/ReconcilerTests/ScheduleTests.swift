@@ -46,6 +46,27 @@ import Testing
         }
     }
 
+    /// 8.2: a scheduled window that left Apple's retention unfinished is lost, loudly (exit 4),
+    /// and the chain moves on from its end.
+    @Test func aScheduledWindowThatLeftRetentionIsLostAndTheChainMovesOn() async throws {
+        try await Rehearsal.with(customers: 10, seed: 67) { rehearsal in
+            let now = Int64(Date().timeIntervalSince1970 * 1000)
+            let end = now - 3_600_000
+            try await rehearsal.db.execute("""
+                INSERT INTO reconcile_runs (kind, environment, bundle_id, window_start_ms, window_end_ms, status, phase)
+                VALUES ('scheduled', 'Production', 'com.example.reconciler.mock', \(now - 200 * 86_400_000), \(end), 'interrupted', 'replay')
+                """)
+            let next = try await rehearsal.reconciler(["run", "--since-last"])
+            #expect(next.status == 4, "\(next.stdout)\n\(next.stderr)")
+            #expect(next.stdout.contains("LOST: scheduled run 1"))
+            #expect(try await rehearsal.db.count("SELECT count(*) FROM reconcile_runs WHERE run_id = 1 AND status = 'lost'") == 1)
+            #expect(try await rehearsal.db.count("SELECT window_start_ms FROM reconcile_runs WHERE run_id = 2") == end - 3_600_000)
+            #expect(try await rehearsal.db.count("SELECT count(*) FROM reconcile_runs WHERE run_id = 2 AND status = 'succeeded'") == 1)
+            // The chain went on: the next hour starts from run 2.
+            #expect(try await rehearsal.reconciler(["run", "--since-last"]).status == 0)
+        }
+    }
+
     /// 8.1: quarantined payloads advance the schedule: the run that quarantines them exits 4, the
     /// next scheduled run starts where it ended and exits 0.
     @Test func quarantinedPayloadsDoNotPinTheSchedule() async throws {

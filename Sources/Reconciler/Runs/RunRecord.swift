@@ -14,6 +14,14 @@ public struct RunOptions: Sendable, Codable, Hashable {
         self.allCustomers = allCustomers
         self.refreshStatus = refreshStatus
     }
+
+    /// Options a row lacks take their defaults (a run recorded by an older version, or by hand).
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        self.init(planner: try container.decodeIfPresent(ReplayPlanner.Configuration.self, forKey: .planner) ?? .init(),
+                  allCustomers: try container.decodeIfPresent(Bool.self, forKey: .allCustomers) ?? false,
+                  refreshStatus: try container.decodeIfPresent(Bool.self, forKey: .refreshStatus) ?? false)
+    }
 }
 
 /// A row of `reconcile_runs`.
