@@ -4,9 +4,10 @@ import Testing
 /// A throwaway PostgreSQL cluster of a test's own (initdb + pg_ctl), for tests that need to restart or stop
 /// the server, serve TLS, or ask for passwords, none of which the shared `jobs/dev/with-postgres` cluster may do.
 ///
-/// It listens on 127.0.0.1 (or the loopback addresses of its configuration) on a free port and on a socket in its own temporary directory; as root it runs as
-/// the unprivileged `postgres` user (PostgreSQL refuses root), like `jobs/dev/with-postgres`. The binaries come
-/// from `PG_BINDIR` or the newest `/usr/lib/postgresql/*/bin`.
+/// It listens on 127.0.0.1 (or the loopback addresses of its configuration) on a port that was free at init,
+/// kept across restarts, and on a socket in its own temporary directory; as root it runs as the unprivileged
+/// `postgres` user (PostgreSQL refuses root), like `jobs/dev/with-postgres`. The binaries come from
+/// `PG_BINDIR` or the newest `/usr/lib/postgresql/*/bin`.
 ///
 /// ```swift
 /// try await PrivateCluster.with { cluster in
