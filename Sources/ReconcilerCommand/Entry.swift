@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import Reconciler
 
 /// `reconciler`: brings in-app-purchase records back in line with the App Store after the
 /// notification webhook was down.
@@ -37,7 +38,8 @@ struct ReconcilerCommand: AsyncParsableCommand {
             if code == .success {
                 exit(withError: error)
             }
-            let message = fullMessage(for: error)
+            // Messages are built never to hold a database password; this is the last line of defence.
+            let message = DatabaseSettings.scrubbing(fullMessage(for: error), secretsOf: DatabaseOptions.connectionStrings())
             if !message.isEmpty {
                 FileHandle.standardError.write(Data((message.hasSuffix("\n") ? message : message + "\n").utf8))
             }

@@ -40,9 +40,28 @@ struct DatabaseOptions: ParsableArguments {
         }
     }
 
-    /// Runs `body` with a running `PostgresClient`, then shuts it down.
+    /// The `--database-url` and `DATABASE_URL` values on the command line and in the environment, whether or
+    /// not they parse, for scrubbing secrets from the last error message.
+    static func connectionStrings(arguments: [String] = CommandLine.arguments) -> [String] {
+        var strings = Env.value("DATABASE_URL").map { [$0] } ?? []
+        for (index, argument) in arguments.enumerated() {
+            if argument == "--database-url", index + 1 < arguments.count { strings.append(arguments[index + 1]) }
+            if argument.hasPrefix("--database-url=") { strings.append(String(argument.dropFirst("--database-url=".count))) }
+        }
+        return strings
+    }
+
+    /// Runs `body` with a running `PostgresClient`, then shuts it down. A TLS or login misconfiguration
+    /// ends the command at once with exit 1; an unreachable server is left to the pool, as before.
     func withClient<T: Sendable>(logger: Logger, _ body: (PostgresClient) async throws -> T) async throws -> T {
         let settings = try settings()
+        do {
+            try await settings.checkConnection(logger: logger)
+        } catch let failure as DatabaseSettings.ConnectionFailure where failure.isConfigurationError {
+            throw CommandError.configuration(failure.description)
+        } catch {
+            logger.debug("database not reachable yet", metadata: ["database": "\(settings)"])
+        }
         let client = PostgresClient(configuration: settings.clientConfiguration, backgroundLogger: logger)
         return try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask { await client.run() }
