@@ -279,4 +279,67 @@ import Testing
             #expect(export == truth, "\(Rehearsal.difference(export, truth))")
         }
     }
+
+    /// 8.6: PostgreSQL restarting in the middle of a run is survived: the run reconnects and
+    /// finishes (or exits 2 and the rerun resumes), never hangs, never runs twice.
+    @Test func aRunSurvivesAPostgreSQLRestart() async throws {
+        try await PrivateCluster.with { cluster in
+            try await Rehearsal.with(customers: 60, seed: 69, mockArguments: ["--latency-ms", "80"], databaseServer: cluster.url) { rehearsal in
+                let run = try rehearsal.start(["run", "--start", rehearsal.outageStart, "--end", rehearsal.outageEnd,
+                                               "--concurrency", "2", "--gap-concurrency", "2"])
+                try await Self.eventually("committed pages") {
+                    try await rehearsal.db.count("SELECT COALESCE(sum(pages_done), 0)::bigint FROM run_shards") > 5
+                }
+                try await cluster.restart()
+                var result = try await run.wait(timeout: .seconds(180))
+                #expect(result.status == 0 || result.status == 2, "\(result.stdout)\n\(result.stderr)")
+                if result.status == 2 { result = try await rehearsal.runWindow() }
+                #expect(result.status == 0, "\(result.stdout)\n\(result.stderr)")
+                #expect(try await rehearsal.db.count("SELECT count(*) FROM reconcile_runs") == 1)
+                let recorded = try await rehearsal.db.count("""
+                    SELECT COALESCE(sum(count), 0)::bigint FROM run_counts WHERE outcome IN ('applied', 'stale', 'recorded')
+                    """)
+                #expect(recorded == (try await rehearsal.db.count("SELECT count(*) FROM notifications WHERE source = 'history'")))
+                let export = try await rehearsal.export(), truth = try await rehearsal.truth()
+                #expect(export == truth, "\(Rehearsal.difference(export, truth))")
+            }
+        }
+    }
+
+    /// 8.6: with the database gone for good, a run exits 2 after --database-timeout, naming the
+    /// database; and SIGTERM ends a run within seconds whatever it waits on.
+    @Test func aRunWhoseDatabaseIsGoneExitsInBoundedTimeAndSIGTERMAlwaysEndsIt() async throws {
+        try await PrivateCluster.with { cluster in
+            try await Rehearsal.with(customers: 40, seed: 71, mockArguments: ["--latency-ms", "80"], databaseServer: cluster.url) { rehearsal in
+                let databaseName = rehearsal.db.name
+                let bounded = try rehearsal.start(["run", "--start", rehearsal.outageStart, "--end", rehearsal.outageEnd,
+                                                   "--concurrency", "2", "--database-timeout", "5s"])
+                try await Self.eventually("committed pages") {
+                    try await rehearsal.db.count("SELECT COALESCE(sum(pages_done), 0)::bigint FROM run_shards") > 2
+                }
+                try await cluster.stop()
+                let gone = try await bounded.wait(timeout: .seconds(120))
+                #expect(gone.status == 2, "\(gone.stdout)\n\(gone.stderr)")
+                #expect(gone.stderr.contains("127.0.0.1:\(cluster.port)/\(databaseName)"), "\(gone.stderr)")
+                #expect(gone.stderr.contains("unreachable") || gone.stderr.contains("lost the run lease"), "\(gone.stderr)")
+
+                // Waiting on a database that does not come back, with a long timeout: SIGTERM still ends it.
+                try await cluster.start()
+                let waiting = try rehearsal.start(["run", "--start", rehearsal.outageStart, "--end", rehearsal.outageEnd,
+                                                   "--concurrency", "2", "--database-timeout", "10m"])
+                try await Self.eventually("the second run to hold the lease") {
+                    try await rehearsal.db.count("SELECT count(*) FROM run_leases WHERE holder LIKE \("%:\(waiting.process.processIdentifier):%")") == 1
+                }
+                try await cluster.stop()
+                waiting.signal(SIGTERM)
+                let stopped = try await waiting.wait(timeout: .seconds(60))
+                #expect(stopped.status == 2, "\(stopped.stdout)\n\(stopped.stderr)")
+                try await cluster.start()
+                let resumed = try await rehearsal.runWindow()
+                #expect(resumed.status == 0, "\(resumed.stdout)\n\(resumed.stderr)")
+                let export = try await rehearsal.export(), truth = try await rehearsal.truth()
+                #expect(export == truth, "\(Rehearsal.difference(export, truth))")
+            }
+        }
+    }
 }

@@ -166,7 +166,8 @@ public struct ReconcileRun: Sendable {
         let reason: RunStopped.Reason
         let status: RunRecord.Status
         switch error {
-        case is CancellationError:
+        case _ where Task.isCancelled, is CancellationError:
+            // Whatever a cancelled wait threw (a cancelled connection lease is a PSQLError), it was the signal.
             (reason, status) = (.interrupted, .interrupted)
         case let error as RunConfigurationError:
             (reason, status) = (.configuration(error.description), .failed)

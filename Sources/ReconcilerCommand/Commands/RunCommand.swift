@@ -79,7 +79,17 @@ struct RunCommand: AsyncParsableCommand {
         }
     }
 
+    /// SIGINT or SIGTERM, from the first moment on, stops the work at a checkpoint (exit 2).
     func run() async throws {
+        let command = self
+        do {
+            try await cancellingOnSignals { try await command.recover() }
+        } catch is Interrupted {
+            throw CommandError.partial("interrupted before the run started; rerun the same command")
+        }
+    }
+
+    private func recover() async throws {
         let logger = logging.makeLogger()
         let verifier = try app.verifier()
         let client = try api.client(app: app)
@@ -266,9 +276,7 @@ struct RunCommand: AsyncParsableCommand {
             throw error
         }
         do {
-            let report = try await cancellingOnSignals {
-                try await run.run(progress: progress) { logger.notice("another run holds the lease; waiting (--wait)") }
-            }
+            let report = try await run.run(progress: progress) { logger.notice("another run holds the lease; waiting (--wait)") }
             progressTask.cancel()
             await progressTask.value
             try output(report)
@@ -280,8 +288,8 @@ struct RunCommand: AsyncParsableCommand {
                 try stop(error.report, .configuration((error.cause as? AppStoreServerAPIError)?.operatorDescription ?? text))
             case .unavailable(let text): try stop(error.report, .partial("the run stopped: \(text); rerun the same command to resume"))
             }
-        } catch is Interrupted {
-            try stop(nil, .partial("interrupted before the run started"))
+        } catch is CancellationError {
+            try stop(nil, .partial("interrupted before the run started; rerun the same command"))
         } catch let error as RunLease.Busy {
             try stop(nil, .configuration(error.description))
         } catch let error as ReconcileRun.InvalidWindow {

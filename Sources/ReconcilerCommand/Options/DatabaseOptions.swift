@@ -63,15 +63,21 @@ struct DatabaseOptions: ParsableArguments {
             logger.debug("database not reachable yet", metadata: ["database": "\(settings)"])
         }
         let client = PostgresClient(configuration: settings.clientConfiguration, backgroundLogger: logger)
-        return try await withThrowingTaskGroup(of: Void.self) { group in
-            group.addTask { await client.run() }
-            defer { group.cancelAll() }
-            do {
-                return try await body(client)
-            } catch let error as PSQLError {
-                throw CommandError.configuration("database \(settings): \(error.briefDescription)")
-            } catch let error as DatabaseUnavailable {
-                throw CommandError.partial("\(error); rerun when it is back")
+        // The pool runs outside the caller's task: when a signal cancels the work, the pool stays
+        // up while the work records how it stopped, and goes down after.
+        let pool = Task.detached { await client.run() }
+        do {
+            let result = try await body(client)
+            pool.cancel()
+            await pool.value
+            return result
+        } catch {
+            pool.cancel()
+            await pool.value
+            switch error {
+            case let error as PSQLError: throw CommandError.configuration("database \(settings): \(error.briefDescription)")
+            case let error as DatabaseUnavailable: throw CommandError.partial("\(error); rerun when it is back")
+            default: throw error
             }
         }
     }

@@ -19,9 +19,9 @@ struct Rehearsal {
     let serve: RunningProcess
 
     /// Starts everything, waits for live delivery to finish, runs `body`, stops everything.
-    static func with(customers: Int = 60, seed: UInt64 = 3, mockArguments: [String] = [],
+    static func with(customers: Int = 60, seed: UInt64 = 3, mockArguments: [String] = [], databaseServer: String? = nil,
                      _ body: (Rehearsal) async throws -> Void) async throws {
-        try await TestDatabase.with { db in
+        try await TestDatabase.with(server: databaseServer) { db in
             let now = Date()
             let outageStart = ISO8601DateFormatter().string(from: now.addingTimeInterval(-6 * 3600))
             let outageEnd = ISO8601DateFormatter().string(from: now.addingTimeInterval(-3 * 3600))

@@ -30,8 +30,9 @@ struct TestDatabase {
     }
 
     /// Runs `body` with a new database that has every migration applied (unless `migrate` is false).
-    static func with<T: Sendable>(migrate: Bool = true, _ body: (TestDatabase) async throws -> T) async throws -> T {
-        let serverURL = try serverURL()
+    /// - Parameter server: the server's URL; by default the shared test server's (`DATABASE_URL`).
+    static func with<T: Sendable>(migrate: Bool = true, server: String? = nil, _ body: (TestDatabase) async throws -> T) async throws -> T {
+        let serverURL = try server ?? serverURL()
         let name = "test_\(UUID().uuidString.replacingOccurrences(of: "-", with: "").prefix(16).lowercased())"
         let admin = PostgresClient(configuration: try DatabaseSettings(url: serverURL, maximumConnections: 2).clientConfiguration,
                                    backgroundLogger: logger)
