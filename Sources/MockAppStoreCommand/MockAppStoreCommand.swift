@@ -38,6 +38,8 @@ struct MockAppStoreCommand: AsyncParsableCommand {
     @Option(help: "Start of the webhook outage (default now-6h).") var outageStart: String?
     @Option(help: "End of the webhook outage (default now-3h).") var outageEnd: String?
     @Flag(help: "Simulate no outage at all.") var noOutage = false
+    @Option(help: ArgumentHelp("Another outage, START/END (repeatable), e.g. now-30h/now-28h.", valueName: "window"))
+    var outage: [String] = []
     @Option(help: "Length of a \"monthly\" period (accelerated like the sandbox).") var renewalPeriod: String = "8h"
     @Option(help: "production or sandbox.") var environment: String = "production"
     @Option(help: "The app's bundle id.") var bundleId: String = "com.example.reconciler.mock"
@@ -116,10 +118,17 @@ struct MockAppStoreCommand: AsyncParsableCommand {
         faults.dropRate = faultDrop
         faults.truncateRate = faultTruncate
         faults.expiredTokenRate = faultExpireTokens
-        let scenario = ScenarioConfiguration(
+        var scenario = ScenarioConfiguration(
             seed: seed, customers: customers, now: present, span: spanMilliseconds, outageStart: outage?.0, outageEnd: outage?.1,
             environment: environment.lowercased() == "production" ? .production : .sandbox, bundleId: bundleId,
             appAppleId: appAppleId, renewalPeriod: period, scriptedOutageCustomers: !noScriptedCustomers, forgedNotifications: forged)
+        for window in self.outage {
+            let parts = window.split(separator: "/", maxSplits: 1).map(String.init)
+            guard parts.count == 2 else { throw ValidationError("--outage: \(window) is not START/END") }
+            let (start, end) = (try time(parts[0], "--outage"), try time(parts[1], "--outage"))
+            guard start < end, end <= present else { throw ValidationError("--outage: \(window) must start before it ends, and end by now") }
+            scenario.additionalOutages.append(start...end)
+        }
         let host = self.host
         let printOrders = self.printOrders
         // Known once the scenario is signed, printed once the mock listens.

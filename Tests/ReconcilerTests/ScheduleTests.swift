@@ -46,6 +46,24 @@ import Testing
         }
     }
 
+    /// 8.1: `--detected` recovers every window it finds, reporting each, even when an earlier one
+    /// quarantined payloads (the first version stopped at the first window that did not succeed).
+    @Test func runDetectedRecoversEveryWindowItFinds() async throws {
+        try await Rehearsal.with(customers: 50, seed: 73, mockArguments: ["--forged", "2", "--outage", "now-2h/now-30m"]) { rehearsal in
+            let detect = try await rehearsal.reconciler(["detect-outage", "--since", "1d", "--json"])
+            let windows = (try JSONSerialization.jsonObject(with: Data(detect.stdout.utf8)) as? [String: Any])?["windows"] as? [Any]
+            let found = windows?.count ?? 0
+            #expect(found >= 2, "\(detect.stdout)")
+            let recovered = try await rehearsal.reconciler(["run", "--detected", "--detect-since", "1d"])
+            #expect(recovered.status == 4, "\(recovered.stdout)\n\(recovered.stderr)")
+            #expect(recovered.stdout.components(separatedBy: "reconcile run ").count - 1 == found)
+            #expect(try await rehearsal.db.count("SELECT count(*) FROM reconcile_runs WHERE kind = 'detected'") == found)
+            #expect(try await rehearsal.db.count("SELECT count(*) FROM reconcile_runs WHERE status = 'succeeded_with_rejections'") == 1)
+            let export = try await rehearsal.export(), truth = try await rehearsal.truth()
+            #expect(export == truth, "\(Rehearsal.difference(export, truth))")
+        }
+    }
+
     /// 8.2: a scheduled window that left Apple's retention unfinished is lost, loudly (exit 4),
     /// and the chain moves on from its end.
     @Test func aScheduledWindowThatLeftRetentionIsLostAndTheChainMovesOn() async throws {

@@ -15,6 +15,8 @@ public struct ScenarioConfiguration: Sendable {
     /// When the app's webhook was down, UNIX ms (`nil`: no outage).
     public var outageStart: Int64?
     public var outageEnd: Int64?
+    /// More windows during which deliveries fail (scripted customers and forged payloads belong to the first).
+    public var additionalOutages: [ClosedRange<Int64>] = []
     public var environment: AppStoreEnvironment
     public var bundleId: String
     public var appAppleId: Int64
@@ -60,6 +62,7 @@ public struct ScenarioConfiguration: Sendable {
     public var start: Int64 { now - span }
 
     func isInOutage(_ time: Int64) -> Bool {
+        if additionalOutages.contains(where: { time >= $0.lowerBound && time < $0.upperBound }) { return true }
         guard let outageStart, let outageEnd else { return false }
         return time >= outageStart && time < outageEnd
     }
