@@ -4,6 +4,8 @@ import PackageDescription
 // Modules, one per concern:
 // - AppStoreServer: Apple's models, the signed-data verifier and the App Store Server API client.
 //   Knows nothing of PostgreSQL.
+// - ReconcilerShared: what the reconciler, the mock and the command lines share that is not Apple's:
+//   the `export` shape of a purchase (PurchaseState) and the times operators type (TimeArgument).
 // - Reconciler: the notification handler, the PostgreSQL store, the planner, the replayer, the
 //   gap filler, the run ledger and the report. Talks to Apple only through AppStoreServer's client.
 // - WebhookServer: the live `POST /notifications` endpoint (Hummingbird) around the handler.
@@ -44,13 +46,13 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
+        .target(name: "ReconcilerShared"),
         .target(
             name: "Reconciler",
             dependencies: [
-                "AppStoreServer",
+                "AppStoreServer", "ReconcilerShared",
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "Logging", package: "swift-log"),
-                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Crypto", package: "swift-crypto"),
             ]
         ),
@@ -67,7 +69,7 @@ let package = Package(
         .target(
             name: "MockAppStore",
             dependencies: [
-                "AppStoreServer",
+                "AppStoreServer", "ReconcilerShared",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "X509", package: "swift-certificates"),
                 .product(name: "SwiftASN1", package: "swift-asn1"),
@@ -83,7 +85,7 @@ let package = Package(
         .executableTarget(
             name: "ReconcilerCommand",
             dependencies: [
-                "Reconciler",
+                "Reconciler", "ReconcilerShared",
                 "WebhookServer",
                 "AppStoreServer",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
@@ -95,7 +97,7 @@ let package = Package(
         .executableTarget(
             name: "MockAppStoreCommand",
             dependencies: [
-                "MockAppStore",
+                "MockAppStore", "ReconcilerShared",
                 "AppStoreServer",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
@@ -133,7 +135,7 @@ let package = Package(
         .testTarget(
             name: "ReconcilerTests",
             dependencies: [
-                "Reconciler", "WebhookServer", "AppStoreServer", "MockAppStore",
+                "Reconciler", "ReconcilerShared", "WebhookServer", "AppStoreServer", "MockAppStore",
                 "ReconcilerCommand", "MockAppStoreCommand",
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),

@@ -4,6 +4,7 @@ import Foundation
 import Logging
 import ServiceLifecycle
 import Synchronization
+import ReconcilerShared
 
 /// A local App Store imitation for tests, demos and rehearsals: it simulates an app's customers
 /// (``ScenarioConfiguration``), signs their notifications and transactions with its own CA

@@ -5,6 +5,7 @@ import Logging
 import MockAppStore
 import ServiceLifecycle
 import Synchronization
+import ReconcilerShared
 
 @main
 struct MockAppStoreCommand: AsyncParsableCommand {

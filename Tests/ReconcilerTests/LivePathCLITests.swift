@@ -3,6 +3,7 @@ import Foundation
 import MockAppStore
 import Reconciler
 import Testing
+import ReconcilerShared
 
 /// The live path through the `reconciler` binary, configured only by environment variables as an
 /// operator would: migrate, serve (with APP_STORE_ROOT_CERTIFICATES), inspect and export.

@@ -4,6 +4,7 @@ import MockAppStore
 import PostgresNIO
 import Reconciler
 import Testing
+import ReconcilerShared
 
 /// The handler against a real PostgreSQL: dedup, no regression, concurrency, forgeries.
 @Suite struct NotificationHandlerTests {

@@ -1,4 +1,5 @@
 import AppStoreServer
+import ReconcilerShared
 
 /// The final state of every purchase of a scenario, derived the way ``PurchaseState`` documents,
 /// computed independently of the reconciler: this is what a correct reconciliation must export.

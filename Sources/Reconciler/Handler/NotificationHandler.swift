@@ -1,6 +1,7 @@
 import AppStoreServer
 import Logging
 import PostgresNIO
+import ReconcilerShared
 
 /// The one handler every notification goes through, live or replayed.
 ///

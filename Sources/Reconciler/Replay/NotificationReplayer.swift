@@ -2,6 +2,7 @@ import AppStoreServer
 import Foundation
 import Logging
 import PostgresNIO
+import ReconcilerShared
 
 /// Phase 1: pages Get Notification History shard by shard, concurrently, and replays every
 /// `signedPayload` through the ``NotificationHandler`` (source `history`, tagged with the run).

@@ -1,5 +1,6 @@
 import AppStoreServer
 import Foundation
+import ReconcilerShared
 
 /// What a run did, for people (``humanSummary``) and machines (JSON with the same content).
 public struct RunReport: Sendable, Codable {

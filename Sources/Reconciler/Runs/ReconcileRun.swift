@@ -2,6 +2,7 @@ import AppStoreServer
 import Foundation
 import Logging
 import PostgresNIO
+import ReconcilerShared
 
 /// The main job: replay an outage window's notifications (phase 1), then fill the remaining gaps
 /// per customer (phase 2), one run at a time per app and environment, resumable after any crash.

@@ -2,6 +2,7 @@ import AppStoreServer
 import Foundation
 import Logging
 import PostgresNIO
+import ReconcilerShared
 
 /// The SQL of the run's own tables: runs and their lease, shard checkpoints, counts, changes,
 /// rejections and the quarantine, and the phase-2 customer queue. Writes that belong to a page

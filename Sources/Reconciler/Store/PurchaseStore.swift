@@ -2,6 +2,7 @@ import AppStoreServer
 import Foundation
 import Logging
 import PostgresNIO
+import ReconcilerShared
 
 /// The SQL that writes verified App Store data and reads purchase state: `notifications`,
 /// `transactions`, `purchases` and `history_revisions` are written here and nowhere else. Every

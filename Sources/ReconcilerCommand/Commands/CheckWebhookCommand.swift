@@ -4,6 +4,7 @@ import Foundation
 import Logging
 import PostgresNIO
 import Reconciler
+import ReconcilerShared
 
 struct CheckWebhookCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(

@@ -2,6 +2,7 @@ import AppStoreServer
 import ArgumentParser
 import Foundation
 import Reconciler
+import ReconcilerShared
 
 struct DetectOutageCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(

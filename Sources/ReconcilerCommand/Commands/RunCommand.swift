@@ -4,6 +4,7 @@ import Foundation
 import Logging
 import PostgresNIO
 import Reconciler
+import ReconcilerShared
 
 struct RunCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(

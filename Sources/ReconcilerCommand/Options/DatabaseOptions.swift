@@ -3,6 +3,7 @@ import ArgumentParser
 import Logging
 import PostgresNIO
 import Reconciler
+import ReconcilerShared
 
 struct DatabaseOptions: ParsableArguments {
     @Option(name: .customLong("database-url"),
