@@ -76,6 +76,41 @@ public struct SignedDataVerifier: Sendable {
     /// ``verifyAndDecodeRenewalInfo(_:)`` and ``verifyAndDecodeAppTransaction(_:)``.
     public func verifyAndDecodeNotification(_ signedPayload: String) async throws -> ResponseBodyV2DecodedPayload {
         let notification = try await chains.verify(signedPayload, as: ResponseBodyV2DecodedPayload.self)
+        try checkApp(of: notification)
+        return notification
+    }
+
+    /// Verifies a `signedTransactionInfo` and checks its bundle id and environment.
+    public func verifyAndDecodeTransaction(_ signedTransaction: String) async throws -> JWSTransactionDecodedPayload {
+        let transaction = try await chains.verify(signedTransaction, as: JWSTransactionDecodedPayload.self)
+        try checkApp(of: transaction)
+        return transaction
+    }
+
+    /// Verifies a `signedRenewalInfo` and checks its environment (renewal info has no bundle id).
+    public func verifyAndDecodeRenewalInfo(_ signedRenewalInfo: String) async throws -> JWSRenewalInfoDecodedPayload {
+        let renewalInfo = try await chains.verify(signedRenewalInfo, as: JWSRenewalInfoDecodedPayload.self)
+        try checkApp(of: renewalInfo)
+        return renewalInfo
+    }
+
+    /// Verifies a `signedAppTransactionInfo` (the `appData` of a RESCIND_CONSENT notification) and
+    /// checks its bundle id, its appAppleId in production, and its environment (`receiptType`).
+    public func verifyAndDecodeAppTransaction(_ signedAppTransaction: String) async throws -> AppTransaction {
+        let appTransaction = try await chains.verify(signedAppTransaction, as: AppTransaction.self)
+        try checkApp(of: appTransaction)
+        return appTransaction
+    }
+
+    /// Verifies the signature and chain only, without app or environment checks, and returns the
+    /// payload's JSON; for tools that show what a value is before judging where it belongs.
+    public func verifySignatureAndDecodePayload(_ jws: String) async throws -> [UInt8] {
+        try await chains.verifiedPayload(jws, as: SignedDateField.self).json
+    }
+
+    // MARK: App and environment, once the signature is verified
+
+    func checkApp(of notification: ResponseBodyV2DecodedPayload) throws {
         guard let uuid = notification.notificationUUID, !uuid.isEmpty else {
             throw VerificationError(.invalidPayload, "the notification has no notificationUUID")
         }
@@ -84,20 +119,11 @@ public struct SignedDataVerifier: Sendable {
         }
         let identity = notification.appIdentity
         try checkBundleId(identity.bundleId)
-        if configuration.environment == .production {
-            guard identity.appAppleId == configuration.appAppleId else {
-                throw VerificationError(
-                    .invalidAppAppleId,
-                    "appAppleId \(identity.appAppleId.map(String.init) ?? "missing") is not the configured \(configuration.appAppleId.map(String.init) ?? "")")
-            }
-        }
+        try checkAppAppleId(identity.appAppleId)
         try checkEnvironment(identity.environment)
-        return notification
     }
 
-    /// Verifies a `signedTransactionInfo` and checks its bundle id and environment.
-    public func verifyAndDecodeTransaction(_ signedTransaction: String) async throws -> JWSTransactionDecodedPayload {
-        let transaction = try await chains.verify(signedTransaction, as: JWSTransactionDecodedPayload.self)
+    func checkApp(of transaction: JWSTransactionDecodedPayload) throws {
         guard let transactionId = transaction.transactionId, !transactionId.isEmpty,
               let originalTransactionId = transaction.originalTransactionId, !originalTransactionId.isEmpty
         else {
@@ -105,37 +131,31 @@ public struct SignedDataVerifier: Sendable {
         }
         try checkBundleId(transaction.bundleId)
         try checkEnvironment(transaction.environment)
-        return transaction
     }
 
-    /// Verifies a `signedRenewalInfo` and checks its environment (renewal info has no bundle id).
-    public func verifyAndDecodeRenewalInfo(_ signedRenewalInfo: String) async throws -> JWSRenewalInfoDecodedPayload {
-        let renewalInfo = try await chains.verify(signedRenewalInfo, as: JWSRenewalInfoDecodedPayload.self)
+    /// Renewal info has no bundle id: only its environment can be checked.
+    func checkApp(of renewalInfo: JWSRenewalInfoDecodedPayload) throws {
         guard let originalTransactionId = renewalInfo.originalTransactionId, !originalTransactionId.isEmpty else {
             throw VerificationError(.invalidPayload, "the renewal info has no originalTransactionId")
         }
         try checkEnvironment(renewalInfo.environment)
-        return renewalInfo
     }
 
-    /// Verifies a `signedAppTransactionInfo` (the `appData` of a RESCIND_CONSENT notification) and
-    /// checks its bundle id, its appAppleId in production, and its environment (`receiptType`).
-    public func verifyAndDecodeAppTransaction(_ signedAppTransaction: String) async throws -> AppTransaction {
-        let appTransaction = try await chains.verify(signedAppTransaction, as: AppTransaction.self)
+    /// An app transaction's environment is its `receiptType`.
+    func checkApp(of appTransaction: AppTransaction) throws {
         try checkBundleId(appTransaction.bundleId)
-        if configuration.environment == .production, appTransaction.appAppleId != configuration.appAppleId {
+        try checkAppAppleId(appTransaction.appAppleId)
+        try checkEnvironment(appTransaction.receiptType)
+    }
+
+    /// Production payloads name the app's Apple ID; sandbox ones may omit it.
+    private func checkAppAppleId(_ appAppleId: Int64?) throws {
+        guard configuration.environment == .production else { return }
+        guard appAppleId == configuration.appAppleId else {
             throw VerificationError(
                 .invalidAppAppleId,
-                "appAppleId \(appTransaction.appAppleId.map(String.init) ?? "missing") is not the configured \(configuration.appAppleId.map(String.init) ?? "")")
+                "appAppleId \(appAppleId.map(String.init) ?? "missing") is not the configured \(configuration.appAppleId.map(String.init) ?? "")")
         }
-        try checkEnvironment(appTransaction.receiptType)
-        return appTransaction
-    }
-
-    /// Verifies the signature and chain only, without app or environment checks, and returns the
-    /// payload's JSON; for tools that show what a value is before judging where it belongs.
-    public func verifySignatureAndDecodePayload(_ jws: String) async throws -> [UInt8] {
-        try await chains.verifiedPayload(jws, as: SignedDateField.self).json
     }
 
     private func checkBundleId(_ bundleId: String?) throws {

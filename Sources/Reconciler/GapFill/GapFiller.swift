@@ -150,13 +150,12 @@ public struct GapFiller: Sendable {
         }
     }
 
-    typealias VerifiedTransaction = (payload: JWSTransactionDecodedPayload, jws: String)
+    typealias VerifiedTransaction = Verified<JWSTransactionDecodedPayload>
 
     /// A subscription's current state from Get All Subscription Statuses, verified.
     struct StatusItem: Sendable {
         var status: Status?
-        var transaction: VerifiedTransaction?
-        var renewal: JWSRenewalInfoDecodedPayload?
+        var subscription: VerifiedSubscription
         var original: String
     }
 
@@ -174,7 +173,7 @@ public struct GapFiller: Sendable {
         var failures: [VerificationError] = []
         for jws in signedTransactions {
             do {
-                verified.append((try await handler.verifier.verifyAndDecodeTransaction(jws), jws))
+                verified.append(try await handler.verifier.verifyTransaction(jws))
             } catch let error as VerificationError {
                 failures.append(error)
                 rejections.append(Rejection(source: source, signedValue: jws, error: error))
@@ -192,23 +191,17 @@ public struct GapFiller: Sendable {
         var failures: [VerificationError] = []
         var verifiedCount = 0
         for item in (response.data ?? []).flatMap({ $0.lastTransactions ?? [] }) {
-            var transaction: VerifiedTransaction?
-            var renewal: JWSRenewalInfoDecodedPayload?
             do {
-                if let signed = item.signedTransactionInfo { transaction = (try await handler.verifier.verifyAndDecodeTransaction(signed), signed) }
-                if let signed = item.signedRenewalInfo { renewal = try await handler.verifier.verifyAndDecodeRenewalInfo(signed) }
+                let subscription = try await handler.verifier.verifySubscription(
+                    signedTransactionInfo: item.signedTransactionInfo, signedRenewalInfo: item.signedRenewalInfo)
                 verifiedCount += 1
+                guard let original = subscription.originalTransactionId ?? item.originalTransactionId else { continue }
+                items.append(StatusItem(status: item.status, subscription: subscription, original: original))
             } catch let error as VerificationError {
                 failures.append(error)
-                rejections.append(Rejection(
-                    source: .subscriptionStatus, signedValue: transaction == nil ? item.signedTransactionInfo ?? "" : item.signedRenewalInfo ?? "",
-                    error: error))
-                continue
+                rejections.append(Rejection(source: .subscriptionStatus, signedValue: item.signedTransactionInfo ?? item.signedRenewalInfo ?? "",
+                                            error: error))
             }
-            guard let original = transaction?.payload.originalTransactionId ?? renewal?.originalTransactionId ?? item.originalTransactionId else {
-                continue
-            }
-            items.append(StatusItem(status: item.status, transaction: transaction, renewal: renewal, original: original))
         }
         try tally.record(verified: verifiedCount, failures: failures)
         return (items, rejections)
@@ -224,16 +217,17 @@ public struct GapFiller: Sendable {
             try await store.lock(purchases: originals, anchors: completion == nil ? [] : [anchor], on: connection)
             let before = try await store.purchaseStates(originals, on: connection)
             let statusUpdates = statuses.map { item in
-                let signedDate = item.renewal?.signedDate ?? item.transaction?.payload.signedDate
+                let signedDate = item.subscription.renewalInfo?.payload.signedDate ?? item.subscription.transaction?.payload.signedDate
                 return PurchaseStore.PurchaseUpdate(
-                    originalTransactionId: item.original, environment: run.environment, renewalInfo: item.renewal,
+                    originalTransactionId: item.original, environment: run.environment, renewalInfo: item.subscription.renewalInfo,
                     status: item.status.flatMap { status in signedDate.map { PurchaseStore.StatusFact(status: status, signedDate: $0) } })
             }
             let updates = Set(transactions.compactMap(\.payload.originalTransactionId)).sorted().map {
                 PurchaseStore.PurchaseUpdate(originalTransactionId: $0, environment: run.environment)
             } + statusUpdates
-            let changes = try await store.apply(
-                transactions: transactions + statuses.compactMap(\.transaction), updates: updates, before: before, on: connection)
+            let changes = try await store.write(
+                transactions: (transactions + statuses.compactMap(\.subscription.transaction)).map { PurchaseStore.TransactionWrite($0) },
+                updates: updates, before: before, on: connection)
             try await ledger.recordChanges(runId: run.runId, Array(changes.values), on: connection)
             let quarantined = try await ledger.quarantine(
                 rejections, runId: run.runId, environment: run.environment, bundleId: run.bundleId, dryRun: run.dryRun, on: connection)

@@ -37,22 +37,10 @@ public struct NotificationHandler: Sendable {
 
     /// Verifies a notification and everything signed inside it. Touches no database.
     public func verify(signedPayload: String) async throws -> VerifiedNotification {
-        let payload = try await verifier.verifyAndDecodeNotification(signedPayload)
-        var transaction: JWSTransactionDecodedPayload?
-        var renewalInfo: JWSRenewalInfoDecodedPayload?
-        if let signed = payload.data?.signedTransactionInfo {
-            transaction = try await verifier.verifyAndDecodeTransaction(signed)
-        }
-        if let signed = payload.data?.signedRenewalInfo {
-            renewalInfo = try await verifier.verifyAndDecodeRenewalInfo(signed)
-        }
-        if let transaction, let renewalInfo, transaction.originalTransactionId != renewalInfo.originalTransactionId {
-            throw VerificationError(.invalidPayload, "the transaction and renewal info name different originalTransactionIds")
-        }
-        return VerifiedNotification(
-            signedPayload: signedPayload, payload: payload, transaction: transaction,
-            signedTransactionInfo: payload.data?.signedTransactionInfo, renewalInfo: renewalInfo,
-            environment: verifier.configuration.environment.rawValue)
+        let notification = try await verifier.verifyNotification(signedPayload)
+        let subscription = try await verifier.verifySubscription(
+            signedTransactionInfo: notification.payload.data?.signedTransactionInfo, signedRenewalInfo: notification.payload.data?.signedRenewalInfo)
+        return VerifiedNotification(notification: notification, subscription: subscription, environment: verifier.configuration.environment.rawValue)
     }
 
     /// Verifies and applies one notification in its own transaction.
@@ -86,27 +74,21 @@ public struct NotificationHandler: Sendable {
         }
         let inserted = try await store.insertNotifications(rows, source: source, on: connection)
 
-        var transactions: [(payload: JWSTransactionDecodedPayload, jws: String)] = []
+        var transactions: [PurchaseStore.TransactionWrite] = []
         var updates: [PurchaseStore.PurchaseUpdate] = []
         for row in rows where inserted.contains(row.notification.notificationUUID) {
             let notification = row.notification
             guard notification.appliesToPurchase, let original = notification.originalTransactionId else { continue }
-            if var transaction = notification.transaction, let jws = notification.signedTransactionInfo {
-                if notification.notificationType == .refundReversed {
-                    // Apple removes the revocation from a reversed refund's transaction; make sure of it.
-                    transaction.revocationDate = nil
-                    transaction.revocationReason = nil
-                    transaction.revocationType = nil
-                    transaction.revocationPercentage = nil
-                }
-                transactions.append((transaction, jws))
+            if let transaction = notification.subscription.transaction {
+                // Apple removes the revocation from a reversed refund's transaction; make sure of it.
+                transactions.append(.init(transaction, clearsRevocation: notification.notificationType == .refundReversed))
             }
             updates.append(.init(
-                originalTransactionId: original, environment: notification.environment, renewalInfo: notification.renewalInfo,
+                originalTransactionId: original, environment: notification.environment, renewalInfo: notification.subscription.renewalInfo,
                 notification: .init(notificationUUID: notification.notificationUUID, signedDate: notification.signedDate,
                                     status: notification.payload.data?.status)))
         }
-        let changes = try await store.apply(transactions: transactions, updates: updates, before: before, on: connection)
+        let changes = try await store.write(transactions: transactions, updates: updates, before: before, on: connection)
 
         var recorded = Set<String>()
         return notifications.map { notification in

@@ -1,38 +1,36 @@
 import AppStoreServer
 
 /// A notification whose signature, chain, app, environment and nested signed values have all
-/// been verified: the only thing the store accepts.
+/// been verified: the only kind of notification the store accepts. Only the handler makes one.
 public struct VerifiedNotification: Sendable {
-    /// The JWS as received.
-    public let signedPayload: String
-    public let payload: ResponseBodyV2DecodedPayload
-    public let transaction: JWSTransactionDecodedPayload?
-    public let signedTransactionInfo: String?
-    public let renewalInfo: JWSRenewalInfoDecodedPayload?
+    /// The notification as received (its `signedPayload`) and decoded.
+    public let notification: Verified<ResponseBodyV2DecodedPayload>
+    /// Its `signedTransactionInfo` and `signedRenewalInfo`, verified.
+    public let subscription: VerifiedSubscription
 
     public let notificationUUID: String
     public let notificationType: NotificationTypeV2
     public let subtype: Subtype?
     public let signedDate: Int64
     public let environment: String
-    /// The purchase this notification is about, if any (TEST and summaries have none).
-    public let originalTransactionId: String?
 
-    init(signedPayload: String, payload: ResponseBodyV2DecodedPayload, transaction: JWSTransactionDecodedPayload?,
-         signedTransactionInfo: String?, renewalInfo: JWSRenewalInfoDecodedPayload?, environment: String) {
-        self.signedPayload = signedPayload
-        self.payload = payload
-        self.transaction = transaction
-        self.signedTransactionInfo = signedTransactionInfo
-        self.renewalInfo = renewalInfo
+    init(notification: Verified<ResponseBodyV2DecodedPayload>, subscription: VerifiedSubscription, environment: String) {
+        self.notification = notification
+        self.subscription = subscription
         // The verifier guarantees these are present.
-        self.notificationUUID = payload.notificationUUID ?? ""
-        self.notificationType = payload.notificationType ?? NotificationTypeV2(rawValue: "")
-        self.subtype = payload.subtype
-        self.signedDate = payload.signedDate ?? 0
+        self.notificationUUID = notification.payload.notificationUUID ?? ""
+        self.notificationType = notification.payload.notificationType ?? NotificationTypeV2(rawValue: "")
+        self.subtype = notification.payload.subtype
+        self.signedDate = notification.payload.signedDate ?? 0
         self.environment = environment
-        self.originalTransactionId = transaction?.originalTransactionId ?? renewalInfo?.originalTransactionId
     }
+
+    public var payload: ResponseBodyV2DecodedPayload { notification.payload }
+    public var signedPayload: String { notification.signedValue }
+    public var transaction: JWSTransactionDecodedPayload? { subscription.transaction?.payload }
+    public var renewalInfo: JWSRenewalInfoDecodedPayload? { subscription.renewalInfo?.payload }
+    /// The purchase this notification is about, if any (TEST, summaries and tokens have none).
+    public var originalTransactionId: String? { subscription.originalTransactionId }
 
     /// `TYPE` or `TYPE/SUBTYPE`, as reports show it.
     public var typeAndSubtype: String {

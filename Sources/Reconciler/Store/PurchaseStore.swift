@@ -60,16 +60,28 @@ public struct PurchaseStore: Sendable {
         public var signedDate: Int64
     }
 
+    /// A verified transaction to store.
+    public struct TransactionWrite: Sendable {
+        public var transaction: Verified<JWSTransactionDecodedPayload>
+        /// Store it without its revocation: a REFUND_REVERSED notification's transaction.
+        public var clearsRevocation: Bool
+
+        public init(_ transaction: Verified<JWSTransactionDecodedPayload>, clearsRevocation: Bool = false) {
+            self.transaction = transaction
+            self.clearsRevocation = clearsRevocation
+        }
+    }
+
     /// What to move forward on one purchase after its transactions are stored.
     public struct PurchaseUpdate: Sendable {
         public var originalTransactionId: String
         public var environment: String
-        public var renewalInfo: JWSRenewalInfoDecodedPayload?
-        public var notification: NotificationFacts?
-        public var status: StatusFact?
+        public var renewalInfo: Verified<JWSRenewalInfoDecodedPayload>?
+        var notification: NotificationFacts?
+        var status: StatusFact?
 
-        public init(originalTransactionId: String, environment: String, renewalInfo: JWSRenewalInfoDecodedPayload? = nil,
-                    notification: NotificationFacts? = nil, status: StatusFact? = nil) {
+        init(originalTransactionId: String, environment: String, renewalInfo: Verified<JWSRenewalInfoDecodedPayload>? = nil,
+             notification: NotificationFacts? = nil, status: StatusFact? = nil) {
             self.originalTransactionId = originalTransactionId
             self.environment = environment
             self.renewalInfo = renewalInfo
@@ -80,7 +92,9 @@ public struct PurchaseStore: Sendable {
         /// Combines two updates of the same purchase: each part keeps its newest version.
         func merged(with other: PurchaseUpdate) -> PurchaseUpdate {
             var result = self
-            if let renewal = other.renewalInfo, (renewal.signedDate ?? .min) >= (renewalInfo?.signedDate ?? .min) { result.renewalInfo = renewal }
+            if let renewal = other.renewalInfo, (renewal.payload.signedDate ?? .min) >= (renewalInfo?.payload.signedDate ?? .min) {
+                result.renewalInfo = renewal
+            }
             if let facts = other.notification {
                 if facts.signedDate >= (notification?.signedDate ?? .min) {
                     result.notification = NotificationFacts(
@@ -197,7 +211,15 @@ public struct PurchaseStore: Sendable {
         var signed_date_ms: Int64
         var signed_transaction_info: String
 
-        init(_ t: JWSTransactionDecodedPayload, jws: String) {
+        init(_ write: TransactionWrite) {
+            self.init(write.transaction.payload, signedValue: write.transaction.signedValue, clearsRevocation: write.clearsRevocation)
+        }
+
+        private init(_ payload: JWSTransactionDecodedPayload, signedValue: String, clearsRevocation: Bool) {
+            var t = payload
+            if clearsRevocation {
+                (t.revocationDate, t.revocationReason, t.revocationType, t.revocationPercentage) = (nil, nil, nil, nil)
+            }
             transaction_id = t.transactionId ?? ""
             original_transaction_id = t.originalTransactionId ?? ""
             environment = t.environment?.rawValue ?? ""
@@ -224,11 +246,12 @@ public struct PurchaseStore: Sendable {
             revocation_type = t.revocationType?.rawValue
             revocation_percentage = t.revocationPercentage
             signed_date_ms = t.signedDate ?? 0
-            signed_transaction_info = jws
+            signed_transaction_info = signedValue
         }
 
         /// The column names, in declaration order: the stored properties above are the mapping.
-        static let names = Mirror(reflecting: TransactionColumns(JWSTransactionDecodedPayload(), jws: "")).children.compactMap(\.label)
+        static let names = Mirror(reflecting: TransactionColumns(JWSTransactionDecodedPayload(), signedValue: "", clearsRevocation: false))
+            .children.compactMap(\.label)
     }
 
     static let upsertTransactionsSQL: String = {
@@ -244,15 +267,15 @@ public struct PurchaseStore: Sendable {
 
     /// Stores transactions, each unless a version signed later is already stored. Several
     /// versions of one transaction in the batch: the newest signed one is kept.
-    public func upsertTransactions(_ transactions: [(payload: JWSTransactionDecodedPayload, jws: String)], on connection: PostgresConnection) async throws {
-        var newest: [String: (payload: JWSTransactionDecodedPayload, jws: String)] = [:]
-        for transaction in transactions {
-            let id = transaction.payload.transactionId ?? ""
-            if let kept = newest[id], (kept.payload.signedDate ?? .min) > (transaction.payload.signedDate ?? .min) { continue }
-            newest[id] = transaction
+    func upsertTransactions(_ transactions: [TransactionWrite], on connection: PostgresConnection) async throws {
+        var newest: [String: TransactionWrite] = [:]
+        for write in transactions {
+            let id = write.transaction.payload.transactionId ?? ""
+            if let kept = newest[id], (kept.transaction.payload.signedDate ?? .min) > (write.transaction.payload.signedDate ?? .min) { continue }
+            newest[id] = write
         }
         guard !newest.isEmpty else { return }
-        let rows = newest.keys.sorted().map { TransactionColumns(newest[$0]!.payload, jws: newest[$0]!.jws) }
+        let rows = newest.keys.sorted().map { TransactionColumns(newest[$0]!) }
         var bindings = PostgresBindings()
         bindings.append(try Self.json(rows))
         try await connection.query(PostgresQuery(unsafeSQL: Self.upsertTransactionsSQL, binds: bindings), logger: logger)
@@ -303,7 +326,7 @@ public struct PurchaseStore: Sendable {
         init(_ update: PurchaseUpdate) {
             original_transaction_id = update.originalTransactionId
             environment = update.environment
-            let renewal = update.renewalInfo
+            let renewal = update.renewalInfo?.payload
             auto_renew_status = renewal?.autoRenewStatus?.rawValue
             auto_renew_product_id = renewal?.autoRenewProductId
             expiration_intent = renewal?.expirationIntent?.rawValue
@@ -380,7 +403,7 @@ public struct PurchaseStore: Sendable {
     /// Recomputes purchases from their stored transactions (the latest one: not upgraded, newest
     /// purchaseDate) and moves their renewal, status and notification parts forward where the
     /// new data is not older than what is stored; returns the new states.
-    public func refreshPurchases(_ updates: [PurchaseUpdate], on connection: PostgresConnection) async throws -> [String: PurchaseState] {
+    func refreshPurchases(_ updates: [PurchaseUpdate], on connection: PostgresConnection) async throws -> [String: PurchaseState] {
         var merged: [String: PurchaseUpdate] = [:]
         for update in updates {
             merged[update.originalTransactionId] = merged[update.originalTransactionId].map { $0.merged(with: update) } ?? update
@@ -394,12 +417,11 @@ public struct PurchaseStore: Sendable {
         return result
     }
 
-    /// Applies verified signed data to purchases (the caller holds their locks) and returns each
+    /// Writes verified signed data (the caller holds the purchases' locks) and returns each
     /// purchase's state before and after. The one write path for live notifications, replays and
-    /// gap fill.
-    public func apply(
-        transactions: [(payload: JWSTransactionDecodedPayload, jws: String)], updates: [PurchaseUpdate],
-        before: [String: PurchaseState], on connection: PostgresConnection
+    /// gap fill; it takes only ``Verified`` values, which only the verifier makes.
+    public func write(
+        transactions: [TransactionWrite], updates: [PurchaseUpdate], before: [String: PurchaseState], on connection: PostgresConnection
     ) async throws -> [String: PurchaseChange] {
         try await upsertTransactions(transactions, on: connection)
         let after = try await refreshPurchases(updates, on: connection)

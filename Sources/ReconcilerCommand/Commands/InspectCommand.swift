@@ -39,35 +39,19 @@ struct InspectCommand: AsyncParsableCommand {
         let verifier = try appChecks ? app.verifier() : SignedDataVerifier(configuration: .init(
             rootCertificates: try app.roots(), bundleId: "-", appAppleId: 0, environment: try app.resolvedEnvironment))
         do {
-            let payload = try await verifier.verifySignatureAndDecodePayload(input)
-            var object = try JSONSerialization.jsonObject(with: Data(payload)) as? [String: Any] ?? [:]
-            let kind: String
-            if object["notificationType"] != nil || object["notificationUUID"] != nil {
-                kind = "notification"
-                if appChecks { _ = try await verifier.verifyAndDecodeNotification(input) }
-                if var data = object["data"] as? [String: Any] {
-                    for key in ["signedTransactionInfo", "signedRenewalInfo"] {
-                        guard let nested = data[key] as? String else { continue }
-                        if appChecks {
-                            if key == "signedTransactionInfo" { _ = try await verifier.verifyAndDecodeTransaction(nested) }
-                            else { _ = try await verifier.verifyAndDecodeRenewalInfo(nested) }
-                        }
-                        let nestedPayload = try await verifier.verifySignatureAndDecodePayload(nested)
-                        data[key.replacingOccurrences(of: "signed", with: "decoded")] = try JSONSerialization.jsonObject(with: Data(nestedPayload))
-                    }
-                    object["data"] = data
+            let value = try await verifier.inspect(input, checkingApp: appChecks)
+            var object = try JSONSerialization.jsonObject(with: Data(value.json)) as? [String: Any] ?? [:]
+            // A notification's nested values are verified too, each once, and shown decoded.
+            if value.kind == .notification, var data = object["data"] as? [String: Any] {
+                for key in ["signedTransactionInfo", "signedRenewalInfo"] {
+                    guard let nested = data[key] as? String else { continue }
+                    let decoded = try await verifier.inspect(nested, checkingApp: appChecks)
+                    data[key.replacingOccurrences(of: "signed", with: "decoded")] = try JSONSerialization.jsonObject(with: Data(decoded.json))
                 }
-            } else if object["transactionId"] != nil {
-                kind = "transaction"
-                if appChecks { _ = try await verifier.verifyAndDecodeTransaction(input) }
-            } else if object["autoRenewStatus"] != nil || object["autoRenewProductId"] != nil || object["originalTransactionId"] != nil {
-                kind = "renewalInfo"
-                if appChecks { _ = try await verifier.verifyAndDecodeRenewalInfo(input) }
-            } else {
-                kind = "unknown"
+                object["data"] = data
             }
             let output: [String: Any] = [
-                "kind": kind, "genuine": true, "appChecked": appChecks, "payload": object,
+                "kind": value.kind.rawValue, "genuine": true, "appChecked": appChecks, "payload": object,
             ]
             let data = try JSONSerialization.data(withJSONObject: output, options: [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes])
             print(String(decoding: data, as: UTF8.self))
