@@ -109,7 +109,7 @@ public struct WebhookServer: Sendable {
     }
 
     private func health() async throws -> Response {
-        guard await handler.database.isReachable() else { return Self.json(.serviceUnavailable, ["status": "database unreachable"]) }
+        guard await handler.isStoreReachable() else { return Self.json(.serviceUnavailable, ["status": "database unreachable"]) }
         return Self.json(.ok, ["status": "ok"])
     }
 

@@ -2,7 +2,7 @@ import AppStoreServer
 import Foundation
 import MockAppStore
 import PostgresNIO
-import Reconciler
+@testable import Reconciler
 import Testing
 import ReconcilerShared
 

@@ -21,8 +21,8 @@ import ReconcilerShared
 /// ```
 public struct NotificationHandler: Sendable {
     public let verifier: SignedDataVerifier
-    public let database: Database
-    public let store: PurchaseStore
+    let database: Database
+    let store: PurchaseStore
 
     public init(verifier: SignedDataVerifier, database: Database) {
         self.verifier = verifier
@@ -31,7 +31,7 @@ public struct NotificationHandler: Sendable {
     }
 
     /// The same handler writing a dry run's shadow tables instead of the real ones.
-    public func shadowed(by shadow: ShadowSchema?) -> NotificationHandler {
+    func shadowed(by shadow: ShadowSchema?) -> NotificationHandler {
         NotificationHandler(verifier: verifier, database: database.shadowed(by: shadow))
     }
 
@@ -41,6 +41,16 @@ public struct NotificationHandler: Sendable {
         let subscription = try await verifier.verifySubscription(
             signedTransactionInfo: notification.payload.data?.signedTransactionInfo, signedRenewalInfo: notification.payload.data?.signedRenewalInfo)
         return VerifiedNotification(notification: notification, subscription: subscription, environment: verifier.configuration.environment.rawValue)
+    }
+
+    /// Applies verified notifications in one transaction of their own (as a replayed page is).
+    public func record(_ notifications: [VerifiedNotification], source: PurchaseStore.Source) async throws -> [HandlingResult] {
+        try await database.transaction { connection in try await apply(notifications, source: source, on: connection) }
+    }
+
+    /// Whether the database behind the store answers, for health checks.
+    public func isStoreReachable() async -> Bool {
+        await database.isReachable()
     }
 
     /// Verifies and applies one notification in its own transaction.
@@ -58,7 +68,7 @@ public struct NotificationHandler: Sendable {
     /// notification is stale when its signedDate is older than what its purchase reflected before
     /// the page; several notifications of one purchase in a page leave the purchase exactly as
     /// applying them one by one would, because each part of a purchase keeps its newest version.
-    public func apply(
+    func apply(
         _ notifications: [VerifiedNotification], source: PurchaseStore.Source, on connection: PostgresConnection
     ) async throws -> [HandlingResult] {
         guard !notifications.isEmpty else { return [] }

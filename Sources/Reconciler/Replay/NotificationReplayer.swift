@@ -15,51 +15,32 @@ import ReconcilerShared
 /// fails verification is quarantined, never applied; signed data for another app or a window
 /// where most payloads fail their chain stops the run as a configuration error instead. An
 /// expired pagination token restarts its shard from the beginning, which dedup makes harmless.
-public struct NotificationReplayer: Sendable {
-    public struct Configuration: Sendable {
-        public var run: RunRecord
+struct NotificationReplayer: Sendable {
+    struct Configuration: Sendable {
         /// Shards paged at the same time; the client's rate limiter keeps the total within budget.
-        public var concurrency: Int
+        var concurrency: Int
         /// How often one shard may restart after expired tokens before it is reported as failed.
-        public var maximumRestarts: Int
-
-        public init(run: RunRecord, concurrency: Int = 8, maximumRestarts: Int = 5) {
-            self.run = run
-            self.concurrency = concurrency
-            self.maximumRestarts = maximumRestarts
-        }
+        var maximumRestarts: Int = 5
     }
 
     let configuration: Configuration
-    /// The handler of the run: in a dry run, the one that writes the shadow tables.
-    let handler: NotificationHandler
-    let client: AppStoreServerAPIClient
-    let ledger: RunLedger
-    let progress: RunProgress
-    let tally: VerificationTally
-    let logger: Logger
+    let context: RunContext
 
-    init(configuration: Configuration, handler: NotificationHandler, client: AppStoreServerAPIClient, ledger: RunLedger,
-         progress: RunProgress, tally: VerificationTally, logger: Logger) {
-        self.configuration = configuration
-        self.handler = handler
-        self.client = client
-        self.ledger = ledger
-        self.progress = progress
-        self.tally = tally
-        self.logger = logger
-    }
-
-    var runId: Int64 { configuration.run.runId }
+    var run: RunRecord { context.run }
+    var runId: Int64 { context.run.runId }
+    var client: AppStoreServerAPIClient { context.client }
+    var ledger: RunLedger { context.ledger }
+    var progress: RunProgress { context.progress }
+    var logger: Logger { context.logger }
 
     /// Replays every pending shard; returns when all are done or failed.
-    func run() async throws {
+    func replay() async throws {
         let shards = try await ledger.shards(runId: runId)
         progress.update {
             $0.phase = "replay"
             $0.shardsTotal = shards.count
             $0.shardsDone = shards.filter { $0.status == .done }.count
-            $0.pages = shards.reduce(0) { $0 + $1.pagesDone }
+            $0.pages = shards.pagesDone
         }
         // Most urgent first: shards are taken in plan order by a fixed number of workers.
         let queue = Locked(shards.filter { $0.status == .pending }[...])
@@ -68,7 +49,7 @@ public struct NotificationReplayer: Sendable {
                 group.addTask {
                     while let shard = queue.withLock({ $0.popFirst() }) {
                         try Task.checkCancellation()
-                        try await replay(shard)
+                        try await replayShard(shard)
                     }
                 }
             }
@@ -76,14 +57,14 @@ public struct NotificationReplayer: Sendable {
         }
     }
 
-    private func replay(_ record: ShardRecord) async throws {
+    private func replayShard(_ record: ShardRecord) async throws {
         let shard = record.shard
         var position = record.position
         var restarts = record.restarts
         while true {
             do {
                 for try await page in client.notificationHistory(shard.request, startingAt: position.paginationToken) {
-                    try await apply(page, shard: shard, from: position)
+                    try await replayPage(page, shard: shard, from: position)
                     position = ShardRecord.Position(paginationToken: page.nextPaginationToken, pagesDone: position.pagesDone + 1)
                 }
                 progress.update { $0.shardsDone += 1 }
@@ -116,22 +97,21 @@ public struct NotificationReplayer: Sendable {
     }
 
     /// Verifies a page, then applies it and its checkpoint in one transaction.
-    private func apply(_ page: NotificationHistoryPage, shard: ReplayPlanner.Shard, from position: ShardRecord.Position) async throws {
+    private func replayPage(_ page: NotificationHistoryPage, shard: ReplayPlanner.Shard, from position: ShardRecord.Position) async throws {
         var verified: [VerifiedNotification] = []
         var rejections: [Rejection] = []
         var failures: [VerificationError] = []
         for item in page.items {
             let payload = item.signedPayload ?? ""
             do {
-                verified.append(try await handler.verify(signedPayload: payload))
+                verified.append(try await context.handler.verify(signedPayload: payload))
             } catch let error as VerificationError {
                 failures.append(error)
                 rejections.append(Rejection(source: .notificationHistory, signedValue: payload, error: error))
             }
         }
-        try tally.record(verified: verified.count, failures: failures)
-        let run = configuration.run
-        let (handler, ledger) = (self.handler, self.ledger)
+        try context.tally.record(verified: verified.count, failures: failures)
+        let (run, handler, ledger) = (self.run, context.handler, self.ledger)
         let toApply = verified, rejected = rejections
         let outcome: (results: [HandlingResult], rejections: [Rejection])
         do {

@@ -34,9 +34,13 @@ public struct Database: Sendable {
     public let logger: Logger
     public let configuration: Configuration
     /// Set for a dry run: every transaction reads and writes the run's shadow tables first.
-    public let shadow: ShadowSchema?
+    let shadow: ShadowSchema?
 
-    public init(client: PostgresClient, logger: Logger, configuration: Configuration = .init(), shadow: ShadowSchema? = nil) {
+    public init(client: PostgresClient, logger: Logger, configuration: Configuration = .init()) {
+        self.init(client: client, logger: logger, configuration: configuration, shadow: nil)
+    }
+
+    init(client: PostgresClient, logger: Logger, configuration: Configuration, shadow: ShadowSchema?) {
         self.client = client
         self.logger = logger
         self.configuration = configuration
@@ -44,7 +48,7 @@ public struct Database: Sendable {
     }
 
     /// The same database, seen through a dry run's shadow tables.
-    public func shadowed(by shadow: ShadowSchema?) -> Database {
+    func shadowed(by shadow: ShadowSchema?) -> Database {
         Database(client: client, logger: logger, configuration: configuration, shadow: shadow)
     }
 
@@ -109,7 +113,7 @@ public struct Database: Sendable {
     /// Whether the database answers within `timeout`, for health checks.
     public func isReachable(within timeout: Duration = .seconds(2)) async -> Bool {
         (try? await with(unavailableTimeout: timeout).transaction { [logger] connection in
-            try await connection.query("SELECT 1", logger: logger)
+            try await connection.run("SELECT 1", logger: logger)
             return true
         }) ?? false
     }
@@ -181,5 +185,14 @@ extension PSQLError {
             return "\(message) (SQLSTATE \(serverInfo?[.sqlState] ?? "?"))"
         }
         return "\(code)"
+    }
+}
+
+extension PostgresConnection {
+    /// Runs a statement whose rows are not needed, and reads them anyway: a statement that returns
+    /// rows reports its error while they are read, and an error left unread would turn the
+    /// transaction's COMMIT into a silent rollback.
+    func run(_ query: PostgresQuery, logger: Logger) async throws {
+        for try await _ in try await self.query(query, logger: logger) {}
     }
 }

@@ -19,9 +19,13 @@ import ReconcilerShared
 public struct PurchaseStore: Sendable {
     public let logger: Logger
     /// Set in a dry run: touched rows are copied into the shadow tables before they are used.
-    public let shadow: ShadowSchema?
+    let shadow: ShadowSchema?
 
-    public init(logger: Logger, shadow: ShadowSchema? = nil) {
+    public init(logger: Logger) {
+        self.init(logger: logger, shadow: nil)
+    }
+
+    init(logger: Logger, shadow: ShadowSchema?) {
         self.logger = logger
         self.shadow = shadow
     }
@@ -114,7 +118,7 @@ public struct PurchaseStore: Sendable {
     /// (revision and purchases) into the shadow tables. Keys are locked in one sorted order, once
     /// per transaction, so two transactions locking overlapping sets cannot deadlock. Concurrent
     /// copies of one notification need no lock: the second insert waits for the first and finds it.
-    public func lock(purchases originalTransactionIds: some Collection<String>, notifications notificationUUIDs: [String] = [],
+    func lock(purchases originalTransactionIds: some Collection<String>, notifications notificationUUIDs: [String] = [],
                      anchors: [String] = [], on connection: PostgresConnection) async throws {
         let keys = Set(originalTransactionIds)
         if !keys.isEmpty {
@@ -152,7 +156,7 @@ public struct PurchaseStore: Sendable {
     }
 
     /// Records notifications; returns the UUIDs that were new (the others are duplicates).
-    public func insertNotifications(_ rows: [NotificationRow], source: Source, on connection: PostgresConnection) async throws -> Set<String> {
+    func insertNotifications(_ rows: [NotificationRow], source: Source, on connection: PostgresConnection) async throws -> Set<String> {
         guard !rows.isEmpty else { return [] }
         let json = try Self.json(rows.map { row in
             let n = row.notification
@@ -297,7 +301,7 @@ public struct PurchaseStore: Sendable {
     }
 
     /// The stored state of some purchases, by originalTransactionId.
-    public func purchaseStates(_ originalTransactionIds: some Collection<String>, on connection: PostgresConnection) async throws -> [String: PurchaseState] {
+    func purchaseStates(_ originalTransactionIds: some Collection<String>, on connection: PostgresConnection) async throws -> [String: PurchaseState] {
         guard !originalTransactionIds.isEmpty else { return [:] }
         let rows = try await connection.query(
             "SELECT \(unescaped: Self.purchaseColumns) FROM purchases WHERE original_transaction_id = ANY(\(Array(originalTransactionIds))::text[])",
@@ -420,7 +424,7 @@ public struct PurchaseStore: Sendable {
     /// Writes verified signed data (the caller holds the purchases' locks) and returns each
     /// purchase's state before and after. The one write path for live notifications, replays and
     /// gap fill; it takes only ``Verified`` values, which only the verifier makes.
-    public func write(
+    func write(
         transactions: [TransactionWrite], updates: [PurchaseUpdate], before: [String: PurchaseState], on connection: PostgresConnection
     ) async throws -> [String: PurchaseChange] {
         try await upsertTransactions(transactions, on: connection)
@@ -432,7 +436,7 @@ public struct PurchaseStore: Sendable {
 
     /// The customer (the transaction id whose history covers it) of each purchase; purchases not
     /// yet linked to a customer are their own.
-    public func anchors(of originalTransactionIds: [String], on connection: PostgresConnection) async throws -> [String] {
+    func anchors(of originalTransactionIds: [String], on connection: PostgresConnection) async throws -> [String] {
         guard !originalTransactionIds.isEmpty else { return [] }
         let rows = try await connection.query("""
             SELECT DISTINCT COALESCE(p.history_anchor_transaction_id, t.id)
@@ -450,7 +454,7 @@ public struct PurchaseStore: Sendable {
     /// A customer checked after its subscription fell due is not due again until the next date
     /// falls due, so a quiet hour costs nothing however many customers there are. In a dry run
     /// the shadow copies win over the real rows.
-    public func dueAnchors(environment: String, windowEnd: Int64, all: Bool, on connection: PostgresConnection) async throws -> [String] {
+    func dueAnchors(environment: String, windowEnd: Int64, all: Bool, on connection: PostgresConnection) async throws -> [String] {
         let due = """
             environment = $1 AND ($3 OR (product_type = 'Auto-Renewable Subscription'
               AND (status IS NULL OR status IN (1, 3, 4))
@@ -479,7 +483,7 @@ public struct PurchaseStore: Sendable {
     }
 
     /// The stored Get Transaction History revision of a customer.
-    public func revision(anchor: String, on connection: PostgresConnection) async throws -> String? {
+    func revision(anchor: String, on connection: PostgresConnection) async throws -> String? {
         try await shadow?.copyOnFirstTouch(purchases: [], notifications: [], anchors: [anchor], on: connection, logger: logger)
         let rows = try await connection.query("SELECT revision FROM history_revisions WHERE anchor_transaction_id = \(anchor)", logger: logger)
         for try await revision in rows.decode(String.self) { return revision }
@@ -487,7 +491,7 @@ public struct PurchaseStore: Sendable {
     }
 
     /// Forgets a revision Apple refused (4000005), so the history is read from the start.
-    public func dropRevision(anchor: String, on connection: PostgresConnection) async throws {
+    func dropRevision(anchor: String, on connection: PostgresConnection) async throws {
         try await shadow?.copyOnFirstTouch(purchases: [], notifications: [], anchors: [anchor], on: connection, logger: logger)
         try await connection.query("DELETE FROM history_revisions WHERE anchor_transaction_id = \(anchor)", logger: logger)
     }
@@ -495,7 +499,7 @@ public struct PurchaseStore: Sendable {
     /// Records a customer's history as read up to `revision` at `checkedAt` (UNIX ms): stores the
     /// revision, links the purchases it covers to the customer, and marks them checked. A revision
     /// stored under another of the customer's purchases is dropped: one customer, one revision.
-    public func recordHistoryChecked(anchor: String, environment: String, revision: String?, purchases originalTransactionIds: [String],
+    func recordHistoryChecked(anchor: String, environment: String, revision: String?, purchases originalTransactionIds: [String],
                                      checkedAt: Int64, on connection: PostgresConnection) async throws {
         try await connection.query("""
             DELETE FROM history_revisions

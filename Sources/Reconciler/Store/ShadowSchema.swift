@@ -14,21 +14,21 @@ import PostgresNIO
 /// let handler = handler.shadowed(by: shadow)   // replays now write the copies
 /// try await shadow.drop(on: database)
 /// ```
-public struct ShadowSchema: Sendable, Hashable {
-    public let runId: Int64
+struct ShadowSchema: Sendable, Hashable {
+    let runId: Int64
     /// The schema that holds the real tables, found when the dry run starts.
-    public let realSchema: String
+    let realSchema: String
 
     /// The tables a dry run writes instead of the real ones.
     static let tables = ["notifications", "transactions", "purchases", "history_revisions"]
 
     /// The shadow schema's name; made of the run id only, so it is safe to put into SQL.
-    public var name: String { "reconciler_dry_run_\(runId)" }
+    var name: String { "reconciler_dry_run_\(runId)" }
 
     var realSchemaIdentifier: String { "\"" + realSchema.replacingOccurrences(of: "\"", with: "\"\"") + "\"" }
 
     /// Creates the shadow tables of a dry run (or finds them, for a resumed one).
-    public static func create(runId: Int64, on database: Database) async throws -> ShadowSchema {
+    static func create(runId: Int64, on database: Database) async throws -> ShadowSchema {
         try await database.transaction { connection in
             var realSchema = "public"
             let rows = try await connection.query("""
@@ -47,14 +47,14 @@ public struct ShadowSchema: Sendable, Hashable {
     }
 
     /// Drops the shadow tables.
-    public func drop(on database: Database) async throws {
+    func drop(on database: Database) async throws {
         try await database.shadowed(by: nil).transaction { connection in
             try await connection.query(PostgresQuery(unsafeSQL: "DROP SCHEMA IF EXISTS \(name) CASCADE"), logger: database.logger)
         }
     }
 
     /// Drops the shadow schemas of dry runs that are not among `keep` (runs that can still resume).
-    public static func dropAll(except keep: Set<Int64>, on database: Database) async throws {
+    static func dropAll(except keep: Set<Int64>, on database: Database) async throws {
         try await database.shadowed(by: nil).transaction { connection in
             let rows = try await connection.query(
                 "SELECT nspname FROM pg_namespace WHERE nspname LIKE 'reconciler\\_dry\\_run\\_%'", logger: database.logger)
@@ -71,7 +71,7 @@ public struct ShadowSchema: Sendable, Hashable {
 
     /// Puts the shadow tables first for the rest of the transaction.
     func enter(on connection: PostgresConnection, logger: Logger) async throws {
-        try await connection.query(
+        try await connection.run(
             "SELECT set_config('search_path', \(name) || ', ' || current_setting('search_path'), true)", logger: logger)
     }
 

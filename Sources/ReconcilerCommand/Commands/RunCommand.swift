@@ -97,22 +97,22 @@ struct RunCommand: AsyncParsableCommand {
         let template = try runTemplate()
         let outcome = try await database.withDatabase(logger: logger) { database in
             try await requireSchema(database.client, logger: logger)
-            let handler = NotificationHandler(verifier: verifier, database: database)
             let ledger = RunLedger(database: database)
             var outcome = Outcome()
             do {
                 if sinceLast {
-                    try await runSchedule(template, handler: handler, client: client, ledger: ledger, logger: logger, into: &outcome)
+                    try await runSchedule(template, database: database, verifier: verifier, client: client, ledger: ledger, logger: logger,
+                                          into: &outcome)
                 } else if detected {
                     for window in try await detectedWindows(client: client, logger: logger) {
                         var configuration = template
                         (configuration.windowStart, configuration.windowEnd, configuration.kind) = (window.0, window.1, .detected)
-                        try await execute(configuration, handler: handler, client: client, logger: logger, into: &outcome)
+                        try await execute(configuration, database: database, verifier: verifier, client: client, logger: logger, into: &outcome)
                     }
                 } else {
                     var configuration = template
                     (configuration.windowStart, configuration.windowEnd) = try manualWindow()
-                    try await execute(configuration, handler: handler, client: client, logger: logger, into: &outcome)
+                    try await execute(configuration, database: database, verifier: verifier, client: client, logger: logger, into: &outcome)
                 }
             } catch let stop as CommandError {
                 outcome.stop = stop
@@ -197,13 +197,13 @@ struct RunCommand: AsyncParsableCommand {
 
     /// The schedule: finish the newest unfinished scheduled window (or give it up once it left
     /// Apple's retention), then recover from where the chain ended, minus the overlap, to now.
-    private func runSchedule(_ template: ReconcileRun.Configuration, handler: NotificationHandler, client: AppStoreServerAPIClient,
-                             ledger: RunLedger, logger: Logger, into outcome: inout Outcome) async throws {
+    private func runSchedule(_ template: ReconcileRun.Configuration, database: Database, verifier: SignedDataVerifier,
+                             client: AppStoreServerAPIClient, ledger: RunLedger, logger: Logger, into outcome: inout Outcome) async throws {
         guard let overlapMilliseconds = TimeArgument.duration(overlap) else {
             throw CommandError.configuration("--overlap: \(overlap) is not a duration such as 1h")
         }
-        let environment = handler.verifier.configuration.environment
-        let (environmentName, bundleId) = (environment.rawValue, handler.verifier.configuration.bundleId)
+        let environment = verifier.configuration.environment
+        let (environmentName, bundleId) = (environment.rawValue, verifier.configuration.bundleId)
         let now = Int64(Date().timeIntervalSince1970 * 1000)
         let oldestServed = now - ReconcileRun.retention(environment) + 60_000
         var chainEnd: Int64?
@@ -230,15 +230,15 @@ struct RunCommand: AsyncParsableCommand {
                 var configuration = template
                 (configuration.windowStart, configuration.windowEnd, configuration.kind) = (newest.windowStart, newest.windowEnd, .scheduled)
                 configuration.options = newest.options
-                try await execute(configuration, handler: handler, client: client, logger: logger, into: &outcome)
+                try await execute(configuration, database: database, verifier: verifier, client: client, logger: logger, into: &outcome)
                 guard let report = outcome.reports.last, report.status.isFinished else { return }
                 chainEnd = newest.windowEnd
             }
         } else if let lastEnd = try await ledger.lastFinishedWindowEnd(environment: environmentName, bundleId: bundleId) {
             (chainEnd, from) = (lastEnd, "the last finished run")
         } else {
-            let store = handler.store
-            chainEnd = try await handler.database.transaction { connection in
+            let store = PurchaseStore(logger: logger)
+            chainEnd = try await database.transaction { connection in
                 try await store.newestLiveNotification(environment: environmentName, on: connection)
             }
             from = "the newest live notification"
@@ -259,14 +259,14 @@ struct RunCommand: AsyncParsableCommand {
         ])
         var configuration = template
         (configuration.windowStart, configuration.windowEnd, configuration.kind) = (windowStart, windowEnd, .scheduled)
-        try await execute(configuration, handler: handler, client: client, logger: logger, into: &outcome)
+        try await execute(configuration, database: database, verifier: verifier, client: client, logger: logger, into: &outcome)
     }
 
     /// Runs one window with progress, signals and the report; a stop that ends the whole
     /// invocation is thrown as a ``CommandError``.
-    private func execute(_ configuration: ReconcileRun.Configuration, handler: NotificationHandler, client: AppStoreServerAPIClient,
-                         logger: Logger, into outcome: inout Outcome) async throws {
-        let run = ReconcileRun(configuration: configuration, handler: handler, client: client)
+    private func execute(_ configuration: ReconcileRun.Configuration, database: Database, verifier: SignedDataVerifier,
+                         client: AppStoreServerAPIClient, logger: Logger, into outcome: inout Outcome) async throws {
+        let run = ReconcileRun(configuration: configuration, database: database, verifier: verifier, client: client)
         let progress = RunProgress()
         let reporter = ProgressReporter(progress: progress, logger: logger, interval: .seconds(max(progressInterval, 1)))
         let progressTask = Task { await reporter.run() }
@@ -277,7 +277,7 @@ struct RunCommand: AsyncParsableCommand {
             throw error
         }
         do {
-            let report = try await run.run(progress: progress) { logger.notice("another run holds the lease; waiting (--wait)") }
+            let report = try await run.reconcile(progress: progress) { logger.notice("another run holds the lease; waiting (--wait)") }
             progressTask.cancel()
             await progressTask.value
             try output(report)

@@ -42,7 +42,7 @@ struct WorkCommand: AsyncParsableCommand {
             catch let error as Migrator.MigrationError { throw CommandError.configuration(error.description) }
             let progress = RunProgress()
             let worker = RunWorker(configuration: .init(runId: runId, concurrency: concurrency, worker: holder),
-                                   handler: NotificationHandler(verifier: verifier, database: database), client: client)
+                                   database: database, verifier: verifier, client: client)
             let reporter = ProgressReporter(progress: progress, logger: logger, interval: .seconds(10))
             let progressTask = Task { await reporter.run() }
             defer { progressTask.cancel() }

@@ -106,7 +106,7 @@ public struct RunLedger: Sendable {
     }
 
     /// Creates a run with its shards.
-    public func createRun(kind: RunRecord.Kind, environment: String, bundleId: String, windowStart: Int64, windowEnd: Int64, dryRun: Bool,
+    func createRun(kind: RunRecord.Kind, environment: String, bundleId: String, windowStart: Int64, windowEnd: Int64, dryRun: Bool,
                           options: RunOptions, shards: [ReplayPlanner.Shard], holder: String) async throws -> RunRecord {
         let optionsJSON = String(decoding: try JSONEncoder().encode(options), as: UTF8.self)
         struct ShardColumns: Encodable {
@@ -140,7 +140,7 @@ public struct RunLedger: Sendable {
     }
 
     /// Marks a run as running by this process again; failed shards and customers get another try.
-    public func resume(runId: Int64, holder: String) async throws {
+    func resume(runId: Int64, holder: String) async throws {
         try await read { [logger] connection in
             try await connection.query("""
                 UPDATE reconcile_runs SET status = 'running', holder = \(holder), updated_at = now(), finished_at = NULL, failure = NULL
@@ -161,7 +161,7 @@ public struct RunLedger: Sendable {
         }
     }
 
-    public func setPhase(runId: Int64, _ phase: RunRecord.Phase) async throws {
+    func setPhase(runId: Int64, _ phase: RunRecord.Phase) async throws {
         try await read { [logger] connection in
             try await connection.query(
                 "UPDATE reconcile_runs SET phase = \(phase.rawValue), updated_at = now() WHERE run_id = \(runId)", logger: logger)
@@ -184,7 +184,7 @@ public struct RunLedger: Sendable {
     }
 
     /// Adds a process's API statistics to a run's (every process that worked on a run adds its own).
-    public func addAPIStatistics(runId: Int64, _ apiStatistics: APIStatistics.Snapshot) async throws {
+    func addAPIStatistics(runId: Int64, _ apiStatistics: APIStatistics.Snapshot) async throws {
         let statistics = String(decoding: try JSONEncoder().encode(apiStatistics), as: UTF8.self)
         try await read { [logger] connection in try await Self.addAPIStatistics(runId: runId, statistics, on: connection, logger: logger) }
     }
@@ -204,161 +204,6 @@ public struct RunLedger: Sendable {
                 return (try? JSONDecoder().decode(APIStatistics.Snapshot.self, from: Data(text.utf8))) ?? .zero
             }
             return .zero
-        }
-    }
-
-    // MARK: Shards
-
-    public func shards(runId: Int64) async throws -> [ShardRecord] {
-        try await read { [logger] connection in
-            let rows = try await connection.query("""
-                SELECT query_index, notification_type, subtype, shard_start_ms, shard_end_ms, pagination_token, pages_done,
-                       notifications_seen, restarts, status, failure_kind, last_error
-                FROM run_shards WHERE run_id = \(runId) ORDER BY query_index, shard_start_ms
-                """, logger: logger)
-            var shards: [ShardRecord] = []
-            for try await row in rows.decode((Int, String?, String?, Int64, Int64, String?, Int, Int, Int, String, String?, String?).self) {
-                shards.append(ShardRecord(
-                    shard: .init(queryIndex: row.0, filter: .init(row.1.map(NotificationTypeV2.init(rawValue:)), row.2.map(Subtype.init(rawValue:))),
-                                 start: row.3, end: row.4),
-                    paginationToken: row.5, pagesDone: row.6, notificationsSeen: row.7, restarts: row.8,
-                    status: ShardRecord.Status(rawValue: row.9) ?? .pending, failureKind: row.10.flatMap(FailureKind.init(rawValue:)),
-                    lastError: row.11))
-            }
-            return shards
-        }
-    }
-
-    /// A checkpoint that did not advance: the shard is not where this process read it.
-    public struct CheckpointConflict: Error, CustomStringConvertible, Sendable {
-        /// The shard is exactly where this page would have put it: the page committed before (its
-        /// commit's answer was lost), so this attempt must change nothing.
-        public var alreadyCommitted: Bool
-        public var description: String {
-            alreadyCommitted
-                ? "the page was already committed"
-                : "another process moved the shard's checkpoint: this process no longer owns the run"
-        }
-    }
-
-    /// A page's checkpoint: where the shard continues, and whether it is finished. It advances
-    /// only from the position the page was fetched from, so two processes can never both apply
-    /// the shard's pages; throws ``CheckpointConflict`` when it is not there.
-    public func checkpoint(runId: Int64, shard: ReplayPlanner.Shard, from position: ShardRecord.Position, nextToken: String?, done: Bool,
-                           notificationsSeen: Int, on connection: PostgresConnection) async throws {
-        let rows = try await connection.query("""
-            UPDATE run_shards SET pagination_token = \(nextToken), pages_done = pages_done + 1,
-                notifications_seen = notifications_seen + \(notificationsSeen), status = \(done ? "done" : "pending"), last_error = NULL
-            WHERE run_id = \(runId) AND query_index = \(shard.queryIndex) AND shard_start_ms = \(shard.start)
-              AND pagination_token IS NOT DISTINCT FROM \(position.paginationToken) AND pages_done = \(position.pagesDone)
-            RETURNING 1
-            """, logger: logger)
-        var advanced = false
-        for try await _ in rows { advanced = true }
-        guard !advanced else { return }
-        let check = try await connection.query("""
-            SELECT 1 FROM run_shards
-            WHERE run_id = \(runId) AND query_index = \(shard.queryIndex) AND shard_start_ms = \(shard.start)
-              AND pagination_token IS NOT DISTINCT FROM \(nextToken) AND pages_done = \(position.pagesDone + 1)
-            """, logger: logger)
-        var committed = false
-        for try await _ in check { committed = true }
-        throw CheckpointConflict(alreadyCommitted: committed)
-    }
-
-    /// Starts a shard over after its pagination token expired; returns the new position.
-    public func restartShard(runId: Int64, shard: ReplayPlanner.Shard, from position: ShardRecord.Position) async throws -> ShardRecord.Position {
-        try await read { [logger] connection in
-            let rows = try await connection.query("""
-                UPDATE run_shards SET pagination_token = NULL, restarts = restarts + 1
-                WHERE run_id = \(runId) AND query_index = \(shard.queryIndex) AND shard_start_ms = \(shard.start)
-                  AND pagination_token IS NOT DISTINCT FROM \(position.paginationToken) AND pages_done = \(position.pagesDone)
-                RETURNING pages_done
-                """, logger: logger)
-            for try await pages in rows.decode(Int.self) { return ShardRecord.Position(paginationToken: nil, pagesDone: pages) }
-            throw CheckpointConflict(alreadyCommitted: false)
-        }
-    }
-
-    public func failShard(runId: Int64, shard: ReplayPlanner.Shard, kind: FailureKind, error: String) async throws {
-        try await read { [logger] connection in
-            try await connection.query("""
-                UPDATE run_shards SET status = 'failed', failure_kind = \(kind.rawValue), last_error = \(error)
-                WHERE run_id = \(runId) AND query_index = \(shard.queryIndex) AND shard_start_ms = \(shard.start)
-                """, logger: logger)
-        }
-    }
-
-    // MARK: What a run saw and changed
-
-    /// Adds notification outcome counts by `TYPE/SUBTYPE` (`rejected` for refused values).
-    public func addCounts(runId: Int64, _ outcomes: [(typeAndSubtype: String, outcome: String)], on connection: PostgresConnection) async throws {
-        struct Key: Hashable, Encodable {
-            var type_and_subtype: String
-            var outcome: String
-        }
-        struct Row: Encodable {
-            var type_and_subtype: String
-            var outcome: String
-            var count: Int
-        }
-        let counts = Dictionary(grouping: outcomes.map { Key(type_and_subtype: $0.typeAndSubtype, outcome: $0.outcome) }) { $0 }
-            .map { Row(type_and_subtype: $0.key.type_and_subtype, outcome: $0.key.outcome, count: $0.value.count) }
-            .sorted { ($0.type_and_subtype, $0.outcome) < ($1.type_and_subtype, $1.outcome) }
-        guard !counts.isEmpty else { return }
-        try await connection.query("""
-            INSERT INTO run_counts (run_id, type_and_subtype, outcome, count)
-            SELECT \(runId), type_and_subtype, outcome, count FROM jsonb_populate_recordset(NULL::run_counts, \(try PurchaseStore.json(counts))::jsonb)
-            ON CONFLICT (run_id, type_and_subtype, outcome) DO UPDATE SET count = run_counts.count + EXCLUDED.count
-            """, logger: logger)
-    }
-
-    /// Records purchases that changed: the first `before` is kept, `after` is the latest.
-    public func recordChanges(runId: Int64, _ changes: [PurchaseChange], on connection: PostgresConnection) async throws {
-        var byPurchase: [String: PurchaseChange] = [:]
-        for change in changes where change.isChange {
-            let id = change.after.originalTransactionId
-            byPurchase[id] = PurchaseChange(before: byPurchase[id].map(\.before) ?? change.before, after: change.after)
-        }
-        guard !byPurchase.isEmpty else { return }
-        struct Row: Encodable {
-            var original_transaction_id: String
-            var before_state: PurchaseState?
-            var after_state: PurchaseState
-        }
-        let rows = byPurchase.keys.sorted().map { Row(original_transaction_id: $0, before_state: byPurchase[$0]!.before, after_state: byPurchase[$0]!.after) }
-        try await connection.query("""
-            INSERT INTO run_changes (run_id, original_transaction_id, before_state, after_state)
-            SELECT \(runId), original_transaction_id, before_state, after_state
-            FROM jsonb_populate_recordset(NULL::run_changes, \(try PurchaseStore.json(rows))::jsonb)
-            ON CONFLICT (run_id, original_transaction_id) DO UPDATE SET after_state = EXCLUDED.after_state
-            """, logger: logger)
-    }
-
-    public func counts(runId: Int64) async throws -> [String: [String: Int]] {
-        try await read { [logger] connection in
-            let rows = try await connection.query(
-                "SELECT type_and_subtype, outcome, count FROM run_counts WHERE run_id = \(runId)", logger: logger)
-            var result: [String: [String: Int]] = [:]
-            for try await (type, outcome, count) in rows.decode((String, String, Int).self) { result[type, default: [:]][outcome] = count }
-            return result
-        }
-    }
-
-    public func changes(runId: Int64) async throws -> [PurchaseChange] {
-        try await read { [logger] connection in
-            let rows = try await connection.query("""
-                SELECT before_state::text, after_state::text FROM run_changes
-                WHERE run_id = \(runId) AND before_state IS DISTINCT FROM after_state ORDER BY original_transaction_id
-                """, logger: logger)
-            var result: [PurchaseChange] = []
-            let decoder = JSONDecoder()
-            for try await (before, after) in rows.decode((String?, String).self) {
-                result.append(PurchaseChange(
-                    before: try before.map { try decoder.decode(PurchaseState.self, from: Data($0.utf8)) },
-                    after: try decoder.decode(PurchaseState.self, from: Data(after.utf8))))
-            }
-            return result
         }
     }
 }

@@ -7,7 +7,7 @@ import Logging
 /// left. It waits while the run is still in phase 1.
 ///
 /// ```swift
-/// let worker = RunWorker(configuration: .init(runId: 42), handler: handler, client: client)
+/// let worker = RunWorker(configuration: .init(runId: 42), database: database, verifier: verifier, client: client)
 /// try await worker.work(progress: RunProgress())
 /// ```
 public struct RunWorker: Sendable {
@@ -36,12 +36,12 @@ public struct RunWorker: Sendable {
     let ledger: RunLedger
     let logger: Logger
 
-    public init(configuration: Configuration, handler: NotificationHandler, client: AppStoreServerAPIClient) {
+    public init(configuration: Configuration, database: Database, verifier: SignedDataVerifier, client: AppStoreServerAPIClient) {
         self.configuration = configuration
-        self.handler = handler
+        self.handler = NotificationHandler(verifier: verifier, database: database)
         self.client = client
-        self.ledger = RunLedger(database: handler.database)
-        self.logger = handler.database.logger
+        self.ledger = RunLedger(database: database)
+        self.logger = database.logger
     }
 
     /// Works through the run's queue; returns when no customer is left for this process.
@@ -62,10 +62,9 @@ public struct RunWorker: Sendable {
         }
         let shadow = run.dryRun ? try await ShadowSchema.create(runId: runId, on: handler.database) : nil
         let apiAtStart = client.statistics.snapshot
-        let filler = GapFiller(
-            configuration: .init(run: run, concurrency: configuration.concurrency, worker: configuration.worker),
-            handler: handler.shadowed(by: shadow), client: client, ledger: ledger, progress: progress, tally: VerificationTally(),
-            logger: logger)
+        let context = RunContext(run: run, handler: handler.shadowed(by: shadow), client: client, ledger: ledger, progress: progress,
+                                 tally: VerificationTally(), logger: logger)
+        let filler = GapFiller(configuration: .init(concurrency: configuration.concurrency, worker: configuration.worker), context: context)
         do {
             try await filler.fill()
         } catch {

@@ -8,8 +8,8 @@ import ReconcilerShared
 /// per customer (phase 2), one run at a time per app and environment, resumable after any crash.
 ///
 /// ```swift
-/// let run = ReconcileRun(configuration: .init(windowStart: start, windowEnd: end), handler: handler, client: client)
-/// let report = try await run.run(progress: RunProgress())
+/// let run = ReconcileRun(configuration: .init(windowStart: start, windowEnd: end), database: database, verifier: verifier, client: client)
+/// let report = try await run.reconcile(progress: RunProgress())
 /// print(report.humanSummary())
 /// ```
 ///
@@ -84,17 +84,20 @@ public struct ReconcileRun: Sendable {
     let client: AppStoreServerAPIClient
     let ledger: RunLedger
     let logger: Logger
+    /// The app and environment the run is for (the verifier's).
+    let app: SignedDataVerifier.Configuration
 
-    public init(configuration: Configuration, handler: NotificationHandler, client: AppStoreServerAPIClient) {
+    public init(configuration: Configuration, database: Database, verifier: SignedDataVerifier, client: AppStoreServerAPIClient) {
         self.configuration = configuration
-        self.handler = handler
+        self.handler = NotificationHandler(verifier: verifier, database: database)
         self.client = client
-        self.logger = handler.database.logger
-        self.ledger = RunLedger(database: handler.database)
+        self.logger = database.logger
+        self.ledger = RunLedger(database: database)
+        self.app = verifier.configuration
     }
 
-    var environment: String { handler.verifier.configuration.environment.rawValue }
-    var bundleId: String { handler.verifier.configuration.bundleId }
+    var environment: String { app.environment.rawValue }
+    var bundleId: String { app.bundleId }
 
     /// How far back Apple keeps notification history.
     public static func retention(_ environment: AppStoreEnvironment) -> Int64 {
@@ -117,9 +120,8 @@ public struct ReconcileRun: Sendable {
     }
 
     /// Runs (or resumes) the run for the window and returns its report.
-    public func run(progress: RunProgress, onWait: @Sendable () -> Void = {}) async throws -> RunReport {
-        try Self.validate(windowStart: configuration.windowStart, windowEnd: configuration.windowEnd,
-                          environment: handler.verifier.configuration.environment)
+    public func reconcile(progress: RunProgress, onWait: @Sendable () -> Void = {}) async throws -> RunReport {
+        try Self.validate(windowStart: configuration.windowStart, windowEnd: configuration.windowEnd, environment: app.environment)
         let lease = RunLease(configuration: configuration.lease, ledger: ledger)
         do {
             return try await lease.withLease(environment: environment, bundleId: bundleId, onWait: onWait) { handle in
@@ -216,12 +218,10 @@ public struct ReconcileRun: Sendable {
     }
 
     private func execute(_ run: RunRecord, handler: NotificationHandler, progress: RunProgress) async throws {
-        let tally = VerificationTally()
+        let context = RunContext(run: run, handler: handler, client: client, ledger: ledger, progress: progress, tally: VerificationTally(),
+                                 logger: logger)
         if run.phase == .replay {
-            let replayer = NotificationReplayer(
-                configuration: .init(run: run, concurrency: configuration.replayConcurrency),
-                handler: handler, client: client, ledger: ledger, progress: progress, tally: tally, logger: logger)
-            try await replayer.run()
+            try await NotificationReplayer(configuration: .init(concurrency: configuration.replayConcurrency), context: context).replay()
             try await ledger.setPhase(runId: run.runId, .gapFill)
         }
         let due = try await handler.database.transaction { [store = handler.store] connection in
@@ -230,19 +230,15 @@ public struct ReconcileRun: Sendable {
         try await ledger.database.transaction { [ledger] connection in
             try await ledger.enqueue(runId: run.runId, anchors: due, reason: run.options.allCustomers ? .all : .due, on: connection)
         }
-        // Customers a killed process of this machine still held need not wait for their lease to run out.
-        try await ledger.releaseCustomers(runId: run.runId, ofWorkers: { ProcessIdentity.isDeadOnThisHost($0) })
-        let filler = GapFiller(
-            configuration: .init(run: run, concurrency: configuration.gapConcurrency, worker: configuration.lease.holder),
-            handler: handler, client: client, ledger: ledger, progress: progress, tally: tally, logger: logger)
-        try await filler.fill()
+        let filler = GapFiller(configuration: .init(concurrency: configuration.gapConcurrency, worker: configuration.lease.holder), context: context)
         // Customers other workers (`reconciler work`) still hold: wait for them, or take them over
-        // when their lease runs out.
-        while try await ledger.queueSummary(runId: run.runId).open > 0 {
-            try await Task.sleep(for: .seconds(1))
+        // when their lease runs out (at once when their process was on this machine and is gone).
+        repeat {
             try await ledger.releaseCustomers(runId: run.runId, ofWorkers: { ProcessIdentity.isDeadOnThisHost($0) })
             try await filler.fill()
-        }
+            guard try await ledger.queueSummary(runId: run.runId).open > 0 else { break }
+            try await Task.sleep(for: .seconds(1))
+        } while true
     }
 
     /// Builds the report of a run from its ledger (so it covers every process that worked on it).
@@ -272,7 +268,7 @@ public struct ReconcileRun: Sendable {
                 .init(query: $0.shard.filter.description, shardStart: $0.shard.start, shardEnd: $0.shard.end, kind: $0.failureKind ?? .retryable,
                       error: $0.lastError ?? "")
             },
-            pages: shards.reduce(0) { $0 + $1.pagesDone }, paginationRestarts: shards.reduce(0) { $0 + $1.restarts },
+            pages: shards.pagesDone, paginationRestarts: shards.reduce(0) { $0 + $1.restarts },
             customersChecked: queue.done + queue.failed, customersFailed: try await ledger.failedCustomers(runId: run.runId),
             transactionsFetched: gapFill.transactionsSeen, revisionResets: gapFill.revisionResets, changes: changes,
             rejections: try await ledger.rejections(runId: run.runId),

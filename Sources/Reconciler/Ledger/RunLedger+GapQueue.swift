@@ -17,13 +17,18 @@ extension RunLedger {
         case all
     }
 
-    /// The state of a customer in the queue.
-    public enum QueueStatus: String, Sendable, Codable {
-        case pending, leased, done, failed
+    /// Where a customer of the queue stands.
+    public enum QueueStatus: String, Sendable, Codable, CaseIterable {
+        /// Waiting for a worker.
+        case pending
+        /// A worker owns it until its lease runs out.
+        case leased
+        case done
+        case failed
     }
 
     /// Queues customers (in the caller's transaction); customers already queued stay as they are.
-    public func enqueue(runId: Int64, anchors: [String], reason: QueueReason, on connection: PostgresConnection) async throws {
+    func enqueue(runId: Int64, anchors: [String], reason: QueueReason, on connection: PostgresConnection) async throws {
         guard !anchors.isEmpty else { return }
         try await connection.query("""
             INSERT INTO gap_queue (run_id, anchor_transaction_id, reason)
@@ -34,7 +39,7 @@ extension RunLedger {
 
     /// Leases the next customer nobody works on (pending, or leased by a worker whose lease ran
     /// out), touched customers first; `nil` when there is none right now.
-    public func leaseCustomer(runId: Int64, worker: String, leaseDuration: Duration) async throws -> String? {
+    func leaseCustomer(runId: Int64, worker: String, leaseDuration: Duration) async throws -> String? {
         let milliseconds = leaseDuration.components.seconds * 1000 + leaseDuration.components.attoseconds / 1_000_000_000_000_000
         return try await read { [logger] connection in
             let rows = try await connection.query("""
@@ -53,7 +58,7 @@ extension RunLedger {
     }
 
     /// Extends a customer's lease (in the caller's transaction); `false` when this worker lost it.
-    public func renewCustomerLease(runId: Int64, anchor: String, worker: String, leaseDuration: Duration,
+    func renewCustomerLease(runId: Int64, anchor: String, worker: String, leaseDuration: Duration,
                                    on connection: PostgresConnection) async throws -> Bool {
         let milliseconds = leaseDuration.components.seconds * 1000 + leaseDuration.components.attoseconds / 1_000_000_000_000_000
         let rows = try await connection.query("""
@@ -67,7 +72,7 @@ extension RunLedger {
 
     /// Completes a customer this worker holds (in the transaction of its last page); `false` when
     /// the lease was lost, in which case the caller rolls back.
-    public func completeCustomer(runId: Int64, anchor: String, worker: String, transactionsSeen: Int,
+    func completeCustomer(runId: Int64, anchor: String, worker: String, transactionsSeen: Int,
                                  on connection: PostgresConnection) async throws -> Bool {
         let rows = try await connection.query("""
             UPDATE gap_queue SET status = 'done', attempts = attempts + 1, transactions_seen = \(transactionsSeen), last_error = NULL,
@@ -80,7 +85,7 @@ extension RunLedger {
     }
 
     /// Marks a customer this worker holds as failed.
-    public func failCustomer(runId: Int64, anchor: String, worker: String, kind: FailureKind, error: String) async throws {
+    func failCustomer(runId: Int64, anchor: String, worker: String, kind: FailureKind, error: String) async throws {
         try await read { [logger] connection in
             try await connection.query("""
                 UPDATE gap_queue SET status = 'failed', failure_kind = \(kind.rawValue), attempts = attempts + 1, last_error = \(error),
@@ -91,7 +96,7 @@ extension RunLedger {
     }
 
     /// Gives a customer back to the queue (this worker stops without finishing it).
-    public func releaseCustomer(runId: Int64, anchor: String, worker: String) async throws {
+    func releaseCustomer(runId: Int64, anchor: String, worker: String) async throws {
         try await read { [logger] connection in
             try await connection.query("""
                 UPDATE gap_queue SET status = 'pending', lease_until = NULL, updated_at = now()
@@ -103,7 +108,7 @@ extension RunLedger {
     /// Gives back the customers leased by workers `isDead` says are gone (a process of this
     /// machine that was killed), so they need not be waited out; returns how many.
     @discardableResult
-    public func releaseCustomers(runId: Int64, ofWorkers isDead: @Sendable (String) -> Bool) async throws -> Int {
+    func releaseCustomers(runId: Int64, ofWorkers isDead: @Sendable (String) -> Bool) async throws -> Int {
         try await read { [logger] connection in
             let rows = try await connection.query(
                 "SELECT DISTINCT worker FROM gap_queue WHERE run_id = \(runId) AND status = 'leased' AND worker IS NOT NULL", logger: logger)
@@ -122,7 +127,7 @@ extension RunLedger {
     }
 
     /// Notes that Apple refused a customer's stored revision, so its history was read from the start.
-    public func noteRevisionReset(runId: Int64, anchor: String) async throws {
+    func noteRevisionReset(runId: Int64, anchor: String) async throws {
         try await read { [logger] connection in
             try await connection.query("""
                 UPDATE gap_queue SET revision_resets = revision_resets + 1 WHERE run_id = \(runId) AND anchor_transaction_id = \(anchor)
@@ -132,7 +137,7 @@ extension RunLedger {
 
     /// Marks pending customers whose purchases another customer's history covered as done.
     /// Rows other workers hold are skipped, never waited for.
-    public func markCovered(runId: Int64, anchors: [String], by anchor: String, on connection: PostgresConnection) async throws {
+    func markCovered(runId: Int64, anchors: [String], by anchor: String, on connection: PostgresConnection) async throws {
         let others = anchors.filter { $0 != anchor }
         guard !others.isEmpty else { return }
         try await connection.query("""
@@ -157,15 +162,13 @@ extension RunLedger {
 
     public func queueSummary(runId: Int64) async throws -> QueueSummary {
         try await read { [logger] connection in
-            let rows = try await connection.query("""
-                SELECT count(*) FILTER (WHERE status = 'pending'), count(*) FILTER (WHERE status = 'leased'),
-                       count(*) FILTER (WHERE status = 'done'), count(*) FILTER (WHERE status = 'failed')
-                FROM gap_queue WHERE run_id = \(runId)
-                """, logger: logger)
-            for try await (pending, leased, done, failed) in rows.decode((Int, Int, Int, Int).self) {
-                return QueueSummary(pending: pending, leased: leased, done: done, failed: failed)
+            let rows = try await connection.query(
+                "SELECT status, count(*) FROM gap_queue WHERE run_id = \(runId) GROUP BY status", logger: logger)
+            var counts: [QueueStatus: Int] = [:]
+            for try await (status, count) in rows.decode((String, Int).self) {
+                if let status = QueueStatus(rawValue: status) { counts[status] = count }
             }
-            return QueueSummary(pending: 0, leased: 0, done: 0, failed: 0)
+            return QueueSummary(pending: counts[.pending] ?? 0, leased: counts[.leased] ?? 0, done: counts[.done] ?? 0, failed: counts[.failed] ?? 0)
         }
     }
 
