@@ -80,22 +80,35 @@ struct RunCommand: AsyncParsableCommand {
         }
     }
 
-    /// SIGINT or SIGTERM, from the first moment on, stops the work at a checkpoint (exit 2).
     func run() async throws {
-        let command = self
-        do {
-            try await cancellingOnSignals { try await command.recover() }
-        } catch is Interrupted {
-            throw CommandError.partial("interrupted before the run started; rerun the same command")
-        }
-    }
-
-    private func recover() async throws {
         let logger = logging.makeLogger()
         let verifier = try app.verifier()
         let client = try api.client(app: app)
         let template = try runTemplate()
-        let outcome = try await database.withDatabase(logger: logger) { database in
+        let command = self
+        let outcome: Outcome
+        do {
+            // SIGINT or SIGTERM stop the work at a checkpoint (exit 2); see CommandLifecycle.
+            outcome = try await database.runWork(logger: logger) { database in
+                try await command.recover(database: database, verifier: verifier, client: client, template: template, logger: logger)
+            }
+        } catch is Interrupted {
+            throw CommandError.partial("interrupted before the run started; rerun the same command")
+        }
+        if let metricsFile, let report = outcome.reports.last {
+            try RunMetrics.write(report: report, to: metricsFile, lastSuccess: outcome.lastSuccess,
+                                 unacknowledgedQuarantine: outcome.unacknowledgedQuarantine, exitCode: outcome.exitCode)
+        }
+        if outcome.reports.isEmpty, outcome.stop == nil, outcome.lost.isEmpty {
+            print("no failed deliveries found: nothing to recover")
+        }
+        if let stop = outcome.stop { throw stop }
+        if outcome.exitCode != 0 { throw outcome.error }
+    }
+
+    /// Every window of this invocation, in order; what stops the invocation is kept in the outcome.
+    private func recover(database: Database, verifier: SignedDataVerifier, client: AppStoreServerAPIClient,
+                         template: ReconcileRun.Configuration, logger: Logger) async throws -> Outcome {
             try await requireSchema(database.client, logger: logger)
             let ledger = RunLedger(database: database)
             var outcome = Outcome()
@@ -121,16 +134,6 @@ struct RunCommand: AsyncParsableCommand {
             outcome.lastSuccess = try? await ledger.lastSuccessTime(environment: environment, bundleId: bundleId)
             outcome.unacknowledgedQuarantine = try? await ledger.unacknowledgedQuarantineCount(environment: environment, bundleId: bundleId)
             return outcome
-        }
-        if let metricsFile, let report = outcome.reports.last {
-            try RunMetrics.write(report: report, to: metricsFile, lastSuccess: outcome.lastSuccess,
-                                 unacknowledgedQuarantine: outcome.unacknowledgedQuarantine, exitCode: outcome.exitCode)
-        }
-        if outcome.reports.isEmpty, outcome.stop == nil, outcome.lost.isEmpty {
-            print("no failed deliveries found: nothing to recover")
-        }
-        if let stop = outcome.stop { throw stop }
-        if outcome.exitCode != 0 { throw outcome.error }
     }
 
     /// What this invocation did, over one window or several.
