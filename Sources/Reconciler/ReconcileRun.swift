@@ -143,6 +143,7 @@ public struct ReconcileRun: Sendable {
     private func runHoldingLease(_ record: RunRecord, progress: RunProgress) async throws -> RunReport {
         // The client counts for the whole process; this run's share is what it adds from here.
         let apiAtStart = client.statistics.snapshot
+        let apiTimeline = APITimelineRecorder(runId: record.runId, worker: configuration.lease.holder, client: client, ledger: ledger)
         var shadow: ShadowSchema?
         do {
             if record.dryRun {
@@ -154,12 +155,14 @@ public struct ReconcileRun: Sendable {
             let api = client.statistics.snapshot.since(apiAtStart)
             var report = try await Self.report(run: record, ledger: ledger, finishedAt: Date(), extraAPI: api)
             report.status = report.completedStatus
+            try await apiTimeline.record()
             try await ledger.finish(runId: record.runId, status: report.status, apiStatistics: api,
                                     report: String(decoding: try report.json(), as: UTF8.self))
             // A finished dry run needs its copies no more; an unfinished one resumes with them.
             if let shadow, report.status.isFinished { try await shadow.drop(on: handler.database) }
             return report
         } catch {
+            await apiTimeline.recordDetached()
             throw await stopped(record, by: error, api: client.statistics.snapshot.since(apiAtStart))
         }
     }

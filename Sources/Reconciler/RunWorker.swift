@@ -62,16 +62,19 @@ public struct RunWorker: Sendable {
         }
         let shadow = run.dryRun ? try await ShadowSchema.create(runId: runId, on: handler.database) : nil
         let apiAtStart = client.statistics.snapshot
+        let apiTimeline = APITimelineRecorder(runId: runId, worker: configuration.worker, client: client, ledger: ledger)
         let context = RunContext(run: run, handler: handler.shadowed(by: shadow), client: client, ledger: ledger, progress: progress,
                                  tally: VerificationTally(), logger: logger)
         let filler = GapFiller(configuration: .init(concurrency: configuration.concurrency, worker: configuration.worker), context: context)
         do {
             try await filler.fill()
         } catch {
+            await apiTimeline.recordDetached()
             let (ledger, api) = (RunLedger(database: ledger.database.with(unavailableTimeout: .seconds(5))), client.statistics.snapshot.since(apiAtStart))
             try? await Task.detached { try await ledger.addAPIStatistics(runId: runId, api) }.value
             throw error
         }
+        try await apiTimeline.record()
         try await ledger.addAPIStatistics(runId: runId, client.statistics.snapshot.since(apiAtStart))
     }
 }

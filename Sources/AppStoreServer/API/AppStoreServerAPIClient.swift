@@ -107,6 +107,10 @@ public struct AppStoreServerAPIClient: Sendable {
         self.baseURL = base
     }
 
+    /// The request budget this client keeps to, requests per second per endpoint (its rate
+    /// limiter's, which may be shared with other clients); endpoints not listed are not limited.
+    public var requestsPerSecond: [AppStoreServerAPIEndpoint: Double] { rateLimiter.requestsPerSecond }
+
     // MARK: Endpoints
 
     /// One page of Get Notification History. Prefer ``notificationHistory(_:startingAt:)``.
@@ -180,8 +184,8 @@ public struct AppStoreServerAPIClient: Sendable {
         while true {
             try await waitForTurn(endpoint, call: call)
             call.attempts += 1
-            statistics.record(.request)
-            if call.attempts > 1 { statistics.record(.retry) }
+            statistics.record(.request, endpoint: endpoint)
+            if call.attempts > 1 { statistics.record(.retry, endpoint: endpoint) }
             let outcome = await attempt(endpoint, method: method, url: url, body: body)
             try Task.checkCancellation()
             let failure: CallFailure
@@ -266,7 +270,7 @@ public struct AppStoreServerAPIClient: Sendable {
             }
             return .failure(.retryable(.invalidResponse(details(status, ErrorPayload(errorMessage: "the body is not a \(Response.self)")))))
         case .rateLimited(let retryAfter, let payload):
-            statistics.record(.rateLimited)
+            statistics.record(.rateLimited, endpoint: endpoint)
             return .failure(.rateLimited(retryAfter, .rateLimited(details(429, payload))))
         case .failure(let status, let payload):
             let code = payload?.errorCode.map(APIErrorCode.init(rawValue:))

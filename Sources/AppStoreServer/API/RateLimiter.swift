@@ -25,9 +25,12 @@ public actor RateLimiter {
     private var budgets: [AppStoreServerAPIEndpoint: Budget] = [:]
     private var closedUntil: [AppStoreServerAPIEndpoint: ContinuousClock.Instant] = [:]
     private let clock = ContinuousClock()
+    /// The budget of each limited endpoint, requests per second (for reports).
+    public nonisolated let requestsPerSecond: [AppStoreServerAPIEndpoint: Double]
 
     /// - Parameter requestsPerSecond: the budget of each endpoint; endpoints not listed are not limited.
     public init(requestsPerSecond: [AppStoreServerAPIEndpoint: Double]) {
+        self.requestsPerSecond = requestsPerSecond.filter { $0.value > 0 }
         for (endpoint, rate) in requestsPerSecond where rate > 0 {
             budgets[endpoint] = Budget(interval: .nanoseconds(Int64(1_000_000_000 / rate)), perSecond: max(Int(rate.rounded(.down)), 1))
         }

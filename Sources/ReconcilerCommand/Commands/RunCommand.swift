@@ -28,6 +28,7 @@ struct RunCommand: AsyncParsableCommand {
 
               reconciler run --start 2026-11-20T03:10:00Z --end 2026-11-20T05:45:00Z --dry-run
               reconciler run --start 2026-11-20T03:10:00Z --end 2026-11-20T05:45:00Z --report-json report.json
+              reconciler run --start 2026-11-20T03:10:00Z --end 2026-11-20T05:45:00Z --report-html incident.html
               reconciler run --since-last --metrics-file /var/lib/node_exporter/reconciler.prom
             """)
 
@@ -50,6 +51,9 @@ struct RunCommand: AsyncParsableCommand {
     @Flag(help: "Wait for another run of this app and environment to finish instead of exiting.") var wait = false
     @Flag(help: "Start a new run even if an unfinished one exists for this window.") var fresh = false
     @Option(help: ArgumentHelp("Also write the report as JSON to this file (with several windows, the last).", valueName: "path")) var reportJson: String?
+    @Option(help: ArgumentHelp("Also write the incident report page, one self-contained HTML file, to this file (also for a partial or interrupted run; with several windows, the last).",
+                               valueName: "path"))
+    var reportHtml: String?
     @Option(help: ArgumentHelp("Write Prometheus metrics (node_exporter textfile format) to this file.", valueName: "path")) var metricsFile: String?
     @Option(help: ArgumentHelp("Seconds between progress log lines when not on a terminal (default 10).", valueName: "s")) var progressInterval: Int = 10
     @Option(help: ArgumentHelp("How long the run lease lasts without renewal; a killed run's window can be taken over after it (default 30s).",
@@ -67,6 +71,7 @@ struct RunCommand: AsyncParsableCommand {
             throw ValidationError("give the window as --start T [--end T], or --since-last, or --detected")
         }
         if end != nil, start == nil { throw ValidationError("--end needs --start") }
+        if let reportHtml { try ReportPageFile.validate(reportHtml, option: "--report-html") }
         guard concurrency >= 1, gapConcurrency >= 1, maxShards >= 1 else { throw ValidationError("concurrency and --max-shards must be at least 1") }
         // Every shard and customer worked on at once holds a connection for its short transactions,
         // and the lease and bookkeeping need theirs: fewer connections could starve the lease.
@@ -133,6 +138,13 @@ struct RunCommand: AsyncParsableCommand {
             let environment = verifier.configuration.environment.rawValue, bundleId = verifier.configuration.bundleId
             outcome.lastSuccess = try? await ledger.lastSuccessTime(environment: environment, bundleId: bundleId)
             outcome.unacknowledgedQuarantine = try? await ledger.unacknowledgedQuarantineCount(environment: environment, bundleId: bundleId)
+            if let reportHtml, let report = outcome.reports.last {
+                do {
+                    try await ReportPageFile.write(report: report, ledger: ledger, to: reportHtml, logger: logger)
+                } catch let error as CommandError {
+                    outcome.stop = outcome.stop ?? error
+                }
+            }
             return outcome
     }
 

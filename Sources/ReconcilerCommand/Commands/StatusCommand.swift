@@ -14,11 +14,14 @@ struct StatusCommand: AsyncParsableCommand {
               reconciler status
               reconciler status --run 42        # one run in detail, with its report
               reconciler status --json
+              reconciler status --run 42 --html run-42.html   # its incident report page
             """)
 
     @Option(help: "How many runs to list.") var limit: Int = 20
     @Option(name: .customLong("run"), help: ArgumentHelp("Show one run in detail.", valueName: "id")) var runId: Int64?
     @Flag(help: "Print JSON instead of a table.") var json = false
+    @Option(help: ArgumentHelp("With --run: also write the run's incident report page, one self-contained HTML file.", valueName: "path"))
+    var html: String?
 
     @OptionGroup var database: DatabaseOptions
     @OptionGroup var logging: LoggingOptions
@@ -30,6 +33,13 @@ struct StatusCommand: AsyncParsableCommand {
         var shardsTotal: Int
         var pages: Int
         var customers: RunLedger.QueueSummary
+    }
+
+    func validate() throws {
+        if let html {
+            guard runId != nil else { throw ValidationError("--html needs --run ID: the page shows one run") }
+            try ReportPageFile.validate(html, option: "--html")
+        }
     }
 
     func run() async throws {
@@ -53,6 +63,10 @@ struct StatusCommand: AsyncParsableCommand {
                                 pages: shards.reduce(0) { $0 + $1.pagesDone }, customers: try await ledger.queueSummary(runId: run.runId)))
             }
             if json {
+                if let html, let run = runs.first {
+                    let report = try await ReconcileRun.report(run: run, ledger: ledger, finishedAt: run.finishedAt ?? Date())
+                    try await ReportPageFile.write(report: report, ledger: ledger, to: html, logger: logger, announce: false)
+                }
                 let encoder = JSONEncoder()
                 encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
                 encoder.dateEncodingStrategy = .iso8601
@@ -75,8 +89,10 @@ struct StatusCommand: AsyncParsableCommand {
                              pad(customers, 14), pad(ISO8601DateFormatter().string(from: run.startedAt), 20), run.holder ?? "-"))
             }
             if runId != nil, let run = runs.first {
+                let report = try await ReconcileRun.report(run: run, ledger: ledger, finishedAt: run.finishedAt ?? Date())
                 print("")
-                print(try await ReconcileRun.report(run: run, ledger: ledger, finishedAt: run.finishedAt ?? Date()).humanSummary(maximumChanges: 100))
+                print(report.humanSummary(maximumChanges: 100))
+                if let html { try await ReportPageFile.write(report: report, ledger: ledger, to: html, logger: logger) }
             }
         }
     }
