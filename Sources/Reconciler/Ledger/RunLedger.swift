@@ -79,28 +79,18 @@ public struct RunLedger: Sendable {
             """).first
     }
 
-    /// The end of the newest finished (not dry) run's window, of any kind.
-    public func lastFinishedWindowEnd(environment: String, bundleId: String) async throws -> Int64? {
+    /// The newest finished (not dry) run of any kind: the end of its window, and when it finished.
+    public func lastFinished(environment: String, bundleId: String) async throws -> (windowEnd: Int64, finishedAt: Date)? {
         try await read { [logger] connection in
             let rows = try await connection.query("""
-                SELECT max(window_end_ms) FROM reconcile_runs
+                SELECT max(window_end_ms), max(finished_at) FROM reconcile_runs
                 WHERE environment = \(environment) AND bundle_id = \(bundleId) AND NOT dry_run
                   AND status IN ('succeeded', 'succeeded_with_rejections')
                 """, logger: logger)
-            for try await value in rows.decode(Int64?.self) { return value }
-            return nil
-        }
-    }
-
-    /// When a (non dry) run of this app last succeeded, with or without rejections.
-    public func lastSuccessTime(environment: String, bundleId: String) async throws -> Date? {
-        try await read { [logger] connection in
-            let rows = try await connection.query("""
-                SELECT max(finished_at) FROM reconcile_runs
-                WHERE environment = \(environment) AND bundle_id = \(bundleId) AND NOT dry_run
-                  AND status IN ('succeeded', 'succeeded_with_rejections')
-                """, logger: logger)
-            for try await value in rows.decode(Date?.self) { return value }
+            for try await (windowEnd, finishedAt) in rows.decode((Int64?, Date?).self) {
+                guard let windowEnd, let finishedAt else { return nil }
+                return (windowEnd, finishedAt)
+            }
             return nil
         }
     }

@@ -97,21 +97,18 @@ struct ShadowSchema: Sendable, Hashable {
                 ON CONFLICT DO NOTHING
                 """, binds: bindings), logger: logger)
         }
-        if !notifications.isEmpty {
-            var bindings = PostgresBindings()
-            bindings.append(notifications)
-            try await connection.query(PostgresQuery(unsafeSQL: """
-                INSERT INTO \(name).notifications SELECT * FROM \(real).notifications WHERE notification_uuid = ANY($1::text[])
-                ON CONFLICT DO NOTHING
-                """, binds: bindings), logger: logger)
-        }
-        if !anchors.isEmpty {
-            var bindings = PostgresBindings()
-            bindings.append(anchors)
-            try await connection.query(PostgresQuery(unsafeSQL: """
-                INSERT INTO \(name).history_revisions SELECT * FROM \(real).history_revisions WHERE anchor_transaction_id = ANY($1::text[])
-                ON CONFLICT DO NOTHING
-                """, binds: bindings), logger: logger)
-        }
+        try await copy("notifications", where: "notification_uuid", in: notifications, on: connection, logger: logger)
+        try await copy("history_revisions", where: "anchor_transaction_id", in: anchors, on: connection, logger: logger)
+    }
+
+    /// Copies the real rows whose `key` is one of `values`, unless the shadow table has them.
+    private func copy(_ table: String, where key: String, in values: [String], on connection: PostgresConnection, logger: Logger) async throws {
+        guard !values.isEmpty else { return }
+        var bindings = PostgresBindings()
+        bindings.append(values)
+        try await connection.query(PostgresQuery(unsafeSQL: """
+            INSERT INTO \(name).\(table) SELECT * FROM \(realSchemaIdentifier).\(table) WHERE \(key) = ANY($1::text[])
+            ON CONFLICT DO NOTHING
+            """, binds: bindings), logger: logger)
     }
 }

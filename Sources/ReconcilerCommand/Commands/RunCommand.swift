@@ -136,7 +136,7 @@ struct RunCommand: AsyncParsableCommand {
                 outcome.stop = stop
             }
             let environment = verifier.configuration.environment.rawValue, bundleId = verifier.configuration.bundleId
-            outcome.lastSuccess = try? await ledger.lastSuccessTime(environment: environment, bundleId: bundleId)
+            outcome.lastSuccess = (try? await ledger.lastFinished(environment: environment, bundleId: bundleId))??.finishedAt
             outcome.unacknowledgedQuarantine = try? await ledger.unacknowledgedQuarantineCount(environment: environment, bundleId: bundleId)
             if let reportHtml, let report = outcome.reports.last {
                 do {
@@ -249,7 +249,7 @@ struct RunCommand: AsyncParsableCommand {
                 guard let report = outcome.reports.last, report.status.isFinished else { return }
                 chainEnd = newest.windowEnd
             }
-        } else if let lastEnd = try await ledger.lastFinishedWindowEnd(environment: environmentName, bundleId: bundleId) {
+        } else if let lastEnd = try await ledger.lastFinished(environment: environmentName, bundleId: bundleId)?.windowEnd {
             (chainEnd, from) = (lastEnd, "the last finished run")
         } else {
             let store = PurchaseStore(logger: logger)
