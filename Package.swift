@@ -143,6 +143,7 @@ let package = Package(
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "X509", package: "swift-certificates"),
                 .product(name: "SwiftASN1", package: "swift-asn1"),
+                .product(name: "HummingbirdTesting", package: "hummingbird"),
             ]
         ),
     ]
