@@ -153,7 +153,8 @@ public struct ReconcileRun: Sendable {
             }
             try await execute(record, handler: handler.shadowed(by: shadow), progress: progress)
             let api = client.statistics.snapshot.since(apiAtStart)
-            var report = try await Self.report(run: record, ledger: ledger, finishedAt: Date(), extraAPI: api)
+            var report = try await Self.report(run: record, ledger: ledger, database: handler.database.shadowed(by: shadow), finishedAt: Date(),
+                                               extraAPI: api)
             report.status = report.completedStatus
             try await apiTimeline.record()
             try await ledger.finish(runId: record.runId, status: report.status, apiStatistics: api,
@@ -220,32 +221,53 @@ public struct ReconcileRun: Sendable {
             holder: configuration.lease.holder)
     }
 
+    /// Both phases at once: phase 2 starts with the customers due, and takes the ones phase 1
+    /// touches as it replays them, so each endpoint spends its own budget while the other does.
     private func execute(_ run: RunRecord, handler: NotificationHandler, progress: RunProgress) async throws {
         let context = RunContext(run: run, handler: handler, client: client, ledger: ledger, progress: progress, tally: VerificationTally(),
                                  logger: logger)
-        if run.phase == .replay {
-            try await NotificationReplayer(configuration: .init(concurrency: configuration.replayConcurrency), context: context).replay()
-            try await ledger.setPhase(runId: run.runId, .gapFill)
-        }
         let due = try await handler.database.transaction { [store = handler.store] connection in
             try await store.dueAnchors(environment: run.environment, windowEnd: run.windowEnd, all: run.options.allCustomers, on: connection)
         }
         try await ledger.database.transaction { [ledger] connection in
             try await ledger.enqueue(runId: run.runId, anchors: due, reason: run.options.allCustomers ? .all : .due, on: connection)
         }
+        // Customers a killed process of this machine still held need not wait for their lease to run out.
+        try await ledger.releaseCustomers(runId: run.runId, ofWorkers: { ProcessIdentity.isDeadOnThisHost($0) })
+        let replaying = Locked(run.phase == .replay)
         let filler = GapFiller(configuration: .init(concurrency: configuration.gapConcurrency, worker: configuration.lease.holder), context: context)
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            if run.phase == .replay {
+                group.addTask { [configuration, ledger] in
+                    try await NotificationReplayer(configuration: .init(concurrency: configuration.replayConcurrency), context: context).replay()
+                    try await ledger.setPhase(runId: run.runId, .gapFill)
+                    replaying.withLock { $0 = false }
+                    context.newCustomers.notify()
+                }
+            }
+            group.addTask { try await filler.fill(while: { replaying.withLock { $0 } }) }
+            try await group.waitForAll()
+        }
         // Customers other workers (`reconciler work`) still hold: wait for them, or take them over
         // when their lease runs out (at once when their process was on this machine and is gone).
-        repeat {
+        while try await ledger.queueSummary(runId: run.runId).open > 0 {
+            try await Task.sleep(for: .seconds(1))
             try await ledger.releaseCustomers(runId: run.runId, ofWorkers: { ProcessIdentity.isDeadOnThisHost($0) })
             try await filler.fill()
-            guard try await ledger.queueSummary(runId: run.runId).open > 0 else { break }
-            try await Task.sleep(for: .seconds(1))
-        } while true
+        }
     }
 
+    /// The notification types whose recovery the priority order serves first.
+    static let urgentTypes = [NotificationTypeV2.didRenew.rawValue, NotificationTypeV2.expired.rawValue]
+
     /// Builds the report of a run from its ledger (so it covers every process that worked on it).
+    /// `database` is where its notifications are (a dry run's shadow tables while it runs).
     public static func report(run: RunRecord, ledger: RunLedger, finishedAt: Date, extraAPI: APIStatistics.Snapshot = .zero) async throws -> RunReport {
+        try await report(run: run, ledger: ledger, database: ledger.database, finishedAt: finishedAt, extraAPI: extraAPI)
+    }
+
+    static func report(run: RunRecord, ledger: RunLedger, database: Database, finishedAt: Date,
+                       extraAPI: APIStatistics.Snapshot = .zero) async throws -> RunReport {
         let counts = try await ledger.counts(runId: run.runId)
         var total = RunReport.NotificationCounts()
         var byType: [String: RunReport.NotificationCounts] = [:]
@@ -262,10 +284,16 @@ public struct ReconcileRun: Sendable {
                              before: change.before, after: change.after)
         }
         let gapFill = try await ledger.gapFillTotals(runId: run.runId)
+        let store = PurchaseStore(logger: database.logger, shadow: database.shadow)
+        let urgent = try await database.transaction { connection in
+            try await store.lastRecorded(runId: run.runId, types: Self.urgentTypes, on: connection)
+        }
         return RunReport(
             runId: run.runId, kind: run.kind, environment: run.environment, bundleId: run.bundleId, windowStart: run.windowStart,
             windowEnd: run.windowEnd, dryRun: run.dryRun, status: run.status, failure: run.failure, startedAt: run.startedAt,
-            finishedAt: finishedAt, durationSeconds: finishedAt.timeIntervalSince(run.startedAt), notifications: total,
+            finishedAt: finishedAt, durationSeconds: finishedAt.timeIntervalSince(run.startedAt),
+            replaySeconds: try await ledger.run(id: run.runId)?.replayFinishedAt.map { max($0.timeIntervalSince(run.startedAt), 0) },
+            urgentRecoverySeconds: urgent.map { max($0.timeIntervalSince(run.startedAt), 0) }, notifications: total,
             notificationsByType: byType, shardsTotal: shards.count,
             shardsFailed: shards.filter { $0.status == .failed }.map {
                 .init(query: $0.shard.filter.description, shardStart: $0.shard.start, shardEnd: $0.shard.end, kind: $0.failureKind ?? .retryable,

@@ -82,7 +82,15 @@ import Testing
             #expect(requests["Get Notification History"] == 1, "\(requests)")
             #expect(requests["Get Transaction History", default: 0] <= 1, "\(requests)")
 
+            // Apple's hour is not over: a new process learns it from the database and sends nothing.
             try await rehearsal.setFaults([:])
+            try await rehearsal.resetMockStatistics()
+            let stillClosed = try await rehearsal.runWindow(["--max-retry-after", "60"])
+            #expect(stillClosed.status == 2, "\(stillClosed.stdout)\n\(stillClosed.stderr)")
+            #expect((try await rehearsal.mockStatistics()["requests"] as? [String: Int] ?? [:])["Get Notification History", default: 0] == 0)
+
+            // The hour passes (the closures end), and the next run recovers everything.
+            try await rehearsal.db.execute("UPDATE api_closures SET closed_until_ms = 0")
             let open = try await rehearsal.runWindow()
             #expect(open.status == 0, "\(open.stdout)\n\(open.stderr)")
             let export = try await rehearsal.export(), truth = try await rehearsal.truth()

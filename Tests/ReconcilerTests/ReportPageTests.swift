@@ -324,7 +324,7 @@ import Testing
         let end = Int64(Date().timeIntervalSince1970 * 1000)
         return RunReport(
             runId: 7, kind: .manual, environment: "Production", bundleId: "com.example.app", windowStart: end - 3_600_000, windowEnd: end,
-            dryRun: false, status: .succeeded, failure: nil, startedAt: Date(), finishedAt: Date(), durationSeconds: 1.5,
+            dryRun: false, status: .succeeded, failure: nil, startedAt: Date(), finishedAt: Date(), durationSeconds: 1.5, replaySeconds: nil, urgentRecoverySeconds: nil,
             notifications: .init(seen: 3, applied: 3), notificationsByType: [:], shardsTotal: 2, shardsFailed: [], pages: 2,
             paginationRestarts: 0, customersChecked: 1, customersFailed: [], transactionsFetched: 4, revisionResets: [], changes: [],
             rejections: [], api: .zero)

@@ -85,7 +85,8 @@ public struct AppStoreServerAPIClient: Sendable {
     public let configuration: Configuration
     public let statistics: APIStatistics
     public let tokens: APIAuthenticationTokens
-    private let rateLimiter: RateLimiter
+    /// The request budget this client spends (shared by every client given the same limiter).
+    public let rateLimiter: RateLimiter
     private let httpClient: HTTPClient
     private let logger: Logger
     private let baseURL: String

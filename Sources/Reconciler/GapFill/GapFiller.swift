@@ -39,11 +39,11 @@ struct GapFiller: Sendable {
     var progress: RunProgress { context.progress }
     var logger: Logger { context.logger }
 
-    /// Works through the queue until no customer is left for this process to lease.
-    func fill() async throws {
+    /// Works through the queue until no customer is left for this process to lease and
+    /// `phaseOneRunning` says phase 1 (which queues customers as it replays) has ended.
+    func fill(while phaseOneRunning: @escaping @Sendable () -> Bool = { false }) async throws {
         let summary = try await ledger.queueSummary(runId: run.runId)
         progress.update {
-            $0.phase = "gap fill"
             $0.customersTotal = summary.total
             $0.customersDone = summary.done
             $0.customersFailed = summary.failed
@@ -51,10 +51,16 @@ struct GapFiller: Sendable {
         try await withThrowingTaskGroup(of: Void.self) { group in
             for _ in 0..<max(configuration.concurrency, 1) {
                 group.addTask {
-                    while let anchor = try await ledger.leaseCustomer(
-                        runId: run.runId, worker: configuration.worker, leaseDuration: configuration.leaseDuration) {
+                    while true {
                         try Task.checkCancellation()
-                        try await recover(customer: anchor)
+                        if let anchor = try await ledger.leaseCustomer(
+                            runId: run.runId, worker: configuration.worker, leaseDuration: configuration.leaseDuration) {
+                            try await recover(customer: anchor)
+                        } else if phaseOneRunning() {
+                            await context.newCustomers.wait(upTo: .seconds(2))
+                        } else {
+                            return
+                        }
                     }
                 }
             }

@@ -27,13 +27,19 @@ extension RunLedger {
         case failed
     }
 
-    /// Queues customers (in the caller's transaction); customers already queued stay as they are.
+    /// Queues customers (in the caller's transaction). A customer phase 1 touches again after
+    /// phase 2 began reading its history is read again: a done one is pending again, and a leased
+    /// one goes back to pending when its worker completes it. Other reasons leave a queued
+    /// customer as it is.
     func enqueue(runId: Int64, anchors: [String], reason: QueueReason, on connection: PostgresConnection) async throws {
         guard !anchors.isEmpty else { return }
         try await connection.query("""
-            INSERT INTO gap_queue (run_id, anchor_transaction_id, reason)
+            INSERT INTO gap_queue AS q (run_id, anchor_transaction_id, reason)
             SELECT \(runId), anchor, \(reason.rawValue) FROM unnest(\(Array(Set(anchors)).sorted())::text[]) AS a (anchor)
-            ON CONFLICT (run_id, anchor_transaction_id) DO NOTHING
+            ON CONFLICT (run_id, anchor_transaction_id) DO UPDATE
+                SET status = CASE WHEN q.status = 'done' THEN 'pending' ELSE q.status END,
+                    reason = 'touched', touched_again = q.status = 'leased', updated_at = now()
+                WHERE EXCLUDED.reason = 'touched' AND q.status IN ('done', 'leased')
             """, logger: logger)
     }
 
@@ -70,12 +76,14 @@ extension RunLedger {
         return false
     }
 
-    /// Completes a customer this worker holds (in the transaction of its last page); `false` when
-    /// the lease was lost, in which case the caller rolls back.
+    /// Completes a customer this worker holds (in the transaction of its last page), or makes it
+    /// pending again when phase 1 touched it meanwhile; `false` when the lease was lost, in which
+    /// case the caller rolls back.
     func completeCustomer(runId: Int64, anchor: String, worker: String, transactionsSeen: Int,
                                  on connection: PostgresConnection) async throws -> Bool {
         let rows = try await connection.query("""
-            UPDATE gap_queue SET status = 'done', attempts = attempts + 1, transactions_seen = \(transactionsSeen), last_error = NULL,
+            UPDATE gap_queue SET status = CASE WHEN touched_again THEN 'pending' ELSE 'done' END, touched_again = false,
+                attempts = attempts + 1, transactions_seen = transactions_seen + \(transactionsSeen), last_error = NULL,
                 failure_kind = NULL, lease_until = NULL, updated_at = now()
             WHERE run_id = \(runId) AND anchor_transaction_id = \(anchor) AND worker = \(worker) AND status = 'leased'
             RETURNING 1

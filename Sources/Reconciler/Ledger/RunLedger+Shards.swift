@@ -44,7 +44,7 @@ extension RunLedger {
         let rows = try await connection.query("""
             UPDATE run_shards SET pagination_token = \(nextToken), pages_done = pages_done + 1,
                 notifications_seen = notifications_seen + \(notificationsSeen), status = \(done ? "done" : "pending"), last_error = NULL
-            WHERE run_id = \(runId) AND query_index = \(shard.queryIndex) AND shard_start_ms = \(shard.start)
+            WHERE run_id = \(runId) AND query_index = \(shard.queryIndex) AND shard_start_ms = \(shard.start) AND shard_end_ms = \(shard.end)
               AND pagination_token IS NOT DISTINCT FROM \(position.paginationToken) AND pages_done = \(position.pagesDone)
             RETURNING 1
             """, logger: logger)
@@ -53,7 +53,7 @@ extension RunLedger {
         guard !advanced else { return }
         let check = try await connection.query("""
             SELECT 1 FROM run_shards
-            WHERE run_id = \(runId) AND query_index = \(shard.queryIndex) AND shard_start_ms = \(shard.start)
+            WHERE run_id = \(runId) AND query_index = \(shard.queryIndex) AND shard_start_ms = \(shard.start) AND shard_end_ms = \(shard.end)
               AND pagination_token IS NOT DISTINCT FROM \(nextToken) AND pages_done = \(position.pagesDone + 1)
             """, logger: logger)
         var committed = false
@@ -61,12 +61,43 @@ extension RunLedger {
         throw CheckpointConflict(alreadyCommitted: committed)
     }
 
+    /// Splits a shard in the transaction of the page that showed it dense: the shard is done at
+    /// `cut` (the checkpoint advances from `position`, compare-and-set as for any page), and the
+    /// pieces of the rest of its range become shards of their own. A piece with the query and range
+    /// of an existing shard is that shard already.
+    func split(runId: Int64, shard: ReplayPlanner.Shard, from position: ShardRecord.Position, at cut: Int64, into pieces: [ReplayPlanner.Shard],
+               notificationsSeen: Int, on connection: PostgresConnection) async throws {
+        try await checkpoint(runId: runId, shard: shard, from: position, nextToken: nil, done: true, notificationsSeen: notificationsSeen,
+                             on: connection)
+        struct Piece: Encodable {
+            var query_index: Int
+            var notification_type: String?
+            var subtype: String?
+            var shard_start_ms: Int64
+            var shard_end_ms: Int64
+        }
+        let rows = try PurchaseStore.json(pieces.map {
+            Piece(query_index: $0.queryIndex, notification_type: $0.filter.notificationType?.rawValue, subtype: $0.filter.notificationSubtype?.rawValue,
+                  shard_start_ms: $0.start, shard_end_ms: $0.end)
+        })
+        try await connection.query("""
+            UPDATE run_shards SET split_at_ms = \(cut)
+            WHERE run_id = \(runId) AND query_index = \(shard.queryIndex) AND shard_start_ms = \(shard.start) AND shard_end_ms = \(shard.end)
+            """, logger: logger)
+        try await connection.query("""
+            INSERT INTO run_shards (run_id, query_index, notification_type, subtype, shard_start_ms, shard_end_ms, split_from_ms)
+            SELECT \(runId), query_index, notification_type, subtype, shard_start_ms, shard_end_ms, \(shard.start)
+            FROM jsonb_populate_recordset(NULL::run_shards, \(rows)::jsonb)
+            ON CONFLICT DO NOTHING
+            """, logger: logger)
+    }
+
     /// Starts a shard over after its pagination token expired; returns the new position.
     func restartShard(runId: Int64, shard: ReplayPlanner.Shard, from position: ShardRecord.Position) async throws -> ShardRecord.Position {
         try await read { [logger] connection in
             let rows = try await connection.query("""
                 UPDATE run_shards SET pagination_token = NULL, restarts = restarts + 1
-                WHERE run_id = \(runId) AND query_index = \(shard.queryIndex) AND shard_start_ms = \(shard.start)
+                WHERE run_id = \(runId) AND query_index = \(shard.queryIndex) AND shard_start_ms = \(shard.start) AND shard_end_ms = \(shard.end)
                   AND pagination_token IS NOT DISTINCT FROM \(position.paginationToken) AND pages_done = \(position.pagesDone)
                 RETURNING pages_done
                 """, logger: logger)
@@ -79,7 +110,7 @@ extension RunLedger {
         try await read { [logger] connection in
             try await connection.query("""
                 UPDATE run_shards SET status = 'failed', failure_kind = \(kind.rawValue), last_error = \(error)
-                WHERE run_id = \(runId) AND query_index = \(shard.queryIndex) AND shard_start_ms = \(shard.start)
+                WHERE run_id = \(runId) AND query_index = \(shard.queryIndex) AND shard_start_ms = \(shard.start) AND shard_end_ms = \(shard.end)
                 """, logger: logger)
         }
     }

@@ -19,17 +19,17 @@ public struct RunLedger: Sendable {
 
     static let runColumns = """
         run_id, kind, environment, bundle_id, window_start_ms, window_end_ms, dry_run, options::text, status, phase,
-        started_at, updated_at, finished_at, holder, failure
+        started_at, updated_at, finished_at, holder, failure, replay_finished_at
         """
 
-    typealias RunRow = (Int64, String, String, String, Int64, Int64, Bool, String, String, String, Date, Date, Date?, String?, String?)
+    typealias RunRow = (Int64, String, String, String, Int64, Int64, Bool, String, String, String, Date, Date, Date?, String?, String?, Date?)
 
     static func record(_ row: RunRow) throws -> RunRecord {
         RunRecord(
             runId: row.0, kind: RunRecord.Kind(rawValue: row.1) ?? .manual, environment: row.2, bundleId: row.3, windowStart: row.4,
             windowEnd: row.5, dryRun: row.6, options: try JSONDecoder().decode(RunOptions.self, from: Data(row.7.utf8)),
             status: RunRecord.Status(rawValue: row.8) ?? .failed, phase: RunRecord.Phase(rawValue: row.9) ?? .done,
-            startedAt: row.10, updatedAt: row.11, finishedAt: row.12, holder: row.13, failure: row.14)
+            startedAt: row.10, updatedAt: row.11, finishedAt: row.12, holder: row.13, failure: row.14, replayFinishedAt: row.15)
     }
 
     /// Runs `body` in a short transaction of its own.
@@ -153,8 +153,11 @@ public struct RunLedger: Sendable {
 
     func setPhase(runId: Int64, _ phase: RunRecord.Phase) async throws {
         try await read { [logger] connection in
-            try await connection.query(
-                "UPDATE reconcile_runs SET phase = \(phase.rawValue), updated_at = now() WHERE run_id = \(runId)", logger: logger)
+            try await connection.query("""
+                UPDATE reconcile_runs SET phase = \(phase.rawValue), updated_at = now(),
+                    replay_finished_at = CASE WHEN \(phase.rawValue) = 'gap_fill' THEN now() ELSE replay_finished_at END
+                WHERE run_id = \(runId)
+                """, logger: logger)
         }
     }
 

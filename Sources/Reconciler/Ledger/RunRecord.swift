@@ -78,6 +78,8 @@ public struct RunRecord: Sendable, Codable, Hashable {
     public var holder: String?
     /// Why a failed run failed.
     public var failure: String?
+    /// When phase 1 (the replay) finished; phase 2 runs beside it and ends with the run.
+    public var replayFinishedAt: Date?
 }
 
 /// Whether a failure is worth retrying: the next run retries `retryable` ones; `permanent` ones

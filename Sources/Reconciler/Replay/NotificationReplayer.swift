@@ -21,6 +21,8 @@ struct NotificationReplayer: Sendable {
         var concurrency: Int
         /// How often one shard may restart after expired tokens before it is reported as failed.
         var maximumRestarts: Int = 5
+        /// The most pieces one split cuts a shard's remaining range into.
+        var maximumPiecesPerSplit: Int = 16
     }
 
     let configuration: Configuration
@@ -43,13 +45,19 @@ struct NotificationReplayer: Sendable {
             $0.pages = shards.pagesDone
         }
         // Most urgent first: shards are taken in plan order by a fixed number of workers.
-        let queue = Locked(shards.filter { $0.status == .pending }[...])
+        let queue = ShardQueue(shards.filter { $0.status == .pending })
         try await withThrowingTaskGroup(of: Void.self) { group in
             for _ in 0..<max(configuration.concurrency, 1) {
                 group.addTask {
-                    while let shard = queue.withLock({ $0.popFirst() }) {
-                        try Task.checkCancellation()
-                        try await replayShard(shard)
+                    while let shard = await queue.next() {
+                        do {
+                            try Task.checkCancellation()
+                            try await replayShard(shard, queue: queue)
+                            await queue.finished()
+                        } catch {
+                            await queue.close()
+                            throw error
+                        }
                     }
                 }
             }
@@ -57,20 +65,29 @@ struct NotificationReplayer: Sendable {
         }
     }
 
-    private func replayShard(_ record: ShardRecord) async throws {
+    private func replayShard(_ record: ShardRecord, queue: ShardQueue) async throws {
         let shard = record.shard
         var position = record.position
         var restarts = record.restarts
+        var cursor: Int64?
         while true {
             do {
                 for try await page in client.notificationHistory(shard.request, startingAt: position.paginationToken) {
-                    try await replayPage(page, shard: shard, from: position)
+                    let split = splitAfter(page, of: shard, pagesDone: position.pagesDone + 1, cursor: &cursor, idleWorkers: await queue.idleWorkers)
+                    try await replayPage(page, shard: shard, from: position, splittingAt: split)
+                    if let split {
+                        // The rest of the range is the pieces' now; this chain ends here.
+                        progress.update { $0.shardsDone += 1; $0.shardsTotal += split.pieces.count }
+                        await queue.add(split.pieces.map { ShardRecord(shard: $0, paginationToken: nil, pagesDone: 0, notificationsSeen: 0, restarts: 0, status: .pending) })
+                        return
+                    }
                     position = ShardRecord.Position(paginationToken: page.nextPaginationToken, pagesDone: position.pagesDone + 1)
                 }
                 progress.update { $0.shardsDone += 1 }
                 return
             } catch AppStoreServerAPIError.paginationTokenExpired(let details) {
                 restarts += 1
+                cursor = nil
                 guard restarts <= configuration.maximumRestarts else {
                     try await fail(shard, .retryable, "pagination token expired \(restarts) times: \(details)")
                     return
@@ -96,8 +113,42 @@ struct NotificationReplayer: Sendable {
         progress.update { $0.shardsFailed += 1 }
     }
 
-    /// Verifies a page, then applies it and its checkpoint in one transaction.
-    private func replayPage(_ page: NotificationHistoryPage, shard: ReplayPlanner.Shard, from position: ShardRecord.Position) async throws {
+    /// Where a dense shard is cut, and the pieces of the rest of its range.
+    struct Split: Sendable {
+        var cut: Int64
+        var pieces: [ReplayPlanner.Shard]
+    }
+
+    /// Whether to split the shard after this page: when workers are idle and the page shows that
+    /// more than one page is left. Pages come oldest first, so the newest first-send time on a
+    /// page (`cursor`) says how far through its range the shard is, and how many pages the rest
+    /// will take at that rate. A page out of order (or without times) makes the shard unsplittable.
+    private func splitAfter(_ page: NotificationHistoryPage, of shard: ReplayPlanner.Shard, pagesDone: Int, cursor: inout Int64?,
+                            idleWorkers: Int) -> Split? {
+        guard page.hasMore, cursor != .min else { return nil }
+        let times = page.items.map { item in
+            item.sendAttempts?.compactMap(\.attemptDate).min()
+                ?? UnverifiedPayload.decode(item.signedPayload ?? "", as: ResponseBodyV2DecodedPayload.self)?.signedDate
+        }
+        guard let first = times.first ?? nil, let last = times.last ?? nil,
+              zip(times, times.dropFirst()).allSatisfy({ ($0 ?? .min) <= ($1 ?? .min) }), first >= (cursor ?? .min)
+        else {
+            cursor = .min
+            return nil
+        }
+        cursor = last
+        guard idleWorkers > 0 else { return nil }
+        let covered = max(last - shard.start, 1)
+        let pagesLeft = Int(min((shard.end - last) * Int64(pagesDone) / covered, 1_000))
+        guard pagesLeft >= 2 else { return nil }
+        let pieces = ReplayPlanner(configuration: run.options.planner)
+            .pieces(of: shard, from: last, count: min(idleWorkers + 1, pagesLeft, configuration.maximumPiecesPerSplit))
+        return pieces.isEmpty ? nil : Split(cut: last, pieces: pieces)
+    }
+
+    /// Verifies a page, then applies it and its checkpoint (or its split) in one transaction.
+    private func replayPage(_ page: NotificationHistoryPage, shard: ReplayPlanner.Shard, from position: ShardRecord.Position,
+                            splittingAt split: Split?) async throws {
         var verified: [VerifiedNotification] = []
         var rejections: [Rejection] = []
         var failures: [VerificationError] = []
@@ -117,8 +168,13 @@ struct NotificationReplayer: Sendable {
         do {
             outcome = try await handler.database.transaction { connection in
                 let results = try await handler.apply(toApply, source: .history(runId: run.runId), on: connection)
-                try await ledger.checkpoint(runId: run.runId, shard: shard, from: position, nextToken: page.nextPaginationToken,
-                                            done: !page.hasMore, notificationsSeen: page.items.count, on: connection)
+                if let split {
+                    try await ledger.split(runId: run.runId, shard: shard, from: position, at: split.cut, into: split.pieces,
+                                           notificationsSeen: page.items.count, on: connection)
+                } else {
+                    try await ledger.checkpoint(runId: run.runId, shard: shard, from: position, nextToken: page.nextPaginationToken,
+                                                done: !page.hasMore, notificationsSeen: page.items.count, on: connection)
+                }
                 try await ledger.addCounts(
                     runId: run.runId,
                     results.map { ($0.typeAndSubtype, $0.outcome.rawValue) } + rejected.map { ($0.typeAndSubtype ?? "(unreadable)", "rejected") },
@@ -136,6 +192,7 @@ struct NotificationReplayer: Sendable {
             // The page committed before and only its answer was lost: nothing more to do.
             return
         }
+        context.newCustomers.notify()
         for rejection in outcome.rejections {
             logger.warning("quarantined a notification from history", metadata: [
                 "reason": "\(rejection.reason.rawValue)", "notificationUUID": "\(rejection.notificationUUID ?? "?")",

@@ -529,6 +529,15 @@ public struct PurchaseStore: Sendable {
         for try await row in rows.decode(PurchaseRow.self) { try body(Self.purchaseState(row)) }
     }
 
+    /// When a run's replay recorded the last of the notifications of these types (`received_at`).
+    func lastRecorded(runId: Int64, types: [String], on connection: PostgresConnection) async throws -> Date? {
+        let rows = try await connection.query("""
+            SELECT max(received_at) FROM notifications WHERE run_id = \(runId) AND notification_type = ANY(\(types)::text[])
+            """, logger: logger)
+        for try await value in rows.decode(Date?.self) { return value }
+        return nil
+    }
+
     /// Whether a notification is recorded.
     public func hasNotification(uuid: String, on connection: PostgresConnection) async throws -> Bool {
         let rows = try await connection.query("SELECT 1 FROM notifications WHERE notification_uuid = \(uuid)", logger: logger)

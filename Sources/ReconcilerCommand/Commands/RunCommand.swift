@@ -44,7 +44,9 @@ struct RunCommand: AsyncParsableCommand {
     @Flag(help: "Phase 2 also calls Get All Subscription Statuses for each customer.") var refreshStatus = false
     @Option(help: ArgumentHelp("Typed queries before the sweep, most urgent first, e.g. DID_RENEW,DID_RENEW/BILLING_RECOVERY,EXPIRED/VOLUNTARY.", valueName: "list"))
     var priority: String?
-    @Option(help: ArgumentHelp("Target length of a time shard (default 30m).", valueName: "duration")) var shardDuration: String = "30m"
+    @Option(help: ArgumentHelp("Length of each query's first time shards (default 24h); a dense shard splits further while it is paged.",
+                               valueName: "duration"))
+    var shardDuration: String = "24h"
     @Option(help: ArgumentHelp("Most shards per query (default 48).", valueName: "n")) var maxShards: Int = 48
     @Option(help: ArgumentHelp("Shards paged at once in phase 1 (default 8).", valueName: "n")) var concurrency: Int = 8
     @Option(help: ArgumentHelp("Customers processed at once in phase 2 (default 8).", valueName: "n")) var gapConcurrency: Int = 8
@@ -74,12 +76,13 @@ struct RunCommand: AsyncParsableCommand {
         if let reportHtml { try ReportPageFile.validate(reportHtml, option: "--report-html") }
         guard concurrency >= 1, gapConcurrency >= 1, maxShards >= 1 else { throw ValidationError("concurrency and --max-shards must be at least 1") }
         // Every shard and customer worked on at once holds a connection for its short transactions,
-        // and the lease and bookkeeping need theirs: fewer connections could starve the lease.
-        let needed = concurrency + gapConcurrency + 2
+        // the run lease and bookkeeping need theirs, and the shared budget listens on one: fewer
+        // connections could starve the lease.
+        let needed = concurrency + gapConcurrency + 3
         guard database.maxConnections >= needed else {
             throw ValidationError("""
                 --max-connections \(database.maxConnections) could starve this run: it works on --concurrency \(concurrency) shards and \
-                --gap-concurrency \(gapConcurrency) customers at once, plus its lease and bookkeeping, so it needs \(needed); \
+                --gap-concurrency \(gapConcurrency) customers at once, plus its lease, its bookkeeping and the shared budget, so it needs \(needed); \
                 set --max-connections \(needed) or more, or lower --concurrency / --gap-concurrency
                 """)
         }
@@ -94,7 +97,7 @@ struct RunCommand: AsyncParsableCommand {
         let outcome: Outcome
         do {
             // SIGINT or SIGTERM stop the work at a checkpoint (exit 2); see CommandLifecycle.
-            outcome = try await database.runWork(logger: logger) { database in
+            outcome = try await database.runWork(logger: logger, sharing: (client, app)) { database in
                 try await command.recover(database: database, verifier: verifier, client: client, template: template, logger: logger)
             }
         } catch is Interrupted {

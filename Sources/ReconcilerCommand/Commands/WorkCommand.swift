@@ -27,8 +27,8 @@ struct WorkCommand: AsyncParsableCommand {
 
     func validate() throws {
         guard concurrency >= 1 else { throw ValidationError("--concurrency must be at least 1") }
-        guard database.maxConnections >= concurrency + 1 else {
-            throw ValidationError("--max-connections \(database.maxConnections) could starve \(concurrency) customer workers: a worker needs one connection per customer it works on plus one; set --max-connections to at least \(concurrency + 1) or lower --concurrency")
+        guard database.maxConnections >= concurrency + 2 else {
+            throw ValidationError("--max-connections \(database.maxConnections) could starve \(concurrency) customer workers: a worker needs one connection per customer it works on, one for its bookkeeping and one for the shared budget; set --max-connections to at least \(concurrency + 2) or lower --concurrency")
         }
     }
 
@@ -40,7 +40,7 @@ struct WorkCommand: AsyncParsableCommand {
         let progress = RunProgress()
         do {
             // SIGINT or SIGTERM stop the worker at a checkpoint; its customers go back to the queue.
-            try await database.runWork(logger: logger) { database in
+            try await database.runWork(logger: logger, sharing: (client, app)) { database in
                 try await Migrator().requireCurrent(database.client, logger: logger)
                 let worker = RunWorker(configuration: .init(runId: runId, concurrency: concurrency, worker: holder),
                                        database: database, verifier: verifier, client: client)

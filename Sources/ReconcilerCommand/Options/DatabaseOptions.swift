@@ -32,7 +32,11 @@ struct DatabaseOptions: ParsableArguments {
     /// Runs a batch command's `work` (a run, a worker) with a ``Database`` that rides out restarts
     /// for `--database-timeout`, as a service beside the PostgreSQL client: SIGTERM or SIGINT stop
     /// the work at a checkpoint, then the client (``CommandLifecycle``).
-    func runWork<T: Sendable>(logger: Logger, _ work: @escaping @Sendable (Database) async throws -> T) async throws -> T {
+    ///
+    /// With `sharing`, the work's App Store client spends a request budget shared with every
+    /// process of the app and environment (``SharedBudget``).
+    func runWork<T: Sendable>(logger: Logger, sharing api: (client: AppStoreServerAPIClient, app: AppOptions)? = nil,
+                              _ work: @escaping @Sendable (Database) async throws -> T) async throws -> T {
         let settings = try settings()
         guard let timeout = TimeArgument.duration(databaseTimeout), timeout >= 1000 else {
             throw CommandError.configuration("--database-timeout: \(databaseTimeout) is not a duration of at least 1s, such as 60s or 5m")
@@ -41,7 +45,11 @@ struct DatabaseOptions: ParsableArguments {
         let client = PostgresClient(configuration: settings.clientConfiguration, backgroundLogger: logger)
         let database = Database(client: client, logger: logger, configuration: .init(name: settings.description, unavailableTimeout: .milliseconds(timeout)))
         do {
-            return try await CommandLifecycle(client: client, logger: logger).run { try await work(database) }
+            let budget = try api.map { api in
+                guard let bundleId = api.app.resolvedBundleId else { throw CommandError.configuration("no bundle id: set APP_STORE_BUNDLE_ID or --bundle-id") }
+                return SharedBudget(database: database, limiter: api.client.rateLimiter, environment: try api.app.resolvedEnvironment, bundleId: bundleId)
+            }
+            return try await CommandLifecycle(client: client, logger: logger, budget: budget).run { try await work(database) }
         } catch {
             throw Self.commandError(error, settings: settings)
         }
@@ -60,6 +68,14 @@ struct DatabaseOptions: ParsableArguments {
 
     /// Runs `body` with a running `PostgresClient`, then shuts it down. A TLS or login misconfiguration
     /// ends the command at once with exit 1; an unreachable server is left to the pool, as before.
+    /// Runs `work` that calls Apple sharing the app's request budget when a database is configured
+    /// (DATABASE_URL or --database-url); without one it runs alone, with the whole budget.
+    func sharingBudgetIfConfigured<T: Sendable>(logger: Logger, client: AppStoreServerAPIClient, app: AppOptions,
+                                                _ work: @escaping @Sendable () async throws -> T) async throws -> T {
+        guard databaseURL ?? Env.value("DATABASE_URL") != nil else { return try await work() }
+        return try await runWork(logger: logger, sharing: (client, app)) { _ in try await work() }
+    }
+
     /// Runs a short command's `body` with a ``Database`` (no signal handling: it has nothing to resume).
     func withDatabase<T: Sendable>(logger: Logger, _ body: (Database) async throws -> T) async throws -> T {
         let settings = try settings()

@@ -1,6 +1,7 @@
 import Foundation
 import Logging
 import PostgresNIO
+import Reconciler
 import ServiceLifecycle
 import Synchronization
 
@@ -16,18 +17,32 @@ import Synchronization
 struct CommandLifecycle: Sendable {
     let client: PostgresClient
     let logger: Logger
+    /// The request budget shared with the app's other processes, when the work calls Apple.
+    var budget: SharedBudget?
     var stopTimeout: Duration = .seconds(10)
 
     /// Runs `work` to its end; a signal cancels it (a bare cancellation becomes ``Interrupted``).
     func run<Result: Sendable>(_ work: @escaping @Sendable () async throws -> Result) async throws -> Result {
-        let service = WorkService(work: work, stopTimeout: stopTimeout)
-        let group = ServiceGroup(configuration: .init(
-            services: [
-                .init(service: client),
-                .init(service: service, successTerminationBehavior: .gracefullyShutdownGroup,
-                      failureTerminationBehavior: .gracefullyShutdownGroup),
-            ],
-            gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
+        let (budget, logger) = (self.budget, self.logger)
+        let service = WorkService(work: {
+            do {
+                try await budget?.join()
+            } catch is CancellationError {
+                throw CancellationError()
+            } catch {
+                // Without the shared lease this process spends its own budget; the renewals keep trying to join.
+                logger.warning("could not join the request budget shared with the app's other processes", metadata: ["error": "\(error)"])
+            }
+            return try await work()
+        }, stopTimeout: stopTimeout)
+        var services: [ServiceGroupConfiguration.ServiceConfiguration] = [.init(service: client)]
+        if let budget {
+            // The share and the closures are known before the first request; the budget is left after the work.
+            services.append(.init(service: BudgetService(budget: budget)))
+        }
+        services.append(.init(service: service, successTerminationBehavior: .gracefullyShutdownGroup,
+                              failureTerminationBehavior: .gracefullyShutdownGroup))
+        let group = ServiceGroup(configuration: .init(services: services, gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
         try await group.run()
         switch service.outcome.withLock({ $0 }) {
         case .success(let result)?: return result
@@ -35,6 +50,15 @@ struct CommandLifecycle: Sendable {
         case .failure(let error)?: throw error
         case nil: throw Interrupted()
         }
+    }
+}
+
+/// Keeps the shared budget's lease while the group runs; joins before the work's first request.
+private struct BudgetService: Service {
+    let budget: SharedBudget
+
+    func run() async throws {
+        try await cancelWhenGracefulShutdown { await budget.keepShared() }
     }
 }
 

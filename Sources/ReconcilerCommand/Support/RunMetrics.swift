@@ -16,6 +16,10 @@ enum RunMetrics {
             }
         }
         metric("reconciler_run_duration_seconds", "gauge", "Duration of the last reconcile run.", [("", String(format: "%.3f", report.durationSeconds))])
+        if let urgent = report.urgentRecoverySeconds {
+            metric("reconciler_run_urgent_recovery_seconds", "gauge",
+                   "When the last run applied its last DID_RENEW or EXPIRED notification, after it started.", [("", String(format: "%.3f", urgent))])
+        }
         metric("reconciler_run_status", "gauge", "1 for the last run's status, 0 for the others.",
                RunRecord.Status.allCases.filter { $0 != .running }.map { ("status=\"\($0.rawValue)\"", report.status == $0 ? "1" : "0") })
         metric("reconciler_run_exit_code", "gauge", "Exit code of the last invocation: 0 done, 4 needs attention, 2 partial, 1 configuration.",
