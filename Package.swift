@@ -9,6 +9,7 @@ import PackageDescription
 // - Reconciler: the notification handler, the PostgreSQL store, the planner, the replayer, the
 //   gap filler, the run ledger and the report. Talks to Apple only through AppStoreServer's client.
 // - WebhookServer: the live `POST /notifications` endpoint (Hummingbird) around the handler.
+// - Forwarder: delivers queued notifications to the app's own webhook over HTTP.
 // - MockAppStore: a local App Store imitation for tests, demos and rehearsals.
 let package = Package(
     name: "AppStoreReconciler",
@@ -57,6 +58,17 @@ let package = Package(
             ]
         ),
         .target(
+            name: "Forwarder",
+            dependencies: [
+                "Reconciler",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOFoundationCompat", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        .target(
             name: "WebhookServer",
             dependencies: [
                 "Reconciler",
@@ -85,7 +97,7 @@ let package = Package(
         .executableTarget(
             name: "ReconcilerCommand",
             dependencies: [
-                "Reconciler", "ReconcilerShared",
+                "Reconciler", "ReconcilerShared", "Forwarder",
                 "WebhookServer",
                 "AppStoreServer",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
@@ -135,7 +147,7 @@ let package = Package(
         .testTarget(
             name: "ReconcilerTests",
             dependencies: [
-                "Reconciler", "ReconcilerShared", "WebhookServer", "AppStoreServer", "MockAppStore",
+                "Reconciler", "ReconcilerShared", "Forwarder", "WebhookServer", "AppStoreServer", "MockAppStore",
                 "ReconcilerCommand", "MockAppStoreCommand",
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),

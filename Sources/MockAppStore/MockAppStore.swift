@@ -169,8 +169,9 @@ public final class MockAppStore: Service, Sendable {
     }
 
     /// The ground truth as JSON lines, in the shape of `reconciler export`.
-    public func truthJSONLines() throws -> String {
-        try GroundTruth.jsonLines(catalog.snapshot.world)
+    /// - Parameter now: the moment `entitled` is judged at, UNIX ms (`GET /mock/truth?at=`).
+    public func truthJSONLines(at now: Int64 = Int64(Date().timeIntervalSince1970 * 1000)) throws -> String {
+        try GroundTruth.jsonLines(catalog.snapshot.world, at: now)
     }
 
     /// The ground truth.

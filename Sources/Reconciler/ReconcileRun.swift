@@ -284,7 +284,7 @@ public struct ReconcileRun: Sendable {
                              before: change.before, after: change.after)
         }
         let gapFill = try await ledger.gapFillTotals(runId: run.runId)
-        let store = PurchaseStore(logger: database.logger, shadow: database.shadow)
+        let store = PurchaseStore(database: database)
         let urgent = try await database.transaction { connection in
             try await store.lastRecorded(runId: run.runId, types: Self.urgentTypes, on: connection)
         }

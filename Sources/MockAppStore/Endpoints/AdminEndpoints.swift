@@ -3,7 +3,8 @@ import Foundation
 import NIOFoundationCompat
 
 /// The mock's own endpoints, never sabotaged:
-/// - `GET /mock/truth`: the final state of every purchase as JSON lines (`reconciler export`'s shape);
+/// - `GET /mock/truth[?at=UNIX_MS]`: the final state of every purchase as JSON lines (`reconciler
+///   export`'s shape), `entitled` as of `at` (default now);
 /// - `GET /mock/orders`: every transaction's order ID as JSON lines ({orderId, transactionId,
 ///   originalTransactionId, account, ...}), to pick one for Look Up Order ID;
 /// - `GET /mock/stats`: what the mock saw (requests, busiest second, 429s, Retry-After violations,
@@ -16,7 +17,8 @@ extension MockAppStore {
     func admin(_ request: MockHTTPRequest) -> MockHTTPResponse {
         switch (request.method, request.path) {
         case (.GET, "/mock/truth"):
-            guard let lines = try? truthJSONLines() else { return .text(.internalServerError, "truth unavailable") }
+            let at = request.queryValue("at").flatMap { Int64($0) } ?? Self.nowMilliseconds
+            guard let lines = try? truthJSONLines(at: at) else { return .text(.internalServerError, "truth unavailable") }
             return .text(.ok, lines, contentType: "application/x-ndjson")
         case (.GET, "/mock/orders"):
             guard let lines = try? ordersJSONLines() else { return .text(.internalServerError, "orders unavailable") }

@@ -214,7 +214,8 @@ struct GapFiller: Sendable {
             } + statusUpdates
             let changes = try await store.write(
                 transactions: (transactions + statuses.compactMap(\.subscription.transaction)).map { PurchaseStore.TransactionWrite($0) },
-                updates: updates, before: before, on: connection)
+                updates: updates, before: before,
+                origin: .init(source: statuses.isEmpty ? .transactionHistory : .statusRefresh, runId: run.runId), on: connection)
             try await ledger.recordChanges(runId: run.runId, Array(changes.values), on: connection)
             let quarantined = try await ledger.quarantine(
                 rejections, runId: run.runId, environment: run.environment, bundleId: run.bundleId, dryRun: run.dryRun, on: connection)

@@ -152,10 +152,16 @@ struct NotificationReplayer: Sendable {
         var verified: [VerifiedNotification] = []
         var rejections: [Rejection] = []
         var failures: [VerificationError] = []
+        // What Apple never delivered is what the app's own webhook has not seen.
+        var undelivered = Set<String>()
         for item in page.items {
             let payload = item.signedPayload ?? ""
             do {
-                verified.append(try await context.handler.verify(signedPayload: payload))
+                let notification = try await context.handler.verify(signedPayload: payload)
+                verified.append(notification)
+                if !(item.sendAttempts ?? []).contains(where: { $0.sendAttemptResult == .success }) {
+                    undelivered.insert(notification.notificationUUID)
+                }
             } catch let error as VerificationError {
                 failures.append(error)
                 rejections.append(Rejection(source: .notificationHistory, signedValue: payload, error: error))
@@ -164,10 +170,11 @@ struct NotificationReplayer: Sendable {
         try context.tally.record(verified: verified.count, failures: failures)
         let (run, handler, ledger) = (self.run, context.handler, self.ledger)
         let toApply = verified, rejected = rejections
+        let forwarding = run.options.forwardTo.map { NotificationHandler.Forwarding(targetURL: $0, only: undelivered) }
         let outcome: (results: [HandlingResult], rejections: [Rejection])
         do {
             outcome = try await handler.database.transaction { connection in
-                let results = try await handler.apply(toApply, source: .history(runId: run.runId), on: connection)
+                let results = try await handler.apply(toApply, source: .history(runId: run.runId), forwarding: forwarding, on: connection)
                 if let split {
                     try await ledger.split(runId: run.runId, shard: shard, from: position, at: split.cut, into: split.pieces,
                                            notificationsSeen: page.items.count, on: connection)

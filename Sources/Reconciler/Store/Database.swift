@@ -22,11 +22,16 @@ public struct Database: Sendable {
         public var unavailableTimeout: Duration
         /// One attempt (connection lease and statements) running longer is abandoned and retried.
         public var attemptTimeout: Duration
+        /// Whether a subscription in Apple's billing retry counts as entitled (the app's choice),
+        /// for `entitled` in the change feed and exports.
+        public var billingRetryEntitles: Bool
 
-        public init(name: String = "the database", unavailableTimeout: Duration = .seconds(60), attemptTimeout: Duration = .seconds(30)) {
+        public init(name: String = "the database", unavailableTimeout: Duration = .seconds(60), attemptTimeout: Duration = .seconds(30),
+                    billingRetryEntitles: Bool = false) {
             self.name = name
             self.unavailableTimeout = unavailableTimeout
             self.attemptTimeout = attemptTimeout
+            self.billingRetryEntitles = billingRetryEntitles
         }
     }
 

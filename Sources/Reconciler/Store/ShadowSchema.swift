@@ -20,7 +20,7 @@ struct ShadowSchema: Sendable, Hashable {
     let realSchema: String
 
     /// The tables a dry run writes instead of the real ones.
-    static let tables = ["notifications", "transactions", "purchases", "history_revisions"]
+    static let tables = ["notifications", "transactions", "purchases", "history_revisions", "purchase_changes", "forward_queue"]
 
     /// The shadow schema's name; made of the run id only, so it is safe to put into SQL.
     var name: String { "reconciler_dry_run_\(runId)" }

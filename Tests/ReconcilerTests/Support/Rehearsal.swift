@@ -63,12 +63,15 @@ struct Rehearsal {
         try await reconciler(["run", "--start", outageStart, "--end", outageEnd] + extra)
     }
 
+    /// The moment `entitled` is judged at in both the truth and the export, so they compare.
+    static let moment = Int64(Date().timeIntervalSince1970 * 1000)
+
     func truth() async throws -> String {
-        String(decoding: try await HTTP.request(.GET, "\(mockURL)/mock/truth").body, as: UTF8.self)
+        String(decoding: try await HTTP.request(.GET, "\(mockURL)/mock/truth?at=\(Self.moment)").body, as: UTF8.self)
     }
 
     func export() async throws -> String {
-        let result = try await reconciler(["export"])
+        let result = try await reconciler(["export", "--at", String(Self.moment)])
         #expect(result.status == 0, "export: \(result.stderr)")
         return result.stdout
     }
