@@ -132,11 +132,9 @@ public final class SharedBudget: RateLimiter.Observer, Sendable {
     private func listen() async {
         while !Task.isCancelled {
             do {
-                try await ledger.database.client.withConnection { connection in
-                    try await connection.listen(on: RunLedger.budgetChannel) { notifications in
-                        for try await notification in notifications {
-                            if notification.payload.hasPrefix("closed") { try await applyClosures() } else { try await renew(announce: false) }
-                        }
+                try await ledger.database.listen(on: RunLedger.budgetChannel) { notifications in
+                    for try await notification in notifications {
+                        if notification.payload.hasPrefix("closed") { try await applyClosures() } else { try await renew(announce: false) }
                     }
                 }
             } catch is CancellationError {

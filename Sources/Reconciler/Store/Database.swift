@@ -1,6 +1,7 @@
 import Foundation
 import Logging
 import PostgresNIO
+import Synchronization
 
 /// Runs work in short PostgreSQL transactions on a `PostgresClient`, and rides out a database
 /// that goes away for a while (a restart, a failover): a lost connection or a server that is
@@ -25,13 +26,17 @@ public struct Database: Sendable {
         /// Whether a subscription in Apple's billing retry counts as entitled (the app's choice),
         /// for `entitled` in the change feed and exports.
         public var billingRetryEntitles: Bool
+        /// How to open a connection outside the pool for `LISTEN` (`nil`: borrow one from the pool,
+        /// as tests do).
+        public var dedicatedConnection: PostgresConnection.Configuration?
 
         public init(name: String = "the database", unavailableTimeout: Duration = .seconds(60), attemptTimeout: Duration = .seconds(30),
-                    billingRetryEntitles: Bool = false) {
+                    billingRetryEntitles: Bool = false, dedicatedConnection: PostgresConnection.Configuration? = nil) {
             self.name = name
             self.unavailableTimeout = unavailableTimeout
             self.attemptTimeout = attemptTimeout
             self.billingRetryEntitles = billingRetryEntitles
+            self.dedicatedConnection = dedicatedConnection
         }
     }
 
@@ -114,6 +119,35 @@ public struct Database: Sendable {
             }
         }
     }
+
+    /// Runs `body` with the notifications sent on `channel`, on a connection of its own outside the
+    /// pool (a listener holds its session for as long as it listens, so it must not take a pooled
+    /// connection that transactions wait for). Ends when `body` returns or the connection fails.
+    ///
+    /// ```swift
+    /// try await database.listen(on: PurchaseStore.changeChannel) { notifications in
+    ///     for try await _ in notifications { await wakeup.signal() }
+    /// }
+    /// ```
+    public func listen<Result: Sendable>(
+        on channel: String, _ body: @Sendable (PostgresNotificationSequence) async throws -> Result
+    ) async throws -> Result {
+        guard let dedicated = configuration.dedicatedConnection else {
+            return try await client.withConnection { connection in try await connection.listen(on: channel, consume: body) }
+        }
+        let connection = try await PostgresConnection.connect(configuration: dedicated, id: Self.listenerIDs.add(1, ordering: .relaxed).newValue,
+                                                              logger: logger)
+        do {
+            let result = try await connection.listen(on: channel, consume: body)
+            try? await connection.close()
+            return result
+        } catch {
+            try? await connection.close()
+            throw error
+        }
+    }
+
+    private static let listenerIDs = Atomic<Int>(1_000_000)
 
     /// Whether the database answers within `timeout`, for health checks.
     public func isReachable(within timeout: Duration = .seconds(2)) async -> Bool {

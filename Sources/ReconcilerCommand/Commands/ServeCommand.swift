@@ -45,7 +45,7 @@ struct ServeCommand: AsyncParsableCommand {
         } ?? 8080
         let client = PostgresClient(configuration: settings.clientConfiguration, backgroundLogger: logger)
         // Apple waits only so long for an answer: a database that is away gets a quick 503 (Apple retries).
-        let database = Database(client: client, logger: logger, configuration: .init(name: settings.description, unavailableTimeout: .seconds(5)))
+        let database = Database(client: client, logger: logger, configuration: try self.database.databaseConfiguration(settings, unavailableTimeout: .seconds(5)))
         let server = WebhookServer(
             configuration: .init(host: host, port: port, maximumBodySize: maxBodyBytes),
             handler: NotificationHandler(verifier: verifier, database: database), logger: logger)

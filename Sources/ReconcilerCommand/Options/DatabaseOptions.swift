@@ -29,6 +29,20 @@ struct DatabaseOptions: ParsableArguments {
         }
     }
 
+    /// The ``Database`` settings every command shares: the name errors show, a connection of its own
+    /// for listeners, and the app's entitlement choice (RECONCILER_ENTITLE_BILLING_RETRY) for the
+    /// `entitled` the change feed records.
+    func databaseConfiguration(_ settings: DatabaseSettings, unavailableTimeout: Duration = .seconds(60)) throws -> Database.Configuration {
+        let dedicated: PostgresConnection.Configuration
+        do {
+            dedicated = try settings.connectionConfiguration()
+        } catch {
+            throw CommandError.configuration("database \(settings): the TLS settings do not load: \(error)")
+        }
+        return Database.Configuration(name: settings.description, unavailableTimeout: unavailableTimeout,
+                                      billingRetryEntitles: Env.flag("RECONCILER_ENTITLE_BILLING_RETRY"), dedicatedConnection: dedicated)
+    }
+
     /// Runs a batch command's `work` (a run, a worker) with a ``Database`` that rides out restarts
     /// for `--database-timeout`, as a service beside the PostgreSQL client: SIGTERM or SIGINT stop
     /// the work at a checkpoint, then the client (``CommandLifecycle``).
@@ -43,7 +57,7 @@ struct DatabaseOptions: ParsableArguments {
         }
         try await checkConnection(settings, logger: logger)
         let client = PostgresClient(configuration: settings.clientConfiguration, backgroundLogger: logger)
-        let database = Database(client: client, logger: logger, configuration: .init(name: settings.description, unavailableTimeout: .milliseconds(timeout)))
+        let database = Database(client: client, logger: logger, configuration: try databaseConfiguration(settings, unavailableTimeout: .milliseconds(timeout)))
         do {
             let budget = try api.map { api in
                 guard let bundleId = api.app.resolvedBundleId else { throw CommandError.configuration("no bundle id: set APP_STORE_BUNDLE_ID or --bundle-id") }
@@ -80,7 +94,7 @@ struct DatabaseOptions: ParsableArguments {
     func withDatabase<T: Sendable>(logger: Logger, _ body: (Database) async throws -> T) async throws -> T {
         let settings = try settings()
         return try await withClient(logger: logger) { client in
-            try await body(Database(client: client, logger: logger, configuration: .init(name: settings.description)))
+            try await body(Database(client: client, logger: logger, configuration: try databaseConfiguration(settings)))
         }
     }
 
