@@ -26,11 +26,15 @@ public struct WebhookServer: Sendable {
         public var port: Int
         /// Larger bodies get 413 without being read; Apple's notifications are a few tens of KB.
         public var maximumBodySize: Int
+        /// The app's own webhook: every notification stored for the first time is queued for it,
+        /// in the same transaction (`serve --forward-to`); a forwarder service delivers the queue.
+        public var forwardTo: String?
 
-        public init(host: String = "0.0.0.0", port: Int = 8080, maximumBodySize: Int = 256 * 1024) {
+        public init(host: String = "0.0.0.0", port: Int = 8080, maximumBodySize: Int = 256 * 1024, forwardTo: String? = nil) {
             self.host = host
             self.port = port
             self.maximumBodySize = maximumBodySize
+            self.forwardTo = forwardTo
         }
     }
 
@@ -88,7 +92,8 @@ public struct WebhookServer: Sendable {
         }
         let result: HandlingResult
         do {
-            result = try await handler.handle(signedPayload: signedPayload, source: .webhook)
+            result = try await handler.handle(
+                signedPayload: signedPayload, source: .webhook, forwarding: configuration.forwardTo.map { .init(targetURL: $0) })
         } catch let error as VerificationError {
             metrics.rejected(reason: error.reason.rawValue)
             logger.warning("notification rejected", metadata: ["reason": "\(error.reason.rawValue)", "detail": "\(error.detail)"])

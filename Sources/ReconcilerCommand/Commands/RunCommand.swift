@@ -1,10 +1,12 @@
 import AppStoreServer
 import ArgumentParser
+import Forwarder
 import Foundation
 import Logging
 import PostgresNIO
 import Reconciler
 import ReconcilerShared
+import ServiceLifecycle
 
 struct RunCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
@@ -61,10 +63,19 @@ struct RunCommand: AsyncParsableCommand {
     @Option(help: ArgumentHelp("How long the run lease lasts without renewal; a killed run's window can be taken over after it (default 30s).",
                                valueName: "duration"))
     var leaseDuration: String = "30s"
+    @Option(help: ArgumentHelp("""
+        Deliver each notification this run records that Apple did not deliver to the app's own webhook, as Apple's exact body         (env RECONCILER_FORWARD_TO).
+        """, valueName: "url"))
+    var forwardTo: String?
+    @Option(help: ArgumentHelp("""
+        How long the run waits at its end for its deliveries (default 60s); the rest is delivered by the next run,         `serve --forward-to` or `reconciler forward`.
+        """, valueName: "duration"))
+    var forwardDrainTimeout: String = "60s"
 
     @OptionGroup var app: AppOptions
     @OptionGroup var api: APIOptions
     @OptionGroup var database: DatabaseOptions
+    @OptionGroup(title: "Forwarding") var forwarding: ForwardingOptions
     @OptionGroup var logging: LoggingOptions
 
     func validate() throws {
@@ -77,12 +88,13 @@ struct RunCommand: AsyncParsableCommand {
         guard concurrency >= 1, gapConcurrency >= 1, maxShards >= 1 else { throw ValidationError("concurrency and --max-shards must be at least 1") }
         // Every shard and customer worked on at once holds a connection for its short transactions,
         // the run lease and bookkeeping need theirs, and the shared budget listens on one: fewer
-        // connections could starve the lease.
-        let needed = concurrency + gapConcurrency + 3
+        // connections could starve the lease. The forwarder needs one more.
+        let forwards = forwardTo != nil || Env.value("RECONCILER_FORWARD_TO") != nil
+        let needed = concurrency + gapConcurrency + 3 + (forwards ? 1 : 0)
         guard database.maxConnections >= needed else {
             throw ValidationError("""
                 --max-connections \(database.maxConnections) could starve this run: it works on --concurrency \(concurrency) shards and \
-                --gap-concurrency \(gapConcurrency) customers at once, plus its lease, its bookkeeping and the shared budget, so it needs \(needed); \
+                --gap-concurrency \(gapConcurrency) customers at once, plus its lease, its bookkeeping, the shared budget\(forwards ? " and the forwarder" : ""), so it needs \(needed); \
                 set --max-connections \(needed) or more, or lower --concurrency / --gap-concurrency
                 """)
         }
@@ -93,12 +105,14 @@ struct RunCommand: AsyncParsableCommand {
         let verifier = try app.verifier()
         let client = try api.client(app: app)
         let template = try runTemplate()
+        let forwarder = try template.options.forwardTo == nil || dryRun ? nil : forwarding.configuration()
         let command = self
         let outcome: Outcome
         do {
             // SIGINT or SIGTERM stop the work at a checkpoint (exit 2); see CommandLifecycle.
             outcome = try await database.runWork(logger: logger, sharing: (client, app)) { database in
-                try await command.recover(database: database, verifier: verifier, client: client, template: template, logger: logger)
+                try await command.recover(database: database, verifier: verifier, client: client, template: template,
+                                          forwarder: forwarder.map { Forwarder(configuration: $0, database: database) }, logger: logger)
             }
         } catch is Interrupted {
             throw CommandError.partial("interrupted before the run started; rerun the same command")
@@ -114,10 +128,57 @@ struct RunCommand: AsyncParsableCommand {
         if outcome.exitCode != 0 { throw outcome.error }
     }
 
-    /// Every window of this invocation, in order; what stops the invocation is kept in the outcome.
+    /// Every window of this invocation, in order, with the forwarder delivering beside them (a slow
+    /// app backs up the queue, not the run), then draining what they queued; what stops the
+    /// invocation is kept in the outcome.
     private func recover(database: Database, verifier: SignedDataVerifier, client: AppStoreServerAPIClient,
-                         template: ReconcileRun.Configuration, logger: Logger) async throws -> Outcome {
-            try await requireSchema(database.client, logger: logger)
+                         template: ReconcileRun.Configuration, forwarder: Forwarder?, logger: Logger) async throws -> Outcome {
+        try await requireSchema(database.client, logger: logger)
+        var outcome: Outcome
+        if let forwarder {
+            let windowsDone = Locked(false)
+            outcome = try await withThrowingTaskGroup(of: Void.self) { group in
+                group.addTask { await forwarder.run(until: { windowsDone.withLock { $0 } || Task.isShuttingDownGracefully }) }
+                defer { windowsDone.withLock { $0 = true } }
+                return try await recoverWindows(database: database, verifier: verifier, client: client, template: template, logger: logger)
+            }
+            if !Task.isShuttingDownGracefully, !Task.isCancelled {
+                do {
+                    try await drain(forwarder, into: &outcome, logger: logger)
+                } catch let error as CommandError {
+                    outcome.stop = outcome.stop ?? error
+                } catch {
+                    // The deliveries stay queued; the next run or `reconciler forward` sends them.
+                    logger.warning("could not finish forwarding; the deliveries stay queued", metadata: ["error": "\(error)"])
+                }
+            }
+        } else {
+            outcome = try await recoverWindows(database: database, verifier: verifier, client: client, template: template, logger: logger)
+        }
+        await conclude(&outcome, database: database, verifier: verifier, logger: logger)
+        return outcome
+    }
+
+    /// Waits up to --forward-drain-timeout for the runs' deliveries, and adds where they stand to their reports.
+    private func drain(_ forwarder: Forwarder, into outcome: inout Outcome, logger: Logger) async throws {
+        guard let timeout = TimeArgument.duration(forwardDrainTimeout), timeout >= 0 else {
+            throw CommandError.configuration("--forward-drain-timeout: \(forwardDrainTimeout) is not a duration such as 60s")
+        }
+        let runIds = outcome.reports.map(\.runId)
+        guard !runIds.isEmpty else { return }
+        logger.info("delivering this run's notifications to the app's webhook", metadata: ["upTo": "\(forwardDrainTimeout)"])
+        let total = try await forwarder.drain(runIds: runIds, upTo: .milliseconds(timeout))
+        for index in outcome.reports.indices {
+            outcome.reports[index].forwarding = try await forwarder.summary(runIds: [outcome.reports[index].runId])
+        }
+        print("forwarded    \(total.delivered) notifications delivered to the app's webhook, \(total.pending) pending, \(total.failed) failed"
+            + (total.pending > 0 ? "; `reconciler forward` or the next run delivers the rest" : "")
+            + (total.failed > 0 ? "; `reconciler forward --retry-failed` tries the failed ones again" : ""))
+        if let reportJson, let report = outcome.reports.last { try write(report, toJSON: reportJson) }
+    }
+
+    private func recoverWindows(database: Database, verifier: SignedDataVerifier, client: AppStoreServerAPIClient,
+                                template: ReconcileRun.Configuration, logger: Logger) async throws -> Outcome {
             let ledger = RunLedger(database: database)
             var outcome = Outcome()
             do {
@@ -138,17 +199,24 @@ struct RunCommand: AsyncParsableCommand {
             } catch let stop as CommandError {
                 outcome.stop = stop
             }
-            let environment = verifier.configuration.environment.rawValue, bundleId = verifier.configuration.bundleId
-            outcome.lastSuccess = (try? await ledger.lastFinished(environment: environment, bundleId: bundleId))??.finishedAt
-            outcome.unacknowledgedQuarantine = try? await ledger.unacknowledgedQuarantineCount(environment: environment, bundleId: bundleId)
-            if let reportHtml, let report = outcome.reports.last {
-                do {
-                    try await ReportPageFile.write(report: report, ledger: ledger, to: reportHtml, logger: logger)
-                } catch let error as CommandError {
-                    outcome.stop = outcome.stop ?? error
-                }
-            }
             return outcome
+    }
+
+    /// What the metrics and the report page need once the work is done.
+    private func conclude(_ outcome: inout Outcome, database: Database, verifier: SignedDataVerifier, logger: Logger) async {
+        let ledger = RunLedger(database: database)
+        let environment = verifier.configuration.environment.rawValue, bundleId = verifier.configuration.bundleId
+        outcome.lastSuccess = (try? await ledger.lastFinished(environment: environment, bundleId: bundleId))??.finishedAt
+        outcome.unacknowledgedQuarantine = try? await ledger.unacknowledgedQuarantineCount(environment: environment, bundleId: bundleId)
+        if let reportHtml, let report = outcome.reports.last {
+            do {
+                try await ReportPageFile.write(report: report, ledger: ledger, to: reportHtml, logger: logger)
+            } catch let error as CommandError {
+                outcome.stop = outcome.stop ?? error
+            } catch {
+                outcome.stop = outcome.stop ?? .configuration("cannot write the report page to \(reportHtml): \(error)")
+            }
+        }
     }
 
     /// What this invocation did, over one window or several.
@@ -200,7 +268,7 @@ struct RunCommand: AsyncParsableCommand {
         }
         return ReconcileRun.Configuration(
             windowStart: 0, windowEnd: 0, kind: .manual, dryRun: dryRun,
-            options: RunOptions(planner: planner, allCustomers: all, refreshStatus: refreshStatus),
+            options: RunOptions(planner: planner, allCustomers: all, refreshStatus: refreshStatus, forwardTo: try ForwardingOptions.target(forwardTo)),
             replayConcurrency: concurrency, gapConcurrency: gapConcurrency,
             lease: .init(duration: .milliseconds(lease), renewalInterval: .milliseconds(max(lease / 6, 500)), wait: wait), fresh: fresh)
     }
@@ -248,6 +316,7 @@ struct RunCommand: AsyncParsableCommand {
                 var configuration = template
                 (configuration.windowStart, configuration.windowEnd, configuration.kind) = (newest.windowStart, newest.windowEnd, .scheduled)
                 configuration.options = newest.options
+                configuration.options.forwardTo = template.options.forwardTo ?? newest.options.forwardTo
                 try await execute(configuration, database: database, verifier: verifier, client: client, logger: logger, into: &outcome)
                 guard let report = outcome.reports.last, report.status.isFinished else { return }
                 chainEnd = newest.windowEnd
@@ -325,12 +394,14 @@ struct RunCommand: AsyncParsableCommand {
 
     private func output(_ report: RunReport) throws {
         print(report.humanSummary())
-        if let reportJson {
-            do {
-                try report.json().write(to: URL(fileURLWithPath: reportJson))
-            } catch {
-                throw CommandError.configuration("cannot write the report to \(reportJson): \(error.localizedDescription)")
-            }
+        if let reportJson { try write(report, toJSON: reportJson) }
+    }
+
+    private func write(_ report: RunReport, toJSON path: String) throws {
+        do {
+            try report.json().write(to: URL(fileURLWithPath: path))
+        } catch {
+            throw CommandError.configuration("cannot write the report to \(path): \(error.localizedDescription)")
         }
     }
 

@@ -1,4 +1,5 @@
 import ArgumentParser
+import Forwarder
 import Foundation
 import Hummingbird
 import PostgresNIO
@@ -16,7 +17,12 @@ struct ServeCommand: AsyncParsableCommand {
             GET /health answers 200 when the database is reachable; GET /metrics serves Prometheus text. \
             SIGTERM or SIGINT shuts down gracefully.
 
+            With --forward-to, every notification stored for the first time is also delivered to the app's own \
+            webhook (Apple's exact body, from a durable queue, retried with backoff), so the app's handler sees \
+            what Apple sent; deliveries that a run queued are delivered too.
+
               reconciler serve --port 8080
+              reconciler serve --port 8080 --forward-to https://app.internal/apple/notifications
             """)
 
     @OptionGroup var app: AppOptions
@@ -35,6 +41,12 @@ struct ServeCommand: AsyncParsableCommand {
     @Flag(name: .long, help: "Apply pending migrations before serving.")
     var migrate = false
 
+    @Option(name: .long, help: ArgumentHelp(
+        "Also deliver every notification stored for the first time to the app's own webhook (env RECONCILER_FORWARD_TO).", valueName: "url"))
+    var forwardTo: String?
+
+    @OptionGroup(title: "Forwarding") var forwarding: ForwardingOptions
+
     func run() async throws {
         let logger = logging.makeLogger()
         let verifier = try app.verifier()
@@ -46,14 +58,20 @@ struct ServeCommand: AsyncParsableCommand {
         let client = PostgresClient(configuration: settings.clientConfiguration, backgroundLogger: logger)
         // Apple waits only so long for an answer: a database that is away gets a quick 503 (Apple retries).
         let database = Database(client: client, logger: logger, configuration: try self.database.databaseConfiguration(settings, unavailableTimeout: .seconds(5)))
+        let forwardTo = try ForwardingOptions.target(forwardTo)
         let server = WebhookServer(
-            configuration: .init(host: host, port: port, maximumBodySize: maxBodyBytes),
+            configuration: .init(host: host, port: port, maximumBodySize: maxBodyBytes, forwardTo: forwardTo),
             handler: NotificationHandler(verifier: verifier, database: database), logger: logger)
         let migrate = self.migrate
-        let application = server.makeApplication(services: [client]) { boundPort in
+        // The forwarder's own Database waits longer than the webhook's: its queue is durable.
+        let forwarder = try forwardTo.map { _ in
+            Forwarder(configuration: try forwarding.configuration(), database: database.with(unavailableTimeout: .seconds(60)))
+        }
+        let application = server.makeApplication(services: [client] + (forwarder.map { [$0] } ?? [])) { boundPort in
             logger.info("listening", metadata: [
                 "port": "\(boundPort)", "environment": "\(verifier.configuration.environment.rawValue)",
                 "bundleId": "\(verifier.configuration.bundleId)", "database": "\(settings)",
+                "forwardTo": "\(forwardTo.map(ForwardingTarget.redacted) ?? "none")",
             ])
         }
         // The schema check needs the client running, so it runs beside the server's services.
