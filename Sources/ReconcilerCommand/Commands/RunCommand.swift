@@ -1,10 +1,12 @@
 import AppStoreServer
 import ArgumentParser
+import CoreMetrics
 import Forwarder
 import Foundation
 import Logging
 import PostgresNIO
 import Reconciler
+import ReconcilerMetrics
 import ReconcilerShared
 import ServiceLifecycle
 
@@ -58,7 +60,9 @@ struct RunCommand: AsyncParsableCommand {
     @Option(help: ArgumentHelp("Also write the incident report page, one self-contained HTML file, to this file (also for a partial or interrupted run; with several windows, the last).",
                                valueName: "path"))
     var reportHtml: String?
-    @Option(help: ArgumentHelp("Write Prometheus metrics (node_exporter textfile format) to this file.", valueName: "path")) var metricsFile: String?
+    @Option(help: ArgumentHelp("Write Prometheus metrics (node_exporter textfile format) to this file, atomically, whatever the outcome "
+                               + "(not when another run holds the lease: that run writes it).", valueName: "path"))
+    var metricsFile: String?
     @Option(help: ArgumentHelp("Seconds between progress log lines when not on a terminal (default 10).", valueName: "s")) var progressInterval: Int = 10
     @Option(help: ArgumentHelp("How long the run lease lasts without renewal; a killed run's window can be taken over after it (default 30s).",
                                valueName: "duration"))
@@ -85,6 +89,16 @@ struct RunCommand: AsyncParsableCommand {
         }
         if end != nil, start == nil { throw ValidationError("--end needs --start") }
         if let reportHtml { try ReportPageFile.validate(reportHtml, option: "--report-html") }
+        if let metricsFile {
+            let directory = URL(fileURLWithPath: metricsFile).deletingLastPathComponent().path
+            guard FileManager.default.isWritableFile(atPath: directory) else {
+                throw ValidationError("--metrics-file \(metricsFile): the directory \(directory) does not exist or is not writable (the file is written beside, then renamed)")
+            }
+            var isDirectory: ObjCBool = false
+            if FileManager.default.fileExists(atPath: metricsFile, isDirectory: &isDirectory), isDirectory.boolValue {
+                throw ValidationError("--metrics-file \(metricsFile) is a directory; give a file name such as reconciler.prom")
+            }
+        }
         guard concurrency >= 1, gapConcurrency >= 1, maxShards >= 1 else { throw ValidationError("concurrency and --max-shards must be at least 1") }
         // Every shard and customer worked on at once holds a connection for its short transactions,
         // the run lease and bookkeeping need theirs, and the shared budget listens on one: fewer
@@ -102,24 +116,26 @@ struct RunCommand: AsyncParsableCommand {
 
     func run() async throws {
         let logger = logging.makeLogger()
-        let verifier = try app.verifier()
-        let client = try api.client(app: app)
-        let template = try runTemplate()
-        let forwarder = try template.options.forwardTo == nil || dryRun ? nil : forwarding.configuration()
-        let command = self
+        // One registry for the process, rendered into --metrics-file whatever the outcome.
+        let metrics = metricsFile.map { _ in
+            MetricsRegistry(environment: (try? app.resolvedEnvironment)?.rawValue ?? "", bundleId: app.resolvedBundleId ?? "")
+        }
+        if let metrics { MetricsSystem.bootstrap(metrics.factory) }
         let outcome: Outcome
         do {
-            // SIGINT or SIGTERM stop the work at a checkpoint (exit 2); see CommandLifecycle.
-            outcome = try await database.runWork(logger: logger, sharing: (client, app)) { database in
-                try await command.recover(database: database, verifier: verifier, client: client, template: template,
-                                          forwarder: forwarder.map { Forwarder(configuration: $0, database: database) }, logger: logger)
+            outcome = try await invoke(metrics: metrics, logger: logger)
+        } catch {
+            // Stopped before any run could report (configuration, the database): alerts still see the exit code.
+            do {
+                try writeMetrics(metrics, exitCode: (error as? CommandError)?.exitCode ?? 1, report: nil)
+            } catch let metricsError {
+                logger.error("\(metricsError)")
             }
-        } catch is Interrupted {
-            throw CommandError.partial("interrupted before the run started; rerun the same command")
+            throw error
         }
-        if let metricsFile, let report = outcome.reports.last {
-            try RunMetrics.write(report: report, to: metricsFile, lastSuccess: outcome.lastSuccess,
-                                 unacknowledgedQuarantine: outcome.unacknowledgedQuarantine, exitCode: outcome.exitCode)
+        // Another run holds the lease: the file keeps what that run (the one doing the work) writes.
+        if !outcome.leaseHeld {
+            try writeMetrics(metrics, exitCode: outcome.exitCode, report: outcome.reports.last)
         }
         if outcome.reports.isEmpty, outcome.stop == nil, outcome.lost.isEmpty {
             print("no failed deliveries found: nothing to recover")
@@ -128,11 +144,43 @@ struct RunCommand: AsyncParsableCommand {
         if outcome.exitCode != 0 { throw outcome.error }
     }
 
+    private func invoke(metrics: MetricsRegistry?, logger: Logger) async throws -> Outcome {
+        let verifier = try app.verifier()
+        let client = try api.client(app: app)
+        let template = try runTemplate()
+        let forwarder = try template.options.forwardTo == nil || dryRun ? nil : forwarding.configuration()
+        let command = self
+        do {
+            // SIGINT or SIGTERM stop the work at a checkpoint (exit 2); see CommandLifecycle.
+            return try await database.runWork(logger: logger, sharing: (client, app)) { database in
+                try await command.recover(database: database, verifier: verifier, client: client, template: template,
+                                          forwarder: forwarder.map { Forwarder(configuration: $0, database: database) }, metrics: metrics,
+                                          logger: logger)
+            }
+        } catch is Interrupted {
+            throw CommandError.partial("interrupted before the run started; rerun the same command")
+        }
+    }
+
+    /// The kind of run this invocation makes, for the metrics of one that stopped before any run.
+    private var invocationKind: RunRecord.Kind { sinceLast ? .scheduled : detected ? .detected : .manual }
+
+    private func writeMetrics(_ metrics: MetricsRegistry?, exitCode: Int32, report: RunReport?) throws {
+        guard let metrics, let metricsFile else { return }
+        RunMetrics.record(exitCode: exitCode, kind: invocationKind, report: report, in: metrics)
+        do {
+            try metrics.writeTextfile(to: metricsFile)
+        } catch {
+            throw CommandError.configuration("\(error)")
+        }
+    }
+
     /// Every window of this invocation, in order, with the forwarder delivering beside them (a slow
     /// app backs up the queue, not the run), then draining what they queued; what stops the
     /// invocation is kept in the outcome.
     private func recover(database: Database, verifier: SignedDataVerifier, client: AppStoreServerAPIClient,
-                         template: ReconcileRun.Configuration, forwarder: Forwarder?, logger: Logger) async throws -> Outcome {
+                         template: ReconcileRun.Configuration, forwarder: Forwarder?, metrics: MetricsRegistry?,
+                         logger: Logger) async throws -> Outcome {
         try await requireSchema(database.client, logger: logger)
         var outcome: Outcome
         if let forwarder {
@@ -155,7 +203,7 @@ struct RunCommand: AsyncParsableCommand {
         } else {
             outcome = try await recoverWindows(database: database, verifier: verifier, client: client, template: template, logger: logger)
         }
-        await conclude(&outcome, database: database, verifier: verifier, logger: logger)
+        await conclude(&outcome, database: database, verifier: verifier, metrics: metrics, logger: logger)
         return outcome
     }
 
@@ -179,35 +227,38 @@ struct RunCommand: AsyncParsableCommand {
 
     private func recoverWindows(database: Database, verifier: SignedDataVerifier, client: AppStoreServerAPIClient,
                                 template: ReconcileRun.Configuration, logger: Logger) async throws -> Outcome {
-            let ledger = RunLedger(database: database)
-            var outcome = Outcome()
-            do {
-                if sinceLast {
-                    try await runSchedule(template, database: database, verifier: verifier, client: client, ledger: ledger, logger: logger,
-                                          into: &outcome)
-                } else if detected {
-                    for window in try await detectedWindows(client: client, logger: logger) {
-                        var configuration = template
-                        (configuration.windowStart, configuration.windowEnd, configuration.kind) = (window.0, window.1, .detected)
-                        try await execute(configuration, database: database, verifier: verifier, client: client, logger: logger, into: &outcome)
-                    }
-                } else {
+        let ledger = RunLedger(database: database)
+        var outcome = Outcome()
+        do {
+            if sinceLast {
+                try await runSchedule(template, database: database, verifier: verifier, client: client, ledger: ledger, logger: logger,
+                                      into: &outcome)
+            } else if detected {
+                for window in try await detectedWindows(client: client, logger: logger) {
                     var configuration = template
-                    (configuration.windowStart, configuration.windowEnd) = try manualWindow()
+                    (configuration.windowStart, configuration.windowEnd, configuration.kind) = (window.0, window.1, .detected)
                     try await execute(configuration, database: database, verifier: verifier, client: client, logger: logger, into: &outcome)
                 }
-            } catch let stop as CommandError {
-                outcome.stop = stop
+            } else {
+                var configuration = template
+                (configuration.windowStart, configuration.windowEnd) = try manualWindow()
+                try await execute(configuration, database: database, verifier: verifier, client: client, logger: logger, into: &outcome)
             }
-            return outcome
+        } catch let stop as CommandError {
+            outcome.stop = stop
+        }
+        return outcome
     }
 
     /// What the metrics and the report page need once the work is done.
-    private func conclude(_ outcome: inout Outcome, database: Database, verifier: SignedDataVerifier, logger: Logger) async {
+    private func conclude(_ outcome: inout Outcome, database: Database, verifier: SignedDataVerifier, metrics: MetricsRegistry?,
+                          logger: Logger) async {
         let ledger = RunLedger(database: database)
-        let environment = verifier.configuration.environment.rawValue, bundleId = verifier.configuration.bundleId
-        outcome.lastSuccess = (try? await ledger.lastFinished(environment: environment, bundleId: bundleId))??.finishedAt
-        outcome.unacknowledgedQuarantine = try? await ledger.unacknowledgedQuarantineCount(environment: environment, bundleId: bundleId)
+        if let metrics {
+            // What alerts watch besides this run: the quarantine, the last finished run, the newest live notification.
+            try? await LedgerMetrics(ledger: ledger, environment: verifier.configuration.environment.rawValue,
+                                     bundleId: verifier.configuration.bundleId, registry: metrics).refresh()
+        }
         if let reportHtml, let report = outcome.reports.last {
             do {
                 try await ReportPageFile.write(report: report, ledger: ledger, to: reportHtml, logger: logger)
@@ -226,8 +277,8 @@ struct RunCommand: AsyncParsableCommand {
         var lost: [RunRecord] = []
         /// The error that stopped the invocation.
         var stop: CommandError?
-        var lastSuccess: Date?
-        var unacknowledgedQuarantine: Int?
+        /// Another run of this app and environment held the lease, so this one did nothing.
+        var leaseHeld = false
 
         /// The most pressing of the reports: configuration (1) over retryable (2) over attention (4).
         var exitCode: Int32 {
@@ -379,6 +430,7 @@ struct RunCommand: AsyncParsableCommand {
         } catch is CancellationError {
             try stop(nil, .partial("interrupted before the run started; rerun the same command"))
         } catch let error as RunLease.Busy {
+            outcome.leaseHeld = true
             try stop(nil, .configuration(error.description))
         } catch let error as ReconcileRun.InvalidWindow {
             try stop(nil, .configuration(error.description))

@@ -42,7 +42,8 @@ struct Rehearsal {
                 let parts = line.split(separator: "=", maxSplits: 1)
                 environment[String(parts[0])] = String(parts[1])
             }
-            let serve = try RunningProcess("reconciler", ["serve", "--port", "\(servePort)", "--host", "127.0.0.1"] + serveArguments,
+            let serve = try RunningProcess("reconciler", ["serve", "--port", "\(servePort)", "--host", "127.0.0.1", "--metrics-interval", "1s"]
+                                                + serveArguments,
                                            environment: environment)
             defer { serve.signal(SIGKILL) }
             try await mock.waitForOutput(containing: "live delivery complete", timeout: .seconds(300), alongside: [serve])
