@@ -409,6 +409,8 @@ CREATE TABLE purchase_changes (
     changed_at               timestamptz NOT NULL DEFAULT now(),
     xid                      xid8 NOT NULL DEFAULT pg_current_xact_id()
 );
+-- Feed order: every read and prune walks (xid, change_id) from a consumer's position.
+CREATE INDEX purchase_changes_order_idx ON purchase_changes (xid, change_id);
 CREATE INDEX purchase_changes_time_idx ON purchase_changes (changed_at);
 CREATE INDEX purchase_changes_user_idx ON purchase_changes (app_account_token, change_id) WHERE app_account_token IS NOT NULL;
 

@@ -126,15 +126,24 @@ public struct PurchaseStore: Sendable {
     /// (revision and purchases) into the shadow tables. Keys are locked in one sorted order, once
     /// per transaction, so two transactions locking overlapping sets cannot deadlock. Concurrent
     /// copies of one notification need no lock: the second insert waits for the first and finds it.
+    ///
+    /// The locks come before the transaction's first write: PostgreSQL gives a transaction its id
+    /// (`xid`) at its first write, and the change feed is read in `xid` order, so a writer that
+    /// waited for a purchase must get a later `xid` than the one it waited for, or the feed would
+    /// show that purchase's changes out of order. A lock taken after a write is refused.
     func lock(purchases originalTransactionIds: some Collection<String>, notifications notificationUUIDs: [String] = [],
                      anchors: [String] = [], on connection: PostgresConnection) async throws {
         let keys = Set(originalTransactionIds)
         if !keys.isEmpty {
             let rows = try await connection.query("""
-                SELECT pg_advisory_xact_lock(727002, k)::text
+                SELECT pg_advisory_xact_lock(727002, k)::text, pg_current_xact_id_if_assigned() IS NULL
                 FROM (SELECT DISTINCT hashtext(key) AS k FROM unnest(\(Array(keys))::text[]) AS key ORDER BY 1) AS sorted_keys
                 """, logger: logger)
-            for try await _ in rows {}
+            var wroteBefore = false
+            for try await (_, unwritten) in rows.decode((String, Bool).self) where !unwritten { wroteBefore = true }
+            if wroteBefore {
+                throw PurchaseStoreError(description: "purchases locked after the transaction wrote: the change feed would misorder their changes")
+            }
         }
         try await shadow?.copyOnFirstTouch(
             purchases: Array(Set(originalTransactionIds)), notifications: notificationUUIDs, anchors: anchors, on: connection, logger: logger)
@@ -493,7 +502,7 @@ public struct PurchaseStore: Sendable {
         try await upsertTransactions(transactions, on: connection)
         let after = try await refreshPurchases(updates, on: connection)
         let changes = after.mapValues { PurchaseChange(before: before[$0.originalTransactionId], after: $0) }
-        try await recordInFeed(changes.values.filter(\.isChange), origin: origin, on: connection)
+        try await recordInFeed(changes.values.filter(\.changesStoredFacts), origin: origin, on: connection)
         return changes
     }
 
@@ -670,6 +679,14 @@ public struct PurchaseChange: Sendable, Hashable, Codable {
 
     /// Whether what `export` shows changed.
     public var isChange: Bool { before != after }
+
+    /// Whether something stored changed, not only `entitled`: that one moves with the clock (the
+    /// before and after states are judged moments apart), and the feed records changes of the data.
+    public var changesStoredFacts: Bool {
+        guard var before else { return true }
+        before.entitled = after.entitled
+        return before != after
+    }
 }
 
 public struct PurchaseStoreError: Error, CustomStringConvertible, Sendable {
