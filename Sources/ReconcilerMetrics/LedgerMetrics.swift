@@ -6,7 +6,8 @@ import Reconciler
 import ServiceLifecycle
 
 /// The gauges alerts watch that live in the database, not in one process: unacknowledged
-/// quarantined payloads, when the last run finished, and the newest live notification. `run`
+/// quarantined payloads, when the last run finished, the newest live notification, and the
+/// forwarding queue. `run`
 /// reads them once before writing its metrics file; `serve` runs this as a service that reads
 /// them at start and then every ``Configuration/interval``, so they stay true while nothing
 /// happens in that process (another process ran, `rejections --ack`, another replica stored a
@@ -42,7 +43,7 @@ public struct LedgerMetrics: Service {
         self.configuration = configuration
     }
 
-    /// Reads the three values and sets their gauges; a value the database does not have yet (no
+    /// Reads the values and sets their gauges; a value the database does not have yet (no
     /// finished run, no live notification) leaves its series absent.
     public func refresh() async throws {
         let quarantined = try await ledger.unacknowledgedQuarantineCount(environment: environment, bundleId: bundleId)
@@ -52,13 +53,17 @@ public struct LedgerMetrics: Service {
         }
         let store = PurchaseStore(logger: ledger.logger)
         let environment = environment
-        let newestLive = try await ledger.database.transaction { connection in
-            try await store.newestLiveNotification(environment: environment, on: connection)
+        let (newestLive, forwarding) = try await ledger.database.transaction { connection in
+            (try await store.newestLiveNotification(environment: environment, on: connection),
+             try await store.forwardingSummary(runIds: nil, on: connection))
         }
         if let newestLive {
             registry.newestLiveNotification.advance(to: Double(newestLive) / 1000)
         }
-        // Issue 11: the forwarding queue's depth is read here too once the queue exists (see MetricDefinition).
+        for (status, count) in [("pending", forwarding.pending), ("failed", forwarding.failed), ("delivered", forwarding.delivered)] {
+            MetricDefinition.forwardQueueDeliveries.gauge([status], in: registry).record(count)
+        }
+        MetricDefinition.forwardQueueOldestPending.gauge(in: registry).record(forwarding.oldestPending?.timeIntervalSince1970 ?? 0)
     }
 
     /// Refreshes now and then every ``Configuration/interval`` until graceful shutdown; a failed

@@ -77,9 +77,15 @@ extension MetricDefinition {
         "reconciler_ledger_refresh_failures_total", .counter,
         help: "Periodic database reads for the ledger gauges that failed; the gauges keep their last value.",
         processes: [.serve])
-    // Issue 11's forwarding queue belongs here once it exists: its depth as a gauge read with the
-    // ledger gauges (for example reconciler_forward_queue_depth{state="pending|failed"}), exposed by
-    // both processes, and a rule on it in jobs/deploy/prometheus/.
+    public static let forwardQueueDeliveries = MetricDefinition(
+        "reconciler_forward_queue_deliveries", .gauge, labels: ["status"],
+        help: "Deliveries to the app's own webhook in the forwarding queue, by status: pending (waiting or being sent), "
+            + "failed (out of attempts; reconciler forward --retry-failed), delivered (the app answered 2xx).",
+        processes: [.serve, .run])
+    public static let forwardQueueOldestPending = MetricDefinition(
+        "reconciler_forward_queue_oldest_pending_timestamp_seconds", .gauge,
+        help: "When the oldest delivery still waiting for the app's webhook was queued; 0 when none waits.",
+        processes: [.serve, .run])
 
     // MARK: run: the last invocation, for node_exporter's textfile collector
 
@@ -167,7 +173,7 @@ extension MetricDefinition {
     /// Every family, in the order the README's table lists them.
     public static let all: [MetricDefinition] = [
         webhookNotifications, webhookRejected, webhookStoreFailures, webhookLastNotification,
-        quarantineUnacknowledged, lastFinishedRun, ledgerRefreshFailures,
+        quarantineUnacknowledged, lastFinishedRun, ledgerRefreshFailures, forwardQueueDeliveries, forwardQueueOldestPending,
         runExitCode, runEnd, runStatus, runDryRun, runDuration, runUrgentRecovery, runWindowStart, runWindowEnd,
         runNotifications, runPurchasesChanged, runCustomersChecked, runCustomersFailed, runShardsFailed, runRejections,
         runAPIRequests, runAPIRetries, runAPIRateLimited, runAPIServerErrors, runAPITransportErrors, runAPIFailedCalls,

@@ -95,6 +95,8 @@ import Testing
             // Nothing finished and nothing received yet: absent, not 0 ("in 1970").
             #expect(parsed.samples("reconciler_last_finished_run_timestamp_seconds").isEmpty)
             #expect(parsed.samples("reconciler_webhook_last_notification_timestamp_seconds").isEmpty)
+            #expect(parsed.value("reconciler_forward_queue_deliveries", ["status": "pending"]) == 0)
+            #expect(parsed.value("reconciler_forward_queue_oldest_pending_timestamp_seconds") == 0)
 
             for (hash, bundle, acknowledged) in [("a1", TestApp.bundleId, false), ("a2", TestApp.bundleId, false),
                                                  ("a3", TestApp.bundleId, true), ("b1", "com.other", false)] {
@@ -115,11 +117,17 @@ import Testing
             let signedDate = Int64(Date().timeIntervalSince1970 * 1000) - 3_600_000
             let payload = try app.notification(.didRenew, signedDate: signedDate,
                                                transaction: app.subscription(original: "9300", period: 1, signedDate: signedDate))
-            _ = try await app.handler(db).handle(signedPayload: payload, source: .webhook)
+            let queuedAfter = Date().timeIntervalSince1970 - 1
+            _ = try await app.handler(db).handle(signedPayload: payload, source: .webhook,
+                                                 forwarding: .init(targetURL: "http://127.0.0.1:9/notifications"))
 
             try await ledgerMetrics.refresh()
             parsed = try PrometheusText(parsing: metrics.exposition())
             #expect(parsed.value("reconciler_quarantined_payloads_unacknowledged", ["bundle_id": TestApp.bundleId]) == 2)
+            // The notification waits in the forwarding queue for the app's webhook.
+            #expect(parsed.value("reconciler_forward_queue_deliveries", ["status": "pending"]) == 1)
+            #expect(parsed.value("reconciler_forward_queue_deliveries", ["status": "failed"]) == 0)
+            #expect((parsed.value("reconciler_forward_queue_oldest_pending_timestamp_seconds") ?? 0) > queuedAfter)
             #expect(parsed.value("reconciler_last_finished_run_timestamp_seconds") == 1_790_000_000.5)
             #expect(parsed.value("reconciler_webhook_last_notification_timestamp_seconds") == Double(signedDate) / 1000)
 
