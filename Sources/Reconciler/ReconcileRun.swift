@@ -246,7 +246,9 @@ public struct ReconcileRun: Sendable {
                 }
             }
             group.addTask { try await filler.fill(while: { replaying.withLock { $0 } }) }
-            try await group.waitForAll()
+            // What one phase throws stops the run (a failed shard or customer is recorded, not
+            // thrown): leaving the group cancels the other phase instead of waiting for it.
+            for try await _ in group {}
         }
         // Customers other workers (`reconciler work`) still hold: wait for them, or take them over
         // when their lease runs out (at once when their process was on this machine and is gone).

@@ -1,5 +1,5 @@
 import AppStoreServer
-import Reconciler
+@testable import Reconciler
 import Testing
 
 @Suite struct ReplayPlannerTests {
@@ -44,5 +44,37 @@ import Testing
         #expect(NotificationFilter(parsing: "DID_RENEW/NOPE") == nil)
         #expect(NotificationFilter(parsing: "") == nil)
         #expect(NotificationFilter(parsing: "A/B/C") == nil)
+    }
+}
+
+/// The replay's shard queue: how its workers end.
+@Suite struct ShardQueueTests {
+    static func records(_ count: Int) -> [ShardRecord] {
+        ReplayPlanner().plan(windowStart: 1_000_000, windowEnd: 1_000_000 + 3 * 3_600_000).prefix(count).map {
+            ShardRecord(shard: $0, paginationToken: nil, pagesDone: 0, notificationsSeen: 0, restarts: 0, status: .pending)
+        }
+    }
+
+    /// A worker that failed never reports its shard finished; once the queue is closed, a worker
+    /// that finishes its own shard afterwards gets no more work instead of waiting forever.
+    @Test func aClosedQueueEndsEveryLaterWorker() async {
+        let queue = ShardQueue(Self.records(3))
+        let failing = await queue.next(), finishing = await queue.next()
+        #expect(failing != nil && finishing != nil)
+        await queue.close()
+        await queue.finished()
+        #expect(await queue.next() == nil)
+    }
+
+    /// A worker waiting for a split's pieces stops waiting when its task is cancelled.
+    @Test func aWaitingWorkerEndsWhenCancelled() async {
+        let queue = ShardQueue(Self.records(1))
+        #expect(await queue.next() != nil)
+        let waiter = Task { await queue.next() }
+        waiter.cancel()
+        #expect(await waiter.value == nil)
+        // The shard in progress can still split: its pieces are not lost.
+        await queue.add(Self.records(1))
+        #expect(await queue.next() != nil)
     }
 }

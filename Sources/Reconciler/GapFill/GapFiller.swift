@@ -64,7 +64,8 @@ struct GapFiller: Sendable {
                     }
                 }
             }
-            try await group.waitForAll()
+            // The first error stops the other workers (leaving the group cancels them).
+            for try await _ in group {}
         }
     }
 

@@ -61,7 +61,8 @@ struct NotificationReplayer: Sendable {
                     }
                 }
             }
-            try await group.waitForAll()
+            // The first error stops the other workers (leaving the group cancels them).
+            for try await _ in group {}
         }
     }
 

@@ -4,7 +4,11 @@
 actor ShardQueue {
     private var pending: [ShardRecord]
     private var active = 0
-    private var waiting: [CheckedContinuation<ShardRecord?, Never>] = []
+    /// Once the replay is stopping, no worker takes or waits for a shard again (a failed worker
+    /// never reports its shard finished, so `active` alone would keep the others waiting).
+    private var closed = false
+    private var waiting: [Int: CheckedContinuation<ShardRecord?, Never>] = [:]
+    private var nextWaiter = 0
 
     init(_ shards: [ShardRecord]) {
         pending = shards.sorted(by: Self.moreUrgent)
@@ -13,14 +17,25 @@ actor ShardQueue {
     /// Workers waiting for a shard right now: the ones a split can feed.
     var idleWorkers: Int { waiting.count }
 
-    /// The next shard to page, or `nil` when all are done.
+    /// The next shard to page, or `nil` when all are done, the queue is closed, or the task is cancelled.
     func next() async -> ShardRecord? {
+        guard !closed, !Task.isCancelled else { return nil }
         if !pending.isEmpty {
             active += 1
             return pending.removeFirst()
         }
-        guard active > 0, !Task.isCancelled else { return nil }
-        return await withCheckedContinuation { waiting.append($0) }
+        guard active > 0 else { return nil }
+        let id = nextWaiter
+        nextWaiter += 1
+        return await withTaskCancellationHandler {
+            await withCheckedContinuation { waiting[id] = $0 }
+        } onCancel: {
+            Task { await self.cancelWait(id) }
+        }
+    }
+
+    private func cancelWait(_ id: Int) {
+        waiting.removeValue(forKey: id)?.resume(returning: nil)
     }
 
     /// A worker finished the shard it took.
@@ -33,20 +48,22 @@ actor ShardQueue {
     func add(_ shards: [ShardRecord]) {
         pending.append(contentsOf: shards)
         pending.sort(by: Self.moreUrgent)
-        while !waiting.isEmpty, !pending.isEmpty {
+        guard !closed else { return }
+        while let id = waiting.keys.min(), !pending.isEmpty {
             active += 1
-            waiting.removeFirst().resume(returning: pending.removeFirst())
+            waiting.removeValue(forKey: id)?.resume(returning: pending.removeFirst())
         }
     }
 
-    /// Ends the waits (the replay is stopping).
+    /// Ends the waits and every later `next()` (the replay is stopping).
     func close() {
+        closed = true
         pending.removeAll()
         wakeAll()
     }
 
     private func wakeAll() {
-        for waiter in waiting { waiter.resume(returning: nil) }
+        for waiter in waiting.values { waiter.resume(returning: nil) }
         waiting.removeAll()
     }
 

@@ -182,6 +182,9 @@ public struct RunReport: Sendable, Codable {
         case "revocationDate": return date(state.revocationDate)
         case "autoRenewStatus": return state.autoRenewStatus.map(String.init) ?? "null"
         case "lastSignedDate": return date(state.lastSignedDate)
+        case "appAccountToken": return state.appAccountToken ?? "null"
+        case "status": return state.status.map(String.init) ?? "null"
+        case "entitled": return String(state.entitled)
         default: return "∅"
         }
     }
