@@ -116,7 +116,7 @@ extension RunLedger {
     /// Gives back the customers leased by workers `isDead` says are gone (a process of this
     /// machine that was killed), so they need not be waited out; returns how many.
     @discardableResult
-    func releaseCustomers(runId: Int64, ofWorkers isDead: @Sendable (String) -> Bool) async throws -> Int {
+    func releaseCustomers(runId: Int64, ofWorkers isDead: @escaping @Sendable (String) -> Bool) async throws -> Int {
         try await read { [logger] connection in
             let rows = try await connection.query(
                 "SELECT DISTINCT worker FROM gap_queue WHERE run_id = \(runId) AND status = 'leased' AND worker IS NOT NULL", logger: logger)

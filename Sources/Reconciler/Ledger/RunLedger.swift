@@ -34,7 +34,7 @@ public struct RunLedger: Sendable {
 
     /// Runs `body` in a short transaction of its own.
     @discardableResult
-    func read<Result: Sendable>(_ body: @Sendable (PostgresConnection) async throws -> Result) async throws -> Result {
+    func read<Result: Sendable>(_ body: @escaping @Sendable (PostgresConnection) async throws -> Result) async throws -> Result {
         try await database.transaction(body)
     }
 

@@ -74,7 +74,7 @@ public struct Database: Sendable {
     /// when it throws, or when `rollback` is true. A deadlock, a serialization failure or a lost
     /// connection runs the whole body again.
     public func transaction<Result: Sendable>(
-        rollback: Bool = false, _ body: @Sendable (PostgresConnection) async throws -> Result
+        rollback: Bool = false, _ body: @escaping @Sendable (PostgresConnection) async throws -> Result
     ) async throws -> Result {
         let clock = ContinuousClock()
         let deadline = clock.now + configuration.unavailableTimeout
@@ -157,19 +157,58 @@ public struct Database: Sendable {
         }) ?? false
     }
 
-    /// Runs one attempt, abandoning it (by cancellation) when it takes longer than `attemptTimeout`.
-    private func withAttemptTimeout<Result: Sendable>(_ body: @Sendable () async throws -> Result) async throws -> Result {
-        try await withoutActuallyEscaping(body) { body in
-            try await withThrowingTaskGroup(of: Result?.self) { group in
-                group.addTask { try await body() }
-                group.addTask { [timeout = configuration.attemptTimeout] in
-                    try await Task.sleep(for: timeout)
-                    return nil
-                }
-                defer { group.cancelAll() }
-                guard let first = try await group.next(), let result = first else { throw AttemptTimedOut() }
-                return result
+    /// Runs one attempt, abandoning it when it takes longer than `attemptTimeout`: it is cancelled
+    /// and not waited for, because a statement in flight on a connection whose server vanished may
+    /// never answer cancellation, and the caller must still give up in bounded time.
+    private func withAttemptTimeout<Result: Sendable>(_ body: @escaping @Sendable () async throws -> Result) async throws -> Result {
+        let attempt = Task { try await body() }
+        let outcome = AttemptOutcome<Result>()
+        let timer = Task { [timeout = configuration.attemptTimeout] in
+            try? await Task.sleep(for: timeout)
+            if outcome.finish(.failure(AttemptTimedOut())) { attempt.cancel() }
+        }
+        Task {
+            outcome.finish(await attempt.result)
+            timer.cancel()
+        }
+        return try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { continuation in outcome.wait(continuation) }
+        } onCancel: {
+            // The attempt stops where it can; the timer still bounds the wait.
+            attempt.cancel()
+        }
+    }
+
+    /// The first of an attempt's result, its timeout and its caller's cancellation.
+    private final class AttemptOutcome<Result: Sendable>: Sendable {
+        private let state = Mutex<(continuation: CheckedContinuation<Result, any Error>?, early: Swift.Result<Result, any Error>?, done: Bool)>(
+            (nil, nil, false))
+
+        func wait(_ continuation: CheckedContinuation<Result, any Error>) {
+            let early: Swift.Result<Result, any Error>? = state.withLock { state in
+                if let early = state.early { return early }
+                state.continuation = continuation
+                return nil
             }
+            if let early { continuation.resume(with: early) }
+        }
+
+        /// Resumes the caller unless something else did first; `true` when this did.
+        @discardableResult
+        func finish(_ result: Swift.Result<Result, any Error>) -> Bool {
+            let continuation: CheckedContinuation<Result, any Error>?? = state.withLock { state in
+                guard !state.done else { return .none }
+                state.done = true
+                guard let continuation = state.continuation else {
+                    state.early = result
+                    return .some(nil)
+                }
+                state.continuation = nil
+                return .some(continuation)
+            }
+            guard case .some(let waiting) = continuation else { return false }
+            waiting?.resume(with: result)
+            return true
         }
     }
 
