@@ -8,6 +8,9 @@ import PackageDescription
 //   the `export` shape of a purchase (PurchaseState) and the times operators type (TimeArgument).
 // - Reconciler: the notification handler, the PostgreSQL store, the planner, the replayer, the
 //   gap filler, the run ledger and the report. Talks to Apple only through AppStoreServer's client.
+// - ReconcilerMetrics: the Prometheus metrics of `serve` and `run` (swift-metrics with swift-prometheus
+//   as its backend): the catalog of metric families, one registry per process, the textfile.
+//   AppStoreServer and Reconciler know nothing of it.
 // - WebhookServer: the live `POST /notifications` endpoint (Hummingbird) around the handler.
 // - Forwarder: delivers queued notifications to the app's own webhook over HTTP.
 // - MockAppStore: a local App Store imitation for tests, demos and rehearsals.
@@ -33,6 +36,8 @@ let package = Package(
         .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
         .package(url: "https://github.com/vapor/postgres-nio", from: "1.33.2"),
         .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.28.1"),
+        .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
+        .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.4.1"),
     ],
     targets: [
         .target(
@@ -66,12 +71,26 @@ let package = Package(
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOFoundationCompat", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ]
+        ),
+        .target(
+            name: "ReconcilerMetrics",
+            dependencies: [
+                "Reconciler",
+                "AppStoreServer",
+                .product(name: "CoreMetrics", package: "swift-metrics"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]
         ),
         .target(
             name: "WebhookServer",
             dependencies: [
                 "Reconciler",
+                "ReconcilerMetrics",
                 "AppStoreServer",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "Logging", package: "swift-log"),
@@ -98,9 +117,11 @@ let package = Package(
             name: "ReconcilerCommand",
             dependencies: [
                 "Reconciler", "ReconcilerShared", "Forwarder",
+                "ReconcilerMetrics",
                 "WebhookServer",
                 "AppStoreServer",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "CoreMetrics", package: "swift-metrics"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "UnixSignals", package: "swift-service-lifecycle"),
@@ -147,7 +168,8 @@ let package = Package(
         .testTarget(
             name: "ReconcilerTests",
             dependencies: [
-                "Reconciler", "ReconcilerShared", "Forwarder", "WebhookServer", "AppStoreServer", "MockAppStore",
+                "Reconciler", "ReconcilerShared", "Forwarder", "ReconcilerMetrics", "WebhookServer", "AppStoreServer",
+                "MockAppStore",
                 "ReconcilerCommand", "MockAppStoreCommand",
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),

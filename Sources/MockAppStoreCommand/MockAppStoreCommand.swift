@@ -7,10 +7,10 @@ import ServiceLifecycle
 import Synchronization
 import ReconcilerShared
 
-@main
+/// `mock-appstore [simulate]`: the App Store imitation (the default subcommand).
 struct MockAppStoreCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        commandName: "mock-appstore",
+        commandName: "simulate",
         abstract: "A local App Store imitation: simulated customers, signed notifications, Apple's API semantics and faults.",
         discussion: """
             It simulates --customers customers of one app over --span up to now and signs everything with its own \

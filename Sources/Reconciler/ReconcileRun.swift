@@ -209,7 +209,7 @@ public struct ReconcileRun: Sendable {
         if !configuration.fresh, let existing = try await ledger.resumableRun(
             environment: environment, bundleId: bundleId, windowStart: configuration.windowStart,
             windowEnd: configuration.windowEnd, dryRun: configuration.dryRun) {
-            try await ledger.resume(runId: existing.runId, holder: configuration.lease.holder)
+            try await ledger.resume(runId: existing.runId, holder: configuration.lease.holder, forwardTo: configuration.options.forwardTo)
             logger.info("resuming run", metadata: ["runId": "\(existing.runId)", "previousStatus": "\(existing.status.rawValue)"])
             return try await ledger.run(id: existing.runId) ?? existing
         }

@@ -71,8 +71,14 @@ import WebhookServer
                 #expect(try await db.count("SELECT count(*) FROM purchases WHERE latest_transaction_id = '9000'") == 1)
                 let health = try await HTTP.request(.GET, "\(base)/health")
                 #expect(health.status == 200)
-                let metrics = try await HTTP.request(.GET, "\(base)/metrics")
-                #expect(String(decoding: metrics.body, as: UTF8.self).contains("reconciler_webhook_notifications_total{type=\"SUBSCRIBED/INITIAL_BUY\",outcome=\"duplicate\"} 1"))
+                let metrics = try PrometheusText(parsing: String(decoding: try await HTTP.request(.GET, "\(base)/metrics").body, as: UTF8.self))
+                let app = ["environment": "Production", "bundle_id": TestApp.bundleId]
+                #expect(metrics.value("reconciler_webhook_notifications_total", app.merging(["type": "SUBSCRIBED/INITIAL_BUY", "outcome": "duplicate"]) { $1 }) == 1)
+                #expect(metrics.value("reconciler_webhook_notifications_total", ["type": "SUBSCRIBED/INITIAL_BUY", "outcome": "applied"]) == 1)
+                // The "last received" signal: when this process stored the newest notification.
+                let lastReceived = try #require(metrics.value("reconciler_webhook_last_notification_timestamp_seconds", app))
+                #expect(abs(lastReceived - Date().timeIntervalSince1970) < 600)
+                #expect(metrics.value("reconciler_webhook_store_failures_total", app) == 0)
             }
         }
     }
@@ -130,6 +136,15 @@ import WebhookServer
                 }
                 #expect(try await db.stateFingerprint() == fingerprint)
                 #expect(try await db.count("SELECT count(*) FROM notifications") == 0)
+                // Each rejection counted under its reason; nothing stored, so no "last received".
+                let response = try await client.client.execute(uri: "/metrics", method: .get)
+                let metrics = try PrometheusText(parsing: String(buffer: response.body))
+                for reason in Set(cases.map(\.3)) {
+                    #expect(metrics.value("reconciler_webhook_rejected_total", ["reason": reason]) == Double(cases.count { $0.3 == reason }), "\(reason)")
+                }
+                #expect(metrics.value("reconciler_webhook_rejected_total", ["reason": "INVALID_PAYLOAD"]) == 0)
+                #expect(metrics.samples("reconciler_webhook_notifications_total").isEmpty)
+                #expect(metrics.samples("reconciler_webhook_last_notification_timestamp_seconds").isEmpty)
             }
         }
     }

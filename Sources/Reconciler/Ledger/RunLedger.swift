@@ -130,10 +130,13 @@ public struct RunLedger: Sendable {
     }
 
     /// Marks a run as running by this process again; failed shards and customers get another try.
-    func resume(runId: Int64, holder: String) async throws {
+    /// Takes an unfinished run up again; with `forwardTo`, the rest of it forwards there (a run
+    /// started without `--forward-to` and resumed with it forwards what it records from now on).
+    func resume(runId: Int64, holder: String, forwardTo: String? = nil) async throws {
         try await read { [logger] connection in
             try await connection.query("""
-                UPDATE reconcile_runs SET status = 'running', holder = \(holder), updated_at = now(), finished_at = NULL, failure = NULL
+                UPDATE reconcile_runs SET status = 'running', holder = \(holder), updated_at = now(), finished_at = NULL, failure = NULL,
+                    options = CASE WHEN \(forwardTo)::text IS NULL THEN options ELSE jsonb_set(options, '{forwardTo}', to_jsonb(\(forwardTo)::text)) END
                 WHERE run_id = \(runId)
                 """, logger: logger)
             try await connection.query("""

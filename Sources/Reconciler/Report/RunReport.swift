@@ -77,6 +77,9 @@ public struct RunReport: Sendable, Codable {
     public var rejections: [Rejection]
     /// App Store Server API calls by every process of the run that finished its part.
     public var api: APIStatistics.Snapshot
+    /// With `--forward-to`: where the deliveries of this run's notifications to the app's webhook
+    /// stood when the run ended (after draining the queue for `--forward-drain-timeout`).
+    public var forwarding: PurchaseStore.ForwardingSummary?
 
     /// Something retryable failed: rerunning resumes the run.
     public var hasRetryableFailures: Bool {
@@ -142,6 +145,10 @@ public struct RunReport: Sendable, Codable {
             lines.append("    \(change.originalTransactionId)  \(description)")
         }
         if changes.count > maximumChanges { lines.append("    … \(changes.count - maximumChanges) more in --report-json") }
+        if let forwarding {
+            lines.append("  forwarded    \(forwarding.delivered) notifications delivered to the app's webhook, \(forwarding.pending) pending, "
+                + "\(forwarding.failed) failed" + (forwarding.pending > 0 ? " (`reconciler forward` or the next run delivers the rest)" : ""))
+        }
         lines.append("  api          \(api.requests) requests, \(api.retries) retries, \(api.rateLimited) × 429, \(api.serverErrors) × 5xx, "
             + "\(api.transportErrors) connection errors")
         for shard in shardsFailed {

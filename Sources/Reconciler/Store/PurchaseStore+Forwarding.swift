@@ -81,11 +81,39 @@ extension PurchaseStore {
         }
     }
 
-    /// Deliveries by state: of one run's notifications, or of the whole queue.
+    /// Puts back the deliveries leased by workers that `isGone` (a forwarder of this host that
+    /// died), so they are sent again now rather than when their lease runs out.
+    public func releaseDeliveries(where isGone: (String) -> Bool, on connection: PostgresConnection) async throws {
+        let rows = try await connection.query("SELECT DISTINCT worker FROM forward_queue WHERE status = 'leased' AND worker IS NOT NULL", logger: logger)
+        var gone: [String] = []
+        for try await worker in rows.decode(String.self) where isGone(worker) { gone.append(worker) }
+        guard !gone.isEmpty else { return }
+        try await connection.query("""
+            UPDATE forward_queue SET status = 'pending', lease_until = NULL, next_attempt_at = now()
+            WHERE status = 'leased' AND worker = ANY(\(gone.sorted()))
+            """, logger: logger)
+    }
+
+    /// Gives failed deliveries (out of attempts) a new set of attempts, after the app's endpoint
+    /// was fixed; returns how many.
+    public func retryFailedDeliveries(on connection: PostgresConnection) async throws -> Int {
+        let rows = try await connection.query("""
+            WITH retried AS (
+                UPDATE forward_queue SET status = 'pending', attempts = 0, next_attempt_at = now(), lease_until = NULL
+                WHERE status = 'failed' RETURNING 1
+            )
+            SELECT count(*) FROM retried
+            """, logger: logger)
+        for try await count in rows.decode(Int.self) { return count }
+        return 0
+    }
+
+    /// Deliveries by state: of some runs' notifications, or of the whole queue.
     public struct ForwardingSummary: Sendable, Codable, Hashable {
         public var delivered = 0
         /// Waiting for their first try or a retry, or being sent.
         public var pending = 0
+        /// Out of attempts: `reconciler forward --retry-failed` tries them again.
         public var failed = 0
         /// When the oldest delivery still waiting was queued.
         public var oldestPending: Date?
@@ -93,15 +121,35 @@ extension PurchaseStore {
         public init() {}
     }
 
-    public func forwardingSummary(runId: Int64?, on connection: PostgresConnection) async throws -> ForwardingSummary {
+    /// Where a delivery stands (`forward_queue.status`).
+    public enum DeliveryStatus: String, Sendable, Codable, CaseIterable {
+        /// Waiting for its first try, or for a retry at `next_attempt_at`.
+        case pending
+        /// A forwarder is sending it (until `lease_until`).
+        case leased
+        /// The app answered 2xx: never sent again.
+        case delivered
+        /// Out of attempts.
+        case failed
+    }
+
+    /// Where the deliveries of `runIds` stand (`nil`: the whole queue).
+    public func forwardingSummary(runIds: [Int64]?, on connection: PostgresConnection) async throws -> ForwardingSummary {
         let rows = try await connection.query("""
-            SELECT count(*) FILTER (WHERE status = 'delivered'), count(*) FILTER (WHERE status IN ('pending', 'leased')),
-                   count(*) FILTER (WHERE status = 'failed'), min(queued_at) FILTER (WHERE status IN ('pending', 'leased'))
-            FROM forward_queue WHERE \(runId)::bigint IS NULL OR run_id = \(runId)
+            SELECT status, count(*), min(queued_at) FROM forward_queue
+            WHERE \(runIds == nil) OR run_id = ANY(\(runIds ?? []))
+            GROUP BY status
             """, logger: logger)
         var summary = ForwardingSummary()
-        for try await (delivered, pending, failed, oldest) in rows.decode((Int, Int, Int, Date?).self) {
-            (summary.delivered, summary.pending, summary.failed, summary.oldestPending) = (delivered, pending, failed, oldest)
+        for try await (status, count, oldest) in rows.decode((String, Int, Date).self) {
+            switch DeliveryStatus(rawValue: status) {
+            case .delivered: summary.delivered += count
+            case .failed: summary.failed += count
+            case .pending, .leased:
+                summary.pending += count
+                summary.oldestPending = min(summary.oldestPending ?? oldest, oldest)
+            case nil: continue
+            }
         }
         return summary
     }

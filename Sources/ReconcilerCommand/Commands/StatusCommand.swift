@@ -33,6 +33,8 @@ struct StatusCommand: AsyncParsableCommand {
         var shardsTotal: Int
         var pages: Int
         var customers: RunLedger.QueueSummary
+        /// Deliveries of the run's notifications to the app's webhook (runs with --forward-to).
+        var forwarding: PurchaseStore.ForwardingSummary?
     }
 
     func validate() throws {
@@ -48,6 +50,7 @@ struct StatusCommand: AsyncParsableCommand {
             do { try await Migrator().requireCurrent(database.client, logger: logger) }
             catch let error as Migrator.MigrationError { throw CommandError.configuration(error.description) }
             let ledger = RunLedger(database: database)
+            let store = PurchaseStore(logger: logger)
             let runs: [RunRecord]
             if let runId {
                 guard let run = try await ledger.run(id: runId) else { throw CommandError.configuration("there is no run \(runId)") }
@@ -60,7 +63,9 @@ struct StatusCommand: AsyncParsableCommand {
                 let shards = try await ledger.shards(runId: run.runId)
                 rows.append(Row(run: run, shardsDone: shards.filter { $0.status == .done }.count,
                                 shardsFailed: shards.filter { $0.status == .failed }.count, shardsTotal: shards.count,
-                                pages: shards.reduce(0) { $0 + $1.pagesDone }, customers: try await ledger.queueSummary(runId: run.runId)))
+                                pages: shards.reduce(0) { $0 + $1.pagesDone }, customers: try await ledger.queueSummary(runId: run.runId),
+                                forwarding: run.options.forwardTo == nil ? nil
+                                    : try await database.transaction { try await store.forwardingSummary(runIds: [run.runId], on: $0) }))
             }
             if json {
                 if let html, let run = runs.first {
@@ -88,8 +93,16 @@ struct StatusCommand: AsyncParsableCommand {
                              run.runId, pad(run.kind.rawValue, 10), pad(status, 26), pad(run.phase.rawValue, 9), pad(window, 52), pad(shards, 12), row.pages,
                              pad(customers, 14), pad(ISO8601DateFormatter().string(from: run.startedAt), 20), run.holder ?? "-"))
             }
+            let queue = try await database.transaction { try await store.forwardingSummary(runIds: nil, on: $0) }
+            if queue.delivered + queue.pending + queue.failed > 0 {
+                print("")
+                print("forward queue: \(queue.delivered) delivered, \(queue.pending) pending"
+                    + (queue.oldestPending.map { " (oldest queued \(ISO8601DateFormatter().string(from: $0)))" } ?? "")
+                    + ", \(queue.failed) failed" + (queue.failed > 0 ? " (`reconciler forward --once --retry-failed` tries them again)" : ""))
+            }
             if runId != nil, let run = runs.first {
-                let report = try await ReconcileRun.report(run: run, ledger: ledger, finishedAt: run.finishedAt ?? Date())
+                var report = try await ReconcileRun.report(run: run, ledger: ledger, finishedAt: run.finishedAt ?? Date())
+                report.forwarding = rows.first?.forwarding
                 print("")
                 print(report.humanSummary(maximumChanges: 100))
                 if let html { try await ReportPageFile.write(report: report, ledger: ledger, to: html, logger: logger) }
