@@ -78,6 +78,32 @@ import Testing
         }
     }
 
+    /// Feed order is the xid's number, not its text ('100' sorts before '99'): a reader that sorted
+    /// by text would print the row of xid 100 first and then, reading after it, never the other.
+    @Test func feedOrderFollowsTransactionIdsAcrossADigitBoundary() async throws {
+        try await TestDatabase.with { db in
+            // Both long committed: a fresh cluster's transactions are numbered from several hundred on.
+            for (original, xid) in [("digits-b", 100), ("digits-a", 99)] {
+                try await db.execute("""
+                    INSERT INTO purchase_changes (original_transaction_id, source, after_state, xid)
+                    VALUES (\(original), 'webhook', jsonb_build_object('originalTransactionId', \(original)::text, 'entitled', false),
+                            \(String(xid))::xid8)
+                    """)
+            }
+            let ids = try await db.strings("SELECT change_id::text FROM purchase_changes ORDER BY xid")
+            #expect(try await Self.feed(db).map(\.originalTransactionId) == ["digits-a", "digits-b"])
+            let store = PurchaseStore(logger: Self.logger)
+            let newest = try await db.database.transaction { try await store.newestPosition(on: $0) }
+            #expect("\(newest.changeId)" == ids[1])
+            let first = try await db.database.transaction { try await store.changes(after: .start, limit: 1, on: $0) }
+            let rest = try await db.database.transaction { try await store.changes(after: first.end, limit: 10, on: $0) }
+            #expect((first.changes + rest.changes).map(\.originalTransactionId) == ["digits-a", "digits-b"])
+            let command = try await Self.reconciler(db, ["changes", "--since", ids[0], "--batch", "1"])
+            #expect(command.status == 0, "\(command.stderr)")
+            #expect(try Self.completeLines(command.stdout).map { try Self.decode($0).originalTransactionId } == ["digits-b"])
+        }
+    }
+
     /// Ids are not commit order: an older transaction can take a larger id and commit first. A
     /// consumer that stored the larger id and resumes with `--since` still gets the smaller one.
     @Test func aConsumerStoringItsLastIdMissesAChangeWithASmallerIdCommittedLater() async throws {
