@@ -106,7 +106,7 @@ import Testing
 
     /// Ids are not commit order: an older transaction can take a larger id and commit first. A
     /// consumer that stored the larger id and resumes with `--since` still gets the smaller one.
-    @Test func aConsumerStoringItsLastIdMissesAChangeWithASmallerIdCommittedLater() async throws {
+    @Test func aChangeWithASmallerIdCommittedLaterStillFollowsTheStoredId() async throws {
         try await TestDatabase.with { db in
             let handler = try app.handler(db)
             let first = try await handler.verify(signedPayload: try subscribed("ids-1"))
