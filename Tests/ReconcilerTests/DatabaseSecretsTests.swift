@@ -1,5 +1,6 @@
 import Foundation
 import MockAppStore
+import PostgresNIO
 import Reconciler
 import Testing
 
@@ -79,6 +80,22 @@ import Testing
         let scrubbed = DatabaseSettings.scrubbing(message, secretsOf: [url])
         #expect(!Self.leaks(scrubbed), "\(scrubbed)")
         #expect(scrubbed.hasPrefix("failed: "))
+    }
+
+    /// A `Database` holds the listener's connection settings, password included; printed inside
+    /// anything (ServiceLifecycle logs its services' descriptions at debug level), it shows its name only.
+    @Test func aDatabasePrintedAnywhereShowsNoPassword() throws {
+        struct Holder { let database: Database }
+        let settings = try DatabaseSettings(url: "postgres://alice:\(Self.secret("pw"))@127.0.0.1:1/db")
+        let database = Database(client: PostgresClient(configuration: settings.clientConfiguration, backgroundLogger: TestDatabase.logger), logger: TestDatabase.logger,
+                                configuration: .init(name: settings.description, dedicatedConnection: try settings.connectionConfiguration()))
+        var dumped = ""
+        dump(Holder(database: database), to: &dumped)
+        for text in ["\(database)", String(reflecting: database), "\(Holder(database: database))", String(reflecting: Holder(database: database)),
+                     "\(database.configuration)", dumped] {
+            #expect(!Self.leaks(text), "\(text)")
+            #expect(text.contains("alice:***@127.0.0.1:1/db"), "\(text)")
+        }
     }
 
     @Test func tlsFilesAreCheckedWhenTheSettingsAreMade() throws {

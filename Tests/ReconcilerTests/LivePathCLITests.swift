@@ -63,7 +63,7 @@ import ReconcilerShared
             #expect(state == PurchaseState(
                 originalTransactionId: "8000", latestTransactionId: "8000", productId: "com.example.monthly", environment: "Production",
                 purchaseDate: transaction.purchaseDate, expiresDate: transaction.expiresDate, revocationDate: nil,
-                autoRenewStatus: 1, lastSignedDate: t0))
+                autoRenewStatus: 1, lastSignedDate: t0, entitled: true))    // it expires in 20 days
             #expect(lines[0].contains("\"revocationDate\":null"))
 
             let genuine = try await runProcess("reconciler", ["inspect", payload], environment: env)

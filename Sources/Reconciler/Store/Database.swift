@@ -244,6 +244,24 @@ public struct Database: Sendable {
     }
 }
 
+/// A `Database` printed anywhere (a log line, ServiceLifecycle's list of the services that hold
+/// one, `dump`) shows only its name: its configuration holds the listener's connection settings,
+/// password included.
+extension Database: CustomStringConvertible, CustomDebugStringConvertible, CustomReflectable {
+    public var description: String { "Database(\(configuration.name))" }
+    public var debugDescription: String { description }
+    public var customMirror: Mirror { Mirror(self, children: ["name": configuration.name]) }
+}
+
+extension Database.Configuration: CustomStringConvertible, CustomDebugStringConvertible, CustomReflectable {
+    public var description: String {
+        "Database.Configuration(\(name), unavailableTimeout: \(unavailableTimeout), attemptTimeout: \(attemptTimeout), "
+            + "billingRetryEntitles: \(billingRetryEntitles), dedicatedConnection: \(dedicatedConnection == nil ? "none" : "***"))"
+    }
+    public var debugDescription: String { description }
+    public var customMirror: Mirror { Mirror(self, children: ["description": description]) }
+}
+
 /// The database stayed unreachable for longer than the configured time.
 public struct DatabaseUnavailable: Error, CustomStringConvertible, Sendable {
     /// Host, port and database; never a password.

@@ -121,9 +121,9 @@ extension PurchaseStore {
     /// where a new consumer that wants no history begins.
     public func newestPosition(on connection: PostgresConnection) async throws -> FeedPosition {
         let rows = try await connection.query("""
-            SELECT change_id, xid::text FROM purchase_changes
-            WHERE xid < pg_snapshot_xmin(pg_current_snapshot())
-            ORDER BY xid DESC, change_id DESC LIMIT 1
+            SELECT c.change_id, c.xid::text AS xid_text FROM purchase_changes c
+            WHERE c.xid < pg_snapshot_xmin(pg_current_snapshot())
+            ORDER BY c.xid DESC, c.change_id DESC LIMIT 1
             """, logger: logger)
         for try await (id, xid) in rows.decode((Int64, String).self) { return FeedPosition(changeId: id, xid: xid) }
         return .start
@@ -135,14 +135,16 @@ extension PurchaseStore {
     public func changes(after position: FeedPosition, limit: Int, appAccountToken: String? = nil,
                         on connection: PostgresConnection) async throws -> FeedBatch {
         let rows = try await connection.query("""
-            SELECT change_id, xid::text, original_transaction_id, app_account_token, source, notification_uuid, run_id, before_state::text,
-                   after_state::text, changed_at
-            FROM purchase_changes
-            WHERE (xid, change_id) > (\(position.xid)::xid8, \(position.changeId))
-              AND xid < pg_snapshot_xmin(pg_current_snapshot())
-              AND (\(appAccountToken)::text IS NULL OR app_account_token = \(appAccountToken)
-                   OR before_state->>'appAccountToken' = \(appAccountToken))
-            ORDER BY xid, change_id
+            SELECT c.change_id, c.xid::text AS xid_text, c.original_transaction_id, c.app_account_token, c.source, c.notification_uuid,
+                   c.run_id, c.before_state::text, c.after_state::text, c.changed_at
+            FROM purchase_changes c
+            WHERE (c.xid, c.change_id) > (\(position.xid)::xid8, \(position.changeId))
+              AND c.xid < pg_snapshot_xmin(pg_current_snapshot())
+              AND (\(appAccountToken)::text IS NULL OR c.app_account_token = \(appAccountToken)
+                   OR c.before_state->>'appAccountToken' = \(appAccountToken))
+            -- The column, not the text above: ORDER BY a bare name takes an output column first, and
+            -- text sorts '1000' before '999'.
+            ORDER BY c.xid, c.change_id
             LIMIT \(limit)
             """, logger: logger)
         let decoder = JSONDecoder()

@@ -38,9 +38,12 @@ struct TestApp {
             revocationType: revocationDate == nil ? nil : .refundFull, revocationPercentage: revocationDate == nil ? nil : 100_000)
     }
 
-    func renewal(original: String, autoRenew: AutoRenewStatus, signedDate: Int64, product: String = "com.example.monthly") -> JWSRenewalInfoDecodedPayload {
+    /// Renewal info; a billing problem shows as `isInBillingRetryPeriod`, and a grace period as its end.
+    func renewal(original: String, autoRenew: AutoRenewStatus, signedDate: Int64, product: String = "com.example.monthly",
+                 isInBillingRetryPeriod: Bool? = nil, gracePeriodExpiresDate: Int64? = nil) -> JWSRenewalInfoDecodedPayload {
         JWSRenewalInfoDecodedPayload(
             originalTransactionId: original, autoRenewProductId: product, productId: product, autoRenewStatus: autoRenew,
+            isInBillingRetryPeriod: isInBillingRetryPeriod, gracePeriodExpiresDate: gracePeriodExpiresDate,
             signedDate: signedDate, environment: environment)
     }
 
