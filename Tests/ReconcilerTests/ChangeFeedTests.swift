@@ -71,7 +71,7 @@ import Testing
                 }
             }
             // Other tests' transactions in the cluster may hold the feed back a moment longer.
-            try await ScheduleTests.eventually("both changes readable") { try await Self.feed(db).count == 2 }
+            try await eventually("both changes readable") { try await Self.feed(db).count == 2 }
             let feed = try await Self.feed(db)
             #expect(feed.map(\.originalTransactionId) == ["order-1", "order-2"])
             #expect(feed[0].changeId < feed[1].changeId)
@@ -126,7 +126,7 @@ import Testing
                         """, on: older)
                     try await Self.execute("COMMIT", on: older)
                     // The newer transaction cannot put a row before the older one's: it is readable now.
-                    try await ScheduleTests.eventually("the larger id readable") { try await Self.feed(db).count == 1 }
+                    try await eventually("the larger id readable") { try await Self.feed(db).count == 1 }
                     let read = try await Self.feed(db)
                     #expect(read.map(\.originalTransactionId) == ["ids-2"])
                     stored = read[0].changeId
@@ -135,7 +135,7 @@ import Testing
             }
             let found = try await db.database.transaction { [stored] in try await store.position(of: stored, on: $0) }
             let position = try #require(found)
-            try await ScheduleTests.eventually("the smaller id readable after the stored one") {
+            try await eventually("the smaller id readable after the stored one") {
                 try await Self.feed(db, after: position).count == 1
             }
             let resumed = try await Self.feed(db, after: position)
@@ -159,13 +159,13 @@ import Testing
             #expect(live > 0)
             let first = try rehearsal.start(["changes", "--follow", "--since", "0", "--batch", "7"])
             defer { first.signal(SIGKILL) }
-            try await ScheduleTests.eventually("the follower caught up with the live traffic") {
+            try await eventually("the follower caught up with the live traffic") {
                 Self.completeLines(first.stdout).count >= live
             }
             let run = try rehearsal.start(["run", "--start", rehearsal.outageStart, "--end", rehearsal.outageEnd,
                                            "--concurrency", "1", "--gap-concurrency", "1"])
             defer { run.signal(SIGKILL) }
-            try await ScheduleTests.eventually("the follower printed a change of the run") {
+            try await eventually("the follower printed a change of the run") {
                 first.stdout.contains(#""source":"history""#)
             }
             #expect(run.process.isRunning, "the run ended before the follower was killed")
@@ -180,11 +180,11 @@ import Testing
             #expect(finished.status == 0, "\(finished.stdout)\n\(finished.stderr)")
             let total = try await rehearsal.db.count("SELECT count(*) FROM purchase_changes")
             #expect(total > live)
-            try await ScheduleTests.eventually("the follower drained the feed") {
+            try await eventually("the follower drained the feed") {
                 beforeKill.count + Self.completeLines(second.stdout).count >= total
             }
             var whole: [String] = []
-            try await ScheduleTests.eventually("the whole feed readable") {
+            try await eventually("the whole feed readable") {
                 let result = try await rehearsal.reconciler(["changes", "--since", "0"])
                 whole = Self.completeLines(result.stdout)
                 return result.status == 0 && whole.count == total
@@ -235,7 +235,7 @@ import Testing
         try await TestDatabase.with { db in
             let handler = try app.handler(db)
             for index in 1...6 { _ = try await handler.handle(signedPayload: try subscribed("prune-\(index)"), source: .webhook) }
-            try await ScheduleTests.eventually("the feed readable") { try await Self.feed(db).count == 6 }
+            try await eventually("the feed readable") { try await Self.feed(db).count == 6 }
             let ids = try await Self.feed(db).map(\.changeId)
 
             // Every line has the same keys; batches and limits do not change what is printed.
@@ -313,7 +313,7 @@ import Testing
                     let payload = try subscribed("follow-\(written)", signedDate: t0 + Int64(written))
                     _ = try await handler.handle(signedPayload: payload, source: .webhook)
                     do {
-                        try await ScheduleTests.eventually("the follower printed \(count) changes", timeout: .seconds(3)) {
+                        try await eventually("the follower printed \(count) changes", timeout: .seconds(3)) {
                             Self.completeLines(follower.stdout).count >= count
                         }
                         return
@@ -324,12 +324,12 @@ import Testing
                 Issue.record("the follower never printed \(count) changes: \(follower.stderr)")
             }
             let listeners: PostgresQuery = "SELECT pid::text FROM pg_stat_activity WHERE datname = current_database() AND query ILIKE 'LISTEN%'"
-            try await ScheduleTests.eventually("the follower listening") { try await db.strings(listeners).count == 1 }
+            try await eventually("the follower listening") { try await db.strings(listeners).count == 1 }
             let listener = try await db.strings(listeners)
             try await writeUntilPrinted(1)
             // The server drops the LISTEN connection: the follower listens again and goes on.
             try await db.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE pid::text = \(listener[0])")
-            try await ScheduleTests.eventually("the follower listening again") {
+            try await eventually("the follower listening again") {
                 let now = try await db.strings(listeners)
                 return now.count == 1 && now != listener && follower.stderr.contains("reconnecting")
             }

@@ -67,7 +67,7 @@ import Testing
                 #expect(outageTypes.isSuperset(of: ["RENEWAL_EXTENSION", "EXTERNAL_PURCHASE_TOKEN"]), "\(outageTypes)")
 
                 // The live webhook forwarded what it stored, through the app's first 12 failures.
-                try await ScheduleTests.eventually("the live notifications forwarded") {
+                try await eventually("the live notifications forwarded") {
                     Set(receiver.statistics.acknowledged.keys) == live
                 }
                 #expect(receiver.statistics.failed == 12)
@@ -75,7 +75,7 @@ import Testing
                 // The app goes down again while the run forwards; it comes back after 10 more failures.
                 receiver.setBehaviour(.init(status: 503))
                 let comesBack = Task {
-                    try await ScheduleTests.eventually("the run's deliveries failing") { receiver.statistics.failed >= 22 }
+                    try await eventually("the run's deliveries failing") { receiver.statistics.failed >= 22 }
                     receiver.setBehaviour(.init(status: 200))
                 }
                 let reportPath = Rehearsal.temporaryFile("report.json")
@@ -120,11 +120,11 @@ import Testing
                 let arguments = ["run", "--start", rehearsal.outageStart, "--end", rehearsal.outageEnd, "--forward-to", receiverURL,
                                  "--forward-concurrency", "4", "--forward-drain-timeout", "120s"]
                 let killed = try rehearsal.start(arguments)
-                try await ScheduleTests.eventually("some deliveries") { receiver.statistics.acknowledged.count >= 6 }
+                try await eventually("some deliveries") { receiver.statistics.acknowledged.count >= 6 }
                 killed.signal(SIGKILL)
                 _ = try await killed.wait()
                 // Requests the killed run had sent are answered, then nothing more arrives.
-                try await ScheduleTests.eventually("the receiver idle") { receiver.statistics.inFlight == 0 }
+                try await eventually("the receiver idle") { receiver.statistics.inFlight == 0 }
                 let answeredBeforeKill = Set(receiver.statistics.acknowledged.keys)
                 let recorded = Set(try await rehearsal.db.strings("SELECT notification_uuid FROM forward_queue WHERE status = 'delivered'"))
                 #expect(recorded.isSubset(of: answeredBeforeKill))

@@ -153,14 +153,14 @@ import Testing
             try await withThrowingTaskGroup(of: Void.self) { group in
                 group.addTask { try await ledgerMetrics.run() }
                 defer { group.cancelAll() }
-                try await poll("the first refresh") { try quarantined() == 0 }
+                try await eventually("the first refresh", timeout: .seconds(30)) { try quarantined() == 0 }
                 try await db.execute("""
                     INSERT INTO quarantined_payloads (payload_sha256, environment, bundle_id, source, reason, detail, signed_payload)
                     VALUES ('c1', 'Production', \(TestApp.bundleId), 'transaction_history', 'INVALID_CHAIN', 'test', 'x.y.z')
                     """)
-                try await poll("the quarantined payload") { try quarantined() == 1 }
+                try await eventually("the quarantined payload", timeout: .seconds(30)) { try quarantined() == 1 }
                 try await db.execute("UPDATE quarantined_payloads SET acknowledged_at = now()")
-                try await poll("the acknowledgement") { try quarantined() == 0 }
+                try await eventually("the acknowledgement", timeout: .seconds(30)) { try quarantined() == 0 }
                 let failures = try PrometheusText(parsing: metrics.exposition()).value("reconciler_ledger_refresh_failures_total")
                 #expect(failures == 0)
             }
@@ -245,17 +245,6 @@ import Testing
             #expect(labels == definition.labels, "\(definition.name): labels \(labels)")
             let processes = Set(cells[3].split(separator: ",").map { $0.trimmingCharacters(in: CharacterSet(charactersIn: " `")) })
             #expect(processes == Set(definition.processes.map(\.rawValue)), "\(definition.name): processes \(processes)")
-        }
-    }
-
-    func poll(_ what: String, _ condition: () throws -> Bool) async throws {
-        let deadline = ContinuousClock.now + .seconds(30)
-        while try !condition() {
-            guard ContinuousClock.now < deadline else {
-                Issue.record("timed out waiting for \(what)")
-                return
-            }
-            try await Task.sleep(for: .milliseconds(20))
         }
     }
 }

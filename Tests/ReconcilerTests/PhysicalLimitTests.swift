@@ -62,7 +62,7 @@ import Testing
         try await Rehearsal.with(customers: 120, seed: 83, mockArguments: ["--latency-ms", "60", "--page-size", "3"]) { rehearsal in
             let first = try rehearsal.start(["run", "--start", rehearsal.outageStart, "--end", rehearsal.outageEnd,
                                              "--concurrency", "4", "--gap-concurrency", "1"])
-            try await ScheduleTests.eventually("a split") {
+            try await eventually("a split") {
                 try await rehearsal.db.count("SELECT count(*) FROM run_shards WHERE split_from_ms IS NOT NULL") > 0
             }
             first.signal(SIGKILL)
@@ -104,7 +104,7 @@ import Testing
             try await rehearsal.resetMockStatistics()
             let run = try rehearsal.start(["run", "--start", rehearsal.outageStart, "--end", rehearsal.outageEnd, "--all", "--refresh-status",
                                            "--rate-limit", "8"])
-            try await ScheduleTests.eventually("the run") {
+            try await eventually("the run") {
                 try await rehearsal.db.count("SELECT count(*) FROM reconcile_runs WHERE status = 'running'") == 1
             }
             let worker = try await rehearsal.reconciler(["work", "--run", "1", "--rate-limit", "8"])

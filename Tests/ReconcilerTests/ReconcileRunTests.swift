@@ -102,7 +102,7 @@ import Testing
     @Test func sigtermStopsARunCleanlyAndTheRerunResumesIt() async throws {
         try await Rehearsal.with(customers: 60, seed: 23, mockArguments: ["--latency-ms", "120"]) { rehearsal in
             let run = try rehearsal.start(["run", "--start", rehearsal.outageStart, "--end", rehearsal.outageEnd, "--concurrency", "2"])
-            try await ScheduleTests.eventually("a committed page") {
+            try await eventually("a committed page") {
                 try await rehearsal.db.count("SELECT COALESCE(sum(pages_done), 0)::bigint FROM run_shards") > 0
             }
             run.signal(SIGTERM)
@@ -193,7 +193,7 @@ import Testing
     @Test func oneRunAtATimeAndClearErrorsForBadWindows() async throws {
         try await Rehearsal.with(customers: 40, seed: 17, mockArguments: ["--latency-ms", "150"]) { rehearsal in
             let first = try rehearsal.start(["run", "--start", rehearsal.outageStart, "--end", rehearsal.outageEnd, "--concurrency", "2"])
-            try await ScheduleTests.eventually("the first run to hold the lease") {
+            try await eventually("the first run to hold the lease") {
                 try await rehearsal.db.count("SELECT count(*) FROM run_leases WHERE run_id = 1") == 1
             }
             let second = try await rehearsal.runWindow()

@@ -123,7 +123,7 @@ import Testing
             let interruptedPath = Rehearsal.temporaryFile("interrupted.html"), jsonPath = Rehearsal.temporaryFile("interrupted.json")
             let running = try rehearsal.start(["run", "--start", rehearsal.outageStart, "--end", rehearsal.outageEnd, "--concurrency", "1",
                                                "--report-html", interruptedPath, "--report-json", jsonPath])
-            try await ScheduleTests.eventually("committed pages") {
+            try await eventually("committed pages") {
                 try await rehearsal.db.count("SELECT COALESCE(sum(pages_done), 0)::bigint FROM run_shards") > 2
             }
             running.signal(SIGINT)

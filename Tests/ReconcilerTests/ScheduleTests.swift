@@ -9,22 +9,13 @@ import Testing
 /// Issue 8: the hundredth scheduled run is as correct, as cheap and as harmless as the first.
 /// Real processes, a real PostgreSQL, the mock App Store over HTTP.
 @Suite(.serialized) struct ScheduleTests {
-    /// Waits until `condition` holds, polling; fails the test after `timeout`.
-    static func eventually(_ what: String, timeout: Duration = .seconds(120), _ condition: () async throws -> Bool) async throws {
-        let deadline = ContinuousClock.now + timeout
-        while try await !condition() {
-            guard ContinuousClock.now < deadline else { throw ProcessFailure(description: "timed out waiting for \(what)") }
-            try await Task.sleep(for: .milliseconds(50))
-        }
-    }
-
     /// 8.2: an interrupted scheduled run is finished first, in its own window; the next window
     /// starts where it ended.
     @Test func sinceLastFinishesTheNewestUnfinishedScheduledWindowFirst() async throws {
         try await Rehearsal.with(customers: 60, seed: 51, mockArguments: ["--latency-ms", "60"]) { rehearsal in
             // The first scheduled window reaches back over the outage (the newest live notification is after it).
             let killed = try rehearsal.start(["run", "--since-last", "--overlap", "8h", "--concurrency", "1", "--gap-concurrency", "1"])
-            try await Self.eventually("a committed page") {
+            try await eventually("a committed page") {
                 try await rehearsal.db.count("SELECT COALESCE(sum(pages_done), 0)::bigint FROM run_shards") > 2
             }
             killed.signal(SIGKILL)
@@ -264,7 +255,7 @@ import Testing
             #expect(!during.isEmpty)
             // The refunds the mock delivered live during the run are stored.
             for uuid in refunds where !uuid.isEmpty {
-                try await Self.eventually("live REFUND \(uuid)", timeout: .seconds(30)) {
+                try await eventually("live REFUND \(uuid)", timeout: .seconds(30)) {
                     try await rehearsal.db.count("SELECT count(*) FROM notifications WHERE notification_uuid = \(uuid)") == 1
                 }
             }
@@ -283,7 +274,7 @@ import Testing
         try await Rehearsal.with(customers: 40, seed: 65, mockArguments: ["--latency-ms", "100"]) { rehearsal in
             let run = try rehearsal.start(["run", "--start", rehearsal.outageStart, "--end", rehearsal.outageEnd, "--concurrency", "1",
                                            "--lease-duration", "3s"])
-            try await Self.eventually("a committed page") {
+            try await eventually("a committed page") {
                 try await rehearsal.db.count("SELECT COALESCE(sum(pages_done), 0)::bigint FROM run_shards") > 0
             }
             try await rehearsal.db.execute("UPDATE run_leases SET holder = 'elsewhere:1:1'")
@@ -306,7 +297,7 @@ import Testing
             try await Rehearsal.with(customers: 60, seed: 69, mockArguments: ["--latency-ms", "80"], databaseServer: cluster.url) { rehearsal in
                 let run = try rehearsal.start(["run", "--start", rehearsal.outageStart, "--end", rehearsal.outageEnd,
                                                "--concurrency", "2", "--gap-concurrency", "2"])
-                try await Self.eventually("committed pages") {
+                try await eventually("committed pages") {
                     try await rehearsal.db.count("SELECT COALESCE(sum(pages_done), 0)::bigint FROM run_shards") > 5
                 }
                 try await cluster.restart()
@@ -333,7 +324,7 @@ import Testing
                 let databaseName = rehearsal.db.name
                 let bounded = try rehearsal.start(["run", "--start", rehearsal.outageStart, "--end", rehearsal.outageEnd,
                                                    "--concurrency", "2", "--database-timeout", "5s"])
-                try await Self.eventually("committed pages") {
+                try await eventually("committed pages") {
                     try await rehearsal.db.count("SELECT COALESCE(sum(pages_done), 0)::bigint FROM run_shards") > 2
                 }
                 try await cluster.stop()
@@ -346,7 +337,7 @@ import Testing
                 try await cluster.start()
                 let waiting = try rehearsal.start(["run", "--start", rehearsal.outageStart, "--end", rehearsal.outageEnd,
                                                    "--concurrency", "2", "--database-timeout", "10m"])
-                try await Self.eventually("the second run to hold the lease") {
+                try await eventually("the second run to hold the lease") {
                     try await rehearsal.db.count("SELECT count(*) FROM run_leases WHERE holder LIKE \("%:\(waiting.process.processIdentifier):%")") == 1
                 }
                 try await cluster.stop()
