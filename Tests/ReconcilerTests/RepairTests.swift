@@ -82,20 +82,34 @@ import Testing
             #expect(dryReport.transactionHistoryChanges == real.transactionHistoryChanges)
             #expect(dryReport.statuses == real.statuses)
             #expect(!real.changed.isEmpty)
+            #expect(!real.missedNotifications.isEmpty)
             #expect(real.purchases.allSatisfy { account[$0.after.originalTransactionId] == orderAccount })
             // Repeating it finds everything stored.
             let again = try Self.report(try await rehearsal.reconciler(["repair", "--order-id", order.orderId, "--json"]))
             #expect(again.missedNotifications.isEmpty && again.changed.isEmpty)
 
-            // By an older transaction ID of the customer (not its latest).
+            // By an older transaction ID of the customer (not its latest), forwarding to the app's
+            // webhook what it recorded that Apple never delivered.
             let older = try #require(orders.first { $0.account == transactionAccount })
-            _ = try await Self.repair(["--transaction-id", older.transactionId], account: transactionAccount, in: rehearsal, orders: orders)
+            try await ForwardingTests.withReceiver(.init()) { receiver, receiverURL in
+                let report = try await Self.repair(["--transaction-id", older.transactionId, "--forward-to", receiverURL],
+                                                   account: transactionAccount, in: rehearsal, orders: orders)
+                let undelivered = Set(report.missedNotifications.filter { !$0.deliveredByApple }.map(\.notificationUUID))
+                #expect(!undelivered.isEmpty)
+                #expect(Set(receiver.statistics.acknowledged.keys) == undelivered)
+                #expect(report.forwarding?.delivered == undelivered.count)
+            }
 
-            // By app account token (lowercase or not), for a customer whose purchases are stored.
+            // By app account token (lowercase or not), for a customer whose purchases are stored; with metrics.
             let tokenPurchase = try #require(wrong.first { account[$0] == tokenAccount && exported[$0]?.contains("\"appAccountToken\":\"") == true })
             let tokenLine = try JSONSerialization.jsonObject(with: Data(exported[tokenPurchase]!.utf8)) as? [String: Any]
             let token = try #require(tokenLine?["appAccountToken"] as? String)
-            _ = try await Self.repair(["--app-account-token", token.uppercased()], account: tokenAccount, in: rehearsal, orders: orders)
+            let metricsPath = Rehearsal.temporaryFile("repair.prom")
+            _ = try await Self.repair(["--app-account-token", token.uppercased(), "--metrics-file", metricsPath], account: tokenAccount,
+                                      in: rehearsal, orders: orders)
+            let metrics = try PrometheusText(parsing: try String(contentsOfFile: metricsPath, encoding: .utf8))
+            #expect(metrics.value("reconciler_run_exit_code", ["kind": "repair"]) == 0)
+            #expect(metrics.value("reconciler_run_status", ["kind": "repair", "status": "succeeded"]) == 1)
 
             // Beside a run that holds the lease: slow answers keep the run busy while the repair works.
             try await rehearsal.setFaults(["latencyMilliseconds": 100])
