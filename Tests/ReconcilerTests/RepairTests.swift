@@ -110,6 +110,8 @@ import Testing
             let metrics = try PrometheusText(parsing: try String(contentsOfFile: metricsPath, encoding: .utf8))
             #expect(metrics.value("reconciler_run_exit_code", ["kind": "repair"]) == 0)
             #expect(metrics.value("reconciler_run_status", ["kind": "repair", "status": "succeeded"]) == 1)
+            // Only series labelled by kind: the file can sit beside the scheduled run's.
+            #expect(metrics.samples("reconciler_run_duration_seconds").isEmpty)
 
             // Beside a run that holds the lease: slow answers keep the run busy while the repair works.
             try await rehearsal.setFaults(["latencyMilliseconds": 100])

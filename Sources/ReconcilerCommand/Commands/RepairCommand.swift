@@ -55,7 +55,10 @@ struct RepairCommand: AsyncParsableCommand {
     @Option(help: ArgumentHelp("How long to wait at the end for those deliveries (default 60s); `reconciler forward` delivers the rest.",
                                valueName: "duration"))
     var forwardDrainTimeout: String = "60s"
-    @Option(help: ArgumentHelp("Write Prometheus metrics (node_exporter textfile format, kind=\"repair\") to this file.", valueName: "path"))
+    @Option(help: ArgumentHelp("""
+        Write the repair's exit code, end and status (reconciler_run_*{kind="repair"}, node_exporter textfile format) to this file; \
+        give it a file of its own beside the scheduled run's.
+        """, valueName: "path"))
     var metricsFile: String?
 
     @OptionGroup var app: AppOptions
@@ -84,12 +87,12 @@ struct RepairCommand: AsyncParsableCommand {
             MetricsRegistry(environment: (try? app.resolvedEnvironment)?.rawValue ?? "", bundleId: app.resolvedBundleId ?? "")
         }
         if let metrics { MetricsSystem.bootstrap(metrics.factory) }
-        let report: RepairReport, runReport: RunReport?
+        let report: RepairReport
         do {
-            (report, runReport) = try await repair(metrics: metrics, logger: logger)
+            report = try await repair(logger: logger)
         } catch {
             // Stopped before it could report (bad input, configuration, the database): alerts still see the exit code.
-            try? writeMetrics(metrics, exitCode: (error as? CommandError)?.exitCode ?? 1, report: nil)
+            try? writeMetrics(metrics, exitCode: (error as? CommandError)?.exitCode ?? 1, status: nil)
             throw error
         }
         print(json ? String(decoding: try report.json(), as: UTF8.self) : report.humanSummary())
@@ -98,7 +101,7 @@ struct RepairCommand: AsyncParsableCommand {
         case .succeededWithRejections: 4
         default: 2
         }
-        try writeMetrics(metrics, exitCode: exitCode, report: runReport)
+        try writeMetrics(metrics, exitCode: exitCode, status: report.status)
         switch exitCode {
         case 4: throw CommandError.attention("repaired, but needs attention: see QUARANTINED and FAILED in the report (`reconciler rejections`)")
         case 2: throw CommandError.partial("not everything was repaired (repair \(report.runId) is \(report.status.rawValue)); run the same command again")
@@ -107,7 +110,7 @@ struct RepairCommand: AsyncParsableCommand {
     }
 
     /// Runs the repair with the shared request budget, then delivers what it queued for the app's webhook.
-    private func repair(metrics: MetricsRegistry?, logger: Logger) async throws -> (RepairReport, RunReport?) {
+    private func repair(logger: Logger) async throws -> RepairReport {
         let selector: CustomerRepair.Selector
         do {
             selector = try CustomerRepair.Selector.parse(orderId: orderId, transactionId: transactionId, appAccountToken: appAccountToken)
@@ -143,14 +146,7 @@ struct RepairCommand: AsyncParsableCommand {
                     let forwarder = Forwarder(configuration: forwarding, database: database)
                     report.forwarding = try await forwarder.drain(runIds: [report.runId], upTo: .milliseconds(drainTimeout))
                 }
-                let ledger = RunLedger(database: database)
-                var runReport: RunReport?
-                if let metrics, let record = try await ledger.run(id: report.runId) {
-                    runReport = try await ReconcileRun.report(run: record, ledger: ledger, finishedAt: record.finishedAt ?? Date())
-                    try? await LedgerMetrics(ledger: ledger, environment: verifier.configuration.environment.rawValue,
-                                             bundleId: verifier.configuration.bundleId, registry: metrics).refresh()
-                }
-                return (report, runReport)
+                return report
             }
         } catch is Interrupted {
             throw CommandError.partial("interrupted: run the same command again (what is done is not done twice)")
@@ -174,9 +170,9 @@ struct RepairCommand: AsyncParsableCommand {
         }
     }
 
-    private func writeMetrics(_ metrics: MetricsRegistry?, exitCode: Int32, report: RunReport?) throws {
+    private func writeMetrics(_ metrics: MetricsRegistry?, exitCode: Int32, status: RunRecord.Status?) throws {
         guard let metrics, let metricsFile else { return }
-        RunMetrics.record(exitCode: exitCode, kind: .repair, report: report, in: metrics)
+        RunMetrics.recordOutcome(exitCode: exitCode, kind: .repair, status: status, in: metrics)
         do {
             try metrics.writeTextfile(to: metricsFile)
         } catch {
