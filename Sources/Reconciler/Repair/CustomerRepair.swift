@@ -189,7 +189,7 @@ public struct CustomerRepair: Sendable {
         } catch let error as ReconcileRun.InvalidWindow {
             throw RepairError(code: .window, description: "--since: \(error.description)")
         }
-        let apiAtStart = client.statistics.snapshot
+        let (apiAtStart, timelineAtStart) = (client.statistics.snapshot, client.statistics.timeline)
         let tally = VerificationTally()
         let found = try await find(tally: tally)
         // Apple says on the first page whether it knows the transaction ID: still nothing written.
@@ -205,7 +205,7 @@ public struct CustomerRepair: Sendable {
         logger.info("repair started", metadata: [
             "runId": "\(record.runId)", "customer": "\(configuration.selector)", "dryRun": "\(record.dryRun)",
         ])
-        let apiTimeline = APITimelineRecorder(runId: record.runId, worker: configuration.worker, client: client, ledger: ledger)
+        let apiTimeline = APITimelineRecorder(runId: record.runId, worker: configuration.worker, client: client, ledger: ledger, since: timelineAtStart)
         var shadow: ShadowSchema?
         do {
             if record.dryRun { shadow = try await ShadowSchema.create(runId: record.runId, on: ledger.database) }
