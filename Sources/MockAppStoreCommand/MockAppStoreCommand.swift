@@ -66,7 +66,7 @@ struct MockAppStoreCommand: AsyncParsableCommand {
     @Option(help: "Fraction of successful API responses cut in half.") var faultTruncate: Double = 0
     @Option(help: "Fraction of paginated history requests answered PaginationTokenExpired.") var faultExpireTokens: Double = 0
     @Flag(help: "Include no scripted customers inside the outage (only random ones).") var noScriptedCustomers = false
-    @Option(help: "Slip this many notifications signed by a stranger's CA into the history, inside the outage.") var forged: Int = 0
+    @Option(help: "Slip this many notifications signed by a stranger's CA into the history, inside the outage; Look Up Order ID answers FORGED0000, FORGED0001... with their transactions.") var forged: Int = 0
     @Option(help: "Write the ground truth (JSON lines) to this file before serving.") var truthFile: String?
     @Flag(help: "Print every transaction's order ID (JSON lines: orderId, transactionId, originalTransactionId, account...) once listening.")
     var printOrders = false

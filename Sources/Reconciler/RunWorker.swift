@@ -52,6 +52,9 @@ public struct RunWorker: Sendable {
         guard run.environment == verifier.environment.rawValue, run.bundleId == verifier.bundleId else {
             throw CannotJoin(description: "run \(runId) is for \(run.bundleId) in \(run.environment), not the configured \(verifier.bundleId) in \(verifier.environment.rawValue)")
         }
+        guard run.kind != .repair else {
+            throw CannotJoin(description: "run \(runId) is a repair of one customer: there is nothing to share")
+        }
         guard run.status == .running else {
             throw CannotJoin(description: "run \(runId) is \(run.status.rawValue); rerun it with `reconciler run` first")
         }

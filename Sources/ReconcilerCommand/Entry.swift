@@ -14,13 +14,14 @@ struct ReconcilerCommand: AsyncParsableCommand {
             APP_STORE_APP_APPLE_ID (production), APP_STORE_ENVIRONMENT, APP_STORE_ROOT_CERTIFICATES, \
             APP_STORE_KEY_ID, APP_STORE_ISSUER_ID, APP_STORE_PRIVATE_KEY_PATH, APP_STORE_API_BASE_URL.
 
-            Exit codes: 0 success; 1 usage or configuration error, or the run lease is held; 2 partial or \
+            Exit codes: 0 success; 1 usage or configuration error, the run lease is held, or (repair) an unknown or \
+            malformed order ID, transaction ID or app account token; 2 partial or \
             interrupted (something retryable was not recovered: rerun to resume); 3 a signed value is not \
             genuine (inspect); 4 done, but something needs a person (payloads quarantined for the first time, \
             requests Apple refused, a window lost to retention).
             """,
         subcommands: [
-            MigrateCommand.self, ServeCommand.self, RunCommand.self, WorkCommand.self, StatusCommand.self,
+            MigrateCommand.self, ServeCommand.self, RunCommand.self, RepairCommand.self, WorkCommand.self, StatusCommand.self,
             RejectionsCommand.self, ForwardCommand.self, ChangesCommand.self, InspectCommand.self, ExportCommand.self,
             DetectOutageCommand.self, CheckWebhookCommand.self,
         ])

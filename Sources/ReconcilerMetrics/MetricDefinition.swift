@@ -71,7 +71,7 @@ extension MetricDefinition {
         processes: [.serve, .run])
     public static let lastFinishedRun = MetricDefinition(
         "reconciler_last_finished_run_timestamp_seconds", .gauge,
-        help: "When the newest finished run (succeeded or succeeded_with_rejections, not a dry run, any kind) finished.",
+        help: "When the newest finished run (succeeded or succeeded_with_rejections, not a dry run, any kind but repair) finished.",
         processes: [.serve, .run])
     public static let ledgerRefreshFailures = MetricDefinition(
         "reconciler_ledger_refresh_failures_total", .counter,

@@ -20,15 +20,8 @@ public enum RunMetrics {
     }
 
     public static func record(exitCode: Int32, kind: RunRecord.Kind, report: RunReport?, endedAt: Date = Date(), in metrics: MetricsRegistry) {
-        let kind = kind.rawValue
-        MetricDefinition.runExitCode.gauge([kind], in: metrics).record(Int64(exitCode))
-        MetricDefinition.runEnd.gauge([kind], in: metrics).record(endedAt.timeIntervalSince1970)
+        recordOutcome(exitCode: exitCode, kind: kind, status: report?.status, endedAt: endedAt, in: metrics)
         guard let report else { return }
-
-        // A finished report is never `running`.
-        for status in RunRecord.Status.allCases where status != .running {
-            MetricDefinition.runStatus.gauge([kind, status.rawValue], in: metrics).record(report.status == status ? 1 : 0)
-        }
         func set(_ definition: MetricDefinition, _ value: Double) { definition.gauge(in: metrics).record(value) }
         func set(_ definition: MetricDefinition, _ value: Int) { definition.gauge(in: metrics).record(Int64(value)) }
         set(.runDryRun, report.dryRun ? 1 : 0)
@@ -54,5 +47,20 @@ public enum RunMetrics {
         set(.runAPIServerErrors, report.api.serverErrors)
         set(.runAPITransportErrors, report.api.transportErrors)
         set(.runAPIFailedCalls, report.api.failedCalls)
+    }
+
+    /// Only the series labelled by `kind`: the exit code, the end and the status. `repair
+    /// --metrics-file` writes just these, so its file can sit beside the scheduled run's in
+    /// node_exporter's directory without two files carrying the same series.
+    public static func recordOutcome(exitCode: Int32, kind: RunRecord.Kind, status: RunRecord.Status?, endedAt: Date = Date(),
+                                     in metrics: MetricsRegistry) {
+        let kind = kind.rawValue
+        MetricDefinition.runExitCode.gauge([kind], in: metrics).record(Int64(exitCode))
+        MetricDefinition.runEnd.gauge([kind], in: metrics).record(endedAt.timeIntervalSince1970)
+        guard let status else { return }
+        // A finished report is never `running`.
+        for candidate in RunRecord.Status.allCases where candidate != .running {
+            MetricDefinition.runStatus.gauge([kind, candidate.rawValue], in: metrics).record(status == candidate ? 1 : 0)
+        }
     }
 }

@@ -230,6 +230,8 @@ import Testing
             var environment = rehearsal.environment
             environment["START"] = rehearsal.outageStart
             environment["END"] = rehearsal.outageEnd
+            // The support ticket's order ID (from the customer's receipt email).
+            environment["ORDER_ID"] = try #require(try await RepairTests.orders(rehearsal).last { $0.forged != true }).orderId
             environment["PATH"] = Executables.directory.path + ":" + (ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin")
             for command in commands {
                 let result = try await runProcess("/bin/bash", ["-c", command], environment: environment)

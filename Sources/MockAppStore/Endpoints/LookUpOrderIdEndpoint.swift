@@ -4,10 +4,14 @@ import AppStoreServer
 /// are) with status 0, or status 1 and no transactions for an order ID the app does not know.
 /// Apple documents no 400 for a malformed order ID, so it gets the same 200 with status 1; the
 /// match is exact (no case folding), and an invalid answer omits `signedTransactions`, the most
-/// conservative reading of a field Apple does not say is always present.
+/// conservative reading of a field Apple does not say is always present. With `--forged`, the
+/// orders `FORGED0000`... answer with a transaction signed by a stranger's CA.
 extension MockAppStore {
     func lookUpOrderId(_ orderId: String) -> MockHTTPResponse {
         let snapshot = catalog.snapshot
+        if let forged = snapshot.forgedOrders[orderId] {
+            return .json(.ok, OrderLookupResponse(status: .valid, signedTransactions: [forged.signedTransaction]))
+        }
         guard let transactionIds = snapshot.world.orders[orderId], !transactionIds.isEmpty else {
             statistics.update { $0.unknownOrderIds += 1 }
             return .json(.ok, OrderLookupResponse(status: .invalid))

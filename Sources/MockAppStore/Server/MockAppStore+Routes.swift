@@ -1,6 +1,7 @@
 import AppStoreServer
 import Foundation
 import NIOCore
+import NIOFoundationCompat
 import NIOHTTP1
 
 /// Request dispatch: latency, dropped connections, authentication, the rate limit and injected
@@ -46,7 +47,11 @@ extension MockAppStore {
     }
 
     private func respondToAPI(_ request: MockHTTPRequest, endpoint: Endpoint, parameter: String?) async -> MockHTTPResponse {
-        statistics.update { $0.requests[endpoint.rawValue, default: 0] += 1 }
+        let account = account(namedBy: request, endpoint: endpoint, parameter: parameter)
+        statistics.update {
+            $0.requests[endpoint.rawValue, default: 0] += 1
+            $0.requestsByAccount[account, default: 0] += 1
+        }
         let faults = self.faults.withLock { $0 }
         let latency = faults.latencyMilliseconds + (faults.latencyJitterMilliseconds > 0 ? Int.random(in: 0...faults.latencyJitterMilliseconds) : 0)
         if latency > 0 { try? await Task.sleep(for: .milliseconds(latency)) }
@@ -94,6 +99,22 @@ extension MockAppStore {
             response.delivery = .truncate
         }
         return response
+    }
+
+    /// The customer a request names, for ``MockStatistics/Counts/requestsByAccount``.
+    func account(namedBy request: MockHTTPRequest, endpoint: Endpoint, parameter: String?) -> String {
+        let snapshot = catalog.snapshot
+        let transactionId: String?
+        switch endpoint {
+        case .transactionHistory, .subscriptionStatuses: transactionId = parameter
+        case .lookUpOrderId: transactionId = parameter.flatMap { snapshot.world.orders[$0]?.first }
+        case .notificationHistory:
+            let body = try? JSONDecoder().decode([String: JSONValue].self, from: Data(buffer: request.body))
+            guard let filter = body?["transactionId"]?.string else { return "*" }
+            transactionId = filter
+        case .requestTestNotification, .testNotificationStatus: return "*"
+        }
+        return transactionId.flatMap { snapshot.account(ofTransaction: $0) } ?? "?"
     }
 
     func limit(for endpoint: Endpoint) -> Double {

@@ -21,6 +21,10 @@ public final class MockStatistics: Sendable {
         public var expiredTokens = 0
         /// Look Up Order ID requests for an order ID the app does not know (answered with status 1).
         public var unknownOrderIds = 0
+        /// API requests by the customer (`account-N`) they name: the path's transaction ID, the
+        /// order ID, or Get Notification History's `transactionId` filter; `*` for requests that
+        /// name none (an unfiltered history query, test notifications), `?` for an ID no account has.
+        public var requestsByAccount: [String: Int] = [:]
         public var deliveryAttempts = 0
         public var deliverySuccesses = 0
         public var deliveryFailures = 0

@@ -27,6 +27,14 @@ final class MockCatalog: Sendable {
         var notifications: [Notification]
         /// Each account's transactions, newest version of each, ordered by (modifiedAt, transactionId).
         var transactionsByAccount: [String: [TransactionEntry]]
+        /// `--forged`: order IDs whose Look Up Order ID answer carries a transaction signed by a stranger's CA.
+        var forgedOrders: [String: ForgedOrder] = [:]
+    }
+
+    /// An order ID answered with a forged signed transaction (`FORGED0000`, ...).
+    struct ForgedOrder: Sendable {
+        var transaction: JWSTransactionDecodedPayload
+        var signedTransaction: String
     }
 
     let configuration: ScenarioConfiguration
@@ -37,13 +45,16 @@ final class MockCatalog: Sendable {
         self.configuration = configuration
         self.signer = signer
         var notifications = try await Self.sign(world.notifications, configuration: configuration, signer: signer)
+        var forgedOrders: [String: ForgedOrder] = [:]
         if configuration.forgedNotifications > 0 {
-            notifications = (notifications + (try Self.forgeries(configuration))).sorted {
+            let forgeries = try Self.forgeries(configuration)
+            notifications = (notifications + forgeries.notifications).sorted {
                 ($0.firstAttemptDate, $0.plan.notificationUUID) < ($1.firstAttemptDate, $1.plan.notificationUUID)
             }
+            forgedOrders = forgeries.orders
         }
         self.state = Mutex(Snapshot(world: world, notifications: notifications,
-                                    transactionsByAccount: Self.transactionsByAccount(world)))
+                                    transactionsByAccount: Self.transactionsByAccount(world), forgedOrders: forgedOrders))
     }
 
     var snapshot: Snapshot { state.withLock { $0 } }
@@ -112,13 +123,15 @@ final class MockCatalog: Sendable {
         return signed.sorted { ($0.firstAttemptDate, $0.plan.notificationUUID) < ($1.firstAttemptDate, $1.plan.notificationUUID) }
     }
 
-    /// Notifications that look like the app's but are signed by another CA, inside the outage.
-    static func forgeries(_ configuration: ScenarioConfiguration) throws -> [Notification] {
+    /// Notifications that look like the app's but are signed by another CA, inside the outage, and
+    /// an order ID for each forged transaction that Look Up Order ID answers with it.
+    static func forgeries(_ configuration: ScenarioConfiguration) throws -> (notifications: [Notification], orders: [String: ForgedOrder]) {
         let stranger = try SigningCertificateAuthority(options: .init(name: "Forger", seed: "forger-\(configuration.seed)"))
         var generator = SeededGenerator(seed: configuration.seed ^ 0xF0F0)
         let start = configuration.outageStart ?? configuration.now - configuration.span / 2
         let end = configuration.outageEnd ?? configuration.now
-        return try (0..<configuration.forgedNotifications).map { index in
+        var orders: [String: ForgedOrder] = [:]
+        let notifications = try (0..<configuration.forgedNotifications).map { index in
             let at = start + (end - start) * Int64(index + 1) / Int64(configuration.forgedNotifications + 1)
             let transactionId = String(9_000_000_000_000_000 + Int64(index))
             let plan = ScenarioWorld.PlannedNotification(
@@ -129,9 +142,14 @@ final class MockCatalog: Sendable {
                     productId: MockProduct.premiumMonthly.productId, purchaseDate: at, expiresDate: at + 365 * 86_400_000,
                     type: .autoRenewableSubscription, inAppOwnershipType: .purchased, environment: configuration.environment),
                 status: .active)
+            if var transaction = plan.transaction {
+                transaction.signedDate = at
+                orders["FORGED" + String(format: "%04d", index)] = ForgedOrder(transaction: transaction, signedTransaction: try stranger.signer.sign(transaction))
+            }
             return Notification(plan: plan, signedPayload: try signNotification(plan, configuration: configuration, signer: stranger.signer),
                                 firstAttemptDate: at + firstAttemptDelay(plan.notificationUUID), forged: true)
         }
+        return (notifications, orders)
     }
 
     /// Apple sends a notification shortly after signing it: 0.1 to 2 s, derived from the UUID.
@@ -192,6 +210,12 @@ extension MockCatalog.Snapshot {
                     account: account.id, productId: payload.productId, purchaseDate: payload.purchaseDate,
                     appAccountToken: payload.appAccountToken))
             }
+        }
+        for orderId in forgedOrders.keys.sorted() {
+            let transaction = forgedOrders[orderId]!.transaction
+            entries.append(MockOrder(
+                orderId: orderId, transactionId: transaction.transactionId ?? "", originalTransactionId: transaction.originalTransactionId ?? "",
+                account: "(forged)", productId: transaction.productId, purchaseDate: transaction.purchaseDate, forged: true))
         }
         return entries
     }

@@ -16,4 +16,7 @@ public struct MockOrder: Codable, Hashable, Sendable {
     public var purchaseDate: Int64?
     /// The app's user ID for this customer, when the purchase carries one.
     public var appAccountToken: String?
+    /// `mock-appstore --forged`: Look Up Order ID answers this order with a transaction signed by a
+    /// stranger's CA, which a reconciler must reject.
+    public var forged: Bool?
 }

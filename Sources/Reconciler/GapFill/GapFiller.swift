@@ -25,6 +25,10 @@ struct GapFiller: Sendable {
         /// How long a customer stays leased without renewal (each page renews it); longer than the
         /// longest wait for a rate-limited endpoint, so a live worker keeps its customer.
         var leaseDuration: Duration = .seconds(150)
+        /// Read every customer's history from the start, not from the stored revision (`repair --full`).
+        var readFromStart = false
+        /// Told each customer's verified statuses once they are applied (`repair` reports what Apple said).
+        var statusesApplied: (@Sendable (_ anchor: String, _ statuses: [StatusItem]) -> Void)? = nil
     }
 
     let configuration: Configuration
@@ -100,7 +104,8 @@ struct GapFiller: Sendable {
     private func readHistory(of anchor: String) async throws {
         // Anything that falls due after this instant makes the customer due again.
         let checkedAt = Int64(Date().timeIntervalSince1970 * 1000)
-        var revision = try await database.transaction { [store] connection in try await store.revision(anchor: anchor, on: connection) }
+        var revision = configuration.readFromStart
+            ? nil : try await database.transaction { [store] connection in try await store.revision(anchor: anchor, on: connection) }
         var revisionReset = false
         while true {
             do {
@@ -134,6 +139,7 @@ struct GapFiller: Sendable {
                 try await commit(anchor: anchor, transactions, rejections + statuses.1, statuses: statuses.0,
                                 final: .init(revision: page.revision ?? revision, purchases: Array(originals), transactionsSeen: seen,
                                              checkedAt: checkedAt))
+                configuration.statusesApplied?(anchor, statuses.0)
             }
         }
     }

@@ -23,11 +23,16 @@ public struct APITimelineRecorder: Sendable {
     let atStart: APIStatistics.Timeline
 
     public init(runId: Int64, worker: String = ProcessIdentity.current, client: AppStoreServerAPIClient, ledger: RunLedger) {
+        self.init(runId: runId, worker: worker, client: client, ledger: ledger, since: client.statistics.timeline)
+    }
+
+    /// A recorder of what the client did since `since` (a repair's requests before it was recorded count too).
+    init(runId: Int64, worker: String, client: AppStoreServerAPIClient, ledger: RunLedger, since atStart: APIStatistics.Timeline) {
         self.runId = runId
         self.worker = "\(worker)#\(UUID().uuidString.prefix(8).lowercased())"
         self.client = client
         self.ledger = ledger
-        self.atStart = client.statistics.timeline
+        self.atStart = atStart
     }
 
     /// Writes what the client did since the recorder was made.

@@ -50,12 +50,12 @@ public struct RunLedger: Sendable {
         }
     }
 
-    /// The run to continue for this window: the newest one unless it is finished.
+    /// The run to continue for this window: the newest one unless it is finished (repairs are not resumed).
     public func resumableRun(environment: String, bundleId: String, windowStart: Int64, windowEnd: Int64, dryRun: Bool) async throws -> RunRecord? {
         let newest = try await runs("""
             SELECT \(unescaped: Self.runColumns) FROM reconcile_runs
             WHERE environment = \(environment) AND bundle_id = \(bundleId) AND window_start_ms = \(windowStart)
-              AND window_end_ms = \(windowEnd) AND dry_run = \(dryRun)
+              AND window_end_ms = \(windowEnd) AND dry_run = \(dryRun) AND kind <> 'repair'
             ORDER BY run_id DESC LIMIT 1
             """).first
         return newest.flatMap { $0.status.isFinished ? nil : $0 }
@@ -79,12 +79,13 @@ public struct RunLedger: Sendable {
             """).first
     }
 
-    /// The newest finished (not dry) run of any kind: the end of its window, and when it finished.
+    /// The newest finished (not dry) run of any kind but a repair (one customer says nothing about
+    /// a window): the end of its window, and when it finished.
     public func lastFinished(environment: String, bundleId: String) async throws -> (windowEnd: Int64, finishedAt: Date)? {
         try await read { [logger] connection in
             let rows = try await connection.query("""
                 SELECT max(window_end_ms), max(finished_at) FROM reconcile_runs
-                WHERE environment = \(environment) AND bundle_id = \(bundleId) AND NOT dry_run
+                WHERE environment = \(environment) AND bundle_id = \(bundleId) AND NOT dry_run AND kind <> 'repair'
                   AND status IN ('succeeded', 'succeeded_with_rejections')
                 """, logger: logger)
             for try await (windowEnd, finishedAt) in rows.decode((Int64?, Date?).self) {

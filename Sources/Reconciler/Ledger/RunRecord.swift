@@ -11,12 +11,16 @@ public struct RunOptions: Sendable, Codable, Hashable {
     /// The app's own webhook: each notification the run records for the first time that Apple did
     /// not deliver is queued for it.
     public var forwardTo: String?
+    /// A repair: the customer it was asked for, as the command line named it (`order-id MQ5Q7X2ZYB`).
+    public var repairOf: String?
 
-    public init(planner: ReplayPlanner.Configuration = .init(), allCustomers: Bool = false, refreshStatus: Bool = false, forwardTo: String? = nil) {
+    public init(planner: ReplayPlanner.Configuration = .init(), allCustomers: Bool = false, refreshStatus: Bool = false, forwardTo: String? = nil,
+                repairOf: String? = nil) {
         self.planner = planner
         self.allCustomers = allCustomers
         self.refreshStatus = refreshStatus
         self.forwardTo = forwardTo
+        self.repairOf = repairOf
     }
 
     /// Options a row lacks take their defaults (a run recorded by an older version, or by hand).
@@ -25,7 +29,8 @@ public struct RunOptions: Sendable, Codable, Hashable {
         self.init(planner: try container.decodeIfPresent(ReplayPlanner.Configuration.self, forKey: .planner) ?? .init(),
                   allCustomers: try container.decodeIfPresent(Bool.self, forKey: .allCustomers) ?? false,
                   refreshStatus: try container.decodeIfPresent(Bool.self, forKey: .refreshStatus) ?? false,
-                  forwardTo: try container.decodeIfPresent(String.self, forKey: .forwardTo))
+                  forwardTo: try container.decodeIfPresent(String.self, forKey: .forwardTo),
+                  repairOf: try container.decodeIfPresent(String.self, forKey: .repairOf))
     }
 }
 
@@ -65,6 +70,9 @@ public struct RunRecord: Sendable, Codable, Hashable {
         case scheduled
         /// A window `detect-outage` found (`run --detected`).
         case detected
+        /// One customer, by `reconciler repair`; its window is the notification history it read.
+        /// It holds no run lease and never moves the schedule's chain.
+        case repair
     }
 
     public var runId: Int64
@@ -124,6 +132,8 @@ public struct Rejection: Sendable, Codable, Hashable {
         case notificationHistory = "notification_history"
         case transactionHistory = "transaction_history"
         case subscriptionStatus = "subscription_status"
+        /// Look Up Order ID (`reconciler repair --order-id`).
+        case orderLookup = "order_lookup"
     }
 
     public var source: Source

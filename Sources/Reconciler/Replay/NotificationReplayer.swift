@@ -150,32 +150,12 @@ struct NotificationReplayer: Sendable {
     /// Verifies a page, then applies it and its checkpoint (or its split) in one transaction.
     private func replayPage(_ page: NotificationHistoryPage, shard: ReplayPlanner.Shard, from position: ShardRecord.Position,
                             splittingAt split: Split?) async throws {
-        var verified: [VerifiedNotification] = []
-        var rejections: [Rejection] = []
-        var failures: [VerificationError] = []
-        // What Apple never delivered is what the app's own webhook has not seen.
-        var undelivered = Set<String>()
-        for item in page.items {
-            let payload = item.signedPayload ?? ""
-            do {
-                let notification = try await context.handler.verify(signedPayload: payload)
-                verified.append(notification)
-                if !(item.sendAttempts ?? []).contains(where: { $0.sendAttemptResult == .success }) {
-                    undelivered.insert(notification.notificationUUID)
-                }
-            } catch let error as VerificationError {
-                failures.append(error)
-                rejections.append(Rejection(source: .notificationHistory, signedValue: payload, error: error))
-            }
-        }
-        try context.tally.record(verified: verified.count, failures: failures)
-        let (run, handler, ledger) = (self.run, context.handler, self.ledger)
-        let toApply = verified, rejected = rejections
-        let forwarding = run.options.forwardTo.map { NotificationHandler.Forwarding(targetURL: $0, only: undelivered) }
-        let outcome: (results: [HandlingResult], rejections: [Rejection])
+        let verified = try await VerifiedHistoryPage(items: page.items, context: context)
+        let (run, context, ledger) = (self.run, self.context, self.ledger)
+        let outcome: VerifiedHistoryPage.Recorded
         do {
-            outcome = try await handler.database.transaction { connection in
-                let results = try await handler.apply(toApply, source: .history(runId: run.runId), forwarding: forwarding, on: connection)
+            outcome = try await context.database.transaction { connection in
+                let recorded = try await verified.record(context: context, on: connection)
                 if let split {
                     try await ledger.split(runId: run.runId, shard: shard, from: position, at: split.cut, into: split.pieces,
                                            notificationsSeen: page.items.count, on: connection)
@@ -183,18 +163,11 @@ struct NotificationReplayer: Sendable {
                     try await ledger.checkpoint(runId: run.runId, shard: shard, from: position, nextToken: page.nextPaginationToken,
                                                 done: !page.hasMore, notificationsSeen: page.items.count, on: connection)
                 }
-                try await ledger.addCounts(
-                    runId: run.runId,
-                    results.map { ($0.typeAndSubtype, $0.outcome.rawValue) } + rejected.map { ($0.typeAndSubtype ?? "(unreadable)", "rejected") },
-                    on: connection)
-                try await ledger.recordChanges(runId: run.runId, results.compactMap(\.change), on: connection)
-                let quarantined = try await ledger.quarantine(
-                    rejected, runId: run.runId, environment: run.environment, bundleId: run.bundleId, dryRun: run.dryRun, on: connection)
                 // Customers of what this run recorded first; a duplicate was handled when it was first recorded.
-                let recorded = results.filter { $0.outcome != .duplicate }.compactMap(\.originalTransactionId)
-                let touched = try await handler.store.anchors(of: recorded, on: connection)
+                let recordedFirst = recorded.results.filter { $0.outcome != .duplicate }.compactMap(\.originalTransactionId)
+                let touched = try await context.store.anchors(of: recordedFirst, on: connection)
                 try await ledger.enqueue(runId: run.runId, anchors: touched, reason: .touched, on: connection)
-                return (results, quarantined)
+                return recorded
             }
         } catch let conflict as RunLedger.CheckpointConflict where conflict.alreadyCommitted {
             // The page committed before and only its answer was lost: nothing more to do.

@@ -137,12 +137,7 @@ public struct RunReport: Sendable, Codable {
         lines.append("  rejected     \(rejections.count) signed values quarantined, never applied (\(newRejections) new, \(rejections.count - newRejections) known)")
         lines.append("  changed      \(changes.count) purchases\(dryRun ? " would change" : "")")
         for change in changes.prefix(maximumChanges) {
-            // lastSignedDate moves with almost every change; show it only when it is the change.
-            let fields = change.fields.count > 1 ? change.fields.filter { $0 != "lastSignedDate" && $0 != "environment" } : change.fields
-            let description = change.before == nil
-                ? "new: " + fields.map { "\($0) \(Self.value($0, change.after))" }.joined(separator: ", ")
-                : fields.map { "\($0) \(Self.value($0, change.before)) → \(Self.value($0, change.after))" }.joined(separator: ", ")
-            lines.append("    \(change.originalTransactionId)  \(description)")
+            lines.append("    \(change.originalTransactionId)  \(Self.describe(PurchaseChange(before: change.before, after: change.after)))")
         }
         if changes.count > maximumChanges { lines.append("    … \(changes.count - maximumChanges) more in --report-json") }
         if let forwarding {
@@ -168,6 +163,16 @@ public struct RunReport: Sendable, Codable {
             lines.append("  Needs attention: `reconciler rejections` lists the quarantine; failures marked permanent were refused by Apple.")
         }
         return lines.joined(separator: "\n")
+    }
+
+    /// A purchase's change in one line: the fields that changed, before → after.
+    static func describe(_ change: PurchaseChange) -> String {
+        let changed = change.after.changedFields(from: change.before)
+        // lastSignedDate moves with almost every change; show it only when it is the change.
+        let fields = changed.count > 1 ? changed.filter { $0 != "lastSignedDate" && $0 != "environment" } : changed
+        return change.before == nil
+            ? "new: " + fields.map { "\($0) \(value($0, change.after))" }.joined(separator: ", ")
+            : fields.map { "\($0) \(value($0, change.before)) → \(value($0, change.after))" }.joined(separator: ", ")
     }
 
     static func value(_ field: String, _ state: PurchaseState?) -> String {

@@ -1,0 +1,335 @@
+import AppStoreServer
+import Foundation
+import Logging
+import PostgresNIO
+import ReconcilerShared
+
+/// `reconciler repair`: brings one customer in line with the App Store, from what a support
+/// ticket gives (the order ID of Apple's receipt email, a transaction ID, or the app's user ID).
+///
+/// 1. Finds the customer: Look Up Order ID (its signed transactions verified), or the transaction
+///    ID itself, or the purchases stored for the app account token.
+/// 2. Pages Get Notification History with the `transactionId` filter (the whole customer) over
+///    Apple's retention or from `since`, and replays every notification through the
+///    ``NotificationHandler``, as a run does: dedup, no regression, quarantine.
+/// 3. Reads Get Transaction History from the stored revision (from the start with
+///    `fullHistory`) and Get All Subscription Statuses, through the run's gap filler.
+///
+/// It is recorded like a run (kind `repair`: `status`, metrics, the change feed, forwarding),
+/// holds no run lease and waits for none, so it runs beside a scheduled run and `work`
+/// processes; every request comes out of the shared budget, and nothing waits on Apple inside a
+/// transaction. A dry run writes the run's shadow copies and reports what the real repair does.
+///
+/// ```swift
+/// let repair = CustomerRepair(configuration: .init(selector: .orderId("MQ5Q7X2ZYB")), database: database, verifier: verifier, client: client)
+/// let report = try await repair.repair()
+/// print(report.humanSummary())
+/// ```
+///
+/// Nothing is written before Apple has confirmed the customer: an unknown order, transaction ID
+/// or app account token, a malformed one, or Apple refusing the first request throws
+/// ``RepairError`` with nothing changed.
+public struct CustomerRepair: Sendable {
+    /// How the operator names the customer.
+    public enum Selector: Sendable, Hashable, CustomStringConvertible {
+        /// The order ID on Apple's receipt email (`MQ5Q7X2ZYB`).
+        case orderId(String)
+        /// Any transaction or original transaction ID of the customer.
+        case transactionId(String)
+        /// The app's user ID (`appAccountToken`), lowercased; only purchases already stored have one.
+        case appAccountToken(String)
+
+        public var description: String {
+            switch self {
+            case .orderId(let id): "order-id \(id)"
+            case .transactionId(let id): "transaction-id \(id)"
+            case .appAccountToken(let token): "app-account-token \(token)"
+            }
+        }
+
+        /// Exactly one of the three, checked for its form before anything is asked of Apple.
+        public static func parse(orderId: String?, transactionId: String?, appAccountToken: String?) throws -> Selector {
+            let given = [orderId, transactionId, appAccountToken].compactMap { $0 }
+            guard given.count == 1 else {
+                throw RepairError(code: .selector, description: "give exactly one of --order-id, --transaction-id or --app-account-token"
+                    + (given.isEmpty ? "" : " (\(given.count) were given)"))
+            }
+            if let orderId {
+                let id = orderId.trimmingCharacters(in: .whitespaces)
+                guard (1...64).contains(id.count), id.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber) }) else {
+                    throw RepairError(code: .malformedSelector,
+                                      description: "--order-id: \(Self.quoted(orderId)) is not an order ID (letters and digits, as on Apple's receipt email, e.g. MQ5Q7X2ZYB)")
+                }
+                return .orderId(id)
+            }
+            if let transactionId {
+                let id = transactionId.trimmingCharacters(in: .whitespaces)
+                guard (1...32).contains(id.count), id.allSatisfy({ $0.isASCII && $0.isNumber }) else {
+                    throw RepairError(code: .malformedSelector,
+                                      description: "--transaction-id: \(Self.quoted(transactionId)) is not a transaction ID (digits, e.g. 2000000123456789)")
+                }
+                return .transactionId(id)
+            }
+            let token = (appAccountToken ?? "").trimmingCharacters(in: .whitespaces)
+            guard let uuid = UUID(uuidString: token) else {
+                throw RepairError(code: .malformedSelector,
+                                  description: "--app-account-token: \(Self.quoted(token)) is not a UUID (the app's appAccountToken, e.g. 7e3fb20b-4cdb-47cc-936d-99d65f608138)")
+            }
+            return .appAccountToken(uuid.uuidString.lowercased())
+        }
+
+        /// Operator input in a message: short, and without control characters.
+        static func quoted(_ text: String) -> String {
+            let clean = String(text.unicodeScalars.filter { !CharacterSet.controlCharacters.contains($0) }.map(Character.init))
+            return "\"" + (clean.count > 70 ? clean.prefix(70) + "…" : clean) + "\""
+        }
+    }
+
+    public struct Configuration: Sendable {
+        public var selector: Selector
+        /// Where the notification history read starts (UNIX ms); `nil`: as far back as Apple keeps it.
+        public var since: Int64?
+        /// Read the transaction history from the start instead of from the stored revision.
+        public var fullHistory: Bool
+        /// Change nothing; report what the real repair would do.
+        public var dryRun: Bool
+        /// The app's own webhook: the notifications the repair records for the first time that Apple
+        /// did not deliver are queued for it, as a run's are.
+        public var forwardTo: String?
+        /// Names this process in the ledger.
+        public var worker: String
+
+        public init(selector: Selector, since: Int64? = nil, fullHistory: Bool = false, dryRun: Bool = false, forwardTo: String? = nil,
+                    worker: String = ProcessIdentity.current) {
+            self.selector = selector
+            self.since = since
+            self.fullHistory = fullHistory
+            self.dryRun = dryRun
+            self.forwardTo = forwardTo
+            self.worker = worker
+        }
+    }
+
+    /// The repair could not start, or Apple's answer was not genuine. Match on ``code``.
+    public struct RepairError: Error, CustomStringConvertible, CustomDebugStringConvertible, Sendable {
+        public struct Code: Hashable, Sendable, CustomStringConvertible {
+            let base: String
+            /// None, or more than one, of the three selectors.
+            public static let selector = Code(base: "selector")
+            /// An order ID, transaction ID or UUID of the wrong form (or one Apple calls invalid).
+            public static let malformedSelector = Code(base: "malformedSelector")
+            /// Look Up Order ID answered status 1: no purchase of this app in that order.
+            public static let unknownOrderId = Code(base: "unknownOrderId")
+            /// Apple knows no such transaction (4040010).
+            public static let unknownTransactionId = Code(base: "unknownTransactionId")
+            /// No stored purchase carries the app account token.
+            public static let unknownAppAccountToken = Code(base: "unknownAppAccountToken")
+            /// Apple refused the request that names the customer (another 4xx).
+            public static let appleRefused = Code(base: "appleRefused")
+            /// `since` is outside Apple's notification history.
+            public static let window = Code(base: "window")
+            /// Every signed transaction of the order failed verification: quarantined, nothing applied.
+            public static let notGenuine = Code(base: "notGenuine")
+            public var description: String { base }
+        }
+
+        public var code: Code
+        /// What to check, for the operator.
+        public var description: String
+        /// Apple's answer or the verification failure, for logs.
+        public var debugDescription: String
+        /// The repair recorded for it, when one was (a lookup answer that did not verify is quarantined under it).
+        public var runId: Int64?
+
+        init(code: Code, description: String, details: String? = nil, runId: Int64? = nil) {
+            self.code = code
+            self.description = description
+            self.debugDescription = details.map { "\(description) (\($0))" } ?? description
+            self.runId = runId
+        }
+    }
+
+    public let configuration: Configuration
+    let handler: NotificationHandler
+    let client: AppStoreServerAPIClient
+    let ledger: RunLedger
+    let logger: Logger
+    var app: SignedDataVerifier.Configuration { handler.verifier.configuration }
+    var environment: String { app.environment.rawValue }
+
+    public init(configuration: Configuration, database: Database, verifier: SignedDataVerifier, client: AppStoreServerAPIClient) {
+        self.configuration = configuration
+        self.handler = NotificationHandler(verifier: verifier, database: database.shadowed(by: nil))
+        self.client = client
+        self.ledger = RunLedger(database: database)
+        self.logger = database.logger
+    }
+
+    /// One App Store account to read: the transaction ID Apple is asked with, and the stored
+    /// purchases already known to be its.
+    struct Entry: Sendable {
+        var transactionId: String
+        var originals: [String]
+    }
+
+    /// What the selector named, before anything is written.
+    struct Found: Sendable {
+        var entries: [Entry]
+        /// Signed transactions of a lookup answer that failed verification.
+        var rejections: [Rejection] = []
+    }
+
+    /// Repairs the customer and returns the report; see ``CustomerRepair``.
+    public func repair(progress: RunProgress = RunProgress()) async throws -> RepairReport {
+        let startedAt = Date()
+        let windowEnd = Int64(startedAt.timeIntervalSince1970 * 1000)
+        let windowStart = configuration.since ?? (windowEnd - ReconcileRun.retention(app.environment) + 60_000)
+        do {
+            try ReconcileRun.validate(windowStart: windowStart, windowEnd: windowEnd, environment: app.environment, now: windowEnd)
+        } catch let error as ReconcileRun.InvalidWindow {
+            throw RepairError(code: .window, description: "--since: \(error.description)")
+        }
+        let (apiAtStart, timelineAtStart) = (client.statistics.snapshot, client.statistics.timeline)
+        let tally = VerificationTally()
+        let found = try await find(tally: tally)
+        // Apple says on the first page whether it knows the transaction ID: still nothing written.
+        var first: CustomerHistory?
+        if let entry = found.entries.first {
+            first = try await CustomerHistory.start(entry: entry, windowStart: windowStart, windowEnd: windowEnd, client: client)
+        }
+        let record = try await ledger.createRun(
+            kind: .repair, environment: environment, bundleId: app.bundleId, windowStart: windowStart, windowEnd: windowEnd,
+            dryRun: configuration.dryRun,
+            options: RunOptions(refreshStatus: true, forwardTo: configuration.forwardTo, repairOf: configuration.selector.description),
+            shards: [], holder: configuration.worker)
+        logger.info("repair started", metadata: [
+            "runId": "\(record.runId)", "customer": "\(configuration.selector)", "dryRun": "\(record.dryRun)",
+        ])
+        let apiTimeline = APITimelineRecorder(runId: record.runId, worker: configuration.worker, client: client, ledger: ledger, since: timelineAtStart)
+        var shadow: ShadowSchema?
+        do {
+            if record.dryRun { shadow = try await ShadowSchema.create(runId: record.runId, on: ledger.database) }
+            let context = RunContext(run: record, handler: handler.shadowed(by: shadow), client: client, ledger: ledger, progress: progress,
+                                     tally: tally, logger: logger)
+            var work = RepairWork(repair: self, context: context)
+            try await work.quarantineLookup(found.rejections)
+            guard first != nil else {
+                let detail = found.rejections.first.map { "\($0.reason.rawValue): \($0.detail)" }
+                throw RepairError(
+                    code: .notGenuine,
+                    description: "Look Up Order ID answered with signed transactions that failed verification; they are quarantined "
+                        + "(`reconciler rejections`) and nothing was applied",
+                    details: detail, runId: record.runId)
+            }
+            try await work.run(found.entries, first: &first)
+            let api = client.statistics.snapshot.since(apiAtStart)
+            var report = try await work.report(startedAt: startedAt, api: api)
+            try await apiTimeline.record()
+            var runReport = try await ReconcileRun.report(run: record, ledger: ledger, database: context.database, finishedAt: Date(), extraAPI: api)
+            runReport.status = report.status
+            runReport.failure = report.failures.first.map { "\($0.step) \($0.transactionId): \($0.error)" }
+            try await ledger.finish(runId: record.runId, status: report.status, failure: runReport.failure, apiStatistics: api,
+                                    report: String(decoding: try runReport.json(), as: UTF8.self))
+            report.durationSeconds = Date().timeIntervalSince(startedAt)
+            if let shadow { try await shadow.drop(on: ledger.database) }
+            logger.info("repair finished", metadata: ["runId": "\(record.runId)", "status": "\(report.status.rawValue)"])
+            return report
+        } catch {
+            await apiTimeline.recordDetached()
+            await stopped(record, shadow: shadow, by: error, api: client.statistics.snapshot.since(apiAtStart))
+            throw error
+        }
+    }
+
+    /// Records how a repair that did not finish ended (when the database lets it), and drops a dry run's copies.
+    private func stopped(_ record: RunRecord, shadow: ShadowSchema?, by error: any Error, api: APIStatistics.Snapshot) async {
+        let status: RunRecord.Status = Task.isCancelled || error is CancellationError ? .interrupted : .failed
+        let failure = (error as? RepairError)?.description ?? (error as? RunConfigurationError)?.description ?? String(describing: error).prefix(500).description
+        let ledger = RunLedger(database: ledger.database.with(unavailableTimeout: .seconds(5)))
+        try? await Task.detached {
+            try await ledger.finish(runId: record.runId, status: status, failure: failure, apiStatistics: api, report: nil)
+            try await shadow?.drop(on: ledger.database)
+        }.value
+    }
+
+    // MARK: Finding the customer
+
+    private func find(tally: VerificationTally) async throws -> Found {
+        switch configuration.selector {
+        case .orderId(let orderId): return try await lookUp(orderId: orderId, tally: tally)
+        case .transactionId(let transactionId):
+            let store = handler.store
+            let originals = try await ledger.database.transaction { connection in
+                try await store.originalTransactionIds(ofTransaction: transactionId, on: connection)
+            }
+            return Found(entries: [Entry(transactionId: transactionId, originals: originals)])
+        case .appAccountToken(let token):
+            let (store, environment) = (handler.store, environment)
+            let originals = try await ledger.database.transaction { connection in
+                try await store.originalTransactionIds(ofAppAccountToken: token, environment: environment, on: connection)
+            }
+            guard !originals.isEmpty else {
+                throw RepairError(code: .unknownAppAccountToken, description: """
+                    no purchase stored in this database (\(environment)) carries the app account token \(token): the app may not have \
+                    set it, or its purchases were never recorded; repair by --order-id (from the customer's receipt email) or \
+                    --transaction-id instead
+                    """)
+            }
+            // One entry per purchase: the first read covers every purchase of the same App Store account.
+            return Found(entries: originals.map { Entry(transactionId: $0, originals: [$0]) })
+        }
+    }
+
+    /// Look Up Order ID, every signed transaction verified; status 1 is an unknown order.
+    private func lookUp(orderId: String, tally: VerificationTally) async throws -> Found {
+        let answer: OrderLookupResponse
+        do {
+            answer = try await client.lookUpOrderId(orderId)
+        } catch let error as AppStoreServerAPIError {
+            throw Self.refused(error, naming: "order ID \(orderId)")
+        }
+        guard answer.status == .valid, let signed = answer.signedTransactions, !signed.isEmpty else {
+            throw RepairError(code: .unknownOrderId, description: """
+                the App Store has no purchase of this app (\(app.bundleId), \(environment)) in order \(orderId): check the order ID on the \
+                customer's receipt email (it must be of this app, and of this environment), or repair by --transaction-id
+                """, details: "Look Up Order ID status \(answer.status?.rawValue ?? -1)")
+        }
+        var verified: [Verified<JWSTransactionDecodedPayload>] = []
+        var rejections: [Rejection] = []
+        var failures: [VerificationError] = []
+        for jws in signed {
+            do {
+                verified.append(try await handler.verifier.verifyTransaction(jws))
+            } catch let error as VerificationError {
+                failures.append(error)
+                rejections.append(Rejection(source: .orderLookup, signedValue: jws, error: error))
+            }
+        }
+        // Another app or environment is the configuration's fault: nothing is quarantined.
+        try tally.record(verified: verified.count, failures: failures)
+        let originals = Array(Set(verified.compactMap { $0.payload.originalTransactionId })).sorted()
+        guard let first = verified.first?.payload, let id = first.transactionId ?? first.originalTransactionId else {
+            return Found(entries: [], rejections: rejections)
+        }
+        return Found(entries: [Entry(transactionId: id, originals: originals)], rejections: rejections)
+    }
+
+    /// Apple refusing the request that names the customer, in the operator's words.
+    static func refused(_ error: AppStoreServerAPIError, naming what: String) -> any Error {
+        switch error {
+        case .badRequest(let details) where details.errorCode == .invalidTransactionId:
+            return RepairError(code: .malformedSelector, description: "the App Store says \(what) is not a valid transaction ID; check it",
+                               details: details.description)
+        case .notFound(let details) where details.errorCode == .transactionIdNotFound:
+            return RepairError(code: .unknownTransactionId, description: """
+                the App Store knows no \(what) for this app in this environment: check the ID, and APP_STORE_ENVIRONMENT \
+                (a sandbox purchase is not in production)
+                """, details: details.description)
+        case .badRequest(let details), .notFound(let details), .unexpectedStatus(let details):
+            return RepairError(code: .appleRefused, description: "the App Store refused the request for \(what): \(error)",
+                               details: details.description)
+        default:
+            return error
+        }
+    }
+}

@@ -1,0 +1,162 @@
+import AppStoreServer
+import Foundation
+import ReconcilerShared
+
+/// What `reconciler repair` did for one customer, for people (``humanSummary()``) and tools
+/// (JSON with the same content). A dry run's report is the real repair's, with `dryRun` set.
+public struct RepairReport: Sendable, Codable {
+    /// A notification the webhook never stored, recorded now.
+    public struct MissedNotification: Sendable, Codable, Hashable {
+        public var notificationUUID: String
+        /// `TYPE` or `TYPE/SUBTYPE`.
+        public var type: String
+        public var signedDate: Int64
+        public var originalTransactionId: String?
+        /// `applied`, `stale` (older than what the purchase reflected: recorded, nothing taken back) or `recorded`.
+        public var outcome: HandlingResult.Outcome
+        /// Whether Apple's send attempts include a SUCCESS (then the webhook answered but did not keep it).
+        public var deliveredByApple: Bool
+    }
+
+    /// A subscription's status as Get All Subscription Statuses reported it (verified).
+    public struct AppleStatus: Sendable, Codable, Hashable {
+        public var originalTransactionId: String
+        public var productId: String?
+        /// 1 active, 2 expired, 3 billing retry, 4 grace period, 5 revoked.
+        public var status: Int32?
+        public var expiresDate: Int64?
+        public var autoRenewStatus: Int32?
+        public var gracePeriodExpiresDate: Int64?
+
+        /// Apple's name of the status.
+        public var statusName: String {
+            switch status {
+            case 1: "active"
+            case 2: "expired"
+            case 3: "billing retry"
+            case 4: "grace period"
+            case 5: "revoked"
+            case let other?: "status \(other)"
+            case nil: "no status"
+            }
+        }
+    }
+
+    /// A step of the repair that Apple did not complete (the rest of the repair went on).
+    public struct Failure: Sendable, Codable, Hashable {
+        /// `notification history` or `transaction history`.
+        public var step: String
+        public var transactionId: String
+        public var kind: FailureKind
+        public var error: String
+    }
+
+    public var runId: Int64
+    /// What the repair was asked for: `order-id MQ5Q7X2ZYB`, `transaction-id …`, `app-account-token …`.
+    public var selector: String
+    public var environment: String
+    public var bundleId: String
+    public var dryRun: Bool
+    public var status: RunRecord.Status
+    public var startedAt: Date
+    public var durationSeconds: Double
+    /// The notification history read for the customer.
+    public var windowStart: Int64
+    public var windowEnd: Int64
+    /// The transaction ids the customer was read by (one per App Store account found).
+    public var customer: [String]
+    /// Every purchase of the customer, before the repair and after it (`before` is `null` for one
+    /// the database did not have); in `export`'s shape, `entitled` as of the moment each was read.
+    public var purchases: [PurchaseChange]
+    /// Notifications of the customer in Apple's history, and how many of them were stored already.
+    public var notificationsSeen: Int
+    public var notificationsAlreadyStored: Int
+    /// The ones the webhook had missed, replayed through the same handler.
+    public var missedNotifications: [MissedNotification]
+    /// Signed transactions Get Transaction History returned (from the stored revision, or all with `--full`).
+    public var transactionsFetched: Int
+    /// What the transaction history and the statuses changed after the notifications were replayed.
+    public var transactionHistoryChanges: [PurchaseChange]
+    /// What Get All Subscription Statuses reported.
+    public var statuses: [AppleStatus]
+    /// Signed values that failed verification: quarantined, never applied.
+    public var rejections: [Rejection]
+    public var failures: [Failure]
+    /// With `--forward-to`: the deliveries of the notifications it recorded to the app's webhook.
+    public var forwarding: PurchaseStore.ForwardingSummary?
+    public var api: APIStatistics.Snapshot
+
+    /// Purchases whose state the repair changed.
+    public var changed: [PurchaseChange] { purchases.filter { $0.isChange } }
+
+    public func json() throws -> Data {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
+        encoder.dateEncodingStrategy = .iso8601
+        return try encoder.encode(self)
+    }
+
+    /// The summary printed at the end of a repair.
+    public func humanSummary() -> String {
+        var lines: [String] = []
+        let would = dryRun ? "would be " : ""
+        lines.append("\(dryRun ? "DRY RUN (nothing was changed) " : "")repair \(runId) (\(selector)): \(status.rawValue.uppercased())")
+        lines.append("  customer     \(customer.joined(separator: ", "))  (\(environment), \(bundleId))")
+        lines.append("  purchases    \(purchases.count), \(changed.count) \(would)changed")
+        for purchase in purchases {
+            let after = purchase.after
+            lines.append("    \(after.originalTransactionId)  \(after.productId ?? "?")")
+            let fields = ["entitled", "status", "expiresDate", "revocationDate", "autoRenewStatus", "latestTransactionId"]
+            func line(_ state: PurchaseState?) -> String {
+                guard let state else { return "∅ (not stored)" }
+                return fields.map { "\($0) \(RunReport.value($0, state))" }.joined(separator: ", ")
+            }
+            if purchase.isChange {
+                lines.append("      before  \(line(purchase.before))")
+                lines.append("      after   \(line(after))")
+            } else {
+                lines.append("      unchanged  \(line(after))")
+            }
+        }
+        lines.append("  notifications \(notificationsSeen) in Apple's history since \(TimeArgument.iso8601(windowStart)), "
+            + "\(notificationsAlreadyStored) stored already, \(missedNotifications.count) missed by the webhook and \(dryRun ? "would be " : "")replayed")
+        for missed in missedNotifications {
+            lines.append("    \(TimeArgument.iso8601(missed.signedDate))  \(missed.type)  \(missed.originalTransactionId ?? "-")  "
+                + "\(missed.outcome.rawValue)\(missed.deliveredByApple ? "" : " (Apple never delivered it)")")
+        }
+        lines.append("  transactions \(transactionsFetched) fetched by Get Transaction History; with the statuses they \(dryRun ? "would change" : "changed") "
+            + "\(transactionHistoryChanges.count) purchases after the replay")
+        for change in transactionHistoryChanges {
+            lines.append("    \(change.after.originalTransactionId)  \(RunReport.describe(change))")
+        }
+        lines.append("  statuses     Apple reports " + (statuses.isEmpty ? "no subscriptions" : "\(statuses.count) subscription\(statuses.count == 1 ? "" : "s"):"))
+        for status in statuses {
+            var parts = ["\(status.statusName) (\(status.status.map(String.init) ?? "-"))"]
+            if let productId = status.productId { parts.append(productId) }
+            if let expires = status.expiresDate { parts.append("expires \(TimeArgument.iso8601(expires))") }
+            if let autoRenew = status.autoRenewStatus { parts.append("auto-renew \(autoRenew == 1 ? "on" : "off")") }
+            if let grace = status.gracePeriodExpiresDate { parts.append("grace period until \(TimeArgument.iso8601(grace))") }
+            lines.append("    \(status.originalTransactionId)  " + parts.joined(separator: ", "))
+        }
+        if let forwarding {
+            lines.append("  forwarded    \(forwarding.delivered) notifications delivered to the app's webhook, \(forwarding.pending) pending, "
+                + "\(forwarding.failed) failed" + (forwarding.pending > 0 ? " (`reconciler forward` delivers the rest)" : ""))
+        }
+        lines.append("  api          \(api.requests) requests, \(api.retries) retries, \(api.rateLimited) × 429, \(api.serverErrors) × 5xx, "
+            + "\(api.transportErrors) connection errors")
+        for failure in failures {
+            lines.append("  FAILED \(failure.step) (\(failure.kind.rawValue)) \(failure.transactionId): \(failure.error)")
+        }
+        for rejection in rejections {
+            lines.append("  \(rejection.newlyQuarantined ? "QUARANTINED" : "QUARANTINED BEFORE") \(rejection.source.rawValue) \(rejection.name): "
+                + "\(rejection.reason.rawValue) \(rejection.detail)")
+        }
+        if status == .partial {
+            lines.append("  Not everything was repaired: run the same command again (what is done is not done twice).")
+        }
+        if status == .succeededWithRejections {
+            lines.append("  Needs attention: `reconciler rejections` lists the quarantine; failures marked permanent were refused by Apple.")
+        }
+        return lines.joined(separator: "\n")
+    }
+}

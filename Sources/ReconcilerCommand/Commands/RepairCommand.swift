@@ -1,0 +1,182 @@
+import AppStoreServer
+import ArgumentParser
+import CoreMetrics
+import Forwarder
+import Foundation
+import Logging
+import PostgresNIO
+import Reconciler
+import ReconcilerMetrics
+import ReconcilerShared
+
+struct RepairCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "repair",
+        abstract: "Repair one customer from a support ticket: by order ID, transaction ID or app account token.",
+        discussion: """
+            Finds the customer (Look Up Order ID for --order-id; any transaction or original transaction ID of \
+            theirs; or the purchases stored for the app's user ID), replays every notification of that customer \
+            in Apple's history (Get Notification History with the transactionId filter, over Apple's retention or \
+            from --since) through the same verified handler as the webhook, then reads their transaction history \
+            from the stored revision (--full: from the start) and their subscription statuses. Prints the \
+            customer's purchases before → after, the notifications the webhook had missed, what the transaction \
+            history changed and the statuses Apple reports.
+
+            It holds no run lease and waits for none: it runs beside a scheduled run and `work` processes, in \
+            short transactions, sharing the app's request budget. It is recorded like a run (kind repair, in \
+            `status`), its changes go to the change feed, and with --forward-to (or RECONCILER_FORWARD_TO) the \
+            notifications it recorded that Apple had not delivered are forwarded to the app's webhook.
+
+            Exit codes: 0 repaired; 4 repaired, but something needs a person (payloads quarantined for the \
+            first time, a request Apple refused), or the order's signed transactions failed verification \
+            (quarantined, nothing applied); 2 partial or interrupted (run it again); 1 usage or configuration \
+            error, a malformed ID, or a customer the App Store or the database does not know (nothing changed).
+
+              reconciler repair --order-id MQ5Q7X2ZYB --dry-run
+              reconciler repair --order-id MQ5Q7X2ZYB
+              reconciler repair --transaction-id 2000000123456789 --full
+              reconciler repair --app-account-token 7e3fb20b-4cdb-47cc-936d-99d65f608138 --json
+            """)
+
+    @Option(help: ArgumentHelp("The order ID on the customer's receipt email from Apple.", valueName: "id")) var orderId: String?
+    @Option(help: ArgumentHelp("Any transaction or original transaction ID of the customer.", valueName: "id")) var transactionId: String?
+    @Option(help: ArgumentHelp("The app's user ID (appAccountToken) of a customer whose purchases are stored.", valueName: "uuid"))
+    var appAccountToken: String?
+    @Option(help: ArgumentHelp("Read the customer's notification history from T (default: as far back as Apple keeps it, 180 days; 30 in the sandbox).",
+                               valueName: "T"))
+    var since: String?
+    @Flag(help: "Read the customer's transaction history from the start, not from the stored revision.") var full = false
+    @Flag(help: "Change nothing; print exactly what the repair would do.") var dryRun = false
+    @Flag(help: "Print the report as JSON.") var json = false
+    @Option(help: ArgumentHelp("""
+        Deliver each notification the repair records that Apple did not deliver to the app's own webhook (env RECONCILER_FORWARD_TO).
+        """, valueName: "url"))
+    var forwardTo: String?
+    @Option(help: ArgumentHelp("How long to wait at the end for those deliveries (default 60s); `reconciler forward` delivers the rest.",
+                               valueName: "duration"))
+    var forwardDrainTimeout: String = "60s"
+    @Option(help: ArgumentHelp("""
+        Write the repair's exit code, end and status (reconciler_run_*{kind="repair"}, node_exporter textfile format) to this file; \
+        give it a file of its own beside the scheduled run's.
+        """, valueName: "path"))
+    var metricsFile: String?
+
+    @OptionGroup var app: AppOptions
+    @OptionGroup var api: APIOptions
+    @OptionGroup var database: DatabaseOptions
+    @OptionGroup(title: "Forwarding") var forwarding: ForwardingOptions
+    @OptionGroup var logging: LoggingOptions
+
+    func validate() throws {
+        let selectors = [orderId, transactionId, appAccountToken].compactMap { $0 }.count
+        guard selectors == 1 else {
+            throw ValidationError("give exactly one of --order-id, --transaction-id or --app-account-token"
+                + (selectors > 1 ? " (\(selectors) were given)" : ""))
+        }
+        if let metricsFile {
+            let directory = URL(fileURLWithPath: metricsFile).deletingLastPathComponent().path
+            guard FileManager.default.isWritableFile(atPath: directory) else {
+                throw ValidationError("--metrics-file \(metricsFile): the directory \(directory) does not exist or is not writable")
+            }
+        }
+    }
+
+    func run() async throws {
+        let logger = logging.makeLogger()
+        let metrics = metricsFile.map { _ in
+            MetricsRegistry(environment: (try? app.resolvedEnvironment)?.rawValue ?? "", bundleId: app.resolvedBundleId ?? "")
+        }
+        if let metrics { MetricsSystem.bootstrap(metrics.factory) }
+        let report: RepairReport
+        do {
+            report = try await repair(logger: logger)
+        } catch {
+            // Stopped before it could report (bad input, configuration, the database): alerts still see the exit code.
+            try? writeMetrics(metrics, exitCode: (error as? CommandError)?.exitCode ?? 1, status: nil)
+            throw error
+        }
+        print(json ? String(decoding: try report.json(), as: UTF8.self) : report.humanSummary())
+        let exitCode: Int32 = switch report.status {
+        case .succeeded: 0
+        case .succeededWithRejections: 4
+        default: 2
+        }
+        try writeMetrics(metrics, exitCode: exitCode, status: report.status)
+        switch exitCode {
+        case 4: throw CommandError.attention("repaired, but needs attention: see QUARANTINED and FAILED in the report (`reconciler rejections`)")
+        case 2: throw CommandError.partial("not everything was repaired (repair \(report.runId) is \(report.status.rawValue)); run the same command again")
+        default: return
+        }
+    }
+
+    /// Runs the repair with the shared request budget, then delivers what it queued for the app's webhook.
+    private func repair(logger: Logger) async throws -> RepairReport {
+        let selector: CustomerRepair.Selector
+        do {
+            selector = try CustomerRepair.Selector.parse(orderId: orderId, transactionId: transactionId, appAccountToken: appAccountToken)
+        } catch let error as CustomerRepair.RepairError {
+            throw CommandError.configuration(error.description)
+        }
+        let now = Int64(Date().timeIntervalSince1970 * 1000)
+        let sinceTime = try since.map { text -> Int64 in
+            guard let time = TimeArgument.parse(text, now: now) else {
+                throw CommandError.configuration("--since: \(text) is not a time (ISO 8601 such as 2026-11-20T03:10:00Z, UNIX milliseconds, or now-30d)")
+            }
+            return time
+        }
+        guard let drainTimeout = TimeArgument.duration(forwardDrainTimeout), drainTimeout >= 0 else {
+            throw CommandError.configuration("--forward-drain-timeout: \(forwardDrainTimeout) is not a duration such as 60s")
+        }
+        let verifier = try app.verifier()
+        let client = try api.client(app: app)
+        let target = try ForwardingOptions.target(forwardTo)
+        let forwarding = try target == nil || dryRun ? nil : self.forwarding.configuration()
+        let configuration = CustomerRepair.Configuration(selector: selector, since: sinceTime, fullHistory: full, dryRun: dryRun, forwardTo: target)
+        do {
+            return try await database.runWork(logger: logger, sharing: (client, app)) { database in
+                do {
+                    try await Migrator().requireCurrent(database.client, logger: logger)
+                } catch let error as Migrator.MigrationError {
+                    throw CommandError.configuration(error.description)
+                }
+                var report = try await Self.mapErrors {
+                    try await CustomerRepair(configuration: configuration, database: database, verifier: verifier, client: client).repair()
+                }
+                if let forwarding {
+                    let forwarder = Forwarder(configuration: forwarding, database: database)
+                    report.forwarding = try await forwarder.drain(runIds: [report.runId], upTo: .milliseconds(drainTimeout))
+                }
+                return report
+            }
+        } catch is Interrupted {
+            throw CommandError.partial("interrupted: run the same command again (what is done is not done twice)")
+        }
+    }
+
+    /// The repair's errors in the command line's words and exit codes.
+    private static func mapErrors<T>(_ body: () async throws -> T) async throws -> T {
+        do {
+            return try await body()
+        } catch let error as CustomerRepair.RepairError {
+            if error.code == .notGenuine { throw CommandError.attention(error.description + (error.runId.map { " (repair \($0))" } ?? "")) }
+            throw CommandError.configuration(error.description)
+        } catch let error as RunConfigurationError {
+            throw CommandError.configuration(error.description)
+        } catch let error as AppStoreServerAPIError {
+            if case .unauthorized = error { throw CommandError.configuration(error.operatorDescription) }
+            throw CommandError.partial("the repair stopped: \(error); run the same command again")
+        } catch is CancellationError {
+            throw CommandError.partial("interrupted: run the same command again (what is done is not done twice)")
+        }
+    }
+
+    private func writeMetrics(_ metrics: MetricsRegistry?, exitCode: Int32, status: RunRecord.Status?) throws {
+        guard let metrics, let metricsFile else { return }
+        RunMetrics.recordOutcome(exitCode: exitCode, kind: .repair, status: status, in: metrics)
+        do {
+            try metrics.writeTextfile(to: metricsFile)
+        } catch {
+            throw CommandError.configuration("\(error)")
+        }
+    }
+}
