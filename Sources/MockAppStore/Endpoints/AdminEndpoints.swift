@@ -38,6 +38,7 @@ extension MockAppStore {
             return .json(.ok, updated)
         case (.POST, "/mock/refund"):
             guard let transactionId = request.queryValue("transactionId") else { return .text(.badRequest, "transactionId is required") }
+            guard scale == nil else { return .text(.badRequest, "refunds at run time are not available in scale mode") }
             guard let notification = try? catalog.refund(transactionId: transactionId, at: Self.nowMilliseconds) else {
                 return .text(.notFound, "unknown transaction \(transactionId)")
             }

@@ -7,7 +7,8 @@ import AppStoreServer
 /// conservative reading of a field Apple does not say is always present.
 extension MockAppStore {
     func lookUpOrderId(_ orderId: String) -> MockHTTPResponse {
-        let snapshot = catalog.snapshot
+        let snapshot = scale.map { $0.snapshot(ofOrder: orderId) ?? MockCatalog.Snapshot(world: ScenarioWorld(), notifications: [], transactionsByAccount: [:]) }
+            ?? catalog.snapshot
         guard let transactionIds = snapshot.world.orders[orderId], !transactionIds.isEmpty else {
             statistics.update { $0.unknownOrderIds += 1 }
             return .json(.ok, OrderLookupResponse(status: .invalid))

@@ -6,7 +6,7 @@ import Foundation
 /// repeated `status` parameters filter.
 extension MockAppStore {
     func subscriptionStatuses(_ request: MockHTTPRequest, anyTransactionId: String) -> MockHTTPResponse {
-        let snapshot = catalog.snapshot
+        let snapshot = snapshot(forTransaction: anyTransactionId)
         let account: String
         switch Self.account(of: anyTransactionId, in: snapshot) {
         case .success(let found): account = found

@@ -70,8 +70,24 @@ public struct ScenarioGenerator {
         }
     }
 
+    /// How often a subscription meets each kind of event, per period.
+    struct SubscriptionRates {
+        /// The chance of one notable event (auto-renew change, upgrade, price increase, refund...) inside a period.
+        var notableEvent: Double
+        /// The chance that the product is removed from sale at a renewal.
+        var productNotForSale: Double
+        /// The chance that a renewal fails (billing retry, then recovery or expiry).
+        var failedRenewal: Double
+
+        /// The default scenarios' mix: eventful lives.
+        static let standard = SubscriptionRates(notableEvent: 0.35, productNotForSale: 0.03, failedRenewal: 0.18)
+        /// The scale scenario's mix: mostly plain renewals, every other kind still present.
+        static let mostlyRenewals = SubscriptionRates(notableEvent: 0.06, productNotForSale: 0.005, failedRenewal: 0.03)
+    }
+
     /// A subscription's life from its first purchase until now.
-    mutating func simulateSubscription(accountId: String, product: MockProduct, ownership: InAppOwnershipType, start: Int64) {
+    mutating func simulateSubscription(accountId: String, product: MockProduct, ownership: InAppOwnershipType, start: Int64,
+                                       rates: SubscriptionRates = .standard) {
         guard start < now else { return }
         let appAccountToken = rng.uuid()
         var state = SubscriptionState(
@@ -83,7 +99,7 @@ public struct ScenarioGenerator {
         while true {
             let expiry = currentExpiry(state)
             // At most one notable event inside the period.
-            if rng.chance(0.35) {
+            if rng.chance(rates.notableEvent) {
                 let at = periodStart + rng.within(expiry - periodStart, from: 0.15, to: 0.85)
                 guard at < now else { return }
                 let pick = Double.random(in: 0..<1, using: &rng)
@@ -135,10 +151,10 @@ public struct ScenarioGenerator {
             } else if pendingPriceIncrease {
                 expire(&state, subtype: .priceIncrease, intent: .customerDidNotConsentToPriceIncrease, at: expiry)
                 return
-            } else if rng.chance(0.03) {
+            } else if rng.chance(rates.productNotForSale) {
                 expire(&state, subtype: .productNotForSale, intent: .productNotAvailable, at: expiry)
                 return
-            } else if rng.chance(0.18) {
+            } else if rng.chance(rates.failedRenewal) {
                 guard let recoveredAt = failToRenew(&state, at: expiry) else { return }
                 periodStart = recoveredAt
             } else {

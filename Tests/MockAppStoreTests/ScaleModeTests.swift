@@ -1,0 +1,142 @@
+import AppStoreServer
+import Foundation
+@testable import MockAppStore
+import Testing
+
+/// The scale mode (`--scale-notifications`) serves from an index and rebuilds customers on
+/// demand; these tests hold it to a plain scan of the whole scenario, built here from every
+/// customer's world, so the index, the typed lists and the cursor must agree with Apple's
+/// semantics as the default mode implements them.
+@Suite struct ScaleModeTests {
+    let now = Int64(Date().timeIntervalSince1970 * 1000)
+    let hour: Int64 = 3_600_000
+
+    var scenario: ScenarioConfiguration {
+        var scenario = ScenarioConfiguration(seed: 5, customers: 0, now: now, outageStart: now - 25 * hour, outageEnd: now - hour,
+                                             renewalPeriod: hour)
+        scenario.scaleNotifications = 1_500
+        return scenario
+    }
+
+    /// Every notification of the scenario with its first send attempt, in Apple's order.
+    func reference(_ scale: ScaleScenario, customers: Int) -> [(plan: ScenarioWorld.PlannedNotification, firstAttempt: Int64)] {
+        (0..<customers).flatMap { customer in
+            scale.world(ofCustomer: customer).notifications.map { ($0, $0.signedDate + MockCatalog.firstAttemptDelay($0.notificationUUID)) }
+        }
+        .sorted { ($0.firstAttempt, $0.plan.notificationUUID) < ($1.firstAttempt, $1.plan.notificationUUID) }
+    }
+
+    func uuids(_ client: AppStoreServerAPIClient, _ request: NotificationHistoryRequest, _ verifier: SignedDataVerifier) async throws -> [String] {
+        var result: [String] = []
+        for try await page in client.notificationHistory(request) {
+            #expect(page.items.count <= 20)
+            for item in page.items { result.append(try await verifier.verifyAndDecodeNotification(item.signedPayload!).notificationUUID!) }
+        }
+        return result
+    }
+
+    @Test func customersAreRebuiltIdenticallyAndMostlyRenew() throws {
+        let scale = try ScaleScenario(configuration: scenario)
+        let a = scale.world(ofCustomer: 7), b = scale.world(ofCustomer: 7)
+        #expect(a.notifications.map(\.notificationUUID) == b.notifications.map(\.notificationUUID))
+        #expect(GroundTruth.purchases(a) == GroundTruth.purchases(b))
+        let all = reference(scale, customers: 400)
+        var kinds: [String: Int] = [:]
+        for (plan, firstAttempt) in all {
+            kinds[ScaleCatalog.kind(of: plan), default: 0] += 1
+            // Everything is first sent inside the outage.
+            #expect(firstAttempt >= scenario.outageStart! && firstAttempt < scenario.outageEnd!)
+            if let transactionId = plan.transaction?.transactionId {
+                #expect(ScaleScenario.customer(ofTransaction: transactionId) == Int(plan.accountId!.dropFirst("account-".count)))
+            }
+        }
+        #expect(Double(kinds["DID_RENEW", default: 0]) > 0.7 * Double(all.count))
+        for urgent in ["DID_RENEW/BILLING_RECOVERY", "EXPIRED/VOLUNTARY", "EXPIRED/BILLING_RETRY", "EXPIRED/PRICE_INCREASE",
+                       "EXPIRED/PRODUCT_NOT_FOR_SALE", "EXPIRED", "REFUND", "REVOKE", "GRACE_PERIOD_EXPIRED", "DID_FAIL_TO_RENEW",
+                       "DID_FAIL_TO_RENEW/GRACE_PERIOD", "SUBSCRIBED/INITIAL_BUY", "ONE_TIME_CHARGE"] {
+            #expect(kinds[urgent, default: 0] > 0, "\(urgent) missing")
+        }
+        #expect(ScaleScenario.customer(ofOrder: ScaleScenario.orderId(customer: 123_456, position: 7)) == 123_456)
+    }
+
+    @Test func historyPagesAgreeWithAScanOfEveryCustomer() async throws {
+        try await MockAppStore.withRunning(.init(scenario: scenario)) { mock, baseURL in
+            let scale = try #require(mock.scale)
+            #expect(scale.entries.count >= 1_500)
+            let all = reference(scale.scenario, customers: scale.customerCount)
+            #expect(all.count == scale.entries.count)
+            let client = mock.client(baseURL: baseURL)
+            let verifier = try mock.verifier()
+            let window = NotificationHistoryRequest(startDate: now - 30 * hour, endDate: now)
+            #expect(try await uuids(client, window, verifier) == all.map(\.plan.notificationUUID))
+
+            // A window inside: on the first send attempt, start included, end excluded.
+            let from = all[300].firstAttempt, to = all[900].firstAttempt
+            let inside = try await uuids(client, .init(startDate: from, endDate: to), verifier)
+            #expect(inside == all.filter { $0.firstAttempt >= from && $0.firstAttempt < to }.map(\.plan.notificationUUID))
+
+            // Typed queries: a type without a subtype returns only notifications without one.
+            for (type, subtype) in [("DID_RENEW", nil), ("DID_RENEW", "BILLING_RECOVERY"), ("EXPIRED", nil), ("EXPIRED", "VOLUNTARY"),
+                                    ("REFUND", nil), ("TEST", nil)] as [(String, String?)] {
+                var request = window
+                request.notificationType = NotificationTypeV2(rawValue: type)
+                request.notificationSubtype = subtype.map(Subtype.init(rawValue:))
+                let expected = all.filter { $0.plan.notificationType.rawValue == type && $0.plan.subtype?.rawValue == subtype }
+                #expect(try await uuids(client, request, verifier) == expected.map(\.plan.notificationUUID), "\(type)/\(subtype ?? "")")
+            }
+
+            // The transactionId filter: any transaction of the customer names all its notifications.
+            let customer = try #require(all.first { $0.plan.notificationType == .didRenew }?.plan.accountId)
+            let mine = all.filter { $0.plan.accountId == customer }
+            var request = window
+            request.transactionId = try #require(mine.last?.plan.transaction?.transactionId)
+            #expect(try await uuids(client, request, verifier) == mine.map(\.plan.notificationUUID))
+            request.transactionId = "3000000000000000000"
+            let unknown = await #expect(throws: AppStoreServerAPIError.self) { _ = try await client.getNotificationHistory(request) }
+            #expect(unknown?.details.errorCode == .transactionIdNotFound)
+
+            // The same notification is the same bytes on every page that returns it.
+            let first = try await client.getNotificationHistory(window).notificationHistory?.map(\.signedPayload)
+            let again = try await client.getNotificationHistory(window).notificationHistory?.map(\.signedPayload)
+            #expect(first != nil && first == again)
+            // The first notifications were retried 1 and 12 hours later, still inside the outage: every attempt failed.
+            #expect(try await client.getNotificationHistory(window).notificationHistory?.allSatisfy {
+                $0.sendAttempts?.allSatisfy { $0.sendAttemptResult != .success } == true
+            } == true)
+        }
+    }
+
+    @Test func customerEndpointsAndTheTruthReadTheCustomersWorld() async throws {
+        try await MockAppStore.withRunning(.init(scenario: scenario)) { mock, baseURL in
+            let scale = try #require(mock.scale)
+            // The truth is every customer's, in `reconciler export`'s order.
+            var merged = ScenarioWorld()
+            for customer in 0..<scale.customerCount {
+                let world = scale.scenario.world(ofCustomer: customer)
+                merged.transactionVersions.merge(world.transactionVersions) { a, _ in a }
+                merged.renewalVersions.merge(world.renewalVersions) { a, _ in a }
+                merged.notifications += world.notifications
+            }
+            let truth = mock.truth
+            #expect(truth == GroundTruth.purchases(merged))
+            #expect(truth.map(\.originalTransactionId) == truth.map(\.originalTransactionId).sorted())
+            #expect(try mock.truthJSONLines() == GroundTruth.jsonLines(merged))
+
+            let client = mock.client(baseURL: baseURL)
+            let verifier = try mock.verifier()
+            let world = scale.scenario.world(ofCustomer: 3)
+            let anyTransaction = try #require(world.accounts.first?.transactionIds.last)
+            var seen: [String] = []
+            for try await page in client.transactionHistory(anyTransactionId: anyTransaction, .init(sort: .ascending)) {
+                for signed in page.signedTransactions ?? [] { seen.append(try await verifier.verifyAndDecodeTransaction(signed).transactionId!) }
+            }
+            #expect(Set(seen) == Set(world.transactionVersions.keys))
+            #expect(seen.count == world.transactionVersions.count)
+
+            let order = try #require(mock.orders.first { $0.account == "account-3" })
+            let found = try await client.lookUpOrderId(order.orderId)
+            #expect(found.status == .valid)
+            #expect(try await found.signedTransactions?.asyncMap { try await verifier.verifyAndDecodeTransaction($0).transactionId } == [order.transactionId])
+        }
+    }
+}
