@@ -35,6 +35,24 @@ import Testing
         return result
     }
 
+    /// The signer's and the generator's fast paths write what the slow ones wrote.
+    @Test func fastEncodersWriteTheSameText() {
+        var generator = SeededGenerator(seed: 3)
+        for length in 0..<70 {
+            let data = Data((0..<length).map { _ in UInt8.random(in: 0...255, using: &generator) })
+            #expect(JWSSigner.base64URL(data) == Base64URL.encode(data))
+        }
+        for _ in 0..<50 {
+            var copy = generator
+            var bytes = (0..<16).map { _ in UInt8.random(in: 0...255, using: &copy) }
+            bytes[6] = (bytes[6] & 0x0F) | 0x40
+            bytes[8] = (bytes[8] & 0x3F) | 0x80
+            let expected = UUID(uuid: (bytes[0], bytes[1], bytes[2], bytes[3], bytes[4], bytes[5], bytes[6], bytes[7], bytes[8], bytes[9],
+                                       bytes[10], bytes[11], bytes[12], bytes[13], bytes[14], bytes[15])).uuidString.lowercased()
+            #expect(generator.uuid() == expected)
+        }
+    }
+
     @Test func customersAreRebuiltIdenticallyAndMostlyRenew() throws {
         let scale = try ScaleScenario(configuration: scenario)
         let a = scale.world(ofCustomer: 7), b = scale.world(ofCustomer: 7)

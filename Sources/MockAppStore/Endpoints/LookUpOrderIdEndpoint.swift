@@ -18,7 +18,7 @@ extension MockAppStore {
             let signed = try transactionIds.compactMap { snapshot.world.transactionVersions[$0]?.last?.payload }.map { transaction in
                 var transaction = transaction
                 transaction.signedDate = signedAt
-                return try authority.signer.sign(transaction)
+                return try catalog.signer.sign(transaction)
             }
             return .json(.ok, OrderLookupResponse(status: .valid, signedTransactions: signed))
         } catch {

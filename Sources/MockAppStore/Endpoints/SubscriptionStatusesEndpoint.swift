@@ -30,8 +30,8 @@ extension MockAppStore {
                 var renewal = snapshot.world.renewalVersions[original]?.last
                 renewal?.signedDate = signedAt
                 groups[latest.subscriptionGroupIdentifier ?? "", default: []].append(LastTransactionsItem(
-                    status: status, originalTransactionId: original, signedTransactionInfo: try authority.signer.sign(transaction),
-                    signedRenewalInfo: try renewal.map { try authority.signer.sign($0) }))
+                    status: status, originalTransactionId: original, signedTransactionInfo: try catalog.signer.sign(transaction),
+                    signedRenewalInfo: try renewal.map { try catalog.signer.sign($0) }))
             }
         } catch {
             return Self.apiError(.internalServerError, 5_000_000, "An unknown error occurred.")

@@ -124,7 +124,7 @@ extension MockAppStore {
             let signed = try page.map { entry in
                 var payload = entry.payload
                 payload.signedDate = signedAt
-                return try authority.signer.sign(payload)
+                return try catalog.signer.sign(payload)
             }
             return .json(.ok, HistoryResponse(
                 revision: revision, hasMore: hasMore, bundleId: scenario.bundleId, appAppleId: scenario.appAppleId,

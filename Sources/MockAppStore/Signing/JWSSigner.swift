@@ -48,7 +48,7 @@ public struct JWSSigner: Sendable {
 
     /// `header.payload`, the part of a compact JWS the signature covers.
     func signingInput(payloadJSON: Data) -> String {
-        "\(encodedHeader).\(Base64URL.encode(payloadJSON))"
+        "\(encodedHeader).\(Self.base64URL(payloadJSON))"
     }
 
     /// A fresh ES256 signature (ECDSA is randomised: each call gives other bytes), raw r‖s.
@@ -58,7 +58,22 @@ public struct JWSSigner: Sendable {
 
     /// The compact JWS from its signing input and raw signature.
     func compact(signingInput: String, signature: Data) -> String {
-        "\(signingInput).\(Base64URL.encode(signature))"
+        "\(signingInput).\(Self.base64URL(signature))"
+    }
+
+    /// Base64url without padding, as ``Base64URL/encode(_:)`` writes it, through Foundation's
+    /// encoder: several times faster on the kilobytes of a payload, which the scale mode signs by the million.
+    static func base64URL(_ data: Data) -> String {
+        var bytes = Array(data.base64EncodedString().utf8)
+        while bytes.last == UInt8(ascii: "=") { bytes.removeLast() }
+        for index in bytes.indices {
+            switch bytes[index] {
+            case UInt8(ascii: "+"): bytes[index] = UInt8(ascii: "-")
+            case UInt8(ascii: "/"): bytes[index] = UInt8(ascii: "_")
+            default: break
+            }
+        }
+        return String(decoding: bytes, as: UTF8.self)
     }
 
     private static func encodeHeader(alg: String, x5c: [String]) -> String {
