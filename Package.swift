@@ -8,7 +8,11 @@ import PackageDescription
 //   the `export` shape of a purchase (PurchaseState) and the times operators type (TimeArgument).
 // - Reconciler: the notification handler, the PostgreSQL store, the planner, the replayer, the
 //   gap filler, the run ledger and the report. Talks to Apple only through AppStoreServer's client.
+// - ReconcilerMetrics: the Prometheus metrics of `serve` and `run` (swift-metrics with swift-prometheus
+//   as its backend): the catalog of metric families, one registry per process, the textfile.
+//   AppStoreServer and Reconciler know nothing of it.
 // - WebhookServer: the live `POST /notifications` endpoint (Hummingbird) around the handler.
+// - Forwarder: delivers queued notifications to the app's own webhook over HTTP.
 // - MockAppStore: a local App Store imitation for tests, demos and rehearsals.
 let package = Package(
     name: "AppStoreReconciler",
@@ -32,6 +36,8 @@ let package = Package(
         .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
         .package(url: "https://github.com/vapor/postgres-nio", from: "1.33.2"),
         .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.28.1"),
+        .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
+        .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.4.1"),
     ],
     targets: [
         .target(
@@ -57,9 +63,34 @@ let package = Package(
             ]
         ),
         .target(
+            name: "Forwarder",
+            dependencies: [
+                "Reconciler",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOFoundationCompat", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ]
+        ),
+        .target(
+            name: "ReconcilerMetrics",
+            dependencies: [
+                "Reconciler",
+                "AppStoreServer",
+                .product(name: "CoreMetrics", package: "swift-metrics"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ]
+        ),
+        .target(
             name: "WebhookServer",
             dependencies: [
                 "Reconciler",
+                "ReconcilerMetrics",
                 "AppStoreServer",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "Logging", package: "swift-log"),
@@ -85,10 +116,12 @@ let package = Package(
         .executableTarget(
             name: "ReconcilerCommand",
             dependencies: [
-                "Reconciler", "ReconcilerShared",
+                "Reconciler", "ReconcilerShared", "Forwarder",
+                "ReconcilerMetrics",
                 "WebhookServer",
                 "AppStoreServer",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "CoreMetrics", package: "swift-metrics"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "UnixSignals", package: "swift-service-lifecycle"),
@@ -135,7 +168,8 @@ let package = Package(
         .testTarget(
             name: "ReconcilerTests",
             dependencies: [
-                "Reconciler", "ReconcilerShared", "WebhookServer", "AppStoreServer", "MockAppStore",
+                "Reconciler", "ReconcilerShared", "Forwarder", "ReconcilerMetrics", "WebhookServer", "AppStoreServer",
+                "MockAppStore",
                 "ReconcilerCommand", "MockAppStoreCommand",
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
@@ -143,6 +177,7 @@ let package = Package(
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "X509", package: "swift-certificates"),
                 .product(name: "SwiftASN1", package: "swift-asn1"),
+                .product(name: "HummingbirdTesting", package: "hummingbird"),
             ]
         ),
     ]

@@ -187,9 +187,10 @@ public final class MockAppStore: Service, Sendable {
     }
 
     /// The ground truth as JSON lines, in the shape of `reconciler export`.
-    public func truthJSONLines() throws -> String {
-        guard scale != nil else { return try GroundTruth.jsonLines(catalog.snapshot.world) }
-        return try truth.map { try $0.jsonLine() + "\n" }.joined()
+    /// - Parameter now: the moment `entitled` is judged at, UNIX ms (`GET /mock/truth?at=`).
+    public func truthJSONLines(at now: Int64 = Int64(Date().timeIntervalSince1970 * 1000)) throws -> String {
+        guard let scale else { return try GroundTruth.jsonLines(catalog.snapshot.world, at: now) }
+        return try scale.truth(at: now).map { try $0.jsonLine() + "\n" }.joined()
     }
 
     /// The ground truth.

@@ -7,10 +7,10 @@ import ServiceLifecycle
 import Synchronization
 import ReconcilerShared
 
-@main
+/// `mock-appstore [simulate]`: the App Store imitation (the default subcommand).
 struct MockAppStoreCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        commandName: "mock-appstore",
+        commandName: "simulate",
         abstract: "A local App Store imitation: simulated customers, signed notifications, Apple's API semantics and faults.",
         discussion: """
             It simulates --customers customers of one app over --span up to now and signs everything with its own \
@@ -60,6 +60,7 @@ struct MockAppStoreCommand: AsyncParsableCommand {
         """)
     var rateLimit: Double?
     @Option(help: "Pagination token lifetime in seconds.") var tokenTtl: Int = 600
+    @Option(help: "Entries per page of both histories (Apple sends up to 20; fewer makes a small scenario page more).") var pageSize: Int = 20
     @Option(help: "Latency added to every API response, ms.") var latencyMs: Int = 0
     @Option(help: "Random extra latency up to this, ms.") var latencyJitterMs: Int = 0
     @Option(name: .customLong("fault-5xx"), help: "Fraction of API requests answered 500 (retryable).") var fault5xx: Double = 0
@@ -150,7 +151,7 @@ struct MockAppStoreCommand: AsyncParsableCommand {
         let orders = OrderLines()
         let mock = try await MockAppStore.make(configuration: .init(
             scenario: scenario, host: host, port: port, webhookURL: webhook, credentialsDirectory: credentialsDir, faults: faults,
-            rateLimitPerSecond: rateLimit, paginationTokenLifetime: .seconds(tokenTtl),
+            rateLimitPerSecond: rateLimit, paginationTokenLifetime: .seconds(tokenTtl), pageSize: pageSize,
             webhookWait: .seconds(webhookWait),
             onListening: { port in
                 FileHandle.standardOutput.write(Data("mock-appstore listening on http://\(host):\(port)\n".utf8))

@@ -106,9 +106,7 @@ struct ApplyBenchmark: AsyncParsableCommand {
                                 var verified: [VerifiedNotification] = []
                                 for payload in page { verified.append(try await handler.verify(signedPayload: payload)) }
                                 let toApply = verified
-                                _ = try await handler.database.transaction { connection in
-                                    try await handler.apply(toApply, source: .history(runId: 0), on: connection)
-                                }
+                                _ = try await handler.record(toApply, source: .history(runId: 0))
                             }
                         }
                     }

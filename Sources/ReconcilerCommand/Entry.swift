@@ -21,7 +21,8 @@ struct ReconcilerCommand: AsyncParsableCommand {
             """,
         subcommands: [
             MigrateCommand.self, ServeCommand.self, RunCommand.self, WorkCommand.self, StatusCommand.self,
-            RejectionsCommand.self, InspectCommand.self, ExportCommand.self, DetectOutageCommand.self, CheckWebhookCommand.self,
+            RejectionsCommand.self, ForwardCommand.self, ChangesCommand.self, InspectCommand.self, ExportCommand.self,
+            DetectOutageCommand.self, CheckWebhookCommand.self,
         ])
 
     /// Maps errors to the documented exit codes: ArgumentParser's validation failures (64) become 1.

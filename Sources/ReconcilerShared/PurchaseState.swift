@@ -8,11 +8,15 @@ import Foundation
 /// milliseconds; absent values are `null`.
 ///
 /// How it is derived from Apple's signed data:
-/// - `latestTransactionId`, `productId`, `purchaseDate`, `expiresDate`, `revocationDate`: the
-///   purchase's latest transaction, i.e. the newest signed version of each transaction, then the
-///   one not upgraded with the newest `purchaseDate` (ties: the greatest `transactionId`);
+/// - `latestTransactionId`, `productId`, `purchaseDate`, `expiresDate`, `revocationDate`,
+///   `appAccountToken`: the purchase's latest transaction, i.e. the newest signed version of each
+///   transaction, then the one not upgraded with the newest `purchaseDate` (ties: the greatest
+///   `transactionId`);
 /// - `autoRenewStatus`: the renewal info with the newest `signedDate`;
-/// - `lastSignedDate`: the newest `signedDate` of a notification about this purchase.
+/// - `status`: Apple's subscription status (1 active … 5 revoked) with the newest `signedDate`,
+///   from a notification or Get All Subscription Statuses; `null` for one-time purchases;
+/// - `lastSignedDate`: the newest `signedDate` of a notification about this purchase;
+/// - `entitled`: ``Entitlement`` at the moment the state is read.
 public struct PurchaseState: Codable, Hashable, Sendable {
     public var originalTransactionId: String
     public var latestTransactionId: String?
@@ -23,10 +27,16 @@ public struct PurchaseState: Codable, Hashable, Sendable {
     public var revocationDate: Int64?
     public var autoRenewStatus: Int32?
     public var lastSignedDate: Int64?
+    /// The app's own user id for the purchase (`appAccountToken`), when the app set one.
+    public var appAccountToken: String?
+    public var status: Int32?
+    /// Whether the customer has what they paid for now; see ``Entitlement``.
+    public var entitled: Bool
 
     public init(originalTransactionId: String, latestTransactionId: String? = nil, productId: String? = nil,
                 environment: String? = nil, purchaseDate: Int64? = nil, expiresDate: Int64? = nil,
-                revocationDate: Int64? = nil, autoRenewStatus: Int32? = nil, lastSignedDate: Int64? = nil) {
+                revocationDate: Int64? = nil, autoRenewStatus: Int32? = nil, lastSignedDate: Int64? = nil,
+                appAccountToken: String? = nil, status: Int32? = nil, entitled: Bool = false) {
         self.originalTransactionId = originalTransactionId
         self.latestTransactionId = latestTransactionId
         self.productId = productId
@@ -36,11 +46,32 @@ public struct PurchaseState: Codable, Hashable, Sendable {
         self.revocationDate = revocationDate
         self.autoRenewStatus = autoRenewStatus
         self.lastSignedDate = lastSignedDate
+        self.appAccountToken = appAccountToken
+        self.status = status
+        self.entitled = entitled
     }
 
-    private enum CodingKeys: String, CodingKey {
+    private enum CodingKeys: String, CodingKey, CaseIterable {
         case originalTransactionId, latestTransactionId, productId, environment, purchaseDate, expiresDate,
-             revocationDate, autoRenewStatus, lastSignedDate
+             revocationDate, autoRenewStatus, lastSignedDate, appAccountToken, status, entitled
+    }
+
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        self.init(
+            originalTransactionId: try container.decode(String.self, forKey: .originalTransactionId),
+            latestTransactionId: try container.decodeIfPresent(String.self, forKey: .latestTransactionId),
+            productId: try container.decodeIfPresent(String.self, forKey: .productId),
+            environment: try container.decodeIfPresent(String.self, forKey: .environment),
+            purchaseDate: try container.decodeIfPresent(Int64.self, forKey: .purchaseDate),
+            expiresDate: try container.decodeIfPresent(Int64.self, forKey: .expiresDate),
+            revocationDate: try container.decodeIfPresent(Int64.self, forKey: .revocationDate),
+            autoRenewStatus: try container.decodeIfPresent(Int32.self, forKey: .autoRenewStatus),
+            lastSignedDate: try container.decodeIfPresent(Int64.self, forKey: .lastSignedDate),
+            appAccountToken: try container.decodeIfPresent(String.self, forKey: .appAccountToken),
+            status: try container.decodeIfPresent(Int32.self, forKey: .status),
+            // States recorded before `entitled` existed did not say.
+            entitled: try container.decodeIfPresent(Bool.self, forKey: .entitled) ?? false)
     }
 
     /// Encodes every field, absent ones as `null`, so each line has the same keys.
@@ -55,6 +86,9 @@ public struct PurchaseState: Codable, Hashable, Sendable {
         try container.encode(revocationDate, forKey: .revocationDate)
         try container.encode(autoRenewStatus, forKey: .autoRenewStatus)
         try container.encode(lastSignedDate, forKey: .lastSignedDate)
+        try container.encode(appAccountToken, forKey: .appAccountToken)
+        try container.encode(status, forKey: .status)
+        try container.encode(entitled, forKey: .entitled)
     }
 
     /// One JSON line (keys sorted, no trailing newline).
@@ -76,6 +110,9 @@ public struct PurchaseState: Codable, Hashable, Sendable {
         if revocationDate != before.revocationDate { fields.append("revocationDate") }
         if autoRenewStatus != before.autoRenewStatus { fields.append("autoRenewStatus") }
         if lastSignedDate != before.lastSignedDate { fields.append("lastSignedDate") }
+        if appAccountToken != before.appAccountToken { fields.append("appAccountToken") }
+        if status != before.status { fields.append("status") }
+        if entitled != before.entitled { fields.append("entitled") }
         return fields
     }
 }

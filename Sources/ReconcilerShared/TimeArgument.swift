@@ -31,9 +31,10 @@ public enum TimeArgument {
         return nil
     }
 
-    /// A duration in milliseconds, or `nil`.
+    /// A duration in milliseconds (250ms, 90s, 45m, 6h, 3d, 1w, or plain milliseconds), or `nil`.
     public static func duration(_ text: String) -> Int64? {
         let trimmed = text.trimmingCharacters(in: .whitespaces)
+        if trimmed.hasSuffix("ms"), let value = Double(trimmed.dropLast(2)), value >= 0 { return Int64(value) }
         guard let unit = trimmed.last else { return nil }
         let number = trimmed.dropLast()
         let multipliers: [Character: Int64] = ["s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000, "w": 604_800_000]

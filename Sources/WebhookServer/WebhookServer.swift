@@ -4,6 +4,7 @@ import Hummingbird
 import Logging
 import PostgresNIO
 import Reconciler
+import ReconcilerMetrics
 import ServiceLifecycle
 
 /// The live endpoint App Store Server Notifications V2 are delivered to.
@@ -13,7 +14,9 @@ import ServiceLifecycle
 ///   with the rejection reason when it fails verification (nothing is written), 413 when the
 ///   body is larger than the limit, 503 when the database fails (Apple then retries).
 /// - `GET /health` answers 200 when the database is reachable, 503 otherwise.
-/// - `GET /metrics` serves Prometheus text.
+/// - `GET /metrics` serves the process's ``MetricsRegistry`` in Prometheus text format: what
+///   ``WebhookMetrics`` counts, and whatever else the process put in that registry (the ledger
+///   gauges of ``LedgerMetrics``).
 ///
 /// ```swift
 /// let server = WebhookServer(configuration: .init(port: 8080), handler: handler, logger: logger)
@@ -26,11 +29,15 @@ public struct WebhookServer: Sendable {
         public var port: Int
         /// Larger bodies get 413 without being read; Apple's notifications are a few tens of KB.
         public var maximumBodySize: Int
+        /// The app's own webhook: every notification stored for the first time is queued for it,
+        /// in the same transaction (`serve --forward-to`); a forwarder service delivers the queue.
+        public var forwardTo: String?
 
-        public init(host: String = "0.0.0.0", port: Int = 8080, maximumBodySize: Int = 256 * 1024) {
+        public init(host: String = "0.0.0.0", port: Int = 8080, maximumBodySize: Int = 256 * 1024, forwardTo: String? = nil) {
             self.host = host
             self.port = port
             self.maximumBodySize = maximumBodySize
+            self.forwardTo = forwardTo
         }
     }
 
@@ -39,10 +46,12 @@ public struct WebhookServer: Sendable {
     public let metrics: WebhookMetrics
     let logger: Logger
 
-    public init(configuration: Configuration, handler: NotificationHandler, metrics: WebhookMetrics = WebhookMetrics(), logger: Logger) {
+    /// Without `metrics`, the server counts into a registry of its own, labelled with the handler's app and environment.
+    public init(configuration: Configuration, handler: NotificationHandler, metrics: WebhookMetrics? = nil, logger: Logger) {
         self.configuration = configuration
         self.handler = handler
-        self.metrics = metrics
+        self.metrics = metrics ?? WebhookMetrics(registry: MetricsRegistry(
+            environment: handler.verifier.configuration.environment.rawValue, bundleId: handler.verifier.configuration.bundleId))
         self.logger = logger
     }
 
@@ -58,8 +67,8 @@ public struct WebhookServer: Sendable {
             try await health()
         }
         router.get("metrics") { _, _ in
-            Response(status: .ok, headers: [.contentType: "text/plain; version=0.0.4"],
-                     body: .init(byteBuffer: ByteBuffer(string: metrics.prometheusText())))
+            Response(status: .ok, headers: [.contentType: MetricsRegistry.contentType],
+                     body: .init(byteBuffer: ByteBuffer(string: metrics.registry.exposition())))
         }
         return Application(
             router: router,
@@ -88,18 +97,19 @@ public struct WebhookServer: Sendable {
         }
         let result: HandlingResult
         do {
-            result = try await handler.handle(signedPayload: signedPayload, source: .webhook)
+            result = try await handler.handle(
+                signedPayload: signedPayload, source: .webhook, forwarding: configuration.forwardTo.map { .init(targetURL: $0) })
         } catch let error as VerificationError {
             metrics.rejected(reason: error.reason.rawValue)
             logger.warning("notification rejected", metadata: ["reason": "\(error.reason.rawValue)", "detail": "\(error.detail)"])
             return Self.json(.badRequest, ["error": error.reason.rawValue, "detail": error.detail])
         } catch {
-            metrics.failed()
+            metrics.storeFailed()
             let description = (error as? PSQLError)?.briefDescription ?? String(describing: type(of: error))
             logger.error("notification not stored", metadata: ["error": "\(description)"])
             return Self.json(.serviceUnavailable, ["error": "STORE_UNAVAILABLE", "detail": "the notification was not stored; retry later"])
         }
-        metrics.handled(typeAndSubtype: result.typeAndSubtype, outcome: result.outcome.rawValue)
+        metrics.stored(result)
         logger.info("notification", metadata: [
             "notificationUUID": "\(result.notificationUUID)", "type": "\(result.typeAndSubtype)",
             "outcome": "\(result.outcome.rawValue)", "originalTransactionId": "\(result.originalTransactionId ?? "-")",
@@ -109,7 +119,7 @@ public struct WebhookServer: Sendable {
     }
 
     private func health() async throws -> Response {
-        guard await handler.database.isReachable() else { return Self.json(.serviceUnavailable, ["status": "database unreachable"]) }
+        guard await handler.isStoreReachable() else { return Self.json(.serviceUnavailable, ["status": "database unreachable"]) }
         return Self.json(.ok, ["status": "ok"])
     }
 

@@ -1,6 +1,9 @@
 import AppStoreServer
+import AsyncHTTPClient
 import Foundation
 @testable import MockAppStore
+import NIOCore
+import NIOFoundationCompat
 import Testing
 
 /// The scale mode (`--scale-notifications`) serves from an index and rebuilds customers on
@@ -127,18 +130,25 @@ import Testing
     @Test func customerEndpointsAndTheTruthReadTheCustomersWorld() async throws {
         try await MockAppStore.withRunning(.init(scenario: scenario)) { mock, baseURL in
             let scale = try #require(mock.scale)
-            // The truth is every customer's, in `reconciler export`'s order.
+            // The truth is every customer's, in `reconciler export`'s order, `entitled` judged at the moment asked.
             var merged = ScenarioWorld()
             for customer in 0..<scale.customerCount {
                 let world = scale.scenario.world(ofCustomer: customer)
                 merged.transactionVersions.merge(world.transactionVersions) { a, _ in a }
                 merged.renewalVersions.merge(world.renewalVersions) { a, _ in a }
+                merged.subscriptionStatus.merge(world.subscriptionStatus) { a, _ in a }
                 merged.notifications += world.notifications
             }
-            let truth = mock.truth
-            #expect(truth == GroundTruth.purchases(merged))
+            let truth = scale.truth(at: now)
+            #expect(truth == GroundTruth.purchases(merged, at: now))
             #expect(truth.map(\.originalTransactionId) == truth.map(\.originalTransactionId).sorted())
-            #expect(try mock.truthJSONLines() == GroundTruth.jsonLines(merged))
+            #expect(truth.contains { $0.status != nil } && truth.contains { $0.entitled } && truth.contains { !$0.entitled })
+            #expect(try mock.truthJSONLines(at: now) == GroundTruth.jsonLines(merged, at: now))
+            // `?at=` judges the same final facts at another moment: before the outage every subscription was still unexpired.
+            let early = try await HTTPClient.shared.execute(HTTPClientRequest(url: "\(baseURL)/mock/truth?at=\(now - 30 * hour)"), timeout: .seconds(30))
+            let earlyLines = String(buffer: try await early.body.collect(upTo: 1 << 26))
+            #expect(earlyLines == (try GroundTruth.jsonLines(merged, at: now - 30 * hour)))
+            #expect(earlyLines != (try mock.truthJSONLines(at: now)))
 
             let client = mock.client(baseURL: baseURL)
             let verifier = try mock.verifier()

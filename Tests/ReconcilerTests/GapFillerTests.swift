@@ -1,7 +1,7 @@
 import AppStoreServer
 import Foundation
 import MockAppStore
-import Reconciler
+@testable import Reconciler
 import Testing
 
 /// Phase 2's queue shared by several workers (as `reconciler work` on other machines would).
@@ -11,7 +11,7 @@ import Testing
             var faults = FaultConfiguration()
             faults.latencyMilliseconds = 15
             try await MockAppStore.withRunning(.init(scenario: .init(seed: 9, customers: 50), faults: faults)) { mock, baseURL in
-                let handler = NotificationHandler(verifier: try mock.verifier(), database: db.database)
+                let verifier = try mock.verifier()
                 let ledger = RunLedger(database: db.database)
                 let run = try await ledger.createRun(
                     kind: .manual, environment: "Production", bundleId: mock.configuration.scenario.bundleId, windowStart: 0, windowEnd: 1,
@@ -21,7 +21,7 @@ import Testing
                 try await db.database.transaction { try await ledger.enqueue(runId: run.runId, anchors: originals, reason: .touched, on: $0) }
 
                 func worker(_ name: String) -> RunWorker {
-                    RunWorker(configuration: .init(runId: run.runId, concurrency: 2, worker: name), handler: handler,
+                    RunWorker(configuration: .init(runId: run.runId, concurrency: 2, worker: name), database: db.database, verifier: verifier,
                               client: mock.client(baseURL: baseURL))
                 }
                 async let first: Void = worker("worker-a").work(progress: RunProgress())

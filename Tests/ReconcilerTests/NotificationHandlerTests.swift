@@ -2,7 +2,7 @@ import AppStoreServer
 import Foundation
 import MockAppStore
 import PostgresNIO
-import Reconciler
+@testable import Reconciler
 import Testing
 import ReconcilerShared
 
@@ -25,7 +25,7 @@ import ReconcilerShared
             let expected = PurchaseState(
                 originalTransactionId: "1000", latestTransactionId: "1000", productId: "com.example.monthly",
                 environment: "Production", purchaseDate: transaction.purchaseDate, expiresDate: transaction.expiresDate,
-                revocationDate: nil, autoRenewStatus: 1, lastSignedDate: t0)
+                revocationDate: nil, autoRenewStatus: 1, lastSignedDate: t0, status: 1, entitled: true)
             #expect(result.change?.after == expected)
             let stored = try await db.database.transaction { try await handler.store.purchaseStates(["1000"], on: $0)["1000"] }
             #expect(stored == expected)

@@ -82,7 +82,15 @@ import Testing
             #expect(requests["Get Notification History"] == 1, "\(requests)")
             #expect(requests["Get Transaction History", default: 0] <= 1, "\(requests)")
 
+            // Apple's hour is not over: a new process learns it from the database and sends nothing.
             try await rehearsal.setFaults([:])
+            try await rehearsal.resetMockStatistics()
+            let stillClosed = try await rehearsal.runWindow(["--max-retry-after", "60"])
+            #expect(stillClosed.status == 2, "\(stillClosed.stdout)\n\(stillClosed.stderr)")
+            #expect((try await rehearsal.mockStatistics()["requests"] as? [String: Int] ?? [:])["Get Notification History", default: 0] == 0)
+
+            // The hour passes (the closures end), and the next run recovers everything.
+            try await rehearsal.db.execute("UPDATE api_closures SET closed_until_ms = 0")
             let open = try await rehearsal.runWindow()
             #expect(open.status == 0, "\(open.stdout)\n\(open.stderr)")
             let export = try await rehearsal.export(), truth = try await rehearsal.truth()
@@ -138,18 +146,70 @@ import Testing
         }
     }
 
+    /// The textfile of `run --metrics-file` parses as Prometheus text (our strict reader and
+    /// `promtool check metrics`), holds the run's outcome and figures and the gauges read from the
+    /// database, and is the only file left in its directory; `serve` exposes the same ledger gauges.
     @Test func aRunWritesPrometheusMetricsForTheTextfileCollector() async throws {
         try await Rehearsal.with(customers: 20, seed: 43) { rehearsal in
-            let metrics = Rehearsal.temporaryFile("reconciler.prom")
+            let directory = FileManager.default.temporaryDirectory.appendingPathComponent("textfile-\(UUID().uuidString)")
+            try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+            defer { try? FileManager.default.removeItem(at: directory) }
+            let metrics = directory.appendingPathComponent("reconciler.prom").path
             let run = try await rehearsal.runWindow(["--metrics-file", metrics])
             #expect(run.status == 0, "\(run.stderr)")
             let text = try String(contentsOfFile: metrics, encoding: .utf8)
-            #expect(text.contains("# TYPE reconciler_run_duration_seconds gauge"))
-            #expect(text.contains("status=\"succeeded\"} 1"))
-            #expect(text.contains("reconciler_last_success_timestamp_seconds{"))
-            #expect(text.contains("reconciler_run_notifications{"))
-            #expect(text.contains("reconciler_run_api_requests{"))
-            #expect(!FileManager.default.fileExists(atPath: metrics + ".tmp"))
+            let parsed = try PrometheusText(parsing: text)
+            let app = ["environment": "Production", "bundle_id": "com.example.reconciler.mock"]
+            #expect(parsed.families["reconciler_run_duration_seconds"]?.type == "gauge")
+            #expect(parsed.value("reconciler_run_status", app.merging(["kind": "manual", "status": "succeeded"]) { $1 }) == 1)
+            #expect(parsed.value("reconciler_run_status", ["kind": "manual", "status": "partial"]) == 0)
+            #expect(parsed.value("reconciler_run_exit_code", ["kind": "manual"]) == 0)
+            #expect(parsed.value("reconciler_quarantined_payloads_unacknowledged", app) == 0)
+            let finished = try #require(parsed.value("reconciler_last_finished_run_timestamp_seconds", app))
+            #expect(finished >= (parsed.value("reconciler_run_end_timestamp_seconds") ?? .infinity) - 600)
+            let newestLive = try await rehearsal.db.count("SELECT max(signed_date_ms) FROM notifications WHERE source = 'webhook'")
+            #expect(parsed.value("reconciler_webhook_last_notification_timestamp_seconds", app) == Double(newestLive) / 1000)
+            let seen = parsed.samples("reconciler_run_notifications").reduce(0) { $0 + $1.value }
+            let report = try await rehearsal.db.count("SELECT (report->'notifications'->>'seen')::int FROM reconcile_runs ORDER BY run_id DESC LIMIT 1")
+            #expect(seen == Double(report) && seen > 0)
+            #expect((parsed.value("reconciler_run_api_requests") ?? 0) > 0)
+            #expect(try FileManager.default.contentsOfDirectory(atPath: directory.path) == ["reconciler.prom"])
+            let promtool = try await Promtool.checkMetrics(text)
+            #expect(promtool.status == 0, "promtool check metrics: \(promtool.stdout)\(promtool.stderr)")
+
+            // serve (refreshing every second in the rehearsal) reads the same ledger gauges from the database.
+            let serveMetrics = rehearsal.webhookURL.replacingOccurrences(of: "/notifications", with: "/metrics")
+            let deadline = ContinuousClock.now + .seconds(60)
+            var served: PrometheusText?
+            while ContinuousClock.now < deadline {
+                let scraped = try PrometheusText(parsing: String(decoding: try await HTTP.request(.GET, serveMetrics).body, as: UTF8.self))
+                if scraped.value("reconciler_last_finished_run_timestamp_seconds", app) == finished { served = scraped; break }
+                try await Task.sleep(for: .milliseconds(200))
+            }
+            let scraped = try #require(served, "serve's /metrics never showed the finished run")
+            #expect(scraped.value("reconciler_quarantined_payloads_unacknowledged", app) == 0)
+            #expect((scraped.value("reconciler_webhook_last_notification_timestamp_seconds", app) ?? 0) >= Double(newestLive) / 1000)
+            #expect(scraped.samples("reconciler_webhook_notifications_total").reduce(0) { $0 + $1.value } > 0)
+        }
+    }
+
+    /// A run stopped by its configuration before any window still leaves its exit code for alerts.
+    @Test func aRunStoppedBeforeAnyWindowWritesItsExitCode() async throws {
+        try await TestDatabase.with { db in
+            let metrics = Rehearsal.temporaryFile("stopped.prom")
+            let result = try await runProcess("reconciler", ["run", "--since-last", "--metrics-file", metrics], environment: [
+                "DATABASE_URL": db.url, "APP_STORE_BUNDLE_ID": "com.example", "APP_STORE_ENVIRONMENT": "sandbox",
+                "APP_STORE_KEY_ID": "K", "APP_STORE_ISSUER_ID": "I", "APP_STORE_PRIVATE_KEY_PATH": try writeKey(),
+                "APP_STORE_API_BASE_URL": "http://127.0.0.1:9",
+            ])
+            #expect(result.status == 1, "\(result.stderr)")
+            let parsed = try PrometheusText(parsing: try String(contentsOfFile: metrics, encoding: .utf8))
+            #expect(parsed.value("reconciler_run_exit_code", ["kind": "scheduled", "environment": "Sandbox", "bundle_id": "com.example"]) == 1)
+            #expect(parsed.samples("reconciler_run_status").isEmpty)
+
+            let bad = try await runProcess("reconciler", ["run", "--since-last", "--metrics-file", "/no/such/directory/reconciler.prom"])
+            #expect(bad.status == 1)
+            #expect(bad.stderr.contains("--metrics-file"), "\(bad.stderr)")
         }
     }
 

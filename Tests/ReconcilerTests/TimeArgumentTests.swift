@@ -28,6 +28,7 @@ import ReconcilerShared
         #expect(TimeArgument.duration("1.5h") == 5_400_000)
         #expect(TimeArgument.duration("7d") == 604_800_000)
         #expect(TimeArgument.duration("250") == 250)
+        #expect(TimeArgument.duration("250ms") == 250)
         #expect(TimeArgument.duration("soon") == nil)
     }
 }

@@ -85,7 +85,8 @@ public struct AppStoreServerAPIClient: Sendable {
     public let configuration: Configuration
     public let statistics: APIStatistics
     public let tokens: APIAuthenticationTokens
-    private let rateLimiter: RateLimiter
+    /// The request budget this client spends (shared by every client given the same limiter).
+    public let rateLimiter: RateLimiter
     private let httpClient: HTTPClient
     private let logger: Logger
     private let baseURL: String
@@ -106,6 +107,10 @@ public struct AppStoreServerAPIClient: Sendable {
         while base.hasSuffix("/") { base.removeLast() }
         self.baseURL = base
     }
+
+    /// The request budget this client keeps to, requests per second per endpoint (its rate
+    /// limiter's, which may be shared with other clients); endpoints not listed are not limited.
+    public var requestsPerSecond: [AppStoreServerAPIEndpoint: Double] { rateLimiter.requestsPerSecond }
 
     // MARK: Endpoints
 
@@ -180,8 +185,8 @@ public struct AppStoreServerAPIClient: Sendable {
         while true {
             try await waitForTurn(endpoint, call: call)
             call.attempts += 1
-            statistics.record(.request)
-            if call.attempts > 1 { statistics.record(.retry) }
+            statistics.record(.request, endpoint: endpoint)
+            if call.attempts > 1 { statistics.record(.retry, endpoint: endpoint) }
             let outcome = await attempt(endpoint, method: method, url: url, body: body)
             try Task.checkCancellation()
             let failure: CallFailure
@@ -266,7 +271,7 @@ public struct AppStoreServerAPIClient: Sendable {
             }
             return .failure(.retryable(.invalidResponse(details(status, ErrorPayload(errorMessage: "the body is not a \(Response.self)")))))
         case .rateLimited(let retryAfter, let payload):
-            statistics.record(.rateLimited)
+            statistics.record(.rateLimited, endpoint: endpoint)
             return .failure(.rateLimited(retryAfter, .rateLimited(details(429, payload))))
         case .failure(let status, let payload):
             let code = payload?.errorCode.map(APIErrorCode.init(rawValue:))

@@ -32,7 +32,7 @@ public struct NotificationHistoryPages: AsyncSequence, Sendable {
             } else {
                 finished = true
             }
-            return NotificationHistoryPage(response: response, requestedWith: token)
+            return NotificationHistoryPage(response: response)
         }
     }
 
@@ -41,11 +41,9 @@ public struct NotificationHistoryPages: AsyncSequence, Sendable {
     }
 }
 
-/// One page of notification history with the token it was requested with.
+/// One page of notification history.
 public struct NotificationHistoryPage: Sendable {
     public var response: NotificationHistoryResponse
-    /// The pagination token this page was requested with (`nil` for the first page).
-    public var requestedWith: String?
 
     /// Whether another page follows.
     public var hasMore: Bool { response.hasMore ?? false }

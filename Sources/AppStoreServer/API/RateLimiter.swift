@@ -14,7 +14,14 @@ import Foundation
 /// try await limiter.waitForTurn(.getNotificationHistory)
 /// ```
 public actor RateLimiter {
+    /// Told when a 429 closes an endpoint, so that other processes sharing the app's budget close
+    /// it too (see ``closeFromElsewhere(_:untilUNIXMilliseconds:)``).
+    public protocol Observer: Sendable {
+        func endpointClosed(_ endpoint: AppStoreServerAPIEndpoint, untilUNIXMilliseconds: Int64) async
+    }
+
     private struct Budget {
+        var rate: Double
         var interval: Duration
         var perSecond: Int
         var nextSlot: ContinuousClock.Instant?
@@ -24,12 +31,16 @@ public actor RateLimiter {
 
     private var budgets: [AppStoreServerAPIEndpoint: Budget] = [:]
     private var closedUntil: [AppStoreServerAPIEndpoint: ContinuousClock.Instant] = [:]
+    private var observer: (any Observer)?
     private let clock = ContinuousClock()
+    /// The budget of each limited endpoint, requests per second (for reports).
+    public nonisolated let requestsPerSecond: [AppStoreServerAPIEndpoint: Double]
 
     /// - Parameter requestsPerSecond: the budget of each endpoint; endpoints not listed are not limited.
     public init(requestsPerSecond: [AppStoreServerAPIEndpoint: Double]) {
+        self.requestsPerSecond = requestsPerSecond.filter { $0.value > 0 }
         for (endpoint, rate) in requestsPerSecond where rate > 0 {
-            budgets[endpoint] = Budget(interval: .nanoseconds(Int64(1_000_000_000 / rate)), perSecond: max(Int(rate.rounded(.down)), 1))
+            budgets[endpoint] = Budget(rate: rate, interval: .nanoseconds(Int64(1_000_000_000 / rate)), perSecond: max(Int(rate.rounded(.down)), 1))
         }
     }
 
@@ -100,10 +111,48 @@ public actor RateLimiter {
         }
     }
 
-    /// Closes `endpoint` for every caller until `instant` (from a 429's `Retry-After`).
+    /// Closes `endpoint` for every caller until `instant` (from a 429's `Retry-After`), and tells
+    /// the observer.
     public func close(_ endpoint: AppStoreServerAPIEndpoint, until instant: ContinuousClock.Instant) {
         if let current = closedUntil[endpoint], current >= instant { return }
         closedUntil[endpoint] = instant
+        if let observer {
+            let until = Self.unixMilliseconds(of: instant)
+            Task { await observer.endpointClosed(endpoint, untilUNIXMilliseconds: until) }
+        }
+    }
+
+    /// Closes `endpoint` until a wall-clock instant another process learned from a 429.
+    public func closeFromElsewhere(_ endpoint: AppStoreServerAPIEndpoint, untilUNIXMilliseconds milliseconds: Int64) {
+        let wait = Duration.milliseconds(max(0, milliseconds - RetryAfter.milliseconds(of: Date())))
+        guard wait > .zero else { return }
+        let instant = clock.now + wait
+        if let current = closedUntil[endpoint], current >= instant { return }
+        closedUntil[endpoint] = instant
+    }
+
+    /// Reports this limiter's 429s to `observer` from now on.
+    public func observe(with observer: any Observer) {
+        self.observer = observer
+    }
+
+    /// The budget an endpoint is spent at now, requests per second.
+    public func requestsPerSecond(of endpoint: AppStoreServerAPIEndpoint) -> Double? {
+        budgets[endpoint]?.rate
+    }
+
+    /// Changes the budget of endpoints (this process's share of a budget shared with others).
+    public func setRequestsPerSecond(_ rates: [AppStoreServerAPIEndpoint: Double]) {
+        for (endpoint, rate) in rates where rate > 0 {
+            let interval = Duration.nanoseconds(Int64(1_000_000_000 / rate))
+            let perSecond = max(Int(rate.rounded(.down)), 1)
+            if var budget = budgets[endpoint] {
+                (budget.rate, budget.interval, budget.perSecond) = (rate, interval, perSecond)
+                budgets[endpoint] = budget
+            } else {
+                budgets[endpoint] = Budget(rate: rate, interval: interval, perSecond: perSecond)
+            }
+        }
     }
 
     /// The wall-clock time of an instant of this limiter's clock, UNIX milliseconds.

@@ -1,4 +1,6 @@
-/// How a subscription with a commitment is billed: [billingPlanType](https://developer.apple.com/documentation/appstoreserverapi/billingplantype).
+/// How a subscription with a commitment is billed.
+///
+/// [billingPlanType](https://developer.apple.com/documentation/appstoreserverapi/billingplantype)
 ///
 /// Values Apple adds later decode without error and keep their raw value.
 public struct BillingPlanType: AppleEnumeration {
@@ -6,7 +8,9 @@ public struct BillingPlanType: AppleEnumeration {
 
     public init(rawValue: String) { self.rawValue = rawValue }
 
+    /// The whole commitment is billed up front (`BILLED_UPFRONT`).
     public static let billedUpfront = BillingPlanType(rawValue: "BILLED_UPFRONT")
+    /// The commitment is billed monthly (`MONTHLY`).
     public static let monthly = BillingPlanType(rawValue: "MONTHLY")
 
     public static let knownValues: [BillingPlanType] = [.billedUpfront, .monthly]

@@ -1,8 +1,15 @@
-/// A notification the App Store sent (or tried to send) to your server, with its send attempts.
+/// The App Store server notification history record, including the signed notification payload and its send attempts.
+///
+/// [notificationHistoryResponseItem](https://developer.apple.com/documentation/appstoreserverapi/notificationhistoryresponseitem)
 public struct NotificationHistoryResponseItem: Codable, Hashable, Sendable {
-    /// The original notification's JWS, the same value the webhook receives.
+    /// The notification, signed, in JSON Web Signature (JWS) format: the same value the webhook receives.
+    ///
+    /// [signedPayload](https://developer.apple.com/documentation/appstoreservernotifications/signedpayload)
     public var signedPayload: String?
-    /// Up to six attempts (the first one and five retries), oldest first.
+
+    /// The App Store server's attempts to send the notification to your server, at most six (the first one and five retries), oldest first.
+    ///
+    /// [sendAttemptItem](https://developer.apple.com/documentation/appstoreserverapi/sendattemptitem)
     public var sendAttempts: [SendAttemptItem]?
 
     public init(signedPayload: String? = nil, sendAttempts: [SendAttemptItem]? = nil) {

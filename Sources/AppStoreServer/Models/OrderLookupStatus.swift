@@ -1,4 +1,6 @@
-/// Whether an order ID is valid for the app: [OrderLookupStatus](https://developer.apple.com/documentation/appstoreserverapi/orderlookupstatus).
+/// A value that indicates whether the order ID in the request is valid for your app.
+///
+/// [OrderLookupStatus](https://developer.apple.com/documentation/appstoreserverapi/orderlookupstatus)
 ///
 /// Values Apple adds later decode without error and keep their raw value.
 public struct OrderLookupStatus: AppleEnumeration {
@@ -6,9 +8,9 @@ public struct OrderLookupStatus: AppleEnumeration {
 
     public init(rawValue: Int32) { self.rawValue = rawValue }
 
-    /// The order ID is valid and holds at least one in-app purchase of this app.
+    /// The order ID is valid and holds at least one in-app purchase of this app (`0`).
     public static let valid = OrderLookupStatus(rawValue: 0)
-    /// The order ID is invalid, or holds no in-app purchase of this app.
+    /// The order ID is invalid, or holds no in-app purchase of this app (`1`).
     public static let invalid = OrderLookupStatus(rawValue: 1)
 
     public static let knownValues: [OrderLookupStatus] = [.valid, .invalid]

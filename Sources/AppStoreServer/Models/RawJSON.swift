@@ -7,12 +7,19 @@ import Foundation
 /// if let info = transaction.advancedCommerceInfo { row["advanced_commerce_info"] = info.jsonString }
 /// ```
 public enum RawJSON: Codable, Hashable, Sendable {
+    /// JSON `null`.
     case null
+    /// A JSON Boolean.
     case bool(Bool)
+    /// A JSON number without a fraction that fits in 64 bits.
     case integer(Int64)
+    /// Any other JSON number.
     case number(Double)
+    /// A JSON string.
     case string(String)
+    /// A JSON array.
     case array([RawJSON])
+    /// A JSON object.
     case object([String: RawJSON])
 
     public init(from decoder: any Decoder) throws {

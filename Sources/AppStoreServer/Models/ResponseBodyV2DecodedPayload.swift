@@ -1,25 +1,54 @@
-/// A decoded App Store Server Notification V2 (the payload of `signedPayload`).
+/// A decoded payload containing the version 2 notification data.
 ///
+/// [responseBodyV2DecodedPayload](https://developer.apple.com/documentation/appstoreservernotifications/responsebodyv2decodedpayload)
+///
+/// It is the payload of `signedPayload`.
 /// Exactly one of ``data``, ``summary``, ``externalPurchaseToken`` and ``appData`` is present.
 /// All dates are UNIX times in milliseconds, as Apple sends them.
 public struct ResponseBodyV2DecodedPayload: Codable, Hashable, Sendable {
-    /// The in-app purchase event for which the App Store sends this notification.
+    /// The in-app purchase event for which the App Store sends this version 2 notification.
+    ///
+    /// [notificationType](https://developer.apple.com/documentation/appstoreservernotifications/notificationtype)
     public var notificationType: NotificationTypeV2?
-    /// Additional information that identifies the event; absent for types without subtypes.
+
+    /// Additional information that identifies the notification event; present only for some notification types.
+    ///
+    /// [subtype](https://developer.apple.com/documentation/appstoreservernotifications/subtype)
     public var subtype: Subtype?
-    /// A unique identifier for the notification. Use it to identify, and ignore, duplicates.
+
+    /// A unique identifier for the notification; use it to identify, and ignore, duplicates.
+    ///
+    /// [notificationUUID](https://developer.apple.com/documentation/appstoreservernotifications/notificationuuid)
     public var notificationUUID: String?
-    /// The version of the notification, `2.0`.
+
+    /// A string that indicates the notification's App Store Server Notifications version number, `2.0`.
+    ///
+    /// [version](https://developer.apple.com/documentation/appstoreservernotifications/version)
     public var version: String?
-    /// The UNIX time, in milliseconds, that the App Store signed the notification.
+
+    /// The UNIX time, in milliseconds, that the App Store signed the JSON Web Signature data.
+    ///
+    /// [signedDate](https://developer.apple.com/documentation/appstoreserverapi/signeddate)
     public var signedDate: Int64?
-    /// The app metadata and the signed renewal and transaction information.
+
+    /// The object that contains the app metadata and signed renewal and transaction information.
+    ///
+    /// [data](https://developer.apple.com/documentation/appstoreservernotifications/data)
     public var data: NotificationData?
+
     /// The summary data of a RENEWAL_EXTENSION notification with subtype SUMMARY.
+    ///
+    /// [summary](https://developer.apple.com/documentation/appstoreservernotifications/summary)
     public var summary: Summary?
-    /// The data of an EXTERNAL_PURCHASE_TOKEN notification.
+
+    /// The external purchase token of an EXTERNAL_PURCHASE_TOKEN notification.
+    ///
+    /// [externalPurchaseToken](https://developer.apple.com/documentation/appstoreservernotifications/externalpurchasetoken)
     public var externalPurchaseToken: ExternalPurchaseToken?
-    /// The data of a RESCIND_CONSENT notification.
+
+    /// The app metadata and signed app transaction information of a RESCIND_CONSENT notification.
+    ///
+    /// [appData](https://developer.apple.com/documentation/appstoreservernotifications/appdata)
     public var appData: AppData?
 
     public init(

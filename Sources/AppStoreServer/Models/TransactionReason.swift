@@ -1,4 +1,6 @@
-/// The cause of a purchase transaction, which indicates whether it's a customer's purchase or a renewal for an auto-renewable subscription that the system initiates.
+/// The cause of a purchase transaction: a customer's purchase, or a renewal of an auto-renewable subscription that the system initiates.
+///
+/// [transactionReason](https://developer.apple.com/documentation/appstoreserverapi/transactionreason)
 ///
 /// Values Apple adds later decode without error and keep their raw value.
 public struct TransactionReason: AppleEnumeration {
@@ -6,7 +8,9 @@ public struct TransactionReason: AppleEnumeration {
 
     public init(rawValue: String) { self.rawValue = rawValue }
 
+    /// The customer initiated the purchase (`PURCHASE`).
     public static let purchase = TransactionReason(rawValue: "PURCHASE")
+    /// The system renewed an auto-renewable subscription (`RENEWAL`).
     public static let renewal = TransactionReason(rawValue: "RENEWAL")
 
     public static let knownValues: [TransactionReason] = [.purchase, .renewal]

@@ -3,9 +3,13 @@ import Foundation
 import NIOFoundationCompat
 
 /// The mock's own endpoints, never sabotaged:
-/// - `GET /mock/truth`: the final state of every purchase as JSON lines (`reconciler export`'s shape);
+/// - `GET /mock/truth[?at=UNIX_MS]`: the final state of every purchase as JSON lines (`reconciler
+///   export`'s shape), `entitled` as of `at` (default now);
 /// - `GET /mock/orders`: every transaction's order ID as JSON lines ({orderId, transactionId,
 ///   originalTransactionId, account, ...}), to pick one for Look Up Order ID;
+/// - `GET /mock/notifications`: every notification as JSON lines ({notificationUUID,
+///   notificationType, subtype, firstAttemptDate, delivered (a send attempt succeeded), forged}),
+///   to know which ones Apple failed to deliver;
 /// - `GET /mock/stats`: what the mock saw (requests, busiest second, 429s, Retry-After violations,
 ///   faults injected, deliveries); `POST /mock/stats/reset` clears it;
 /// - `GET /mock/health`: 200 once serving;
@@ -16,11 +20,14 @@ extension MockAppStore {
     func admin(_ request: MockHTTPRequest) -> MockHTTPResponse {
         switch (request.method, request.path) {
         case (.GET, "/mock/truth"):
-            guard let lines = try? truthJSONLines() else { return .text(.internalServerError, "truth unavailable") }
+            let at = request.queryValue("at").flatMap { Int64($0) } ?? Self.nowMilliseconds
+            guard let lines = try? truthJSONLines(at: at) else { return .text(.internalServerError, "truth unavailable") }
             return .text(.ok, lines, contentType: "application/x-ndjson")
         case (.GET, "/mock/orders"):
             guard let lines = try? ordersJSONLines() else { return .text(.internalServerError, "orders unavailable") }
             return .text(.ok, lines, contentType: "application/x-ndjson")
+        case (.GET, "/mock/notifications"):
+            return .text(.ok, notificationLines(), contentType: "application/x-ndjson")
         case (.GET, "/mock/stats"):
             return .json(.ok, statistics.snapshot)
         case (.POST, "/mock/stats/reset"):
@@ -52,5 +59,31 @@ extension MockAppStore {
         default:
             return .text(.notFound, "Not Found")
         }
+    }
+}
+
+extension MockAppStore {
+    /// One line per notification, in first-attempt order.
+    func notificationLines() -> String {
+        struct Line: Encodable {
+            var notificationUUID: String
+            var notificationType: String
+            var subtype: String?
+            var firstAttemptDate: Int64
+            var delivered: Bool
+            var forged: Bool
+        }
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys]
+        var text = ""
+        for notification in catalog.snapshot.notifications {
+            let plan = notification.plan
+            let line = Line(
+                notificationUUID: plan.notificationUUID, notificationType: plan.notificationType.rawValue, subtype: plan.subtype?.rawValue,
+                firstAttemptDate: notification.firstAttemptDate,
+                delivered: attempts.attempts(plan.notificationUUID).contains { $0.sendAttemptResult == .success }, forged: notification.forged)
+            if let data = try? encoder.encode(line) { text += String(decoding: data, as: UTF8.self) + "\n" }
+        }
+        return text
     }
 }

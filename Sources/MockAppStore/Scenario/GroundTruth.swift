@@ -1,10 +1,12 @@
 import AppStoreServer
+import Foundation
 import ReconcilerShared
 
 /// The final state of every purchase of a scenario, derived the way ``PurchaseState`` documents,
 /// computed independently of the reconciler: this is what a correct reconciliation must export.
 public enum GroundTruth {
-    public static func purchases(_ world: ScenarioWorld) -> [PurchaseState] {
+    /// - Parameter now: the moment `entitled` is judged at, UNIX ms.
+    public static func purchases(_ world: ScenarioWorld, at now: Int64 = Int64(Date().timeIntervalSince1970 * 1000)) -> [PurchaseState] {
         var byOriginal: [String: [JWSTransactionDecodedPayload]] = [:]
         for (_, versions) in world.transactionVersions {
             guard let newest = versions.last?.payload, let original = newest.originalTransactionId else { continue }
@@ -17,12 +19,19 @@ public enum GroundTruth {
         }
         return byOriginal.map { original, transactions in
             let latest = latestTransaction(transactions)
+            let renewal = world.renewalVersions[original]?.last
+            let subscription = latest.type == .autoRenewableSubscription
+            let facts = Entitlement.Facts(
+                productType: latest.type?.rawValue, expiresDate: latest.expiresDate, revocationDate: latest.revocationDate,
+                gracePeriodExpiresDate: subscription ? renewal?.gracePeriodExpiresDate : nil,
+                isInBillingRetryPeriod: subscription ? renewal?.isInBillingRetryPeriod : nil)
             return PurchaseState(
                 originalTransactionId: original, latestTransactionId: latest.transactionId, productId: latest.productId,
                 environment: latest.environment?.rawValue, purchaseDate: latest.purchaseDate, expiresDate: latest.expiresDate,
-                revocationDate: latest.revocationDate,
-                autoRenewStatus: world.renewalVersions[original]?.last?.autoRenewStatus?.rawValue,
-                lastSignedDate: lastSignedDate[original])
+                revocationDate: latest.revocationDate, autoRenewStatus: renewal?.autoRenewStatus?.rawValue,
+                lastSignedDate: lastSignedDate[original], appAccountToken: latest.appAccountToken,
+                status: subscription ? world.subscriptionStatus[original]?.rawValue : nil,
+                entitled: Entitlement.isEntitled(facts, at: now))
         }
         .sorted { $0.originalTransactionId < $1.originalTransactionId }
     }
@@ -39,7 +48,7 @@ public enum GroundTruth {
     }
 
     /// The truth as JSON lines, in the shape of `reconciler export`.
-    public static func jsonLines(_ world: ScenarioWorld) throws -> String {
-        try purchases(world).map { try $0.jsonLine() + "\n" }.joined()
+    public static func jsonLines(_ world: ScenarioWorld, at now: Int64 = Int64(Date().timeIntervalSince1970 * 1000)) throws -> String {
+        try purchases(world, at: now).map { try $0.jsonLine() + "\n" }.joined()
     }
 }

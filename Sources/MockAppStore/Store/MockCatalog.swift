@@ -11,6 +11,8 @@ final class MockCatalog: Sendable {
         var signedPayload: String
         /// When the App Store first tried to send it; history windows select on this.
         var firstAttemptDate: Int64
+        /// Signed by a stranger's CA (`--forged`): a reconciler must quarantine it.
+        var forged = false
     }
 
     struct TransactionEntry: Sendable {
@@ -128,7 +130,7 @@ final class MockCatalog: Sendable {
                     type: .autoRenewableSubscription, inAppOwnershipType: .purchased, environment: configuration.environment),
                 status: .active)
             return Notification(plan: plan, signedPayload: try signNotification(plan, configuration: configuration, signer: stranger.signer),
-                                firstAttemptDate: at + firstAttemptDelay(plan.notificationUUID))
+                                firstAttemptDate: at + firstAttemptDelay(plan.notificationUUID), forged: true)
         }
     }
 

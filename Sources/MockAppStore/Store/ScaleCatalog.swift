@@ -287,8 +287,9 @@ final class ScaleCatalog: Sendable {
     // MARK: Truth
 
     /// The ground truth of every customer, in `reconciler export`'s order (transaction IDs grow with the customer's index).
-    func truth() -> [PurchaseState] {
-        inParallel { GroundTruth.purchases(self.world(ofCustomer: $0)) }
+    /// - Parameter now: the moment `entitled` is judged at, UNIX ms.
+    func truth(at now: Int64 = Int64(Date().timeIntervalSince1970 * 1000)) -> [PurchaseState] {
+        inParallel { GroundTruth.purchases(self.world(ofCustomer: $0), at: now) }
     }
 
     /// Every transaction's order ID, by account then purchase.

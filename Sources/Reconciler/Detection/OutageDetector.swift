@@ -47,13 +47,24 @@ public struct OutageDetector: Sendable {
     static let retryDelays: [Int64] = [1, 12, 24, 48, 72].map { $0 * 3_600_000 }
 
     public func detect(since: Int64, until: Int64) async throws -> Detection {
-        struct Failure { var firstAttempt: Int64; var attempts: [SendAttemptItem] }
-        var failures: [Failure] = []
-        // One query per day, paged concurrently.
+        let failures = try await failedDeliveries(since: since, until: until)
+        var windows = group(failures, until: until)
+        // The run's retention check must hold: never start before the detection window.
+        for index in windows.indices { windows[index].start = max(windows[index].start, since) }
+        return Detection(since: since, until: until, environment: client.configuration.environment.rawValue, windows: windows)
+    }
+
+    /// A notification that has not reached the webhook, with its send attempts, oldest first.
+    struct Failure {
+        var firstAttempt: Int64
+        var attempts: [SendAttemptItem]
+    }
+
+    /// Every failed delivery in the span, from one `onlyFailures` query per day, paged concurrently.
+    private func failedDeliveries(since: Int64, until: Int64) async throws -> [Failure] {
         let day: Int64 = 86_400_000
-        let starts = stride(from: since, to: until, by: Int(day)).map { $0 }
-        try await withThrowingTaskGroup(of: [Failure].self) { group in
-            for start in starts {
+        return try await withThrowingTaskGroup(of: [Failure].self) { group in
+            for start in stride(from: since, to: until, by: Int(day)) {
                 group.addTask {
                     var found: [Failure] = []
                     let request = NotificationHistoryRequest(startDate: start, endDate: min(start + day, until), onlyFailures: true)
@@ -67,31 +78,32 @@ public struct OutageDetector: Sendable {
                     return found
                 }
             }
+            var failures: [Failure] = []
             for try await found in group { failures += found }
+            return failures.sorted { $0.firstAttempt < $1.firstAttempt }
         }
-        failures.sort { $0.firstAttempt < $1.firstAttempt }
+    }
+
+    /// Failures closer than `mergeGap` form one window, widened by `margin` on both sides.
+    private func group(_ failures: [Failure], until: Int64) -> [Window] {
         let production = client.configuration.environment == .production
         var windows: [Window] = []
         for failure in failures {
+            // Apple retries only in production, five times; an attempt whose next retry is still ahead is "retrying".
             let retrying = production && failure.attempts.count <= Self.retryDelays.count
                 && (failure.attempts.last?.attemptDate ?? 0) + Self.retryDelays[max(failure.attempts.count - 1, 0)] > until
-            if var window = windows.last, failure.firstAttempt - window.lastFailure <= mergeGap {
-                window.lastFailure = failure.firstAttempt
-                window.end = failure.firstAttempt + margin
-                window.notifications += 1
-                if retrying { window.stillRetrying += 1 }
-                for attempt in failure.attempts { window.attemptsByResult[attempt.sendAttemptResult?.rawValue ?? "UNKNOWN", default: 0] += 1 }
-                windows[windows.count - 1] = window
-            } else {
-                var window = Window(start: failure.firstAttempt - margin, end: failure.firstAttempt + margin, notifications: 1,
-                                    attemptsByResult: [:], stillRetrying: retrying ? 1 : 0,
-                                    firstFailure: failure.firstAttempt, lastFailure: failure.firstAttempt)
-                for attempt in failure.attempts { window.attemptsByResult[attempt.sendAttemptResult?.rawValue ?? "UNKNOWN", default: 0] += 1 }
-                windows.append(window)
+            if windows.isEmpty || failure.firstAttempt - windows[windows.count - 1].lastFailure > mergeGap {
+                windows.append(Window(start: failure.firstAttempt - margin, end: failure.firstAttempt, notifications: 0, attemptsByResult: [:],
+                                      stillRetrying: 0, firstFailure: failure.firstAttempt, lastFailure: failure.firstAttempt))
             }
+            var window = windows[windows.count - 1]
+            window.lastFailure = failure.firstAttempt
+            window.end = failure.firstAttempt + margin
+            window.notifications += 1
+            if retrying { window.stillRetrying += 1 }
+            for attempt in failure.attempts { window.attemptsByResult[attempt.sendAttemptResult?.rawValue ?? "UNKNOWN", default: 0] += 1 }
+            windows[windows.count - 1] = window
         }
-        // The run's retention check must hold: never start before the detection window.
-        for index in windows.indices { windows[index].start = max(windows[index].start, since) }
-        return Detection(since: since, until: until, environment: client.configuration.environment.rawValue, windows: windows)
+        return windows
     }
 }

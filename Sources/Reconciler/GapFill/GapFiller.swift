@@ -16,54 +16,34 @@ import PostgresNIO
 /// locks. `reconciler work` on other machines shares the queue; a dead worker's lease runs out
 /// and another worker takes the customer over. A revision Apple refuses (4000005) is dropped
 /// and the history read from the start, once.
-public struct GapFiller: Sendable {
-    public struct Configuration: Sendable {
-        public var run: RunRecord
+struct GapFiller: Sendable {
+    struct Configuration: Sendable {
         /// Customers processed at the same time; the client's rate limiter keeps the total within budget.
-        public var concurrency: Int
+        var concurrency: Int
         /// Names this process in the queue.
-        public var worker: String
+        var worker: String
         /// How long a customer stays leased without renewal (each page renews it); longer than the
         /// longest wait for a rate-limited endpoint, so a live worker keeps its customer.
-        public var leaseDuration: Duration
-
-        public init(run: RunRecord, concurrency: Int = 8, worker: String = ProcessIdentity.current, leaseDuration: Duration = .seconds(150)) {
-            self.run = run
-            self.concurrency = concurrency
-            self.worker = worker
-            self.leaseDuration = leaseDuration
-        }
+        var leaseDuration: Duration = .seconds(150)
     }
 
     let configuration: Configuration
-    /// The handler of the run (its verifier, and in a dry run the store writing the shadow tables).
-    let handler: NotificationHandler
-    let client: AppStoreServerAPIClient
-    let ledger: RunLedger
-    let progress: RunProgress
-    let tally: VerificationTally
-    let logger: Logger
+    let context: RunContext
 
-    init(configuration: Configuration, handler: NotificationHandler, client: AppStoreServerAPIClient, ledger: RunLedger,
-         progress: RunProgress, tally: VerificationTally, logger: Logger) {
-        self.configuration = configuration
-        self.handler = handler
-        self.client = client
-        self.ledger = ledger
-        self.progress = progress
-        self.tally = tally
-        self.logger = logger
-    }
+    var run: RunRecord { context.run }
+    var handler: NotificationHandler { context.handler }
+    var client: AppStoreServerAPIClient { context.client }
+    var ledger: RunLedger { context.ledger }
+    var store: PurchaseStore { context.store }
+    var database: Database { context.database }
+    var progress: RunProgress { context.progress }
+    var logger: Logger { context.logger }
 
-    var run: RunRecord { configuration.run }
-    var store: PurchaseStore { handler.store }
-    var database: Database { handler.database }
-
-    /// Works through the queue until no customer is left for this process to lease.
-    public func fill() async throws {
+    /// Works through the queue until no customer is left for this process to lease and
+    /// `phaseOneRunning` says phase 1 (which queues customers as it replays) has ended.
+    func fill(while phaseOneRunning: @escaping @Sendable () -> Bool = { false }) async throws {
         let summary = try await ledger.queueSummary(runId: run.runId)
         progress.update {
-            $0.phase = "gap fill"
             $0.customersTotal = summary.total
             $0.customersDone = summary.done
             $0.customersFailed = summary.failed
@@ -71,10 +51,16 @@ public struct GapFiller: Sendable {
         try await withThrowingTaskGroup(of: Void.self) { group in
             for _ in 0..<max(configuration.concurrency, 1) {
                 group.addTask {
-                    while let anchor = try await ledger.leaseCustomer(
-                        runId: run.runId, worker: configuration.worker, leaseDuration: configuration.leaseDuration) {
+                    while true {
                         try Task.checkCancellation()
-                        try await process(anchor)
+                        if let anchor = try await ledger.leaseCustomer(
+                            runId: run.runId, worker: configuration.worker, leaseDuration: configuration.leaseDuration) {
+                            try await recover(customer: anchor)
+                        } else if phaseOneRunning() {
+                            await context.newCustomers.wait(upTo: .seconds(2))
+                        } else {
+                            return
+                        }
                     }
                 }
             }
@@ -85,9 +71,9 @@ public struct GapFiller: Sendable {
     /// The customer's lease went to another worker: it finishes the customer.
     struct LeaseLost: Error {}
 
-    private func process(_ anchor: String) async throws {
+    private func recover(customer anchor: String) async throws {
         do {
-            try await recover(anchor)
+            try await readHistory(of: anchor)
             progress.update { $0.customersDone += 1 }
         } catch is LeaseLost {
             logger.info("another worker took the customer over", metadata: ["anchorTransactionId": "\(anchor)"])
@@ -108,15 +94,16 @@ public struct GapFiller: Sendable {
         }
     }
 
-    /// Fetches and applies one customer's history (and statuses).
-    private func recover(_ anchor: String) async throws {
+    /// Fetches and applies one customer's history (and statuses), from the start once if Apple
+    /// refuses the stored revision.
+    private func readHistory(of anchor: String) async throws {
         // Anything that falls due after this instant makes the customer due again.
         let checkedAt = Int64(Date().timeIntervalSince1970 * 1000)
         var revision = try await database.transaction { [store] connection in try await store.revision(anchor: anchor, on: connection) }
         var revisionReset = false
         while true {
             do {
-                return try await read(anchor, from: revision, checkedAt: checkedAt)
+                return try await readHistory(of: anchor, from: revision, checkedAt: checkedAt)
             } catch let error as AppStoreServerAPIError where error.details.errorCode == .invalidRequestRevision && revision != nil && !revisionReset {
                 logger.warning("Apple refused the stored revision; reading the customer's history from the start", metadata: [
                     "anchorTransactionId": "\(anchor)",
@@ -129,7 +116,7 @@ public struct GapFiller: Sendable {
         }
     }
 
-    private func read(_ anchor: String, from revision: String?, checkedAt: Int64) async throws {
+    private func readHistory(of anchor: String, from revision: String?, checkedAt: Int64) async throws {
         var originals = Set<String>()
         var seen = 0
         for try await page in client.transactionHistory(anyTransactionId: anchor, .init(revision: revision, sort: .ascending)) {
@@ -138,12 +125,12 @@ public struct GapFiller: Sendable {
             let (transactions, rejections) = try await verify(signed, source: .transactionHistory)
             originals.formUnion(transactions.compactMap(\.payload.originalTransactionId))
             if page.hasMore ?? false {
-                try await apply(anchor: anchor, transactions, rejections, statuses: [], final: nil)
+                try await commit(anchor: anchor, transactions, rejections, statuses: [], final: nil)
             } else {
                 // Statuses come from Apple before anything is locked; the last page commits with them.
                 let statuses = run.options.refreshStatus ? try await fetchStatuses(anchor: anchor) : ([], [])
                 originals.formUnion(statuses.0.map(\.original))
-                try await apply(anchor: anchor, transactions, rejections + statuses.1, statuses: statuses.0,
+                try await commit(anchor: anchor, transactions, rejections + statuses.1, statuses: statuses.0,
                                 final: .init(revision: page.revision ?? revision, purchases: Array(originals), transactionsSeen: seen,
                                              checkedAt: checkedAt))
             }
@@ -179,7 +166,7 @@ public struct GapFiller: Sendable {
                 rejections.append(Rejection(source: source, signedValue: jws, error: error))
             }
         }
-        try tally.record(verified: verified.count, failures: failures)
+        try context.tally.record(verified: verified.count, failures: failures)
         return (verified, rejections)
     }
 
@@ -203,13 +190,13 @@ public struct GapFiller: Sendable {
                                             error: error))
             }
         }
-        try tally.record(verified: verifiedCount, failures: failures)
+        try context.tally.record(verified: verifiedCount, failures: failures)
         return (items, rejections)
     }
 
     /// Applies one page (and, for the last, the statuses and the completion) in one short
     /// transaction that locks every purchase it writes at once, in sorted order.
-    private func apply(anchor: String, _ transactions: [VerifiedTransaction], _ rejections: [Rejection], statuses: [StatusItem],
+    private func commit(anchor: String, _ transactions: [VerifiedTransaction], _ rejections: [Rejection], statuses: [StatusItem],
                        final completion: Completion?) async throws {
         let (store, ledger, run, configuration) = (self.store, self.ledger, self.run, self.configuration)
         let originals = Set(transactions.compactMap(\.payload.originalTransactionId)).union(statuses.map(\.original))
@@ -227,7 +214,8 @@ public struct GapFiller: Sendable {
             } + statusUpdates
             let changes = try await store.write(
                 transactions: (transactions + statuses.compactMap(\.subscription.transaction)).map { PurchaseStore.TransactionWrite($0) },
-                updates: updates, before: before, on: connection)
+                updates: updates, before: before,
+                origin: .init(source: statuses.isEmpty ? .transactionHistory : .statusRefresh, runId: run.runId), on: connection)
             try await ledger.recordChanges(runId: run.runId, Array(changes.values), on: connection)
             let quarantined = try await ledger.quarantine(
                 rejections, runId: run.runId, environment: run.environment, bundleId: run.bundleId, dryRun: run.dryRun, on: connection)

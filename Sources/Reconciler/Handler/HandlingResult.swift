@@ -5,7 +5,11 @@ public struct HandlingResult: Sendable {
     public enum Outcome: String, Sendable, Codable, CaseIterable {
         /// Recorded, and its data applied (the purchase may or may not have changed).
         case applied
-        /// Recorded; older than what its purchase already reflected, so nothing regressed.
+        /// Recorded, but signed before the newest notification its purchase already reflected.
+        /// Its data goes through the same guards as any other: each part of the purchase (its
+        /// transactions, renewal info, status) moves only to data signed later than what is stored,
+        /// so a stale notification can still add what is new in it (a transaction version not seen
+        /// before), and never takes anything back.
         case stale
         /// Recorded; it carries nothing to apply (TEST, summaries, external purchase tokens).
         case recorded

@@ -21,17 +21,17 @@ import ReconcilerShared
 /// ```
 public struct NotificationHandler: Sendable {
     public let verifier: SignedDataVerifier
-    public let database: Database
-    public let store: PurchaseStore
+    let database: Database
+    let store: PurchaseStore
 
     public init(verifier: SignedDataVerifier, database: Database) {
         self.verifier = verifier
         self.database = database
-        self.store = PurchaseStore(logger: database.logger, shadow: database.shadow)
+        self.store = PurchaseStore(database: database)
     }
 
     /// The same handler writing a dry run's shadow tables instead of the real ones.
-    public func shadowed(by shadow: ShadowSchema?) -> NotificationHandler {
+    func shadowed(by shadow: ShadowSchema?) -> NotificationHandler {
         NotificationHandler(verifier: verifier, database: database.shadowed(by: shadow))
     }
 
@@ -43,11 +43,35 @@ public struct NotificationHandler: Sendable {
         return VerifiedNotification(notification: notification, subscription: subscription, environment: verifier.configuration.environment.rawValue)
     }
 
-    /// Verifies and applies one notification in its own transaction.
-    public func handle(signedPayload: String, source: PurchaseStore.Source) async throws -> HandlingResult {
+    /// Applies verified notifications in one transaction of their own (as a replayed page is).
+    public func record(_ notifications: [VerifiedNotification], source: PurchaseStore.Source) async throws -> [HandlingResult] {
+        try await database.transaction { connection in try await apply(notifications, source: source, on: connection) }
+    }
+
+    /// Whether the database behind the store answers, for health checks.
+    public func isStoreReachable() async -> Bool {
+        await database.isReachable()
+    }
+
+    /// Verifies and applies one notification in its own transaction; with `forwarding`, a
+    /// notification recorded for the first time is queued for the app's own webhook too.
+    public func handle(signedPayload: String, source: PurchaseStore.Source, forwarding: Forwarding? = nil) async throws -> HandlingResult {
         let notification = try await verify(signedPayload: signedPayload)
         return try await database.transaction { connection in
-            try await apply([notification], source: source, on: connection)[0]
+            try await apply([notification], source: source, forwarding: forwarding, on: connection)[0]
+        }
+    }
+
+    /// Where to forward recorded notifications, and which: the app's own webhook gets each one
+    /// this system records for the first time, unless `only` names the ones to forward (a replay
+    /// forwards those Apple did not deliver).
+    public struct Forwarding: Sendable {
+        public var targetURL: String
+        public var only: Set<String>?
+
+        public init(targetURL: String, only: Set<String>? = nil) {
+            self.targetURL = targetURL
+            self.only = only
         }
     }
 
@@ -58,8 +82,8 @@ public struct NotificationHandler: Sendable {
     /// notification is stale when its signedDate is older than what its purchase reflected before
     /// the page; several notifications of one purchase in a page leave the purchase exactly as
     /// applying them one by one would, because each part of a purchase keeps its newest version.
-    public func apply(
-        _ notifications: [VerifiedNotification], source: PurchaseStore.Source, on connection: PostgresConnection
+    func apply(
+        _ notifications: [VerifiedNotification], source: PurchaseStore.Source, forwarding: Forwarding? = nil, on connection: PostgresConnection
     ) async throws -> [HandlingResult] {
         guard !notifications.isEmpty else { return [] }
         let purchases = Set(notifications.compactMap { $0.appliesToPurchase ? $0.originalTransactionId : nil })
@@ -73,12 +97,23 @@ public struct NotificationHandler: Sendable {
             rows.append(.init(notification: notification, outcome: outcome(of: notification, before: before)))
         }
         let inserted = try await store.insertNotifications(rows, source: source, on: connection)
+        if let forwarding {
+            let forwarded = inserted.filter { forwarding.only?.contains($0) ?? true }
+            try await store.enqueueForwarding(Array(forwarded), to: forwarding.targetURL, runId: source.runId, on: connection)
+        }
 
         var transactions: [PurchaseStore.TransactionWrite] = []
         var updates: [PurchaseStore.PurchaseUpdate] = []
+        var origin = PurchaseStore.ChangeOrigin(source: source.runId == nil ? .webhook : .history, runId: source.runId)
+        var newestSigned: [String: Int64] = [:]
         for row in rows where inserted.contains(row.notification.notificationUUID) {
             let notification = row.notification
             guard notification.appliesToPurchase, let original = notification.originalTransactionId else { continue }
+            // The feed names the newest notification behind a purchase's change.
+            if notification.signedDate >= newestSigned[original] ?? .min {
+                newestSigned[original] = notification.signedDate
+                origin.notificationUUIDs[original] = notification.notificationUUID
+            }
             if let transaction = notification.subscription.transaction {
                 // Apple removes the revocation from a reversed refund's transaction; make sure of it.
                 transactions.append(.init(transaction, clearsRevocation: notification.notificationType == .refundReversed))
@@ -88,7 +123,7 @@ public struct NotificationHandler: Sendable {
                 notification: .init(notificationUUID: notification.notificationUUID, signedDate: notification.signedDate,
                                     status: notification.payload.data?.status)))
         }
-        let changes = try await store.write(transactions: transactions, updates: updates, before: before, on: connection)
+        let changes = try await store.write(transactions: transactions, updates: updates, before: before, origin: origin, on: connection)
 
         var recorded = Set<String>()
         return notifications.map { notification in

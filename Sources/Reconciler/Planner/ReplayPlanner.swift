@@ -9,9 +9,12 @@ import AppStoreServer
 /// own: the sweep is what guarantees nothing is missed, and the handler's dedup makes the
 /// repeats cheap.
 ///
-/// Each query's window is split into time shards that are paged concurrently. Every shard reaches
-/// 1 ms beyond its bounds on both sides, so a notification on a boundary is found whichever way
-/// Apple treats the ends of a range (inclusive or exclusive is not documented).
+/// Each query starts with few time shards (one per `shardDuration`, a day by default), so a
+/// query with little in it costs about one request. A shard whose pages show it is dense is split
+/// while it is paged: the rest of its time range is cut into pieces for idle workers
+/// (``pieces(of:from:count:)``), so a large query still uses all the concurrency there is. Every
+/// shard reaches 1 ms beyond its bounds on both sides, so a notification on a boundary is found
+/// whichever way Apple treats the ends of a range (inclusive or exclusive is not documented).
 ///
 /// ```swift
 /// let shards = ReplayPlanner().plan(windowStart: start, windowEnd: end)
@@ -20,12 +23,12 @@ public struct ReplayPlanner: Sendable {
     public struct Configuration: Sendable, Codable, Hashable {
         /// The typed queries, most urgent first; the sweep always follows them.
         public var priority: [NotificationFilter]
-        /// The target length of a time shard, ms.
+        /// The length of a query's first time shards, ms; dense ones split further as they are paged.
         public var shardDuration: Int64
         /// The most shards one query is split into.
         public var maximumShardsPerQuery: Int
 
-        public init(priority: [NotificationFilter] = ReplayPlanner.defaultPriority, shardDuration: Int64 = 30 * 60_000,
+        public init(priority: [NotificationFilter] = ReplayPlanner.defaultPriority, shardDuration: Int64 = 24 * 3_600_000,
                     maximumShardsPerQuery: Int = 48) {
             self.priority = priority
             self.shardDuration = shardDuration
@@ -81,5 +84,15 @@ public struct ReplayPlanner: Sendable {
             }
         }
         return shards
+    }
+
+    /// The rest of a shard's time range, from `cursor` (the newest notification of its last page)
+    /// to its end, cut into `count` pieces of the same query; each overlaps its neighbours by
+    /// 1 ms, so nothing on a cut is lost.
+    public func pieces(of shard: Shard, from cursor: Int64, count: Int) -> [Shard] {
+        let start = max(cursor, shard.start + 1), end = shard.end - 1
+        guard count >= 2, end - start >= Int64(count) else { return [] }
+        let boundaries = (0...count).map { start + (end - start) * Int64($0) / Int64(count) }
+        return (0..<count).map { Shard(queryIndex: shard.queryIndex, filter: shard.filter, start: boundaries[$0] - 1, end: boundaries[$0 + 1] + 1) }
     }
 }

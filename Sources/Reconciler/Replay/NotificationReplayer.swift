@@ -15,60 +15,49 @@ import ReconcilerShared
 /// fails verification is quarantined, never applied; signed data for another app or a window
 /// where most payloads fail their chain stops the run as a configuration error instead. An
 /// expired pagination token restarts its shard from the beginning, which dedup makes harmless.
-public struct NotificationReplayer: Sendable {
-    public struct Configuration: Sendable {
-        public var run: RunRecord
+struct NotificationReplayer: Sendable {
+    struct Configuration: Sendable {
         /// Shards paged at the same time; the client's rate limiter keeps the total within budget.
-        public var concurrency: Int
+        var concurrency: Int
         /// How often one shard may restart after expired tokens before it is reported as failed.
-        public var maximumRestarts: Int
-
-        public init(run: RunRecord, concurrency: Int = 8, maximumRestarts: Int = 5) {
-            self.run = run
-            self.concurrency = concurrency
-            self.maximumRestarts = maximumRestarts
-        }
+        var maximumRestarts: Int = 5
+        /// The most pieces one split cuts a shard's remaining range into.
+        var maximumPiecesPerSplit: Int = 16
     }
 
     let configuration: Configuration
-    /// The handler of the run: in a dry run, the one that writes the shadow tables.
-    let handler: NotificationHandler
-    let client: AppStoreServerAPIClient
-    let ledger: RunLedger
-    let progress: RunProgress
-    let tally: VerificationTally
-    let logger: Logger
+    let context: RunContext
 
-    init(configuration: Configuration, handler: NotificationHandler, client: AppStoreServerAPIClient, ledger: RunLedger,
-         progress: RunProgress, tally: VerificationTally, logger: Logger) {
-        self.configuration = configuration
-        self.handler = handler
-        self.client = client
-        self.ledger = ledger
-        self.progress = progress
-        self.tally = tally
-        self.logger = logger
-    }
-
-    var runId: Int64 { configuration.run.runId }
+    var run: RunRecord { context.run }
+    var runId: Int64 { context.run.runId }
+    var client: AppStoreServerAPIClient { context.client }
+    var ledger: RunLedger { context.ledger }
+    var progress: RunProgress { context.progress }
+    var logger: Logger { context.logger }
 
     /// Replays every pending shard; returns when all are done or failed.
-    func run() async throws {
+    func replay() async throws {
         let shards = try await ledger.shards(runId: runId)
         progress.update {
             $0.phase = "replay"
             $0.shardsTotal = shards.count
             $0.shardsDone = shards.filter { $0.status == .done }.count
-            $0.pages = shards.reduce(0) { $0 + $1.pagesDone }
+            $0.pages = shards.pagesDone
         }
         // Most urgent first: shards are taken in plan order by a fixed number of workers.
-        let queue = Locked(shards.filter { $0.status == .pending }[...])
+        let queue = ShardQueue(shards.filter { $0.status == .pending })
         try await withThrowingTaskGroup(of: Void.self) { group in
             for _ in 0..<max(configuration.concurrency, 1) {
                 group.addTask {
-                    while let shard = queue.withLock({ $0.popFirst() }) {
-                        try Task.checkCancellation()
-                        try await replay(shard)
+                    while let shard = await queue.next() {
+                        do {
+                            try Task.checkCancellation()
+                            try await replayShard(shard, queue: queue)
+                            await queue.finished()
+                        } catch {
+                            await queue.close()
+                            throw error
+                        }
                     }
                 }
             }
@@ -76,20 +65,29 @@ public struct NotificationReplayer: Sendable {
         }
     }
 
-    private func replay(_ record: ShardRecord) async throws {
+    private func replayShard(_ record: ShardRecord, queue: ShardQueue) async throws {
         let shard = record.shard
         var position = record.position
         var restarts = record.restarts
+        var cursor: Int64?
         while true {
             do {
                 for try await page in client.notificationHistory(shard.request, startingAt: position.paginationToken) {
-                    try await apply(page, shard: shard, from: position)
+                    let split = splitAfter(page, of: shard, pagesDone: position.pagesDone + 1, cursor: &cursor, idleWorkers: await queue.idleWorkers)
+                    try await replayPage(page, shard: shard, from: position, splittingAt: split)
+                    if let split {
+                        // The rest of the range is the pieces' now; this chain ends here.
+                        progress.update { $0.shardsDone += 1; $0.shardsTotal += split.pieces.count }
+                        await queue.add(split.pieces.map { ShardRecord(shard: $0, paginationToken: nil, pagesDone: 0, notificationsSeen: 0, restarts: 0, status: .pending) })
+                        return
+                    }
                     position = ShardRecord.Position(paginationToken: page.nextPaginationToken, pagesDone: position.pagesDone + 1)
                 }
                 progress.update { $0.shardsDone += 1 }
                 return
             } catch AppStoreServerAPIError.paginationTokenExpired(let details) {
                 restarts += 1
+                cursor = nil
                 guard restarts <= configuration.maximumRestarts else {
                     try await fail(shard, .retryable, "pagination token expired \(restarts) times: \(details)")
                     return
@@ -115,30 +113,75 @@ public struct NotificationReplayer: Sendable {
         progress.update { $0.shardsFailed += 1 }
     }
 
-    /// Verifies a page, then applies it and its checkpoint in one transaction.
-    private func apply(_ page: NotificationHistoryPage, shard: ReplayPlanner.Shard, from position: ShardRecord.Position) async throws {
+    /// Where a dense shard is cut, and the pieces of the rest of its range.
+    struct Split: Sendable {
+        var cut: Int64
+        var pieces: [ReplayPlanner.Shard]
+    }
+
+    /// Whether to split the shard after this page: when workers are idle and the page shows that
+    /// more than one page is left. Pages come oldest first, so the newest first-send time on a
+    /// page (`cursor`) says how far through its range the shard is, and how many pages the rest
+    /// will take at that rate. A page out of order (or without times) makes the shard unsplittable.
+    private func splitAfter(_ page: NotificationHistoryPage, of shard: ReplayPlanner.Shard, pagesDone: Int, cursor: inout Int64?,
+                            idleWorkers: Int) -> Split? {
+        guard page.hasMore, cursor != .min else { return nil }
+        let times = page.items.map { item in
+            item.sendAttempts?.compactMap(\.attemptDate).min()
+                ?? UnverifiedPayload.decode(item.signedPayload ?? "", as: ResponseBodyV2DecodedPayload.self)?.signedDate
+        }
+        guard let first = times.first ?? nil, let last = times.last ?? nil,
+              zip(times, times.dropFirst()).allSatisfy({ ($0 ?? .min) <= ($1 ?? .min) }), first >= (cursor ?? .min)
+        else {
+            cursor = .min
+            return nil
+        }
+        cursor = last
+        guard idleWorkers > 0 else { return nil }
+        let covered = max(last - shard.start, 1)
+        let pagesLeft = Int(min((shard.end - last) * Int64(pagesDone) / covered, 1_000))
+        guard pagesLeft >= 2 else { return nil }
+        let pieces = ReplayPlanner(configuration: run.options.planner)
+            .pieces(of: shard, from: last, count: min(idleWorkers + 1, pagesLeft, configuration.maximumPiecesPerSplit))
+        return pieces.isEmpty ? nil : Split(cut: last, pieces: pieces)
+    }
+
+    /// Verifies a page, then applies it and its checkpoint (or its split) in one transaction.
+    private func replayPage(_ page: NotificationHistoryPage, shard: ReplayPlanner.Shard, from position: ShardRecord.Position,
+                            splittingAt split: Split?) async throws {
         var verified: [VerifiedNotification] = []
         var rejections: [Rejection] = []
         var failures: [VerificationError] = []
+        // What Apple never delivered is what the app's own webhook has not seen.
+        var undelivered = Set<String>()
         for item in page.items {
             let payload = item.signedPayload ?? ""
             do {
-                verified.append(try await handler.verify(signedPayload: payload))
+                let notification = try await context.handler.verify(signedPayload: payload)
+                verified.append(notification)
+                if !(item.sendAttempts ?? []).contains(where: { $0.sendAttemptResult == .success }) {
+                    undelivered.insert(notification.notificationUUID)
+                }
             } catch let error as VerificationError {
                 failures.append(error)
                 rejections.append(Rejection(source: .notificationHistory, signedValue: payload, error: error))
             }
         }
-        try tally.record(verified: verified.count, failures: failures)
-        let run = configuration.run
-        let (handler, ledger) = (self.handler, self.ledger)
+        try context.tally.record(verified: verified.count, failures: failures)
+        let (run, handler, ledger) = (self.run, context.handler, self.ledger)
         let toApply = verified, rejected = rejections
+        let forwarding = run.options.forwardTo.map { NotificationHandler.Forwarding(targetURL: $0, only: undelivered) }
         let outcome: (results: [HandlingResult], rejections: [Rejection])
         do {
             outcome = try await handler.database.transaction { connection in
-                let results = try await handler.apply(toApply, source: .history(runId: run.runId), on: connection)
-                try await ledger.checkpoint(runId: run.runId, shard: shard, from: position, nextToken: page.nextPaginationToken,
-                                            done: !page.hasMore, notificationsSeen: page.items.count, on: connection)
+                let results = try await handler.apply(toApply, source: .history(runId: run.runId), forwarding: forwarding, on: connection)
+                if let split {
+                    try await ledger.split(runId: run.runId, shard: shard, from: position, at: split.cut, into: split.pieces,
+                                           notificationsSeen: page.items.count, on: connection)
+                } else {
+                    try await ledger.checkpoint(runId: run.runId, shard: shard, from: position, nextToken: page.nextPaginationToken,
+                                                done: !page.hasMore, notificationsSeen: page.items.count, on: connection)
+                }
                 try await ledger.addCounts(
                     runId: run.runId,
                     results.map { ($0.typeAndSubtype, $0.outcome.rawValue) } + rejected.map { ($0.typeAndSubtype ?? "(unreadable)", "rejected") },
@@ -156,6 +199,7 @@ public struct NotificationReplayer: Sendable {
             // The page committed before and only its answer was lost: nothing more to do.
             return
         }
+        context.newCustomers.notify()
         for rejection in outcome.rejections {
             logger.warning("quarantined a notification from history", metadata: [
                 "reason": "\(rejection.reason.rawValue)", "notificationUUID": "\(rejection.notificationUUID ?? "?")",

@@ -53,6 +53,11 @@ public struct RunReport: Sendable, Codable {
     public var startedAt: Date
     public var finishedAt: Date
     public var durationSeconds: Double
+    /// When phase 1 (the replay) finished, in seconds after the run started; phase 2 ran beside it.
+    public var replaySeconds: Double?
+    /// When the last DID_RENEW or EXPIRED notification of the window was applied (the point of
+    /// the priority order), in seconds after the run started; `nil` when there was none new.
+    public var urgentRecoverySeconds: Double?
     /// Notifications seen in phase 1, in total and by `TYPE/SUBTYPE`.
     public var notifications: NotificationCounts
     public var notificationsByType: [String: NotificationCounts]
@@ -72,6 +77,9 @@ public struct RunReport: Sendable, Codable {
     public var rejections: [Rejection]
     /// App Store Server API calls by every process of the run that finished its part.
     public var api: APIStatistics.Snapshot
+    /// With `--forward-to`: where the deliveries of this run's notifications to the app's webhook
+    /// stood when the run ended (after draining the queue for `--forward-drain-timeout`).
+    public var forwarding: PurchaseStore.ForwardingSummary?
 
     /// Something retryable failed: rerunning resumes the run.
     public var hasRetryableFailures: Bool {
@@ -105,7 +113,9 @@ public struct RunReport: Sendable, Codable {
         lines.append("\(mode)reconcile run \(runId) (\(kind.rawValue)): \(status.rawValue.uppercased())")
         if let failure { lines.append("  failure      \(failure)") }
         lines.append("  window       \(TimeArgument.iso8601(windowStart)) → \(TimeArgument.iso8601(windowEnd))  (\(environment), \(bundleId))")
-        lines.append("  duration     \(String(format: "%.1f", durationSeconds)) s")
+        lines.append("  duration     \(String(format: "%.1f", durationSeconds)) s"
+            + (replaySeconds.map { String(format: " (phase 1 done after %.1f s; phase 2 ran beside it)", $0) } ?? "")
+            + (urgentRecoverySeconds.map { String(format: "; renewals and expiries (DID_RENEW, EXPIRED) all applied after %.1f s", $0) } ?? ""))
         let verb = dryRun ? "would apply" : "applied"
         lines.append("  notifications \(notifications.seen) seen: \(notifications.applied) \(verb), \(notifications.duplicate) duplicate, "
             + "\(notifications.stale) stale, \(notifications.recorded) recorded only, \(notifications.rejected) rejected")
@@ -135,6 +145,10 @@ public struct RunReport: Sendable, Codable {
             lines.append("    \(change.originalTransactionId)  \(description)")
         }
         if changes.count > maximumChanges { lines.append("    … \(changes.count - maximumChanges) more in --report-json") }
+        if let forwarding {
+            lines.append("  forwarded    \(forwarding.delivered) notifications delivered to the app's webhook, \(forwarding.pending) pending, "
+                + "\(forwarding.failed) failed" + (forwarding.pending > 0 ? " (`reconciler forward` or the next run delivers the rest)" : ""))
+        }
         lines.append("  api          \(api.requests) requests, \(api.retries) retries, \(api.rateLimited) × 429, \(api.serverErrors) × 5xx, "
             + "\(api.transportErrors) connection errors")
         for shard in shardsFailed {

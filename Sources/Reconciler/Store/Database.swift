@@ -1,6 +1,7 @@
 import Foundation
 import Logging
 import PostgresNIO
+import Synchronization
 
 /// Runs work in short PostgreSQL transactions on a `PostgresClient`, and rides out a database
 /// that goes away for a while (a restart, a failover): a lost connection or a server that is
@@ -22,11 +23,20 @@ public struct Database: Sendable {
         public var unavailableTimeout: Duration
         /// One attempt (connection lease and statements) running longer is abandoned and retried.
         public var attemptTimeout: Duration
+        /// Whether a subscription in Apple's billing retry counts as entitled (the app's choice),
+        /// for `entitled` in the change feed and exports.
+        public var billingRetryEntitles: Bool
+        /// How to open a connection outside the pool for `LISTEN` (`nil`: borrow one from the pool,
+        /// as tests do).
+        public var dedicatedConnection: PostgresConnection.Configuration?
 
-        public init(name: String = "the database", unavailableTimeout: Duration = .seconds(60), attemptTimeout: Duration = .seconds(30)) {
+        public init(name: String = "the database", unavailableTimeout: Duration = .seconds(60), attemptTimeout: Duration = .seconds(30),
+                    billingRetryEntitles: Bool = false, dedicatedConnection: PostgresConnection.Configuration? = nil) {
             self.name = name
             self.unavailableTimeout = unavailableTimeout
             self.attemptTimeout = attemptTimeout
+            self.billingRetryEntitles = billingRetryEntitles
+            self.dedicatedConnection = dedicatedConnection
         }
     }
 
@@ -34,9 +44,13 @@ public struct Database: Sendable {
     public let logger: Logger
     public let configuration: Configuration
     /// Set for a dry run: every transaction reads and writes the run's shadow tables first.
-    public let shadow: ShadowSchema?
+    let shadow: ShadowSchema?
 
-    public init(client: PostgresClient, logger: Logger, configuration: Configuration = .init(), shadow: ShadowSchema? = nil) {
+    public init(client: PostgresClient, logger: Logger, configuration: Configuration = .init()) {
+        self.init(client: client, logger: logger, configuration: configuration, shadow: nil)
+    }
+
+    init(client: PostgresClient, logger: Logger, configuration: Configuration, shadow: ShadowSchema?) {
         self.client = client
         self.logger = logger
         self.configuration = configuration
@@ -44,7 +58,7 @@ public struct Database: Sendable {
     }
 
     /// The same database, seen through a dry run's shadow tables.
-    public func shadowed(by shadow: ShadowSchema?) -> Database {
+    func shadowed(by shadow: ShadowSchema?) -> Database {
         Database(client: client, logger: logger, configuration: configuration, shadow: shadow)
     }
 
@@ -106,10 +120,39 @@ public struct Database: Sendable {
         }
     }
 
+    /// Runs `body` with the notifications sent on `channel`, on a connection of its own outside the
+    /// pool (a listener holds its session for as long as it listens, so it must not take a pooled
+    /// connection that transactions wait for). Ends when `body` returns or the connection fails.
+    ///
+    /// ```swift
+    /// try await database.listen(on: PurchaseStore.changeChannel) { notifications in
+    ///     for try await _ in notifications { await wakeup.signal() }
+    /// }
+    /// ```
+    public func listen<Result: Sendable>(
+        on channel: String, _ body: @Sendable (PostgresNotificationSequence) async throws -> Result
+    ) async throws -> Result {
+        guard let dedicated = configuration.dedicatedConnection else {
+            return try await client.withConnection { connection in try await connection.listen(on: channel, consume: body) }
+        }
+        let connection = try await PostgresConnection.connect(configuration: dedicated, id: Self.listenerIDs.add(1, ordering: .relaxed).newValue,
+                                                              logger: logger)
+        do {
+            let result = try await connection.listen(on: channel, consume: body)
+            try? await connection.close()
+            return result
+        } catch {
+            try? await connection.close()
+            throw error
+        }
+    }
+
+    private static let listenerIDs = Atomic<Int>(1_000_000)
+
     /// Whether the database answers within `timeout`, for health checks.
     public func isReachable(within timeout: Duration = .seconds(2)) async -> Bool {
         (try? await with(unavailableTimeout: timeout).transaction { [logger] connection in
-            try await connection.query("SELECT 1", logger: logger)
+            try await connection.run("SELECT 1", logger: logger)
             return true
         }) ?? false
     }
@@ -181,5 +224,14 @@ extension PSQLError {
             return "\(message) (SQLSTATE \(serverInfo?[.sqlState] ?? "?"))"
         }
         return "\(code)"
+    }
+}
+
+extension PostgresConnection {
+    /// Runs a statement whose rows are not needed, and reads them anyway: a statement that returns
+    /// rows reports its error while they are read, and an error left unread would turn the
+    /// transaction's COMMIT into a silent rollback.
+    func run(_ query: PostgresQuery, logger: Logger) async throws {
+        for try await _ in try await self.query(query, logger: logger) {}
     }
 }

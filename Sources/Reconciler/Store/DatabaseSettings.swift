@@ -192,6 +192,26 @@ public struct DatabaseSettings: Sendable, CustomStringConvertible {
         return configuration
     }
 
+    /// The same settings for one connection outside the pool: a session of its own for `LISTEN`,
+    /// which a pooled connection (or PgBouncer in transaction mode) cannot hold.
+    public func connectionConfiguration() throws -> PostgresConnection.Configuration {
+        var configuration: PostgresConnection.Configuration
+        if let unixSocketPath {
+            configuration = .init(unixSocketPath: unixSocketPath, username: username, password: password, database: database)
+        } else {
+            let mode: PostgresConnection.Configuration.TLS
+            if let tls = tlsConfiguration {
+                let context = try NIOSSLContext(configuration: tls)
+                mode = sslMode == "prefer" ? .prefer(context) : .require(context)
+            } else {
+                mode = .disable
+            }
+            configuration = .init(host: hostAddress ?? host, port: port, username: username, password: password, database: database, tls: mode)
+            if hostAddress != nil, !Self.isIPAddress(host) { configuration.options.tlsServerName = host }
+        }
+        return configuration
+    }
+
     private static func isHostName(_ host: String) -> Bool {
         !host.isEmpty && host.unicodeScalars.allSatisfy { $0.isASCII && (CharacterSet.alphanumerics.contains($0) || ".-_:".unicodeScalars.contains($0)) }
     }

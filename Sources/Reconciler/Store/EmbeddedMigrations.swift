@@ -293,5 +293,148 @@ ALTER TABLE run_rejections ADD CONSTRAINT run_rejections_source_check
 -- purchase is due again only when its expiry, renewal or grace period falls due after that.
 ALTER TABLE purchases ADD COLUMN history_checked_at_ms bigint;
 """####),
+        Migration(fileName: "0004_run_timeline.sql", sql: ####"""
+-- 0004: what the incident report page draws besides the notifications themselves: a run's App
+-- Store Server API requests per endpoint per wall-clock second, and the request budget of each
+-- process that worked on it.
+
+-- Each process that works on a run (the run, `reconciler work`, a rerun that resumes it) writes
+-- its own rows, keyed by `worker`: host:pid:nonce, then '#' and a nonce of that stint on the run.
+-- A stint rewrites its rows with its totals so far (so a write that runs twice counts once); the
+-- run's figures are the sum over workers. Seconds without requests have no row.
+CREATE TABLE run_api_seconds (
+    run_id        bigint NOT NULL REFERENCES reconcile_runs ON DELETE CASCADE,
+    worker        text NOT NULL,
+    -- Apple's name of the endpoint, e.g. 'Get Notification History'.
+    endpoint      text NOT NULL,
+    -- UNIX seconds.
+    second        bigint NOT NULL,
+    requests      integer NOT NULL DEFAULT 0,
+    -- 429 responses received in that second.
+    rate_limited  integer NOT NULL DEFAULT 0,
+    -- Requests that repeated a failed one.
+    retries       integer NOT NULL DEFAULT 0,
+    PRIMARY KEY (run_id, worker, endpoint, second)
+);
+
+-- The requests per second per endpoint each stint was configured with.
+CREATE TABLE run_api_budgets (
+    run_id               bigint NOT NULL REFERENCES reconcile_runs ON DELETE CASCADE,
+    worker               text NOT NULL,
+    endpoint             text NOT NULL,
+    requests_per_second  double precision NOT NULL,
+    PRIMARY KEY (run_id, worker, endpoint)
+);
+"""####),
+        Migration(fileName: "0005_physical_limit.sql", sql: ####"""
+-- 0005: a run at Apple's limit: both phases at once, shards that split, one request budget for
+-- every process of an app.
+
+-- When phase 1 (the replay) finished; phase 2 runs beside it and ends with the run.
+ALTER TABLE reconcile_runs ADD COLUMN replay_finished_at timestamptz;
+
+-- Phase 1 touched a customer again after phase 2 started reading its history: it is read again.
+ALTER TABLE gap_queue ADD COLUMN touched_again boolean NOT NULL DEFAULT false;
+
+-- Shards split: a dense shard's remaining time range is cut into pieces for idle workers. The
+-- parent is done at `split_at_ms`; each piece names the start of the shard it came from. Pieces
+-- may start where another shard of the query starts, so a shard is its query and whole range.
+ALTER TABLE run_shards ADD COLUMN split_at_ms bigint;
+ALTER TABLE run_shards ADD COLUMN split_from_ms bigint;
+ALTER TABLE run_shards DROP CONSTRAINT run_shards_pkey;
+ALTER TABLE run_shards ADD PRIMARY KEY (run_id, query_index, shard_start_ms, shard_end_ms);
+
+-- Every live process that calls the App Store Server API for an app and environment, with the
+-- budget it was configured with; each takes an equal share of the smallest one.
+CREATE TABLE api_processes (
+    environment  text NOT NULL,
+    bundle_id    text NOT NULL,
+    -- host:pid:nonce of the process.
+    process      text NOT NULL,
+    -- Requests per second per endpoint the process was configured with: {"Get Notification History": 40, ...}.
+    budget       jsonb NOT NULL,
+    started_at   timestamptz NOT NULL DEFAULT now(),
+    lease_until  timestamptz NOT NULL,
+    PRIMARY KEY (environment, bundle_id, process)
+);
+
+-- An endpoint closed by a 429 until the instant its Retry-After gave (UNIX ms), for every process.
+CREATE TABLE api_closures (
+    environment      text NOT NULL,
+    bundle_id        text NOT NULL,
+    endpoint         text NOT NULL,
+    closed_until_ms  bigint NOT NULL,
+    PRIMARY KEY (environment, bundle_id, endpoint)
+);
+"""####),
+        Migration(fileName: "0006_change_feed.sql", sql: ####"""
+-- 0006: recovered state reaches the app: a change feed written with every purchase change, a
+-- durable queue of notifications to forward to the app's own webhook, the app's user on each
+-- purchase, and the transaction and renewal fields Apple added since 2024.
+
+-- The app's user id of the purchase (the latest transaction's appAccountToken; it can change).
+ALTER TABLE purchases ADD COLUMN app_account_token text;
+CREATE INDEX purchases_app_account_token_idx ON purchases (app_account_token) WHERE app_account_token IS NOT NULL;
+-- From the newest renewal info: what the next renewal costs, and the win-back offers open to it.
+ALTER TABLE purchases ADD COLUMN renewal_price bigint;
+ALTER TABLE purchases ADD COLUMN renewal_currency text;
+ALTER TABLE purchases ADD COLUMN price_increase_status integer;
+ALTER TABLE purchases ADD COLUMN eligible_win_back_offer_ids jsonb;
+
+ALTER TABLE transactions ADD COLUMN app_transaction_id text;
+ALTER TABLE transactions ADD COLUMN offer_period text;
+ALTER TABLE transactions ADD COLUMN offer_discount_type text;
+ALTER TABLE transactions ADD COLUMN storefront_id text;
+ALTER TABLE transactions ADD COLUMN billing_plan_type text;
+ALTER TABLE transactions ADD COLUMN previous_original_transaction_id text;
+-- Kept as Apple sent them.
+ALTER TABLE transactions ADD COLUMN advanced_commerce_info jsonb;
+ALTER TABLE transactions ADD COLUMN commitment_info jsonb;
+
+-- The change feed (a transactional outbox): one row per purchase change, written in the
+-- transaction that makes the change, so a consumer that stores the last id it processed misses
+-- nothing and sees nothing twice. Rows are read in id order, only up to the oldest transaction
+-- still running (`xid`), so a smaller id can never commit after a larger one was read.
+CREATE TABLE purchase_changes (
+    change_id                bigserial PRIMARY KEY,
+    original_transaction_id  text NOT NULL,
+    app_account_token        text,
+    -- webhook, history (a replayed notification), transaction_history, status_refresh.
+    source                   text NOT NULL CHECK (source IN ('webhook', 'history', 'transaction_history', 'status_refresh')),
+    notification_uuid        text,
+    run_id                   bigint,
+    -- The `export` shape, with `entitled` as of the commit.
+    before_state             jsonb,
+    after_state              jsonb NOT NULL,
+    changed_at               timestamptz NOT NULL DEFAULT now(),
+    xid                      xid8 NOT NULL DEFAULT pg_current_xact_id()
+);
+-- Feed order: every read and prune walks (xid, change_id) from a consumer's position.
+CREATE INDEX purchase_changes_order_idx ON purchase_changes (xid, change_id);
+CREATE INDEX purchase_changes_time_idx ON purchase_changes (changed_at);
+CREATE INDEX purchase_changes_user_idx ON purchase_changes (app_account_token, change_id) WHERE app_account_token IS NOT NULL;
+
+-- Notifications to deliver to the app's own webhook as Apple would have ({"signedPayload": ...}),
+-- queued in the transaction that records the notification.
+CREATE TABLE forward_queue (
+    notification_uuid  text NOT NULL,
+    target_url         text NOT NULL,
+    -- pending (waiting, or retrying after next_attempt_at), leased (a forwarder is sending it),
+    -- delivered (the app answered 2xx: never sent again), failed (out of attempts).
+    status             text NOT NULL DEFAULT 'pending' CHECK (status IN ('pending', 'leased', 'delivered', 'failed')),
+    attempts           integer NOT NULL DEFAULT 0,
+    next_attempt_at    timestamptz NOT NULL DEFAULT now(),
+    lease_until        timestamptz,
+    worker             text,
+    last_status_code   integer,
+    last_error         text,
+    run_id             bigint,
+    queued_at          timestamptz NOT NULL DEFAULT now(),
+    delivered_at       timestamptz,
+    PRIMARY KEY (notification_uuid, target_url)
+);
+CREATE INDEX forward_queue_due_idx ON forward_queue (next_attempt_at) WHERE status IN ('pending', 'leased');
+CREATE INDEX forward_queue_run_idx ON forward_queue (run_id) WHERE run_id IS NOT NULL;
+"""####),
     ]
 }

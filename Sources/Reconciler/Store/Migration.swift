@@ -33,8 +33,9 @@ public struct Migration: Sendable, Hashable {
 
 /// Applies migrations: in order, each once, each in its own transaction, recorded with its
 /// checksum. It refuses to run when an applied file has changed or the database has a migration
-/// this binary does not know, and it is safe to run from several processes at once (an
-/// advisory lock makes the second wait, then find nothing to do).
+/// this binary does not know, and it is safe to run from several processes at once: each
+/// migration's transaction takes a transaction-scoped advisory lock, so a second process waits,
+/// then finds it applied. (No session state: it works through PgBouncer's transaction mode.)
 ///
 /// ```swift
 /// let applied = try await Migrator(migrations: Migration.embedded).migrate(client, logger: logger)
@@ -62,17 +63,22 @@ public struct Migrator: Sendable {
     @discardableResult
     public func migrate(_ client: PostgresClient, logger: Logger) async throws -> [Migration] {
         try validateVersions()
-        return try await client.withConnection { connection in
-            try await connection.query("SELECT pg_advisory_lock(\(Self.lockKey.0), \(Self.lockKey.1))", logger: logger)
-            do {
-                let applied = try await apply(on: connection, logger: logger)
-                try await connection.query("SELECT pg_advisory_unlock(\(Self.lockKey.0), \(Self.lockKey.1))", logger: logger)
-                return applied
-            } catch {
-                _ = try? await connection.query("SELECT pg_advisory_unlock(\(Self.lockKey.0), \(Self.lockKey.1))", logger: logger)
-                throw error
-            }
+        try await inTransaction(client: client, logger: logger) { connection in
+            try await connection.query("""
+                CREATE TABLE IF NOT EXISTS schema_migrations (
+                    version    integer PRIMARY KEY,
+                    file_name  text NOT NULL,
+                    checksum   text NOT NULL,
+                    applied_at timestamptz NOT NULL DEFAULT now()
+                )
+                """, logger: logger)
+            try checkApplied(try await appliedMigrations(on: connection, logger: logger))
         }
+        var applied: [Migration] = []
+        for migration in migrations {
+            if try await apply(migration, client: client, logger: logger) { applied.append(migration) }
+        }
+        return applied
     }
 
     /// Which migrations are applied, without changing anything. Throws like ``migrate(_:logger:)``
@@ -134,40 +140,47 @@ public struct Migrator: Sendable {
         }
     }
 
-    private func apply(on connection: PostgresConnection, logger: Logger) async throws -> [Migration] {
-        try await connection.query("""
-            CREATE TABLE IF NOT EXISTS schema_migrations (
-                version    integer PRIMARY KEY,
-                file_name  text NOT NULL,
-                checksum   text NOT NULL,
-                applied_at timestamptz NOT NULL DEFAULT now()
-            )
-            """, logger: logger)
-        let applied = try await appliedMigrations(on: connection, logger: logger)
-        try checkApplied(applied)
-        let pending = migrations.filter { applied[$0.version] == nil }
-        guard !pending.isEmpty else { return [] }
-        // The extended query protocol runs one statement per query; PL/pgSQL's EXECUTE runs a
-        // whole file, and the SQL travels as a bound parameter, never pasted into a statement.
-        try await connection.query("""
-            CREATE OR REPLACE FUNCTION pg_temp.reconciler_run_migration(sql text) RETURNS void
-            LANGUAGE plpgsql AS $$ BEGIN EXECUTE sql; END $$
-            """, logger: logger)
-        for migration in pending {
+    /// Applies one migration in a transaction of its own unless it is applied already; `true`
+    /// when this call applied it.
+    private func apply(_ migration: Migration, client: PostgresClient, logger: Logger) async throws -> Bool {
+        try await inTransaction(client: client, logger: logger) { connection in
+            let applied = try await appliedMigrations(on: connection, logger: logger)
+            try checkApplied(applied)
+            guard applied[migration.version] == nil else { return false }
             logger.info("applying migration", metadata: ["migration": "\(migration.fileName)"])
-            try await connection.query("BEGIN", logger: logger)
+            // The extended query protocol runs one statement per query; PL/pgSQL's EXECUTE runs a
+            // whole file, and the SQL travels as a bound parameter, never pasted into a statement.
+            try await connection.query("""
+                CREATE OR REPLACE FUNCTION pg_temp.reconciler_run_migration(sql text) RETURNS void
+                LANGUAGE plpgsql AS $$ BEGIN EXECUTE sql; END $$
+                """, logger: logger)
             do {
-                try await connection.query("SELECT pg_temp.reconciler_run_migration(\(migration.sql))", logger: logger)
-                try await connection.query("""
-                    INSERT INTO schema_migrations (version, file_name, checksum)
-                    VALUES (\(migration.version), \(migration.fileName), \(migration.checksum))
-                    """, logger: logger)
-                try await connection.query("COMMIT", logger: logger)
+                try await connection.run("SELECT pg_temp.reconciler_run_migration(\(migration.sql))", logger: logger)
             } catch {
-                _ = try? await connection.query("ROLLBACK", logger: logger)
                 throw MigrationError(description: "\(migration.fileName) failed and was rolled back: \(String(reflecting: error))")
             }
+            try await connection.query("""
+                INSERT INTO schema_migrations (version, file_name, checksum)
+                VALUES (\(migration.version), \(migration.fileName), \(migration.checksum))
+                """, logger: logger)
+            return true
         }
-        return pending
+    }
+
+    /// Runs `body` in a transaction that holds the migration lock: concurrent migrators take turns.
+    private func inTransaction<Result>(client: PostgresClient, logger: Logger,
+                                       _ body: (PostgresConnection) async throws -> Result) async throws -> Result {
+        try await client.withConnection { connection in
+            try await connection.query("BEGIN", logger: logger)
+            do {
+                try await connection.run("SELECT pg_advisory_xact_lock(\(Self.lockKey.0), \(Self.lockKey.1))", logger: logger)
+                let result = try await body(connection)
+                try await connection.query("COMMIT", logger: logger)
+                return result
+            } catch {
+                _ = try? await connection.query("ROLLBACK", logger: logger)
+                throw error
+            }
+        }
     }
 }

@@ -19,11 +19,23 @@ import ReconcilerShared
 public struct PurchaseStore: Sendable {
     public let logger: Logger
     /// Set in a dry run: touched rows are copied into the shadow tables before they are used.
-    public let shadow: ShadowSchema?
+    let shadow: ShadowSchema?
+    /// Whether a subscription in Apple's billing retry counts as entitled (the app's choice).
+    public let billingRetryEntitles: Bool
 
-    public init(logger: Logger, shadow: ShadowSchema? = nil) {
+    public init(logger: Logger, billingRetryEntitles: Bool = false) {
+        self.init(logger: logger, shadow: nil, billingRetryEntitles: billingRetryEntitles)
+    }
+
+    init(logger: Logger, shadow: ShadowSchema?, billingRetryEntitles: Bool = false) {
         self.logger = logger
         self.shadow = shadow
+        self.billingRetryEntitles = billingRetryEntitles
+    }
+
+    /// The store of a database, as its configuration says (a dry run's shadow, the entitlement rule).
+    init(database: Database) {
+        self.init(logger: database.logger, shadow: database.shadow, billingRetryEntitles: database.configuration.billingRetryEntitles)
     }
 
     /// Where a notification came from.
@@ -114,15 +126,24 @@ public struct PurchaseStore: Sendable {
     /// (revision and purchases) into the shadow tables. Keys are locked in one sorted order, once
     /// per transaction, so two transactions locking overlapping sets cannot deadlock. Concurrent
     /// copies of one notification need no lock: the second insert waits for the first and finds it.
-    public func lock(purchases originalTransactionIds: some Collection<String>, notifications notificationUUIDs: [String] = [],
+    ///
+    /// The locks come before the transaction's first write: PostgreSQL gives a transaction its id
+    /// (`xid`) at its first write, and the change feed is read in `xid` order, so a writer that
+    /// waited for a purchase must get a later `xid` than the one it waited for, or the feed would
+    /// show that purchase's changes out of order. A lock taken after a write is refused.
+    func lock(purchases originalTransactionIds: some Collection<String>, notifications notificationUUIDs: [String] = [],
                      anchors: [String] = [], on connection: PostgresConnection) async throws {
         let keys = Set(originalTransactionIds)
         if !keys.isEmpty {
             let rows = try await connection.query("""
-                SELECT pg_advisory_xact_lock(727002, k)::text
+                SELECT pg_advisory_xact_lock(727002, k)::text, pg_current_xact_id_if_assigned() IS NULL
                 FROM (SELECT DISTINCT hashtext(key) AS k FROM unnest(\(Array(keys))::text[]) AS key ORDER BY 1) AS sorted_keys
                 """, logger: logger)
-            for try await _ in rows {}
+            var wroteBefore = false
+            for try await (_, unwritten) in rows.decode((String, Bool).self) where !unwritten { wroteBefore = true }
+            if wroteBefore {
+                throw PurchaseStoreError(description: "purchases locked after the transaction wrote: the change feed would misorder their changes")
+            }
         }
         try await shadow?.copyOnFirstTouch(
             purchases: Array(Set(originalTransactionIds)), notifications: notificationUUIDs, anchors: anchors, on: connection, logger: logger)
@@ -152,7 +173,7 @@ public struct PurchaseStore: Sendable {
     }
 
     /// Records notifications; returns the UUIDs that were new (the others are duplicates).
-    public func insertNotifications(_ rows: [NotificationRow], source: Source, on connection: PostgresConnection) async throws -> Set<String> {
+    func insertNotifications(_ rows: [NotificationRow], source: Source, on connection: PostgresConnection) async throws -> Set<String> {
         guard !rows.isEmpty else { return [] }
         let json = try Self.json(rows.map { row in
             let n = row.notification
@@ -208,6 +229,14 @@ public struct PurchaseStore: Sendable {
         var revocation_reason: Int32?
         var revocation_type: String?
         var revocation_percentage: Int32?
+        var app_transaction_id: String?
+        var offer_period: String?
+        var offer_discount_type: String?
+        var storefront_id: String?
+        var billing_plan_type: String?
+        var previous_original_transaction_id: String?
+        var advanced_commerce_info: RawJSON?
+        var commitment_info: TransactionCommitmentInfo?
         var signed_date_ms: Int64
         var signed_transaction_info: String
 
@@ -245,6 +274,14 @@ public struct PurchaseStore: Sendable {
             revocation_reason = t.revocationReason?.rawValue
             revocation_type = t.revocationType?.rawValue
             revocation_percentage = t.revocationPercentage
+            app_transaction_id = t.appTransactionId
+            offer_period = t.offerPeriod
+            offer_discount_type = t.offerDiscountType?.rawValue
+            storefront_id = t.storefrontId
+            billing_plan_type = t.billingPlanType?.rawValue
+            previous_original_transaction_id = t.previousOriginalTransactionId
+            advanced_commerce_info = t.advancedCommerceInfo
+            commitment_info = t.commitmentInfo
             signed_date_ms = t.signedDate ?? 0
             signed_transaction_info = signedValue
         }
@@ -285,25 +322,31 @@ public struct PurchaseStore: Sendable {
 
     static let purchaseColumns = """
         original_transaction_id, latest_transaction_id, product_id, environment, purchase_date_ms, expires_date_ms,
-        revocation_date_ms, auto_renew_status, last_signed_date_ms
+        revocation_date_ms, auto_renew_status, last_signed_date_ms, app_account_token, status, product_type,
+        grace_period_expires_date_ms, is_in_billing_retry_period
         """
 
-    typealias PurchaseRow = (String, String?, String?, String?, Int64?, Int64?, Int64?, Int32?, Int64?)
+    typealias PurchaseRow = (String, String?, String?, String?, Int64?, Int64?, Int64?, Int32?, Int64?, String?, Int32?, String?, Int64?, Bool?)
 
-    static func purchaseState(_ row: PurchaseRow) -> PurchaseState {
-        PurchaseState(
+    /// A purchase as `export` shows it, `entitled` as of `now` (UNIX ms).
+    func purchaseState(_ row: PurchaseRow, now: Int64 = Int64(Date().timeIntervalSince1970 * 1000)) -> PurchaseState {
+        let facts = Entitlement.Facts(productType: row.11, expiresDate: row.5, revocationDate: row.6, gracePeriodExpiresDate: row.12,
+                                      isInBillingRetryPeriod: row.13)
+        return PurchaseState(
             originalTransactionId: row.0, latestTransactionId: row.1, productId: row.2, environment: row.3,
-            purchaseDate: row.4, expiresDate: row.5, revocationDate: row.6, autoRenewStatus: row.7, lastSignedDate: row.8)
+            purchaseDate: row.4, expiresDate: row.5, revocationDate: row.6, autoRenewStatus: row.7, lastSignedDate: row.8,
+            appAccountToken: row.9, status: row.10,
+            entitled: Entitlement.isEntitled(facts, at: now, billingRetryEntitles: billingRetryEntitles))
     }
 
     /// The stored state of some purchases, by originalTransactionId.
-    public func purchaseStates(_ originalTransactionIds: some Collection<String>, on connection: PostgresConnection) async throws -> [String: PurchaseState] {
+    func purchaseStates(_ originalTransactionIds: some Collection<String>, on connection: PostgresConnection) async throws -> [String: PurchaseState] {
         guard !originalTransactionIds.isEmpty else { return [:] }
         let rows = try await connection.query(
             "SELECT \(unescaped: Self.purchaseColumns) FROM purchases WHERE original_transaction_id = ANY(\(Array(originalTransactionIds))::text[])",
             logger: logger)
         var result: [String: PurchaseState] = [:]
-        for try await row in rows.decode(PurchaseRow.self) { result[row.0] = Self.purchaseState(row) }
+        for try await row in rows.decode(PurchaseRow.self) { result[row.0] = purchaseState(row) }
         return result
     }
 
@@ -322,6 +365,10 @@ public struct PurchaseStore: Sendable {
         var status_signed_date_ms: Int64?
         var last_signed_date_ms: Int64?
         var last_notification_uuid: String?
+        var renewal_price: Int64?
+        var renewal_currency: String?
+        var price_increase_status: Int32?
+        var eligible_win_back_offer_ids: [String]?
 
         init(_ update: PurchaseUpdate) {
             original_transaction_id = update.originalTransactionId
@@ -334,6 +381,10 @@ public struct PurchaseStore: Sendable {
             grace_period_expires_date_ms = renewal?.gracePeriodExpiresDate
             renewal_date_ms = renewal?.renewalDate
             renewal_signed_date_ms = renewal?.signedDate
+            renewal_price = renewal?.renewalPrice
+            renewal_currency = renewal?.currency
+            price_increase_status = renewal?.priceIncreaseStatus?.rawValue
+            eligible_win_back_offer_ids = renewal?.eligibleWinBackOfferIds
             // A status from Get All Subscription Statuses, else the one a notification carried.
             if let fact = update.status {
                 status = fact.status.rawValue
@@ -350,16 +401,19 @@ public struct PurchaseStore: Sendable {
             original_transaction_id text, environment text, auto_renew_status integer, auto_renew_product_id text,
             expiration_intent integer, is_in_billing_retry_period boolean, grace_period_expires_date_ms bigint,
             renewal_date_ms bigint, renewal_signed_date_ms bigint, status integer, status_signed_date_ms bigint,
-            last_signed_date_ms bigint, last_notification_uuid text
+            last_signed_date_ms bigint, last_notification_uuid text, renewal_price bigint, renewal_currency text,
+            price_increase_status integer, eligible_win_back_offer_ids jsonb
             """
     }
 
     /// Columns taken from the purchase's latest transaction, kept when it has none stored yet.
-    static let latestTransactionColumns = ["product_id", "product_type", "purchase_date_ms", "expires_date_ms", "revocation_date_ms", "revocation_reason"]
+    static let latestTransactionColumns = [
+        "product_id", "product_type", "purchase_date_ms", "expires_date_ms", "revocation_date_ms", "revocation_reason", "app_account_token",
+    ]
     /// Columns taken from the newest signed renewal info.
     static let renewalColumns = [
         "auto_renew_status", "auto_renew_product_id", "expiration_intent", "is_in_billing_retry_period", "grace_period_expires_date_ms",
-        "renewal_date_ms",
+        "renewal_date_ms", "renewal_price", "renewal_currency", "price_increase_status", "eligible_win_back_offer_ids",
     ]
 
     static let refreshPurchasesSQL: String = {
@@ -413,26 +467,78 @@ public struct PurchaseStore: Sendable {
         bindings.append(try Self.json(merged.keys.sorted().map { PurchaseUpdateColumns(merged[$0]!) }))
         let rows = try await connection.query(PostgresQuery(unsafeSQL: Self.refreshPurchasesSQL, binds: bindings), logger: logger)
         var result: [String: PurchaseState] = [:]
-        for try await row in rows.decode(PurchaseRow.self) { result[row.0] = Self.purchaseState(row) }
+        for try await row in rows.decode(PurchaseRow.self) { result[row.0] = purchaseState(row) }
         return result
+    }
+
+    /// What made a change, for the change feed.
+    public enum ChangeSource: String, Sendable, Codable {
+        /// The live webhook.
+        case webhook
+        /// A notification a run replayed from Get Notification History.
+        case history
+        /// Get Transaction History (phase 2).
+        case transactionHistory = "transaction_history"
+        /// Get All Subscription Statuses.
+        case statusRefresh = "status_refresh"
+    }
+
+    /// Where a write comes from: its source, its run, and per purchase the notification behind it.
+    struct ChangeOrigin: Sendable {
+        var source: ChangeSource
+        var runId: Int64?
+        var notificationUUIDs: [String: String] = [:]
     }
 
     /// Writes verified signed data (the caller holds the purchases' locks) and returns each
     /// purchase's state before and after. The one write path for live notifications, replays and
-    /// gap fill; it takes only ``Verified`` values, which only the verifier makes.
-    public func write(
-        transactions: [TransactionWrite], updates: [PurchaseUpdate], before: [String: PurchaseState], on connection: PostgresConnection
+    /// gap fill; it takes only ``Verified`` values, which only the verifier makes. Every purchase
+    /// that changed gets a row in the change feed in this same transaction, and listeners are
+    /// told when it commits.
+    func write(
+        transactions: [TransactionWrite], updates: [PurchaseUpdate], before: [String: PurchaseState], origin: ChangeOrigin,
+        on connection: PostgresConnection
     ) async throws -> [String: PurchaseChange] {
         try await upsertTransactions(transactions, on: connection)
         let after = try await refreshPurchases(updates, on: connection)
-        return after.mapValues { PurchaseChange(before: before[$0.originalTransactionId], after: $0) }
+        let changes = after.mapValues { PurchaseChange(before: before[$0.originalTransactionId], after: $0) }
+        try await recordInFeed(changes.values.filter(\.changesStoredFacts), origin: origin, on: connection)
+        return changes
+    }
+
+    /// The channel listeners of the change feed wait on.
+    public static let changeChannel = "reconciler_changes"
+
+    private func recordInFeed(_ changes: [PurchaseChange], origin: ChangeOrigin, on connection: PostgresConnection) async throws {
+        guard !changes.isEmpty else { return }
+        struct Row: Encodable {
+            var original_transaction_id: String
+            var app_account_token: String?
+            var source: String
+            var notification_uuid: String?
+            var run_id: Int64?
+            var before_state: PurchaseState?
+            var after_state: PurchaseState
+        }
+        let rows = try Self.json(changes.sorted { $0.after.originalTransactionId < $1.after.originalTransactionId }.map {
+            Row(original_transaction_id: $0.after.originalTransactionId, app_account_token: $0.after.appAccountToken ?? $0.before?.appAccountToken,
+                source: origin.source.rawValue, notification_uuid: origin.notificationUUIDs[$0.after.originalTransactionId], run_id: origin.runId,
+                before_state: $0.before, after_state: $0.after)
+        })
+        try await connection.query("""
+            INSERT INTO purchase_changes (original_transaction_id, app_account_token, source, notification_uuid, run_id, before_state, after_state)
+            SELECT original_transaction_id, app_account_token, source, notification_uuid, run_id, before_state, after_state
+            FROM jsonb_populate_recordset(NULL::purchase_changes, \(rows)::jsonb)
+            """, logger: logger)
+        // Delivered when the transaction commits; a dry run's changes are its own.
+        if shadow == nil { try await connection.run("SELECT pg_notify(\(Self.changeChannel), '')", logger: logger) }
     }
 
     // MARK: Customers and their transaction history
 
     /// The customer (the transaction id whose history covers it) of each purchase; purchases not
     /// yet linked to a customer are their own.
-    public func anchors(of originalTransactionIds: [String], on connection: PostgresConnection) async throws -> [String] {
+    func anchors(of originalTransactionIds: [String], on connection: PostgresConnection) async throws -> [String] {
         guard !originalTransactionIds.isEmpty else { return [] }
         let rows = try await connection.query("""
             SELECT DISTINCT COALESCE(p.history_anchor_transaction_id, t.id)
@@ -450,7 +556,7 @@ public struct PurchaseStore: Sendable {
     /// A customer checked after its subscription fell due is not due again until the next date
     /// falls due, so a quiet hour costs nothing however many customers there are. In a dry run
     /// the shadow copies win over the real rows.
-    public func dueAnchors(environment: String, windowEnd: Int64, all: Bool, on connection: PostgresConnection) async throws -> [String] {
+    func dueAnchors(environment: String, windowEnd: Int64, all: Bool, on connection: PostgresConnection) async throws -> [String] {
         let due = """
             environment = $1 AND ($3 OR (product_type = 'Auto-Renewable Subscription'
               AND (status IS NULL OR status IN (1, 3, 4))
@@ -479,7 +585,7 @@ public struct PurchaseStore: Sendable {
     }
 
     /// The stored Get Transaction History revision of a customer.
-    public func revision(anchor: String, on connection: PostgresConnection) async throws -> String? {
+    func revision(anchor: String, on connection: PostgresConnection) async throws -> String? {
         try await shadow?.copyOnFirstTouch(purchases: [], notifications: [], anchors: [anchor], on: connection, logger: logger)
         let rows = try await connection.query("SELECT revision FROM history_revisions WHERE anchor_transaction_id = \(anchor)", logger: logger)
         for try await revision in rows.decode(String.self) { return revision }
@@ -487,7 +593,7 @@ public struct PurchaseStore: Sendable {
     }
 
     /// Forgets a revision Apple refused (4000005), so the history is read from the start.
-    public func dropRevision(anchor: String, on connection: PostgresConnection) async throws {
+    func dropRevision(anchor: String, on connection: PostgresConnection) async throws {
         try await shadow?.copyOnFirstTouch(purchases: [], notifications: [], anchors: [anchor], on: connection, logger: logger)
         try await connection.query("DELETE FROM history_revisions WHERE anchor_transaction_id = \(anchor)", logger: logger)
     }
@@ -495,7 +601,7 @@ public struct PurchaseStore: Sendable {
     /// Records a customer's history as read up to `revision` at `checkedAt` (UNIX ms): stores the
     /// revision, links the purchases it covers to the customer, and marks them checked. A revision
     /// stored under another of the customer's purchases is dropped: one customer, one revision.
-    public func recordHistoryChecked(anchor: String, environment: String, revision: String?, purchases originalTransactionIds: [String],
+    func recordHistoryChecked(anchor: String, environment: String, revision: String?, purchases originalTransactionIds: [String],
                                      checkedAt: Int64, on connection: PostgresConnection) async throws {
         try await connection.query("""
             DELETE FROM history_revisions
@@ -517,12 +623,26 @@ public struct PurchaseStore: Sendable {
 
     // MARK: Reading
 
-    /// Every purchase, ordered by originalTransactionId, optionally of one environment.
-    public func exportPurchases(environment: String?, on client: PostgresClient, _ body: (PurchaseState) throws -> Void) async throws {
-        let rows = try await client.query(
-            "SELECT \(unescaped: Self.purchaseColumns) FROM purchases WHERE \(environment)::text IS NULL OR environment = \(environment) ORDER BY original_transaction_id",
-            logger: logger)
-        for try await row in rows.decode(PurchaseRow.self) { try body(Self.purchaseState(row)) }
+    /// Every purchase, ordered by originalTransactionId, optionally of one environment or of one
+    /// app user (`appAccountToken`), with `entitled` as of `now` (UNIX ms).
+    public func exportPurchases(environment: String?, appAccountToken: String? = nil, at now: Int64 = Int64(Date().timeIntervalSince1970 * 1000),
+                                on client: PostgresClient, _ body: (PurchaseState) throws -> Void) async throws {
+        let rows = try await client.query("""
+            SELECT \(unescaped: Self.purchaseColumns) FROM purchases
+            WHERE (\(environment)::text IS NULL OR environment = \(environment))
+              AND (\(appAccountToken)::text IS NULL OR app_account_token = \(appAccountToken))
+            ORDER BY original_transaction_id
+            """, logger: logger)
+        for try await row in rows.decode(PurchaseRow.self) { try body(purchaseState(row, now: now)) }
+    }
+
+    /// When a run's replay recorded the last of the notifications of these types (`received_at`).
+    func lastRecorded(runId: Int64, types: [String], on connection: PostgresConnection) async throws -> Date? {
+        let rows = try await connection.query("""
+            SELECT max(received_at) FROM notifications WHERE run_id = \(runId) AND notification_type = ANY(\(types)::text[])
+            """, logger: logger)
+        for try await value in rows.decode(Date?.self) { return value }
+        return nil
     }
 
     /// Whether a notification is recorded.
@@ -559,6 +679,14 @@ public struct PurchaseChange: Sendable, Hashable, Codable {
 
     /// Whether what `export` shows changed.
     public var isChange: Bool { before != after }
+
+    /// Whether something stored changed, not only `entitled`: that one moves with the clock (the
+    /// before and after states are judged moments apart), and the feed records changes of the data.
+    public var changesStoredFacts: Bool {
+        guard var before else { return true }
+        before.entitled = after.entitled
+        return before != after
+    }
 }
 
 public struct PurchaseStoreError: Error, CustomStringConvertible, Sendable {

@@ -14,21 +14,21 @@ import PostgresNIO
 /// let handler = handler.shadowed(by: shadow)   // replays now write the copies
 /// try await shadow.drop(on: database)
 /// ```
-public struct ShadowSchema: Sendable, Hashable {
-    public let runId: Int64
+struct ShadowSchema: Sendable, Hashable {
+    let runId: Int64
     /// The schema that holds the real tables, found when the dry run starts.
-    public let realSchema: String
+    let realSchema: String
 
     /// The tables a dry run writes instead of the real ones.
-    static let tables = ["notifications", "transactions", "purchases", "history_revisions"]
+    static let tables = ["notifications", "transactions", "purchases", "history_revisions", "purchase_changes", "forward_queue"]
 
     /// The shadow schema's name; made of the run id only, so it is safe to put into SQL.
-    public var name: String { "reconciler_dry_run_\(runId)" }
+    var name: String { "reconciler_dry_run_\(runId)" }
 
     var realSchemaIdentifier: String { "\"" + realSchema.replacingOccurrences(of: "\"", with: "\"\"") + "\"" }
 
     /// Creates the shadow tables of a dry run (or finds them, for a resumed one).
-    public static func create(runId: Int64, on database: Database) async throws -> ShadowSchema {
+    static func create(runId: Int64, on database: Database) async throws -> ShadowSchema {
         try await database.transaction { connection in
             var realSchema = "public"
             let rows = try await connection.query("""
@@ -47,14 +47,14 @@ public struct ShadowSchema: Sendable, Hashable {
     }
 
     /// Drops the shadow tables.
-    public func drop(on database: Database) async throws {
+    func drop(on database: Database) async throws {
         try await database.shadowed(by: nil).transaction { connection in
             try await connection.query(PostgresQuery(unsafeSQL: "DROP SCHEMA IF EXISTS \(name) CASCADE"), logger: database.logger)
         }
     }
 
     /// Drops the shadow schemas of dry runs that are not among `keep` (runs that can still resume).
-    public static func dropAll(except keep: Set<Int64>, on database: Database) async throws {
+    static func dropAll(except keep: Set<Int64>, on database: Database) async throws {
         try await database.shadowed(by: nil).transaction { connection in
             let rows = try await connection.query(
                 "SELECT nspname FROM pg_namespace WHERE nspname LIKE 'reconciler\\_dry\\_run\\_%'", logger: database.logger)
@@ -71,7 +71,7 @@ public struct ShadowSchema: Sendable, Hashable {
 
     /// Puts the shadow tables first for the rest of the transaction.
     func enter(on connection: PostgresConnection, logger: Logger) async throws {
-        try await connection.query(
+        try await connection.run(
             "SELECT set_config('search_path', \(name) || ', ' || current_setting('search_path'), true)", logger: logger)
     }
 
@@ -97,21 +97,18 @@ public struct ShadowSchema: Sendable, Hashable {
                 ON CONFLICT DO NOTHING
                 """, binds: bindings), logger: logger)
         }
-        if !notifications.isEmpty {
-            var bindings = PostgresBindings()
-            bindings.append(notifications)
-            try await connection.query(PostgresQuery(unsafeSQL: """
-                INSERT INTO \(name).notifications SELECT * FROM \(real).notifications WHERE notification_uuid = ANY($1::text[])
-                ON CONFLICT DO NOTHING
-                """, binds: bindings), logger: logger)
-        }
-        if !anchors.isEmpty {
-            var bindings = PostgresBindings()
-            bindings.append(anchors)
-            try await connection.query(PostgresQuery(unsafeSQL: """
-                INSERT INTO \(name).history_revisions SELECT * FROM \(real).history_revisions WHERE anchor_transaction_id = ANY($1::text[])
-                ON CONFLICT DO NOTHING
-                """, binds: bindings), logger: logger)
-        }
+        try await copy("notifications", where: "notification_uuid", in: notifications, on: connection, logger: logger)
+        try await copy("history_revisions", where: "anchor_transaction_id", in: anchors, on: connection, logger: logger)
+    }
+
+    /// Copies the real rows whose `key` is one of `values`, unless the shadow table has them.
+    private func copy(_ table: String, where key: String, in values: [String], on connection: PostgresConnection, logger: Logger) async throws {
+        guard !values.isEmpty else { return }
+        var bindings = PostgresBindings()
+        bindings.append(values)
+        try await connection.query(PostgresQuery(unsafeSQL: """
+            INSERT INTO \(name).\(table) SELECT * FROM \(realSchemaIdentifier).\(table) WHERE \(key) = ANY($1::text[])
+            ON CONFLICT DO NOTHING
+            """, binds: bindings), logger: logger)
     }
 }

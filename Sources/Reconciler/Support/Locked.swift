@@ -1,14 +1,14 @@
 import Synchronization
 
 /// A value behind a mutex, as a reference that structs and tasks can share.
-final class Locked<Value: Sendable>: Sendable {
+public final class Locked<Value: Sendable>: Sendable {
     private let mutex: Mutex<Value>
 
-    init(_ value: Value) {
+    public init(_ value: Value) {
         mutex = Mutex(value)
     }
 
-    func withLock<Result>(_ body: (inout Value) throws -> Result) rethrows -> Result {
+    public func withLock<Result>(_ body: (inout Value) throws -> Result) rethrows -> Result {
         try mutex.withLock { try body(&$0) }
     }
 }

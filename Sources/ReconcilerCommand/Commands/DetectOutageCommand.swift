@@ -24,17 +24,21 @@ struct DetectOutageCommand: AsyncParsableCommand {
 
     @OptionGroup var app: AppOptions
     @OptionGroup var api: APIOptions
+    @OptionGroup var database: DatabaseOptions
     @OptionGroup var logging: LoggingOptions
 
     func run() async throws {
-        _ = logging.makeLogger()
+        let logger = logging.makeLogger()
         let client = try api.client(app: app)
         guard let back = TimeArgument.duration(since), back > 0 else { throw CommandError.configuration("--since: \(since) is not a duration such as 7d") }
         guard let gap = TimeArgument.duration(mergeGap) else { throw CommandError.configuration("--merge-gap: \(mergeGap) is not a duration") }
         let now = Int64(Date().timeIntervalSince1970 * 1000)
         let detection: OutageDetector.Detection
         do {
-            detection = try await OutageDetector(client: client, mergeGap: gap).detect(since: now - back, until: now)
+            // With a database, the requests come out of the budget the app's other processes share.
+            detection = try await database.sharingBudgetIfConfigured(logger: logger, client: client, app: app) {
+                try await OutageDetector(client: client, mergeGap: gap).detect(since: now - back, until: now)
+            }
         } catch let error as AppStoreServerAPIError {
             switch error {
             case .unauthorized, .badRequest: throw CommandError.configuration(error.operatorDescription)

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import Reconciler
+import ReconcilerShared
 
 struct ExportCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
@@ -25,6 +26,16 @@ struct ExportCommand: AsyncParsableCommand {
     @Option(name: .shortAndLong, help: ArgumentHelp("Write to this file instead of standard output.", valueName: "path"))
     var output: String?
 
+    @Option(name: .long, help: ArgumentHelp("Only this app user's purchases: what does the user with this appAccountToken have now?",
+                                            valueName: "uuid"))
+    var appAccountToken: String?
+
+    @Option(name: .long, help: ArgumentHelp("Judge `entitled` at this time instead of now (ISO 8601, UNIX ms, now-1h).", valueName: "T"))
+    var at: String?
+
+    @Flag(name: .long, help: "A subscription in Apple's billing retry counts as entitled (env RECONCILER_ENTITLE_BILLING_RETRY=1).")
+    var entitleBillingRetry = false
+
     func run() async throws {
         let logger = logging.makeLogger()
         let environmentFilter = try environment.map { value -> String in
@@ -43,11 +54,20 @@ struct ExportCommand: AsyncParsableCommand {
         } else {
             sink = FileHandle.standardOutput
         }
+        let now = Int64(Date().timeIntervalSince1970 * 1000)
+        guard let moment = at.map({ TimeArgument.parse($0, now: now) }) ?? now else {
+            throw CommandError.configuration("--at: \(at ?? "") is not a time (ISO 8601, UNIX milliseconds, or now-1h)")
+        }
+        if let appAccountToken, UUID(uuidString: appAccountToken) == nil {
+            throw CommandError.configuration("--app-account-token: \(appAccountToken) is not a UUID (the app's appAccountToken)")
+        }
+        let store = PurchaseStore(logger: logger, billingRetryEntitles: entitleBillingRetry || Env.flag("RECONCILER_ENTITLE_BILLING_RETRY"))
+        let (token, environmentName) = (appAccountToken?.lowercased(), environmentFilter)
         let count = try await database.withClient(logger: logger) { client in
             try await Migrator().requireCurrent(client, logger: logger)
             var buffer = Data()
             var count = 0
-            try await PurchaseStore(logger: logger).exportPurchases(environment: environmentFilter, on: client) { purchase in
+            try await store.exportPurchases(environment: environmentName, appAccountToken: token, at: moment, on: client) { purchase in
                 buffer.append(contentsOf: Array(try purchase.jsonLine().utf8))
                 buffer.append(0x0A)
                 count += 1

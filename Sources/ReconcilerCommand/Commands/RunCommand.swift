@@ -1,10 +1,14 @@
 import AppStoreServer
 import ArgumentParser
+import CoreMetrics
+import Forwarder
 import Foundation
 import Logging
 import PostgresNIO
 import Reconciler
+import ReconcilerMetrics
 import ReconcilerShared
+import ServiceLifecycle
 
 struct RunCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
@@ -28,6 +32,7 @@ struct RunCommand: AsyncParsableCommand {
 
               reconciler run --start 2026-11-20T03:10:00Z --end 2026-11-20T05:45:00Z --dry-run
               reconciler run --start 2026-11-20T03:10:00Z --end 2026-11-20T05:45:00Z --report-json report.json
+              reconciler run --start 2026-11-20T03:10:00Z --end 2026-11-20T05:45:00Z --report-html incident.html
               reconciler run --since-last --metrics-file /var/lib/node_exporter/reconciler.prom
             """)
 
@@ -43,22 +48,38 @@ struct RunCommand: AsyncParsableCommand {
     @Flag(help: "Phase 2 also calls Get All Subscription Statuses for each customer.") var refreshStatus = false
     @Option(help: ArgumentHelp("Typed queries before the sweep, most urgent first, e.g. DID_RENEW,DID_RENEW/BILLING_RECOVERY,EXPIRED/VOLUNTARY.", valueName: "list"))
     var priority: String?
-    @Option(help: ArgumentHelp("Target length of a time shard (default 30m).", valueName: "duration")) var shardDuration: String = "30m"
+    @Option(help: ArgumentHelp("Length of each query's first time shards (default 24h); a dense shard splits further while it is paged.",
+                               valueName: "duration"))
+    var shardDuration: String = "24h"
     @Option(help: ArgumentHelp("Most shards per query (default 48).", valueName: "n")) var maxShards: Int = 48
     @Option(help: ArgumentHelp("Shards paged at once in phase 1 (default 8).", valueName: "n")) var concurrency: Int = 8
     @Option(help: ArgumentHelp("Customers processed at once in phase 2 (default 8).", valueName: "n")) var gapConcurrency: Int = 8
     @Flag(help: "Wait for another run of this app and environment to finish instead of exiting.") var wait = false
     @Flag(help: "Start a new run even if an unfinished one exists for this window.") var fresh = false
     @Option(help: ArgumentHelp("Also write the report as JSON to this file (with several windows, the last).", valueName: "path")) var reportJson: String?
-    @Option(help: ArgumentHelp("Write Prometheus metrics (node_exporter textfile format) to this file.", valueName: "path")) var metricsFile: String?
+    @Option(help: ArgumentHelp("Also write the incident report page, one self-contained HTML file, to this file (also for a partial or interrupted run; with several windows, the last).",
+                               valueName: "path"))
+    var reportHtml: String?
+    @Option(help: ArgumentHelp("Write Prometheus metrics (node_exporter textfile format) to this file, atomically, whatever the outcome "
+                               + "(not when another run holds the lease: that run writes it).", valueName: "path"))
+    var metricsFile: String?
     @Option(help: ArgumentHelp("Seconds between progress log lines when not on a terminal (default 10).", valueName: "s")) var progressInterval: Int = 10
     @Option(help: ArgumentHelp("How long the run lease lasts without renewal; a killed run's window can be taken over after it (default 30s).",
                                valueName: "duration"))
     var leaseDuration: String = "30s"
+    @Option(help: ArgumentHelp("""
+        Deliver each notification this run records that Apple did not deliver to the app's own webhook, as Apple's exact body         (env RECONCILER_FORWARD_TO).
+        """, valueName: "url"))
+    var forwardTo: String?
+    @Option(help: ArgumentHelp("""
+        How long the run waits at its end for its deliveries (default 60s); the rest is delivered by the next run,         `serve --forward-to` or `reconciler forward`.
+        """, valueName: "duration"))
+    var forwardDrainTimeout: String = "60s"
 
     @OptionGroup var app: AppOptions
     @OptionGroup var api: APIOptions
     @OptionGroup var database: DatabaseOptions
+    @OptionGroup(title: "Forwarding") var forwarding: ForwardingOptions
     @OptionGroup var logging: LoggingOptions
 
     func validate() throws {
@@ -67,70 +88,186 @@ struct RunCommand: AsyncParsableCommand {
             throw ValidationError("give the window as --start T [--end T], or --since-last, or --detected")
         }
         if end != nil, start == nil { throw ValidationError("--end needs --start") }
+        if let reportHtml { try ReportPageFile.validate(reportHtml, option: "--report-html") }
+        if let metricsFile {
+            let directory = URL(fileURLWithPath: metricsFile).deletingLastPathComponent().path
+            guard FileManager.default.isWritableFile(atPath: directory) else {
+                throw ValidationError("--metrics-file \(metricsFile): the directory \(directory) does not exist or is not writable (the file is written beside, then renamed)")
+            }
+            var isDirectory: ObjCBool = false
+            if FileManager.default.fileExists(atPath: metricsFile, isDirectory: &isDirectory), isDirectory.boolValue {
+                throw ValidationError("--metrics-file \(metricsFile) is a directory; give a file name such as reconciler.prom")
+            }
+        }
         guard concurrency >= 1, gapConcurrency >= 1, maxShards >= 1 else { throw ValidationError("concurrency and --max-shards must be at least 1") }
         // Every shard and customer worked on at once holds a connection for its short transactions,
-        // and the lease and bookkeeping need theirs: fewer connections could starve the lease.
-        let needed = concurrency + gapConcurrency + 2
+        // the run lease and bookkeeping need theirs, and the shared budget listens on one: fewer
+        // connections could starve the lease. The forwarder needs one more.
+        let forwards = forwardTo != nil || Env.value("RECONCILER_FORWARD_TO") != nil
+        let needed = concurrency + gapConcurrency + 3 + (forwards ? 1 : 0)
         guard database.maxConnections >= needed else {
             throw ValidationError("""
                 --max-connections \(database.maxConnections) could starve this run: it works on --concurrency \(concurrency) shards and \
-                --gap-concurrency \(gapConcurrency) customers at once, plus its lease and bookkeeping, so it needs \(needed); \
+                --gap-concurrency \(gapConcurrency) customers at once, plus its lease, its bookkeeping, the shared budget\(forwards ? " and the forwarder" : ""), so it needs \(needed); \
                 set --max-connections \(needed) or more, or lower --concurrency / --gap-concurrency
                 """)
         }
     }
 
-    /// SIGINT or SIGTERM, from the first moment on, stops the work at a checkpoint (exit 2).
     func run() async throws {
-        let command = self
-        do {
-            try await cancellingOnSignals { try await command.recover() }
-        } catch is Interrupted {
-            throw CommandError.partial("interrupted before the run started; rerun the same command")
-        }
-    }
-
-    private func recover() async throws {
         let logger = logging.makeLogger()
-        let verifier = try app.verifier()
-        let client = try api.client(app: app)
-        let template = try runTemplate()
-        let outcome = try await database.withDatabase(logger: logger) { database in
-            try await requireSchema(database.client, logger: logger)
-            let handler = NotificationHandler(verifier: verifier, database: database)
-            let ledger = RunLedger(database: database)
-            var outcome = Outcome()
-            do {
-                if sinceLast {
-                    try await runSchedule(template, handler: handler, client: client, ledger: ledger, logger: logger, into: &outcome)
-                } else if detected {
-                    for window in try await detectedWindows(client: client, logger: logger) {
-                        var configuration = template
-                        (configuration.windowStart, configuration.windowEnd, configuration.kind) = (window.0, window.1, .detected)
-                        try await execute(configuration, handler: handler, client: client, logger: logger, into: &outcome)
-                    }
-                } else {
-                    var configuration = template
-                    (configuration.windowStart, configuration.windowEnd) = try manualWindow()
-                    try await execute(configuration, handler: handler, client: client, logger: logger, into: &outcome)
-                }
-            } catch let stop as CommandError {
-                outcome.stop = stop
-            }
-            let environment = verifier.configuration.environment.rawValue, bundleId = verifier.configuration.bundleId
-            outcome.lastSuccess = try? await ledger.lastSuccessTime(environment: environment, bundleId: bundleId)
-            outcome.unacknowledgedQuarantine = try? await ledger.unacknowledgedQuarantineCount(environment: environment, bundleId: bundleId)
-            return outcome
+        // One registry for the process, rendered into --metrics-file whatever the outcome.
+        let metrics = metricsFile.map { _ in
+            MetricsRegistry(environment: (try? app.resolvedEnvironment)?.rawValue ?? "", bundleId: app.resolvedBundleId ?? "")
         }
-        if let metricsFile, let report = outcome.reports.last {
-            try RunMetrics.write(report: report, to: metricsFile, lastSuccess: outcome.lastSuccess,
-                                 unacknowledgedQuarantine: outcome.unacknowledgedQuarantine, exitCode: outcome.exitCode)
+        if let metrics { MetricsSystem.bootstrap(metrics.factory) }
+        let outcome: Outcome
+        do {
+            outcome = try await invoke(metrics: metrics, logger: logger)
+        } catch {
+            // Stopped before any run could report (configuration, the database): alerts still see the exit code.
+            do {
+                try writeMetrics(metrics, exitCode: (error as? CommandError)?.exitCode ?? 1, report: nil)
+            } catch let metricsError {
+                logger.error("\(metricsError)")
+            }
+            throw error
+        }
+        // Another run holds the lease: the file keeps what that run (the one doing the work) writes.
+        if !outcome.leaseHeld {
+            try writeMetrics(metrics, exitCode: outcome.exitCode, report: outcome.reports.last)
         }
         if outcome.reports.isEmpty, outcome.stop == nil, outcome.lost.isEmpty {
             print("no failed deliveries found: nothing to recover")
         }
         if let stop = outcome.stop { throw stop }
         if outcome.exitCode != 0 { throw outcome.error }
+    }
+
+    private func invoke(metrics: MetricsRegistry?, logger: Logger) async throws -> Outcome {
+        let verifier = try app.verifier()
+        let client = try api.client(app: app)
+        let template = try runTemplate()
+        let forwarder = try template.options.forwardTo == nil || dryRun ? nil : forwarding.configuration()
+        let command = self
+        do {
+            // SIGINT or SIGTERM stop the work at a checkpoint (exit 2); see CommandLifecycle.
+            return try await database.runWork(logger: logger, sharing: (client, app)) { database in
+                try await command.recover(database: database, verifier: verifier, client: client, template: template,
+                                          forwarder: forwarder.map { Forwarder(configuration: $0, database: database) }, metrics: metrics,
+                                          logger: logger)
+            }
+        } catch is Interrupted {
+            throw CommandError.partial("interrupted before the run started; rerun the same command")
+        }
+    }
+
+    /// The kind of run this invocation makes, for the metrics of one that stopped before any run.
+    private var invocationKind: RunRecord.Kind { sinceLast ? .scheduled : detected ? .detected : .manual }
+
+    private func writeMetrics(_ metrics: MetricsRegistry?, exitCode: Int32, report: RunReport?) throws {
+        guard let metrics, let metricsFile else { return }
+        RunMetrics.record(exitCode: exitCode, kind: invocationKind, report: report, in: metrics)
+        do {
+            try metrics.writeTextfile(to: metricsFile)
+        } catch {
+            throw CommandError.configuration("\(error)")
+        }
+    }
+
+    /// Every window of this invocation, in order, with the forwarder delivering beside them (a slow
+    /// app backs up the queue, not the run), then draining what they queued; what stops the
+    /// invocation is kept in the outcome.
+    private func recover(database: Database, verifier: SignedDataVerifier, client: AppStoreServerAPIClient,
+                         template: ReconcileRun.Configuration, forwarder: Forwarder?, metrics: MetricsRegistry?,
+                         logger: Logger) async throws -> Outcome {
+        try await requireSchema(database.client, logger: logger)
+        var outcome: Outcome
+        if let forwarder {
+            let windowsDone = Locked(false)
+            outcome = try await withThrowingTaskGroup(of: Void.self) { group in
+                group.addTask { await forwarder.run(until: { windowsDone.withLock { $0 } || Task.isShuttingDownGracefully }) }
+                defer { windowsDone.withLock { $0 = true } }
+                return try await recoverWindows(database: database, verifier: verifier, client: client, template: template, logger: logger)
+            }
+            if !Task.isShuttingDownGracefully, !Task.isCancelled {
+                do {
+                    try await drain(forwarder, into: &outcome, logger: logger)
+                } catch let error as CommandError {
+                    outcome.stop = outcome.stop ?? error
+                } catch {
+                    // The deliveries stay queued; the next run or `reconciler forward` sends them.
+                    logger.warning("could not finish forwarding; the deliveries stay queued", metadata: ["error": "\(error)"])
+                }
+            }
+        } else {
+            outcome = try await recoverWindows(database: database, verifier: verifier, client: client, template: template, logger: logger)
+        }
+        await conclude(&outcome, database: database, verifier: verifier, metrics: metrics, logger: logger)
+        return outcome
+    }
+
+    /// Waits up to --forward-drain-timeout for the runs' deliveries, and adds where they stand to their reports.
+    private func drain(_ forwarder: Forwarder, into outcome: inout Outcome, logger: Logger) async throws {
+        guard let timeout = TimeArgument.duration(forwardDrainTimeout), timeout >= 0 else {
+            throw CommandError.configuration("--forward-drain-timeout: \(forwardDrainTimeout) is not a duration such as 60s")
+        }
+        let runIds = outcome.reports.map(\.runId)
+        guard !runIds.isEmpty else { return }
+        logger.info("delivering this run's notifications to the app's webhook", metadata: ["upTo": "\(forwardDrainTimeout)"])
+        let total = try await forwarder.drain(runIds: runIds, upTo: .milliseconds(timeout))
+        for index in outcome.reports.indices {
+            outcome.reports[index].forwarding = try await forwarder.summary(runIds: [outcome.reports[index].runId])
+        }
+        print("forwarded    \(total.delivered) notifications delivered to the app's webhook, \(total.pending) pending, \(total.failed) failed"
+            + (total.pending > 0 ? "; `reconciler forward` or the next run delivers the rest" : "")
+            + (total.failed > 0 ? "; `reconciler forward --retry-failed` tries the failed ones again" : ""))
+        if let reportJson, let report = outcome.reports.last { try write(report, toJSON: reportJson) }
+    }
+
+    private func recoverWindows(database: Database, verifier: SignedDataVerifier, client: AppStoreServerAPIClient,
+                                template: ReconcileRun.Configuration, logger: Logger) async throws -> Outcome {
+        let ledger = RunLedger(database: database)
+        var outcome = Outcome()
+        do {
+            if sinceLast {
+                try await runSchedule(template, database: database, verifier: verifier, client: client, ledger: ledger, logger: logger,
+                                      into: &outcome)
+            } else if detected {
+                for window in try await detectedWindows(client: client, logger: logger) {
+                    var configuration = template
+                    (configuration.windowStart, configuration.windowEnd, configuration.kind) = (window.0, window.1, .detected)
+                    try await execute(configuration, database: database, verifier: verifier, client: client, logger: logger, into: &outcome)
+                }
+            } else {
+                var configuration = template
+                (configuration.windowStart, configuration.windowEnd) = try manualWindow()
+                try await execute(configuration, database: database, verifier: verifier, client: client, logger: logger, into: &outcome)
+            }
+        } catch let stop as CommandError {
+            outcome.stop = stop
+        }
+        return outcome
+    }
+
+    /// What the metrics and the report page need once the work is done.
+    private func conclude(_ outcome: inout Outcome, database: Database, verifier: SignedDataVerifier, metrics: MetricsRegistry?,
+                          logger: Logger) async {
+        let ledger = RunLedger(database: database)
+        if let metrics {
+            // What alerts watch besides this run: the quarantine, the last finished run, the newest live notification.
+            try? await LedgerMetrics(ledger: ledger, environment: verifier.configuration.environment.rawValue,
+                                     bundleId: verifier.configuration.bundleId, registry: metrics).refresh()
+        }
+        if let reportHtml, let report = outcome.reports.last {
+            do {
+                try await ReportPageFile.write(report: report, ledger: ledger, to: reportHtml, logger: logger)
+            } catch let error as CommandError {
+                outcome.stop = outcome.stop ?? error
+            } catch {
+                outcome.stop = outcome.stop ?? .configuration("cannot write the report page to \(reportHtml): \(error)")
+            }
+        }
     }
 
     /// What this invocation did, over one window or several.
@@ -140,8 +277,8 @@ struct RunCommand: AsyncParsableCommand {
         var lost: [RunRecord] = []
         /// The error that stopped the invocation.
         var stop: CommandError?
-        var lastSuccess: Date?
-        var unacknowledgedQuarantine: Int?
+        /// Another run of this app and environment held the lease, so this one did nothing.
+        var leaseHeld = false
 
         /// The most pressing of the reports: configuration (1) over retryable (2) over attention (4).
         var exitCode: Int32 {
@@ -182,7 +319,7 @@ struct RunCommand: AsyncParsableCommand {
         }
         return ReconcileRun.Configuration(
             windowStart: 0, windowEnd: 0, kind: .manual, dryRun: dryRun,
-            options: RunOptions(planner: planner, allCustomers: all, refreshStatus: refreshStatus),
+            options: RunOptions(planner: planner, allCustomers: all, refreshStatus: refreshStatus, forwardTo: try ForwardingOptions.target(forwardTo)),
             replayConcurrency: concurrency, gapConcurrency: gapConcurrency,
             lease: .init(duration: .milliseconds(lease), renewalInterval: .milliseconds(max(lease / 6, 500)), wait: wait), fresh: fresh)
     }
@@ -197,13 +334,13 @@ struct RunCommand: AsyncParsableCommand {
 
     /// The schedule: finish the newest unfinished scheduled window (or give it up once it left
     /// Apple's retention), then recover from where the chain ended, minus the overlap, to now.
-    private func runSchedule(_ template: ReconcileRun.Configuration, handler: NotificationHandler, client: AppStoreServerAPIClient,
-                             ledger: RunLedger, logger: Logger, into outcome: inout Outcome) async throws {
+    private func runSchedule(_ template: ReconcileRun.Configuration, database: Database, verifier: SignedDataVerifier,
+                             client: AppStoreServerAPIClient, ledger: RunLedger, logger: Logger, into outcome: inout Outcome) async throws {
         guard let overlapMilliseconds = TimeArgument.duration(overlap) else {
             throw CommandError.configuration("--overlap: \(overlap) is not a duration such as 1h")
         }
-        let environment = handler.verifier.configuration.environment
-        let (environmentName, bundleId) = (environment.rawValue, handler.verifier.configuration.bundleId)
+        let environment = verifier.configuration.environment
+        let (environmentName, bundleId) = (environment.rawValue, verifier.configuration.bundleId)
         let now = Int64(Date().timeIntervalSince1970 * 1000)
         let oldestServed = now - ReconcileRun.retention(environment) + 60_000
         var chainEnd: Int64?
@@ -230,15 +367,16 @@ struct RunCommand: AsyncParsableCommand {
                 var configuration = template
                 (configuration.windowStart, configuration.windowEnd, configuration.kind) = (newest.windowStart, newest.windowEnd, .scheduled)
                 configuration.options = newest.options
-                try await execute(configuration, handler: handler, client: client, logger: logger, into: &outcome)
+                configuration.options.forwardTo = template.options.forwardTo ?? newest.options.forwardTo
+                try await execute(configuration, database: database, verifier: verifier, client: client, logger: logger, into: &outcome)
                 guard let report = outcome.reports.last, report.status.isFinished else { return }
                 chainEnd = newest.windowEnd
             }
-        } else if let lastEnd = try await ledger.lastFinishedWindowEnd(environment: environmentName, bundleId: bundleId) {
+        } else if let lastEnd = try await ledger.lastFinished(environment: environmentName, bundleId: bundleId)?.windowEnd {
             (chainEnd, from) = (lastEnd, "the last finished run")
         } else {
-            let store = handler.store
-            chainEnd = try await handler.database.transaction { connection in
+            let store = PurchaseStore(logger: logger)
+            chainEnd = try await database.transaction { connection in
                 try await store.newestLiveNotification(environment: environmentName, on: connection)
             }
             from = "the newest live notification"
@@ -259,14 +397,14 @@ struct RunCommand: AsyncParsableCommand {
         ])
         var configuration = template
         (configuration.windowStart, configuration.windowEnd, configuration.kind) = (windowStart, windowEnd, .scheduled)
-        try await execute(configuration, handler: handler, client: client, logger: logger, into: &outcome)
+        try await execute(configuration, database: database, verifier: verifier, client: client, logger: logger, into: &outcome)
     }
 
     /// Runs one window with progress, signals and the report; a stop that ends the whole
     /// invocation is thrown as a ``CommandError``.
-    private func execute(_ configuration: ReconcileRun.Configuration, handler: NotificationHandler, client: AppStoreServerAPIClient,
-                         logger: Logger, into outcome: inout Outcome) async throws {
-        let run = ReconcileRun(configuration: configuration, handler: handler, client: client)
+    private func execute(_ configuration: ReconcileRun.Configuration, database: Database, verifier: SignedDataVerifier,
+                         client: AppStoreServerAPIClient, logger: Logger, into outcome: inout Outcome) async throws {
+        let run = ReconcileRun(configuration: configuration, database: database, verifier: verifier, client: client)
         let progress = RunProgress()
         let reporter = ProgressReporter(progress: progress, logger: logger, interval: .seconds(max(progressInterval, 1)))
         let progressTask = Task { await reporter.run() }
@@ -277,7 +415,7 @@ struct RunCommand: AsyncParsableCommand {
             throw error
         }
         do {
-            let report = try await run.run(progress: progress) { logger.notice("another run holds the lease; waiting (--wait)") }
+            let report = try await run.reconcile(progress: progress) { logger.notice("another run holds the lease; waiting (--wait)") }
             progressTask.cancel()
             await progressTask.value
             try output(report)
@@ -292,6 +430,7 @@ struct RunCommand: AsyncParsableCommand {
         } catch is CancellationError {
             try stop(nil, .partial("interrupted before the run started; rerun the same command"))
         } catch let error as RunLease.Busy {
+            outcome.leaseHeld = true
             try stop(nil, .configuration(error.description))
         } catch let error as ReconcileRun.InvalidWindow {
             try stop(nil, .configuration(error.description))
@@ -307,12 +446,14 @@ struct RunCommand: AsyncParsableCommand {
 
     private func output(_ report: RunReport) throws {
         print(report.humanSummary())
-        if let reportJson {
-            do {
-                try report.json().write(to: URL(fileURLWithPath: reportJson))
-            } catch {
-                throw CommandError.configuration("cannot write the report to \(reportJson): \(error.localizedDescription)")
-            }
+        if let reportJson { try write(report, toJSON: reportJson) }
+    }
+
+    private func write(_ report: RunReport, toJSON path: String) throws {
+        do {
+            try report.json().write(to: URL(fileURLWithPath: path))
+        } catch {
+            throw CommandError.configuration("cannot write the report to \(path): \(error.localizedDescription)")
         }
     }
 

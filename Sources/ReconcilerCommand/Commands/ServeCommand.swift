@@ -1,8 +1,13 @@
 import ArgumentParser
+import CoreMetrics
+import Forwarder
 import Foundation
 import Hummingbird
 import PostgresNIO
 import Reconciler
+import ReconcilerMetrics
+import ReconcilerShared
+import ServiceLifecycle
 import WebhookServer
 
 struct ServeCommand: AsyncParsableCommand {
@@ -13,10 +18,17 @@ struct ServeCommand: AsyncParsableCommand {
             Every notification goes through the same verified handler a reconcile run uses. \
             Responses: 200 stored (also for a duplicate); 400 rejected with its reason (nothing is \
             written); 413 body too large; 503 database unavailable (Apple retries). \
-            GET /health answers 200 when the database is reachable; GET /metrics serves Prometheus text. \
+            GET /health answers 200 when the database is reachable; GET /metrics serves Prometheus text: the \
+            webhook's counters, the newest live notification's time, and gauges read from the database every \
+            --metrics-interval (unacknowledged quarantined payloads, the last finished run). \
             SIGTERM or SIGINT shuts down gracefully.
 
+            With --forward-to, every notification stored for the first time is also delivered to the app's own \
+            webhook (Apple's exact body, from a durable queue, retried with backoff), so the app's handler sees \
+            what Apple sent; deliveries that a run queued are delivered too.
+
               reconciler serve --port 8080
+              reconciler serve --port 8080 --forward-to https://app.internal/apple/notifications
             """)
 
     @OptionGroup var app: AppOptions
@@ -35,6 +47,15 @@ struct ServeCommand: AsyncParsableCommand {
     @Flag(name: .long, help: "Apply pending migrations before serving.")
     var migrate = false
 
+    @Option(name: .long, help: ArgumentHelp("How often GET /metrics's gauges are read from the database (default 60s).", valueName: "duration"))
+    var metricsInterval: String = "60s"
+
+    @Option(name: .long, help: ArgumentHelp(
+        "Also deliver every notification stored for the first time to the app's own webhook (env RECONCILER_FORWARD_TO).", valueName: "url"))
+    var forwardTo: String?
+
+    @OptionGroup(title: "Forwarding") var forwarding: ForwardingOptions
+
     func run() async throws {
         let logger = logging.makeLogger()
         let verifier = try app.verifier()
@@ -43,17 +64,33 @@ struct ServeCommand: AsyncParsableCommand {
             guard let port = Int(value) else { throw CommandError.configuration("PORT must be a number") }
             return port
         } ?? 8080
+        guard let metricsInterval = TimeArgument.duration(self.metricsInterval), metricsInterval >= 1000 else {
+            throw CommandError.configuration("--metrics-interval: \(self.metricsInterval) is not a duration of at least 1s, such as 60s")
+        }
         let client = PostgresClient(configuration: settings.clientConfiguration, backgroundLogger: logger)
         // Apple waits only so long for an answer: a database that is away gets a quick 503 (Apple retries).
-        let database = Database(client: client, logger: logger, configuration: .init(name: settings.description, unavailableTimeout: .seconds(5)))
+        let database = Database(client: client, logger: logger, configuration: try self.database.databaseConfiguration(settings, unavailableTimeout: .seconds(5)))
+        let forwardTo = try ForwardingOptions.target(forwardTo)
+        // One registry for the process: the webhook's counters, the ledger gauges, and any library's swift-metrics.
+        let (environment, bundleId) = (verifier.configuration.environment.rawValue, verifier.configuration.bundleId)
+        let metrics = MetricsRegistry(environment: environment, bundleId: bundleId)
+        MetricsSystem.bootstrap(metrics.factory)
+        let ledgerMetrics = LedgerMetrics(ledger: RunLedger(database: database), environment: environment, bundleId: bundleId, registry: metrics,
+                                          configuration: .init(interval: .milliseconds(metricsInterval)))
         let server = WebhookServer(
-            configuration: .init(host: host, port: port, maximumBodySize: maxBodyBytes),
-            handler: NotificationHandler(verifier: verifier, database: database), logger: logger)
+            configuration: .init(host: host, port: port, maximumBodySize: maxBodyBytes, forwardTo: forwardTo),
+            handler: NotificationHandler(verifier: verifier, database: database), metrics: WebhookMetrics(registry: metrics), logger: logger)
         let migrate = self.migrate
-        let application = server.makeApplication(services: [client]) { boundPort in
+        // The forwarder's own Database waits longer than the webhook's: its queue is durable.
+        let forwarder = try forwardTo.map { _ in
+            Forwarder(configuration: try forwarding.configuration(), database: database.with(unavailableTimeout: .seconds(60)))
+        }
+        let services: [any Service] = [client, ledgerMetrics] + (forwarder.map { [$0] } ?? [])
+        let application = server.makeApplication(services: services) { boundPort in
             logger.info("listening", metadata: [
                 "port": "\(boundPort)", "environment": "\(verifier.configuration.environment.rawValue)",
                 "bundleId": "\(verifier.configuration.bundleId)", "database": "\(settings)",
+                "forwardTo": "\(forwardTo.map(ForwardingTarget.redacted) ?? "none")",
             ])
         }
         // The schema check needs the client running, so it runs beside the server's services.

@@ -14,11 +14,14 @@ struct StatusCommand: AsyncParsableCommand {
               reconciler status
               reconciler status --run 42        # one run in detail, with its report
               reconciler status --json
+              reconciler status --run 42 --html run-42.html   # its incident report page
             """)
 
     @Option(help: "How many runs to list.") var limit: Int = 20
     @Option(name: .customLong("run"), help: ArgumentHelp("Show one run in detail.", valueName: "id")) var runId: Int64?
     @Flag(help: "Print JSON instead of a table.") var json = false
+    @Option(help: ArgumentHelp("With --run: also write the run's incident report page, one self-contained HTML file.", valueName: "path"))
+    var html: String?
 
     @OptionGroup var database: DatabaseOptions
     @OptionGroup var logging: LoggingOptions
@@ -30,6 +33,15 @@ struct StatusCommand: AsyncParsableCommand {
         var shardsTotal: Int
         var pages: Int
         var customers: RunLedger.QueueSummary
+        /// Deliveries of the run's notifications to the app's webhook (runs with --forward-to).
+        var forwarding: PurchaseStore.ForwardingSummary?
+    }
+
+    func validate() throws {
+        if let html {
+            guard runId != nil else { throw ValidationError("--html needs --run ID: the page shows one run") }
+            try ReportPageFile.validate(html, option: "--html")
+        }
     }
 
     func run() async throws {
@@ -38,6 +50,7 @@ struct StatusCommand: AsyncParsableCommand {
             do { try await Migrator().requireCurrent(database.client, logger: logger) }
             catch let error as Migrator.MigrationError { throw CommandError.configuration(error.description) }
             let ledger = RunLedger(database: database)
+            let store = PurchaseStore(logger: logger)
             let runs: [RunRecord]
             if let runId {
                 guard let run = try await ledger.run(id: runId) else { throw CommandError.configuration("there is no run \(runId)") }
@@ -50,9 +63,15 @@ struct StatusCommand: AsyncParsableCommand {
                 let shards = try await ledger.shards(runId: run.runId)
                 rows.append(Row(run: run, shardsDone: shards.filter { $0.status == .done }.count,
                                 shardsFailed: shards.filter { $0.status == .failed }.count, shardsTotal: shards.count,
-                                pages: shards.reduce(0) { $0 + $1.pagesDone }, customers: try await ledger.queueSummary(runId: run.runId)))
+                                pages: shards.reduce(0) { $0 + $1.pagesDone }, customers: try await ledger.queueSummary(runId: run.runId),
+                                forwarding: run.options.forwardTo == nil ? nil
+                                    : try await database.transaction { try await store.forwardingSummary(runIds: [run.runId], on: $0) }))
             }
             if json {
+                if let html, let run = runs.first {
+                    let report = try await ReconcileRun.report(run: run, ledger: ledger, finishedAt: run.finishedAt ?? Date())
+                    try await ReportPageFile.write(report: report, ledger: ledger, to: html, logger: logger, announce: false)
+                }
                 let encoder = JSONEncoder()
                 encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
                 encoder.dateEncodingStrategy = .iso8601
@@ -74,9 +93,19 @@ struct StatusCommand: AsyncParsableCommand {
                              run.runId, pad(run.kind.rawValue, 10), pad(status, 26), pad(run.phase.rawValue, 9), pad(window, 52), pad(shards, 12), row.pages,
                              pad(customers, 14), pad(ISO8601DateFormatter().string(from: run.startedAt), 20), run.holder ?? "-"))
             }
-            if runId != nil, let run = runs.first {
+            let queue = try await database.transaction { try await store.forwardingSummary(runIds: nil, on: $0) }
+            if queue.delivered + queue.pending + queue.failed > 0 {
                 print("")
-                print(try await ReconcileRun.report(run: run, ledger: ledger, finishedAt: run.finishedAt ?? Date()).humanSummary(maximumChanges: 100))
+                print("forward queue: \(queue.delivered) delivered, \(queue.pending) pending"
+                    + (queue.oldestPending.map { " (oldest queued \(ISO8601DateFormatter().string(from: $0)))" } ?? "")
+                    + ", \(queue.failed) failed" + (queue.failed > 0 ? " (`reconciler forward --once --retry-failed` tries them again)" : ""))
+            }
+            if runId != nil, let run = runs.first {
+                var report = try await ReconcileRun.report(run: run, ledger: ledger, finishedAt: run.finishedAt ?? Date())
+                report.forwarding = rows.first?.forwarding
+                print("")
+                print(report.humanSummary(maximumChanges: 100))
+                if let html { try await ReportPageFile.write(report: report, ledger: ledger, to: html, logger: logger) }
             }
         }
     }

@@ -27,8 +27,8 @@ struct WorkCommand: AsyncParsableCommand {
 
     func validate() throws {
         guard concurrency >= 1 else { throw ValidationError("--concurrency must be at least 1") }
-        guard database.maxConnections >= concurrency + 1 else {
-            throw ValidationError("--max-connections \(database.maxConnections) could starve \(concurrency) customer workers: a worker needs one connection per customer it works on plus one; set --max-connections to at least \(concurrency + 1) or lower --concurrency")
+        guard database.maxConnections >= concurrency + 2 else {
+            throw ValidationError("--max-connections \(database.maxConnections) could starve \(concurrency) customer workers: a worker needs one connection per customer it works on, one for its bookkeeping and one for the shared budget; set --max-connections to at least \(concurrency + 2) or lower --concurrency")
         }
     }
 
@@ -36,33 +36,36 @@ struct WorkCommand: AsyncParsableCommand {
         let logger = logging.makeLogger()
         let verifier = try app.verifier()
         let client = try api.client(app: app)
-        let holder = ProcessIdentity.current
-        let failed = try await database.withDatabase(logger: logger) { database -> Int in
-            do { try await Migrator().requireCurrent(database.client, logger: logger) }
-            catch let error as Migrator.MigrationError { throw CommandError.configuration(error.description) }
-            let progress = RunProgress()
-            let worker = RunWorker(configuration: .init(runId: runId, concurrency: concurrency, worker: holder),
-                                   handler: NotificationHandler(verifier: verifier, database: database), client: client)
-            let reporter = ProgressReporter(progress: progress, logger: logger, interval: .seconds(10))
-            let progressTask = Task { await reporter.run() }
-            defer { progressTask.cancel() }
-            do {
-                try await cancellingOnSignals { try await worker.work(progress: progress) }
-            } catch let error as RunWorker.CannotJoin {
-                throw CommandError.configuration(error.description)
-            } catch let error as AppStoreServerAPIError {
-                if case .unauthorized = error { throw CommandError.configuration(error.operatorDescription) }
-                throw error
-            } catch let error as RunConfigurationError {
-                throw CommandError.configuration(error.description)
-            } catch is Interrupted {
-                throw CommandError.partial("interrupted; the customers this worker held are pending again")
+        let (holder, runId, concurrency) = (ProcessIdentity.current, self.runId, self.concurrency)
+        let progress = RunProgress()
+        do {
+            // SIGINT or SIGTERM stop the worker at a checkpoint; its customers go back to the queue.
+            try await database.runWork(logger: logger, sharing: (client, app)) { database in
+                try await Migrator().requireCurrent(database.client, logger: logger)
+                let worker = RunWorker(configuration: .init(runId: runId, concurrency: concurrency, worker: holder),
+                                       database: database, verifier: verifier, client: client)
+                let reporter = ProgressReporter(progress: progress, logger: logger, interval: .seconds(10))
+                let progressTask = Task { await reporter.run() }
+                defer { progressTask.cancel() }
+                try await worker.work(progress: progress)
             }
-            let snapshot = progress.snapshot
-            print("worker \(holder) on run \(runId): \(snapshot.customersDone) customers done here, \(snapshot.customersFailed) failed, "
-                  + "\(client.statistics.snapshot.requests) requests")
-            return snapshot.customersFailed
+        } catch let error as Migrator.MigrationError {
+            throw CommandError.configuration(error.description)
+        } catch let error as RunWorker.CannotJoin {
+            throw CommandError.configuration(error.description)
+        } catch let error as AppStoreServerAPIError {
+            if case .unauthorized = error { throw CommandError.configuration(error.operatorDescription) }
+            throw CommandError.partial("the worker stopped: \(error); the customers it held are pending again")
+        } catch let error as RunConfigurationError {
+            throw CommandError.configuration(error.description)
+        } catch is Interrupted, is CancellationError {
+            throw CommandError.partial("interrupted; the customers this worker held are pending again")
         }
-        if failed > 0 { throw CommandError.partial("\(failed) customers failed; `reconciler status --run \(runId)` lists them") }
+        let snapshot = progress.snapshot
+        print("worker \(holder) on run \(runId): \(snapshot.customersDone) customers done here, \(snapshot.customersFailed) failed, "
+              + "\(client.statistics.snapshot.requests) requests")
+        if snapshot.customersFailed > 0 {
+            throw CommandError.partial("\(snapshot.customersFailed) customers failed; `reconciler status --run \(runId)` lists them")
+        }
     }
 }

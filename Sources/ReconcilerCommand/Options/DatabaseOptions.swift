@@ -29,15 +29,43 @@ struct DatabaseOptions: ParsableArguments {
         }
     }
 
-    /// Runs `body` with a ``Database`` that rides out restarts for `--database-timeout`.
-    func withDatabase<T: Sendable>(logger: Logger, _ body: (Database) async throws -> T) async throws -> T {
+    /// The ``Database`` settings every command shares: the name errors show, a connection of its own
+    /// for listeners, and the app's entitlement choice (RECONCILER_ENTITLE_BILLING_RETRY) for the
+    /// `entitled` the change feed records.
+    func databaseConfiguration(_ settings: DatabaseSettings, unavailableTimeout: Duration = .seconds(60)) throws -> Database.Configuration {
+        let dedicated: PostgresConnection.Configuration
+        do {
+            dedicated = try settings.connectionConfiguration()
+        } catch {
+            throw CommandError.configuration("database \(settings): the TLS settings do not load: \(error)")
+        }
+        return Database.Configuration(name: settings.description, unavailableTimeout: unavailableTimeout,
+                                      billingRetryEntitles: Env.flag("RECONCILER_ENTITLE_BILLING_RETRY"), dedicatedConnection: dedicated)
+    }
+
+    /// Runs a batch command's `work` (a run, a worker) with a ``Database`` that rides out restarts
+    /// for `--database-timeout`, as a service beside the PostgreSQL client: SIGTERM or SIGINT stop
+    /// the work at a checkpoint, then the client (``CommandLifecycle``).
+    ///
+    /// With `sharing`, the work's App Store client spends a request budget shared with every
+    /// process of the app and environment (``SharedBudget``).
+    func runWork<T: Sendable>(logger: Logger, sharing api: (client: AppStoreServerAPIClient, app: AppOptions)? = nil,
+                              _ work: @escaping @Sendable (Database) async throws -> T) async throws -> T {
         let settings = try settings()
         guard let timeout = TimeArgument.duration(databaseTimeout), timeout >= 1000 else {
             throw CommandError.configuration("--database-timeout: \(databaseTimeout) is not a duration of at least 1s, such as 60s or 5m")
         }
-        return try await withClient(logger: logger) { client in
-            try await body(Database(client: client, logger: logger, configuration: .init(
-                name: settings.description, unavailableTimeout: .milliseconds(timeout))))
+        try await checkConnection(settings, logger: logger)
+        let client = PostgresClient(configuration: settings.clientConfiguration, backgroundLogger: logger)
+        let database = Database(client: client, logger: logger, configuration: try databaseConfiguration(settings, unavailableTimeout: .milliseconds(timeout)))
+        do {
+            let budget = try api.map { api in
+                guard let bundleId = api.app.resolvedBundleId else { throw CommandError.configuration("no bundle id: set APP_STORE_BUNDLE_ID or --bundle-id") }
+                return SharedBudget(database: database, limiter: api.client.rateLimiter, environment: try api.app.resolvedEnvironment, bundleId: bundleId)
+            }
+            return try await CommandLifecycle(client: client, logger: logger, budget: budget).run { try await work(database) }
+        } catch {
+            throw Self.commandError(error, settings: settings)
         }
     }
 
@@ -54,8 +82,40 @@ struct DatabaseOptions: ParsableArguments {
 
     /// Runs `body` with a running `PostgresClient`, then shuts it down. A TLS or login misconfiguration
     /// ends the command at once with exit 1; an unreachable server is left to the pool, as before.
+    /// Runs `work` that calls Apple sharing the app's request budget when a database is configured
+    /// (DATABASE_URL or --database-url); without one it runs alone, with the whole budget.
+    func sharingBudgetIfConfigured<T: Sendable>(logger: Logger, client: AppStoreServerAPIClient, app: AppOptions,
+                                                _ work: @escaping @Sendable () async throws -> T) async throws -> T {
+        guard databaseURL ?? Env.value("DATABASE_URL") != nil else { return try await work() }
+        return try await runWork(logger: logger, sharing: (client, app)) { _ in try await work() }
+    }
+
+    /// Runs a short command's `body` with a ``Database`` (no signal handling: it has nothing to resume).
+    func withDatabase<T: Sendable>(logger: Logger, _ body: (Database) async throws -> T) async throws -> T {
+        let settings = try settings()
+        return try await withClient(logger: logger) { client in
+            try await body(Database(client: client, logger: logger, configuration: try databaseConfiguration(settings)))
+        }
+    }
+
     func withClient<T: Sendable>(logger: Logger, _ body: (PostgresClient) async throws -> T) async throws -> T {
         let settings = try settings()
+        try await checkConnection(settings, logger: logger)
+        let client = PostgresClient(configuration: settings.clientConfiguration, backgroundLogger: logger)
+        return try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { await client.run() }
+            defer { group.cancelAll() }
+            do {
+                return try await body(client)
+            } catch {
+                throw Self.commandError(error, settings: settings)
+            }
+        }
+    }
+
+    /// A TLS or login misconfiguration ends the command at once with exit 1; an unreachable server
+    /// is left to the pool and ``Database``'s retries.
+    private func checkConnection(_ settings: DatabaseSettings, logger: Logger) async throws {
         do {
             try await settings.checkConnection(logger: logger)
         } catch let failure as DatabaseSettings.ConnectionFailure where failure.isConfigurationError {
@@ -63,23 +123,14 @@ struct DatabaseOptions: ParsableArguments {
         } catch {
             logger.debug("database not reachable yet", metadata: ["database": "\(settings)"])
         }
-        let client = PostgresClient(configuration: settings.clientConfiguration, backgroundLogger: logger)
-        // The pool runs outside the caller's task: when a signal cancels the work, the pool stays
-        // up while the work records how it stopped, and goes down after.
-        let pool = Task.detached { await client.run() }
-        do {
-            let result = try await body(client)
-            pool.cancel()
-            await pool.value
-            return result
-        } catch {
-            pool.cancel()
-            await pool.value
-            switch error {
-            case let error as PSQLError: throw CommandError.configuration("database \(settings): \(error.briefDescription)")
-            case let error as DatabaseUnavailable: throw CommandError.partial("\(error); rerun when it is back")
-            default: throw error
-            }
+    }
+
+    /// The database's errors in the command's words and exit codes.
+    private static func commandError(_ error: any Error, settings: DatabaseSettings) -> any Error {
+        switch error {
+        case let error as PSQLError: CommandError.configuration("database \(settings): \(error.briefDescription)")
+        case let error as DatabaseUnavailable: CommandError.partial("\(error); rerun when it is back")
+        default: error
         }
     }
 }

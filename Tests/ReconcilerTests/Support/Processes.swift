@@ -78,12 +78,17 @@ final class RunningProcess: @unchecked Sendable {
 
     func signal(_ signal: Int32) { kill(process.processIdentifier, signal) }
 
-    /// Waits until a line of stderr or stdout contains `text`.
-    func waitForOutput(containing text: String, timeout: Duration = .seconds(120)) async throws {
+    /// Waits until a line of stderr or stdout contains `text`; fails at once when this process, or
+    /// one it depends on (`alongside`), has exited.
+    func waitForOutput(containing text: String, timeout: Duration = .seconds(120), alongside others: [RunningProcess] = []) async throws {
         let deadline = ContinuousClock.now + timeout
         while !(stderr.contains(text) || stdout.contains(text)) {
             guard process.isRunning else {
                 throw ProcessFailure(description: "exited (\(process.terminationStatus)) before printing \"\(text)\": \(stderr.suffix(3000))")
+            }
+            if let gone = others.first(where: { !$0.process.isRunning }) {
+                throw ProcessFailure(description: "\(gone.process.executableURL?.lastPathComponent ?? "a process") exited (\(gone.process.terminationStatus)) "
+                    + "while waiting for \"\(text)\": \(gone.stderr.suffix(3000))")
             }
             guard ContinuousClock.now < deadline else { throw ProcessFailure(description: "no \"\(text)\" in time: \(stderr.suffix(3000))") }
             try await Task.sleep(for: .milliseconds(20))

@@ -19,7 +19,9 @@ struct Rehearsal {
     let serve: RunningProcess
 
     /// Starts everything, waits for live delivery to finish, runs `body`, stops everything.
+    /// `environment` is added to every `reconciler` process's; `serveArguments` to `reconciler serve`'s.
     static func with(customers: Int = 60, seed: UInt64 = 3, mockArguments: [String] = [], databaseServer: String? = nil,
+                     environment extra: [String: String] = [:], serveArguments: [String] = [],
                      _ body: (Rehearsal) async throws -> Void) async throws {
         try await TestDatabase.with(server: databaseServer) { db in
             let now = Date()
@@ -35,14 +37,16 @@ struct Rehearsal {
             defer { mock.signal(SIGKILL) }
             try await mock.waitForOutput(containing: "listening on http://")
             let mockURL = String(mock.stdout.split(separator: "\n").first { $0.contains("listening on") }!.split(separator: " ").last!)
-            var environment = ["DATABASE_URL": db.url, "LOG_LEVEL": "warning"]
+            var environment = ["DATABASE_URL": db.url, "LOG_LEVEL": "warning"].merging(extra) { $1 }
             for line in try String(contentsOfFile: "\(credentials)/reconciler.env", encoding: .utf8).split(separator: "\n") {
                 let parts = line.split(separator: "=", maxSplits: 1)
                 environment[String(parts[0])] = String(parts[1])
             }
-            let serve = try RunningProcess("reconciler", ["serve", "--port", "\(servePort)", "--host", "127.0.0.1"], environment: environment)
+            let serve = try RunningProcess("reconciler", ["serve", "--port", "\(servePort)", "--host", "127.0.0.1", "--metrics-interval", "1s"]
+                                                + serveArguments,
+                                           environment: environment)
             defer { serve.signal(SIGKILL) }
-            try await mock.waitForOutput(containing: "live delivery complete", timeout: .seconds(300))
+            try await mock.waitForOutput(containing: "live delivery complete", timeout: .seconds(300), alongside: [serve])
             try await body(Rehearsal(db: db, mockURL: mockURL, webhookURL: webhookURL, environment: environment,
                                      outageStart: outageStart, outageEnd: outageEnd, serve: serve))
         }
@@ -63,12 +67,15 @@ struct Rehearsal {
         try await reconciler(["run", "--start", outageStart, "--end", outageEnd] + extra)
     }
 
+    /// The moment `entitled` is judged at in both the truth and the export, so they compare.
+    static let moment = Int64(Date().timeIntervalSince1970 * 1000)
+
     func truth() async throws -> String {
-        String(decoding: try await HTTP.request(.GET, "\(mockURL)/mock/truth").body, as: UTF8.self)
+        String(decoding: try await HTTP.request(.GET, "\(mockURL)/mock/truth?at=\(Self.moment)").body, as: UTF8.self)
     }
 
     func export() async throws -> String {
-        let result = try await reconciler(["export"])
+        let result = try await reconciler(["export", "--at", String(Self.moment)])
         #expect(result.status == 0, "export: \(result.stderr)")
         return result.stdout
     }

@@ -17,24 +17,35 @@ extension RunLedger {
         case all
     }
 
-    /// The state of a customer in the queue.
-    public enum QueueStatus: String, Sendable, Codable {
-        case pending, leased, done, failed
+    /// Where a customer of the queue stands.
+    public enum QueueStatus: String, Sendable, Codable, CaseIterable {
+        /// Waiting for a worker.
+        case pending
+        /// A worker owns it until its lease runs out.
+        case leased
+        case done
+        case failed
     }
 
-    /// Queues customers (in the caller's transaction); customers already queued stay as they are.
-    public func enqueue(runId: Int64, anchors: [String], reason: QueueReason, on connection: PostgresConnection) async throws {
+    /// Queues customers (in the caller's transaction). A customer phase 1 touches again after
+    /// phase 2 began reading its history is read again: a done one is pending again, and a leased
+    /// one goes back to pending when its worker completes it. Other reasons leave a queued
+    /// customer as it is.
+    func enqueue(runId: Int64, anchors: [String], reason: QueueReason, on connection: PostgresConnection) async throws {
         guard !anchors.isEmpty else { return }
         try await connection.query("""
-            INSERT INTO gap_queue (run_id, anchor_transaction_id, reason)
+            INSERT INTO gap_queue AS q (run_id, anchor_transaction_id, reason)
             SELECT \(runId), anchor, \(reason.rawValue) FROM unnest(\(Array(Set(anchors)).sorted())::text[]) AS a (anchor)
-            ON CONFLICT (run_id, anchor_transaction_id) DO NOTHING
+            ON CONFLICT (run_id, anchor_transaction_id) DO UPDATE
+                SET status = CASE WHEN q.status = 'done' THEN 'pending' ELSE q.status END,
+                    reason = 'touched', touched_again = q.status = 'leased', updated_at = now()
+                WHERE EXCLUDED.reason = 'touched' AND q.status IN ('done', 'leased')
             """, logger: logger)
     }
 
     /// Leases the next customer nobody works on (pending, or leased by a worker whose lease ran
     /// out), touched customers first; `nil` when there is none right now.
-    public func leaseCustomer(runId: Int64, worker: String, leaseDuration: Duration) async throws -> String? {
+    func leaseCustomer(runId: Int64, worker: String, leaseDuration: Duration) async throws -> String? {
         let milliseconds = leaseDuration.components.seconds * 1000 + leaseDuration.components.attoseconds / 1_000_000_000_000_000
         return try await read { [logger] connection in
             let rows = try await connection.query("""
@@ -53,7 +64,7 @@ extension RunLedger {
     }
 
     /// Extends a customer's lease (in the caller's transaction); `false` when this worker lost it.
-    public func renewCustomerLease(runId: Int64, anchor: String, worker: String, leaseDuration: Duration,
+    func renewCustomerLease(runId: Int64, anchor: String, worker: String, leaseDuration: Duration,
                                    on connection: PostgresConnection) async throws -> Bool {
         let milliseconds = leaseDuration.components.seconds * 1000 + leaseDuration.components.attoseconds / 1_000_000_000_000_000
         let rows = try await connection.query("""
@@ -65,12 +76,14 @@ extension RunLedger {
         return false
     }
 
-    /// Completes a customer this worker holds (in the transaction of its last page); `false` when
-    /// the lease was lost, in which case the caller rolls back.
-    public func completeCustomer(runId: Int64, anchor: String, worker: String, transactionsSeen: Int,
+    /// Completes a customer this worker holds (in the transaction of its last page), or makes it
+    /// pending again when phase 1 touched it meanwhile; `false` when the lease was lost, in which
+    /// case the caller rolls back.
+    func completeCustomer(runId: Int64, anchor: String, worker: String, transactionsSeen: Int,
                                  on connection: PostgresConnection) async throws -> Bool {
         let rows = try await connection.query("""
-            UPDATE gap_queue SET status = 'done', attempts = attempts + 1, transactions_seen = \(transactionsSeen), last_error = NULL,
+            UPDATE gap_queue SET status = CASE WHEN touched_again THEN 'pending' ELSE 'done' END, touched_again = false,
+                attempts = attempts + 1, transactions_seen = transactions_seen + \(transactionsSeen), last_error = NULL,
                 failure_kind = NULL, lease_until = NULL, updated_at = now()
             WHERE run_id = \(runId) AND anchor_transaction_id = \(anchor) AND worker = \(worker) AND status = 'leased'
             RETURNING 1
@@ -80,7 +93,7 @@ extension RunLedger {
     }
 
     /// Marks a customer this worker holds as failed.
-    public func failCustomer(runId: Int64, anchor: String, worker: String, kind: FailureKind, error: String) async throws {
+    func failCustomer(runId: Int64, anchor: String, worker: String, kind: FailureKind, error: String) async throws {
         try await read { [logger] connection in
             try await connection.query("""
                 UPDATE gap_queue SET status = 'failed', failure_kind = \(kind.rawValue), attempts = attempts + 1, last_error = \(error),
@@ -91,7 +104,7 @@ extension RunLedger {
     }
 
     /// Gives a customer back to the queue (this worker stops without finishing it).
-    public func releaseCustomer(runId: Int64, anchor: String, worker: String) async throws {
+    func releaseCustomer(runId: Int64, anchor: String, worker: String) async throws {
         try await read { [logger] connection in
             try await connection.query("""
                 UPDATE gap_queue SET status = 'pending', lease_until = NULL, updated_at = now()
@@ -103,7 +116,7 @@ extension RunLedger {
     /// Gives back the customers leased by workers `isDead` says are gone (a process of this
     /// machine that was killed), so they need not be waited out; returns how many.
     @discardableResult
-    public func releaseCustomers(runId: Int64, ofWorkers isDead: @Sendable (String) -> Bool) async throws -> Int {
+    func releaseCustomers(runId: Int64, ofWorkers isDead: @Sendable (String) -> Bool) async throws -> Int {
         try await read { [logger] connection in
             let rows = try await connection.query(
                 "SELECT DISTINCT worker FROM gap_queue WHERE run_id = \(runId) AND status = 'leased' AND worker IS NOT NULL", logger: logger)
@@ -122,7 +135,7 @@ extension RunLedger {
     }
 
     /// Notes that Apple refused a customer's stored revision, so its history was read from the start.
-    public func noteRevisionReset(runId: Int64, anchor: String) async throws {
+    func noteRevisionReset(runId: Int64, anchor: String) async throws {
         try await read { [logger] connection in
             try await connection.query("""
                 UPDATE gap_queue SET revision_resets = revision_resets + 1 WHERE run_id = \(runId) AND anchor_transaction_id = \(anchor)
@@ -132,7 +145,7 @@ extension RunLedger {
 
     /// Marks pending customers whose purchases another customer's history covered as done.
     /// Rows other workers hold are skipped, never waited for.
-    public func markCovered(runId: Int64, anchors: [String], by anchor: String, on connection: PostgresConnection) async throws {
+    func markCovered(runId: Int64, anchors: [String], by anchor: String, on connection: PostgresConnection) async throws {
         let others = anchors.filter { $0 != anchor }
         guard !others.isEmpty else { return }
         try await connection.query("""
@@ -157,15 +170,13 @@ extension RunLedger {
 
     public func queueSummary(runId: Int64) async throws -> QueueSummary {
         try await read { [logger] connection in
-            let rows = try await connection.query("""
-                SELECT count(*) FILTER (WHERE status = 'pending'), count(*) FILTER (WHERE status = 'leased'),
-                       count(*) FILTER (WHERE status = 'done'), count(*) FILTER (WHERE status = 'failed')
-                FROM gap_queue WHERE run_id = \(runId)
-                """, logger: logger)
-            for try await (pending, leased, done, failed) in rows.decode((Int, Int, Int, Int).self) {
-                return QueueSummary(pending: pending, leased: leased, done: done, failed: failed)
+            let rows = try await connection.query(
+                "SELECT status, count(*) FROM gap_queue WHERE run_id = \(runId) GROUP BY status", logger: logger)
+            var counts: [QueueStatus: Int] = [:]
+            for try await (status, count) in rows.decode((String, Int).self) {
+                if let status = QueueStatus(rawValue: status) { counts[status] = count }
             }
-            return QueueSummary(pending: 0, leased: 0, done: 0, failed: 0)
+            return QueueSummary(pending: counts[.pending] ?? 0, leased: counts[.leased] ?? 0, done: counts[.done] ?? 0, failed: counts[.failed] ?? 0)
         }
     }
 

@@ -13,7 +13,7 @@ extension RunLedger {
 
     /// Takes the lease unless a live holder has it (or `replacing`, a holder known to be dead);
     /// returns that holder otherwise.
-    public func acquireRunLease(environment: String, bundleId: String, holder: String, duration: Duration,
+    func acquireRunLease(environment: String, bundleId: String, holder: String, duration: Duration,
                                 replacing deadHolder: String? = nil) async throws -> LeaseHolder? {
         let milliseconds = duration.components.seconds * 1000 + duration.components.attoseconds / 1_000_000_000_000_000
         return try await read { [logger] connection in
@@ -37,7 +37,7 @@ extension RunLedger {
     }
 
     /// Extends the lease; `false` when this holder no longer has it.
-    public func renewRunLease(environment: String, bundleId: String, holder: String, duration: Duration, runId: Int64?) async throws -> Bool {
+    func renewRunLease(environment: String, bundleId: String, holder: String, duration: Duration, runId: Int64?) async throws -> Bool {
         let milliseconds = duration.components.seconds * 1000 + duration.components.attoseconds / 1_000_000_000_000_000
         return try await read { [logger] connection in
             let rows = try await connection.query("""
@@ -51,7 +51,7 @@ extension RunLedger {
     }
 
     /// Gives the lease up.
-    public func releaseRunLease(environment: String, bundleId: String, holder: String) async throws {
+    func releaseRunLease(environment: String, bundleId: String, holder: String) async throws {
         try await read { [logger] connection in
             try await connection.query("""
                 DELETE FROM run_leases WHERE environment = \(environment) AND bundle_id = \(bundleId) AND holder = \(holder)

@@ -8,11 +8,15 @@ public struct RunOptions: Sendable, Codable, Hashable {
     public var allCustomers: Bool
     /// Phase 2 also calls Get All Subscription Statuses (replayed notifications are snapshots).
     public var refreshStatus: Bool
+    /// The app's own webhook: each notification the run records for the first time that Apple did
+    /// not deliver is queued for it.
+    public var forwardTo: String?
 
-    public init(planner: ReplayPlanner.Configuration = .init(), allCustomers: Bool = false, refreshStatus: Bool = false) {
+    public init(planner: ReplayPlanner.Configuration = .init(), allCustomers: Bool = false, refreshStatus: Bool = false, forwardTo: String? = nil) {
         self.planner = planner
         self.allCustomers = allCustomers
         self.refreshStatus = refreshStatus
+        self.forwardTo = forwardTo
     }
 
     /// Options a row lacks take their defaults (a run recorded by an older version, or by hand).
@@ -20,7 +24,8 @@ public struct RunOptions: Sendable, Codable, Hashable {
         let container = try decoder.container(keyedBy: CodingKeys.self)
         self.init(planner: try container.decodeIfPresent(ReplayPlanner.Configuration.self, forKey: .planner) ?? .init(),
                   allCustomers: try container.decodeIfPresent(Bool.self, forKey: .allCustomers) ?? false,
-                  refreshStatus: try container.decodeIfPresent(Bool.self, forKey: .refreshStatus) ?? false)
+                  refreshStatus: try container.decodeIfPresent(Bool.self, forKey: .refreshStatus) ?? false,
+                  forwardTo: try container.decodeIfPresent(String.self, forKey: .forwardTo))
     }
 }
 
@@ -78,6 +83,8 @@ public struct RunRecord: Sendable, Codable, Hashable {
     public var holder: String?
     /// Why a failed run failed.
     public var failure: String?
+    /// When phase 1 (the replay) finished; phase 2 runs beside it and ends with the run.
+    public var replayFinishedAt: Date?
 }
 
 /// Whether a failure is worth retrying: the next run retries `retryable` ones; `permanent` ones

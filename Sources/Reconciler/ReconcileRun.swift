@@ -8,8 +8,8 @@ import ReconcilerShared
 /// per customer (phase 2), one run at a time per app and environment, resumable after any crash.
 ///
 /// ```swift
-/// let run = ReconcileRun(configuration: .init(windowStart: start, windowEnd: end), handler: handler, client: client)
-/// let report = try await run.run(progress: RunProgress())
+/// let run = ReconcileRun(configuration: .init(windowStart: start, windowEnd: end), database: database, verifier: verifier, client: client)
+/// let report = try await run.reconcile(progress: RunProgress())
 /// print(report.humanSummary())
 /// ```
 ///
@@ -84,17 +84,20 @@ public struct ReconcileRun: Sendable {
     let client: AppStoreServerAPIClient
     let ledger: RunLedger
     let logger: Logger
+    /// The app and environment the run is for (the verifier's).
+    let app: SignedDataVerifier.Configuration
 
-    public init(configuration: Configuration, handler: NotificationHandler, client: AppStoreServerAPIClient) {
+    public init(configuration: Configuration, database: Database, verifier: SignedDataVerifier, client: AppStoreServerAPIClient) {
         self.configuration = configuration
-        self.handler = handler
+        self.handler = NotificationHandler(verifier: verifier, database: database)
         self.client = client
-        self.logger = handler.database.logger
-        self.ledger = RunLedger(database: handler.database)
+        self.logger = database.logger
+        self.ledger = RunLedger(database: database)
+        self.app = verifier.configuration
     }
 
-    var environment: String { handler.verifier.configuration.environment.rawValue }
-    var bundleId: String { handler.verifier.configuration.bundleId }
+    var environment: String { app.environment.rawValue }
+    var bundleId: String { app.bundleId }
 
     /// How far back Apple keeps notification history.
     public static func retention(_ environment: AppStoreEnvironment) -> Int64 {
@@ -117,9 +120,8 @@ public struct ReconcileRun: Sendable {
     }
 
     /// Runs (or resumes) the run for the window and returns its report.
-    public func run(progress: RunProgress, onWait: @Sendable () -> Void = {}) async throws -> RunReport {
-        try Self.validate(windowStart: configuration.windowStart, windowEnd: configuration.windowEnd,
-                          environment: handler.verifier.configuration.environment)
+    public func reconcile(progress: RunProgress, onWait: @Sendable () -> Void = {}) async throws -> RunReport {
+        try Self.validate(windowStart: configuration.windowStart, windowEnd: configuration.windowEnd, environment: app.environment)
         let lease = RunLease(configuration: configuration.lease, ledger: ledger)
         do {
             return try await lease.withLease(environment: environment, bundleId: bundleId, onWait: onWait) { handle in
@@ -141,6 +143,7 @@ public struct ReconcileRun: Sendable {
     private func runHoldingLease(_ record: RunRecord, progress: RunProgress) async throws -> RunReport {
         // The client counts for the whole process; this run's share is what it adds from here.
         let apiAtStart = client.statistics.snapshot
+        let apiTimeline = APITimelineRecorder(runId: record.runId, worker: configuration.lease.holder, client: client, ledger: ledger)
         var shadow: ShadowSchema?
         do {
             if record.dryRun {
@@ -150,14 +153,17 @@ public struct ReconcileRun: Sendable {
             }
             try await execute(record, handler: handler.shadowed(by: shadow), progress: progress)
             let api = client.statistics.snapshot.since(apiAtStart)
-            var report = try await Self.report(run: record, ledger: ledger, finishedAt: Date(), extraAPI: api)
+            var report = try await Self.report(run: record, ledger: ledger, database: handler.database.shadowed(by: shadow), finishedAt: Date(),
+                                               extraAPI: api)
             report.status = report.completedStatus
+            try await apiTimeline.record()
             try await ledger.finish(runId: record.runId, status: report.status, apiStatistics: api,
                                     report: String(decoding: try report.json(), as: UTF8.self))
             // A finished dry run needs its copies no more; an unfinished one resumes with them.
             if let shadow, report.status.isFinished { try await shadow.drop(on: handler.database) }
             return report
         } catch {
+            await apiTimeline.recordDetached()
             throw await stopped(record, by: error, api: client.statistics.snapshot.since(apiAtStart))
         }
     }
@@ -203,7 +209,7 @@ public struct ReconcileRun: Sendable {
         if !configuration.fresh, let existing = try await ledger.resumableRun(
             environment: environment, bundleId: bundleId, windowStart: configuration.windowStart,
             windowEnd: configuration.windowEnd, dryRun: configuration.dryRun) {
-            try await ledger.resume(runId: existing.runId, holder: configuration.lease.holder)
+            try await ledger.resume(runId: existing.runId, holder: configuration.lease.holder, forwardTo: configuration.options.forwardTo)
             logger.info("resuming run", metadata: ["runId": "\(existing.runId)", "previousStatus": "\(existing.status.rawValue)"])
             return try await ledger.run(id: existing.runId) ?? existing
         }
@@ -215,15 +221,11 @@ public struct ReconcileRun: Sendable {
             holder: configuration.lease.holder)
     }
 
+    /// Both phases at once: phase 2 starts with the customers due, and takes the ones phase 1
+    /// touches as it replays them, so each endpoint spends its own budget while the other does.
     private func execute(_ run: RunRecord, handler: NotificationHandler, progress: RunProgress) async throws {
-        let tally = VerificationTally()
-        if run.phase == .replay {
-            let replayer = NotificationReplayer(
-                configuration: .init(run: run, concurrency: configuration.replayConcurrency),
-                handler: handler, client: client, ledger: ledger, progress: progress, tally: tally, logger: logger)
-            try await replayer.run()
-            try await ledger.setPhase(runId: run.runId, .gapFill)
-        }
+        let context = RunContext(run: run, handler: handler, client: client, ledger: ledger, progress: progress, tally: VerificationTally(),
+                                 logger: logger)
         let due = try await handler.database.transaction { [store = handler.store] connection in
             try await store.dueAnchors(environment: run.environment, windowEnd: run.windowEnd, all: run.options.allCustomers, on: connection)
         }
@@ -232,12 +234,22 @@ public struct ReconcileRun: Sendable {
         }
         // Customers a killed process of this machine still held need not wait for their lease to run out.
         try await ledger.releaseCustomers(runId: run.runId, ofWorkers: { ProcessIdentity.isDeadOnThisHost($0) })
-        let filler = GapFiller(
-            configuration: .init(run: run, concurrency: configuration.gapConcurrency, worker: configuration.lease.holder),
-            handler: handler, client: client, ledger: ledger, progress: progress, tally: tally, logger: logger)
-        try await filler.fill()
+        let replaying = Locked(run.phase == .replay)
+        let filler = GapFiller(configuration: .init(concurrency: configuration.gapConcurrency, worker: configuration.lease.holder), context: context)
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            if run.phase == .replay {
+                group.addTask { [configuration, ledger] in
+                    try await NotificationReplayer(configuration: .init(concurrency: configuration.replayConcurrency), context: context).replay()
+                    try await ledger.setPhase(runId: run.runId, .gapFill)
+                    replaying.withLock { $0 = false }
+                    context.newCustomers.notify()
+                }
+            }
+            group.addTask { try await filler.fill(while: { replaying.withLock { $0 } }) }
+            try await group.waitForAll()
+        }
         // Customers other workers (`reconciler work`) still hold: wait for them, or take them over
-        // when their lease runs out.
+        // when their lease runs out (at once when their process was on this machine and is gone).
         while try await ledger.queueSummary(runId: run.runId).open > 0 {
             try await Task.sleep(for: .seconds(1))
             try await ledger.releaseCustomers(runId: run.runId, ofWorkers: { ProcessIdentity.isDeadOnThisHost($0) })
@@ -245,8 +257,17 @@ public struct ReconcileRun: Sendable {
         }
     }
 
+    /// The notification types whose recovery the priority order serves first.
+    static let urgentTypes = [NotificationTypeV2.didRenew.rawValue, NotificationTypeV2.expired.rawValue]
+
     /// Builds the report of a run from its ledger (so it covers every process that worked on it).
+    /// `database` is where its notifications are (a dry run's shadow tables while it runs).
     public static func report(run: RunRecord, ledger: RunLedger, finishedAt: Date, extraAPI: APIStatistics.Snapshot = .zero) async throws -> RunReport {
+        try await report(run: run, ledger: ledger, database: ledger.database, finishedAt: finishedAt, extraAPI: extraAPI)
+    }
+
+    static func report(run: RunRecord, ledger: RunLedger, database: Database, finishedAt: Date,
+                       extraAPI: APIStatistics.Snapshot = .zero) async throws -> RunReport {
         let counts = try await ledger.counts(runId: run.runId)
         var total = RunReport.NotificationCounts()
         var byType: [String: RunReport.NotificationCounts] = [:]
@@ -263,16 +284,22 @@ public struct ReconcileRun: Sendable {
                              before: change.before, after: change.after)
         }
         let gapFill = try await ledger.gapFillTotals(runId: run.runId)
+        let store = PurchaseStore(database: database)
+        let urgent = try await database.transaction { connection in
+            try await store.lastRecorded(runId: run.runId, types: Self.urgentTypes, on: connection)
+        }
         return RunReport(
             runId: run.runId, kind: run.kind, environment: run.environment, bundleId: run.bundleId, windowStart: run.windowStart,
             windowEnd: run.windowEnd, dryRun: run.dryRun, status: run.status, failure: run.failure, startedAt: run.startedAt,
-            finishedAt: finishedAt, durationSeconds: finishedAt.timeIntervalSince(run.startedAt), notifications: total,
+            finishedAt: finishedAt, durationSeconds: finishedAt.timeIntervalSince(run.startedAt),
+            replaySeconds: try await ledger.run(id: run.runId)?.replayFinishedAt.map { max($0.timeIntervalSince(run.startedAt), 0) },
+            urgentRecoverySeconds: urgent.map { max($0.timeIntervalSince(run.startedAt), 0) }, notifications: total,
             notificationsByType: byType, shardsTotal: shards.count,
             shardsFailed: shards.filter { $0.status == .failed }.map {
                 .init(query: $0.shard.filter.description, shardStart: $0.shard.start, shardEnd: $0.shard.end, kind: $0.failureKind ?? .retryable,
                       error: $0.lastError ?? "")
             },
-            pages: shards.reduce(0) { $0 + $1.pagesDone }, paginationRestarts: shards.reduce(0) { $0 + $1.restarts },
+            pages: shards.pagesDone, paginationRestarts: shards.reduce(0) { $0 + $1.restarts },
             customersChecked: queue.done + queue.failed, customersFailed: try await ledger.failedCustomers(runId: run.runId),
             transactionsFetched: gapFill.transactionsSeen, revisionResets: gapFill.revisionResets, changes: changes,
             rejections: try await ledger.rejections(runId: run.runId),

@@ -9,7 +9,7 @@ extension RunLedger {
     /// Records the rejections a page met, in the page's transaction: quarantines the new ones
     /// (in a dry run only notes which would be new) and lists all of them under the run. Returns
     /// them with ``Rejection/newlyQuarantined`` set.
-    public func quarantine(_ rejections: [Rejection], runId: Int64, environment: String, bundleId: String, dryRun: Bool,
+    func quarantine(_ rejections: [Rejection], runId: Int64, environment: String, bundleId: String, dryRun: Bool,
                            on connection: PostgresConnection) async throws -> [Rejection] {
         guard !rejections.isEmpty else { return [] }
         let unique = Dictionary(rejections.map { ($0.payloadSHA256, $0) }, uniquingKeysWith: { first, _ in first })

@@ -4,10 +4,10 @@ import Logging
 
 /// Joins a run's phase 2 from another process or machine (`reconciler work`): leases customers
 /// from the run's queue in PostgreSQL and recovers them exactly as the run does, until none is
-/// left. It waits while the run is still in phase 1.
+/// left and the run's phase 1 (which queues more as it replays) has ended.
 ///
 /// ```swift
-/// let worker = RunWorker(configuration: .init(runId: 42), handler: handler, client: client)
+/// let worker = RunWorker(configuration: .init(runId: 42), database: database, verifier: verifier, client: client)
 /// try await worker.work(progress: RunProgress())
 /// ```
 public struct RunWorker: Sendable {
@@ -36,43 +36,52 @@ public struct RunWorker: Sendable {
     let ledger: RunLedger
     let logger: Logger
 
-    public init(configuration: Configuration, handler: NotificationHandler, client: AppStoreServerAPIClient) {
+    public init(configuration: Configuration, database: Database, verifier: SignedDataVerifier, client: AppStoreServerAPIClient) {
         self.configuration = configuration
-        self.handler = handler
+        self.handler = NotificationHandler(verifier: verifier, database: database)
         self.client = client
-        self.ledger = RunLedger(database: handler.database)
-        self.logger = handler.database.logger
+        self.ledger = RunLedger(database: database)
+        self.logger = database.logger
     }
 
     /// Works through the run's queue; returns when no customer is left for this process.
     public func work(progress: RunProgress) async throws {
         let runId = configuration.runId
-        guard var run = try await ledger.run(id: runId) else { throw CannotJoin(description: "there is no run \(runId)") }
+        guard let run = try await ledger.run(id: runId) else { throw CannotJoin(description: "there is no run \(runId)") }
         let verifier = handler.verifier.configuration
         guard run.environment == verifier.environment.rawValue, run.bundleId == verifier.bundleId else {
             throw CannotJoin(description: "run \(runId) is for \(run.bundleId) in \(run.environment), not the configured \(verifier.bundleId) in \(verifier.environment.rawValue)")
         }
-        while run.phase == .replay {
-            guard run.status == .running else {
-                throw CannotJoin(description: "run \(runId) is \(run.status.rawValue) in phase 1; rerun it with `reconciler run` first")
-            }
-            logger.info("waiting for the run to finish phase 1", metadata: ["runId": "\(runId)"])
-            try await Task.sleep(for: .seconds(2))
-            run = try await ledger.run(id: runId) ?? run
+        guard run.status == .running else {
+            throw CannotJoin(description: "run \(runId) is \(run.status.rawValue); rerun it with `reconciler run` first")
         }
         let shadow = run.dryRun ? try await ShadowSchema.create(runId: runId, on: handler.database) : nil
         let apiAtStart = client.statistics.snapshot
-        let filler = GapFiller(
-            configuration: .init(run: run, concurrency: configuration.concurrency, worker: configuration.worker),
-            handler: handler.shadowed(by: shadow), client: client, ledger: ledger, progress: progress, tally: VerificationTally(),
-            logger: logger)
+        let apiTimeline = APITimelineRecorder(runId: runId, worker: configuration.worker, client: client, ledger: ledger)
+        let context = RunContext(run: run, handler: handler.shadowed(by: shadow), client: client, ledger: ledger, progress: progress,
+                                 tally: VerificationTally(), logger: logger)
+        let filler = GapFiller(configuration: .init(concurrency: configuration.concurrency, worker: configuration.worker), context: context)
+        // Phase 2 runs beside phase 1: while the run still replays, more customers may come.
+        let replaying = Locked(run.phase == .replay)
+        let watcher = Task { [ledger] in
+            while replaying.withLock({ $0 }), !Task.isCancelled {
+                try? await Task.sleep(for: .seconds(1))
+                if let phase = try? await ledger.run(id: runId)?.phase, phase != .replay {
+                    replaying.withLock { $0 = false }
+                    context.newCustomers.notify()
+                }
+            }
+        }
+        defer { watcher.cancel() }
         do {
-            try await filler.fill()
+            try await filler.fill(while: { replaying.withLock { $0 } })
         } catch {
+            await apiTimeline.recordDetached()
             let (ledger, api) = (RunLedger(database: ledger.database.with(unavailableTimeout: .seconds(5))), client.statistics.snapshot.since(apiAtStart))
             try? await Task.detached { try await ledger.addAPIStatistics(runId: runId, api) }.value
             throw error
         }
+        try await apiTimeline.record()
         try await ledger.addAPIStatistics(runId: runId, client.statistics.snapshot.since(apiAtStart))
     }
 }

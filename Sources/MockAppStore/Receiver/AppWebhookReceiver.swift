@@ -1,0 +1,198 @@
+import AppStoreServer
+import Crypto
+import Foundation
+import Logging
+import NIOCore
+import NIOFoundationCompat
+import NIOHTTP1
+import ServiceLifecycle
+import Synchronization
+
+/// The app's own notification handler, imitated: where `reconciler run --forward-to` and `serve
+/// --forward-to` deliver in tests and in the demo. It takes `POST` bodies of Apple's form
+/// (`{"signedPayload": "..."}`) on any path and counts, per notificationUUID (read from the JWS
+/// payload without verifying it, as a handler would after its own verification), how many times it
+/// acknowledged each one. With a secret it checks the `Reconciler-Signature` header on its own
+/// (HMAC-SHA256 of `"<t>.<body>"`) and refuses a delivery without a valid one (401).
+///
+/// - `GET /receiver/stats`: ``Statistics`` as JSON;
+/// - `POST /receiver/behaviour`: `{"status": 500, "delayMilliseconds": 200}` answers every
+///   delivery with that status after that delay, until changed back (`{"status": 200}`).
+///
+/// ```swift
+/// let receiver = AppWebhookReceiver(configuration: .init(port: 0, secret: "s3cret"))
+/// try await receiver.run { port in print("http://127.0.0.1:\(port)/notifications") }
+/// ```
+public final class AppWebhookReceiver: Service, Sendable {
+    public struct Configuration: Sendable {
+        public var host: String
+        /// 0 picks a free port (passed to `onBound`).
+        public var port: Int
+        /// The shared secret of `Reconciler-Signature` (`nil`: no check).
+        public var secret: String?
+        /// Answer the first this many deliveries with 500, as an app that is down for a while.
+        public var failFirst: Int
+        /// Added before every answer.
+        public var delayMilliseconds: Int
+
+        public init(host: String = "127.0.0.1", port: Int = 0, secret: String? = nil, failFirst: Int = 0, delayMilliseconds: Int = 0) {
+            self.host = host
+            self.port = port
+            self.secret = secret
+            self.failFirst = failFirst
+            self.delayMilliseconds = delayMilliseconds
+        }
+    }
+
+    /// What the receiver saw.
+    public struct Statistics: Sendable, Codable, Hashable {
+        /// Deliveries received (any answer).
+        public var received = 0
+        /// Deliveries answered 2xx, by notificationUUID.
+        public var acknowledged: [String: Int] = [:]
+        /// Acknowledged deliveries by notificationType.
+        public var notificationTypes: [String: Int] = [:]
+        /// Deliveries answered with a failure (the behaviour, or --fail-first).
+        public var failed = 0
+        /// Deliveries refused for a missing or wrong signature.
+        public var badSignatures = 0
+        /// Bodies that are not `{"signedPayload": "<JWS>"}`.
+        public var malformed = 0
+        /// Deliveries received and not answered yet.
+        public var inFlight = 0
+
+        public init() {}
+    }
+
+    /// How the receiver answers now.
+    public struct Behaviour: Sendable, Codable, Hashable {
+        public var status: Int
+        public var delayMilliseconds: Int?
+
+        public init(status: Int, delayMilliseconds: Int? = nil) {
+            self.status = status
+            self.delayMilliseconds = delayMilliseconds
+        }
+    }
+
+    public let configuration: Configuration
+    private let state: Mutex<(statistics: Statistics, behaviour: Behaviour, failuresLeft: Int)>
+    private let onBound: @Sendable (Int) async throws -> Void
+
+    public init(configuration: Configuration, onBound: @escaping @Sendable (Int) async throws -> Void = { _ in }) {
+        self.configuration = configuration
+        self.onBound = onBound
+        state = Mutex((Statistics(), Behaviour(status: 200, delayMilliseconds: configuration.delayMilliseconds), configuration.failFirst))
+    }
+
+    public var statistics: Statistics { state.withLock { $0.statistics } }
+
+    public func setBehaviour(_ behaviour: Behaviour) { state.withLock { $0.behaviour = behaviour } }
+
+    /// Serves until cancelled (or a graceful shutdown).
+    public func run() async throws {
+        try await cancelWhenGracefulShutdown { try await self.run(onBound: self.onBound) }
+    }
+
+    public func run(onBound: @Sendable (Int) async throws -> Void) async throws {
+        let server = MockHTTPServer(host: configuration.host, port: configuration.port) { [self] request in await answer(request) }
+        try await server.run(onBound: onBound)
+    }
+
+    func answer(_ request: MockHTTPRequest) async -> MockHTTPResponse {
+        switch (request.method, request.path) {
+        case (.GET, "/receiver/stats"):
+            return .json(.ok, statistics)
+        case (.POST, "/receiver/behaviour"):
+            guard let behaviour = try? JSONDecoder().decode(Behaviour.self, from: Data(buffer: request.body)) else {
+                return .text(.badRequest, "expected {\"status\": 200, \"delayMilliseconds\": 0}")
+            }
+            setBehaviour(behaviour)
+            return .json(.ok, behaviour)
+        case (.POST, _):
+            return await receive(request)
+        default:
+            return .text(.notFound, "Not Found")
+        }
+    }
+
+    private func receive(_ request: MockHTTPRequest) async -> MockHTTPResponse {
+        let body = Data(buffer: request.body)
+        let behaviour = state.withLock { state -> Behaviour in
+            state.statistics.received += 1
+            state.statistics.inFlight += 1
+            return state.behaviour
+        }
+        defer { state.withLock { $0.statistics.inFlight -= 1 } }
+        if let delay = behaviour.delayMilliseconds, delay > 0 { try? await Task.sleep(for: .milliseconds(delay)) }
+        if let secret = configuration.secret,
+           !Self.isSigned(body: body, header: request.headers.first(name: "Reconciler-Signature"), secret: secret) {
+            state.withLock { $0.statistics.badSignatures += 1 }
+            return .text(.unauthorized, "bad signature")
+        }
+        guard let notification = Self.notification(in: body) else {
+            state.withLock { $0.statistics.malformed += 1 }
+            return .text(.badRequest, "expected {\"signedPayload\": \"<JWS>\"}")
+        }
+        let status = state.withLock { state -> Int in
+            if state.failuresLeft > 0 {
+                state.failuresLeft -= 1
+                state.statistics.failed += 1
+                return 500
+            }
+            guard (200..<300).contains(behaviour.status) else {
+                state.statistics.failed += 1
+                return behaviour.status
+            }
+            state.statistics.acknowledged[notification.uuid, default: 0] += 1
+            state.statistics.notificationTypes[notification.type, default: 0] += 1
+            return behaviour.status
+        }
+        return .text(HTTPResponseStatus(statusCode: status), (200..<300).contains(status) ? "ok" : "unavailable")
+    }
+
+    /// The notificationUUID and type of a body, read from the JWS payload.
+    static func notification(in body: Data) -> (uuid: String, type: String)? {
+        guard let envelope = try? JSONSerialization.jsonObject(with: body) as? [String: Any], let jws = envelope["signedPayload"] as? String
+        else { return nil }
+        let parts = jws.split(separator: ".", omittingEmptySubsequences: false)
+        guard parts.count == 3, let payload = Base64URL.decode(parts[1].utf8).map({ Data($0) }),
+              let claims = try? JSONSerialization.jsonObject(with: payload) as? [String: Any], let uuid = claims["notificationUUID"] as? String
+        else { return nil }
+        return (uuid, claims["notificationType"] as? String ?? "?")
+    }
+
+    /// Checks `t=<seconds>,v1=<hex>` against HMAC-SHA256(secret, "<t>.<body>"), within five minutes of now.
+    static func isSigned(body: Data, header: String?, secret: String) -> Bool {
+        guard let header else { return false }
+        var fields: [String: String] = [:]
+        for part in header.split(separator: ",") {
+            let pair = part.split(separator: "=", maxSplits: 1)
+            if pair.count == 2 { fields[String(pair[0]).trimmingCharacters(in: .whitespaces)] = String(pair[1]) }
+        }
+        guard let timestamp = fields["t"], let seconds = Int64(timestamp), let signature = fields["v1"],
+              abs(Int64(Date().timeIntervalSince1970) - seconds) <= 300
+        else { return false }
+        var message = Data(timestamp.utf8)
+        message.append(UInt8(ascii: "."))
+        message.append(body)
+        let expected = Data(HMAC<SHA256>.authenticationCode(for: message, using: SymmetricKey(data: Data(secret.utf8))))
+        guard let given = Data(hex: signature), given.count == expected.count else { return false }
+        return zip(given, expected).reduce(UInt8(0)) { $0 | ($1.0 ^ $1.1) } == 0
+    }
+}
+
+extension Data {
+    fileprivate init?(hex: String) {
+        guard hex.count % 2 == 0 else { return nil }
+        var bytes: [UInt8] = []
+        var index = hex.startIndex
+        while index < hex.endIndex {
+            let next = hex.index(index, offsetBy: 2)
+            guard let byte = UInt8(hex[index..<next], radix: 16) else { return nil }
+            bytes.append(byte)
+            index = next
+        }
+        self.init(bytes)
+    }
+}

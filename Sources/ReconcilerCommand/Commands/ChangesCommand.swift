@@ -1,0 +1,236 @@
+import ArgumentParser
+import Foundation
+import Logging
+import Reconciler
+import ReconcilerShared
+import Synchronization
+
+struct ChangesCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "changes",
+        abstract: "Print the change feed: every change of a purchase, in commit order, as JSON lines.",
+        discussion: """
+            Every purchase change (from the webhook, a replay, the gap fill) writes one row in the same \
+            transaction as the change. Each line: changeId, originalTransactionId, appAccountToken, source \
+            (webhook, history, transaction_history, status_refresh), notificationUUID, runId, before and after \
+            (the `export` shape, entitled as of the change; before is null for a new purchase) and changedAt \
+            (ISO 8601). Lines come in commit order: a change is printed only once no transaction that could \
+            still commit an earlier one is running, so resuming after the last id you processed misses nothing.
+
+            The consumer pattern: process each line, and store its changeId in your own database in the same \
+            transaction as the effect; restart with --since that id. Without one transaction, a crash between \
+            the effect and storing the id repeats that change (at-least-once): make the effect idempotent, for \
+            example by applying the `after` state, which is the whole state of the purchase.
+
+              reconciler changes --since 0 > feed.jsonl                  # the whole feed, then exit
+              reconciler changes --since "$LAST_ID" --follow | my-consumer
+              reconciler changes --app-account-token 6f1c...-...-... --since 0
+              reconciler changes --newest                                # the newest id, for a new consumer
+              reconciler changes --prune-before 30d                      # retention, from cron
+
+            --follow stays connected: it waits on LISTEN reconciler_changes (a connection of its own, so point \
+            it at PostgreSQL or a session-mode pool, not PgBouncer in transaction mode, where it only polls) and \
+            reads again every --poll-interval as well, since a change held back by an older transaction becomes \
+            readable without a new notification. It rides out a database outage of any length; SIGTERM or \
+            SIGINT end it after the line in progress, with exit 0.
+
+            --since ID when ID is no longer in the feed (pruned) exits 1 and prints nothing: the consumer may \
+            have missed changes and must resync: take `reconciler changes --newest`, load `reconciler export`, \
+            then follow --since the id taken. --since 0 starts from the oldest change still kept.
+
+            --prune-before DURATION deletes the changes recorded longer ago than that (at least 1h, so a \
+            bare number, read as milliseconds, cannot empty the feed), oldest first and in feed order, and \
+            never the newest change, so a consumer that is caught up can resume after a quiet spell.
+            """)
+
+    @Option(help: ArgumentHelp("Print the changes after this id (0: from the oldest one kept).", valueName: "id"))
+    var since: Int64 = 0
+
+    @Flag(help: "After catching up, stay connected and print new changes as they commit.")
+    var follow = false
+
+    @Option(help: ArgumentHelp("Stop after printing this many changes.", valueName: "n"))
+    var limit: Int?
+
+    @Option(help: ArgumentHelp("Changes read per query (default 500).", valueName: "n"))
+    var batch: Int = 500
+
+    @Option(help: ArgumentHelp("With --follow, also read this often without a notification (default 5s).", valueName: "duration"))
+    var pollInterval: String = "5s"
+
+    @Option(help: ArgumentHelp("Only changes of purchases of this app user (appAccountToken), before or after the change.",
+                               valueName: "uuid"))
+    var appAccountToken: String?
+
+    @Flag(help: "Print the id of the newest change (0 when the feed is empty) and exit.")
+    var newest = false
+
+    @Option(help: ArgumentHelp("Delete the changes recorded longer ago than this (at least 1h, e.g. 30d), print how many, and exit.",
+                               valueName: "duration"))
+    var pruneBefore: String?
+
+    @OptionGroup var database: DatabaseOptions
+    @OptionGroup var logging: LoggingOptions
+
+    /// The shortest retention `--prune-before` accepts.
+    static let minimumRetention: Int64 = 3_600_000
+
+    func validate() throws {
+        guard since >= 0 else { throw ValidationError("--since must be a change id, 0 or more") }
+        guard batch >= 1, batch <= 10_000 else { throw ValidationError("--batch must be between 1 and 10000") }
+        if let limit, limit < 1 { throw ValidationError("--limit must be at least 1") }
+        guard let interval = TimeArgument.duration(pollInterval), interval >= 100 else {
+            throw ValidationError("--poll-interval: \(pollInterval) is not a duration of at least 100ms, such as 5s")
+        }
+        if let appAccountToken, UUID(uuidString: appAccountToken) == nil {
+            throw ValidationError("--app-account-token: \(appAccountToken) is not a UUID (the app's appAccountToken)")
+        }
+        let reading = follow || since != 0 || limit != nil || appAccountToken != nil
+        if let pruneBefore {
+            guard !reading, !newest else {
+                throw ValidationError(
+                    "--prune-before is a mode of its own: give it without --follow, --since, --limit, --app-account-token or --newest")
+            }
+            guard let retention = TimeArgument.duration(pruneBefore), retention >= Self.minimumRetention else {
+                throw ValidationError("--prune-before: \(pruneBefore) is not a duration of at least 1h, such as 30d")
+            }
+        }
+        if newest, reading {
+            throw ValidationError("--newest is a mode of its own: give it without --follow, --since, --limit or --app-account-token")
+        }
+    }
+
+    func run() async throws {
+        let logger = logging.makeLogger()
+        if let pruneBefore {
+            try await prune(olderThan: TimeArgument.duration(pruneBefore)!, logger: logger)
+        } else if newest {
+            let position = try await database.withDatabase(logger: logger) { database in
+                try await Self.requireSchema(database, logger: logger)
+                let store = PurchaseStore(logger: logger)
+                return try await database.transaction { try await store.newestPosition(on: $0) }
+            }
+            print(position.changeId)
+        } else {
+            let reader = FeedReader(
+                since: since, follow: follow, limit: limit, batch: batch, pollInterval: .milliseconds(TimeArgument.duration(pollInterval)!),
+                appAccountToken: appAccountToken?.lowercased(), logger: logger)
+            do {
+                try await database.runWork(logger: logger) { database in
+                    try await Self.requireSchema(database, logger: logger)
+                    try await reader.run(database: database)
+                }
+            } catch is Interrupted {
+                // SIGTERM or SIGINT: every line printed is whole, and the consumer resumes after the last one.
+            }
+        }
+    }
+
+    private func prune(olderThan retention: Int64, logger: Logger) async throws {
+        let cutoff = Date(timeIntervalSinceNow: -Double(retention) / 1000)
+        let pruned = try await database.withDatabase(logger: logger) { database in
+            try await Self.requireSchema(database, logger: logger)
+            let store = PurchaseStore(logger: logger)
+            var total = 0
+            // Short transactions: a long prune never holds back the feed's readers or the attempt timeout.
+            while true {
+                let count = try await database.transaction { try await store.pruneChanges(before: cutoff, limit: 10_000, on: $0) }
+                total += count
+                if count < 10_000 { return total }
+            }
+        }
+        print("pruned \(pruned) changes recorded before \(cutoff.formatted(.iso8601))")
+    }
+
+    private static func requireSchema(_ database: Database, logger: Logger) async throws {
+        do { try await Migrator().requireCurrent(database.client, logger: logger) }
+        catch let error as Migrator.MigrationError { throw CommandError.configuration(error.description) }
+    }
+}
+
+/// Prints the feed from a change id, in batches, each line as soon as it is read; with `follow`,
+/// reads again whenever a change is notified and every `pollInterval`.
+private struct FeedReader: Sendable {
+    var since: Int64
+    var follow: Bool
+    var limit: Int?
+    var batch: Int
+    var pollInterval: Duration
+    var appAccountToken: String?
+    var logger: Logger
+
+    func run(database: Database) async throws {
+        let store = PurchaseStore(logger: logger)
+        guard var position = try await database.transaction({ [since] in try await store.position(of: since, on: $0) }) else {
+            throw CommandError.configuration("""
+                change \(since) is not in the feed: it was pruned (--prune-before) or never written, so changes after it may be gone; \
+                resync this consumer: take `reconciler changes --newest`, load `reconciler export`, then follow --since the id taken
+                """)
+        }
+        let (wakeups, wake) = AsyncStream<Void>.makeStream(bufferingPolicy: .bufferingNewest(1))
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            if follow {
+                group.addTask { await listen(database: database, wake: wake) }
+                group.addTask { [pollInterval] in
+                    while true {
+                        try await Task.sleep(for: pollInterval)
+                        wake.yield()
+                    }
+                }
+            }
+            defer { group.cancelAll() }
+            var printed = 0
+            var wakeup = wakeups.makeAsyncIterator()
+            while !Task.isCancelled {
+                let wanted = min(batch, limit.map { $0 - printed } ?? .max)
+                let read: PurchaseStore.FeedBatch
+                do {
+                    read = try await database.transaction { [position, appAccountToken] in
+                        try await store.changes(after: position, limit: wanted, appAccountToken: appAccountToken, on: $0)
+                    }
+                } catch let error as DatabaseUnavailable where follow {
+                    // A follower outlives an outage: nothing is skipped, it reads from the same position later.
+                    logger.warning("the database is unreachable; reading again later", metadata: ["error": "\(error)"])
+                    _ = await wakeup.next()
+                    continue
+                }
+                for change in read.changes {
+                    // A signal ends the feed between lines: every line printed is whole.
+                    if Task.isCancelled { return }
+                    try FileHandle.standardOutput.write(contentsOf: Data((try change.jsonLine() + "\n").utf8))
+                    printed += 1
+                }
+                position = read.end
+                if let limit, printed >= limit { return }
+                // A full batch: more is waiting now.
+                if read.changes.count == wanted { continue }
+                guard follow else { return }
+                guard await wakeup.next() != nil else { return }
+            }
+        }
+    }
+
+    /// Wakes the reader on every notification of a committed change, on a connection of its own,
+    /// reconnecting after a failure; each (re)connection wakes it once too, for what committed meanwhile.
+    private func listen(database: Database, wake: AsyncStream<Void>.Continuation) async {
+        var failures = 0
+        while !Task.isCancelled {
+            let connected = Mutex(false)
+            do {
+                try await database.listen(on: PurchaseStore.changeChannel) { notifications in
+                    connected.withLock { $0 = true }
+                    wake.yield()
+                    for try await _ in notifications { wake.yield() }
+                }
+            } catch is CancellationError {
+                return
+            } catch {
+                failures = connected.withLock { $0 } ? 1 : failures + 1
+                logger.warning("lost the LISTEN connection; reconnecting (changes are still read every poll interval)",
+                               metadata: ["error": "\(error)"])
+            }
+            // Backs off while the database is away; polling keeps the feed moving meanwhile.
+            try? await Task.sleep(for: .milliseconds(min(30_000, 500 << min(failures, 6))))
+        }
+    }
+}

@@ -1,0 +1,70 @@
+import ArgumentParser
+import Foundation
+import Forwarder
+import ReconcilerShared
+
+/// How notifications are delivered to the app's own webhook (`run`, `serve`, `forward`).
+struct ForwardingOptions: ParsableArguments {
+    @Option(name: .long, help: ArgumentHelp(
+        "A file holding the shared secret that signs each delivery's Reconciler-Signature header (env RECONCILER_FORWARD_SECRET holds the secret itself).",
+        valueName: "path"))
+    var forwardSecretFile: String?
+
+    @Option(name: .long, help: ArgumentHelp("Deliveries in flight at once (default 4).", valueName: "n"))
+    var forwardConcurrency: Int = 4
+
+    @Option(name: .long, help: ArgumentHelp("Deliveries started per second at most (default: no limit).", valueName: "n"))
+    var forwardRate: Double?
+
+    @Option(name: .long, help: ArgumentHelp("How long the app's webhook may take to answer (default 10s).", valueName: "duration"))
+    var forwardTimeout: String = "10s"
+
+    @Option(name: .long, help: ArgumentHelp("Tries per delivery before it is marked failed (default 12).", valueName: "n"))
+    var forwardAttempts: Int = 12
+
+    @Option(name: .long, help: ArgumentHelp("The first retry's delay; each further one doubles, up to 1h (default 5s).", valueName: "duration"))
+    var forwardBackoff: String = "5s"
+
+    func validate() throws {
+        guard forwardConcurrency >= 1 else { throw ValidationError("--forward-concurrency must be at least 1") }
+        guard forwardAttempts >= 1 else { throw ValidationError("--forward-attempts must be at least 1") }
+        if let forwardRate, forwardRate <= 0 { throw ValidationError("--forward-rate must be more than 0") }
+    }
+
+    /// The forwarder's configuration; the secret is read here and never printed.
+    func configuration() throws -> Forwarder.Configuration {
+        guard let timeout = TimeArgument.duration(forwardTimeout), timeout >= 100 else {
+            throw CommandError.configuration("--forward-timeout: \(forwardTimeout) is not a duration of at least 100ms, such as 10s")
+        }
+        guard let backoff = TimeArgument.duration(forwardBackoff), backoff >= 10 else {
+            throw CommandError.configuration("--forward-backoff: \(forwardBackoff) is not a duration such as 5s")
+        }
+        return Forwarder.Configuration(
+            concurrency: forwardConcurrency, requestsPerSecond: forwardRate, timeout: .milliseconds(timeout), maximumAttempts: forwardAttempts,
+            initialBackoff: .milliseconds(backoff), secret: try secret())
+    }
+
+    private func secret() throws -> ForwardingSecret? {
+        if let forwardSecretFile {
+            guard let text = try? String(contentsOfFile: forwardSecretFile, encoding: .utf8) else {
+                throw CommandError.configuration("--forward-secret-file: cannot read \(forwardSecretFile)")
+            }
+            let secret = text.trimmingCharacters(in: .whitespacesAndNewlines)
+            guard !secret.isEmpty else { throw CommandError.configuration("--forward-secret-file: \(forwardSecretFile) is empty") }
+            return ForwardingSecret(secret)
+        }
+        return Env.value("RECONCILER_FORWARD_SECRET").map(ForwardingSecret.init)
+    }
+
+    /// The app's webhook URL from `--forward-to` or RECONCILER_FORWARD_TO, checked: http or https
+    /// with a host. `nil` when neither is set.
+    static func target(_ option: String?) throws -> String? {
+        guard let url = option ?? Env.value("RECONCILER_FORWARD_TO") else { return nil }
+        guard let components = URLComponents(string: url), let scheme = components.scheme?.lowercased(), ["http", "https"].contains(scheme),
+              let host = components.host, !host.isEmpty
+        else {
+            throw CommandError.configuration("--forward-to: \(ForwardingTarget.redacted(url)) is not an http(s) URL such as https://app.example.com/apple/notifications")
+        }
+        return url
+    }
+}

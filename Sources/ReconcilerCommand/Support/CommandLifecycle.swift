@@ -1,0 +1,101 @@
+import Foundation
+import Logging
+import PostgresNIO
+import Reconciler
+import ServiceLifecycle
+import Synchronization
+
+/// A batch command's work (a run, a worker) as a service beside the `PostgresClient`, in one
+/// `ServiceGroup` that SIGTERM and SIGINT shut down gracefully: the work first (it is cancelled,
+/// stops at a checkpoint and records how it stopped while the pool still runs), then the client.
+/// Whatever the work waits on, the process ends within `stopTimeout` of the signal: if it has not
+/// stopped by then it exits with status 2, which loses nothing a killed run would not.
+///
+/// ```swift
+/// let report = try await CommandLifecycle(client: client, logger: logger).run { try await run.reconcile(progress: progress) }
+/// ```
+struct CommandLifecycle: Sendable {
+    let client: PostgresClient
+    let logger: Logger
+    /// The request budget shared with the app's other processes, when the work calls Apple.
+    var budget: SharedBudget?
+    var stopTimeout: Duration = .seconds(10)
+
+    /// Runs `work` to its end; a signal cancels it (a bare cancellation becomes ``Interrupted``).
+    func run<Result: Sendable>(_ work: @escaping @Sendable () async throws -> Result) async throws -> Result {
+        let (budget, logger) = (self.budget, self.logger)
+        let service = WorkService(work: {
+            do {
+                try await budget?.join()
+            } catch is CancellationError {
+                throw CancellationError()
+            } catch {
+                // Without the shared lease this process spends its own budget; the renewals keep trying to join.
+                logger.warning("could not join the request budget shared with the app's other processes", metadata: ["error": "\(error)"])
+            }
+            return try await work()
+        }, stopTimeout: stopTimeout)
+        var services: [ServiceGroupConfiguration.ServiceConfiguration] = [.init(service: client)]
+        if let budget {
+            // The share and the closures are known before the first request; the budget is left after the work.
+            services.append(.init(service: BudgetService(budget: budget)))
+        }
+        services.append(.init(service: service, successTerminationBehavior: .gracefullyShutdownGroup,
+                              failureTerminationBehavior: .gracefullyShutdownGroup))
+        let group = ServiceGroup(configuration: .init(services: services, gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
+        try await group.run()
+        switch service.outcome.withLock({ $0 }) {
+        case .success(let result)?: return result
+        case .failure(let error as CancellationError)?: throw service.signalled.load(ordering: .relaxed) ? Interrupted() : error
+        case .failure(let error)?: throw error
+        case nil: throw Interrupted()
+        }
+    }
+}
+
+/// Keeps the shared budget's lease while the group runs; joins before the work's first request.
+private struct BudgetService: Service {
+    let budget: SharedBudget
+
+    func run() async throws {
+        try await cancelWhenGracefulShutdown { await budget.keepShared() }
+    }
+}
+
+/// SIGINT or SIGTERM arrived and the work stopped.
+struct Interrupted: Error {}
+
+/// The work, cancelled when the group shuts down gracefully; its outcome is kept for the caller.
+private final class WorkService<Result: Sendable>: Service, Sendable {
+    let work: @Sendable () async throws -> Result
+    let stopTimeout: Duration
+    let outcome = Mutex<Swift.Result<Result, any Error>?>(nil)
+    let signalled = Atomic<Bool>(false)
+
+    init(work: @escaping @Sendable () async throws -> Result, stopTimeout: Duration) {
+        self.work = work
+        self.stopTimeout = stopTimeout
+    }
+
+    func run() async throws {
+        let stopTimeout = self.stopTimeout
+        do {
+            let result = try await withGracefulShutdownHandler {
+                try await cancelWhenGracefulShutdown(work)
+            } onGracefulShutdown: {
+                self.signalled.store(true, ordering: .relaxed)
+                // The watchdog outlives the group: a wait that ignores cancellation cannot keep the process.
+                Task.detached {
+                    try await Task.sleep(for: stopTimeout)
+                    FileHandle.standardError.write(Data(
+                        "stopping now: it did not stop within \(stopTimeout.components.seconds) s of the signal; rerun the same command to resume from the last checkpoint\n".utf8))
+                    exit(2)
+                }
+            }
+            outcome.withLock { $0 = .success(result) }
+        } catch {
+            // The group must still shut the client down after the work, so the error is kept, not thrown.
+            outcome.withLock { $0 = .failure(error) }
+        }
+    }
+}

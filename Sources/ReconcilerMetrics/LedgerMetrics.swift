@@ -1,0 +1,91 @@
+import CoreMetrics
+import Foundation
+import Logging
+import PostgresNIO
+import Reconciler
+import ServiceLifecycle
+
+/// The gauges alerts watch that live in the database, not in one process: unacknowledged
+/// quarantined payloads, when the last run finished, and the newest live notification. `run`
+/// reads them once before writing its metrics file; `serve` runs this as a service that reads
+/// them at start and then every ``Configuration/interval``, so they stay true while nothing
+/// happens in that process (another process ran, `rejections --ack`, another replica stored a
+/// notification).
+///
+/// ```swift
+/// let ledgerMetrics = LedgerMetrics(ledger: RunLedger(database: database), environment: "Production",
+///                                   bundleId: "com.example.app", registry: metrics)
+/// try await ledgerMetrics.refresh()                                   // once (run)
+/// let app = server.makeApplication(services: [client, ledgerMetrics]) // periodically (serve)
+/// ```
+public struct LedgerMetrics: Service {
+    public struct Configuration: Sendable {
+        /// Between two reads in ``run()``.
+        public var interval: Duration
+
+        public init(interval: Duration = .seconds(60)) {
+            self.interval = interval
+        }
+    }
+
+    public let ledger: RunLedger
+    public let environment: String
+    public let bundleId: String
+    public let registry: MetricsRegistry
+    public let configuration: Configuration
+
+    public init(ledger: RunLedger, environment: String, bundleId: String, registry: MetricsRegistry, configuration: Configuration = .init()) {
+        self.ledger = ledger
+        self.environment = environment
+        self.bundleId = bundleId
+        self.registry = registry
+        self.configuration = configuration
+    }
+
+    /// Reads the three values and sets their gauges; a value the database does not have yet (no
+    /// finished run, no live notification) leaves its series absent.
+    public func refresh() async throws {
+        let quarantined = try await ledger.unacknowledgedQuarantineCount(environment: environment, bundleId: bundleId)
+        MetricDefinition.quarantineUnacknowledged.gauge(in: registry).record(quarantined)
+        if let finishedAt = try await ledger.lastFinished(environment: environment, bundleId: bundleId)?.finishedAt {
+            MetricDefinition.lastFinishedRun.gauge(in: registry).record(finishedAt.timeIntervalSince1970)
+        }
+        let store = PurchaseStore(logger: ledger.logger)
+        let environment = environment
+        let newestLive = try await ledger.database.transaction { connection in
+            try await store.newestLiveNotification(environment: environment, on: connection)
+        }
+        if let newestLive {
+            registry.newestLiveNotification.advance(to: Double(newestLive) / 1000)
+        }
+        // Issue 11: the forwarding queue's depth is read here too once the queue exists (see MetricDefinition).
+    }
+
+    /// Refreshes now and then every ``Configuration/interval`` until graceful shutdown; a failed
+    /// read is counted and logged once until a read succeeds again, and the gauges keep their values.
+    public func run() async throws {
+        let failures = MetricDefinition.ledgerRefreshFailures.counter(in: registry)
+        let (interval, logger) = (configuration.interval, ledger.logger)
+        await cancelWhenGracefulShutdown {
+            var failing = false
+            while !Task.isCancelled {
+                do {
+                    try await refresh()
+                    if failing { logger.info("metrics: the ledger gauges are read from the database again") }
+                    failing = false
+                } catch is CancellationError {
+                    return
+                } catch {
+                    failures.increment()
+                    if !failing {
+                        let description = (error as? DatabaseUnavailable)?.description ?? (error as? PSQLError)?.briefDescription
+                            ?? String(describing: type(of: error))
+                        logger.warning("metrics: cannot read the ledger gauges; they keep their last values", metadata: ["error": "\(description)"])
+                    }
+                    failing = true
+                }
+                try? await Task.sleep(for: interval)
+            }
+        }
+    }
+}

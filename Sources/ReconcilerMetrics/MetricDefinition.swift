@@ -1,0 +1,180 @@
+/// One metric family the reconciler exposes: its Prometheus name, type, labels and help text, and
+/// which process exposes it. ``all`` is the catalog: the registry takes each family's help text
+/// from it, the README's metrics table lists exactly these names, and the alert rules and the
+/// Grafana dashboard may query only these (tests check all three).
+///
+/// Every series also carries the process's constant labels, `environment` and `bundle_id`
+/// (``MetricsRegistry/constantLabelNames``), so a `serve` and a `run` of the same app agree.
+///
+/// ```swift
+/// let metrics = MetricsRegistry(environment: "Production", bundleId: "com.example.app")
+/// MetricDefinition.webhookNotifications.counter(["SUBSCRIBED/INITIAL_BUY", "applied"], in: metrics).increment()
+/// ```
+public struct MetricDefinition: Sendable, Hashable, CustomStringConvertible {
+    public enum Kind: String, Sendable, Hashable {
+        case counter, gauge
+    }
+
+    /// The `reconciler` commands whose output carries the family.
+    public enum Process: String, Sendable, Hashable, CaseIterable {
+        /// `reconciler serve`, `GET /metrics`.
+        case serve
+        /// `reconciler run --metrics-file`, node_exporter's textfile collector.
+        case run
+    }
+
+    public var name: String
+    public var kind: Kind
+    /// The family's own labels, after the constant ones, in this order.
+    public var labels: [String]
+    public var help: String
+    public var processes: Set<Process>
+
+    public init(_ name: String, _ kind: Kind, labels: [String] = [], help: String, processes: Set<Process>) {
+        self.name = name
+        self.kind = kind
+        self.labels = labels
+        self.help = help
+        self.processes = processes
+    }
+
+    public var description: String { name }
+}
+
+extension MetricDefinition {
+    // MARK: serve: the live webhook
+
+    public static let webhookNotifications = MetricDefinition(
+        "reconciler_webhook_notifications_total", .counter, labels: ["type", "outcome"],
+        help: "Notifications the webhook stored, by TYPE/SUBTYPE and outcome (applied, stale, recorded, duplicate).",
+        processes: [.serve])
+    public static let webhookRejected = MetricDefinition(
+        "reconciler_webhook_rejected_total", .counter, labels: ["reason"],
+        help: "Requests the webhook rejected (400 or 413), by reason; nothing was stored.",
+        processes: [.serve])
+    public static let webhookStoreFailures = MetricDefinition(
+        "reconciler_webhook_store_failures_total", .counter,
+        help: "Notifications the webhook could not store because the database failed (503; Apple retries them).",
+        processes: [.serve])
+    /// The "last received" health signal.
+    public static let webhookLastNotification = MetricDefinition(
+        "reconciler_webhook_last_notification_timestamp_seconds", .gauge,
+        help: "The newest live notification: the newest signedDate the webhook stored, per the database, "
+            + "or when this serve process last stored one, whichever is later.",
+        processes: [.serve, .run])
+
+    // MARK: both: the ledger, read from the database
+
+    public static let quarantineUnacknowledged = MetricDefinition(
+        "reconciler_quarantined_payloads_unacknowledged", .gauge,
+        help: "Quarantined payloads (signed values that failed verification) nobody acknowledged yet (reconciler rejections --ack).",
+        processes: [.serve, .run])
+    public static let lastFinishedRun = MetricDefinition(
+        "reconciler_last_finished_run_timestamp_seconds", .gauge,
+        help: "When the newest finished run (succeeded or succeeded_with_rejections, not a dry run, any kind) finished.",
+        processes: [.serve, .run])
+    public static let ledgerRefreshFailures = MetricDefinition(
+        "reconciler_ledger_refresh_failures_total", .counter,
+        help: "Periodic database reads for the ledger gauges that failed; the gauges keep their last value.",
+        processes: [.serve])
+    // Issue 11's forwarding queue belongs here once it exists: its depth as a gauge read with the
+    // ledger gauges (for example reconciler_forward_queue_depth{state="pending|failed"}), exposed by
+    // both processes, and a rule on it in jobs/deploy/prometheus/.
+
+    // MARK: run: the last invocation, for node_exporter's textfile collector
+
+    public static let runExitCode = MetricDefinition(
+        "reconciler_run_exit_code", .gauge, labels: ["kind"],
+        help: "Exit code of the last run invocation: 0 done, 4 done but needs a person, 2 partial or interrupted, 1 configuration error.",
+        processes: [.run])
+    public static let runEnd = MetricDefinition(
+        "reconciler_run_end_timestamp_seconds", .gauge, labels: ["kind"],
+        help: "When the last run invocation ended, whatever its outcome.",
+        processes: [.run])
+    public static let runStatus = MetricDefinition(
+        "reconciler_run_status", .gauge, labels: ["kind", "status"],
+        help: "1 for the status of the last run's report, 0 for the other statuses.",
+        processes: [.run])
+    public static let runDryRun = MetricDefinition(
+        "reconciler_run_dry_run", .gauge,
+        help: "1 when the last run was a dry run (it changed nothing).",
+        processes: [.run])
+    public static let runDuration = MetricDefinition(
+        "reconciler_run_duration_seconds", .gauge,
+        help: "Duration of the last run.",
+        processes: [.run])
+    public static let runUrgentRecovery = MetricDefinition(
+        "reconciler_run_urgent_recovery_seconds", .gauge,
+        help: "When the last run applied its last new DID_RENEW or EXPIRED notification, in seconds after it started (absent when there was none).",
+        processes: [.run])
+    public static let runWindowStart = MetricDefinition(
+        "reconciler_run_window_start_timestamp_seconds", .gauge,
+        help: "Start of the last run's window.",
+        processes: [.run])
+    public static let runWindowEnd = MetricDefinition(
+        "reconciler_run_window_end_timestamp_seconds", .gauge,
+        help: "End of the last run's window.",
+        processes: [.run])
+    public static let runNotifications = MetricDefinition(
+        "reconciler_run_notifications", .gauge, labels: ["type", "outcome"],
+        help: "Notifications the last run saw, by TYPE/SUBTYPE and outcome (applied, stale, recorded, duplicate, rejected).",
+        processes: [.run])
+    public static let runPurchasesChanged = MetricDefinition(
+        "reconciler_run_purchases_changed", .gauge,
+        help: "Purchases whose exported state the last run changed.",
+        processes: [.run])
+    public static let runCustomersChecked = MetricDefinition(
+        "reconciler_run_customers_checked", .gauge,
+        help: "Customers the last run checked by transaction history.",
+        processes: [.run])
+    public static let runCustomersFailed = MetricDefinition(
+        "reconciler_run_customers_failed", .gauge,
+        help: "Customers the last run could not check.",
+        processes: [.run])
+    public static let runShardsFailed = MetricDefinition(
+        "reconciler_run_shards_failed", .gauge,
+        help: "Notification history shards the last run could not page.",
+        processes: [.run])
+    public static let runRejections = MetricDefinition(
+        "reconciler_run_rejections", .gauge, labels: ["new"],
+        help: "Signed values the last run met that failed verification: quarantined for the first time (new=\"true\") or already.",
+        processes: [.run])
+    public static let runAPIRequests = MetricDefinition(
+        "reconciler_run_api_requests", .gauge,
+        help: "App Store Server API requests of the last run, retries included.",
+        processes: [.run])
+    public static let runAPIRetries = MetricDefinition(
+        "reconciler_run_api_retries", .gauge,
+        help: "Requests of the last run that repeated a failed one.",
+        processes: [.run])
+    public static let runAPIRateLimited = MetricDefinition(
+        "reconciler_run_api_rate_limited", .gauge,
+        help: "429 responses the last run received.",
+        processes: [.run])
+    public static let runAPIServerErrors = MetricDefinition(
+        "reconciler_run_api_server_errors", .gauge,
+        help: "5xx responses the last run received.",
+        processes: [.run])
+    public static let runAPITransportErrors = MetricDefinition(
+        "reconciler_run_api_transport_errors", .gauge,
+        help: "Connection failures, timeouts and truncated bodies the last run met.",
+        processes: [.run])
+    public static let runAPIFailedCalls = MetricDefinition(
+        "reconciler_run_api_failed_calls", .gauge,
+        help: "App Store Server API calls of the last run that failed for good (after their retries).",
+        processes: [.run])
+
+    /// Every family, in the order the README's table lists them.
+    public static let all: [MetricDefinition] = [
+        webhookNotifications, webhookRejected, webhookStoreFailures, webhookLastNotification,
+        quarantineUnacknowledged, lastFinishedRun, ledgerRefreshFailures,
+        runExitCode, runEnd, runStatus, runDryRun, runDuration, runUrgentRecovery, runWindowStart, runWindowEnd,
+        runNotifications, runPurchasesChanged, runCustomersChecked, runCustomersFailed, runShardsFailed, runRejections,
+        runAPIRequests, runAPIRetries, runAPIRateLimited, runAPIServerErrors, runAPITransportErrors, runAPIFailedCalls,
+    ]
+
+    /// The family named `name`, if it is one of ``all``.
+    public static func named(_ name: String) -> MetricDefinition? { byName[name] }
+
+    private static let byName: [String: MetricDefinition] = Dictionary(uniqueKeysWithValues: all.map { ($0.name, $0) })
+}

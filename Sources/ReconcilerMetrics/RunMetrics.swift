@@ -1,0 +1,58 @@
+import CoreMetrics
+import Foundation
+import Reconciler
+
+/// The last `run` invocation as gauges, for `run --metrics-file` (node_exporter's textfile
+/// collector): its exit code and end always, and the figures of its last report when it made one
+/// (an invocation stopped by its configuration may have none).
+///
+/// ```swift
+/// let metrics = MetricsRegistry(environment: "Production", bundleId: "com.example.app")
+/// RunMetrics.record(exitCode: 0, kind: .scheduled, report: report, in: metrics)
+/// try? await LedgerMetrics(ledger: ledger, environment: "Production", bundleId: "com.example.app", registry: metrics).refresh()
+/// try metrics.writeTextfile(to: "/var/lib/node_exporter/textfile_collector/reconciler.prom")
+/// ```
+public enum RunMetrics {
+    /// The outcomes `reconciler_run_notifications` counts, as the report names them.
+    static func outcomes(_ counts: RunReport.NotificationCounts) -> [(String, Int)] {
+        [("applied", counts.applied), ("stale", counts.stale), ("recorded", counts.recorded), ("duplicate", counts.duplicate),
+         ("rejected", counts.rejected)]
+    }
+
+    public static func record(exitCode: Int32, kind: RunRecord.Kind, report: RunReport?, endedAt: Date = Date(), in metrics: MetricsRegistry) {
+        let kind = kind.rawValue
+        MetricDefinition.runExitCode.gauge([kind], in: metrics).record(Int64(exitCode))
+        MetricDefinition.runEnd.gauge([kind], in: metrics).record(endedAt.timeIntervalSince1970)
+        guard let report else { return }
+
+        // A finished report is never `running`.
+        for status in RunRecord.Status.allCases where status != .running {
+            MetricDefinition.runStatus.gauge([kind, status.rawValue], in: metrics).record(report.status == status ? 1 : 0)
+        }
+        func set(_ definition: MetricDefinition, _ value: Double) { definition.gauge(in: metrics).record(value) }
+        func set(_ definition: MetricDefinition, _ value: Int) { definition.gauge(in: metrics).record(Int64(value)) }
+        set(.runDryRun, report.dryRun ? 1 : 0)
+        set(.runDuration, report.durationSeconds)
+        if let urgent = report.urgentRecoverySeconds { set(.runUrgentRecovery, urgent) }
+        set(.runWindowStart, Double(report.windowStart) / 1000)
+        set(.runWindowEnd, Double(report.windowEnd) / 1000)
+        for (type, counts) in report.notificationsByType {
+            for (outcome, count) in outcomes(counts) where count > 0 {
+                MetricDefinition.runNotifications.gauge([type, outcome], in: metrics).record(Int64(count))
+            }
+        }
+        set(.runPurchasesChanged, report.changes.count)
+        set(.runCustomersChecked, report.customersChecked)
+        set(.runCustomersFailed, report.customersFailed.count)
+        set(.runShardsFailed, report.shardsFailed.count)
+        let newlyQuarantined = report.rejections.filter(\.newlyQuarantined).count
+        MetricDefinition.runRejections.gauge(["true"], in: metrics).record(Int64(newlyQuarantined))
+        MetricDefinition.runRejections.gauge(["false"], in: metrics).record(Int64(report.rejections.count - newlyQuarantined))
+        set(.runAPIRequests, report.api.requests)
+        set(.runAPIRetries, report.api.retries)
+        set(.runAPIRateLimited, report.api.rateLimited)
+        set(.runAPIServerErrors, report.api.serverErrors)
+        set(.runAPITransportErrors, report.api.transportErrors)
+        set(.runAPIFailedCalls, report.api.failedCalls)
+    }
+}

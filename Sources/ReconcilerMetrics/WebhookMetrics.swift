@@ -1,0 +1,44 @@
+import AppStoreServer
+import CoreMetrics
+import Foundation
+import Reconciler
+
+/// What the live webhook counts, in its process's ``MetricsRegistry``: notifications stored by
+/// type and outcome, rejections by reason, store failures, and the newest live notification's time
+/// (the "last received" health signal alerts watch).
+///
+/// ```swift
+/// let metrics = WebhookMetrics(registry: MetricsRegistry(environment: "Production", bundleId: "com.example.app"))
+/// metrics.stored(result)                       // after the handler stored a notification
+/// metrics.rejected(reason: "INVALID_SIGNATURE")
+/// ```
+public final class WebhookMetrics: Sendable {
+    public let registry: MetricsRegistry
+    private let storeFailures: CoreMetrics.Counter
+
+    /// Reasons the webhook can reject a request with besides the verifier's.
+    public static let requestRejections = ["BODY_TOO_LARGE", "MALFORMED_BODY"]
+
+    public init(registry: MetricsRegistry) {
+        self.registry = registry
+        storeFailures = MetricDefinition.webhookStoreFailures.counter(in: registry)
+        // Every known reason starts at 0, so `increase()` over the first rejection of a kind sees it.
+        for reason in Self.requestRejections + VerificationError.Reason.allCases.map(\.rawValue) {
+            _ = MetricDefinition.webhookRejected.counter([reason], in: registry)
+        }
+    }
+
+    /// The handler stored a notification (a duplicate included: Apple delivered it again).
+    public func stored(_ result: HandlingResult, at date: Date = Date()) {
+        MetricDefinition.webhookNotifications.counter([result.typeAndSubtype, result.outcome.rawValue], in: registry).increment()
+        registry.newestLiveNotification.advance(to: date.timeIntervalSince1970)
+    }
+
+    public func rejected(reason: String) {
+        MetricDefinition.webhookRejected.counter([reason], in: registry).increment()
+    }
+
+    public func storeFailed() {
+        storeFailures.increment()
+    }
+}
