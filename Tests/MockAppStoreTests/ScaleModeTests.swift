@@ -167,4 +167,41 @@ import Testing
             #expect(try await found.signedTransactions?.asyncMap { try await verifier.verifyAndDecodeTransaction($0).transactionId } == [order.transactionId])
         }
     }
+
+    /// `GET /mock/notifications` lists the scale window too: every notification once, in Apple's
+    /// order, none forged, delivered exactly when Get Notification History shows a successful attempt.
+    @Test func notificationListMatchesTheHistory() async throws {
+        try await MockAppStore.withRunning(.init(scenario: scenario)) { mock, baseURL in
+            struct Line: Decodable {
+                var notificationUUID: String
+                var notificationType: String
+                var subtype: String?
+                var firstAttemptDate: Int64
+                var delivered: Bool
+                var forged: Bool
+            }
+            let scale = try #require(mock.scale)
+            let response = try await HTTPClient.shared.execute(HTTPClientRequest(url: "\(baseURL)/mock/notifications"), timeout: .seconds(30))
+            let body = String(buffer: try await response.body.collect(upTo: 1 << 26))
+            let lines = try body.split(separator: "\n").map { try JSONDecoder().decode(Line.self, from: Data($0.utf8)) }
+            let all = reference(scale.scenario, customers: scale.customerCount)
+            #expect(lines.map(\.notificationUUID) == all.map(\.plan.notificationUUID))
+            #expect(lines.map(\.firstAttemptDate) == all.map(\.firstAttempt))
+            #expect(lines.map(\.subtype) == all.map { $0.plan.subtype?.rawValue })
+            #expect(!lines.contains { $0.forged })
+
+            let client = mock.client(baseURL: baseURL)
+            let verifier = try mock.verifier()
+            var delivered: [String: Bool] = [:]
+            for try await page in client.notificationHistory(NotificationHistoryRequest(startDate: now - 30 * hour, endDate: now)) {
+                for item in page.items {
+                    let uuid = try await verifier.verifyAndDecodeNotification(item.signedPayload!).notificationUUID!
+                    delivered[uuid] = item.sendAttempts?.contains { $0.sendAttemptResult == .success } ?? false
+                }
+            }
+            #expect(lines.map { delivered[$0.notificationUUID] } == lines.map(\.delivered))
+            // The last hour's notifications were retried an hour later, after the outage: delivered late; the rest never.
+            #expect(lines.contains { $0.delivered } && lines.contains { !$0.delivered })
+        }
+    }
 }

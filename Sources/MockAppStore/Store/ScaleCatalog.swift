@@ -270,8 +270,12 @@ final class ScaleCatalog: Sendable {
 
     /// The attempts with their number; a failure's result is a placeholder until its UUID is known.
     private func attemptSchedule(_ index: Int) -> [(attempt: SendAttemptItem, number: Int)] {
+        attemptSchedule(firstAttemptDate: entries[index].firstAttemptDate)
+    }
+
+    private func attemptSchedule(firstAttemptDate: Int64) -> [(attempt: SendAttemptItem, number: Int)] {
         let configuration = scenario.configuration
-        var time = entries[index].firstAttemptDate
+        var time = firstAttemptDate
         var number = 1
         var result: [(attempt: SendAttemptItem, number: Int)] = []
         while time <= configuration.now {
@@ -290,6 +294,24 @@ final class ScaleCatalog: Sendable {
     /// - Parameter now: the moment `entitled` is judged at, UNIX ms.
     func truth(at now: Int64 = Int64(Date().timeIntervalSince1970 * 1000)) -> [PurchaseState] {
         inParallel { GroundTruth.purchases(self.world(ofCustomer: $0), at: now) }
+    }
+
+    /// Every notification for `GET /mock/notifications`, in first-attempt order; none is forged, and
+    /// one counts as delivered when an attempt of its schedule fell outside the outage.
+    func notificationLines() -> [MockAppStore.NotificationLine] {
+        let lines = inParallel { customer in
+            self.world(ofCustomer: customer).notifications.map { plan in
+                let firstAttemptDate = plan.signedDate + MockCatalog.firstAttemptDelay(plan.notificationUUID)
+                let (high, low) = Self.uuidBits(plan.notificationUUID) ?? (0, 0)
+                let line = MockAppStore.NotificationLine(
+                    notificationUUID: plan.notificationUUID, notificationType: plan.notificationType.rawValue, subtype: plan.subtype?.rawValue,
+                    firstAttemptDate: firstAttemptDate,
+                    delivered: self.attemptSchedule(firstAttemptDate: firstAttemptDate).contains { $0.attempt.sendAttemptResult == .success },
+                    forged: false)
+                return (Key(date: firstAttemptDate, high: high, low: low), line)
+            }
+        }
+        return lines.sorted { $0.0 < $1.0 }.map(\.1)
     }
 
     /// Every transaction's order ID, by account then purchase.
