@@ -78,6 +78,8 @@ public final class MockAppStore: Service, Sendable {
     /// The In-App Purchase key the mock accepts.
     public let apiKey: P256.Signing.PrivateKey
     let catalog: MockCatalog
+    /// The scale scenario's index (`ScenarioConfiguration.scaleNotifications`), which the endpoints serve instead of `catalog`.
+    let scale: ScaleCatalog?
     let attempts = SendAttemptLog()
     let statistics = MockStatistics()
     let rateLimiter = MockRateLimiter()
@@ -102,15 +104,21 @@ public final class MockAppStore: Service, Sendable {
         let authority = try SigningCertificateAuthority(options: .init(
             name: "Mock App Store", notValidBefore: earliest.addingTimeInterval(-30 * 86400),
             notValidAfter: Date().addingTimeInterval(2 * 365 * 86400), seed: seed))
+        if let target = configuration.scenario.scaleNotifications {
+            let scale = try await ScaleCatalog(configuration: configuration.scenario, notifications: target, signer: authority.signer)
+            let catalog = try await MockCatalog(world: ScenarioWorld(), configuration: configuration.scenario, signer: authority.signer)
+            return MockAppStore(configuration: configuration, authority: authority, catalog: catalog, scale: scale, logger: logger)
+        }
         let world = ScenarioGenerator.generate(configuration.scenario)
         let catalog = try await MockCatalog(world: world, configuration: configuration.scenario, signer: authority.signer)
         return MockAppStore(configuration: configuration, authority: authority, catalog: catalog, logger: logger)
     }
 
-    init(configuration: Configuration, authority: SigningCertificateAuthority, catalog: MockCatalog, logger: Logger) {
+    init(configuration: Configuration, authority: SigningCertificateAuthority, catalog: MockCatalog, scale: ScaleCatalog? = nil, logger: Logger) {
         self.configuration = configuration
         self.authority = authority
         self.catalog = catalog
+        self.scale = scale
         self.logger = logger
         self.apiKey = SigningCertificateAuthority.key(seed: "\(configuration.scenario.seed)", label: "api-key")
         self.faults = Mutex(configuration.faults)
@@ -133,6 +141,16 @@ public final class MockAppStore: Service, Sendable {
                 }
                 logger.info("listening", metadata: ["url": "http://\(configuration.host):\(port)"])
                 await configuration.onListening(port)
+                if let scale {
+                    // The whole scale window is an outage: nothing to deliver.
+                    statistics.update { $0.liveDeliveryComplete = true }
+                    logger.info("mock-appstore ready", metadata: [
+                        "url": "http://\(configuration.host):\(port)", "notifications": "\(scale.entries.count)",
+                        "customers": "\(scale.customerCount)", "environment": "\(configuration.scenario.environment.rawValue)",
+                    ])
+                    await configuration.onReady(port)
+                    return
+                }
                 // Deliver in the background so the API answers meanwhile.
                 Task {
                     if let webhook = configuration.webhookURL {
@@ -171,14 +189,15 @@ public final class MockAppStore: Service, Sendable {
     /// The ground truth as JSON lines, in the shape of `reconciler export`.
     /// - Parameter now: the moment `entitled` is judged at, UNIX ms (`GET /mock/truth?at=`).
     public func truthJSONLines(at now: Int64 = Int64(Date().timeIntervalSince1970 * 1000)) throws -> String {
-        try GroundTruth.jsonLines(catalog.snapshot.world, at: now)
+        guard let scale else { return try GroundTruth.jsonLines(catalog.snapshot.world, at: now) }
+        return try scale.truth(at: now).map { try $0.jsonLine() + "\n" }.joined()
     }
 
     /// The ground truth.
-    public var truth: [PurchaseState] { GroundTruth.purchases(catalog.snapshot.world) }
+    public var truth: [PurchaseState] { scale?.truth() ?? GroundTruth.purchases(catalog.snapshot.world) }
 
     /// Every transaction's order ID, by account then purchase.
-    public var orders: [MockOrder] { catalog.snapshot.orderEntries }
+    public var orders: [MockOrder] { scale?.orders() ?? catalog.snapshot.orderEntries }
 
     /// The order IDs as JSON lines (`GET /mock/orders`, `mock-appstore --print-orders`).
     public func ordersJSONLines() throws -> String {

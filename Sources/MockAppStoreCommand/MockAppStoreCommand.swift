@@ -24,6 +24,11 @@ struct MockAppStoreCommand: AsyncParsableCommand {
             the shape of `reconciler export`; GET /mock/orders every transaction's order ID (also printed by \
             --print-orders); GET /mock/stats what the mock saw.
 
+            --scale-notifications N (for benchmarks) replaces --customers with customers whose whole lives fall \
+            inside the outage window, mostly renewals with every urgent kind among them, until the window holds at \
+            least N notifications; each customer is rebuilt from the seed when a request needs it, so a million \
+            notifications fit in a few hundred MB. The whole window is an outage: no live delivery, no --webhook.
+
             Times: ISO 8601, UNIX milliseconds, or now-6h. Durations: 90s, 45m, 6h, 3d.
 
               mock-appstore --port 8081 --seed 7 --customers 200 --outage-start now-6h --outage-end now-3h \\
@@ -34,6 +39,8 @@ struct MockAppStoreCommand: AsyncParsableCommand {
     @Option(help: "Address to listen on.") var host: String = "127.0.0.1"
     @Option(help: "Scenario seed: the same seed gives the same customers and events.") var seed: UInt64 = 1
     @Option(help: "Number of simulated customers.") var customers: Int = 100
+    @Option(help: "Scale mode: simulate customers until the outage window holds at least this many notifications (see below).")
+    var scaleNotifications: Int?
     @Option(help: "How far back the simulated history reaches.") var span: String = "3d"
     @Option(help: "The scenario's present (default: now).") var now: String?
     @Option(help: "Start of the webhook outage (default now-6h).") var outageStart: String?
@@ -83,6 +90,12 @@ struct MockAppStoreCommand: AsyncParsableCommand {
             throw ValidationError("--retry-after-format is one of \(forms)")
         }
         guard customers >= 0 else { throw ValidationError("--customers must not be negative") }
+        if let scaleNotifications {
+            guard scaleNotifications > 0 else { throw ValidationError("--scale-notifications must be positive") }
+            guard !noOutage else { throw ValidationError("--scale-notifications needs an outage: its notifications all fall inside it") }
+            guard webhook == nil else { throw ValidationError("--scale-notifications delivers nothing live: omit --webhook") }
+            guard forged == 0, outage.isEmpty else { throw ValidationError("--scale-notifications takes no --forged and no --outage") }
+        }
         guard ["production", "sandbox"].contains(environment.lowercased()) else { throw ValidationError("--environment is production or sandbox") }
     }
 
@@ -124,6 +137,7 @@ struct MockAppStoreCommand: AsyncParsableCommand {
             seed: seed, customers: customers, now: present, span: spanMilliseconds, outageStart: outage?.0, outageEnd: outage?.1,
             environment: environment.lowercased() == "production" ? .production : .sandbox, bundleId: bundleId,
             appAppleId: appAppleId, renewalPeriod: period, scriptedOutageCustomers: !noScriptedCustomers, forgedNotifications: forged)
+        scenario.scaleNotifications = scaleNotifications
         for window in self.outage {
             let parts = window.split(separator: "/", maxSplits: 1).map(String.init)
             guard parts.count == 2 else { throw ValidationError("--outage: \(window) is not START/END") }

@@ -84,6 +84,8 @@ struct ApplyBenchmark: AsyncParsableCommand {
 
     @Option(help: "Customers of the scenario that produces the notifications.") var customers: Int = 2000
     @Option(help: "Pages applied at once.") var concurrency: Int = 8
+    @Option(help: "Queue every new notification for this webhook too, as `run --forward-to` does (nothing is sent).")
+    var forwardTo: String?
 
     func run() async throws {
         let logger = quietLogger()
@@ -98,6 +100,7 @@ struct ApplyBenchmark: AsyncParsableCommand {
             let handler = NotificationHandler(verifier: try mock.verifier(), database: Database(client: client, logger: logger))
             let pages = stride(from: 0, to: payloads.count, by: 20).map { Array(payloads[$0..<min($0 + 20, payloads.count)]) }
             let queue = PageQueue(pages)
+            let forwarding = forwardTo.map { NotificationHandler.Forwarding(targetURL: $0) }
             let (_, seconds) = try await elapsed {
                 try await withThrowingTaskGroup(of: Void.self) { workers in
                     for _ in 0..<concurrency {
@@ -106,15 +109,22 @@ struct ApplyBenchmark: AsyncParsableCommand {
                                 var verified: [VerifiedNotification] = []
                                 for payload in page { verified.append(try await handler.verify(signedPayload: payload)) }
                                 let toApply = verified
-                                _ = try await handler.record(toApply, source: .history(runId: 0))
+                                _ = try await handler.record(toApply, source: .history(runId: 0), forwarding: forwarding)
                             }
                         }
                     }
                     try await workers.waitForAll()
                 }
             }
+            // What the pages wrote besides the notifications: the change feed and the forward queue.
+            var counts: [Int] = []
+            for table in ["notifications", "purchase_changes", "forward_queue"] {
+                let rows = try await client.query(PostgresQuery(unsafeSQL: "SELECT count(*)::bigint FROM \(table)"), logger: logger)
+                for try await count in rows.decode(Int64.self) { counts.append(Int(count)) }
+            }
             print(String(format: "apply: %d notifications in %d pages, concurrency %d: %.2f s = %.0f notifications/s (%.0f pages/s)",
                          payloads.count, pages.count, concurrency, seconds, Double(payloads.count) / seconds, Double(pages.count) / seconds))
+            print("  rows written: \(counts[0]) notifications, \(counts[1]) change-feed rows, \(counts[2]) forward-queue rows")
         }
     }
 }

@@ -81,6 +81,28 @@ import Testing
         #expect(Set(truth.compactMap(\.latestTransactionId)).isDisjoint(with: upgraded))
     }
 
+    /// Apple's status is the one signed last, and the truth's is the simulation's last event: they
+    /// agree only if no event is signed before the purchase it changes, including scripted customers
+    /// bought inside an outage longer than a period (13 h here, 8 h periods).
+    @Test(arguments: [3, 13]) func theTruthsStatusIsTheNewestSignedOne(outageHours: Int64) {
+        var configuration = configuration
+        configuration.outageStart = now - (outageHours + 3) * 3_600_000
+        let world = ScenarioGenerator.generate(configuration)
+        var newest: [String: ScenarioWorld.PlannedNotification] = [:]
+        for notification in world.notifications where notification.status != nil {
+            guard let original = notification.originalTransactionId else { continue }
+            if notification.signedDate >= newest[original]?.signedDate ?? .min { newest[original] = notification }
+            if let purchased = notification.transaction?.originalPurchaseDate {
+                #expect(notification.signedDate >= purchased, "\(notification.notificationType) signed before \(original) was bought")
+            }
+        }
+        let subscriptions = GroundTruth.purchases(world).filter { $0.status != nil }
+        #expect(subscriptions.count > 100)
+        for state in subscriptions {
+            #expect(state.status == newest[state.originalTransactionId]?.status?.rawValue, "\(state.originalTransactionId)")
+        }
+    }
+
     /// Each kind without `data` also happens outside the outage (delivered live), names no
     /// customer and no purchase, and leaves the ground truth as it is without them.
     @Test func notificationsWithoutDataCarryNoPurchase() {

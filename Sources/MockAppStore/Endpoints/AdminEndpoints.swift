@@ -45,6 +45,7 @@ extension MockAppStore {
             return .json(.ok, updated)
         case (.POST, "/mock/refund"):
             guard let transactionId = request.queryValue("transactionId") else { return .text(.badRequest, "transactionId is required") }
+            guard scale == nil else { return .text(.badRequest, "refunds at run time are not available in scale mode") }
             guard let notification = try? catalog.refund(transactionId: transactionId, at: Self.nowMilliseconds) else {
                 return .text(.notFound, "unknown transaction \(transactionId)")
             }
@@ -62,25 +63,29 @@ extension MockAppStore {
 }
 
 extension MockAppStore {
+    /// A line of `GET /mock/notifications`.
+    struct NotificationLine: Encodable, Sendable {
+        var notificationUUID: String
+        var notificationType: String
+        var subtype: String?
+        var firstAttemptDate: Int64
+        var delivered: Bool
+        var forged: Bool
+    }
+
     /// One line per notification, in first-attempt order.
     func notificationLines() -> String {
-        struct Line: Encodable {
-            var notificationUUID: String
-            var notificationType: String
-            var subtype: String?
-            var firstAttemptDate: Int64
-            var delivered: Bool
-            var forged: Bool
+        let lines = scale?.notificationLines() ?? catalog.snapshot.notifications.map { notification in
+            let plan = notification.plan
+            return NotificationLine(
+                notificationUUID: plan.notificationUUID, notificationType: plan.notificationType.rawValue, subtype: plan.subtype?.rawValue,
+                firstAttemptDate: notification.firstAttemptDate,
+                delivered: attempts.attempts(plan.notificationUUID).contains { $0.sendAttemptResult == .success }, forged: notification.forged)
         }
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys]
         var text = ""
-        for notification in catalog.snapshot.notifications {
-            let plan = notification.plan
-            let line = Line(
-                notificationUUID: plan.notificationUUID, notificationType: plan.notificationType.rawValue, subtype: plan.subtype?.rawValue,
-                firstAttemptDate: notification.firstAttemptDate,
-                delivered: attempts.attempts(plan.notificationUUID).contains { $0.sendAttemptResult == .success }, forged: notification.forged)
+        for line in lines {
             if let data = try? encoder.encode(line) { text += String(decoding: data, as: UTF8.self) + "\n" }
         }
         return text

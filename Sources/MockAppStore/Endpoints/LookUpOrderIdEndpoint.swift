@@ -8,7 +8,8 @@ import AppStoreServer
 /// orders `FORGED0000`... answer with a transaction signed by a stranger's CA.
 extension MockAppStore {
     func lookUpOrderId(_ orderId: String) -> MockHTTPResponse {
-        let snapshot = catalog.snapshot
+        let snapshot = scale.map { $0.snapshot(ofOrder: orderId) ?? MockCatalog.Snapshot(world: ScenarioWorld(), notifications: [], transactionsByAccount: [:]) }
+            ?? catalog.snapshot
         if let forged = snapshot.forgedOrders[orderId] {
             return .json(.ok, OrderLookupResponse(status: .valid, signedTransactions: [forged.signedTransaction]))
         }
@@ -21,7 +22,7 @@ extension MockAppStore {
             let signed = try transactionIds.compactMap { snapshot.world.transactionVersions[$0]?.last?.payload }.map { transaction in
                 var transaction = transaction
                 transaction.signedDate = signedAt
-                return try authority.signer.sign(transaction)
+                return try catalog.signer.sign(transaction)
             }
             return .json(.ok, OrderLookupResponse(status: .valid, signedTransactions: signed))
         } catch {

@@ -82,14 +82,20 @@ extension MockAppStore {
         }
         let snapshot = catalog.snapshot
         var account: String?
+        var customer: Int?
         if let transactionId {
             guard !transactionId.isEmpty, transactionId.allSatisfy(\.isNumber) else {
                 return Self.apiError(.badRequest, 4_000_006, "Invalid transaction id.")
             }
-            guard let owner = snapshot.account(ofTransaction: transactionId) else {
+            if let scale {
+                customer = scale.customer(ofTransaction: transactionId)
+                account = customer.map { "account-\($0)" }
+            } else {
+                account = snapshot.account(ofTransaction: transactionId)
+            }
+            guard account != nil else {
                 return Self.apiError(.notFound, 4_040_010, "Transaction id not found.")
             }
-            account = owner
         }
         // The token is bound to the body as sent, so any change to it is detected.
         let query = HistoryQuery(startDate: start, endDate: object["endDate"]?.integer ?? end, notificationType: type,
@@ -110,7 +116,25 @@ extension MockAppStore {
         var page: [NotificationHistoryResponseItem] = []
         var last: (Int64, String)?
         var hasMore = false
-        for notification in snapshot.notifications {
+        if let scale {
+            let filter: ScaleCatalog.Filter
+            if let customer {
+                filter = .customer(customer)
+            } else if let type {
+                // Without a subtype, only notifications without one (Apple's rule), as in the scan below.
+                filter = .kind(subtype.map { "\(type)/\($0)" } ?? type)
+            } else {
+                filter = .everything
+            }
+            do {
+                let found = try scale.page(start: start, end: end, filter: filter, after: after, onlyFailures: onlyFailures == true,
+                                           pageSize: configuration.pageSize)
+                (page, last, hasMore) = (found.items, found.last, found.hasMore)
+            } catch {
+                return Self.apiError(.internalServerError, 5_000_000, "An unknown error occurred.")
+            }
+        }
+        for notification in snapshot.notifications where scale == nil {
             let key = (notification.firstAttemptDate, notification.plan.notificationUUID)
             if let after, !(key > after) { continue }
             guard notification.firstAttemptDate >= start, notification.firstAttemptDate < end else { continue }

@@ -6,7 +6,7 @@ import Foundation
 /// repeated `status` parameters filter.
 extension MockAppStore {
     func subscriptionStatuses(_ request: MockHTTPRequest, anyTransactionId: String) -> MockHTTPResponse {
-        let snapshot = catalog.snapshot
+        let snapshot = snapshot(forTransaction: anyTransactionId)
         let account: String
         switch Self.account(of: anyTransactionId, in: snapshot) {
         case .success(let found): account = found
@@ -30,8 +30,8 @@ extension MockAppStore {
                 var renewal = snapshot.world.renewalVersions[original]?.last
                 renewal?.signedDate = signedAt
                 groups[latest.subscriptionGroupIdentifier ?? "", default: []].append(LastTransactionsItem(
-                    status: status, originalTransactionId: original, signedTransactionInfo: try authority.signer.sign(transaction),
-                    signedRenewalInfo: try renewal.map { try authority.signer.sign($0) }))
+                    status: status, originalTransactionId: original, signedTransactionInfo: try catalog.signer.sign(transaction),
+                    signedRenewalInfo: try renewal.map { try catalog.signer.sign($0) }))
             }
         } catch {
             return Self.apiError(.internalServerError, 5_000_000, "An unknown error occurred.")

@@ -23,6 +23,13 @@ extension MockAppStore {
     /// Apple's error for a path parameter that is not a transaction id of any customer.
     struct TransactionIdError: Error { var response: MockHTTPResponse }
 
+    /// What the endpoints about one customer read: the whole scenario, or in scale mode the world
+    /// of the customer owning the transaction (an empty one when no customer has it).
+    func snapshot(forTransaction transactionId: String) -> MockCatalog.Snapshot {
+        guard let scale else { return catalog.snapshot }
+        return scale.snapshot(ofTransaction: transactionId) ?? MockCatalog.Snapshot(world: ScenarioWorld(), notifications: [], transactionsByAccount: [:])
+    }
+
     /// The account a path's transaction id belongs to (any transaction of the customer).
     static func account(of anyTransactionId: String, in snapshot: MockCatalog.Snapshot) -> Result<String, TransactionIdError> {
         guard !anyTransactionId.isEmpty, anyTransactionId.allSatisfy(\.isNumber) else {
@@ -35,7 +42,7 @@ extension MockAppStore {
     }
 
     func transactionHistory(_ request: MockHTTPRequest, anyTransactionId: String) -> MockHTTPResponse {
-        let snapshot = catalog.snapshot
+        let snapshot = snapshot(forTransaction: anyTransactionId)
         let account: String
         switch Self.account(of: anyTransactionId, in: snapshot) {
         case .success(let found): account = found
@@ -117,7 +124,7 @@ extension MockAppStore {
             let signed = try page.map { entry in
                 var payload = entry.payload
                 payload.signedDate = signedAt
-                return try authority.signer.sign(payload)
+                return try catalog.signer.sign(payload)
             }
             return .json(.ok, HistoryResponse(
                 revision: revision, hasMore: hasMore, bundleId: scenario.bundleId, appAppleId: scenario.appAppleId,

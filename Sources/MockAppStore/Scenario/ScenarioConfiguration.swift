@@ -34,6 +34,11 @@ public struct ScenarioConfiguration: Sendable {
     /// Add the notifications whose payload has no `data` (RENEWAL_EXTENSION/SUMMARY,
     /// EXTERNAL_PURCHASE_TOKEN, RESCIND_CONSENT), live and inside the outage. They carry no purchase.
     public var notificationsWithoutData: Bool
+    /// Scale mode: instead of `customers`, simulate customers whose whole lives fall inside the
+    /// outage window until it holds at least this many notifications (``ScaleScenario``), each
+    /// customer rebuilt from the seed when a request needs it. No live delivery, no scripted
+    /// customers, no forged payloads, no payloads without `data`.
+    public var scaleNotifications: Int?
 
     public init(
         seed: UInt64 = 1, customers: Int = 100, now: Int64 = Int64(Date().timeIntervalSince1970 * 1000),

@@ -70,8 +70,24 @@ public struct ScenarioGenerator {
         }
     }
 
+    /// How often a subscription meets each kind of event, per period.
+    struct SubscriptionRates {
+        /// The chance of one notable event (auto-renew change, upgrade, price increase, refund...) inside a period.
+        var notableEvent: Double
+        /// The chance that the product is removed from sale at a renewal.
+        var productNotForSale: Double
+        /// The chance that a renewal fails (billing retry, then recovery or expiry).
+        var failedRenewal: Double
+
+        /// The default scenarios' mix: eventful lives.
+        static let standard = SubscriptionRates(notableEvent: 0.35, productNotForSale: 0.03, failedRenewal: 0.18)
+        /// The scale scenario's mix: mostly plain renewals, every other kind still present.
+        static let mostlyRenewals = SubscriptionRates(notableEvent: 0.06, productNotForSale: 0.005, failedRenewal: 0.03)
+    }
+
     /// A subscription's life from its first purchase until now.
-    mutating func simulateSubscription(accountId: String, product: MockProduct, ownership: InAppOwnershipType, start: Int64) {
+    mutating func simulateSubscription(accountId: String, product: MockProduct, ownership: InAppOwnershipType, start: Int64,
+                                       rates: SubscriptionRates = .standard) {
         guard start < now else { return }
         let appAccountToken = rng.uuid()
         var state = SubscriptionState(
@@ -83,7 +99,7 @@ public struct ScenarioGenerator {
         while true {
             let expiry = currentExpiry(state)
             // At most one notable event inside the period.
-            if rng.chance(0.35) {
+            if rng.chance(rates.notableEvent) {
                 let at = periodStart + rng.within(expiry - periodStart, from: 0.15, to: 0.85)
                 guard at < now else { return }
                 let pick = Double.random(in: 0..<1, using: &rng)
@@ -135,10 +151,10 @@ public struct ScenarioGenerator {
             } else if pendingPriceIncrease {
                 expire(&state, subtype: .priceIncrease, intent: .customerDidNotConsentToPriceIncrease, at: expiry)
                 return
-            } else if rng.chance(0.03) {
+            } else if rng.chance(rates.productNotForSale) {
                 expire(&state, subtype: .productNotForSale, intent: .productNotAvailable, at: expiry)
                 return
-            } else if rng.chance(0.18) {
+            } else if rng.chance(rates.failedRenewal) {
                 guard let recoveredAt = failToRenew(&state, at: expiry) else { return }
                 periodStart = recoveredAt
             } else {
@@ -247,25 +263,34 @@ public struct ScenarioGenerator {
         var other = newSubscriber(firstExpiry: inOutage(0.65), generator: &self)
         setAutoRenew(&other, on: false, at: inOutage(0.65) - period / 4)
         expire(&other, subtype: nil, intent: .other, at: inOutage(0.65))
+        // The next subscribers are still in their first period when the outage ends. With a period
+        // shorter than the outage they were bought inside it, and their events must follow the
+        // purchase: a revoke signed before the purchase would leave Apple's status (newest
+        // signedDate) active where the simulation's last event says revoked.
+        let boughtAt = outageEnd + period / 2 - period
+        func afterPurchase(_ fraction: Double) -> Int64 {
+            let from = max(outageStart, boughtAt + 1000)
+            return from + Int64(Double(outageEnd - from) * fraction)
+        }
         // A refund and a family-sharing revoke.
         var refunded = newSubscriber(firstExpiry: outageEnd + period / 2, generator: &self)
-        refundLatest(&refunded, at: inOutage(0.45))
+        refundLatest(&refunded, at: afterPurchase(0.45))
         var family = newSubscriber(ownership: .familyShared, firstExpiry: outageEnd + period / 2, generator: &self)
-        revokeFamilyShared(&family, at: inOutage(0.5))
+        revokeFamilyShared(&family, at: afterPurchase(0.5))
         // A failure to renew without grace that is still in billing retry at the end.
         var failing = newSubscriber(firstExpiry: inOutage(0.75), generator: &self)
         failing.renewal.isInBillingRetryPeriod = true
         emitSubscription(&failing, .didFailToRenew, nil, at: inOutage(0.75), status: .billingRetry)
         // Types this code does not know.
         var future = newSubscriber(firstExpiry: outageEnd + period / 2, generator: &self)
-        emitSubscription(&future, NotificationTypeV2(rawValue: "FUTURE_NOTIFICATION_TYPE"), nil, at: inOutage(0.35), status: .active)
+        emitSubscription(&future, NotificationTypeV2(rawValue: "FUTURE_NOTIFICATION_TYPE"), nil, at: afterPurchase(0.35), status: .active)
         emitSubscription(&future, NotificationTypeV2(rawValue: "FUTURE_NOTIFICATION_TYPE"), Subtype(rawValue: "FUTURE_SUBTYPE"),
-                         at: inOutage(0.85), status: .active)
+                         at: afterPurchase(0.85), status: .active)
         // An upgrade and a downgrade.
         var upgrading = newSubscriber(.basicMonthly, firstExpiry: outageEnd + period / 2, generator: &self)
-        upgrade(&upgrading, to: .premiumMonthly, at: inOutage(0.25))
+        upgrade(&upgrading, to: .premiumMonthly, at: afterPurchase(0.25))
         var downgrading = newSubscriber(firstExpiry: outageEnd + period / 2, generator: &self)
-        changeRenewalPreference(&downgrading, to: .basicMonthly, at: inOutage(0.15))
+        changeRenewalPreference(&downgrading, to: .basicMonthly, at: afterPurchase(0.15))
         // One-time purchases.
         let buyer = "account-\(index)"
         index += 1

@@ -160,6 +160,18 @@ final class MockCatalog: Sendable {
 
     static func signNotification(_ plan: ScenarioWorld.PlannedNotification, configuration: ScenarioConfiguration,
                                  signer: JWSSigner) throws -> String {
+        try signNotification(plan, configuration: configuration) { json, _ in try signer.sign(payloadJSON: json) }
+    }
+
+    /// Builds the notification's payload with its nested values, handing each JSON to `sign` in a
+    /// fixed order (its position is the second argument: nested values first, the payload last).
+    static func signNotification(_ plan: ScenarioWorld.PlannedNotification, configuration: ScenarioConfiguration,
+                                 sign: (Data, Int) throws -> String) throws -> String {
+        var position = 0
+        func signer(_ value: some Encodable) throws -> String {
+            defer { position += 1 }
+            return try sign(try JWSSigner.encode(value), position)
+        }
         // Sandbox payloads omit the app's Apple ID where Apple's do (`data`, and `appData` alike).
         let appAppleId = configuration.environment == .production ? configuration.appAppleId : nil
         var payload = ResponseBodyV2DecodedPayload(
@@ -173,7 +185,7 @@ final class MockCatalog: Sendable {
             appTransaction.receiptCreationDate = plan.signedDate
             payload.appData = AppData(
                 appAppleId: appAppleId, bundleId: configuration.bundleId, environment: configuration.environment,
-                signedAppTransactionInfo: try signer.sign(appTransaction))
+                signedAppTransactionInfo: try signer(appTransaction))
         } else {
             var transaction = plan.transaction
             transaction?.signedDate = plan.signedDate
@@ -181,11 +193,11 @@ final class MockCatalog: Sendable {
             renewal?.signedDate = plan.signedDate
             payload.data = NotificationData(
                 appAppleId: appAppleId, bundleId: configuration.bundleId, bundleVersion: "1.0", environment: configuration.environment,
-                signedTransactionInfo: try transaction.map { try signer.sign($0) },
-                signedRenewalInfo: try renewal.map { try signer.sign($0) }, status: plan.status,
+                signedTransactionInfo: try transaction.map { try signer($0) },
+                signedRenewalInfo: try renewal.map { try signer($0) }, status: plan.status,
                 consumptionRequestReason: plan.consumptionRequestReason)
         }
-        return try signer.sign(payload)
+        return try signer(payload)
     }
 }
 

@@ -43,9 +43,10 @@ public struct NotificationHandler: Sendable {
         return VerifiedNotification(notification: notification, subscription: subscription, environment: verifier.configuration.environment.rawValue)
     }
 
-    /// Applies verified notifications in one transaction of their own (as a replayed page is).
-    public func record(_ notifications: [VerifiedNotification], source: PurchaseStore.Source) async throws -> [HandlingResult] {
-        try await database.transaction { connection in try await apply(notifications, source: source, on: connection) }
+    /// Applies verified notifications in one transaction of their own (as a replayed page is); with
+    /// `forwarding`, those recorded for the first time are queued for the app's webhook too.
+    public func record(_ notifications: [VerifiedNotification], source: PurchaseStore.Source, forwarding: Forwarding? = nil) async throws -> [HandlingResult] {
+        try await database.transaction { connection in try await apply(notifications, source: source, forwarding: forwarding, on: connection) }
     }
 
     /// Whether the database behind the store answers, for health checks.
