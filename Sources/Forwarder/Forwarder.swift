@@ -47,9 +47,11 @@ public struct Forwarder: Service, Sendable {
         /// Names this process in the queue.
         public var worker: String
 
-        public init(concurrency: Int = 4, requestsPerSecond: Double? = nil, timeout: Duration = .seconds(10), maximumAttempts: Int = 12,
-                    initialBackoff: Duration = .seconds(5), maximumBackoff: Duration = .seconds(3600), secret: ForwardingSecret? = nil,
-                    pollInterval: Duration = .seconds(1), worker: String = ProcessIdentity.current) {
+        public init(
+            concurrency: Int = 4, requestsPerSecond: Double? = nil, timeout: Duration = .seconds(10), maximumAttempts: Int = 12,
+            initialBackoff: Duration = .seconds(5), maximumBackoff: Duration = .seconds(3600), secret: ForwardingSecret? = nil,
+            pollInterval: Duration = .seconds(1), worker: String = ProcessIdentity.current
+        ) {
             self.concurrency = concurrency
             self.requestsPerSecond = requestsPerSecond
             self.timeout = timeout
@@ -156,10 +158,12 @@ public struct Forwarder: Service, Sendable {
         switch result {
         case .delivered: logger.debug("forwarded", metadata: ["notificationUUID": "\(delivery.notificationUUID)"])
         case .retry(let code, let error, _), .failed(let code, let error):
-            logger.warning("the app's webhook did not take a forwarded notification", metadata: [
-                "notificationUUID": "\(delivery.notificationUUID)", "target": "\(ForwardingTarget.redacted(delivery.targetURL))",
-                "status": "\(code.map(String.init) ?? "none")", "error": "\(error)", "attempt": "\(delivery.attempts + 1)",
-            ])
+            logger.warning(
+                "the app's webhook did not take a forwarded notification",
+                metadata: [
+                    "notificationUUID": "\(delivery.notificationUUID)", "target": "\(ForwardingTarget.redacted(delivery.targetURL))",
+                    "status": "\(code.map(String.init) ?? "none")", "error": "\(error)", "attempt": "\(delivery.attempts + 1)",
+                ])
         }
         let (store, worker) = (self.store, configuration.worker)
         try await database.transaction { try await store.recordDelivery(delivery, worker: worker, result: result, on: $0) }
@@ -208,7 +212,8 @@ public struct Forwarder: Service, Sendable {
     /// `t=<UNIX seconds>,v1=<hex HMAC-SHA256 of "<t>.<body>">`.
     public static func signature(body: Data, secret: ForwardingSecret, at time: Date) -> String {
         let timestamp = String(Int64(time.timeIntervalSince1970))
-        let mac = HMAC<SHA256>.authenticationCode(for: Data(timestamp.utf8) + Data(".".utf8) + body, using: SymmetricKey(data: Data(secret.value.utf8)))
+        let mac = HMAC<SHA256>.authenticationCode(
+            for: Data(timestamp.utf8) + Data(".".utf8) + body, using: SymmetricKey(data: Data(secret.value.utf8)))
         return "t=\(timestamp),v1=" + mac.map { String(format: "%02x", $0) }.joined()
     }
 }

@@ -1,5 +1,5 @@
-import Crypto
 import AppStoreServer
+import Crypto
 import Foundation
 
 extension MockAppStore {
@@ -63,19 +63,22 @@ extension MockAppStore {
         if let requestsPerSecond {
             budget = Dictionary(uniqueKeysWithValues: AppStoreServerAPIEndpoint.all.map { ($0, requestsPerSecond) })
         }
-        return AppStoreServerAPIClient(configuration: .init(
-            baseURL: baseURL,
-            tokens: .init(privateKey: privateKey ?? apiKey, keyId: keyId ?? configuration.keyId, issuerId: configuration.issuerId,
-                          bundleId: configuration.scenario.bundleId),
-            environment: configuration.scenario.environment, requestTimeout: requestTimeout, retryPolicy: retryPolicy,
-            requestsPerSecond: budget))
+        return AppStoreServerAPIClient(
+            configuration: .init(
+                baseURL: baseURL,
+                tokens: .init(
+                    privateKey: privateKey ?? apiKey, keyId: keyId ?? configuration.keyId, issuerId: configuration.issuerId,
+                    bundleId: configuration.scenario.bundleId),
+                environment: configuration.scenario.environment, requestTimeout: requestTimeout, retryPolicy: retryPolicy,
+                requestsPerSecond: budget))
     }
 
     /// A verifier that trusts this mock's root, for its app and environment.
     public func verifier() throws -> SignedDataVerifier {
-        try SignedDataVerifier(configuration: .init(
-            rootCertificates: [authority.root], bundleId: configuration.scenario.bundleId,
-            appAppleId: configuration.scenario.appAppleId, environment: configuration.scenario.environment))
+        try SignedDataVerifier(
+            configuration: .init(
+                rootCertificates: [authority.root], bundleId: configuration.scenario.bundleId,
+                appAppleId: configuration.scenario.appAppleId, environment: configuration.scenario.environment))
     }
 
     /// What the mock saw so far.

@@ -2,9 +2,9 @@ import AppStoreServer
 import Crypto
 import Foundation
 import Logging
+import ReconcilerShared
 import ServiceLifecycle
 import Synchronization
-import ReconcilerShared
 
 /// A local App Store imitation for tests, demos and rehearsals: it simulates an app's customers
 /// (``ScenarioConfiguration``), signs their notifications and transactions with its own CA
@@ -49,12 +49,14 @@ public final class MockAppStore: Service, Sendable {
         /// Called with the bound port once live delivery is complete.
         public var onReady: @Sendable (Int) async -> Void
 
-        public init(scenario: ScenarioConfiguration = .init(), host: String = "127.0.0.1", port: Int = 0,
-                    webhookURL: String? = nil, credentialsDirectory: String? = nil, faults: FaultConfiguration = .init(),
-                    rateLimitPerSecond: Double? = nil, paginationTokenLifetime: Duration = .seconds(600), pageSize: Int = 20,
-                    keyId: String = "MOCKKEY001", issuerId: String = "57246542-96fe-1a63-e053-0824d011072a",
-                    webhookWait: Duration = .seconds(120), onListening: @escaping @Sendable (Int) async -> Void = { _ in },
-                    onReady: @escaping @Sendable (Int) async -> Void = { _ in }) {
+        public init(
+            scenario: ScenarioConfiguration = .init(), host: String = "127.0.0.1", port: Int = 0,
+            webhookURL: String? = nil, credentialsDirectory: String? = nil, faults: FaultConfiguration = .init(),
+            rateLimitPerSecond: Double? = nil, paginationTokenLifetime: Duration = .seconds(600), pageSize: Int = 20,
+            keyId: String = "MOCKKEY001", issuerId: String = "57246542-96fe-1a63-e053-0824d011072a",
+            webhookWait: Duration = .seconds(120), onListening: @escaping @Sendable (Int) async -> Void = { _ in },
+            onReady: @escaping @Sendable (Int) async -> Void = { _ in }
+        ) {
             self.scenario = scenario
             self.host = host
             self.port = port
@@ -101,9 +103,10 @@ public final class MockAppStore: Service, Sendable {
     public static func make(configuration: Configuration, logger: Logger = Logger(label: "mock-appstore")) async throws -> MockAppStore {
         let seed = "\(configuration.scenario.seed)"
         let earliest = Date(timeIntervalSince1970: Double(min(configuration.scenario.start, Int64(Date().timeIntervalSince1970 * 1000))) / 1000)
-        let authority = try SigningCertificateAuthority(options: .init(
-            name: "Mock App Store", notValidBefore: earliest.addingTimeInterval(-30 * 86400),
-            notValidAfter: Date().addingTimeInterval(2 * 365 * 86400), seed: seed))
+        let authority = try SigningCertificateAuthority(
+            options: .init(
+                name: "Mock App Store", notValidBefore: earliest.addingTimeInterval(-30 * 86400),
+                notValidAfter: Date().addingTimeInterval(2 * 365 * 86400), seed: seed))
         if let target = configuration.scenario.scaleNotifications {
             let scale = try await ScaleCatalog(configuration: configuration.scenario, notifications: target, signer: authority.signer)
             let catalog = try await MockCatalog(world: ScenarioWorld(), configuration: configuration.scenario, signer: authority.signer)
@@ -144,10 +147,12 @@ public final class MockAppStore: Service, Sendable {
                 if let scale {
                     // The whole scale window is an outage: nothing to deliver.
                     statistics.update { $0.liveDeliveryComplete = true }
-                    logger.info("mock-appstore ready", metadata: [
-                        "url": "http://\(configuration.host):\(port)", "notifications": "\(scale.entries.count)",
-                        "customers": "\(scale.customerCount)", "environment": "\(configuration.scenario.environment.rawValue)",
-                    ])
+                    logger.info(
+                        "mock-appstore ready",
+                        metadata: [
+                            "url": "http://\(configuration.host):\(port)", "notifications": "\(scale.entries.count)",
+                            "customers": "\(scale.customerCount)", "environment": "\(configuration.scenario.environment.rawValue)",
+                        ])
                     await configuration.onReady(port)
                     return
                 }
@@ -158,11 +163,13 @@ public final class MockAppStore: Service, Sendable {
                     }
                     await deliverLiveTraffic()
                     let snapshot = catalog.snapshot
-                    logger.info("mock-appstore ready", metadata: [
-                        "url": "http://\(configuration.host):\(port)", "notifications": "\(snapshot.notifications.count)",
-                        "purchases": "\(GroundTruth.purchases(snapshot.world).count)",
-                        "environment": "\(configuration.scenario.environment.rawValue)",
-                    ])
+                    logger.info(
+                        "mock-appstore ready",
+                        metadata: [
+                            "url": "http://\(configuration.host):\(port)", "notifications": "\(snapshot.notifications.count)",
+                            "purchases": "\(GroundTruth.purchases(snapshot.world).count)",
+                            "environment": "\(configuration.scenario.environment.rawValue)",
+                        ])
                     await configuration.onReady(port)
                 }
             }

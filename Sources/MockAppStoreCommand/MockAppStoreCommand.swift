@@ -3,9 +3,9 @@ import ArgumentParser
 import Foundation
 import Logging
 import MockAppStore
+import ReconcilerShared
 import ServiceLifecycle
 import Synchronization
-import ReconcilerShared
 
 /// `mock-appstore [simulate]`: the App Store imitation (the default subcommand).
 struct MockAppStoreCommand: AsyncParsableCommand {
@@ -55,9 +55,10 @@ struct MockAppStoreCommand: AsyncParsableCommand {
     @Option(help: "Where to deliver live notifications (POST {\"signedPayload\": ...}).") var webhook: String?
     @Option(help: "Directory that receives root.pem, the .p8 key and reconciler.env.") var credentialsDir: String?
     @Option(help: "Seconds to wait for the webhook to accept connections before delivering.") var webhookWait: Int = 120
-    @Option(help: """
-        Requests per second per endpoint before 429 (default: Apple's, 50 or 5 in the sandbox; Look Up Order ID never above Apple's 10 or 1).
-        """)
+    @Option(
+        help: """
+            Requests per second per endpoint before 429 (default: Apple's, 50 or 5 in the sandbox; Look Up Order ID never above Apple's 10 or 1).
+            """)
     var rateLimit: Double?
     @Option(help: "Pagination token lifetime in seconds.") var tokenTtl: Int = 600
     @Option(help: "Entries per page of both histories (Apple sends up to 20; fewer makes a small scenario page more).") var pageSize: Int = 20
@@ -73,15 +74,20 @@ struct MockAppStoreCommand: AsyncParsableCommand {
     @Option(help: "Fraction of successful API responses cut in half.") var faultTruncate: Double = 0
     @Option(help: "Fraction of paginated history requests answered PaginationTokenExpired.") var faultExpireTokens: Double = 0
     @Flag(help: "Include no scripted customers inside the outage (only random ones).") var noScriptedCustomers = false
-    @Option(help: "Slip this many notifications signed by a stranger's CA into the history, inside the outage; Look Up Order ID answers FORGED0000, FORGED0001... with their transactions.") var forged: Int = 0
+    @Option(
+        help:
+            "Slip this many notifications signed by a stranger's CA into the history, inside the outage; Look Up Order ID answers FORGED0000, FORGED0001... with their transactions."
+    ) var forged: Int = 0
     @Option(help: "Write the ground truth (JSON lines) to this file before serving.") var truthFile: String?
     @Flag(help: "Print every transaction's order ID (JSON lines: orderId, transactionId, originalTransactionId, account...) once listening.")
     var printOrders = false
     @Option(help: "Log level.") var logLevel: String = "info"
 
     func validate() throws {
-        for (name, value) in [("--fault-5xx", fault5xx), ("--fault-429", fault429), ("--fault-drop", faultDrop),
-                              ("--fault-truncate", faultTruncate), ("--fault-expire-tokens", faultExpireTokens)] {
+        for (name, value) in [
+            ("--fault-5xx", fault5xx), ("--fault-429", fault429), ("--fault-drop", faultDrop),
+            ("--fault-truncate", faultTruncate), ("--fault-expire-tokens", faultExpireTokens),
+        ] {
             guard (0...1).contains(value) else { throw ValidationError("\(name) must be a fraction between 0 and 1") }
         }
         guard fault429RetryAfter >= 0 else { throw ValidationError("--fault-429-retry-after must not be negative") }
@@ -111,7 +117,9 @@ struct MockAppStoreCommand: AsyncParsableCommand {
             return value
         }
         let present = try now.map { try time($0, "--now") } ?? nowMilliseconds
-        guard let spanMilliseconds = TimeArgument.duration(span), spanMilliseconds > 0 else { throw ValidationError("--span: \(span) is not a duration") }
+        guard let spanMilliseconds = TimeArgument.duration(span), spanMilliseconds > 0 else {
+            throw ValidationError("--span: \(span) is not a duration")
+        }
         guard let period = TimeArgument.duration(renewalPeriod), period >= 60_000 else {
             throw ValidationError("--renewal-period: \(renewalPeriod) is not a duration of at least 1m")
         }
@@ -149,19 +157,20 @@ struct MockAppStoreCommand: AsyncParsableCommand {
         let printOrders = self.printOrders
         // Known once the scenario is signed, printed once the mock listens.
         let orders = OrderLines()
-        let mock = try await MockAppStore.make(configuration: .init(
-            scenario: scenario, host: host, port: port, webhookURL: webhook, credentialsDirectory: credentialsDir, faults: faults,
-            rateLimitPerSecond: rateLimit, paginationTokenLifetime: .seconds(tokenTtl), pageSize: pageSize,
-            webhookWait: .seconds(webhookWait),
-            onListening: { port in
-                FileHandle.standardOutput.write(Data("mock-appstore listening on http://\(host):\(port)\n".utf8))
-                if printOrders, let lines = orders.lines.withLock({ $0 }) {
-                    FileHandle.standardOutput.write(Data(lines.utf8))
-                }
-            },
-            onReady: { _ in
-                FileHandle.standardOutput.write(Data("mock-appstore ready: live delivery complete\n".utf8))
-            }), logger: logger)
+        let mock = try await MockAppStore.make(
+            configuration: .init(
+                scenario: scenario, host: host, port: port, webhookURL: webhook, credentialsDirectory: credentialsDir, faults: faults,
+                rateLimitPerSecond: rateLimit, paginationTokenLifetime: .seconds(tokenTtl), pageSize: pageSize,
+                webhookWait: .seconds(webhookWait),
+                onListening: { port in
+                    FileHandle.standardOutput.write(Data("mock-appstore listening on http://\(host):\(port)\n".utf8))
+                    if printOrders, let lines = orders.lines.withLock({ $0 }) {
+                        FileHandle.standardOutput.write(Data(lines.utf8))
+                    }
+                },
+                onReady: { _ in
+                    FileHandle.standardOutput.write(Data("mock-appstore ready: live delivery complete\n".utf8))
+                }), logger: logger)
         if printOrders {
             let lines = try mock.ordersJSONLines()
             orders.lines.withLock { $0 = lines }
@@ -172,8 +181,9 @@ struct MockAppStoreCommand: AsyncParsableCommand {
         if let outage {
             logger.info("outage", metadata: ["start": "\(TimeArgument.iso8601(outage.0))", "end": "\(TimeArgument.iso8601(outage.1))"])
         }
-        let group = ServiceGroup(configuration: .init(
-            services: [.init(service: mock)], gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
+        let group = ServiceGroup(
+            configuration: .init(
+                services: [.init(service: mock)], gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
         try await group.run()
     }
 }

@@ -42,7 +42,8 @@ struct ReceiverCommand: AsyncParsableCommand {
             onBound: { port in
                 FileHandle.standardOutput.write(Data("receiver listening on http://\(host):\(port)/notifications\n".utf8))
             })
-        let group = ServiceGroup(configuration: .init(services: [.init(service: receiver)], gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
+        let group = ServiceGroup(
+            configuration: .init(services: [.init(service: receiver)], gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
         try await group.run()
     }
 }

@@ -31,8 +31,10 @@ public struct ReconcileRun: Sendable {
         /// Start a new run even if an unfinished one exists for the window.
         public var fresh: Bool
 
-        public init(windowStart: Int64, windowEnd: Int64, kind: RunRecord.Kind = .manual, dryRun: Bool = false, options: RunOptions = .init(),
-                    replayConcurrency: Int = 8, gapConcurrency: Int = 8, lease: RunLease.Configuration = .init(), fresh: Bool = false) {
+        public init(
+            windowStart: Int64, windowEnd: Int64, kind: RunRecord.Kind = .manual, dryRun: Bool = false, options: RunOptions = .init(),
+            replayConcurrency: Int = 8, gapConcurrency: Int = 8, lease: RunLease.Configuration = .init(), fresh: Bool = false
+        ) {
             self.windowStart = windowStart
             self.windowEnd = windowEnd
             self.kind = kind
@@ -105,17 +107,23 @@ public struct ReconcileRun: Sendable {
     }
 
     /// Checks the window against Apple's limits before anything is locked or written.
-    public static func validate(windowStart: Int64, windowEnd: Int64, environment: AppStoreEnvironment,
-                                now: Int64 = Int64(Date().timeIntervalSince1970 * 1000)) throws {
+    public static func validate(
+        windowStart: Int64, windowEnd: Int64, environment: AppStoreEnvironment,
+        now: Int64 = Int64(Date().timeIntervalSince1970 * 1000)
+    ) throws {
         guard windowStart < windowEnd else {
-            throw InvalidWindow(description: "the window's start \(TimeArgument.iso8601(windowStart)) is not before its end \(TimeArgument.iso8601(windowEnd))")
+            throw InvalidWindow(
+                description: "the window's start \(TimeArgument.iso8601(windowStart)) is not before its end \(TimeArgument.iso8601(windowEnd))")
         }
         guard windowStart < now else {
             throw InvalidWindow(description: "the window starts in the future (\(TimeArgument.iso8601(windowStart)))")
         }
         let oldest = now - retention(environment) + 60_000
         guard windowStart >= oldest else {
-            throw InvalidWindow(description: "the window starts before Apple's notification history retention (\(retention(environment) / 86_400_000) days in \(environment.rawValue.lowercased()), so no earlier than \(TimeArgument.iso8601(oldest))); use a later --start, and `--all` to check every customer's transaction history")
+            throw InvalidWindow(
+                description:
+                    "the window starts before Apple's notification history retention (\(retention(environment) / 86_400_000) days in \(environment.rawValue.lowercased()), so no earlier than \(TimeArgument.iso8601(oldest))); use a later --start, and `--all` to check every customer's transaction history"
+            )
         }
     }
 
@@ -127,11 +135,13 @@ public struct ReconcileRun: Sendable {
             return try await lease.withLease(environment: environment, bundleId: bundleId, onWait: onWait) { handle in
                 let record = try await startOrResume()
                 try await handle.attach(runId: record.runId)
-                logger.info("run started", metadata: [
-                    "runId": "\(record.runId)", "kind": "\(record.kind.rawValue)",
-                    "window": "\(TimeArgument.iso8601(record.windowStart))/\(TimeArgument.iso8601(record.windowEnd))",
-                    "phase": "\(record.phase.rawValue)", "dryRun": "\(record.dryRun)",
-                ])
+                logger.info(
+                    "run started",
+                    metadata: [
+                        "runId": "\(record.runId)", "kind": "\(record.kind.rawValue)",
+                        "window": "\(TimeArgument.iso8601(record.windowStart))/\(TimeArgument.iso8601(record.windowEnd))",
+                        "phase": "\(record.phase.rawValue)", "dryRun": "\(record.dryRun)",
+                    ])
                 return try await runHoldingLease(record, progress: progress)
             }
         } catch let lost as RunLease.Lost {
@@ -147,18 +157,23 @@ public struct ReconcileRun: Sendable {
         var shadow: ShadowSchema?
         do {
             if record.dryRun {
-                try await ShadowSchema.dropAll(except: Set(try await ledger.recentRuns(limit: 200).filter { $0.dryRun && !$0.status.isFinished }
-                    .map(\.runId)).union([record.runId]), on: handler.database)
+                try await ShadowSchema.dropAll(
+                    except: Set(
+                        try await ledger.recentRuns(limit: 200).filter { $0.dryRun && !$0.status.isFinished }
+                            .map(\.runId)
+                    ).union([record.runId]), on: handler.database)
                 shadow = try await ShadowSchema.create(runId: record.runId, on: handler.database)
             }
             try await execute(record, handler: handler.shadowed(by: shadow), progress: progress)
             let api = client.statistics.snapshot.since(apiAtStart)
-            var report = try await Self.report(run: record, ledger: ledger, database: handler.database.shadowed(by: shadow), finishedAt: Date(),
-                                               extraAPI: api)
+            var report = try await Self.report(
+                run: record, ledger: ledger, database: handler.database.shadowed(by: shadow), finishedAt: Date(),
+                extraAPI: api)
             report.status = report.completedStatus
             try await apiTimeline.record()
-            try await ledger.finish(runId: record.runId, status: report.status, apiStatistics: api,
-                                    report: String(decoding: try report.json(), as: UTF8.self))
+            try await ledger.finish(
+                runId: record.runId, status: report.status, apiStatistics: api,
+                report: String(decoding: try report.json(), as: UTF8.self))
             // A finished dry run needs its copies no more; an unfinished one resumes with them.
             if let shadow, report.status.isFinished { try await shadow.drop(on: handler.database) }
             return report
@@ -198,17 +213,20 @@ public struct ReconcileRun: Sendable {
             var report = try await Self.report(run: record, ledger: ledger, finishedAt: Date(), extraAPI: api)
             report.status = status
             report.failure = failure
-            try await ledger.finish(runId: record.runId, status: status, failure: failure, apiStatistics: api,
-                                    report: String(decoding: try report.json(), as: UTF8.self))
+            try await ledger.finish(
+                runId: record.runId, status: status, failure: failure, apiStatistics: api,
+                report: String(decoding: try report.json(), as: UTF8.self))
             return report
         }.value
         return RunStopped(reason: reason, report: report, cause: error)
     }
 
     private func startOrResume() async throws -> RunRecord {
-        if !configuration.fresh, let existing = try await ledger.resumableRun(
-            environment: environment, bundleId: bundleId, windowStart: configuration.windowStart,
-            windowEnd: configuration.windowEnd, dryRun: configuration.dryRun) {
+        if !configuration.fresh,
+            let existing = try await ledger.resumableRun(
+                environment: environment, bundleId: bundleId, windowStart: configuration.windowStart,
+                windowEnd: configuration.windowEnd, dryRun: configuration.dryRun)
+        {
             try await ledger.resume(runId: existing.runId, holder: configuration.lease.holder, forwardTo: configuration.options.forwardTo)
             logger.info("resuming run", metadata: ["runId": "\(existing.runId)", "previousStatus": "\(existing.status.rawValue)"])
             return try await ledger.run(id: existing.runId) ?? existing
@@ -224,8 +242,9 @@ public struct ReconcileRun: Sendable {
     /// Both phases at once: phase 2 starts with the customers due, and takes the ones phase 1
     /// touches as it replays them, so each endpoint spends its own budget while the other does.
     private func execute(_ run: RunRecord, handler: NotificationHandler, progress: RunProgress) async throws {
-        let context = RunContext(run: run, handler: handler, client: client, ledger: ledger, progress: progress, tally: VerificationTally(),
-                                 logger: logger)
+        let context = RunContext(
+            run: run, handler: handler, client: client, ledger: ledger, progress: progress, tally: VerificationTally(),
+            logger: logger)
         let due = try await handler.database.transaction { [store = handler.store] connection in
             try await store.dueAnchors(environment: run.environment, windowEnd: run.windowEnd, all: run.options.allCustomers, on: connection)
         }
@@ -264,12 +283,15 @@ public struct ReconcileRun: Sendable {
 
     /// Builds the report of a run from its ledger (so it covers every process that worked on it).
     /// `database` is where its notifications are (a dry run's shadow tables while it runs).
-    public static func report(run: RunRecord, ledger: RunLedger, finishedAt: Date, extraAPI: APIStatistics.Snapshot = .zero) async throws -> RunReport {
+    public static func report(run: RunRecord, ledger: RunLedger, finishedAt: Date, extraAPI: APIStatistics.Snapshot = .zero) async throws -> RunReport
+    {
         try await report(run: run, ledger: ledger, database: ledger.database, finishedAt: finishedAt, extraAPI: extraAPI)
     }
 
-    static func report(run: RunRecord, ledger: RunLedger, database: Database, finishedAt: Date,
-                       extraAPI: APIStatistics.Snapshot = .zero) async throws -> RunReport {
+    static func report(
+        run: RunRecord, ledger: RunLedger, database: Database, finishedAt: Date,
+        extraAPI: APIStatistics.Snapshot = .zero
+    ) async throws -> RunReport {
         let counts = try await ledger.counts(runId: run.runId)
         var total = RunReport.NotificationCounts()
         var byType: [String: RunReport.NotificationCounts] = [:]
@@ -282,8 +304,9 @@ public struct ReconcileRun: Sendable {
         let shards = try await ledger.shards(runId: run.runId)
         let queue = try await ledger.queueSummary(runId: run.runId)
         let changes = try await ledger.changes(runId: run.runId).map { change in
-            RunReport.Change(originalTransactionId: change.after.originalTransactionId, fields: change.after.changedFields(from: change.before),
-                             before: change.before, after: change.after)
+            RunReport.Change(
+                originalTransactionId: change.after.originalTransactionId, fields: change.after.changedFields(from: change.before),
+                before: change.before, after: change.after)
         }
         let gapFill = try await ledger.gapFillTotals(runId: run.runId)
         let store = PurchaseStore(database: database)
@@ -298,8 +321,9 @@ public struct ReconcileRun: Sendable {
             urgentRecoverySeconds: urgent.map { max($0.timeIntervalSince(run.startedAt), 0) }, notifications: total,
             notificationsByType: byType, shardsTotal: shards.count,
             shardsFailed: shards.filter { $0.status == .failed }.map {
-                .init(query: $0.shard.filter.description, shardStart: $0.shard.start, shardEnd: $0.shard.end, kind: $0.failureKind ?? .retryable,
-                      error: $0.lastError ?? "")
+                .init(
+                    query: $0.shard.filter.description, shardStart: $0.shard.start, shardEnd: $0.shard.end, kind: $0.failureKind ?? .retryable,
+                    error: $0.lastError ?? "")
             },
             pages: shards.pagesDone, paginationRestarts: shards.reduce(0) { $0 + $1.restarts },
             customersChecked: queue.done + queue.failed, customersFailed: try await ledger.failedCustomers(runId: run.runId),

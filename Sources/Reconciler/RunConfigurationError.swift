@@ -22,7 +22,9 @@ public struct RunConfigurationError: Error, CustomStringConvertible, Sendable {
         case .invalidBundleId, .invalidAppAppleId, .invalidEnvironment:
             RunConfigurationError(
                 code: .appMismatch,
-                description: "Apple's signed data does not belong to the configured app and environment (\(error)); check the bundle id, the app's Apple ID and the environment")
+                description:
+                    "Apple's signed data does not belong to the configured app and environment (\(error)); check the bundle id, the app's Apple ID and the environment"
+            )
         default: nil
         }
     }
@@ -55,7 +57,9 @@ final class VerificationTally: Sendable {
         if chainFailures > 0, total >= minimum, total > good {
             throw RunConfigurationError(
                 code: .untrustedChains,
-                description: "\(total) of \(total + good) signed values failed their certificate chain (e.g. \(failures.first { Self.chainReasons.contains($0.reason) }?.description ?? "")); check the configured root certificates")
+                description:
+                    "\(total) of \(total + good) signed values failed their certificate chain (e.g. \(failures.first { Self.chainReasons.contains($0.reason) }?.description ?? "")); check the configured root certificates"
+            )
         }
     }
 }

@@ -50,7 +50,10 @@ public struct RunWorker: Sendable {
         guard let run = try await ledger.run(id: runId) else { throw CannotJoin(description: "there is no run \(runId)") }
         let verifier = handler.verifier.configuration
         guard run.environment == verifier.environment.rawValue, run.bundleId == verifier.bundleId else {
-            throw CannotJoin(description: "run \(runId) is for \(run.bundleId) in \(run.environment), not the configured \(verifier.bundleId) in \(verifier.environment.rawValue)")
+            throw CannotJoin(
+                description:
+                    "run \(runId) is for \(run.bundleId) in \(run.environment), not the configured \(verifier.bundleId) in \(verifier.environment.rawValue)"
+            )
         }
         guard run.kind != .repair else {
             throw CannotJoin(description: "run \(runId) is a repair of one customer: there is nothing to share")
@@ -61,8 +64,9 @@ public struct RunWorker: Sendable {
         let shadow = run.dryRun ? try await ShadowSchema.create(runId: runId, on: handler.database) : nil
         let apiAtStart = client.statistics.snapshot
         let apiTimeline = APITimelineRecorder(runId: runId, worker: configuration.worker, client: client, ledger: ledger)
-        let context = RunContext(run: run, handler: handler.shadowed(by: shadow), client: client, ledger: ledger, progress: progress,
-                                 tally: VerificationTally(), logger: logger)
+        let context = RunContext(
+            run: run, handler: handler.shadowed(by: shadow), client: client, ledger: ledger, progress: progress,
+            tally: VerificationTally(), logger: logger)
         let filler = GapFiller(configuration: .init(concurrency: configuration.concurrency, worker: configuration.worker), context: context)
         // Phase 2 runs beside phase 1: while the run still replays, more customers may come.
         let replaying = Locked(run.phase == .replay)
@@ -80,7 +84,9 @@ public struct RunWorker: Sendable {
             try await filler.fill(while: { replaying.withLock { $0 } })
         } catch {
             await apiTimeline.recordDetached()
-            let (ledger, api) = (RunLedger(database: ledger.database.with(unavailableTimeout: .seconds(5))), client.statistics.snapshot.since(apiAtStart))
+            let (ledger, api) = (
+                RunLedger(database: ledger.database.with(unavailableTimeout: .seconds(5))), client.statistics.snapshot.since(apiAtStart)
+            )
             try? await Task.detached { try await ledger.addAPIStatistics(runId: runId, api) }.value
             throw error
         }

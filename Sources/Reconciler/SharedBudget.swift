@@ -40,7 +40,8 @@ public final class SharedBudget: RateLimiter.Observer, Sendable {
     /// The live processes now (this one included): `status` shows it, tests read it.
     let processes = Locked(1)
 
-    public init(configuration: Configuration = .init(), database: Database, limiter: RateLimiter, environment: AppStoreEnvironment, bundleId: String) {
+    public init(configuration: Configuration = .init(), database: Database, limiter: RateLimiter, environment: AppStoreEnvironment, bundleId: String)
+    {
         self.configuration = configuration
         self.ledger = RunLedger(database: database.with(unavailableTimeout: configuration.leaseDuration))
         self.limiter = limiter

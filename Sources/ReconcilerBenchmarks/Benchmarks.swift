@@ -57,9 +57,10 @@ struct VerifyBenchmark: AsyncParsableCommand {
                 rootCertificates: [authority.root], bundleId: "com.example.bench", appAppleId: 1, environment: .production)
             let now = Int64(Date().timeIntervalSince1970 * 1000)
             let tokens = try (0..<count).map { index in
-                try authority.signer.sign(ResponseBodyV2DecodedPayload(
-                    notificationType: .didRenew, notificationUUID: UUID().uuidString, signedDate: now - Int64(index),
-                    data: NotificationData(appAppleId: 1, bundleId: "com.example.bench", environment: .production)))
+                try authority.signer.sign(
+                    ResponseBodyV2DecodedPayload(
+                        notificationType: .didRenew, notificationUUID: UUID().uuidString, signedDate: now - Int64(index),
+                        data: NotificationData(appAppleId: 1, bundleId: "com.example.bench", environment: .production)))
             }
             // Full X.509 work every time: a fresh verifier (empty cache) per payload.
             let full = min(count, 1000)
@@ -72,8 +73,14 @@ struct VerifyBenchmark: AsyncParsableCommand {
             let (_, cachedSeconds) = try await elapsed {
                 for token in tokens { _ = try await verifier.verifyAndDecodeNotification(token) }
             }
-            print(String(format: "verify full chain: %d in %.2f s = %.0f/s (%.0f µs each)", full, fullSeconds, Double(full) / fullSeconds, fullSeconds / Double(full) * 1e6))
-            print(String(format: "verify cached chain: %d in %.2f s = %.0f/s (%.0f µs each)", count, cachedSeconds, Double(count) / cachedSeconds, cachedSeconds / Double(count) * 1e6))
+            print(
+                String(
+                    format: "verify full chain: %d in %.2f s = %.0f/s (%.0f µs each)", full, fullSeconds, Double(full) / fullSeconds,
+                    fullSeconds / Double(full) * 1e6))
+            print(
+                String(
+                    format: "verify cached chain: %d in %.2f s = %.0f/s (%.0f µs each)", count, cachedSeconds, Double(count) / cachedSeconds,
+                    cachedSeconds / Double(count) * 1e6))
         }.value
     }
 }
@@ -91,8 +98,9 @@ struct ApplyBenchmark: AsyncParsableCommand {
         let logger = quietLogger()
         let (mock, payloads) = try await signedNotifications(customers: customers, seed: 99)
         guard let url = ProcessInfo.processInfo.environment["DATABASE_URL"] else { throw ValidationError("DATABASE_URL is required") }
-        let client = PostgresClient(configuration: try DatabaseSettings(url: url, maximumConnections: concurrency + 4).clientConfiguration,
-                                    backgroundLogger: logger)
+        let client = PostgresClient(
+            configuration: try DatabaseSettings(url: url, maximumConnections: concurrency + 4).clientConfiguration,
+            backgroundLogger: logger)
         try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask { await client.run() }
             defer { group.cancelAll() }
@@ -122,8 +130,10 @@ struct ApplyBenchmark: AsyncParsableCommand {
                 let rows = try await client.query(PostgresQuery(unsafeSQL: "SELECT count(*)::bigint FROM \(table)"), logger: logger)
                 for try await count in rows.decode(Int64.self) { counts.append(Int(count)) }
             }
-            print(String(format: "apply: %d notifications in %d pages, concurrency %d: %.2f s = %.0f notifications/s (%.0f pages/s)",
-                         payloads.count, pages.count, concurrency, seconds, Double(payloads.count) / seconds, Double(pages.count) / seconds))
+            print(
+                String(
+                    format: "apply: %d notifications in %d pages, concurrency %d: %.2f s = %.0f notifications/s (%.0f pages/s)",
+                    payloads.count, pages.count, concurrency, seconds, Double(payloads.count) / seconds, Double(pages.count) / seconds))
             print("  rows written: \(counts[0]) notifications, \(counts[1]) change-feed rows, \(counts[2]) forward-queue rows")
         }
     }
@@ -134,4 +144,3 @@ actor PageQueue {
     init(_ pages: [[String]]) { self.pages = pages.reversed() }
     func next() -> [String]? { pages.popLast() }
 }
-

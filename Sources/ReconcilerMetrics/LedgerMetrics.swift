@@ -54,8 +54,10 @@ public struct LedgerMetrics: Service {
         let store = PurchaseStore(logger: ledger.logger)
         let environment = environment
         let (newestLive, forwarding) = try await ledger.database.transaction { connection in
-            (try await store.newestLiveNotification(environment: environment, on: connection),
-             try await store.forwardingSummary(runIds: nil, on: connection))
+            (
+                try await store.newestLiveNotification(environment: environment, on: connection),
+                try await store.forwardingSummary(runIds: nil, on: connection)
+            )
         }
         if let newestLive {
             registry.newestLiveNotification.advance(to: Double(newestLive) / 1000)
@@ -83,7 +85,8 @@ public struct LedgerMetrics: Service {
                 } catch {
                     failures.increment()
                     if !failing {
-                        let description = (error as? DatabaseUnavailable)?.description ?? (error as? PSQLError)?.briefDescription
+                        let description =
+                            (error as? DatabaseUnavailable)?.description ?? (error as? PSQLError)?.briefDescription
                             ?? String(describing: type(of: error))
                         logger.warning("metrics: cannot read the ledger gauges; they keep their last values", metadata: ["error": "\(description)"])
                     }

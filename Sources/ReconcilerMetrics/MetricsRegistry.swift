@@ -2,6 +2,7 @@ import CoreMetrics
 import Foundation
 import Prometheus
 import Synchronization
+
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
@@ -177,8 +178,9 @@ public struct CatalogMetricsFactory: MetricsFactory, Sendable {
         guard let definition = MetricDefinition.named(label) else { return nil }
         assert(definition.kind == kind, "\(label) is a \(definition.kind.rawValue), not a \(kind.rawValue)")
         assert(dimensions.map(\.0) == definition.labels, "\(label) has the labels \(definition.labels), got \(dimensions.map(\.0))")
-        return MetricDescriptor(name: MetricNameDescriptor(metricName: label, unitName: "", helpText: definition.help),
-                                labels: constantLabels + dimensions)
+        return MetricDescriptor(
+            name: MetricNameDescriptor(metricName: label, unitName: "", helpText: definition.help),
+            labels: constantLabels + dimensions)
     }
 
     private struct MetricDescriptor {

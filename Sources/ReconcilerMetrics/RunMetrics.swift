@@ -15,8 +15,10 @@ import Reconciler
 public enum RunMetrics {
     /// The outcomes `reconciler_run_notifications` counts, as the report names them.
     static func outcomes(_ counts: RunReport.NotificationCounts) -> [(String, Int)] {
-        [("applied", counts.applied), ("stale", counts.stale), ("recorded", counts.recorded), ("duplicate", counts.duplicate),
-         ("rejected", counts.rejected)]
+        [
+            ("applied", counts.applied), ("stale", counts.stale), ("recorded", counts.recorded), ("duplicate", counts.duplicate),
+            ("rejected", counts.rejected),
+        ]
     }
 
     public static func record(exitCode: Int32, kind: RunRecord.Kind, report: RunReport?, endedAt: Date = Date(), in metrics: MetricsRegistry) {
@@ -52,8 +54,10 @@ public enum RunMetrics {
     /// Only the series labelled by `kind`: the exit code, the end and the status. `repair
     /// --metrics-file` writes just these, so its file can sit beside the scheduled run's in
     /// node_exporter's directory without two files carrying the same series.
-    public static func recordOutcome(exitCode: Int32, kind: RunRecord.Kind, status: RunRecord.Status?, endedAt: Date = Date(),
-                                     in metrics: MetricsRegistry) {
+    public static func recordOutcome(
+        exitCode: Int32, kind: RunRecord.Kind, status: RunRecord.Status?, endedAt: Date = Date(),
+        in metrics: MetricsRegistry
+    ) {
         let kind = kind.rawValue
         MetricDefinition.runExitCode.gauge([kind], in: metrics).record(Int64(exitCode))
         MetricDefinition.runEnd.gauge([kind], in: metrics).record(endedAt.timeIntervalSince1970)

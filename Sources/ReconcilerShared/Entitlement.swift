@@ -22,8 +22,10 @@ public enum Entitlement {
         public var gracePeriodExpiresDate: Int64?
         public var isInBillingRetryPeriod: Bool?
 
-        public init(productType: String?, expiresDate: Int64? = nil, revocationDate: Int64? = nil, gracePeriodExpiresDate: Int64? = nil,
-                    isInBillingRetryPeriod: Bool? = nil) {
+        public init(
+            productType: String?, expiresDate: Int64? = nil, revocationDate: Int64? = nil, gracePeriodExpiresDate: Int64? = nil,
+            isInBillingRetryPeriod: Bool? = nil
+        ) {
             self.productType = productType
             self.expiresDate = expiresDate
             self.revocationDate = revocationDate

@@ -33,10 +33,12 @@ public struct PurchaseState: Codable, Hashable, Sendable {
     /// Whether the customer has what they paid for now; see ``Entitlement``.
     public var entitled: Bool
 
-    public init(originalTransactionId: String, latestTransactionId: String? = nil, productId: String? = nil,
-                environment: String? = nil, purchaseDate: Int64? = nil, expiresDate: Int64? = nil,
-                revocationDate: Int64? = nil, autoRenewStatus: Int32? = nil, lastSignedDate: Int64? = nil,
-                appAccountToken: String? = nil, status: Int32? = nil, entitled: Bool = false) {
+    public init(
+        originalTransactionId: String, latestTransactionId: String? = nil, productId: String? = nil,
+        environment: String? = nil, purchaseDate: Int64? = nil, expiresDate: Int64? = nil,
+        revocationDate: Int64? = nil, autoRenewStatus: Int32? = nil, lastSignedDate: Int64? = nil,
+        appAccountToken: String? = nil, status: Int32? = nil, entitled: Bool = false
+    ) {
         self.originalTransactionId = originalTransactionId
         self.latestTransactionId = latestTransactionId
         self.productId = productId
@@ -53,7 +55,7 @@ public struct PurchaseState: Codable, Hashable, Sendable {
 
     private enum CodingKeys: String, CodingKey, CaseIterable {
         case originalTransactionId, latestTransactionId, productId, environment, purchaseDate, expiresDate,
-             revocationDate, autoRenewStatus, lastSignedDate, appAccountToken, status, entitled
+            revocationDate, autoRenewStatus, lastSignedDate, appAccountToken, status, entitled
     }
 
     public init(from decoder: any Decoder) throws {

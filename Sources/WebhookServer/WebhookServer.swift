@@ -50,8 +50,11 @@ public struct WebhookServer: Sendable {
     public init(configuration: Configuration, handler: NotificationHandler, metrics: WebhookMetrics? = nil, logger: Logger) {
         self.configuration = configuration
         self.handler = handler
-        self.metrics = metrics ?? WebhookMetrics(registry: MetricsRegistry(
-            environment: handler.verifier.configuration.environment.rawValue, bundleId: handler.verifier.configuration.bundleId))
+        self.metrics =
+            metrics
+            ?? WebhookMetrics(
+                registry: MetricsRegistry(
+                    environment: handler.verifier.configuration.environment.rawValue, bundleId: handler.verifier.configuration.bundleId))
         self.logger = logger
     }
 
@@ -67,8 +70,9 @@ public struct WebhookServer: Sendable {
             try await health()
         }
         router.get("metrics") { _, _ in
-            Response(status: .ok, headers: [.contentType: MetricsRegistry.contentType],
-                     body: .init(byteBuffer: ByteBuffer(string: metrics.registry.exposition())))
+            Response(
+                status: .ok, headers: [.contentType: MetricsRegistry.contentType],
+                body: .init(byteBuffer: ByteBuffer(string: metrics.registry.exposition())))
         }
         return Application(
             router: router,
@@ -82,14 +86,15 @@ public struct WebhookServer: Sendable {
         // Refuse by the declared length without reading; a chunked body is cut at the limit.
         let declaredLength = request.headers[.contentLength].flatMap(Int.init)
         guard (declaredLength ?? 0) <= configuration.maximumBodySize,
-              let body = try? await request.body.collect(upTo: configuration.maximumBodySize)
+            let body = try? await request.body.collect(upTo: configuration.maximumBodySize)
         else {
             metrics.rejected(reason: "BODY_TOO_LARGE")
-            logger.warning("notification rejected", metadata: ["reason": "BODY_TOO_LARGE", "bytes": "\(declaredLength.map(String.init) ?? "over the limit")"])
+            logger.warning(
+                "notification rejected", metadata: ["reason": "BODY_TOO_LARGE", "bytes": "\(declaredLength.map(String.init) ?? "over the limit")"])
             return Self.json(.contentTooLarge, ["error": "BODY_TOO_LARGE", "detail": "the body exceeds \(configuration.maximumBodySize) bytes"])
         }
         guard let envelope = try? JSONDecoder().decode(ResponseBodyV2.self, from: Data(buffer: body)),
-              let signedPayload = envelope.signedPayload, !signedPayload.isEmpty
+            let signedPayload = envelope.signedPayload, !signedPayload.isEmpty
         else {
             metrics.rejected(reason: "MALFORMED_BODY")
             logger.warning("notification rejected", metadata: ["reason": "MALFORMED_BODY", "bytes": "\(body.readableBytes)"])
@@ -110,11 +115,13 @@ public struct WebhookServer: Sendable {
             return Self.json(.serviceUnavailable, ["error": "STORE_UNAVAILABLE", "detail": "the notification was not stored; retry later"])
         }
         metrics.stored(result)
-        logger.info("notification", metadata: [
-            "notificationUUID": "\(result.notificationUUID)", "type": "\(result.typeAndSubtype)",
-            "outcome": "\(result.outcome.rawValue)", "originalTransactionId": "\(result.originalTransactionId ?? "-")",
-            "changed": "\(result.change?.isChange ?? false)",
-        ])
+        logger.info(
+            "notification",
+            metadata: [
+                "notificationUUID": "\(result.notificationUUID)", "type": "\(result.typeAndSubtype)",
+                "outcome": "\(result.outcome.rawValue)", "originalTransactionId": "\(result.originalTransactionId ?? "-")",
+                "changed": "\(result.change?.isChange ?? false)",
+            ])
         return Self.json(.ok, ["outcome": result.outcome.rawValue, "notificationUUID": result.notificationUUID])
     }
 

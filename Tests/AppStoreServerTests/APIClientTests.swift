@@ -54,8 +54,9 @@ import Testing
             #expect(client.tokens.tokensSigned == 1)
             #expect(mock.statisticsSnapshot.distinctTokens == 1)
             // A token close to expiry is replaced.
-            let tokens = APIAuthenticationTokens(configuration: .init(
-                privateKey: mock.apiKey, keyId: "K", issuerId: "I", bundleId: "B", lifetime: .seconds(600), renewalMargin: .seconds(120)))
+            let tokens = APIAuthenticationTokens(
+                configuration: .init(
+                    privateKey: mock.apiKey, keyId: "K", issuerId: "I", bundleId: "B", lifetime: .seconds(600), renewalMargin: .seconds(120)))
             let first = try tokens.token(now: Date(timeIntervalSince1970: 1_000_000))
             #expect(try tokens.token(now: Date(timeIntervalSince1970: 1_000_400)) == first)
             #expect(try tokens.token(now: Date(timeIntervalSince1970: 1_000_500)) != first)
@@ -72,8 +73,10 @@ import Testing
             let verifier = try mock.verifier()
             // An account with a subscription and consumables.
             let subscriberWithCoins = mock.sentNotifications.map(\.notification).first { plan in
-                plan.transaction?.type == .consumable &&
-                    mock.sentNotifications.contains { $0.notification.accountId == plan.accountId && $0.notification.transaction?.type == .autoRenewableSubscription }
+                plan.transaction?.type == .consumable
+                    && mock.sentNotifications.contains {
+                        $0.notification.accountId == plan.accountId && $0.notification.transaction?.type == .autoRenewableSubscription
+                    }
             }
             let anyId = try #require(subscriberWithCoins?.transaction?.transactionId)
             var all: [JWSTransactionDecodedPayload] = []
@@ -114,27 +117,37 @@ import Testing
             let tooOld = await #expect(throws: AppStoreServerAPIError.self) {
                 _ = try await client.getNotificationHistory(.init(startDate: now - 200 * 86_400_000, endDate: now))
             }
-            guard case .badRequest(let details) = tooOld else { Issue.record("expected badRequest, got \(String(describing: tooOld))"); return }
+            guard case .badRequest(let details) = tooOld else {
+                Issue.record("expected badRequest, got \(String(describing: tooOld))")
+                return
+            }
             #expect(details.errorCode == .startDateTooFarInPast)
             #expect(details.attempts == 1)
             #expect(String(describing: tooOld!).contains("startDate"))
             // Both filters at once.
             let both = await #expect(throws: AppStoreServerAPIError.self) {
-                _ = try await client.getNotificationHistory(.init(startDate: now - 3_600_000, endDate: now, notificationType: .didRenew, transactionId: "1"))
+                _ = try await client.getNotificationHistory(
+                    .init(startDate: now - 3_600_000, endDate: now, notificationType: .didRenew, transactionId: "1"))
             }
             #expect(both?.details.errorCode == .multipleFiltersSupplied)
             // 404.
             let missing = await #expect(throws: AppStoreServerAPIError.self) {
                 _ = try await client.getTransactionHistory(anyTransactionId: "999999999", .init())
             }
-            guard case .notFound(let notFound) = missing else { Issue.record("expected notFound"); return }
+            guard case .notFound(let notFound) = missing else {
+                Issue.record("expected notFound")
+                return
+            }
             #expect(notFound.errorCode == .transactionIdNotFound)
             // 401: a key the mock does not know, never retried.
             let stranger = mock.client(baseURL: baseURL, privateKey: P256.Signing.PrivateKey())
             let unauthorized = await #expect(throws: AppStoreServerAPIError.self) {
                 _ = try await stranger.getAllSubscriptionStatuses(anyTransactionId: "1")
             }
-            guard case .unauthorized(let details401) = unauthorized else { Issue.record("expected unauthorized"); return }
+            guard case .unauthorized(let details401) = unauthorized else {
+                Issue.record("expected unauthorized")
+                return
+            }
             #expect(details401.attempts == 1)
             // The command line names its own settings; the API client does not know them.
             #expect(!String(describing: unauthorized!).contains("APP_STORE_"))
@@ -177,7 +190,9 @@ import Testing
                     group.addTask {
                         let answer = try await client.lookUpOrderId(order.orderId)
                         #expect(answer.status == .valid)
-                        return try await (answer.signedTransactions ?? []).asyncMap { try await mock.verifier().verifyAndDecodeTransaction($0).transactionId! }
+                        return try await (answer.signedTransactions ?? []).asyncMap {
+                            try await mock.verifier().verifyAndDecodeTransaction($0).transactionId!
+                        }
                     }
                 }
                 return try await group.reduce(into: Set<String>()) { $0.formUnion($1) }
@@ -202,7 +217,10 @@ import Testing
             let error = await #expect(throws: AppStoreServerAPIError.self) {
                 _ = try await client.getNotificationHistory(window(mock), paginationToken: first.paginationToken)
             }
-            guard case .paginationTokenExpired = error else { Issue.record("expected paginationTokenExpired, got \(String(describing: error))"); return }
+            guard case .paginationTokenExpired = error else {
+                Issue.record("expected paginationTokenExpired, got \(String(describing: error))")
+                return
+            }
             // A changed body with a valid token is refused the same way.
             mock.setFaults(FaultConfiguration())
             var other = window(mock)
@@ -210,7 +228,10 @@ import Testing
             let changed = await #expect(throws: AppStoreServerAPIError.self) {
                 _ = try await client.getNotificationHistory(other, paginationToken: first.paginationToken)
             }
-            guard case .paginationTokenExpired = changed else { Issue.record("expected paginationTokenExpired"); return }
+            guard case .paginationTokenExpired = changed else {
+                Issue.record("expected paginationTokenExpired")
+                return
+            }
         }
     }
 
@@ -237,11 +258,15 @@ import Testing
         var faults = FaultConfiguration()
         faults.serverErrorRate = 1
         try await MockAppStore.withRunning(.init(scenario: Self.scenario(customers: 2), faults: faults)) { mock, baseURL in
-            let client = mock.client(baseURL: baseURL, retryPolicy: .init(maximumAttempts: 3, initialBackoff: .milliseconds(1), maximumBackoff: .milliseconds(5)))
+            let client = mock.client(
+                baseURL: baseURL, retryPolicy: .init(maximumAttempts: 3, initialBackoff: .milliseconds(1), maximumBackoff: .milliseconds(5)))
             let error = await #expect(throws: AppStoreServerAPIError.self) {
                 _ = try await client.getNotificationHistory(window(mock))
             }
-            guard case .serverError(let details) = error else { Issue.record("expected serverError"); return }
+            guard case .serverError(let details) = error else {
+                Issue.record("expected serverError")
+                return
+            }
             #expect(details.attempts == 3)
             #expect(details.errorCode == .generalInternalRetryable)
             #expect(mock.statisticsSnapshot.requests["Get Notification History"] == 3)
@@ -336,7 +361,8 @@ import Testing
                 _ = try await client.getAllSubscriptionStatuses(anyTransactionId: id)
             }
             guard case .retryAfterTooLong(let details, let reopensAt) = first else {
-                Issue.record("expected retryAfterTooLong, got \(String(describing: first))"); return
+                Issue.record("expected retryAfterTooLong, got \(String(describing: first))")
+                return
             }
             #expect(details.attempts == 1)
             #expect(details.httpStatusCode == 429)
@@ -350,7 +376,8 @@ import Testing
                 _ = try await client.getAllSubscriptionStatuses(anyTransactionId: id)
             }
             guard case .retryAfterTooLong(let refused, let reopensAgain) = second else {
-                Issue.record("expected retryAfterTooLong, got \(String(describing: second))"); return
+                Issue.record("expected retryAfterTooLong, got \(String(describing: second))")
+                return
             }
             #expect(refused.attempts == 0)
             #expect(abs(reopensAgain - reopensAt) < 1000)

@@ -1,7 +1,8 @@
-@testable import AppStoreServer
 import Foundation
 import MockAppStore
 import Testing
+
+@testable import AppStoreServer
 
 /// The client's per-endpoint, per-second counters (requests, 429s, retries) behind the report
 /// page's request chart.
@@ -17,11 +18,12 @@ import Testing
         // Not per second: 5xx, transport errors, failed calls.
         statistics.record(.serverError, endpoint: .getTransactionHistory, at: second)
         let entries = statistics.timeline.entries
-        #expect(entries == [
-            .init(endpoint: "Get Notification History", second: 1_800_000_000, counts: .init(requests: 1, rateLimited: 1, retries: 0)),
-            .init(endpoint: "Get Notification History", second: 1_800_000_001, counts: .init(requests: 1, rateLimited: 0, retries: 1)),
-            .init(endpoint: "Get Transaction History", second: 1_800_000_000, counts: .init(requests: 1, rateLimited: 0, retries: 0)),
-        ])
+        #expect(
+            entries == [
+                .init(endpoint: "Get Notification History", second: 1_800_000_000, counts: .init(requests: 1, rateLimited: 1, retries: 0)),
+                .init(endpoint: "Get Notification History", second: 1_800_000_001, counts: .init(requests: 1, rateLimited: 0, retries: 1)),
+                .init(endpoint: "Get Transaction History", second: 1_800_000_000, counts: .init(requests: 1, rateLimited: 0, retries: 0)),
+            ])
         #expect(statistics.snapshot.requests == 3)
         #expect(statistics.snapshot.serverErrors == 1)
     }
@@ -33,10 +35,11 @@ import Testing
         let earlier = statistics.timeline
         statistics.record(.request, endpoint: .getNotificationHistory, at: second.addingTimeInterval(0.5))
         statistics.record(.request, endpoint: .getNotificationHistory, at: second.addingTimeInterval(3))
-        #expect(statistics.timeline.since(earlier).entries == [
-            .init(endpoint: "Get Notification History", second: 1_800_000_000, counts: .init(requests: 1)),
-            .init(endpoint: "Get Notification History", second: 1_800_000_003, counts: .init(requests: 1)),
-        ])
+        #expect(
+            statistics.timeline.since(earlier).entries == [
+                .init(endpoint: "Get Notification History", second: 1_800_000_000, counts: .init(requests: 1)),
+                .init(endpoint: "Get Notification History", second: 1_800_000_003, counts: .init(requests: 1)),
+            ])
         #expect(statistics.timeline.since(statistics.timeline).entries.isEmpty)
     }
 

@@ -44,10 +44,11 @@ import Testing
         for entry in valid {
             let token = try Self.token(entry.file)
             let environment = AppStoreEnvironment(rawValue: entry.environment)
-            let verifier = try SignedDataVerifier(configuration: .init(
-                bundleId: entry.bundleId ?? "renewal-info-has-no-bundle-id",
-                appAppleId: environment == .production ? Self.appAppleId(of: token) ?? 0 : nil,
-                environment: environment))
+            let verifier = try SignedDataVerifier(
+                configuration: .init(
+                    bundleId: entry.bundleId ?? "renewal-info-has-no-bundle-id",
+                    appAppleId: environment == .production ? Self.appAppleId(of: token) ?? 0 : nil,
+                    environment: environment))
             switch entry.kind {
             case "notification":
                 let notification = try await verifier.verifyAndDecodeNotification(token)
@@ -73,8 +74,9 @@ import Testing
     func invalidVectorsAreRejectedForTheirReason(file: String, reason: VerificationError.Reason) async throws {
         let entry = try #require(try Self.entries().first { $0.file == file })
         #expect(entry.expected == "invalid")
-        let verifier = try SignedDataVerifier(configuration: .init(
-            bundleId: entry.bundleId ?? "", environment: AppStoreEnvironment(rawValue: entry.environment)))
+        let verifier = try SignedDataVerifier(
+            configuration: .init(
+                bundleId: entry.bundleId ?? "", environment: AppStoreEnvironment(rawValue: entry.environment)))
         let error = await #expect(throws: VerificationError.self) {
             _ = try await verifier.verifyAndDecodeNotification(try Self.token(file))
         }

@@ -16,12 +16,15 @@ import X509
 
     init() throws {
         authority = try SigningCertificateAuthority()
-        verifier = try SignedDataVerifier(configuration: .init(
-            rootCertificates: [authority.root], bundleId: Self.bundleId, appAppleId: Self.appAppleId, environment: .production))
+        verifier = try SignedDataVerifier(
+            configuration: .init(
+                rootCertificates: [authority.root], bundleId: Self.bundleId, appAppleId: Self.appAppleId, environment: .production))
     }
 
-    func notification(bundleId: String = bundleId, appAppleId: Int64? = appAppleId, environment: AppStoreEnvironment = .production,
-                      signedDate: Int64? = nil) -> ResponseBodyV2DecodedPayload {
+    func notification(
+        bundleId: String = bundleId, appAppleId: Int64? = appAppleId, environment: AppStoreEnvironment = .production,
+        signedDate: Int64? = nil
+    ) -> ResponseBodyV2DecodedPayload {
         ResponseBodyV2DecodedPayload(
             notificationType: .didRenew, notificationUUID: UUID().uuidString, signedDate: signedDate ?? now,
             data: NotificationData(appAppleId: appAppleId, bundleId: bundleId, environment: environment))
@@ -72,8 +75,9 @@ import X509
             (SigningCertificateAuthority.Options(includeIntermediateOID: false), .missingIntermediateOID),
         ] {
             let forged = try SigningCertificateAuthority(options: options)
-            let verifier = try SignedDataVerifier(configuration: .init(
-                rootCertificates: [forged.root], bundleId: Self.bundleId, appAppleId: Self.appAppleId, environment: .production))
+            let verifier = try SignedDataVerifier(
+                configuration: .init(
+                    rootCertificates: [forged.root], bundleId: Self.bundleId, appAppleId: Self.appAppleId, environment: .production))
             let error = await #expect(throws: VerificationError.self) {
                 _ = try await verifier.verifyAndDecodeNotification(try forged.signer.sign(notification()))
             }
@@ -94,10 +98,12 @@ import X509
     }
 
     @Test func aLeafExpiredAtSignedDateIsRejected() async throws {
-        let expired = try SigningCertificateAuthority(options: .init(
-            leafNotValidBefore: Date(timeIntervalSinceNow: -30 * 86400), leafNotValidAfter: Date(timeIntervalSinceNow: -86400)))
-        let verifier = try SignedDataVerifier(configuration: .init(
-            rootCertificates: [expired.root], bundleId: Self.bundleId, appAppleId: Self.appAppleId, environment: .production))
+        let expired = try SigningCertificateAuthority(
+            options: .init(
+                leafNotValidBefore: Date(timeIntervalSinceNow: -30 * 86400), leafNotValidAfter: Date(timeIntervalSinceNow: -86400)))
+        let verifier = try SignedDataVerifier(
+            configuration: .init(
+                rootCertificates: [expired.root], bundleId: Self.bundleId, appAppleId: Self.appAppleId, environment: .production))
         let error = await #expect(throws: VerificationError.self) {
             _ = try await verifier.verifyAndDecodeNotification(try expired.signer.sign(notification()))
         }

@@ -16,10 +16,12 @@ import Testing
 
     init() throws {
         authority = try SigningCertificateAuthority()
-        production = try SignedDataVerifier(configuration: .init(
-            rootCertificates: [authority.root], bundleId: Self.bundleId, appAppleId: Self.appAppleId, environment: .production))
-        sandbox = try SignedDataVerifier(configuration: .init(
-            rootCertificates: [authority.root], bundleId: Self.bundleId, environment: .sandbox))
+        production = try SignedDataVerifier(
+            configuration: .init(
+                rootCertificates: [authority.root], bundleId: Self.bundleId, appAppleId: Self.appAppleId, environment: .production))
+        sandbox = try SignedDataVerifier(
+            configuration: .init(
+                rootCertificates: [authority.root], bundleId: Self.bundleId, environment: .sandbox))
     }
 
     /// The app a payload names, and the environment it belongs to.
@@ -32,8 +34,9 @@ import Testing
     enum Kind: String, CaseIterable { case summary, externalPurchaseToken, appData }
 
     func appTransaction(_ claim: Claim) -> AppTransaction {
-        AppTransaction(receiptType: claim.environment, appAppleId: claim.appAppleId, bundleId: claim.bundleId,
-                       receiptCreationDate: now, appTransactionId: "704289572311236578")
+        AppTransaction(
+            receiptType: claim.environment, appAppleId: claim.appAppleId, bundleId: claim.bundleId,
+            receiptCreationDate: now, appTransactionId: "704289572311236578")
     }
 
     func notification(_ kind: Kind, _ claim: Claim = Claim(), signer: JWSSigner? = nil) throws -> String {
@@ -42,9 +45,10 @@ import Testing
         case .summary:
             payload.notificationType = .renewalExtension
             payload.subtype = .summary
-            payload.summary = Summary(environment: claim.environment, appAppleId: claim.appAppleId, bundleId: claim.bundleId,
-                                      productId: "p", requestIdentifier: UUID().uuidString, storefrontCountryCodes: ["USA"],
-                                      succeededCount: 3, failedCount: 1)
+            payload.summary = Summary(
+                environment: claim.environment, appAppleId: claim.appAppleId, bundleId: claim.bundleId,
+                productId: "p", requestIdentifier: UUID().uuidString, storefrontCountryCodes: ["USA"],
+                succeededCount: 3, failedCount: 1)
         case .externalPurchaseToken:
             payload.notificationType = .externalPurchaseToken
             payload.subtype = .created
@@ -54,8 +58,9 @@ import Testing
                 bundleId: claim.bundleId, tokenType: "ACQUISITION", tokenExpirationDate: now + 86_400_000)
         case .appData:
             payload.notificationType = .rescindConsent
-            payload.appData = AppData(appAppleId: claim.appAppleId, bundleId: claim.bundleId, environment: claim.environment,
-                                      signedAppTransactionInfo: try authority.signer.sign(appTransaction(claim)))
+            payload.appData = AppData(
+                appAppleId: claim.appAppleId, bundleId: claim.bundleId, environment: claim.environment,
+                signedAppTransactionInfo: try authority.signer.sign(appTransaction(claim)))
         }
         return try (signer ?? authority.signer).sign(payload)
     }
@@ -108,8 +113,10 @@ import Testing
         let genuine = try await production.verifyAndDecodeAppTransaction(try authority.signer.sign(appTransaction(Claim())))
         #expect(genuine.appTransactionId == "704289572311236578")
         _ = try await sandbox.verifyAndDecodeAppTransaction(try authority.signer.sign(appTransaction(Claim(appAppleId: nil, environment: .sandbox))))
-        for (claim, expected) in [(Claim(bundleId: "com.other.app"), VerificationError.Reason.invalidBundleId),
-                                  (Claim(appAppleId: 42), .invalidAppAppleId), (Claim(environment: .sandbox), .invalidEnvironment)] {
+        for (claim, expected) in [
+            (Claim(bundleId: "com.other.app"), VerificationError.Reason.invalidBundleId),
+            (Claim(appAppleId: 42), .invalidAppAppleId), (Claim(environment: .sandbox), .invalidEnvironment),
+        ] {
             let error = await #expect(throws: VerificationError.self) {
                 _ = try await production.verifyAndDecodeAppTransaction(try authority.signer.sign(appTransaction(claim)))
             }
@@ -136,11 +143,15 @@ import Testing
         #expect(transaction.appTransactionId == "704289572311236578" && transaction.offerPeriod == "P1M")
         #expect(transaction.revocationType == .refundProrated && transaction.revocationPercentage == 50_000)
         #expect(transaction.billingPlanType == .monthly && transaction.previousOriginalTransactionId == "0")
-        #expect(transaction.commitmentInfo == TransactionCommitmentInfo(billingPeriodNumber: 2, commitmentExpiresDate: 1_812_447_660_000,
-                                                                        commitmentPrice: 131_880, totalBillingPeriods: 12))
+        #expect(
+            transaction.commitmentInfo
+                == TransactionCommitmentInfo(
+                    billingPeriodNumber: 2, commitmentExpiresDate: 1_812_447_660_000,
+                    commitmentPrice: 131_880, totalBillingPeriods: 12))
         #expect(transaction.advancedCommerceInfo?["requestReferenceId"] == .string("r-1"))
-        #expect(transaction.advancedCommerceInfo?.jsonString
-            == #"{"items":[{"SKU":"a","details":null,"price":1990}],"ok":true,"requestReferenceId":"r-1","taxRate":0.19}"#)
+        #expect(
+            transaction.advancedCommerceInfo?.jsonString
+                == #"{"items":[{"SKU":"a","details":null,"price":1990}],"ok":true,"requestReferenceId":"r-1","taxRate":0.19}"#)
         let reencoded = try JSONDecoder().decode(JWSTransactionDecodedPayload.self, from: try JSONEncoder().encode(transaction))
         #expect(reencoded == transaction)
 
@@ -163,9 +174,12 @@ import Testing
         #expect(renewal.commitmentInfo?.commitmentRenewalPrice == 10_990)
         #expect(renewal.advancedCommerceInfo == .object(["period": .string("P1M")]))
 
-        let token = try JSONDecoder().decode(ExternalPurchaseToken.self, from: Data("""
-            {"externalPurchaseId":"SANDBOX_1","tokenCreationDate":1,"appAppleId":2,"bundleId":"b","tokenType":"SERVICES","tokenExpirationDate":3}
-            """.utf8))
+        let token = try JSONDecoder().decode(
+            ExternalPurchaseToken.self,
+            from: Data(
+                """
+                {"externalPurchaseId":"SANDBOX_1","tokenCreationDate":1,"appAppleId":2,"bundleId":"b","tokenType":"SERVICES","tokenExpirationDate":3}
+                """.utf8))
         #expect(token.tokenType == "SERVICES" && token.tokenExpirationDate == 3)
     }
 }

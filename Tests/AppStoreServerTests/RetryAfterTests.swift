@@ -29,8 +29,9 @@ import Testing
 
     @Test func anIMFFixdateIsAnInstant() {
         // RFC 9110's example: 784111777 seconds after the epoch.
-        #expect(RetryAfter(headerValue: "Sun, 06 Nov 1994 08:49:37 GMT", now: now)
-            == RetryAfter(unixMilliseconds: 784_111_777_000, form: .httpDate))
+        #expect(
+            RetryAfter(headerValue: "Sun, 06 Nov 1994 08:49:37 GMT", now: now)
+                == RetryAfter(unixMilliseconds: 784_111_777_000, form: .httpDate))
         #expect(RetryAfter(headerValue: "Tue, 14 Nov 2023 22:13:25 GMT", now: now)?.delay(from: now) == .milliseconds(4750))
         // A leap second is the instant after :59.
         #expect(RetryAfter(headerValue: "Sat, 31 Dec 2016 23:59:60 GMT", now: now)?.unixMilliseconds == 1_483_228_800_000)
@@ -42,11 +43,11 @@ import Testing
 
     @Test(arguments: [
         "", " ", "soon", "-5", "+5", "1.5", "5s", "1e3", "99999999999999999999999",
-        "Sunday, 06-Nov-94 08:49:37 GMT",       // RFC 850, obsolete
-        "Sun Nov  6 08:49:37 1994",             // asctime, obsolete
-        "Sun, 06 Nov 1994 08:49:37 UTC",        // not GMT
-        "Sun, 6 Nov 1994 08:49:37 GMT",         // one-digit day
-        "Sun, 31 Feb 1994 08:49:37 GMT",        // no such day
+        "Sunday, 06-Nov-94 08:49:37 GMT",  // RFC 850, obsolete
+        "Sun Nov  6 08:49:37 1994",  // asctime, obsolete
+        "Sun, 06 Nov 1994 08:49:37 UTC",  // not GMT
+        "Sun, 6 Nov 1994 08:49:37 GMT",  // one-digit day
+        "Sun, 31 Feb 1994 08:49:37 GMT",  // no such day
         "Sun, 06 Nov 1994 24:00:00 GMT",
         "Sun, 06 Nov 1994 08:49:+7 GMT",
         "Sun, 06 Nov 1994 08:49:37 GMT extra",

@@ -1,10 +1,11 @@
 import AppStoreServer
 import AsyncHTTPClient
 import Foundation
-@testable import MockAppStore
 import NIOCore
 import NIOFoundationCompat
 import Testing
+
+@testable import MockAppStore
 
 /// Pins the mock to Apple's documented behaviour with a world built by hand, so every expectation
 /// comes from the documentation and the hand-made data, not from the mock's own logic. Each test
@@ -18,8 +19,10 @@ import Testing
     func world() -> ScenarioWorld {
         var world = ScenarioWorld()
         world.accounts = [.init(id: "A", transactionIds: []), .init(id: "B", transactionIds: [])]
-        func transaction(_ id: String, original: String, account: String, product: String, type: ProductType, at: Int64,
-                         modifiedAt: Int64? = nil, revoked: Bool = false) -> JWSTransactionDecodedPayload {
+        func transaction(
+            _ id: String, original: String, account: String, product: String, type: ProductType, at: Int64,
+            modifiedAt: Int64? = nil, revoked: Bool = false
+        ) -> JWSTransactionDecodedPayload {
             let payload = JWSTransactionDecodedPayload(
                 originalTransactionId: original, transactionId: id, bundleId: "com.example.reconciler.mock", productId: product,
                 subscriptionGroupIdentifier: type == .autoRenewableSubscription ? "21000001" : nil, purchaseDate: at,
@@ -31,28 +34,36 @@ import Testing
         }
         var plans: [ScenarioWorld.PlannedNotification] = []
         func notify(_ type: String, _ subtype: String?, at: Int64, account: String, _ payload: JWSTransactionDecodedPayload) {
-            plans.append(.init(notificationUUID: UUID().uuidString.lowercased(), notificationType: .init(rawValue: type),
-                               subtype: subtype.map(Subtype.init(rawValue:)), signedDate: at, accountId: account,
-                               originalTransactionId: payload.originalTransactionId, transaction: payload))
+            plans.append(
+                .init(
+                    notificationUUID: UUID().uuidString.lowercased(), notificationType: .init(rawValue: type),
+                    subtype: subtype.map(Subtype.init(rawValue:)), signedDate: at, accountId: account,
+                    originalTransactionId: payload.originalTransactionId, transaction: payload))
         }
         let base = now - 10 * hour
         for index in 0..<3 {
-            notify("DID_RENEW", nil, at: base + Int64(index) * hour, account: "A",
-                   transaction("100\(index)", original: "1000", account: "A", product: "com.example.premium.monthly",
-                               type: .autoRenewableSubscription, at: base + Int64(index) * hour))
+            notify(
+                "DID_RENEW", nil, at: base + Int64(index) * hour, account: "A",
+                transaction(
+                    "100\(index)", original: "1000", account: "A", product: "com.example.premium.monthly",
+                    type: .autoRenewableSubscription, at: base + Int64(index) * hour))
         }
         for index in 0..<2 {
-            notify("DID_RENEW", "BILLING_RECOVERY", at: base + Int64(3 + index) * hour, account: "A",
-                   transaction("101\(index)", original: "1000", account: "A", product: "com.example.premium.monthly",
-                               type: .autoRenewableSubscription, at: base + Int64(3 + index) * hour, revoked: index == 1))
+            notify(
+                "DID_RENEW", "BILLING_RECOVERY", at: base + Int64(3 + index) * hour, account: "A",
+                transaction(
+                    "101\(index)", original: "1000", account: "A", product: "com.example.premium.monthly",
+                    type: .autoRenewableSubscription, at: base + Int64(3 + index) * hour, revoked: index == 1))
         }
         notify("EXPIRED", "VOLUNTARY", at: base + 6 * hour, account: "A", world.transactionVersions["1011"]!.last!.payload)
         for index in 0..<45 {
             let at = base + Int64(index) * 60_000
-            notify("ONE_TIME_CHARGE", nil, at: at, account: "B",
-                   transaction("20\(String(format: "%02d", index))", original: "20\(String(format: "%02d", index))", account: "B",
-                               product: index % 2 == 0 ? "com.example.coins.100" : "com.example.lifetime",
-                               type: index % 2 == 0 ? .consumable : .nonConsumable, at: at))
+            notify(
+                "ONE_TIME_CHARGE", nil, at: at, account: "B",
+                transaction(
+                    "20\(String(format: "%02d", index))", original: "20\(String(format: "%02d", index))", account: "B",
+                    product: index % 2 == 0 ? "com.example.coins.100" : "com.example.lifetime",
+                    type: index % 2 == 0 ? .consumable : .nonConsumable, at: at))
         }
         world.notifications = plans
         return world
@@ -66,12 +77,15 @@ import Testing
 
     /// API tokens signed with the key the mock accepts, for requests made by hand.
     func tokens(_ mock: MockAppStore, bundleId: String? = nil, lifetime: Duration = .seconds(20 * 60)) -> APIAuthenticationTokens {
-        APIAuthenticationTokens(configuration: .init(
-            privateKey: mock.apiKey, keyId: mock.configuration.keyId, issuerId: mock.configuration.issuerId,
-            bundleId: bundleId ?? mock.configuration.scenario.bundleId, lifetime: lifetime))
+        APIAuthenticationTokens(
+            configuration: .init(
+                privateKey: mock.apiKey, keyId: mock.configuration.keyId, issuerId: mock.configuration.issuerId,
+                bundleId: bundleId ?? mock.configuration.scenario.bundleId, lifetime: lifetime))
     }
 
-    func all(_ client: AppStoreServerAPIClient, _ request: NotificationHistoryRequest, _ verifier: SignedDataVerifier) async throws -> [ResponseBodyV2DecodedPayload] {
+    func all(
+        _ client: AppStoreServerAPIClient, _ request: NotificationHistoryRequest, _ verifier: SignedDataVerifier
+    ) async throws -> [ResponseBodyV2DecodedPayload] {
         var result: [ResponseBodyV2DecodedPayload] = []
         for try await page in client.notificationHistory(request) {
             for item in page.items { result.append(try await verifier.verifyAndDecodeNotification(item.signedPayload!)) }
@@ -117,9 +131,10 @@ import Testing
         try await MockAppStore.withRunning(world: world(), configuration) { mock, baseURL in
             let client = mock.client(baseURL: baseURL)
             func code(_ request: NotificationHistoryRequest, token: String? = nil) async -> APIErrorCode? {
-                do { _ = try await client.getNotificationHistory(request, paginationToken: token); return nil }
-                catch let error as AppStoreServerAPIError { return error.details.errorCode }
-                catch { return nil }
+                do {
+                    _ = try await client.getNotificationHistory(request, paginationToken: token)
+                    return nil
+                } catch let error as AppStoreServerAPIError { return error.details.errorCode } catch { return nil }
             }
             var both = window
             both.notificationType = .didRenew
@@ -165,7 +180,10 @@ import Testing
             let error = await #expect(throws: AppStoreServerAPIError.self) {
                 _ = try await client.getNotificationHistory(changed, paginationToken: token)
             }
-            guard case .paginationTokenExpired = error else { Issue.record("expected 4000017, got \(String(describing: error))"); return }
+            guard case .paginationTokenExpired = error else {
+                Issue.record("expected 4000017, got \(String(describing: error))")
+                return
+            }
         }
     }
 
@@ -267,7 +285,9 @@ import Testing
             let ids = try await (page.signedTransactions ?? []).asyncMap { try await verifier.verifyAndDecodeTransaction($0).transactionId! }
             #expect(ids == ["1000", "1001", "1002", "1011", "1010"])
             let descending = try await client.getTransactionHistory(anyTransactionId: "1000", .init(sort: .descending))
-            let reversed = try await (descending.signedTransactions ?? []).asyncMap { try await verifier.verifyAndDecodeTransaction($0).transactionId! }
+            let reversed = try await (descending.signedTransactions ?? []).asyncMap {
+                try await verifier.verifyAndDecodeTransaction($0).transactionId!
+            }
             #expect(reversed == ids.reversed())
             let revoked = try await client.getTransactionHistory(anyTransactionId: "1000", .init(sort: .ascending, revoked: true))
             #expect(revoked.signedTransactions?.count == 2)
@@ -351,9 +371,11 @@ import Testing
                 #expect(response.status.code == 429)
                 return (sentAt, response.headers.first(name: "Retry-After"))
             }
-            let delta = try await retryAfter(faults: #"{"rateLimitedRate": 1, "rateLimitedRetryAfterSeconds": 3600, "retryAfterFormat": "delta-seconds"}"#)
+            let delta = try await retryAfter(
+                faults: #"{"rateLimitedRate": 1, "rateLimitedRetryAfterSeconds": 3600, "retryAfterFormat": "delta-seconds"}"#)
             #expect(delta.value == "3600")
-            let dated = try await retryAfter(faults: #"{"rateLimitedRate": 1, "rateLimitedRetryAfterSeconds": 3600, "retryAfterFormat": "http-date"}"#)
+            let dated = try await retryAfter(
+                faults: #"{"rateLimitedRate": 1, "rateLimitedRetryAfterSeconds": 3600, "retryAfterFormat": "http-date"}"#)
             let date = try #require(dated.value.flatMap { RetryAfter(headerValue: $0) })
             #expect(date.form == .httpDate)
             #expect(date.unixMilliseconds >= dated.sentAt + 3_600_000)
@@ -395,11 +417,13 @@ import Testing
     @Test func theTransactionIdFilterCoversTheWholeCustomer() async throws {
         var world = world()
         // A notification without data belongs to no customer, so to no customer's history.
-        world.notifications.append(.init(
-            notificationUUID: UUID().uuidString.lowercased(), notificationType: .externalPurchaseToken, subtype: .unreported,
-            signedDate: now - 9 * hour,
-            externalPurchaseToken: ExternalPurchaseToken(externalPurchaseId: UUID().uuidString, tokenCreationDate: now - 20 * hour,
-                                                         appAppleId: 1_234_567_890, bundleId: "com.example.reconciler.mock")))
+        world.notifications.append(
+            .init(
+                notificationUUID: UUID().uuidString.lowercased(), notificationType: .externalPurchaseToken, subtype: .unreported,
+                signedDate: now - 9 * hour,
+                externalPurchaseToken: ExternalPurchaseToken(
+                    externalPurchaseId: UUID().uuidString, tokenCreationDate: now - 20 * hour,
+                    appAppleId: 1_234_567_890, bundleId: "com.example.reconciler.mock")))
         try await MockAppStore.withRunning(world: world, configuration) { mock, baseURL in
             let client = mock.client(baseURL: baseURL)
             let verifier = try mock.verifier()

@@ -1,10 +1,11 @@
 import AppStoreServer
 import AsyncHTTPClient
 import Foundation
-@testable import MockAppStore
 import NIOCore
 import NIOFoundationCompat
 import Testing
+
+@testable import MockAppStore
 
 /// The payloads without `data` over real HTTP, in both environments' conventions: served by
 /// Get Notification History live and inside the outage, and accepted by the verifier.
@@ -16,8 +17,9 @@ import Testing
 
     func scenario(_ environment: AppStoreEnvironment) -> ScenarioConfiguration {
         let now = Int64(Date().timeIntervalSince1970 * 1000)
-        return ScenarioConfiguration(seed: 5, customers: 8, now: now, span: 86_400_000, outageStart: now - 6 * 3_600_000,
-                                     outageEnd: now - 3 * 3_600_000, environment: environment)
+        return ScenarioConfiguration(
+            seed: 5, customers: 8, now: now, span: 86_400_000, outageStart: now - 6 * 3_600_000,
+            outageEnd: now - 3 * 3_600_000, environment: environment)
     }
 
     @Test(arguments: [AppStoreEnvironment.production, .sandbox])

@@ -1,10 +1,11 @@
 import AppStoreServer
 import AsyncHTTPClient
 import Foundation
-@testable import MockAppStore
 import NIOCore
 import NIOFoundationCompat
 import Testing
+
+@testable import MockAppStore
 
 /// The scale mode (`--scale-notifications`) serves from an index and rebuilds customers on
 /// demand; these tests hold it to a plain scan of the whole scenario, built here from every
@@ -15,8 +16,9 @@ import Testing
     let hour: Int64 = 3_600_000
 
     var scenario: ScenarioConfiguration {
-        var scenario = ScenarioConfiguration(seed: 5, customers: 0, now: now, outageStart: now - 25 * hour, outageEnd: now - hour,
-                                             renewalPeriod: hour)
+        var scenario = ScenarioConfiguration(
+            seed: 5, customers: 0, now: now, outageStart: now - 25 * hour, outageEnd: now - hour,
+            renewalPeriod: hour)
         scenario.scaleNotifications = 1_500
         return scenario
     }
@@ -50,8 +52,12 @@ import Testing
             var bytes = (0..<16).map { _ in UInt8.random(in: 0...255, using: &copy) }
             bytes[6] = (bytes[6] & 0x0F) | 0x40
             bytes[8] = (bytes[8] & 0x3F) | 0x80
-            let expected = UUID(uuid: (bytes[0], bytes[1], bytes[2], bytes[3], bytes[4], bytes[5], bytes[6], bytes[7], bytes[8], bytes[9],
-                                       bytes[10], bytes[11], bytes[12], bytes[13], bytes[14], bytes[15])).uuidString.lowercased()
+            let expected = UUID(
+                uuid: (
+                    bytes[0], bytes[1], bytes[2], bytes[3], bytes[4], bytes[5], bytes[6], bytes[7], bytes[8], bytes[9],
+                    bytes[10], bytes[11], bytes[12], bytes[13], bytes[14], bytes[15]
+                )
+            ).uuidString.lowercased()
             #expect(generator.uuid() == expected)
         }
     }
@@ -72,9 +78,11 @@ import Testing
             }
         }
         #expect(Double(kinds["DID_RENEW", default: 0]) > 0.7 * Double(all.count))
-        for urgent in ["DID_RENEW/BILLING_RECOVERY", "EXPIRED/VOLUNTARY", "EXPIRED/BILLING_RETRY", "EXPIRED/PRICE_INCREASE",
-                       "EXPIRED/PRODUCT_NOT_FOR_SALE", "EXPIRED", "REFUND", "REVOKE", "GRACE_PERIOD_EXPIRED", "DID_FAIL_TO_RENEW",
-                       "DID_FAIL_TO_RENEW/GRACE_PERIOD", "SUBSCRIBED/INITIAL_BUY", "ONE_TIME_CHARGE"] {
+        for urgent in [
+            "DID_RENEW/BILLING_RECOVERY", "EXPIRED/VOLUNTARY", "EXPIRED/BILLING_RETRY", "EXPIRED/PRICE_INCREASE",
+            "EXPIRED/PRODUCT_NOT_FOR_SALE", "EXPIRED", "REFUND", "REVOKE", "GRACE_PERIOD_EXPIRED", "DID_FAIL_TO_RENEW",
+            "DID_FAIL_TO_RENEW/GRACE_PERIOD", "SUBSCRIBED/INITIAL_BUY", "ONE_TIME_CHARGE",
+        ] {
             #expect(kinds[urgent, default: 0] > 0, "\(urgent) missing")
         }
         #expect(ScaleScenario.customer(ofOrder: ScaleScenario.orderId(customer: 123_456, position: 7)) == 123_456)
@@ -97,8 +105,10 @@ import Testing
             #expect(inside == all.filter { $0.firstAttempt >= from && $0.firstAttempt < to }.map(\.plan.notificationUUID))
 
             // Typed queries: a type without a subtype returns only notifications without one.
-            for (type, subtype) in [("DID_RENEW", nil), ("DID_RENEW", "BILLING_RECOVERY"), ("EXPIRED", nil), ("EXPIRED", "VOLUNTARY"),
-                                    ("REFUND", nil), ("TEST", nil)] as [(String, String?)] {
+            for (type, subtype) in [
+                ("DID_RENEW", nil), ("DID_RENEW", "BILLING_RECOVERY"), ("EXPIRED", nil), ("EXPIRED", "VOLUNTARY"),
+                ("REFUND", nil), ("TEST", nil),
+            ] as [(String, String?)] {
                 var request = window
                 request.notificationType = NotificationTypeV2(rawValue: type)
                 request.notificationSubtype = subtype.map(Subtype.init(rawValue:))
@@ -121,9 +131,10 @@ import Testing
             let again = try await client.getNotificationHistory(window).notificationHistory?.map(\.signedPayload)
             #expect(first != nil && first == again)
             // The first notifications were retried 1 and 12 hours later, still inside the outage: every attempt failed.
-            #expect(try await client.getNotificationHistory(window).notificationHistory?.allSatisfy {
-                $0.sendAttempts?.allSatisfy { $0.sendAttemptResult != .success } == true
-            } == true)
+            #expect(
+                try await client.getNotificationHistory(window).notificationHistory?.allSatisfy {
+                    $0.sendAttempts?.allSatisfy { $0.sendAttemptResult != .success } == true
+                } == true)
         }
     }
 
@@ -145,7 +156,8 @@ import Testing
             #expect(truth.contains { $0.status != nil } && truth.contains { $0.entitled } && truth.contains { !$0.entitled })
             #expect(try mock.truthJSONLines(at: now) == GroundTruth.jsonLines(merged, at: now))
             // `?at=` judges the same final facts at another moment: before the outage every subscription was still unexpired.
-            let early = try await HTTPClient.shared.execute(HTTPClientRequest(url: "\(baseURL)/mock/truth?at=\(now - 30 * hour)"), timeout: .seconds(30))
+            let early = try await HTTPClient.shared.execute(
+                HTTPClientRequest(url: "\(baseURL)/mock/truth?at=\(now - 30 * hour)"), timeout: .seconds(30))
             let earlyLines = String(buffer: try await early.body.collect(upTo: 1 << 26))
             #expect(earlyLines == (try GroundTruth.jsonLines(merged, at: now - 30 * hour)))
             #expect(earlyLines != (try mock.truthJSONLines(at: now)))
@@ -164,7 +176,10 @@ import Testing
             let order = try #require(mock.orders.first { $0.account == "account-3" })
             let found = try await client.lookUpOrderId(order.orderId)
             #expect(found.status == .valid)
-            #expect(try await found.signedTransactions?.asyncMap { try await verifier.verifyAndDecodeTransaction($0).transactionId } == [order.transactionId])
+            #expect(
+                try await found.signedTransactions?.asyncMap { try await verifier.verifyAndDecodeTransaction($0).transactionId } == [
+                    order.transactionId
+                ])
         }
     }
 

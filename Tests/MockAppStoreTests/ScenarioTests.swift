@@ -1,7 +1,8 @@
 import AppStoreServer
 import Foundation
-@testable import MockAppStore
 import Testing
+
+@testable import MockAppStore
 
 @Suite struct ScenarioTests {
     let now: Int64 = 1_790_000_000_000
@@ -50,16 +51,19 @@ import Testing
 
     @Test func theOutageHoldsEveryKindOfEventARunMustRecover() {
         let world = ScenarioGenerator.generate(configuration)
-        let inOutage = Set(world.notifications.filter { configuration.isInOutage($0.signedDate) }
-            .map { notification in
-                notification.subtype.map { "\(notification.notificationType.rawValue)/\($0.rawValue)" } ?? notification.notificationType.rawValue
-            })
-        for expected in ["DID_RENEW", "DID_RENEW/BILLING_RECOVERY", "EXPIRED/VOLUNTARY", "EXPIRED/BILLING_RETRY", "EXPIRED/PRICE_INCREASE",
-                         "EXPIRED/PRODUCT_NOT_FOR_SALE", "EXPIRED", "REFUND", "REVOKE", "GRACE_PERIOD_EXPIRED", "DID_FAIL_TO_RENEW",
-                         "DID_FAIL_TO_RENEW/GRACE_PERIOD", "FUTURE_NOTIFICATION_TYPE", "FUTURE_NOTIFICATION_TYPE/FUTURE_SUBTYPE",
-                         "DID_CHANGE_RENEWAL_PREF/UPGRADE", "DID_CHANGE_RENEWAL_PREF/DOWNGRADE", "ONE_TIME_CHARGE",
-                         "RENEWAL_EXTENSION/SUMMARY", "EXTERNAL_PURCHASE_TOKEN/CREATED", "EXTERNAL_PURCHASE_TOKEN/ACTIVE_TOKEN_REMINDER",
-                         "EXTERNAL_PURCHASE_TOKEN/UNREPORTED", "RESCIND_CONSENT"] {
+        let inOutage = Set(
+            world.notifications.filter { configuration.isInOutage($0.signedDate) }
+                .map { notification in
+                    notification.subtype.map { "\(notification.notificationType.rawValue)/\($0.rawValue)" } ?? notification.notificationType.rawValue
+                })
+        for expected in [
+            "DID_RENEW", "DID_RENEW/BILLING_RECOVERY", "EXPIRED/VOLUNTARY", "EXPIRED/BILLING_RETRY", "EXPIRED/PRICE_INCREASE",
+            "EXPIRED/PRODUCT_NOT_FOR_SALE", "EXPIRED", "REFUND", "REVOKE", "GRACE_PERIOD_EXPIRED", "DID_FAIL_TO_RENEW",
+            "DID_FAIL_TO_RENEW/GRACE_PERIOD", "FUTURE_NOTIFICATION_TYPE", "FUTURE_NOTIFICATION_TYPE/FUTURE_SUBTYPE",
+            "DID_CHANGE_RENEWAL_PREF/UPGRADE", "DID_CHANGE_RENEWAL_PREF/DOWNGRADE", "ONE_TIME_CHARGE",
+            "RENEWAL_EXTENSION/SUMMARY", "EXTERNAL_PURCHASE_TOKEN/CREATED", "EXTERNAL_PURCHASE_TOKEN/ACTIVE_TOKEN_REMINDER",
+            "EXTERNAL_PURCHASE_TOKEN/UNREPORTED", "RESCIND_CONSENT",
+        ] {
             #expect(inOutage.contains(expected), "\(expected) missing from the outage")
         }
     }
@@ -73,7 +77,9 @@ import Testing
             let notUpgraded = transactions.filter { $0.isUpgraded != true }
             let newest = notUpgraded.max { ($0.purchaseDate ?? 0, $0.transactionId ?? "") < ($1.purchaseDate ?? 0, $1.transactionId ?? "") }
             #expect(state.latestTransactionId == newest?.transactionId)
-            #expect(state.lastSignedDate == world.notifications.filter { $0.originalTransactionId == state.originalTransactionId }.map(\.signedDate).max())
+            #expect(
+                state.lastSignedDate == world.notifications.filter { $0.originalTransactionId == state.originalTransactionId }.map(\.signedDate).max()
+            )
         }
         // Upgrades exist, and the upgraded transaction is never the latest.
         let upgraded = world.currentTransactions.values.filter { $0.payload.isUpgraded == true }.compactMap(\.payload.transactionId)
@@ -109,8 +115,11 @@ import Testing
         let world = ScenarioGenerator.generate(configuration)
         let withoutData = world.notifications.filter { !$0.carriesData }
         let live = Set(withoutData.filter { !configuration.isInOutage($0.signedDate) }.map { "\($0.notificationType)/\($0.subtype?.rawValue ?? "")" })
-        #expect(live == ["RENEWAL_EXTENSION/SUMMARY", "EXTERNAL_PURCHASE_TOKEN/CREATED", "EXTERNAL_PURCHASE_TOKEN/ACTIVE_TOKEN_REMINDER",
-                         "EXTERNAL_PURCHASE_TOKEN/UNREPORTED", "RESCIND_CONSENT/"])
+        #expect(
+            live == [
+                "RENEWAL_EXTENSION/SUMMARY", "EXTERNAL_PURCHASE_TOKEN/CREATED", "EXTERNAL_PURCHASE_TOKEN/ACTIVE_TOKEN_REMINDER",
+                "EXTERNAL_PURCHASE_TOKEN/UNREPORTED", "RESCIND_CONSENT/",
+            ])
         for notification in withoutData {
             #expect(notification.accountId == nil && notification.originalTransactionId == nil && notification.transaction == nil)
         }

@@ -2,9 +2,10 @@ import AppStoreServer
 import Foundation
 import Logging
 import PostgresNIO
-@testable import Reconciler
 import ReconcilerShared
 import Testing
+
+@testable import Reconciler
 
 /// The change feed (issue 11) against a real PostgreSQL and real processes: commit order, one row
 /// per change through an outage rehearsal, a `changes --follow` consumer killed and restarted,
@@ -19,8 +20,9 @@ import Testing
     /// A live SUBSCRIBED notification of a new purchase.
     func subscribed(_ original: String, signedDate: Int64? = nil) throws -> String {
         let signed = signedDate ?? t0
-        return try app.notification(.subscribed, .initialBuy, signedDate: signed,
-                                    transaction: app.subscription(original: original, period: 0, signedDate: signed), status: .active)
+        return try app.notification(
+            .subscribed, .initialBuy, signedDate: signed,
+            transaction: app.subscription(original: original, period: 0, signedDate: signed), status: .active)
     }
 
     /// What a reader of the feed gets now, after `position`.
@@ -84,7 +86,8 @@ import Testing
         try await TestDatabase.with { db in
             // Both long committed: a fresh cluster's transactions are numbered from several hundred on.
             for (original, xid) in [("digits-b", 100), ("digits-a", 99)] {
-                try await db.execute("""
+                try await db.execute(
+                    """
                     INSERT INTO purchase_changes (original_transaction_id, source, after_state, xid)
                     VALUES (\(original), 'webhook', jsonb_build_object('originalTransactionId', \(original)::text, 'entitled', false),
                             \(String(xid))::xid8)
@@ -118,9 +121,10 @@ import Testing
                     try await Self.execute("BEGIN", on: older)
                     try await Self.execute("SELECT pg_current_xact_id()", on: older)
                     try await Self.execute("BEGIN", on: newer)
-                    _ = try await handler.apply([first], source: .webhook, on: newer)    // the smaller id
+                    _ = try await handler.apply([first], source: .webhook, on: newer)  // the smaller id
                     // The older transaction records its change now (as the store does, in one statement): the larger id.
-                    try await Self.execute("""
+                    try await Self.execute(
+                        """
                         INSERT INTO purchase_changes (original_transaction_id, source, after_state)
                         VALUES ('ids-2', 'webhook', '{"originalTransactionId": "ids-2", "entitled": true}')
                         """, on: older)
@@ -162,8 +166,10 @@ import Testing
             try await eventually("the follower caught up with the live traffic") {
                 Self.completeLines(first.stdout).count >= live
             }
-            let run = try rehearsal.start(["run", "--start", rehearsal.outageStart, "--end", rehearsal.outageEnd,
-                                           "--concurrency", "1", "--gap-concurrency", "1"])
+            let run = try rehearsal.start([
+                "run", "--start", rehearsal.outageStart, "--end", rehearsal.outageEnd,
+                "--concurrency", "1", "--gap-concurrency", "1",
+            ])
             defer { run.signal(SIGKILL) }
             try await eventually("the follower printed a change of the run") {
                 first.stdout.contains(#""source":"history""#)
@@ -245,8 +251,11 @@ import Testing
             #expect(try lines.map { try Self.decode($0).changeId } == ids)
             for line in lines {
                 let object = try #require(try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any])
-                #expect(Set(object.keys) == ["changeId", "originalTransactionId", "appAccountToken", "source", "notificationUUID", "runId",
-                                             "before", "after", "changedAt"])
+                #expect(
+                    Set(object.keys) == [
+                        "changeId", "originalTransactionId", "appAccountToken", "source", "notificationUUID", "runId",
+                        "before", "after", "changedAt",
+                    ])
             }
             #expect(lines[0].contains(#""before":null"#) && lines[0].contains(#""runId":null"#))
             let batched = try await Self.reconciler(db, ["changes", "--since", "0", "--batch", "2"])
@@ -257,9 +266,11 @@ import Testing
             #expect(newest.stdout.trimmingCharacters(in: .whitespacesAndNewlines) == "\(ids[5])")
 
             // Refused before anything is read or deleted.
-            for arguments in [["--since", "abc"], ["--since", "-3"], ["--prune-before", "30"], ["--prune-before", "30m"],
-                              ["--prune-before", "30d", "--follow"], ["--prune-before", "soon"], ["--batch", "0"],
-                              ["--app-account-token", "not-a-uuid"]] {
+            for arguments in [
+                ["--since", "abc"], ["--since", "-3"], ["--prune-before", "30"], ["--prune-before", "30m"],
+                ["--prune-before", "30d", "--follow"], ["--prune-before", "soon"], ["--batch", "0"],
+                ["--app-account-token", "not-a-uuid"],
+            ] {
                 let refused = try await Self.reconciler(db, ["changes"] + arguments)
                 #expect(refused.status == 1, "\(arguments): \(refused.stderr)")
                 #expect(refused.stdout.isEmpty)
@@ -267,7 +278,8 @@ import Testing
             #expect(try await db.count("SELECT count(*) FROM purchase_changes") == 6)
 
             // Rows 1, 2 and 4 are old; 3 is not, so only 1 and 2 go: the feed loses a prefix only.
-            try await db.execute("""
+            try await db.execute(
+                """
                 UPDATE purchase_changes SET changed_at = now() - interval '40 days' WHERE change_id = ANY(\([ids[0], ids[1], ids[3]]))
                 """)
             let pruned = try await Self.reconciler(db, ["changes", "--prune-before", "30d"])
@@ -300,8 +312,9 @@ import Testing
     @Test func aFollowerWakesOnNotifyReconnectsAndStopsCleanly() async throws {
         try await TestDatabase.with { db in
             let handler = try app.handler(db)
-            let follower = try RunningProcess("reconciler", ["changes", "--follow", "--poll-interval", "1h"],
-                                              environment: ["DATABASE_URL": db.url, "LOG_LEVEL": "warning"])
+            let follower = try RunningProcess(
+                "reconciler", ["changes", "--follow", "--poll-interval", "1h"],
+                environment: ["DATABASE_URL": db.url, "LOG_LEVEL": "warning"])
             defer { follower.signal(SIGKILL) }
             var written = 0
             /// Writes a change and waits for the follower to print `count` lines, again if need be:
@@ -356,16 +369,19 @@ import Testing
 
         /// A notification signed `ago` ms before now, carrying the purchase's transaction expiring
         /// at `expires` (revoked at `revoked`), and renewal info when given.
-        func notification(_ type: NotificationTypeV2, _ subtype: Subtype? = nil, ago: Int64, expires: Int64, revoked: Int64? = nil,
-                          familyShared: Bool = false, autoRenew: AutoRenewStatus = .on, billingRetry: Bool? = nil, graceEnds: Int64? = nil,
-                          status: Status) throws -> String {
+        func notification(
+            _ type: NotificationTypeV2, _ subtype: Subtype? = nil, ago: Int64, expires: Int64, revoked: Int64? = nil,
+            familyShared: Bool = false, autoRenew: AutoRenewStatus = .on, billingRetry: Bool? = nil, graceEnds: Int64? = nil,
+            status: Status
+        ) throws -> String {
             let signed = now - ago
             var transaction = app.subscription(original: original, period: 0, signedDate: signed, revocationDate: revoked)
             transaction.expiresDate = expires
             transaction.appAccountToken = token
             if familyShared { transaction.inAppOwnershipType = .familyShared }
-            let renewal = app.renewal(original: original, autoRenew: autoRenew, signedDate: signed, isInBillingRetryPeriod: billingRetry,
-                                      gracePeriodExpiresDate: graceEnds)
+            let renewal = app.renewal(
+                original: original, autoRenew: autoRenew, signedDate: signed, isInBillingRetryPeriod: billingRetry,
+                gracePeriodExpiresDate: graceEnds)
             return try app.notification(type, subtype, signedDate: signed, transaction: transaction, renewal: renewal, status: status)
         }
     }
@@ -384,32 +400,56 @@ import Testing
     static let entitlementCases: [EntitlementCase] = {
         let day = CasePurchase.day
         return [
-            EntitlementCase(name: "active", notifications: { p in
-                [try p.notification(.subscribed, .initialBuy, ago: 60_000, expires: p.now + 10 * day, status: .active)]
-            }, status: 1, entitled: true, entitledWhenBillingRetryEntitles: true),
-            EntitlementCase(name: "expired", notifications: { p in
-                [try p.notification(.expired, .voluntary, ago: 60_000, expires: p.now - day, autoRenew: .off, status: .expired)]
-            }, status: 2, entitled: false, entitledWhenBillingRetryEntitles: false),
-            EntitlementCase(name: "grace period", notifications: { p in
-                [try p.notification(.didFailToRenew, .gracePeriod, ago: 60_000, expires: p.now - 3_600_000, billingRetry: true,
-                                    graceEnds: p.now + 5 * day, status: .billingGracePeriod)]
-            }, status: 4, entitled: true, entitledWhenBillingRetryEntitles: true),
-            EntitlementCase(name: "billing retry", notifications: { p in
-                [try p.notification(.didFailToRenew, ago: 60_000, expires: p.now - day, billingRetry: true, status: .billingRetry)]
-            }, status: 3, entitled: false, entitledWhenBillingRetryEntitles: true),
-            EntitlementCase(name: "refund", notifications: { p in
-                [try p.notification(.subscribed, .initialBuy, ago: 120_000, expires: p.now + 10 * day, status: .active),
-                 try p.notification(.refund, ago: 60_000, expires: p.now + 10 * day, revoked: p.now - 70_000, status: .revoked)]
-            }, status: 5, entitled: false, entitledWhenBillingRetryEntitles: false),
-            EntitlementCase(name: "refund reversed", notifications: { p in
-                [try p.notification(.subscribed, .initialBuy, ago: 180_000, expires: p.now + 10 * day, status: .active),
-                 try p.notification(.refund, ago: 120_000, expires: p.now + 10 * day, revoked: p.now - 130_000, status: .revoked),
-                 try p.notification(.refundReversed, ago: 60_000, expires: p.now + 10 * day, status: .active)]
-            }, status: 1, entitled: true, entitledWhenBillingRetryEntitles: true),
-            EntitlementCase(name: "family sharing revoke", notifications: { p in
-                [try p.notification(.subscribed, .initialBuy, ago: 120_000, expires: p.now + 10 * day, familyShared: true, status: .active),
-                 try p.notification(.revoke, ago: 60_000, expires: p.now + 10 * day, revoked: p.now - 70_000, familyShared: true, status: .revoked)]
-            }, status: 5, entitled: false, entitledWhenBillingRetryEntitles: false),
+            EntitlementCase(
+                name: "active",
+                notifications: { p in
+                    [try p.notification(.subscribed, .initialBuy, ago: 60_000, expires: p.now + 10 * day, status: .active)]
+                }, status: 1, entitled: true, entitledWhenBillingRetryEntitles: true),
+            EntitlementCase(
+                name: "expired",
+                notifications: { p in
+                    [try p.notification(.expired, .voluntary, ago: 60_000, expires: p.now - day, autoRenew: .off, status: .expired)]
+                }, status: 2, entitled: false, entitledWhenBillingRetryEntitles: false),
+            EntitlementCase(
+                name: "grace period",
+                notifications: { p in
+                    [
+                        try p.notification(
+                            .didFailToRenew, .gracePeriod, ago: 60_000, expires: p.now - 3_600_000, billingRetry: true,
+                            graceEnds: p.now + 5 * day, status: .billingGracePeriod)
+                    ]
+                }, status: 4, entitled: true, entitledWhenBillingRetryEntitles: true),
+            EntitlementCase(
+                name: "billing retry",
+                notifications: { p in
+                    [try p.notification(.didFailToRenew, ago: 60_000, expires: p.now - day, billingRetry: true, status: .billingRetry)]
+                }, status: 3, entitled: false, entitledWhenBillingRetryEntitles: true),
+            EntitlementCase(
+                name: "refund",
+                notifications: { p in
+                    [
+                        try p.notification(.subscribed, .initialBuy, ago: 120_000, expires: p.now + 10 * day, status: .active),
+                        try p.notification(.refund, ago: 60_000, expires: p.now + 10 * day, revoked: p.now - 70_000, status: .revoked),
+                    ]
+                }, status: 5, entitled: false, entitledWhenBillingRetryEntitles: false),
+            EntitlementCase(
+                name: "refund reversed",
+                notifications: { p in
+                    [
+                        try p.notification(.subscribed, .initialBuy, ago: 180_000, expires: p.now + 10 * day, status: .active),
+                        try p.notification(.refund, ago: 120_000, expires: p.now + 10 * day, revoked: p.now - 130_000, status: .revoked),
+                        try p.notification(.refundReversed, ago: 60_000, expires: p.now + 10 * day, status: .active),
+                    ]
+                }, status: 1, entitled: true, entitledWhenBillingRetryEntitles: true),
+            EntitlementCase(
+                name: "family sharing revoke",
+                notifications: { p in
+                    [
+                        try p.notification(.subscribed, .initialBuy, ago: 120_000, expires: p.now + 10 * day, familyShared: true, status: .active),
+                        try p.notification(
+                            .revoke, ago: 60_000, expires: p.now + 10 * day, revoked: p.now - 70_000, familyShared: true, status: .revoked),
+                    ]
+                }, status: 5, entitled: false, entitledWhenBillingRetryEntitles: false),
         ]
     }()
 
@@ -448,8 +488,9 @@ import Testing
                 let feed = try await runProcess("reconciler", ["changes", "--app-account-token", token.uppercased()], environment: environment)
                 #expect(feed.status == 0, "\(feed.stderr)")
                 let changes = try Self.completeLines(feed.stdout).map(Self.decode)
-                #expect(!changes.isEmpty && changes.allSatisfy { $0.originalTransactionId == original && $0.appAccountToken == token },
-                        "feed of \(entitlementCase)")
+                #expect(
+                    !changes.isEmpty && changes.allSatisfy { $0.originalTransactionId == original && $0.appAccountToken == token },
+                    "feed of \(entitlementCase)")
                 let last = try #require(changes.last)
                 #expect(last.after.entitled == expected, "feed: \(entitlementCase)")
                 #expect(last.after.status == entitlementCase.status, "feed: \(entitlementCase)")

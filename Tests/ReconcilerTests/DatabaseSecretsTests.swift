@@ -28,7 +28,10 @@ import Testing
         ("postgres://db/iap?password=\(secret("@"))", "postgres://***@…"),
         ("postgres://db/iap?password=\(secret("#"))&sslmode=require", "postgres://db/iap"),
         ("postgres://\(secret("%3A"))@db/iap", "postgres://***@db/iap"),
-        ("postgresql://alice:\(secret("@/"))@[::1]:5432/iap?sslrootcert=/etc/ssl/ca.pem", "postgresql://alice:***@[::1]:5432/iap?sslrootcert=/etc/ssl/ca.pem"),
+        (
+            "postgresql://alice:\(secret("@/"))@[::1]:5432/iap?sslrootcert=/etc/ssl/ca.pem",
+            "postgresql://alice:***@[::1]:5432/iap?sslrootcert=/etc/ssl/ca.pem"
+        ),
         ("mysql://alice:\(secret("!"))@db/iap", "mysql://alice:***@db/iap"),
         ("http://alice:\(secret("#"))@127.0.0.1/", "http://alice:***@127.0.0.1/"),
         ("host=127.0.0.1 port=1 user=alice password='\(secret(" host=x "))' dbname=iap", "host=127.0.0.1 port=1 user=alice password=*** dbname=iap"),
@@ -87,12 +90,15 @@ import Testing
     @Test func aDatabasePrintedAnywhereShowsNoPassword() throws {
         struct Holder { let database: Database }
         let settings = try DatabaseSettings(url: "postgres://alice:\(Self.secret("pw"))@127.0.0.1:1/db")
-        let database = Database(client: PostgresClient(configuration: settings.clientConfiguration, backgroundLogger: TestDatabase.logger), logger: TestDatabase.logger,
-                                configuration: .init(name: settings.description, dedicatedConnection: try settings.connectionConfiguration()))
+        let database = Database(
+            client: PostgresClient(configuration: settings.clientConfiguration, backgroundLogger: TestDatabase.logger), logger: TestDatabase.logger,
+            configuration: .init(name: settings.description, dedicatedConnection: try settings.connectionConfiguration()))
         var dumped = ""
         dump(Holder(database: database), to: &dumped)
-        for text in ["\(database)", String(reflecting: database), "\(Holder(database: database))", String(reflecting: Holder(database: database)),
-                     "\(database.configuration)", dumped] {
+        for text in [
+            "\(database)", String(reflecting: database), "\(Holder(database: database))", String(reflecting: Holder(database: database)),
+            "\(database.configuration)", dumped,
+        ] {
             #expect(!Self.leaks(text), "\(text)")
             #expect(text.contains("alice:***@127.0.0.1:1/db"), "\(text)")
         }
@@ -147,8 +153,9 @@ import Testing
             try await check(["migrate", "--status"], url: good, status: 0, viaFlag: true)
 
             // serve's "listening" line names the database.
-            let serve = try RunningProcess("reconciler", ["serve", "--port", "\(freePort())", "--host", "127.0.0.1"],
-                                           environment: base.merging(["DATABASE_URL": good]) { $1 })
+            let serve = try RunningProcess(
+                "reconciler", ["serve", "--port", "\(freePort())", "--host", "127.0.0.1"],
+                environment: base.merging(["DATABASE_URL": good]) { $1 })
             try await serve.waitForOutput(containing: "listening")
             serve.signal(SIGTERM)
             let served = try await serve.wait(timeout: .seconds(60))

@@ -41,18 +41,24 @@ import Testing
             // The CA that signed the server's certificate: verify-full to its IP and to its DNS name.
             try await expectWorks("postgres://postgres@127.0.0.1:\(port)/postgres?sslmode=verify-full&sslrootcert=\(ca)")
             try await expectWorks("postgres://postgres@localhost:\(port)/postgres?sslmode=verify-full&sslrootcert=\(ca)")
-            let migrate = try await runProcess("reconciler", ["migrate"], environment: [
-                "DATABASE_URL": "postgres://postgres@127.0.0.1:\(port)/postgres?sslmode=verify-full&sslrootcert=\(ca)"])
+            let migrate = try await runProcess(
+                "reconciler", ["migrate"],
+                environment: [
+                    "DATABASE_URL": "postgres://postgres@127.0.0.1:\(port)/postgres?sslmode=verify-full&sslrootcert=\(ca)"
+                ])
             #expect(migrate.status == 0, "\(migrate.stderr)")
 
             // Another CA: not trusted, whatever the mode that checks certificates.
-            try await expectRefused("postgres://postgres@127.0.0.1:\(port)/postgres?sslmode=verify-full&sslrootcert=\(otherCA)",
-                                    saying: ["certificate", "sslrootcert"])
-            try await expectRefused("postgres://postgres@127.0.0.1:\(port)/postgres?sslmode=verify-ca&sslrootcert=\(otherCA)",
-                                    saying: ["certificate"])
+            try await expectRefused(
+                "postgres://postgres@127.0.0.1:\(port)/postgres?sslmode=verify-full&sslrootcert=\(otherCA)",
+                saying: ["certificate", "sslrootcert"])
+            try await expectRefused(
+                "postgres://postgres@127.0.0.1:\(port)/postgres?sslmode=verify-ca&sslrootcert=\(otherCA)",
+                saying: ["certificate"])
             // As in libpq, `require` with a root certificate checks the chain like verify-ca; without, nothing.
-            try await expectRefused("postgres://postgres@127.0.0.1:\(port)/postgres?sslmode=require&sslrootcert=\(otherCA)",
-                                    saying: ["certificate"])
+            try await expectRefused(
+                "postgres://postgres@127.0.0.1:\(port)/postgres?sslmode=require&sslrootcert=\(otherCA)",
+                saying: ["certificate"])
             try await expectWorks("postgres://postgres@127.0.0.1:\(port)/postgres?sslmode=require")
             // The system trust store does not hold the self-made CA.
             try await expectRefused("postgres://postgres@127.0.0.1:\(port)/postgres?sslmode=verify-full", saying: ["system trust store"])
@@ -61,8 +67,9 @@ import Testing
             // A host name the certificate does not carry, at an address it does not carry either (hostaddr
             // connects to 127.0.0.2 and keeps the name for verification; an IP in the certificate matching the
             // address connected to would also satisfy verify-full): verify-full refuses, verify-ca accepts.
-            try await expectRefused("postgres://postgres@db.example.invalid:\(port)/postgres?hostaddr=127.0.0.2&sslmode=verify-full&sslrootcert=\(ca)",
-                                    saying: ["db.example.invalid"])
+            try await expectRefused(
+                "postgres://postgres@db.example.invalid:\(port)/postgres?hostaddr=127.0.0.2&sslmode=verify-full&sslrootcert=\(ca)",
+                saying: ["db.example.invalid"])
             try await expectWorks("postgres://postgres@db.example.invalid:\(port)/postgres?hostaddr=127.0.0.2&sslmode=verify-ca&sslrootcert=\(ca)")
             try await expectRefused("postgres://postgres@127.0.0.2:\(port)/postgres?sslmode=verify-full&sslrootcert=\(ca)", saying: ["127.0.0.2"])
             try await expectWorks("postgres://postgres@127.0.0.2:\(port)/postgres?sslmode=verify-ca&sslrootcert=\(ca)")
@@ -71,17 +78,22 @@ import Testing
             try await expectRefused("postgres://postgres@127.0.0.1:\(port)/postgres?sslmode=disable", saying: ["pg_hba.conf"])
 
             // A missing root certificate file is a configuration error that names the parameter.
-            try await expectRefused("postgres://postgres:\(DatabaseSecretsTests.secret(""))@127.0.0.1:\(port)/postgres?sslmode=verify-full&sslrootcert=\(directory)/missing.pem",
-                                    saying: ["sslrootcert", "\(directory)/missing.pem"])
+            try await expectRefused(
+                "postgres://postgres:\(DatabaseSecretsTests.secret(""))@127.0.0.1:\(port)/postgres?sslmode=verify-full&sslrootcert=\(directory)/missing.pem",
+                saying: ["sslrootcert", "\(directory)/missing.pem"])
         }
 
         // A server that logs `postgres` in only with a client certificate from the CA: sslcert and sslkey.
-        let mutual = PrivateCluster.Configuration.TLS(certificateChainPEM: server.certificatePEM, privateKeyPEM: server.privateKeyPEM,
-                                                      clientCertificateAuthorityPEM: try authority.certificatePEM)
+        let mutual = PrivateCluster.Configuration.TLS(
+            certificateChainPEM: server.certificatePEM, privateKeyPEM: server.privateKeyPEM,
+            clientCertificateAuthorityPEM: try authority.certificatePEM)
         try await PrivateCluster.with(.init(tls: mutual)) { cluster in
             let url = "postgres://postgres@127.0.0.1:\(cluster.port)/postgres?sslmode=verify-full&sslrootcert=\(ca)"
-            let withCertificate = try await runProcess("reconciler", ["migrate", "--status"], environment: [
-                "DATABASE_URL": url + "&sslcert=\(clientCertificate)&sslkey=\(clientKey)", "LOG_LEVEL": "warning"])
+            let withCertificate = try await runProcess(
+                "reconciler", ["migrate", "--status"],
+                environment: [
+                    "DATABASE_URL": url + "&sslcert=\(clientCertificate)&sslkey=\(clientKey)", "LOG_LEVEL": "warning",
+                ])
             #expect(withCertificate.status == 0, "\(withCertificate.stderr.suffix(1500))")
             let without = try await runProcess("reconciler", ["migrate", "--status"], environment: ["DATABASE_URL": url, "LOG_LEVEL": "warning"])
             #expect(without.status == 1, "\(without.stderr.suffix(1500))")

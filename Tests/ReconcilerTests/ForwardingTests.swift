@@ -1,8 +1,9 @@
 import AppStoreServer
 import Foundation
 import MockAppStore
-@testable import Reconciler
 import Testing
+
+@testable import Reconciler
 
 /// Issue 11.2: what Apple failed to deliver reaches the app's own webhook, once, through a durable
 /// queue: real processes (`mock-appstore`, `reconciler serve`, `reconciler run`), a real
@@ -19,8 +20,10 @@ import Testing
     }
 
     /// The app's own webhook, imitated in this process, for the duration of `body`.
-    static func withReceiver(_ configuration: AppWebhookReceiver.Configuration,
-                             _ body: (AppWebhookReceiver, String) async throws -> Void) async throws {
+    static func withReceiver(
+        _ configuration: AppWebhookReceiver.Configuration,
+        _ body: (AppWebhookReceiver, String) async throws -> Void
+    ) async throws {
         let (ports, continuation) = AsyncStream<Int>.makeStream()
         let receiver = AppWebhookReceiver(configuration: configuration)
         let serving = Task { try await receiver.run(onBound: { continuation.yield($0) }) }
@@ -55,8 +58,10 @@ import Testing
         let secret = "forwarding-secret-\(UUID().uuidString)"
         try await Self.withReceiver(.init(secret: secret, failFirst: 12)) { receiver, receiverURL in
             let forwarding = ["--forward-to", receiverURL, "--forward-backoff", "100ms"]
-            try await Rehearsal.with(customers: 40, seed: 61, mockArguments: ["--forged", "2"],
-                                     environment: ["RECONCILER_FORWARD_SECRET": secret], serveArguments: forwarding) { rehearsal in
+            try await Rehearsal.with(
+                customers: 40, seed: 61, mockArguments: ["--forged", "2"],
+                environment: ["RECONCILER_FORWARD_SECRET": secret], serveArguments: forwarding
+            ) { rehearsal in
                 let notifications = try await Self.notifications(of: rehearsal)
                 let live = Set(notifications.filter { $0.delivered && !$0.forged }.map(\.notificationUUID))
                 let outage = try Self.undelivered(notifications, in: rehearsal)
@@ -80,7 +85,10 @@ import Testing
                 }
                 let reportPath = Rehearsal.temporaryFile("report.json")
                 let run = try await rehearsal.reconciler(
-                    ["run", "--start", rehearsal.outageStart, "--end", rehearsal.outageEnd, "--forward-drain-timeout", "120s", "--report-json", reportPath]
+                    [
+                        "run", "--start", rehearsal.outageStart, "--end", rehearsal.outageEnd, "--forward-drain-timeout", "120s", "--report-json",
+                        reportPath,
+                    ]
                         + forwarding, environment: ["LOG_LEVEL": "debug"])
                 try await comesBack.value
                 // 4: the forged payloads were quarantined for the first time (never applied, never forwarded).
@@ -117,8 +125,10 @@ import Testing
         try await Self.withReceiver(.init(delayMilliseconds: 150)) { receiver, receiverURL in
             try await Rehearsal.with(customers: 60, seed: 62) { rehearsal in
                 let outage = Set(try Self.undelivered(try await Self.notifications(of: rehearsal), in: rehearsal).map(\.notificationUUID))
-                let arguments = ["run", "--start", rehearsal.outageStart, "--end", rehearsal.outageEnd, "--forward-to", receiverURL,
-                                 "--forward-concurrency", "4", "--forward-drain-timeout", "120s"]
+                let arguments = [
+                    "run", "--start", rehearsal.outageStart, "--end", rehearsal.outageEnd, "--forward-to", receiverURL,
+                    "--forward-concurrency", "4", "--forward-drain-timeout", "120s",
+                ]
                 let killed = try rehearsal.start(arguments)
                 try await eventually("some deliveries") { receiver.statistics.acknowledged.count >= 6 }
                 killed.signal(SIGKILL)
@@ -176,9 +186,11 @@ import Testing
     @Test func badForwardingSettingsChangeNothing() async throws {
         try await Rehearsal.with(customers: 10, seed: 64) { rehearsal in
             let before = try await rehearsal.db.stateFingerprint()
-            for arguments in [["--forward-to", "ftp://app.example.com/hook"], ["--forward-to", "not a url"],
-                              ["--forward-to", "https://app.example.com/hook", "--forward-secret-file", "/nonexistent/secret"],
-                              ["--forward-to", "https://app.example.com/hook", "--forward-timeout", "soon"]] {
+            for arguments in [
+                ["--forward-to", "ftp://app.example.com/hook"], ["--forward-to", "not a url"],
+                ["--forward-to", "https://app.example.com/hook", "--forward-secret-file", "/nonexistent/secret"],
+                ["--forward-to", "https://app.example.com/hook", "--forward-timeout", "soon"],
+            ] {
                 let result = try await rehearsal.runWindow(arguments)
                 #expect(result.status == 1, "\(arguments): \(result.stderr)")
             }

@@ -1,8 +1,9 @@
 import AppStoreServer
 import Foundation
 import MockAppStore
-@testable import Reconciler
 import Testing
+
+@testable import Reconciler
 
 /// Phase 2's queue shared by several workers (as `reconciler work` on other machines would).
 @Suite struct GapFillerTests {
@@ -21,8 +22,9 @@ import Testing
                 try await db.database.transaction { try await ledger.enqueue(runId: run.runId, anchors: originals, reason: .touched, on: $0) }
 
                 func worker(_ name: String) -> RunWorker {
-                    RunWorker(configuration: .init(runId: run.runId, concurrency: 2, worker: name), database: db.database, verifier: verifier,
-                              client: mock.client(baseURL: baseURL))
+                    RunWorker(
+                        configuration: .init(runId: run.runId, concurrency: 2, worker: name), database: db.database, verifier: verifier,
+                        client: mock.client(baseURL: baseURL))
                 }
                 async let first: Void = worker("worker-a").work(progress: RunProgress())
                 async let second: Void = worker("worker-b").work(progress: RunProgress())
@@ -38,12 +40,15 @@ import Testing
                 #expect(try await db.count("SELECT count(*) FROM purchases") == mock.truth.count)
                 // One revision per customer: every purchase points at a customer whose revision is stored.
                 #expect(try await db.count("SELECT count(*) FROM history_revisions") > 0)
-                #expect(try await db.count("""
-                    SELECT count(*) FROM purchases p
-                    WHERE NOT EXISTS (SELECT 1 FROM history_revisions r WHERE r.anchor_transaction_id = p.history_anchor_transaction_id)
-                    """) == 0)
+                #expect(
+                    try await db.count(
+                        """
+                        SELECT count(*) FROM purchases p
+                        WHERE NOT EXISTS (SELECT 1 FROM history_revisions r WHERE r.anchor_transaction_id = p.history_anchor_transaction_id)
+                        """) == 0)
                 // Transaction history and statuses alone give the truth, except which notification was last.
-                let stored = try await db.count("""
+                let stored = try await db.count(
+                    """
                     SELECT count(*) FROM purchases p WHERE latest_transaction_id IS NOT NULL
                     """)
                 #expect(stored == mock.truth.count)

@@ -2,8 +2,8 @@ import AppStoreServer
 import Foundation
 import MockAppStore
 import Reconciler
-import Testing
 import ReconcilerShared
+import Testing
 
 /// The live path through the `reconciler` binary, configured only by environment variables as an
 /// operator would: migrate, serve (with APP_STORE_ROOT_CERTIFICATES), inspect and export.
@@ -39,13 +39,15 @@ import ReconcilerShared
             try await serve.waitForOutput(containing: "listening")
             let t0 = app.start
             let transaction = app.subscription(original: "8000", period: 0, signedDate: t0)
-            let payload = try app.notification(.subscribed, .initialBuy, signedDate: t0, transaction: transaction,
-                                               renewal: app.renewal(original: "8000", autoRenew: .on, signedDate: t0))
+            let payload = try app.notification(
+                .subscribed, .initialBuy, signedDate: t0, transaction: transaction,
+                renewal: app.renewal(original: "8000", autoRenew: .on, signedDate: t0))
             let reply = try await HTTP.postNotification("http://127.0.0.1:\(port)/notifications", signedPayload: payload)
             #expect(reply.status == 200)
             let forged = try await HTTP.postNotification(
                 "http://127.0.0.1:\(port)/notifications",
-                signedPayload: try app.notification(.didRenew, signedDate: t0, transaction: transaction, signer: try SigningCertificateAuthority().signer))
+                signedPayload: try app.notification(
+                    .didRenew, signedDate: t0, transaction: transaction, signer: try SigningCertificateAuthority().signer))
             #expect(forged.status == 400)
             #expect((try await HTTP.request(.GET, "http://127.0.0.1:\(port)/health")).status == 200)
             serve.signal(SIGTERM)
@@ -60,25 +62,29 @@ import ReconcilerShared
             let lines = export.stdout.split(separator: "\n")
             #expect(lines.count == 1)
             let state = try JSONDecoder().decode(PurchaseState.self, from: Data(lines[0].utf8))
-            #expect(state == PurchaseState(
-                originalTransactionId: "8000", latestTransactionId: "8000", productId: "com.example.monthly", environment: "Production",
-                purchaseDate: transaction.purchaseDate, expiresDate: transaction.expiresDate, revocationDate: nil,
-                autoRenewStatus: 1, lastSignedDate: t0, entitled: true))    // it expires in 20 days
+            #expect(
+                state
+                    == PurchaseState(
+                        originalTransactionId: "8000", latestTransactionId: "8000", productId: "com.example.monthly", environment: "Production",
+                        purchaseDate: transaction.purchaseDate, expiresDate: transaction.expiresDate, revocationDate: nil,
+                        autoRenewStatus: 1, lastSignedDate: t0, entitled: true))  // it expires in 20 days
             #expect(lines[0].contains("\"revocationDate\":null"))
 
             let genuine = try await runProcess("reconciler", ["inspect", payload], environment: env)
             #expect(genuine.status == 0, "\(genuine.stderr)")
             #expect(genuine.stdout.contains("\"kind\" : \"notification\""))
             #expect(genuine.stdout.contains("decodedTransactionInfo"))
-            let fromStdin = try await runProcess("reconciler", ["inspect", "-"], environment: env,
-                                                 stdin: Data("{\"signedPayload\":\"\(payload)\"}".utf8))
+            let fromStdin = try await runProcess(
+                "reconciler", ["inspect", "-"], environment: env,
+                stdin: Data("{\"signedPayload\":\"\(payload)\"}".utf8))
             #expect(fromStdin.status == 0)
             var tampered = payload.split(separator: ".").map(String.init)
             tampered[1] = String(try app.notification(.refund, signedDate: t0, transaction: transaction).split(separator: ".")[1])
             let rejected = try await runProcess("reconciler", ["inspect", tampered.joined(separator: ".")], environment: env)
             #expect(rejected.status == 3)
             #expect(rejected.stderr.contains("INVALID_SIGNATURE"))
-            let wrongBundle = try await runProcess("reconciler", ["inspect", payload], environment: env.merging(["APP_STORE_BUNDLE_ID": "com.other"]) { $1 })
+            let wrongBundle = try await runProcess(
+                "reconciler", ["inspect", payload], environment: env.merging(["APP_STORE_BUNDLE_ID": "com.other"]) { $1 })
             #expect(wrongBundle.status == 3)
             #expect(wrongBundle.stderr.contains("INVALID_BUNDLE_ID"))
         }
@@ -90,9 +96,12 @@ import ReconcilerShared
         #expect(noDatabase.stderr.contains("DATABASE_URL"))
         let badFlag = try await runProcess("reconciler", ["export", "--no-such-flag"])
         #expect(badFlag.status == 1)
-        let production = try await runProcess("reconciler", ["serve"], environment: [
-            "DATABASE_URL": "postgres://x@127.0.0.1:1/x", "APP_STORE_BUNDLE_ID": "com.example", "APP_STORE_ENVIRONMENT": "production",
-            "APP_STORE_APP_APPLE_ID": ""])
+        let production = try await runProcess(
+            "reconciler", ["serve"],
+            environment: [
+                "DATABASE_URL": "postgres://x@127.0.0.1:1/x", "APP_STORE_BUNDLE_ID": "com.example", "APP_STORE_ENVIRONMENT": "production",
+                "APP_STORE_APP_APPLE_ID": "",
+            ])
         #expect(production.status == 1)
         #expect(production.stderr.contains("APP_STORE_APP_APPLE_ID"))
         let badRoots = try await runProcess("reconciler", ["inspect", "x.y.z"], environment: ["APP_STORE_ROOT_CERTIFICATES": "/nonexistent.pem"])

@@ -87,8 +87,9 @@ import Testing
         let app = try TestApp()
         try await TestDatabase.with { db in
             let metrics = MetricsRegistry(environment: "Production", bundleId: TestApp.bundleId)
-            let ledgerMetrics = LedgerMetrics(ledger: RunLedger(database: db.database), environment: "Production",
-                                              bundleId: TestApp.bundleId, registry: metrics)
+            let ledgerMetrics = LedgerMetrics(
+                ledger: RunLedger(database: db.database), environment: "Production",
+                bundleId: TestApp.bundleId, registry: metrics)
             try await ledgerMetrics.refresh()
             var parsed = try PrometheusText(parsing: metrics.exposition())
             #expect(parsed.value("reconciler_quarantined_payloads_unacknowledged") == 0)
@@ -98,28 +99,36 @@ import Testing
             #expect(parsed.value("reconciler_forward_queue_deliveries", ["status": "pending"]) == 0)
             #expect(parsed.value("reconciler_forward_queue_oldest_pending_timestamp_seconds") == 0)
 
-            for (hash, bundle, acknowledged) in [("a1", TestApp.bundleId, false), ("a2", TestApp.bundleId, false),
-                                                 ("a3", TestApp.bundleId, true), ("b1", "com.other", false)] {
-                try await db.execute("""
+            for (hash, bundle, acknowledged) in [
+                ("a1", TestApp.bundleId, false), ("a2", TestApp.bundleId, false),
+                ("a3", TestApp.bundleId, true), ("b1", "com.other", false),
+            ] {
+                try await db.execute(
+                    """
                     INSERT INTO quarantined_payloads (payload_sha256, environment, bundle_id, source, reason, detail, signed_payload, acknowledged_at)
                     VALUES (\(hash), 'Production', \(bundle), 'notification_history', 'INVALID_SIGNATURE', 'test', 'x.y.z',
                             \(acknowledged ? Date() : nil))
                     """)
             }
             let finishedAt = Date(timeIntervalSince1970: 1_790_000_000.5)
-            for (status, dryRun, finished) in [("succeeded", false, finishedAt), ("succeeded", true, finishedAt.addingTimeInterval(60)),
-                                               ("partial", false, finishedAt.addingTimeInterval(120))] {
-                try await db.execute("""
+            for (status, dryRun, finished) in [
+                ("succeeded", false, finishedAt), ("succeeded", true, finishedAt.addingTimeInterval(60)),
+                ("partial", false, finishedAt.addingTimeInterval(120)),
+            ] {
+                try await db.execute(
+                    """
                     INSERT INTO reconcile_runs (kind, environment, bundle_id, window_start_ms, window_end_ms, status, phase, dry_run, finished_at)
                     VALUES ('scheduled', 'Production', \(TestApp.bundleId), 0, 1, \(status), 'done', \(dryRun), \(finished))
                     """)
             }
             let signedDate = Int64(Date().timeIntervalSince1970 * 1000) - 3_600_000
-            let payload = try app.notification(.didRenew, signedDate: signedDate,
-                                               transaction: app.subscription(original: "9300", period: 1, signedDate: signedDate))
+            let payload = try app.notification(
+                .didRenew, signedDate: signedDate,
+                transaction: app.subscription(original: "9300", period: 1, signedDate: signedDate))
             let queuedAfter = Date().timeIntervalSince1970 - 1
-            _ = try await app.handler(db).handle(signedPayload: payload, source: .webhook,
-                                                 forwarding: .init(targetURL: "http://127.0.0.1:9/notifications"))
+            _ = try await app.handler(db).handle(
+                signedPayload: payload, source: .webhook,
+                forwarding: .init(targetURL: "http://127.0.0.1:9/notifications"))
 
             try await ledgerMetrics.refresh()
             parsed = try PrometheusText(parsing: metrics.exposition())
@@ -145,8 +154,9 @@ import Testing
     @Test func serveRefreshesTheLedgerGaugesPeriodically() async throws {
         try await TestDatabase.with { db in
             let metrics = MetricsRegistry(environment: "Production", bundleId: TestApp.bundleId)
-            let ledgerMetrics = LedgerMetrics(ledger: RunLedger(database: db.database), environment: "Production",
-                                              bundleId: TestApp.bundleId, registry: metrics, configuration: .init(interval: .milliseconds(100)))
+            let ledgerMetrics = LedgerMetrics(
+                ledger: RunLedger(database: db.database), environment: "Production",
+                bundleId: TestApp.bundleId, registry: metrics, configuration: .init(interval: .milliseconds(100)))
             func quarantined() throws -> Double? {
                 try PrometheusText(parsing: metrics.exposition()).value("reconciler_quarantined_payloads_unacknowledged")
             }
@@ -154,7 +164,8 @@ import Testing
                 group.addTask { try await ledgerMetrics.run() }
                 defer { group.cancelAll() }
                 try await eventually("the first refresh", timeout: .seconds(30)) { try quarantined() == 0 }
-                try await db.execute("""
+                try await db.execute(
+                    """
                     INSERT INTO quarantined_payloads (payload_sha256, environment, bundle_id, source, reason, detail, signed_payload)
                     VALUES ('c1', 'Production', \(TestApp.bundleId), 'transaction_history', 'INVALID_CHAIN', 'test', 'x.y.z')
                     """)
@@ -177,7 +188,7 @@ import Testing
         let dashboards = files.filter { $0.hasSuffix(".json") }
         #expect(!ruleFiles.isEmpty && !testFiles.isEmpty && !dashboards.isEmpty, "\(files)")
 
-        var used: [String: Set<String>] = [:]   // metric name → files
+        var used: [String: Set<String>] = [:]  // metric name → files
         for file in ruleFiles + testFiles {
             let text = try String(contentsOf: Self.prometheusDirectory.appendingPathComponent(file), encoding: .utf8)
             let expressions = PromQL.yamlValues(of: "expr", in: text)
@@ -196,8 +207,10 @@ import Testing
         let unknown = used.filter { !produced.contains($0.key) }
         #expect(unknown.isEmpty, "names the registry does not produce: \(unknown.map { "\($0.key) in \($0.value.sorted())" }.sorted())")
         // The alerts watch these; the dashboard shows them.
-        for name in ["reconciler_webhook_last_notification_timestamp_seconds", "reconciler_run_exit_code",
-                     "reconciler_quarantined_payloads_unacknowledged", "reconciler_last_finished_run_timestamp_seconds"] {
+        for name in [
+            "reconciler_webhook_last_notification_timestamp_seconds", "reconciler_run_exit_code",
+            "reconciler_quarantined_payloads_unacknowledged", "reconciler_last_finished_run_timestamp_seconds",
+        ] {
             #expect(used[name]?.contains { $0.hasSuffix(".rules.yml") } == true, "\(name) in no rule")
             #expect(used[name]?.contains { $0.hasSuffix(".json") } == true, "\(name) on no dashboard panel")
         }
@@ -241,7 +254,9 @@ import Testing
         for definition in MetricDefinition.all {
             guard let cells = documented[definition.name], cells.count >= 4 else { continue }
             #expect(cells[0] == definition.kind.rawValue, "\(definition.name): type")
-            let labels = cells[1].split(separator: ",").map { $0.trimmingCharacters(in: CharacterSet(charactersIn: " `")) }.filter { !$0.isEmpty && $0 != "—" }
+            let labels = cells[1].split(separator: ",").map { $0.trimmingCharacters(in: CharacterSet(charactersIn: " `")) }.filter {
+                !$0.isEmpty && $0 != "—"
+            }
             #expect(labels == definition.labels, "\(definition.name): labels \(labels)")
             let processes = Set(cells[3].split(separator: ",").map { $0.trimmingCharacters(in: CharacterSet(charactersIn: " `")) })
             #expect(processes == Set(definition.processes.map(\.rawValue)), "\(definition.name): processes \(processes)")
@@ -270,8 +285,12 @@ enum PromQL {
         var index = 0
         while index < characters.count {
             // An identifier starts after something that cannot be part of a name, a number or a variable.
-            guard isStart(characters[index]), index == 0 || !(isPart(characters[index - 1]) || characters[index - 1] == "." || characters[index - 1] == "$")
-            else { index += 1; continue }
+            guard isStart(characters[index]),
+                index == 0 || !(isPart(characters[index - 1]) || characters[index - 1] == "." || characters[index - 1] == "$")
+            else {
+                index += 1
+                continue
+            }
             var end = index
             while end < characters.count, isPart(characters[end]) { end += 1 }
             let name = String(characters[index..<end])
@@ -297,8 +316,10 @@ enum PromQL {
             if value.hasPrefix("|") || value.hasPrefix(">") {
                 let indent = line.prefix { $0 == " " || $0 == "-" }.count
                 var block: [String] = []
-                while index < lines.count, lines[index].trimmingCharacters(in: .whitespaces).isEmpty
-                        || lines[index].prefix(while: { $0 == " " }).count > indent {
+                while index < lines.count,
+                    lines[index].trimmingCharacters(in: .whitespaces).isEmpty
+                        || lines[index].prefix(while: { $0 == " " }).count > indent
+                {
                     block.append(lines[index])
                     index += 1
                 }

@@ -2,9 +2,10 @@ import AppStoreServer
 import Foundation
 import MockAppStore
 import PostgresNIO
-@testable import Reconciler
-import Testing
 import ReconcilerShared
+import Testing
+
+@testable import Reconciler
 
 /// The handler against a real PostgreSQL: dedup, no regression, concurrency, forgeries.
 @Suite struct NotificationHandlerTests {
@@ -17,8 +18,9 @@ import ReconcilerShared
         try await TestDatabase.with { db in
             let handler = try app.handler(db)
             let transaction = app.subscription(original: "1000", period: 0, signedDate: t0)
-            let payload = try app.notification(.subscribed, .initialBuy, signedDate: t0, transaction: transaction,
-                                               renewal: app.renewal(original: "1000", autoRenew: .on, signedDate: t0), status: .active)
+            let payload = try app.notification(
+                .subscribed, .initialBuy, signedDate: t0, transaction: transaction,
+                renewal: app.renewal(original: "1000", autoRenew: .on, signedDate: t0), status: .active)
             let result = try await handler.handle(signedPayload: payload, source: .webhook)
             #expect(result.outcome == .applied)
             #expect(result.change?.before == nil)
@@ -77,7 +79,8 @@ import ReconcilerShared
             let handler = try app.handler(db)
             let refundTime = t0 + 5 * 86_400_000
             let refunded = app.subscription(original: "3500", period: 0, signedDate: refundTime, revocationDate: refundTime - 1000)
-            _ = try await handler.handle(signedPayload: try app.notification(.refund, signedDate: refundTime, transaction: refunded), source: .webhook)
+            _ = try await handler.handle(
+                signedPayload: try app.notification(.refund, signedDate: refundTime, transaction: refunded), source: .webhook)
             let original = app.subscription(original: "3500", period: 0, signedDate: t0)
             let replay = try await handler.handle(
                 signedPayload: try app.notification(.subscribed, .initialBuy, signedDate: t0, transaction: original), source: .history(runId: 1))
@@ -89,17 +92,22 @@ import ReconcilerShared
     @Test func refundRecordsTheRevocationAndRefundReversedClearsIt() async throws {
         try await TestDatabase.with { db in
             let handler = try app.handler(db)
-            _ = try await handler.handle(signedPayload: try app.notification(
-                .subscribed, .initialBuy, signedDate: t0, transaction: app.subscription(original: "4000", period: 0, signedDate: t0)), source: .webhook)
+            _ = try await handler.handle(
+                signedPayload: try app.notification(
+                    .subscribed, .initialBuy, signedDate: t0, transaction: app.subscription(original: "4000", period: 0, signedDate: t0)),
+                source: .webhook)
             let refundTime = t0 + 86_400_000
-            let refund = try await handler.handle(signedPayload: try app.notification(
-                .refund, signedDate: refundTime,
-                transaction: app.subscription(original: "4000", period: 0, signedDate: refundTime, revocationDate: refundTime - 5)), source: .webhook)
+            let refund = try await handler.handle(
+                signedPayload: try app.notification(
+                    .refund, signedDate: refundTime,
+                    transaction: app.subscription(original: "4000", period: 0, signedDate: refundTime, revocationDate: refundTime - 5)),
+                source: .webhook)
             #expect(refund.change?.after.revocationDate == refundTime - 5)
             let reversalTime = refundTime + 86_400_000
-            let reversal = try await handler.handle(signedPayload: try app.notification(
-                .refundReversed, signedDate: reversalTime,
-                transaction: app.subscription(original: "4000", period: 0, signedDate: reversalTime)), source: .webhook)
+            let reversal = try await handler.handle(
+                signedPayload: try app.notification(
+                    .refundReversed, signedDate: reversalTime,
+                    transaction: app.subscription(original: "4000", period: 0, signedDate: reversalTime)), source: .webhook)
             #expect(reversal.change?.after.revocationDate == nil)
             #expect(try await db.count("SELECT count(*) FROM transactions WHERE revocation_date_ms IS NOT NULL") == 0)
         }
@@ -108,9 +116,10 @@ import ReconcilerShared
     @Test func aTestNotificationIsRecordedAndChangesNoState() async throws {
         try await TestDatabase.with { db in
             let handler = try app.handler(db)
-            let payload = try app.authority.signer.sign(ResponseBodyV2DecodedPayload(
-                notificationType: .test, notificationUUID: UUID().uuidString, signedDate: t0,
-                data: NotificationData(appAppleId: TestApp.appAppleId, bundleId: TestApp.bundleId, environment: .production)))
+            let payload = try app.authority.signer.sign(
+                ResponseBodyV2DecodedPayload(
+                    notificationType: .test, notificationUUID: UUID().uuidString, signedDate: t0,
+                    data: NotificationData(appAppleId: TestApp.appAppleId, bundleId: TestApp.bundleId, environment: .production)))
             let result = try await handler.handle(signedPayload: payload, source: .webhook)
             #expect(result.outcome == .recorded)
             #expect(try await db.count("SELECT count(*) FROM notifications WHERE outcome = 'recorded'") == 1)
@@ -140,9 +149,10 @@ import ReconcilerShared
             let handler = try app.handler(db)
             let payloads = try (0..<12).map { period in
                 let signed = t0 + Int64(period) * 30 * 86_400_000
-                return try app.notification(.didRenew, signedDate: signed,
-                                            transaction: app.subscription(original: "5500", period: period, signedDate: signed),
-                                            renewal: app.renewal(original: "5500", autoRenew: period == 11 ? .off : .on, signedDate: signed))
+                return try app.notification(
+                    .didRenew, signedDate: signed,
+                    transaction: app.subscription(original: "5500", period: period, signedDate: signed),
+                    renewal: app.renewal(original: "5500", autoRenew: period == 11 ? .off : .on, signedDate: signed))
             }
             try await withThrowingTaskGroup(of: Void.self) { group in
                 for payload in payloads.shuffled() { group.addTask { _ = try await handler.handle(signedPayload: payload, source: .webhook) } }
@@ -159,10 +169,11 @@ import ReconcilerShared
     @Test func aPageWithSeveralNotificationsOfOnePurchaseEndsAsOneByOneWould() async throws {
         let payloads = try (0..<6).map { period in
             let signed = t0 + Int64(period) * 30 * 86_400_000
-            return try app.notification(.didRenew, signedDate: signed,
-                                        transaction: app.subscription(original: "5800", period: period, signedDate: signed),
-                                        renewal: app.renewal(original: "5800", autoRenew: period == 5 ? .off : .on, signedDate: signed),
-                                        status: .active)
+            return try app.notification(
+                .didRenew, signedDate: signed,
+                transaction: app.subscription(original: "5800", period: period, signedDate: signed),
+                renewal: app.renewal(original: "5800", autoRenew: period == 5 ? .off : .on, signedDate: signed),
+                status: .active)
         }
         let oneByOne = try await TestDatabase.with { db in
             let handler = try app.handler(db)
@@ -175,8 +186,9 @@ import ReconcilerShared
             for payload in (payloads + [payloads[2]]).shuffled() { verified.append(try await handler.verify(signedPayload: payload)) }
             let page = verified
             let ledger = RunLedger(database: db.database)
-            let run = try await ledger.createRun(kind: .manual, environment: "Production", bundleId: TestApp.bundleId, windowStart: 0, windowEnd: 1,
-                                                 dryRun: false, options: .init(), shards: [], holder: "test")
+            let run = try await ledger.createRun(
+                kind: .manual, environment: "Production", bundleId: TestApp.bundleId, windowStart: 0, windowEnd: 1,
+                dryRun: false, options: .init(), shards: [], holder: "test")
             let results = try await db.database.transaction { connection in
                 let results = try await handler.apply(page, source: .history(runId: run.runId), on: connection)
                 try await ledger.recordChanges(runId: run.runId, results.compactMap(\.change), on: connection)
@@ -202,10 +214,12 @@ import ReconcilerShared
             var tampered = genuine.split(separator: ".").map(String.init)
             tampered[1] = String(try app.notification(.subscribed, signedDate: t0 + 1, transaction: transaction).split(separator: ".")[1])
             // A genuine outer notification carrying a transaction signed by someone else.
-            let forgedInner = try app.authority.signer.sign(ResponseBodyV2DecodedPayload(
-                notificationType: .didRenew, notificationUUID: UUID().uuidString, signedDate: t0,
-                data: NotificationData(appAppleId: TestApp.appAppleId, bundleId: TestApp.bundleId, environment: .production,
-                                       signedTransactionInfo: try stranger.signer.sign(transaction))))
+            let forgedInner = try app.authority.signer.sign(
+                ResponseBodyV2DecodedPayload(
+                    notificationType: .didRenew, notificationUUID: UUID().uuidString, signedDate: t0,
+                    data: NotificationData(
+                        appAppleId: TestApp.appAppleId, bundleId: TestApp.bundleId, environment: .production,
+                        signedTransactionInfo: try stranger.signer.sign(transaction))))
             let forgeries: [(String, VerificationError.Reason)] = [
                 (tampered.joined(separator: "."), .invalidSignature),
                 (try app.notification(.subscribed, signedDate: t0, transaction: transaction, signer: stranger.signer), .untrustedRoot),
@@ -237,15 +251,17 @@ import ReconcilerShared
             let shadow = try await ShadowSchema.create(runId: 999, on: db.database)
             let dry = handler.shadowed(by: shadow)
             let renewed = t0 + 30 * 86_400_000
-            let renewal = try app.notification(.didRenew, signedDate: renewed, transaction: app.subscription(original: "7000", period: 1, signedDate: renewed))
+            let renewal = try app.notification(
+                .didRenew, signedDate: renewed, transaction: app.subscription(original: "7000", period: 1, signedDate: renewed))
             let result = try await dry.handle(signedPayload: renewal, source: .history(runId: 999))
             #expect(result.outcome == .applied)
             #expect(result.change?.before?.latestTransactionId == "7000")
             #expect(result.change?.after.latestTransactionId == "7000-1")
             // The copy remembers it: the same notification again is a duplicate, an older one is stale.
             #expect(try await dry.handle(signedPayload: renewal, source: .history(runId: 999)).outcome == .duplicate)
-            let older = try app.notification(.didChangeRenewalStatus, .autoRenewDisabled, signedDate: renewed - 1000,
-                                             transaction: app.subscription(original: "7000", period: 0, signedDate: renewed - 1000))
+            let older = try app.notification(
+                .didChangeRenewalStatus, .autoRenewDisabled, signedDate: renewed - 1000,
+                transaction: app.subscription(original: "7000", period: 0, signedDate: renewed - 1000))
             #expect(try await dry.handle(signedPayload: older, source: .history(runId: 999)).outcome == .stale)
             #expect(try await db.stateFingerprint() == fingerprint)
             #expect(try await db.count("SELECT count(*) FROM reconciler_dry_run_999.notifications") == 2)

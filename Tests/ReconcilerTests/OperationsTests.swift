@@ -26,11 +26,13 @@ import Testing
 
     @Test func sinceLastWithNoHistoryAsksForAStart() async throws {
         try await TestDatabase.with { db in
-            let result = try await runProcess("reconciler", ["run", "--since-last"], environment: [
-                "DATABASE_URL": db.url, "APP_STORE_BUNDLE_ID": "com.example", "APP_STORE_ENVIRONMENT": "sandbox",
-                "APP_STORE_KEY_ID": "K", "APP_STORE_ISSUER_ID": "I", "APP_STORE_PRIVATE_KEY_PATH": try writeKey(),
-                "APP_STORE_API_BASE_URL": "http://127.0.0.1:9",
-            ])
+            let result = try await runProcess(
+                "reconciler", ["run", "--since-last"],
+                environment: [
+                    "DATABASE_URL": db.url, "APP_STORE_BUNDLE_ID": "com.example", "APP_STORE_ENVIRONMENT": "sandbox",
+                    "APP_STORE_KEY_ID": "K", "APP_STORE_ISSUER_ID": "I", "APP_STORE_PRIVATE_KEY_PATH": try writeKey(),
+                    "APP_STORE_API_BASE_URL": "http://127.0.0.1:9",
+                ])
             #expect(result.status == 1)
             #expect(result.stderr.contains("--start"), "\(result.stderr)")
         }
@@ -141,8 +143,9 @@ import Testing
             _ = try await rehearsal.serve.wait(timeout: .seconds(30))
             let down = try await rehearsal.reconciler(["check-webhook"])
             #expect(down.status == 2, "\(down.stdout)\n\(down.stderr)")
-            #expect(SendAttemptResult.knownValues.contains { $0 != .success && down.stderr.contains("FAILED: \($0.rawValue)") },
-                    "\(down.stderr)")
+            #expect(
+                SendAttemptResult.knownValues.contains { $0 != .success && down.stderr.contains("FAILED: \($0.rawValue)") },
+                "\(down.stderr)")
         }
     }
 
@@ -170,7 +173,8 @@ import Testing
             let newestLive = try await rehearsal.db.count("SELECT max(signed_date_ms) FROM notifications WHERE source = 'webhook'")
             #expect(parsed.value("reconciler_webhook_last_notification_timestamp_seconds", app) == Double(newestLive) / 1000)
             let seen = parsed.samples("reconciler_run_notifications").reduce(0) { $0 + $1.value }
-            let report = try await rehearsal.db.count("SELECT (report->'notifications'->>'seen')::int FROM reconcile_runs ORDER BY run_id DESC LIMIT 1")
+            let report = try await rehearsal.db.count(
+                "SELECT (report->'notifications'->>'seen')::int FROM reconcile_runs ORDER BY run_id DESC LIMIT 1")
             #expect(seen == Double(report) && seen > 0)
             #expect((parsed.value("reconciler_run_api_requests") ?? 0) > 0)
             #expect(try FileManager.default.contentsOfDirectory(atPath: directory.path) == ["reconciler.prom"])
@@ -183,7 +187,10 @@ import Testing
             var served: PrometheusText?
             while ContinuousClock.now < deadline {
                 let scraped = try PrometheusText(parsing: String(decoding: try await HTTP.request(.GET, serveMetrics).body, as: UTF8.self))
-                if scraped.value("reconciler_last_finished_run_timestamp_seconds", app) == finished { served = scraped; break }
+                if scraped.value("reconciler_last_finished_run_timestamp_seconds", app) == finished {
+                    served = scraped
+                    break
+                }
                 try await Task.sleep(for: .milliseconds(200))
             }
             let scraped = try #require(served, "serve's /metrics never showed the finished run")
@@ -197,11 +204,13 @@ import Testing
     @Test func aRunStoppedBeforeAnyWindowWritesItsExitCode() async throws {
         try await TestDatabase.with { db in
             let metrics = Rehearsal.temporaryFile("stopped.prom")
-            let result = try await runProcess("reconciler", ["run", "--since-last", "--metrics-file", metrics], environment: [
-                "DATABASE_URL": db.url, "APP_STORE_BUNDLE_ID": "com.example", "APP_STORE_ENVIRONMENT": "sandbox",
-                "APP_STORE_KEY_ID": "K", "APP_STORE_ISSUER_ID": "I", "APP_STORE_PRIVATE_KEY_PATH": try writeKey(),
-                "APP_STORE_API_BASE_URL": "http://127.0.0.1:9",
-            ])
+            let result = try await runProcess(
+                "reconciler", ["run", "--since-last", "--metrics-file", metrics],
+                environment: [
+                    "DATABASE_URL": db.url, "APP_STORE_BUNDLE_ID": "com.example", "APP_STORE_ENVIRONMENT": "sandbox",
+                    "APP_STORE_KEY_ID": "K", "APP_STORE_ISSUER_ID": "I", "APP_STORE_PRIVATE_KEY_PATH": try writeKey(),
+                    "APP_STORE_API_BASE_URL": "http://127.0.0.1:9",
+                ])
             #expect(result.status == 1, "\(result.stderr)")
             let parsed = try PrometheusText(parsing: try String(contentsOfFile: metrics, encoding: .utf8))
             #expect(parsed.value("reconciler_run_exit_code", ["kind": "scheduled", "environment": "Sandbox", "bundle_id": "com.example"]) == 1)

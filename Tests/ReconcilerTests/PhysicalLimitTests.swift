@@ -3,8 +3,9 @@ import Foundation
 import Logging
 import MockAppStore
 import PostgresNIO
-@testable import Reconciler
 import Testing
+
+@testable import Reconciler
 
 /// Issue 10: a run at Apple's limit: both phases at once, shards that adapt to the data, one
 /// request budget for every process of an app. Real processes, PostgreSQL and the mock over HTTP.
@@ -13,16 +14,23 @@ import Testing
     @Test func aCustomerTouchedAgainWhileItsHistoryIsReadIsReadAgain() async throws {
         try await TestDatabase.with { db in
             let ledger = RunLedger(database: db.database)
-            let run = try await ledger.createRun(kind: .manual, environment: "Production", bundleId: "com.example", windowStart: 0, windowEnd: 1,
-                                                 dryRun: false, options: .init(), shards: [], holder: "test")
+            let run = try await ledger.createRun(
+                kind: .manual, environment: "Production", bundleId: "com.example", windowStart: 0, windowEnd: 1,
+                dryRun: false, options: .init(), shards: [], holder: "test")
             try await db.database.transaction { try await ledger.enqueue(runId: run.runId, anchors: ["1000"], reason: .touched, on: $0) }
             #expect(try await ledger.leaseCustomer(runId: run.runId, worker: "w", leaseDuration: .seconds(60)) == "1000")
             // Phase 1 replays another notification of the customer now.
             try await db.database.transaction { try await ledger.enqueue(runId: run.runId, anchors: ["1000"], reason: .touched, on: $0) }
-            #expect(try await db.database.transaction { try await ledger.completeCustomer(runId: run.runId, anchor: "1000", worker: "w", transactionsSeen: 1, on: $0) })
+            #expect(
+                try await db.database.transaction {
+                    try await ledger.completeCustomer(runId: run.runId, anchor: "1000", worker: "w", transactionsSeen: 1, on: $0)
+                })
             #expect(try await ledger.queueSummary(runId: run.runId).pending == 1)
             #expect(try await ledger.leaseCustomer(runId: run.runId, worker: "w", leaseDuration: .seconds(60)) == "1000")
-            #expect(try await db.database.transaction { try await ledger.completeCustomer(runId: run.runId, anchor: "1000", worker: "w", transactionsSeen: 0, on: $0) })
+            #expect(
+                try await db.database.transaction {
+                    try await ledger.completeCustomer(runId: run.runId, anchor: "1000", worker: "w", transactionsSeen: 0, on: $0)
+                })
             #expect(try await ledger.queueSummary(runId: run.runId).done == 1)
             // A done customer touched again is pending again; one queued as due stays as it is.
             try await db.database.transaction { try await ledger.enqueue(runId: run.runId, anchors: ["1000"], reason: .touched, on: $0) }
@@ -41,7 +49,8 @@ import Testing
             let run = try await rehearsal.runWindow(["--concurrency", "2", "--gap-concurrency", "4", "--report-json", reportPath])
             #expect(run.status == 0, "\(run.stdout)\n\(run.stderr)")
             #expect(run.stdout.contains("phase 1 done after"))
-            let early = try await rehearsal.db.count("""
+            let early = try await rehearsal.db.count(
+                """
                 SELECT count(*) FROM gap_queue g JOIN reconcile_runs r USING (run_id)
                 WHERE g.status = 'done' AND g.updated_at < r.replay_finished_at
                 """)
@@ -60,8 +69,10 @@ import Testing
     @Test func denseShardsSplitAndAKilledRunResumesTheirPieces() async throws {
         // Pages of three: the window's notifications take dozens of pages, so its queries are dense.
         try await Rehearsal.with(customers: 120, seed: 83, mockArguments: ["--latency-ms", "60", "--page-size", "3"]) { rehearsal in
-            let first = try rehearsal.start(["run", "--start", rehearsal.outageStart, "--end", rehearsal.outageEnd,
-                                             "--concurrency", "4", "--gap-concurrency", "1"])
+            let first = try rehearsal.start([
+                "run", "--start", rehearsal.outageStart, "--end", rehearsal.outageEnd,
+                "--concurrency", "4", "--gap-concurrency", "1",
+            ])
             try await eventually("a split") {
                 try await rehearsal.db.count("SELECT count(*) FROM run_shards WHERE split_from_ms IS NOT NULL") > 0
             }
@@ -70,12 +81,14 @@ import Testing
             let resumed = try await rehearsal.runWindow(["--concurrency", "4"])
             #expect(resumed.status == 0, "\(resumed.stdout)\n\(resumed.stderr)")
             #expect(try await rehearsal.db.count("SELECT count(*) FROM reconcile_runs") == 1)
-            let recorded = try await rehearsal.db.count("""
+            let recorded = try await rehearsal.db.count(
+                """
                 SELECT COALESCE(sum(count), 0)::bigint FROM run_counts WHERE outcome IN ('applied', 'stale', 'recorded')
                 """)
             #expect(recorded == (try await rehearsal.db.count("SELECT count(*) FROM notifications WHERE source = 'history'")))
             // Every query's window is covered: each shard's done part, and the pieces of the split ones.
-            let gaps = try await rehearsal.db.count("""
+            let gaps = try await rehearsal.db.count(
+                """
                 WITH parts AS (
                     SELECT query_index, shard_start_ms AS a, COALESCE(split_at_ms, shard_end_ms) AS b FROM run_shards WHERE status = 'done'
                 ), window_ AS (SELECT window_start_ms AS ws, window_end_ms AS we FROM reconcile_runs WHERE run_id = 1),
@@ -88,9 +101,11 @@ import Testing
                 """)
             #expect(gaps == 0, "a query's shards leave part of the window uncovered")
             // A query that found nothing cost one request.
-            #expect(try await rehearsal.db.count("""
-                SELECT count(*) FROM (SELECT query_index FROM run_shards GROUP BY 1 HAVING sum(notifications_seen) = 0 AND sum(pages_done) > 1) AS q
-                """) == 0)
+            #expect(
+                try await rehearsal.db.count(
+                    """
+                    SELECT count(*) FROM (SELECT query_index FROM run_shards GROUP BY 1 HAVING sum(notifications_seen) = 0 AND sum(pages_done) > 1) AS q
+                    """) == 0)
             let export = try await rehearsal.export(), truth = try await rehearsal.truth()
             #expect(export == truth, "\(Rehearsal.difference(export, truth))")
         }
@@ -102,8 +117,10 @@ import Testing
     @Test func processesOfAnAppShareOneBudget() async throws {
         try await Rehearsal.with(customers: 80, seed: 85, mockArguments: ["--rate-limit", "10", "--latency-ms", "20"]) { rehearsal in
             try await rehearsal.resetMockStatistics()
-            let run = try rehearsal.start(["run", "--start", rehearsal.outageStart, "--end", rehearsal.outageEnd, "--all", "--refresh-status",
-                                           "--rate-limit", "8"])
+            let run = try rehearsal.start([
+                "run", "--start", rehearsal.outageStart, "--end", rehearsal.outageEnd, "--all", "--refresh-status",
+                "--rate-limit", "8",
+            ])
             try await eventually("the run") {
                 try await rehearsal.db.count("SELECT count(*) FROM reconcile_runs WHERE status = 'running'") == 1
             }
@@ -149,8 +166,9 @@ import Testing
     @Test func liveProcessesDivideTheSmallestBudget() async throws {
         try await TestDatabase.with { db in
             func budget(_ name: String, _ rate: Double) -> SharedBudget {
-                SharedBudget(configuration: .init(process: name), database: db.database,
-                             limiter: RateLimiter(requestsPerSecond: [.getNotificationHistory: rate]), environment: .production, bundleId: "com.example")
+                SharedBudget(
+                    configuration: .init(process: name), database: db.database,
+                    limiter: RateLimiter(requestsPerSecond: [.getNotificationHistory: rate]), environment: .production, bundleId: "com.example")
             }
             let a = budget("a", 40), b = budget("b", 30)
             try await a.join()

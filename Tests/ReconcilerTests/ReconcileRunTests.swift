@@ -71,8 +71,10 @@ import Testing
             var attempt = 0
             while !finished {
                 attempt += 1
-                let run = try rehearsal.start(["run", "--start", rehearsal.outageStart, "--end", rehearsal.outageEnd,
-                                               "--concurrency", "2", "--gap-concurrency", "2"])
+                let run = try rehearsal.start([
+                    "run", "--start", rehearsal.outageStart, "--end", rehearsal.outageEnd,
+                    "--concurrency", "2", "--gap-concurrency", "2",
+                ])
                 if attempt <= 4 {
                     // Kill at a random moment, as a crash would.
                     try await Task.sleep(for: .milliseconds(Int.random(in: 300...2500)))
@@ -92,7 +94,8 @@ import Testing
             // Every run of the window resumed the same run, and each replayed notification was
             // counted as newly recorded exactly once across all the kills.
             #expect(try await rehearsal.db.count("SELECT count(*) FROM reconcile_runs") == 1)
-            let recorded = try await rehearsal.db.count("""
+            let recorded = try await rehearsal.db.count(
+                """
                 SELECT COALESCE(sum(count), 0)::bigint FROM run_counts WHERE outcome IN ('applied', 'stale', 'recorded')
                 """)
             #expect(recorded == (try await rehearsal.db.count("SELECT count(*) FROM notifications WHERE source = 'history'")))
@@ -120,9 +123,12 @@ import Testing
     }
 
     @Test func expiredTokens429StormsAnd5xxBurstsAreSurvived() async throws {
-        try await Rehearsal.with(customers: 80, seed: 13, mockArguments: [
-            "--fault-expire-tokens", "0.3", "--fault-429", "0.15", "--fault-5xx", "0.15", "--fault-drop", "0.05", "--fault-truncate", "0.05",
-        ]) { rehearsal in
+        try await Rehearsal.with(
+            customers: 80, seed: 13,
+            mockArguments: [
+                "--fault-expire-tokens", "0.3", "--fault-429", "0.15", "--fault-5xx", "0.15", "--fault-drop", "0.05", "--fault-truncate", "0.05",
+            ]
+        ) { rehearsal in
             let reportPath = Rehearsal.temporaryFile("faults.json")
             // Large shards so pages follow tokens (and tokens can expire).
             let run = try await rehearsal.runWindow(["--report-json", reportPath, "--shard-duration", "3h"])
@@ -184,8 +190,9 @@ import Testing
             #expect(unknown.status == 1)
             let shown = try await rehearsal.reconciler(["rejections", "--show", hash])
             #expect(shown.status == 0)
-            let inspect = try await runProcess("reconciler", ["inspect", "-"], environment: rehearsal.environment,
-                                               stdin: Data(shown.stdout.utf8))
+            let inspect = try await runProcess(
+                "reconciler", ["inspect", "-"], environment: rehearsal.environment,
+                stdin: Data(shown.stdout.utf8))
             #expect(inspect.status == 3, "\(inspect.stdout)\n\(inspect.stderr)")
         }
     }

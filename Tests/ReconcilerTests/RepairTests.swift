@@ -1,8 +1,9 @@
 import Foundation
 import MockAppStore
-@testable import Reconciler
 import ReconcilerShared
 import Testing
+
+@testable import Reconciler
 
 /// Issue 14: `reconciler repair` end to end: real processes, a real PostgreSQL, the mock App Store
 /// over HTTP, after an outage the webhook missed.
@@ -60,9 +61,10 @@ import Testing
             // Customers the outage left wrong, with what each selector needs.
             let wrong = Set(truth.filter { exported[$0.key] != $0.value }.keys)
             let wrongAccounts = Set(wrong.compactMap { account[$0] }).sorted()
-            let tokenAccount = try #require(wrongAccounts.first { candidate in
-                wrong.contains { account[$0] == candidate && exported[$0]?.contains("\"appAccountToken\":\"") == true }
-            }, "no wrong customer with a stored appAccountToken among \(wrongAccounts)")
+            let tokenAccount = try #require(
+                wrongAccounts.first { candidate in
+                    wrong.contains { account[$0] == candidate && exported[$0]?.contains("\"appAccountToken\":\"") == true }
+                }, "no wrong customer with a stored appAccountToken among \(wrongAccounts)")
             let others = wrongAccounts.filter { $0 != tokenAccount }
             #expect(others.count >= 3, "\(wrongAccounts)")
             let (orderAccount, transactionAccount, concurrentAccount) = (others[0], others[1], others[2])
@@ -92,8 +94,9 @@ import Testing
             // webhook what it recorded that Apple never delivered.
             let older = try #require(orders.first { $0.account == transactionAccount })
             try await ForwardingTests.withReceiver(.init()) { receiver, receiverURL in
-                let report = try await Self.repair(["--transaction-id", older.transactionId, "--forward-to", receiverURL],
-                                                   account: transactionAccount, in: rehearsal, orders: orders)
+                let report = try await Self.repair(
+                    ["--transaction-id", older.transactionId, "--forward-to", receiverURL],
+                    account: transactionAccount, in: rehearsal, orders: orders)
                 let undelivered = Set(report.missedNotifications.filter { !$0.deliveredByApple }.map(\.notificationUUID))
                 #expect(!undelivered.isEmpty)
                 #expect(Set(receiver.statistics.acknowledged.keys) == undelivered)
@@ -105,8 +108,9 @@ import Testing
             let tokenLine = try JSONSerialization.jsonObject(with: Data(exported[tokenPurchase]!.utf8)) as? [String: Any]
             let token = try #require(tokenLine?["appAccountToken"] as? String)
             let metricsPath = Rehearsal.temporaryFile("repair.prom")
-            _ = try await Self.repair(["--app-account-token", token.uppercased(), "--metrics-file", metricsPath], account: tokenAccount,
-                                      in: rehearsal, orders: orders)
+            _ = try await Self.repair(
+                ["--app-account-token", token.uppercased(), "--metrics-file", metricsPath], account: tokenAccount,
+                in: rehearsal, orders: orders)
             let metrics = try PrometheusText(parsing: try String(contentsOfFile: metricsPath, encoding: .utf8))
             #expect(metrics.value("reconciler_run_exit_code", ["kind": "repair"]) == 0)
             #expect(metrics.value("reconciler_run_status", ["kind": "repair", "status": "succeeded"]) == 1)
@@ -115,8 +119,10 @@ import Testing
 
             // Beside a run that holds the lease: slow answers keep the run busy while the repair works.
             try await rehearsal.setFaults(["latencyMilliseconds": 100])
-            let run = try rehearsal.start(["run", "--start", rehearsal.outageStart, "--end", rehearsal.outageEnd, "--concurrency", "1",
-                                           "--gap-concurrency", "1"])
+            let run = try rehearsal.start([
+                "run", "--start", rehearsal.outageStart, "--end", rehearsal.outageEnd, "--concurrency", "1",
+                "--gap-concurrency", "1",
+            ])
             try await eventually("the run to hold the lease") {
                 try await rehearsal.db.count("SELECT count(*) FROM run_leases WHERE run_id IS NOT NULL AND lease_until > now()") == 1
             }
@@ -134,7 +140,9 @@ import Testing
             let status = try await rehearsal.reconciler(["status"])
             #expect(status.stdout.contains("repair"), "\(status.stdout)")
             #expect(try await rehearsal.db.count("SELECT count(*) FROM reconcile_runs WHERE kind = 'repair' AND status = 'succeeded'") == 6)
-            #expect(try await rehearsal.db.count("SELECT count(*) FROM purchase_changes WHERE run_id IN (SELECT run_id FROM reconcile_runs WHERE kind = 'repair')") > 0)
+            #expect(
+                try await rehearsal.db.count(
+                    "SELECT count(*) FROM purchase_changes WHERE run_id IN (SELECT run_id FROM reconcile_runs WHERE kind = 'repair')") > 0)
         }
     }
 
@@ -170,7 +178,9 @@ import Testing
             #expect(forged.status == 4, "\(forged.stdout) \(forged.stderr)")
             #expect(forged.stderr.contains("failed verification"), "\(forged.stderr)")
             #expect(try await rehearsal.db.stateFingerprint() == fingerprint)
-            #expect(try await rehearsal.db.count("SELECT count(*) FROM quarantined_payloads WHERE source = 'order_lookup' AND reason = 'UNTRUSTED_ROOT'") == 1)
+            #expect(
+                try await rehearsal.db.count("SELECT count(*) FROM quarantined_payloads WHERE source = 'order_lookup' AND reason = 'UNTRUSTED_ROOT'")
+                    == 1)
             #expect(try await rehearsal.db.count("SELECT count(*) FROM reconcile_runs WHERE kind = 'repair' AND status = 'failed'") == 1)
         }
     }

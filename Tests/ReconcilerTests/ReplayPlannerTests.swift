@@ -1,15 +1,17 @@
 import AppStoreServer
-@testable import Reconciler
 import Testing
+
+@testable import Reconciler
 
 @Suite struct ReplayPlannerTests {
     @Test func urgentQueriesComeFirstAndTheSweepLast() {
         let shards = ReplayPlanner().plan(windowStart: 1_000_000, windowEnd: 1_000_000 + 3 * 3_600_000)
         let queries = shards.reduce(into: [NotificationFilter]()) { if $0.last != $1.filter { $0.append($1.filter) } }
-        #expect(queries.prefix(7).map(\.description) == [
-            "DID_RENEW", "DID_RENEW/BILLING_RECOVERY", "EXPIRED/VOLUNTARY", "EXPIRED/BILLING_RETRY", "EXPIRED/PRICE_INCREASE",
-            "EXPIRED/PRODUCT_NOT_FOR_SALE", "EXPIRED",
-        ])
+        #expect(
+            queries.prefix(7).map(\.description) == [
+                "DID_RENEW", "DID_RENEW/BILLING_RECOVERY", "EXPIRED/VOLUNTARY", "EXPIRED/BILLING_RETRY", "EXPIRED/PRICE_INCREASE",
+                "EXPIRED/PRODUCT_NOT_FOR_SALE", "EXPIRED",
+            ])
         #expect(queries.contains(.init(.refund)))
         #expect(queries.contains(.init(.revoke)))
         #expect(queries.contains(.init(.gracePeriodExpired)))
@@ -34,8 +36,9 @@ import Testing
             }
             #expect(own.allSatisfy { $0.request.startDate < $0.request.endDate })
         }
-        #expect(ReplayPlanner(configuration: .init(shardDuration: 60_000, maximumShardsPerQuery: 4)).plan(windowStart: start, windowEnd: end)
-            .filter { $0.queryIndex == 0 }.count == 4)
+        #expect(
+            ReplayPlanner(configuration: .init(shardDuration: 60_000, maximumShardsPerQuery: 4)).plan(windowStart: start, windowEnd: end)
+                .filter { $0.queryIndex == 0 }.count == 4)
     }
 
     @Test func filtersParseOnlyWhatAppleDocuments() {

@@ -1,8 +1,9 @@
 import AppStoreServer
 import Foundation
 import ReconcilerShared
-@testable import Reconciler
 import Testing
+
+@testable import Reconciler
 
 /// Issue 12.3: the incident report page, written by real `reconciler` processes from a real
 /// PostgreSQL after a rehearsed outage, loaded from disk by headless Chromium.
@@ -80,7 +81,8 @@ import Testing
 
             // The search box: `#q=` fills it in and the script hides the rows that do not match.
             let query = try #require(changes.first?["originalTransactionId"] as? String)
-            let matching = try changes.filter { String(decoding: try JSONSerialization.data(withJSONObject: $0), as: UTF8.self).contains(query) }.count
+            let matching = try changes.filter { String(decoding: try JSONSerialization.data(withJSONObject: $0), as: UTF8.self).contains(query) }
+                .count
             let searched = try await Chromium.load("file://\(pagePath)#q=\(query)")
             Self.expectRenderedWithoutErrors(searched)
             #expect(matching >= 1)
@@ -105,7 +107,9 @@ import Testing
             Self.expectRenderedWithoutErrors(fromStatus)
             #expect(Self.occurrences(of: "<tr class=\"change\"", in: fromStatus.dom) == changes.count)
             let statusTotals = Self.totals(in: fromStatus.dom)
-            for key in ["notifications.seen", "notifications.applied", "changes", "rejections", "api.requests", "api.rateLimited", "customersChecked"] {
+            for key in [
+                "notifications.seen", "notifications.applied", "changes", "rejections", "api.requests", "api.rateLimited", "customersChecked",
+            ] {
                 #expect(statusTotals[key] == totals[key], "\(key)")
             }
             #expect(Self.attribute("data-signed-count", in: fromStatus.dom).compactMap(Int.init).reduce(0, +) == recorded)
@@ -121,8 +125,10 @@ import Testing
         try await Rehearsal.with(customers: 30, seed: 85) { rehearsal in
             try await rehearsal.setFaults(["latencyMilliseconds": 100])
             let interruptedPath = Rehearsal.temporaryFile("interrupted.html"), jsonPath = Rehearsal.temporaryFile("interrupted.json")
-            let running = try rehearsal.start(["run", "--start", rehearsal.outageStart, "--end", rehearsal.outageEnd, "--concurrency", "1",
-                                               "--report-html", interruptedPath, "--report-json", jsonPath])
+            let running = try rehearsal.start([
+                "run", "--start", rehearsal.outageStart, "--end", rehearsal.outageEnd, "--concurrency", "1",
+                "--report-html", interruptedPath, "--report-json", jsonPath,
+            ])
             try await eventually("committed pages") {
                 try await rehearsal.db.count("SELECT COALESCE(sum(pages_done), 0)::bigint FROM run_shards") > 2
             }
@@ -134,7 +140,8 @@ import Testing
             Self.expectRenderedWithoutErrors(stopped)
             #expect(Self.attribute("data-status", in: stopped.dom).first == "interrupted")
             let report = try Rehearsal.report(jsonPath)
-            #expect(Self.attribute("data-requests", in: stopped.dom).compactMap(Int.init).reduce(0, +) == (report["api"] as? [String: Int])?["requests"])
+            #expect(
+                Self.attribute("data-requests", in: stopped.dom).compactMap(Int.init).reduce(0, +) == (report["api"] as? [String: Int])?["requests"])
             #expect(Self.totals(in: stopped.dom)["pages"] == (report["pages"] as? Int).map(String.init))
 
             try await rehearsal.setFaults(["rateLimitedRate": 1, "rateLimitedRetryAfterSeconds": 3600])
@@ -161,15 +168,18 @@ import Testing
             let ledger = RunLedger(database: db.database)
             let windowStart: Int64 = 1_800_000_000_000, windowEnd = windowStart + 3 * 3_600_000
             func createRun() async throws -> RunRecord {
-                try await ledger.createRun(kind: .manual, environment: "Production", bundleId: "com.example", windowStart: windowStart,
-                                           windowEnd: windowEnd, dryRun: false, options: .init(), shards: [], holder: "test")
+                try await ledger.createRun(
+                    kind: .manual, environment: "Production", bundleId: "com.example", windowStart: windowStart,
+                    windowEnd: windowEnd, dryRun: false, options: .init(), shards: [], holder: "test")
             }
             let created = try await createRun(), other = try await createRun()
             // The run's clock: 200 s from a round second; notifications applied every 10 ms from its start.
-            try await db.execute("""
+            try await db.execute(
+                """
                 UPDATE reconcile_runs SET started_at = to_timestamp(1900000000), finished_at = to_timestamp(1900000200) WHERE run_id = \(created.runId)
                 """)
-            try await db.execute("""
+            try await db.execute(
+                """
                 INSERT INTO notifications (notification_uuid, notification_type, subtype, signed_date_ms, environment, signed_payload, source,
                                            run_id, outcome, received_at)
                 SELECT 'n' || i, CASE WHEN i % 4 = 0 THEN 'DID_RENEW' ELSE 'REFUND' END, CASE WHEN i % 8 = 4 THEN 'BILLING_RECOVERY' END,
@@ -177,16 +187,21 @@ import Testing
                        CASE WHEN i % 10 = 0 THEN 'stale' ELSE 'applied' END, to_timestamp(1900000000) + i * interval '10 milliseconds'
                 FROM generate_series(0, 9999) AS i
                 """)
-            try await db.execute("""
+            try await db.execute(
+                """
                 INSERT INTO notifications (notification_uuid, notification_type, signed_date_ms, environment, signed_payload, source, run_id, outcome)
                 VALUES ('other-run', 'REFUND', \(windowStart), 'Production', 'x', 'history', \(other.runId), 'applied'),
                        ('live', 'REFUND', \(windowStart), 'Production', 'x', 'webhook', NULL, 'applied')
                 """)
-            let first = APIStatistics.Timeline(entries: (0..<10).map {
-                .init(endpoint: "Get Notification History", second: 1_900_000_000 + Int64($0),
-                      counts: .init(requests: 10, rateLimited: $0 == 3 ? 1 : 0, retries: $0 == 4 ? 1 : 0))
-            })
-            let second = APIStatistics.Timeline(entries: [.init(endpoint: "Get Notification History", second: 1_900_000_005, counts: .init(requests: 7))])
+            let first = APIStatistics.Timeline(
+                entries: (0..<10).map {
+                    .init(
+                        endpoint: "Get Notification History", second: 1_900_000_000 + Int64($0),
+                        counts: .init(requests: 10, rateLimited: $0 == 3 ? 1 : 0, retries: $0 == 4 ? 1 : 0))
+                })
+            let second = APIStatistics.Timeline(entries: [
+                .init(endpoint: "Get Notification History", second: 1_900_000_005, counts: .init(requests: 7))
+            ])
             for _ in 0..<2 {
                 try await ledger.recordAPITimeline(runId: created.runId, worker: "host:1:a#0001", first, budget: [.getNotificationHistory: 40])
             }
@@ -197,7 +212,10 @@ import Testing
             let timeline = try await ledger.timeline(run: run)
             #expect(timeline.signedAxis == .init(start: windowStart, end: windowEnd, bucketMilliseconds: 120_000))
             #expect(timeline.runAxis == .init(start: 1_900_000_000_000, end: 1_900_000_200_000, bucketMilliseconds: 5000))
-            struct Key: Hashable { var type: String; var bucket: Int }
+            struct Key: Hashable {
+                var type: String
+                var bucket: Int
+            }
             var bySigned: [Key: (Int, Int)] = [:], byApplied: [Key: (Int, Int)] = [:]
             for i in 0..<10_000 {
                 let type = i % 8 == 4 ? "DID_RENEW/BILLING_RECOVERY" : i % 4 == 0 ? "DID_RENEW" : "REFUND"
@@ -238,10 +256,16 @@ import Testing
         report.bundleId = hostile
         report.failure = hostile
         report.notificationsByType = [hostile: .init(seen: 1, applied: 1), "DID_RENEW": .init(seen: 2, applied: 2)]
-        report.changes = [.init(originalTransactionId: hostile, fields: ["productId"], before: .init(originalTransactionId: hostile, productId: hostile),
-                                after: .init(originalTransactionId: hostile, productId: "</td></tr></table>" + hostile))]
-        report.rejections = [Rejection(source: .notificationHistory, notificationUUID: hostile, typeAndSubtype: hostile, reason: .invalidSignature,
-                                       detail: hostile, payloadSHA256: hostile, newlyQuarantined: true)]
+        report.changes = [
+            .init(
+                originalTransactionId: hostile, fields: ["productId"], before: .init(originalTransactionId: hostile, productId: hostile),
+                after: .init(originalTransactionId: hostile, productId: "</td></tr></table>" + hostile))
+        ]
+        report.rejections = [
+            Rejection(
+                source: .notificationHistory, notificationUUID: hostile, typeAndSubtype: hostile, reason: .invalidSignature,
+                detail: hostile, payloadSHA256: hostile, newlyQuarantined: true)
+        ]
         report.customersFailed = [.init(anchorTransactionId: hostile, kind: .retryable, error: hostile)]
         report.shardsFailed = [.init(query: hostile, shardStart: 0, shardEnd: 1, kind: .permanent, error: hostile)]
         let axis = RunTimeline.Axis(start: report.windowStart, end: report.windowEnd, bucketMilliseconds: 60_000)
@@ -270,7 +294,8 @@ import Testing
     /// The check really fails on a page with a JavaScript error (the page's own first script records it).
     @Test func aPageWithAScriptErrorIsCaught() async throws {
         let html = IncidentReportPage(report: Self.report(), timeline: nil).render()
-            .replacingOccurrences(of: "document.body.setAttribute('data-ready', '1');", with: "undefinedFunction(); document.body.setAttribute('data-ready', '1');")
+            .replacingOccurrences(
+                of: "document.body.setAttribute('data-ready', '1');", with: "undefinedFunction(); document.body.setAttribute('data-ready', '1');")
         let path = Rehearsal.temporaryFile("broken.html")
         try Data(html.utf8).write(to: URL(fileURLWithPath: path))
         let page = try await Chromium.load("file://\(path)")
@@ -324,7 +349,8 @@ import Testing
         let end = Int64(Date().timeIntervalSince1970 * 1000)
         return RunReport(
             runId: 7, kind: .manual, environment: "Production", bundleId: "com.example.app", windowStart: end - 3_600_000, windowEnd: end,
-            dryRun: false, status: .succeeded, failure: nil, startedAt: Date(), finishedAt: Date(), durationSeconds: 1.5, replaySeconds: nil, urgentRecoverySeconds: nil,
+            dryRun: false, status: .succeeded, failure: nil, startedAt: Date(), finishedAt: Date(), durationSeconds: 1.5, replaySeconds: nil,
+            urgentRecoverySeconds: nil,
             notifications: .init(seen: 3, applied: 3), notificationsByType: [:], shardsTotal: 2, shardsFailed: [], pages: 2,
             paginationRestarts: 0, customersChecked: 1, customersFailed: [], transactionsFetched: 4, revisionResets: [], changes: [],
             rejections: [], api: .zero)

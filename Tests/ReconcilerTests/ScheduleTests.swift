@@ -3,8 +3,9 @@ import Foundation
 import Logging
 import MockAppStore
 import PostgresNIO
-@testable import Reconciler
 import Testing
+
+@testable import Reconciler
 
 /// Issue 8: the hundredth scheduled run is as correct, as cheap and as harmless as the first.
 /// Real processes, a real PostgreSQL, the mock App Store over HTTP.
@@ -61,7 +62,8 @@ import Testing
         try await Rehearsal.with(customers: 10, seed: 67) { rehearsal in
             let now = Int64(Date().timeIntervalSince1970 * 1000)
             let end = now - 3_600_000
-            try await rehearsal.db.execute("""
+            try await rehearsal.db.execute(
+                """
                 INSERT INTO reconcile_runs (kind, environment, bundle_id, window_start_ms, window_end_ms, status, phase)
                 VALUES ('scheduled', 'Production', 'com.example.reconciler.mock', \(now - 200 * 86_400_000), \(end), 'interrupted', 'replay')
                 """)
@@ -161,13 +163,16 @@ import Testing
     /// 8.4: a pool that could starve the run is refused at start, with what to change.
     @Test func aPoolThatCouldStarveIsRefusedWithWhatToChange() async throws {
         try await TestDatabase.with { db in
-            let result = try await runProcess("reconciler", [
-                "run", "--start", "now-1h", "--max-connections", "5", "--concurrency", "2", "--gap-concurrency", "2",
-            ], environment: ["DATABASE_URL": db.url, "APP_STORE_BUNDLE_ID": "com.example", "APP_STORE_ENVIRONMENT": "sandbox"])
+            let result = try await runProcess(
+                "reconciler",
+                [
+                    "run", "--start", "now-1h", "--max-connections", "5", "--concurrency", "2", "--gap-concurrency", "2",
+                ], environment: ["DATABASE_URL": db.url, "APP_STORE_BUNDLE_ID": "com.example", "APP_STORE_ENVIRONMENT": "sandbox"])
             #expect(result.status == 1)
             #expect(result.stderr.contains("--max-connections 7"), "\(result.stderr)")
-            let worker = try await runProcess("reconciler", ["work", "--run", "1", "--max-connections", "4", "--concurrency", "4"],
-                                              environment: ["DATABASE_URL": db.url, "APP_STORE_BUNDLE_ID": "com.example"])
+            let worker = try await runProcess(
+                "reconciler", ["work", "--run", "1", "--max-connections", "4", "--concurrency", "4"],
+                environment: ["DATABASE_URL": db.url, "APP_STORE_BUNDLE_ID": "com.example"])
             #expect(worker.status == 1)
             #expect(worker.stderr.contains("at least 6"), "\(worker.stderr)")
         }
@@ -180,8 +185,9 @@ import Testing
             let scenario = ScenarioConfiguration(seed: 61, customers: 12)
             // Pages of three transactions: most customers' histories need several pages.
             try await MockAppStore.withRunning(.init(scenario: scenario, pageSize: 3)) { mock, baseURL in
-                let single = PostgresClient(configuration: try DatabaseSettings(url: db.url, maximumConnections: 1).clientConfiguration,
-                                            backgroundLogger: TestDatabase.logger)
+                let single = PostgresClient(
+                    configuration: try DatabaseSettings(url: db.url, maximumConnections: 1).clientConfiguration,
+                    backgroundLogger: TestDatabase.logger)
                 try await withThrowingTaskGroup(of: Void.self) { group in
                     group.addTask { await single.run() }
                     defer { group.cancelAll() }
@@ -193,12 +199,19 @@ import Testing
                     try await ledger.setPhase(runId: run.runId, .gapFill)
                     let customers = Array(Set(mock.truth.map(\.originalTransactionId)))
                     try await database.transaction { try await ledger.enqueue(runId: run.runId, anchors: customers, reason: .touched, on: $0) }
-                    let worker = RunWorker(configuration: .init(runId: run.runId, concurrency: 1, worker: "single"), database: database,
-                                           verifier: try mock.verifier(), client: mock.client(baseURL: baseURL))
+                    let worker = RunWorker(
+                        configuration: .init(runId: run.runId, concurrency: 1, worker: "single"), database: database,
+                        verifier: try mock.verifier(), client: mock.client(baseURL: baseURL))
                     // A worker that needed a second connection would wait for it forever.
                     let finished = try await withThrowingTaskGroup(of: Bool.self) { race in
-                        race.addTask { try await worker.work(progress: RunProgress()); return true }
-                        race.addTask { try await Task.sleep(for: .seconds(120)); return false }
+                        race.addTask {
+                            try await worker.work(progress: RunProgress())
+                            return true
+                        }
+                        race.addTask {
+                            try await Task.sleep(for: .seconds(120))
+                            return false
+                        }
                         defer { race.cancelAll() }
                         return try await race.next() ?? false
                     }
@@ -216,7 +229,8 @@ import Testing
     /// during `run --all --refresh-status` with latency and 429s is answered and stored.
     @Test func theLiveWebhookNeverWaitsOnARun() async throws {
         try await Rehearsal.with(customers: 30, seed: 63, mockArguments: ["--latency-ms", "800", "--fault-429", "0.1"]) { rehearsal in
-            let payloads = try await rehearsal.db.strings("""
+            let payloads = try await rehearsal.db.strings(
+                """
                 SELECT DISTINCT ON (original_transaction_id) signed_payload FROM notifications
                 WHERE source = 'webhook' AND original_transaction_id IS NOT NULL ORDER BY original_transaction_id, signed_date_ms DESC LIMIT 25
                 """)
@@ -230,8 +244,10 @@ import Testing
             var idle: [Duration] = []
             for payload in payloads { idle.append(try await post(payload)) }
 
-            let run = try rehearsal.start(["run", "--start", rehearsal.outageStart, "--end", rehearsal.outageEnd, "--all", "--refresh-status",
-                                           "--concurrency", "4", "--gap-concurrency", "8"])
+            let run = try rehearsal.start([
+                "run", "--start", rehearsal.outageStart, "--end", rehearsal.outageEnd, "--all", "--refresh-status",
+                "--concurrency", "4", "--gap-concurrency", "8",
+            ])
             var during: [Duration] = []
             var longestTransaction = 0
             var refunds: [String] = []
@@ -244,10 +260,13 @@ import Testing
                 }
                 // A transaction waiting on Apple sits idle in transaction for a whole call; one that is
                 // merely slow on a loaded machine keeps executing statements.
-                longestTransaction = max(longestTransaction, try await rehearsal.db.count("""
-                    SELECT COALESCE(max((extract(epoch FROM now() - state_change) * 1000)::bigint), 0) FROM pg_stat_activity
-                    WHERE datname = current_database() AND pid <> pg_backend_pid() AND state = 'idle in transaction'
-                    """))
+                longestTransaction = max(
+                    longestTransaction,
+                    try await rehearsal.db.count(
+                        """
+                        SELECT COALESCE(max((extract(epoch FROM now() - state_change) * 1000)::bigint), 0) FROM pg_stat_activity
+                        WHERE datname = current_database() AND pid <> pg_backend_pid() AND state = 'idle in transaction'
+                        """))
             }
             let result = try await run.wait()
             #expect(result.status == 0, "\(result.stdout)\n\(result.stderr)")
@@ -264,16 +283,20 @@ import Testing
                 let value = sorted[min(sorted.count - 1, Int(Double(sorted.count) * 0.99))]
                 return Double(value.components.seconds) * 1000 + Double(value.components.attoseconds) / 1e15
             }
-            print("live POST latency p99: idle \(String(format: "%.1f", p99(idle))) ms (\(idle.count) POSTs), "
-                + "during the run \(String(format: "%.1f", p99(during))) ms (\(during.count) POSTs); longest idle in transaction \(longestTransaction) ms")
+            print(
+                "live POST latency p99: idle \(String(format: "%.1f", p99(idle))) ms (\(idle.count) POSTs), "
+                    + "during the run \(String(format: "%.1f", p99(during))) ms (\(during.count) POSTs); longest idle in transaction \(longestTransaction) ms"
+            )
         }
     }
 
     /// 8.6: a run that loses its lease stops (it may no longer own the run) and a rerun resumes it.
     @Test func aRunThatLosesItsLeaseStopsAndTheRerunResumesIt() async throws {
         try await Rehearsal.with(customers: 40, seed: 65, mockArguments: ["--latency-ms", "100"]) { rehearsal in
-            let run = try rehearsal.start(["run", "--start", rehearsal.outageStart, "--end", rehearsal.outageEnd, "--concurrency", "1",
-                                           "--lease-duration", "3s"])
+            let run = try rehearsal.start([
+                "run", "--start", rehearsal.outageStart, "--end", rehearsal.outageEnd, "--concurrency", "1",
+                "--lease-duration", "3s",
+            ])
             try await eventually("a committed page") {
                 try await rehearsal.db.count("SELECT COALESCE(sum(pages_done), 0)::bigint FROM run_shards") > 0
             }
@@ -295,8 +318,10 @@ import Testing
     @Test func aRunSurvivesAPostgreSQLRestart() async throws {
         try await PrivateCluster.with { cluster in
             try await Rehearsal.with(customers: 60, seed: 69, mockArguments: ["--latency-ms", "80"], databaseServer: cluster.url) { rehearsal in
-                let run = try rehearsal.start(["run", "--start", rehearsal.outageStart, "--end", rehearsal.outageEnd,
-                                               "--concurrency", "2", "--gap-concurrency", "2"])
+                let run = try rehearsal.start([
+                    "run", "--start", rehearsal.outageStart, "--end", rehearsal.outageEnd,
+                    "--concurrency", "2", "--gap-concurrency", "2",
+                ])
                 try await eventually("committed pages") {
                     try await rehearsal.db.count("SELECT COALESCE(sum(pages_done), 0)::bigint FROM run_shards") > 5
                 }
@@ -306,7 +331,8 @@ import Testing
                 if result.status == 2 { result = try await rehearsal.runWindow() }
                 #expect(result.status == 0, "\(result.stdout)\n\(result.stderr)")
                 #expect(try await rehearsal.db.count("SELECT count(*) FROM reconcile_runs") == 1)
-                let recorded = try await rehearsal.db.count("""
+                let recorded = try await rehearsal.db.count(
+                    """
                     SELECT COALESCE(sum(count), 0)::bigint FROM run_counts WHERE outcome IN ('applied', 'stale', 'recorded')
                     """)
                 #expect(recorded == (try await rehearsal.db.count("SELECT count(*) FROM notifications WHERE source = 'history'")))
@@ -322,8 +348,10 @@ import Testing
         try await PrivateCluster.with { cluster in
             try await Rehearsal.with(customers: 40, seed: 71, mockArguments: ["--latency-ms", "80"], databaseServer: cluster.url) { rehearsal in
                 let databaseName = rehearsal.db.name
-                let bounded = try rehearsal.start(["run", "--start", rehearsal.outageStart, "--end", rehearsal.outageEnd,
-                                                   "--concurrency", "2", "--database-timeout", "5s"])
+                let bounded = try rehearsal.start([
+                    "run", "--start", rehearsal.outageStart, "--end", rehearsal.outageEnd,
+                    "--concurrency", "2", "--database-timeout", "5s",
+                ])
                 try await eventually("committed pages") {
                     try await rehearsal.db.count("SELECT COALESCE(sum(pages_done), 0)::bigint FROM run_shards") > 2
                 }
@@ -335,10 +363,13 @@ import Testing
 
                 // Waiting on a database that does not come back, with a long timeout: SIGTERM still ends it.
                 try await cluster.start()
-                let waiting = try rehearsal.start(["run", "--start", rehearsal.outageStart, "--end", rehearsal.outageEnd,
-                                                   "--concurrency", "2", "--database-timeout", "10m"])
+                let waiting = try rehearsal.start([
+                    "run", "--start", rehearsal.outageStart, "--end", rehearsal.outageEnd,
+                    "--concurrency", "2", "--database-timeout", "10m",
+                ])
                 try await eventually("the second run to hold the lease") {
-                    try await rehearsal.db.count("SELECT count(*) FROM run_leases WHERE holder LIKE \("%:\(waiting.process.processIdentifier):%")") == 1
+                    try await rehearsal.db.count("SELECT count(*) FROM run_leases WHERE holder LIKE \("%:\(waiting.process.processIdentifier):%")")
+                        == 1
                 }
                 try await cluster.stop()
                 waiting.signal(SIGTERM)

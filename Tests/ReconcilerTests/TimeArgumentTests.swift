@@ -1,6 +1,6 @@
 import AppStoreServer
-import Testing
 import ReconcilerShared
+import Testing
 
 @Suite struct TimeArgumentTests {
     let now: Int64 = 1_763_608_200_000

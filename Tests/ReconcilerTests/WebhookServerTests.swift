@@ -16,8 +16,10 @@ import WebhookServer
     init() throws { app = try TestApp() }
 
     /// Runs the server on a free port for the duration of `body`.
-    func withServer(_ db: TestDatabase, maximumBodySize: Int = 256 * 1024, handler: NotificationHandler? = nil,
-                    _ body: (String) async throws -> Void) async throws {
+    func withServer(
+        _ db: TestDatabase, maximumBodySize: Int = 256 * 1024, handler: NotificationHandler? = nil,
+        _ body: (String) async throws -> Void
+    ) async throws {
         let server = WebhookServer(
             configuration: .init(host: "127.0.0.1", port: 0, maximumBodySize: maximumBodySize),
             handler: try handler ?? app.handler(db), logger: TestDatabase.logger)
@@ -33,8 +35,10 @@ import WebhookServer
     }
 
     /// Sends the requests of `body` straight to the server's router, in process: no port, no HTTP client.
-    func withRouter(_ db: TestDatabase, maximumBodySize: Int = 256 * 1024, handler: NotificationHandler? = nil,
-                    _ body: @Sendable (RouterClient) async throws -> Void) async throws {
+    func withRouter(
+        _ db: TestDatabase, maximumBodySize: Int = 256 * 1024, handler: NotificationHandler? = nil,
+        _ body: @Sendable (RouterClient) async throws -> Void
+    ) async throws {
         let server = WebhookServer(
             configuration: .init(maximumBodySize: maximumBodySize), handler: try handler ?? app.handler(db), logger: TestDatabase.logger)
         try await server.makeApplication().test(.router) { client in try await body(RouterClient(client: client)) }
@@ -45,8 +49,9 @@ import WebhookServer
         let client: any TestClientProtocol
 
         func post(_ path: String, body: Data) async throws -> HTTP.Reply {
-            let response = try await client.execute(uri: path, method: .post, headers: [.contentType: "application/json"],
-                                                    body: ByteBuffer(data: body))
+            let response = try await client.execute(
+                uri: path, method: .post, headers: [.contentType: "application/json"],
+                body: ByteBuffer(data: body))
             return HTTP.Reply(status: Int(response.status.code), body: Data(buffer: response.body))
         }
 
@@ -59,8 +64,9 @@ import WebhookServer
         try await TestDatabase.with { db in
             try await withServer(db) { base in
                 let t0 = app.start
-                let payload = try app.notification(.subscribed, .initialBuy, signedDate: t0,
-                                                   transaction: app.subscription(original: "9000", period: 0, signedDate: t0))
+                let payload = try app.notification(
+                    .subscribed, .initialBuy, signedDate: t0,
+                    transaction: app.subscription(original: "9000", period: 0, signedDate: t0))
                 let first = try await HTTP.postNotification("\(base)/notifications", signedPayload: payload)
                 #expect(first.status == 200)
                 #expect(first.json["outcome"] as? String == "applied")
@@ -73,7 +79,10 @@ import WebhookServer
                 #expect(health.status == 200)
                 let metrics = try PrometheusText(parsing: String(decoding: try await HTTP.request(.GET, "\(base)/metrics").body, as: UTF8.self))
                 let app = ["environment": "Production", "bundle_id": TestApp.bundleId]
-                #expect(metrics.value("reconciler_webhook_notifications_total", app.merging(["type": "SUBSCRIBED/INITIAL_BUY", "outcome": "duplicate"]) { $1 }) == 1)
+                #expect(
+                    metrics.value(
+                        "reconciler_webhook_notifications_total", app.merging(["type": "SUBSCRIBED/INITIAL_BUY", "outcome": "duplicate"]) { $1 }) == 1
+                )
                 #expect(metrics.value("reconciler_webhook_notifications_total", ["type": "SUBSCRIBED/INITIAL_BUY", "outcome": "applied"]) == 1)
                 // The "last received" signal: when this process stored the newest notification.
                 let lastReceived = try #require(metrics.value("reconciler_webhook_last_notification_timestamp_seconds", app))
@@ -93,8 +102,9 @@ import WebhookServer
             let t0 = app.start
             let transaction = app.subscription(original: "9100", period: 0, signedDate: t0)
             let stranger = try SigningCertificateAuthority()
-            let expired = try SigningCertificateAuthority(options: .init(
-                leafNotValidBefore: Date(timeIntervalSinceNow: -400 * 86400), leafNotValidAfter: Date(timeIntervalSinceNow: -300 * 86400)))
+            let expired = try SigningCertificateAuthority(
+                options: .init(
+                    leafNotValidBefore: Date(timeIntervalSinceNow: -400 * 86400), leafNotValidAfter: Date(timeIntervalSinceNow: -300 * 86400)))
             let expiredChain = JWSSigner(key: expired.leafKey, chain: [expired.leaf, expired.intermediate, app.authority.root])
             let x5c = app.authority.signer.x5c.map { "\"\($0)\"" }.joined(separator: ",")
             let hs256 = JWSSigner(key: app.authority.leafKey, rawHeaderJSON: "{\"alg\":\"HS256\",\"x5c\":[\(x5c)]}")
@@ -105,10 +115,14 @@ import WebhookServer
             let anotherKey = JWSSigner(key: .init(), chain: [app.authority.leaf, app.authority.intermediate, app.authority.root])
             let withoutLeafOID = JWSSigner(key: stranger.leafKey, chain: [stranger.leaf, stranger.intermediate, app.authority.root])
             let now = Int64(Date().timeIntervalSince1970 * 1000)
-            func signed(_ signer: JWSSigner? = nil, bundleId: String = TestApp.bundleId, appAppleId: Int64? = TestApp.appAppleId,
-                        environment: AppStoreEnvironment? = nil, signedDate: Int64? = nil) throws -> Data {
-                try body(try app.notification(.subscribed, signedDate: signedDate ?? t0, transaction: transaction, bundleId: bundleId,
-                                              appAppleId: appAppleId, environment: environment, signer: signer))
+            func signed(
+                _ signer: JWSSigner? = nil, bundleId: String = TestApp.bundleId, appAppleId: Int64? = TestApp.appAppleId,
+                environment: AppStoreEnvironment? = nil, signedDate: Int64? = nil
+            ) throws -> Data {
+                try body(
+                    try app.notification(
+                        .subscribed, signedDate: signedDate ?? t0, transaction: transaction, bundleId: bundleId,
+                        appAppleId: appAppleId, environment: environment, signer: signer))
             }
             let cases: [(String, Data, Int, String)] = [
                 ("tampered", try body(tampered.joined(separator: ".")), 400, "INVALID_SIGNATURE"),
@@ -140,7 +154,8 @@ import WebhookServer
                 let response = try await client.client.execute(uri: "/metrics", method: .get)
                 let metrics = try PrometheusText(parsing: String(buffer: response.body))
                 for reason in Set(cases.map(\.3)) {
-                    #expect(metrics.value("reconciler_webhook_rejected_total", ["reason": reason]) == Double(cases.count { $0.3 == reason }), "\(reason)")
+                    #expect(
+                        metrics.value("reconciler_webhook_rejected_total", ["reason": reason]) == Double(cases.count { $0.3 == reason }), "\(reason)")
                 }
                 #expect(metrics.value("reconciler_webhook_rejected_total", ["reason": "INVALID_PAYLOAD"]) == 0)
                 #expect(metrics.samples("reconciler_webhook_notifications_total").isEmpty)
@@ -152,11 +167,13 @@ import WebhookServer
     /// A leaf whose own validity ended before signedDate fails the time check, not the chain.
     @Test func aLeafExpiredAtSignedDateIsRejectedWithItsReason() async throws {
         try await TestDatabase.with { db in
-            let expired = try SigningCertificateAuthority(options: .init(
-                leafNotValidBefore: Date(timeIntervalSinceNow: -400 * 86400), leafNotValidAfter: Date(timeIntervalSinceNow: -300 * 86400)))
+            let expired = try SigningCertificateAuthority(
+                options: .init(
+                    leafNotValidBefore: Date(timeIntervalSinceNow: -400 * 86400), leafNotValidAfter: Date(timeIntervalSinceNow: -300 * 86400)))
             let handler = NotificationHandler(
-                verifier: try SignedDataVerifier(configuration: .init(
-                    rootCertificates: [expired.root], bundleId: TestApp.bundleId, appAppleId: TestApp.appAppleId, environment: .production)),
+                verifier: try SignedDataVerifier(
+                    configuration: .init(
+                        rootCertificates: [expired.root], bundleId: TestApp.bundleId, appAppleId: TestApp.appAppleId, environment: .production)),
                 database: db.database)
             let now = Int64(Date().timeIntervalSince1970 * 1000)
             let payload = try app.notification(.didRenew, signedDate: now, signer: expired.signer)

@@ -18,8 +18,10 @@ public final class APIAuthenticationTokens: Sendable {
         /// A token is replaced when less than this is left of its lifetime.
         public var renewalMargin: Duration
 
-        public init(privateKey: P256.Signing.PrivateKey, keyId: String, issuerId: String, bundleId: String,
-                    lifetime: Duration = .seconds(20 * 60), renewalMargin: Duration = .seconds(120)) {
+        public init(
+            privateKey: P256.Signing.PrivateKey, keyId: String, issuerId: String, bundleId: String,
+            lifetime: Duration = .seconds(20 * 60), renewalMargin: Duration = .seconds(120)
+        ) {
             self.privateKey = privateKey
             self.keyId = keyId
             self.issuerId = issuerId
@@ -99,8 +101,10 @@ public final class APIAuthenticationTokens: Sendable {
         let encoder = JSONEncoder()
         encoder.outputFormatting = .sortedKeys
         let header = Base64URL.encode(try encoder.encode(Header(kid: configuration.keyId)))
-        let claims = Base64URL.encode(try encoder.encode(Claims(
-            iss: configuration.issuerId, iat: issuedAt, exp: expiresAt, bid: configuration.bundleId)))
+        let claims = Base64URL.encode(
+            try encoder.encode(
+                Claims(
+                    iss: configuration.issuerId, iat: issuedAt, exp: expiresAt, bid: configuration.bundleId)))
         let signingInput = "\(header).\(claims)"
         let signature = try configuration.privateKey.signature(for: Data(signingInput.utf8))
         return "\(signingInput).\(Base64URL.encode(signature.rawRepresentation))"

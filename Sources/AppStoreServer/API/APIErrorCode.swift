@@ -38,8 +38,10 @@ public struct APIErrorCode: RawRepresentable, Hashable, Sendable, CustomStringCo
 
     /// Apple's "errors to retry" group.
     public var isRetryable: Bool {
-        [.accountNotFoundRetryable, .appNotFoundRetryable, .originalTransactionIdNotFoundRetryable,
-         .generalInternalRetryable, .rateLimitExceeded].contains(self)
+        [
+            .accountNotFoundRetryable, .appNotFoundRetryable, .originalTransactionIdNotFoundRetryable,
+            .generalInternalRetryable, .rateLimitExceeded,
+        ].contains(self)
     }
 
     /// The request field a 400 error is about, so the message can say what to fix.

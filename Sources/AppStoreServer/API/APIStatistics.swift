@@ -38,9 +38,10 @@ public final class APIStatistics: Sendable {
 
         /// The sum of two snapshots (for a run resumed by several processes).
         public static func + (lhs: Snapshot, rhs: Snapshot) -> Snapshot {
-            Snapshot(requests: lhs.requests + rhs.requests, retries: lhs.retries + rhs.retries, rateLimited: lhs.rateLimited + rhs.rateLimited,
-                     serverErrors: lhs.serverErrors + rhs.serverErrors, transportErrors: lhs.transportErrors + rhs.transportErrors,
-                     failedCalls: lhs.failedCalls + rhs.failedCalls)
+            Snapshot(
+                requests: lhs.requests + rhs.requests, retries: lhs.retries + rhs.retries, rateLimited: lhs.rateLimited + rhs.rateLimited,
+                serverErrors: lhs.serverErrors + rhs.serverErrors, transportErrors: lhs.transportErrors + rhs.transportErrors,
+                failedCalls: lhs.failedCalls + rhs.failedCalls)
         }
 
         public static let zero = Snapshot(requests: 0, retries: 0, rateLimited: 0, serverErrors: 0, transportErrors: 0, failedCalls: 0)
@@ -99,12 +100,14 @@ public final class APIStatistics: Sendable {
         public func since(_ earlier: Timeline) -> Timeline {
             var before: [String: [Int64: SecondCounts]] = [:]
             for entry in earlier.entries { before[entry.endpoint, default: [:]][entry.second] = entry.counts }
-            return Timeline(entries: entries.compactMap { entry in
-                guard let old = before[entry.endpoint]?[entry.second] else { return entry }
-                let counts = SecondCounts(requests: entry.counts.requests - old.requests, rateLimited: entry.counts.rateLimited - old.rateLimited,
-                                          retries: entry.counts.retries - old.retries)
-                return counts.isEmpty ? nil : Entry(endpoint: entry.endpoint, second: entry.second, counts: counts)
-            })
+            return Timeline(
+                entries: entries.compactMap { entry in
+                    guard let old = before[entry.endpoint]?[entry.second] else { return entry }
+                    let counts = SecondCounts(
+                        requests: entry.counts.requests - old.requests, rateLimited: entry.counts.rateLimited - old.rateLimited,
+                        retries: entry.counts.retries - old.retries)
+                    return counts.isEmpty ? nil : Entry(endpoint: entry.endpoint, second: entry.second, counts: counts)
+                })
         }
 
         /// The sums over every second.
@@ -153,9 +156,10 @@ public final class APIStatistics: Sendable {
     /// Requests, 429s and retries per endpoint per second, as counted so far.
     public var timeline: Timeline {
         seconds.withLock { byEndpoint in
-            Timeline(entries: byEndpoint.flatMap { endpoint, seconds in
-                seconds.counts.map { Timeline.Entry(endpoint: endpoint, second: $0.key, counts: $0.value) }
-            })
+            Timeline(
+                entries: byEndpoint.flatMap { endpoint, seconds in
+                    seconds.counts.map { Timeline.Entry(endpoint: endpoint, second: $0.key, counts: $0.value) }
+                })
         }
     }
 

@@ -45,9 +45,11 @@ public struct AppStoreServerAPIClient: Sendable {
         /// instead, so a run ends that piece of work for the next run rather than sleeping.
         public var maximumRetryAfter: Duration
 
-        public init(maximumAttempts: Int = 6, maximumRateLimitedAttempts: Int = 12,
-                    initialBackoff: Duration = .milliseconds(500), maximumBackoff: Duration = .seconds(30),
-                    retryAfterMargin: Duration = .milliseconds(100), maximumRetryAfter: Duration = .seconds(120)) {
+        public init(
+            maximumAttempts: Int = 6, maximumRateLimitedAttempts: Int = 12,
+            initialBackoff: Duration = .milliseconds(500), maximumBackoff: Duration = .seconds(30),
+            retryAfterMargin: Duration = .milliseconds(100), maximumRetryAfter: Duration = .seconds(120)
+        ) {
             self.maximumAttempts = maximumAttempts
             self.maximumRateLimitedAttempts = maximumRateLimitedAttempts
             self.initialBackoff = initialBackoff
@@ -68,10 +70,12 @@ public struct AppStoreServerAPIClient: Sendable {
         public var requestsPerSecond: [AppStoreServerAPIEndpoint: Double]?
         public var userAgent: String
 
-        public init(baseURL: String? = nil, tokens: APIAuthenticationTokens.Configuration, environment: AppStoreEnvironment,
-                    requestTimeout: Duration = .seconds(30), retryPolicy: RetryPolicy = RetryPolicy(),
-                    requestsPerSecond: [AppStoreServerAPIEndpoint: Double]? = nil,
-                    userAgent: String = "app-store-reconciler/1.0") {
+        public init(
+            baseURL: String? = nil, tokens: APIAuthenticationTokens.Configuration, environment: AppStoreEnvironment,
+            requestTimeout: Duration = .seconds(30), retryPolicy: RetryPolicy = RetryPolicy(),
+            requestsPerSecond: [AppStoreServerAPIEndpoint: Double]? = nil,
+            userAgent: String = "app-store-reconciler/1.0"
+        ) {
             self.baseURL = baseURL ?? (environment == .production ? AppStoreServerAPIClient.productionURL : AppStoreServerAPIClient.sandboxURL)
             self.tokens = tokens
             self.environment = environment
@@ -94,13 +98,17 @@ public struct AppStoreServerAPIClient: Sendable {
     /// - Parameters:
     ///   - rateLimiter: share one limiter between clients of the same app to share its budget.
     ///   - httpClient: defaults to the process-wide shared client.
-    public init(configuration: Configuration, rateLimiter: RateLimiter? = nil, httpClient: HTTPClient = .shared,
-                logger: Logger = Logger(label: "app-store-api")) {
+    public init(
+        configuration: Configuration, rateLimiter: RateLimiter? = nil, httpClient: HTTPClient = .shared,
+        logger: Logger = Logger(label: "app-store-api")
+    ) {
         self.configuration = configuration
         self.statistics = APIStatistics()
         self.tokens = APIAuthenticationTokens(configuration: configuration.tokens)
-        self.rateLimiter = rateLimiter ?? RateLimiter(
-            requestsPerSecond: configuration.requestsPerSecond ?? RateLimiter.defaultBudget(environment: configuration.environment))
+        self.rateLimiter =
+            rateLimiter
+            ?? RateLimiter(
+                requestsPerSecond: configuration.requestsPerSecond ?? RateLimiter.defaultBudget(environment: configuration.environment))
         self.httpClient = httpClient
         self.logger = logger
         var base = configuration.baseURL
@@ -115,7 +123,9 @@ public struct AppStoreServerAPIClient: Sendable {
     // MARK: Endpoints
 
     /// One page of Get Notification History. Prefer ``notificationHistory(_:startingAt:)``.
-    public func getNotificationHistory(_ request: NotificationHistoryRequest, paginationToken: String? = nil) async throws -> NotificationHistoryResponse {
+    public func getNotificationHistory(
+        _ request: NotificationHistoryRequest, paginationToken: String? = nil
+    ) async throws -> NotificationHistoryResponse {
         let body = try JSONEncoder().encode(request)
         let query = paginationToken.map { [("paginationToken", $0)] } ?? []
         return try await send(.getNotificationHistory, method: .POST, path: "/inApps/v1/notifications/history", query: query, body: body)
@@ -123,15 +133,17 @@ public struct AppStoreServerAPIClient: Sendable {
 
     /// One page of Get Transaction History v2. Prefer ``transactionHistory(anyTransactionId:_:)``.
     public func getTransactionHistory(anyTransactionId: String, _ request: TransactionHistoryRequest) async throws -> HistoryResponse {
-        try await send(.getTransactionHistory, method: .GET,
-                       path: "/inApps/v2/history/\(Self.percentEncoded(anyTransactionId))", query: request.queryItems, body: nil)
+        try await send(
+            .getTransactionHistory, method: .GET,
+            path: "/inApps/v2/history/\(Self.percentEncoded(anyTransactionId))", query: request.queryItems, body: nil)
     }
 
     /// Get All Subscription Statuses, optionally only those with the given statuses.
     public func getAllSubscriptionStatuses(anyTransactionId: String, status: [Status] = []) async throws -> StatusResponse {
-        try await send(.getAllSubscriptionStatuses, method: .GET,
-                       path: "/inApps/v1/subscriptions/\(Self.percentEncoded(anyTransactionId))",
-                       query: status.map { ("status", String($0.rawValue)) }, body: nil)
+        try await send(
+            .getAllSubscriptionStatuses, method: .GET,
+            path: "/inApps/v1/subscriptions/\(Self.percentEncoded(anyTransactionId))",
+            query: status.map { ("status", String($0.rawValue)) }, body: nil)
     }
 
     /// Look Up Order ID: the signed transactions of the order ID on the customer's receipt email.
@@ -153,8 +165,9 @@ public struct AppStoreServerAPIClient: Sendable {
 
     /// Get Test Notification Status for a token from ``requestTestNotification()``.
     public func getTestNotificationStatus(testNotificationToken: String) async throws -> CheckTestNotificationResponse {
-        try await send(.getTestNotificationStatus, method: .GET,
-                       path: "/inApps/v1/notifications/test/\(Self.percentEncoded(testNotificationToken))", query: [], body: nil)
+        try await send(
+            .getTestNotificationStatus, method: .GET,
+            path: "/inApps/v1/notifications/test/\(Self.percentEncoded(testNotificationToken))", query: [], body: nil)
     }
 
     // MARK: Paging
@@ -301,9 +314,11 @@ public struct AppStoreServerAPIClient: Sendable {
         case .rateLimited(let retryAfter, let error):
             call.rateLimitedResponses += 1
             let until = reopening(after: retryAfter, rateLimitedResponses: call.rateLimitedResponses)
-            logger.debug("rate limited", metadata: [
-                "endpoint": "\(error.details.endpoint.name)", "retryAfter": "\(retryAfter.map(String.init(describing:)) ?? "none")",
-            ])
+            logger.debug(
+                "rate limited",
+                metadata: [
+                    "endpoint": "\(error.details.endpoint.name)", "retryAfter": "\(retryAfter.map(String.init(describing:)) ?? "none")",
+                ])
             if until - ContinuousClock().now > policy.maximumRetryAfter {
                 let reopensAt = RateLimiter.unixMilliseconds(of: until)
                 return .fail(.retryAfterTooLong(error.details, reopensAt: reopensAt), closingEndpointUntil: until)
@@ -344,8 +359,9 @@ public struct AppStoreServerAPIClient: Sendable {
             } else if method == .POST {
                 request.headers.add(name: "Content-Length", value: "0")
             }
-            let timeout = TimeAmount.nanoseconds(Int64(configuration.requestTimeout.components.seconds) * 1_000_000_000
-                + configuration.requestTimeout.components.attoseconds / 1_000_000_000)
+            let timeout = TimeAmount.nanoseconds(
+                Int64(configuration.requestTimeout.components.seconds) * 1_000_000_000
+                    + configuration.requestTimeout.components.attoseconds / 1_000_000_000)
             let response = try await httpClient.execute(request, timeout: timeout)
             let bytes = try await response.body.collect(upTo: 16 * 1024 * 1024)
             let status = Int(response.status.code)

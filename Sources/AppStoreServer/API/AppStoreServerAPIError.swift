@@ -38,8 +38,10 @@ public enum AppStoreServerAPIError: Error, CustomStringConvertible, Sendable {
         /// How many requests were sent for this call.
         public var attempts: Int
 
-        public init(endpoint: AppStoreServerAPIEndpoint, httpStatusCode: Int? = nil, errorCode: APIErrorCode? = nil,
-                    errorMessage: String? = nil, attempts: Int) {
+        public init(
+            endpoint: AppStoreServerAPIEndpoint, httpStatusCode: Int? = nil, errorCode: APIErrorCode? = nil,
+            errorMessage: String? = nil, attempts: Int
+        ) {
             self.endpoint = endpoint
             self.httpStatusCode = httpStatusCode
             self.errorCode = errorCode
@@ -61,8 +63,8 @@ public enum AppStoreServerAPIError: Error, CustomStringConvertible, Sendable {
     public var details: Details {
         switch self {
         case .paginationTokenExpired(let d), .unauthorized(let d), .badRequest(let d), .notFound(let d),
-             .rateLimited(let d), .retryAfterTooLong(let d, _), .serverError(let d), .transport(let d), .invalidResponse(let d),
-             .unexpectedStatus(let d):
+            .rateLimited(let d), .retryAfterTooLong(let d, _), .serverError(let d), .transport(let d), .invalidResponse(let d),
+            .unexpectedStatus(let d):
             d
         }
     }

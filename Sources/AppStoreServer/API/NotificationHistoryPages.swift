@@ -24,9 +24,10 @@ public struct NotificationHistoryPages: AsyncSequence, Sendable {
             if hasMore {
                 guard let next = response.paginationToken, !next.isEmpty else {
                     finished = true
-                    throw AppStoreServerAPIError.invalidResponse(.init(
-                        endpoint: .getNotificationHistory, httpStatusCode: 200,
-                        errorMessage: "hasMore is true but the page has no paginationToken", attempts: 1))
+                    throw AppStoreServerAPIError.invalidResponse(
+                        .init(
+                            endpoint: .getNotificationHistory, httpStatusCode: 200,
+                            errorMessage: "hasMore is true but the page has no paginationToken", attempts: 1))
                 }
                 nextToken = next
             } else {

@@ -71,12 +71,12 @@ public struct RetryAfter: Sendable, Hashable, CustomStringConvertible {
     private static func imfFixdate(_ value: String) -> Date? {
         let parts = value.split(separator: " ", omittingEmptySubsequences: false)
         guard parts.count == 6, parts[0].count == 4, parts[0].hasSuffix(","), weekdays.contains(String(parts[0].dropLast())),
-              let day = number(parts[1], digits: 2), let month = months.firstIndex(of: String(parts[2])).map({ $0 + 1 }),
-              let year = number(parts[3], digits: 4), parts[5] == "GMT"
+            let day = number(parts[1], digits: 2), let month = months.firstIndex(of: String(parts[2])).map({ $0 + 1 }),
+            let year = number(parts[3], digits: 4), parts[5] == "GMT"
         else { return nil }
         let clock = parts[4].split(separator: ":", omittingEmptySubsequences: false)
         guard clock.count == 3, let hour = number(clock[0], digits: 2), let minute = number(clock[1], digits: 2),
-              let second = number(clock[2], digits: 2), hour <= 23, minute <= 59, second <= 60
+            let second = number(clock[2], digits: 2), hour <= 23, minute <= 59, second <= 60
         else { return nil }
         var calendar = Calendar(identifier: .gregorian)
         calendar.timeZone = TimeZone(identifier: "GMT")!
@@ -84,7 +84,7 @@ public struct RetryAfter: Sendable, Hashable, CustomStringConvertible {
         let components = DateComponents(year: year, month: month, day: day, hour: hour, minute: minute, second: min(second, 59))
         // The calendar rolls 31 Feb over into March; such a date is not a date.
         guard let date = calendar.date(from: components), calendar.component(.day, from: date) == day,
-              calendar.component(.month, from: date) == month
+            calendar.component(.month, from: date) == month
         else { return nil }
         return second == 60 ? date + 1 : date
     }

@@ -24,9 +24,10 @@ public struct TransactionHistoryPages: AsyncSequence, Sendable {
             }
             guard let revision = response.revision, !revision.isEmpty else {
                 finished = true
-                throw AppStoreServerAPIError.invalidResponse(.init(
-                    endpoint: .getTransactionHistory, httpStatusCode: 200,
-                    errorMessage: "hasMore is true but the page has no revision", attempts: 1))
+                throw AppStoreServerAPIError.invalidResponse(
+                    .init(
+                        endpoint: .getTransactionHistory, httpStatusCode: 200,
+                        errorMessage: "hasMore is true but the page has no revision", attempts: 1))
             }
             request.revision = revision
             return response

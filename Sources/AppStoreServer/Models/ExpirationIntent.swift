@@ -19,5 +19,7 @@ public struct ExpirationIntent: AppleEnumeration {
     /// The subscription expired for some other reason (`5`).
     public static let other = ExpirationIntent(rawValue: 5)
 
-    public static let knownValues: [ExpirationIntent] = [.customerCancelled, .billingError, .customerDidNotConsentToPriceIncrease, .productNotAvailable, .other]
+    public static let knownValues: [ExpirationIntent] = [
+        .customerCancelled, .billingError, .customerDidNotConsentToPriceIncrease, .productNotAvailable, .other,
+    ]
 }

@@ -55,5 +55,9 @@ public struct NotificationTypeV2: AppleEnumeration {
     /// A test notification sent on request (Request a Test Notification).
     public static let test = NotificationTypeV2(rawValue: "TEST")
 
-    public static let knownValues: [NotificationTypeV2] = [.consumptionRequest, .didChangeRenewalPref, .didChangeRenewalStatus, .didFailToRenew, .didRenew, .expired, .externalPurchaseToken, .gracePeriodExpired, .metadataUpdate, .migration, .offerRedeemed, .oneTimeCharge, .priceChange, .priceIncrease, .refund, .refundDeclined, .refundReversed, .renewalExtended, .renewalExtension, .rescindConsent, .revoke, .subscribed, .test]
+    public static let knownValues: [NotificationTypeV2] = [
+        .consumptionRequest, .didChangeRenewalPref, .didChangeRenewalStatus, .didFailToRenew, .didRenew, .expired, .externalPurchaseToken,
+        .gracePeriodExpired, .metadataUpdate, .migration, .offerRedeemed, .oneTimeCharge, .priceChange, .priceIncrease, .refund, .refundDeclined,
+        .refundReversed, .renewalExtended, .renewalExtension, .rescindConsent, .revoke, .subscribed, .test,
+    ]
 }

@@ -29,9 +29,11 @@ public struct RenewalCommitmentInfo: Codable, Hashable, Sendable {
     /// [commitmentRenewalPrice](https://developer.apple.com/documentation/appstoreserverapi/commitmentrenewalprice)
     public var commitmentRenewalPrice: Int64?
 
-    public init(commitmentAutoRenewProductId: String? = nil, commitmentAutoRenewStatus: AutoRenewStatus? = nil,
-                commitmentRenewalBillingPlanType: RenewalBillingPlanType? = nil, commitmentRenewalDate: Int64? = nil,
-                commitmentRenewalPrice: Int64? = nil) {
+    public init(
+        commitmentAutoRenewProductId: String? = nil, commitmentAutoRenewStatus: AutoRenewStatus? = nil,
+        commitmentRenewalBillingPlanType: RenewalBillingPlanType? = nil, commitmentRenewalDate: Int64? = nil,
+        commitmentRenewalPrice: Int64? = nil
+    ) {
         self.commitmentAutoRenewProductId = commitmentAutoRenewProductId
         self.commitmentAutoRenewStatus = commitmentAutoRenewStatus
         self.commitmentRenewalBillingPlanType = commitmentRenewalBillingPlanType

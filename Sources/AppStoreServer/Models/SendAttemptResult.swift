@@ -31,5 +31,8 @@ public struct SendAttemptResult: AppleEnumeration {
     /// Another error occurred (`OTHER`).
     public static let other = SendAttemptResult(rawValue: "OTHER")
 
-    public static let knownValues: [SendAttemptResult] = [.success, .timedOut, .tlsIssue, .circularRedirect, .noResponse, .socketIssue, .unsupportedCharset, .invalidResponse, .prematureClose, .unsuccessfulHTTPResponseCode, .other]
+    public static let knownValues: [SendAttemptResult] = [
+        .success, .timedOut, .tlsIssue, .circularRedirect, .noResponse, .socketIssue, .unsupportedCharset, .invalidResponse, .prematureClose,
+        .unsuccessfulHTTPResponseCode, .other,
+    ]
 }

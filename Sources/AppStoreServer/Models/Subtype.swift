@@ -48,5 +48,8 @@ public struct Subtype: AppleEnumeration {
     /// With EXPIRED: the subscription expired after the customer turned off automatic renewal (`VOLUNTARY`).
     public static let voluntary = Subtype(rawValue: "VOLUNTARY")
 
-    public static let knownValues: [Subtype] = [.accepted, .activeTokenReminder, .autoRenewDisabled, .autoRenewEnabled, .billingRecovery, .billingRetry, .created, .downgrade, .failure, .gracePeriod, .initialBuy, .pending, .priceIncrease, .productNotForSale, .resubscribe, .summary, .unreported, .upgrade, .voluntary]
+    public static let knownValues: [Subtype] = [
+        .accepted, .activeTokenReminder, .autoRenewDisabled, .autoRenewEnabled, .billingRecovery, .billingRetry, .created, .downgrade, .failure,
+        .gracePeriod, .initialBuy, .pending, .priceIncrease, .productNotForSale, .resubscribe, .summary, .unreported, .upgrade, .voluntary,
+    ]
 }

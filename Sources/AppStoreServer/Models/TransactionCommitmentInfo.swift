@@ -24,8 +24,10 @@ public struct TransactionCommitmentInfo: Codable, Hashable, Sendable {
     /// [totalBillingPeriods](https://developer.apple.com/documentation/appstoreserverapi/totalbillingperiods)
     public var totalBillingPeriods: Int32?
 
-    public init(billingPeriodNumber: Int32? = nil, commitmentExpiresDate: Int64? = nil, commitmentPrice: Int64? = nil,
-                totalBillingPeriods: Int32? = nil) {
+    public init(
+        billingPeriodNumber: Int32? = nil, commitmentExpiresDate: Int64? = nil, commitmentPrice: Int64? = nil,
+        totalBillingPeriods: Int32? = nil
+    ) {
         self.billingPeriodNumber = billingPeriodNumber
         self.commitmentExpiresDate = commitmentExpiresDate
         self.commitmentPrice = commitmentPrice

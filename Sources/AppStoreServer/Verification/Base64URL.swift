@@ -25,7 +25,10 @@ public enum Base64URL {
         var bits = 0
         var sawPadding = false
         for byte in input {
-            if byte == UInt8(ascii: "=") { sawPadding = true; continue }
+            if byte == UInt8(ascii: "=") {
+                sawPadding = true
+                continue
+            }
             if sawPadding { return nil }
             let value = decodingTable[Int(byte)]
             if value == 0xFF { return nil }

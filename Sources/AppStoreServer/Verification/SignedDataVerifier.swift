@@ -1,7 +1,7 @@
 import Crypto
 import Foundation
-import Synchronization
 import SwiftASN1
+import Synchronization
 @_spi(FixedExpiryValidationTime) import X509
 
 /// Verifies and decodes data signed by the App Store: notifications, transactions, renewal info and
@@ -125,7 +125,7 @@ public struct SignedDataVerifier: Sendable {
 
     func checkApp(of transaction: JWSTransactionDecodedPayload) throws {
         guard let transactionId = transaction.transactionId, !transactionId.isEmpty,
-              let originalTransactionId = transaction.originalTransactionId, !originalTransactionId.isEmpty
+            let originalTransactionId = transaction.originalTransactionId, !originalTransactionId.isEmpty
         else {
             throw VerificationError(.invalidPayload, "the transaction has no transactionId or originalTransactionId")
         }
@@ -241,8 +241,8 @@ final class ChainVerifier: Sendable {
         }
 
         guard token.signature.count == 64,
-              let signature = try? P256.Signing.ECDSASignature(rawRepresentation: token.signature),
-              chain.leafKey.isValidSignature(signature, for: token.signingInput)
+            let signature = try? P256.Signing.ECDSASignature(rawRepresentation: token.signature),
+            chain.leafKey.isValidSignature(signature, for: token.signingInput)
         else {
             throw VerificationError(.invalidSignature, "the ES256 signature does not match the header and payload")
         }

@@ -47,7 +47,8 @@ public enum TrustedRoots {
             var result: [Certificate] = []
             var remainder = Substring(text)
             while let begin = remainder.range(of: "-----BEGIN CERTIFICATE-----"),
-                  let end = remainder.range(of: "-----END CERTIFICATE-----", range: begin.upperBound..<remainder.endIndex) {
+                let end = remainder.range(of: "-----END CERTIFICATE-----", range: begin.upperBound..<remainder.endIndex)
+            {
                 let block = String(remainder[begin.lowerBound..<end.upperBound])
                 do {
                     result.append(try Certificate(pemEncoded: block))

@@ -15,7 +15,11 @@ extension MockAppStore {
     func deliverLiveTraffic() async {
         let scenario = configuration.scenario
         let notifications = catalog.snapshot.notifications
-        struct Attempt { var time: Int64; var index: Int; var number: Int }
+        struct Attempt {
+            var time: Int64
+            var index: Int
+            var number: Int
+        }
         var queue = notifications.indices.filter { notifications[$0].firstAttemptDate <= scenario.now }
             .map { Attempt(time: notifications[$0].firstAttemptDate, index: $0, number: 1) }
         var position = 0
@@ -54,9 +58,11 @@ extension MockAppStore {
             }
         }
         statistics.update { $0.liveDeliveryComplete = true }
-        logger.info("live delivery complete", metadata: [
-            "attempts": "\(queue.count)", "delivered": "\(delivered)", "webhook": "\(configuration.webhookURL ?? "none")",
-        ])
+        logger.info(
+            "live delivery complete",
+            metadata: [
+                "attempts": "\(queue.count)", "delivered": "\(delivered)", "webhook": "\(configuration.webhookURL ?? "none")",
+            ])
     }
 
     /// The result of an attempt made while the webhook was down, varied like real outages.

@@ -52,8 +52,9 @@ extension MockAppStore {
             let webhook = configuration.webhookURL
             Task {
                 let result = webhook == nil ? SendAttemptResult.success : await post(notification.signedPayload, to: webhook!)
-                attempts.record(notification.plan.notificationUUID,
-                                SendAttemptItem(attemptDate: notification.firstAttemptDate, sendAttemptResult: result))
+                attempts.record(
+                    notification.plan.notificationUUID,
+                    SendAttemptItem(attemptDate: notification.firstAttemptDate, sendAttemptResult: result))
             }
             return .json(.ok, ["notificationUUID": notification.plan.notificationUUID])
         default:
@@ -75,13 +76,15 @@ extension MockAppStore {
 
     /// One line per notification, in first-attempt order.
     func notificationLines() -> String {
-        let lines = scale?.notificationLines() ?? catalog.snapshot.notifications.map { notification in
-            let plan = notification.plan
-            return NotificationLine(
-                notificationUUID: plan.notificationUUID, notificationType: plan.notificationType.rawValue, subtype: plan.subtype?.rawValue,
-                firstAttemptDate: notification.firstAttemptDate,
-                delivered: attempts.attempts(plan.notificationUUID).contains { $0.sendAttemptResult == .success }, forged: notification.forged)
-        }
+        let lines =
+            scale?.notificationLines()
+            ?? catalog.snapshot.notifications.map { notification in
+                let plan = notification.plan
+                return NotificationLine(
+                    notificationUUID: plan.notificationUUID, notificationType: plan.notificationType.rawValue, subtype: plan.subtype?.rawValue,
+                    firstAttemptDate: notification.firstAttemptDate,
+                    delivered: attempts.attempts(plan.notificationUUID).contains { $0.sendAttemptResult == .success }, forged: notification.forged)
+            }
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys]
         var text = ""

@@ -8,7 +8,8 @@ import AppStoreServer
 /// orders `FORGED0000`... answer with a transaction signed by a stranger's CA.
 extension MockAppStore {
     func lookUpOrderId(_ orderId: String) -> MockHTTPResponse {
-        let snapshot = scale.map { $0.snapshot(ofOrder: orderId) ?? MockCatalog.Snapshot(world: ScenarioWorld(), notifications: [], transactionsByAccount: [:]) }
+        let snapshot =
+            scale.map { $0.snapshot(ofOrder: orderId) ?? MockCatalog.Snapshot(world: ScenarioWorld(), notifications: [], transactionsByAccount: [:]) }
             ?? catalog.snapshot
         if let forged = snapshot.forgedOrders[orderId] {
             return .json(.ok, OrderLookupResponse(status: .valid, signedTransactions: [forged.signedTransaction]))

@@ -98,8 +98,9 @@ extension MockAppStore {
             }
         }
         // The token is bound to the body as sent, so any change to it is detected.
-        let query = HistoryQuery(startDate: start, endDate: object["endDate"]?.integer ?? end, notificationType: type,
-                                 notificationSubtype: subtype, transactionId: transactionId, onlyFailures: onlyFailures)
+        let query = HistoryQuery(
+            startDate: start, endDate: object["endDate"]?.integer ?? end, notificationType: type,
+            notificationSubtype: subtype, transactionId: transactionId, onlyFailures: onlyFailures)
         let queryHash = Self.hash(query)
         var after: (Int64, String)?
         if let token = request.queryValue("paginationToken") {
@@ -127,8 +128,9 @@ extension MockAppStore {
                 filter = .everything
             }
             do {
-                let found = try scale.page(start: start, end: end, filter: filter, after: after, onlyFailures: onlyFailures == true,
-                                           pageSize: configuration.pageSize)
+                let found = try scale.page(
+                    start: start, end: end, filter: filter, after: after, onlyFailures: onlyFailures == true,
+                    pageSize: configuration.pageSize)
                 (page, last, hasMore) = (found.items, found.last, found.hasMore)
             } catch {
                 return Self.apiError(.internalServerError, 5_000_000, "An unknown error occurred.")
@@ -155,9 +157,10 @@ extension MockAppStore {
             last = key
         }
         let cursorKey = last ?? after ?? (start, "")
-        let token = tokens.encode(HistoryCursor(
-            query: queryHash, firstAttemptDate: cursorKey.0, notificationUUID: cursorKey.1,
-            expiresAt: now + Int64(configuration.paginationTokenLifetime.components.seconds * 1000)))
+        let token = tokens.encode(
+            HistoryCursor(
+                query: queryHash, firstAttemptDate: cursorKey.0, notificationUUID: cursorKey.1,
+                expiresAt: now + Int64(configuration.paginationTokenLifetime.components.seconds * 1000)))
         return .json(.ok, NotificationHistoryResponse(paginationToken: token, hasMore: hasMore, notificationHistory: page))
     }
 

@@ -29,16 +29,21 @@ extension MockAppStore {
                 transaction.signedDate = signedAt
                 var renewal = snapshot.world.renewalVersions[original]?.last
                 renewal?.signedDate = signedAt
-                groups[latest.subscriptionGroupIdentifier ?? "", default: []].append(LastTransactionsItem(
-                    status: status, originalTransactionId: original, signedTransactionInfo: try catalog.signer.sign(transaction),
-                    signedRenewalInfo: try renewal.map { try catalog.signer.sign($0) }))
+                groups[latest.subscriptionGroupIdentifier ?? "", default: []].append(
+                    LastTransactionsItem(
+                        status: status, originalTransactionId: original, signedTransactionInfo: try catalog.signer.sign(transaction),
+                        signedRenewalInfo: try renewal.map { try catalog.signer.sign($0) }))
             }
         } catch {
             return Self.apiError(.internalServerError, 5_000_000, "An unknown error occurred.")
         }
         let scenario = configuration.scenario
-        return .json(.ok, StatusResponse(
-            environment: scenario.environment, bundleId: scenario.bundleId, appAppleId: scenario.appAppleId,
-            data: groups.sorted { $0.key < $1.key }.map { SubscriptionGroupIdentifierItem(subscriptionGroupIdentifier: $0.key, lastTransactions: $0.value) }))
+        return .json(
+            .ok,
+            StatusResponse(
+                environment: scenario.environment, bundleId: scenario.bundleId, appAppleId: scenario.appAppleId,
+                data: groups.sorted { $0.key < $1.key }.map {
+                    SubscriptionGroupIdentifierItem(subscriptionGroupIdentifier: $0.key, lastTransactions: $0.value)
+                }))
     }
 }

@@ -13,8 +13,9 @@ extension MockAppStore {
         let uuid = UUID().uuidString.lowercased()
         let payload = ResponseBodyV2DecodedPayload(
             notificationType: .test, notificationUUID: uuid, version: "2.0", signedDate: Self.nowMilliseconds,
-            data: NotificationData(appAppleId: scenario.environment == .production ? scenario.appAppleId : nil,
-                                   bundleId: scenario.bundleId, environment: scenario.environment))
+            data: NotificationData(
+                appAppleId: scenario.environment == .production ? scenario.appAppleId : nil,
+                bundleId: scenario.bundleId, environment: scenario.environment))
         guard let signedPayload = try? authority.signer.sign(payload) else {
             return Self.apiError(.internalServerError, 5_000_000, "An unknown error occurred.")
         }

@@ -27,7 +27,8 @@ extension MockAppStore {
     /// of the customer owning the transaction (an empty one when no customer has it).
     func snapshot(forTransaction transactionId: String) -> MockCatalog.Snapshot {
         guard let scale else { return catalog.snapshot }
-        return scale.snapshot(ofTransaction: transactionId) ?? MockCatalog.Snapshot(world: ScenarioWorld(), notifications: [], transactionsByAccount: [:])
+        return scale.snapshot(ofTransaction: transactionId)
+            ?? MockCatalog.Snapshot(world: ScenarioWorld(), notifications: [], transactionsByAccount: [:])
     }
 
     /// The account a path's transaction id belongs to (any transaction of the customer).
@@ -115,9 +116,13 @@ extension MockAppStore {
             }
             page.append(entry)
         }
-        let last = page.last.map { RevisionCursor(account: account, modifiedAt: $0.modifiedAt, transactionId: $0.payload.transactionId ?? "", descending: descending) }
-        let revision = tokens.encode(last ?? after ?? RevisionCursor(
-            account: account, modifiedAt: descending ? Int64.max : Int64.min, transactionId: "", descending: descending))
+        let last = page.last.map {
+            RevisionCursor(account: account, modifiedAt: $0.modifiedAt, transactionId: $0.payload.transactionId ?? "", descending: descending)
+        }
+        let revision = tokens.encode(
+            last ?? after
+                ?? RevisionCursor(
+                    account: account, modifiedAt: descending ? Int64.max : Int64.min, transactionId: "", descending: descending))
         let signedAt = Self.nowMilliseconds
         let scenario = configuration.scenario
         do {
@@ -126,9 +131,11 @@ extension MockAppStore {
                 payload.signedDate = signedAt
                 return try catalog.signer.sign(payload)
             }
-            return .json(.ok, HistoryResponse(
-                revision: revision, hasMore: hasMore, bundleId: scenario.bundleId, appAppleId: scenario.appAppleId,
-                environment: scenario.environment, signedTransactions: signed))
+            return .json(
+                .ok,
+                HistoryResponse(
+                    revision: revision, hasMore: hasMore, bundleId: scenario.bundleId, appAppleId: scenario.appAppleId,
+                    environment: scenario.environment, signedTransactions: signed))
         } catch {
             return Self.apiError(.internalServerError, 5_000_000, "An unknown error occurred.")
         }

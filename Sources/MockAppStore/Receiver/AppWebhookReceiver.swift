@@ -126,7 +126,8 @@ public final class AppWebhookReceiver: Service, Sendable {
         defer { state.withLock { $0.statistics.inFlight -= 1 } }
         if let delay = behaviour.delayMilliseconds, delay > 0 { try? await Task.sleep(for: .milliseconds(delay)) }
         if let secret = configuration.secret,
-           !Self.isSigned(body: body, header: request.headers.first(name: "Reconciler-Signature"), secret: secret) {
+            !Self.isSigned(body: body, header: request.headers.first(name: "Reconciler-Signature"), secret: secret)
+        {
             state.withLock { $0.statistics.badSignatures += 1 }
             return .text(.unauthorized, "bad signature")
         }
@@ -157,7 +158,7 @@ public final class AppWebhookReceiver: Service, Sendable {
         else { return nil }
         let parts = jws.split(separator: ".", omittingEmptySubsequences: false)
         guard parts.count == 3, let payload = Base64URL.decode(parts[1].utf8).map({ Data($0) }),
-              let claims = try? JSONSerialization.jsonObject(with: payload) as? [String: Any], let uuid = claims["notificationUUID"] as? String
+            let claims = try? JSONSerialization.jsonObject(with: payload) as? [String: Any], let uuid = claims["notificationUUID"] as? String
         else { return nil }
         return (uuid, claims["notificationType"] as? String ?? "?")
     }
@@ -171,7 +172,7 @@ public final class AppWebhookReceiver: Service, Sendable {
             if pair.count == 2 { fields[String(pair[0]).trimmingCharacters(in: .whitespaces)] = String(pair[1]) }
         }
         guard let timestamp = fields["t"], let seconds = Int64(timestamp), let signature = fields["v1"],
-              abs(Int64(Date().timeIntervalSince1970) - seconds) <= 300
+            abs(Int64(Date().timeIntervalSince1970) - seconds) <= 300
         else { return false }
         var message = Data(timestamp.utf8)
         message.append(UInt8(ascii: "."))

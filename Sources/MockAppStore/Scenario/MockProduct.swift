@@ -11,16 +11,21 @@ struct MockProduct: Sendable, Hashable {
     var periods: Int64
     var price: Int64
 
-    static let premiumMonthly = MockProduct(productId: "com.example.premium.monthly", type: .autoRenewableSubscription,
-                                            subscriptionGroupIdentifier: "21000001", level: 1, periods: 1, price: 9990)
-    static let basicMonthly = MockProduct(productId: "com.example.basic.monthly", type: .autoRenewableSubscription,
-                                          subscriptionGroupIdentifier: "21000001", level: 2, periods: 1, price: 4990)
-    static let premiumYearly = MockProduct(productId: "com.example.premium.yearly", type: .autoRenewableSubscription,
-                                           subscriptionGroupIdentifier: "21000001", level: 1, periods: 12, price: 99990)
-    static let coins = MockProduct(productId: "com.example.coins.100", type: .consumable, subscriptionGroupIdentifier: nil,
-                                   level: 0, periods: 0, price: 990)
-    static let lifetime = MockProduct(productId: "com.example.lifetime", type: .nonConsumable, subscriptionGroupIdentifier: nil,
-                                      level: 0, periods: 0, price: 29990)
+    static let premiumMonthly = MockProduct(
+        productId: "com.example.premium.monthly", type: .autoRenewableSubscription,
+        subscriptionGroupIdentifier: "21000001", level: 1, periods: 1, price: 9990)
+    static let basicMonthly = MockProduct(
+        productId: "com.example.basic.monthly", type: .autoRenewableSubscription,
+        subscriptionGroupIdentifier: "21000001", level: 2, periods: 1, price: 4990)
+    static let premiumYearly = MockProduct(
+        productId: "com.example.premium.yearly", type: .autoRenewableSubscription,
+        subscriptionGroupIdentifier: "21000001", level: 1, periods: 12, price: 99990)
+    static let coins = MockProduct(
+        productId: "com.example.coins.100", type: .consumable, subscriptionGroupIdentifier: nil,
+        level: 0, periods: 0, price: 990)
+    static let lifetime = MockProduct(
+        productId: "com.example.lifetime", type: .nonConsumable, subscriptionGroupIdentifier: nil,
+        level: 0, periods: 0, price: 29990)
 
     /// The win-back offer lapsed subscribers are eligible for.
     static let winBackOfferId = "com.example.winback.premium"

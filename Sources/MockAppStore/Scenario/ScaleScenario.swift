@@ -119,8 +119,9 @@ extension ScenarioGenerator {
             let product = rng.chance(0.5) ? MockProduct.premiumMonthly : .basicMonthly
             simulateSubscription(accountId: accountId, product: product, ownership: .purchased, start: begin, rates: .mostlyRenewals)
         case ..<0.92:
-            simulateSubscription(accountId: accountId, product: .premiumMonthly, ownership: .familyShared, start: begin,
-                                 rates: .mostlyRenewals)
+            simulateSubscription(
+                accountId: accountId, product: .premiumMonthly, ownership: .familyShared, start: begin,
+                rates: .mostlyRenewals)
         case ..<0.97:
             simulateSubscription(accountId: accountId, product: .basicMonthly, ownership: .purchased, start: begin, rates: .mostlyRenewals)
             simulateConsumables(accountId: accountId)

@@ -35,8 +35,10 @@ extension ScenarioGenerator {
         return "70" + String(repeating: "0", count: 16 - digits.count) + digits
     }
 
-    mutating func subscriptionTransaction(_ transactionId: String, _ state: SubscriptionState, purchase: Int64,
-                                          reason: TransactionReason) -> JWSTransactionDecodedPayload {
+    mutating func subscriptionTransaction(
+        _ transactionId: String, _ state: SubscriptionState, purchase: Int64,
+        reason: TransactionReason
+    ) -> JWSTransactionDecodedPayload {
         nextWebOrderLineItem += 1
         let product = state.product
         return JWSTransactionDecodedPayload(
@@ -49,8 +51,10 @@ extension ScenarioGenerator {
             price: product.price, appTransactionId: appTransactionId(of: state.accountId))
     }
 
-    mutating func oneTimeTransaction(_ transactionId: String, product: MockProduct, at time: Int64,
-                                     accountId: String) -> JWSTransactionDecodedPayload {
+    mutating func oneTimeTransaction(
+        _ transactionId: String, product: MockProduct, at time: Int64,
+        accountId: String
+    ) -> JWSTransactionDecodedPayload {
         JWSTransactionDecodedPayload(
             originalTransactionId: transactionId, transactionId: transactionId, bundleId: configuration.bundleId,
             productId: product.productId, purchaseDate: time, originalPurchaseDate: time, quantity: 1, type: product.type,
@@ -77,23 +81,29 @@ extension ScenarioGenerator {
     func currentExpiry(_ state: SubscriptionState) -> Int64 { currentTransaction(state).expiresDate ?? 0 }
     func currentPurchaseDate(_ state: SubscriptionState) -> Int64 { currentTransaction(state).purchaseDate ?? 0 }
 
-    mutating func emit(_ type: NotificationTypeV2, _ subtype: Subtype?, at time: Int64, accountId: String,
-                       transaction: JWSTransactionDecodedPayload?, renewalInfo: JWSRenewalInfoDecodedPayload? = nil,
-                       status: Status? = nil, consumptionRequestReason: ConsumptionRequestReason? = nil) {
-        world.notifications.append(.init(
-            notificationUUID: rng.uuid(), notificationType: type, subtype: subtype, signedDate: time, accountId: accountId,
-            originalTransactionId: transaction?.originalTransactionId ?? renewalInfo?.originalTransactionId,
-            transaction: transaction, renewalInfo: renewalInfo, status: status, consumptionRequestReason: consumptionRequestReason))
+    mutating func emit(
+        _ type: NotificationTypeV2, _ subtype: Subtype?, at time: Int64, accountId: String,
+        transaction: JWSTransactionDecodedPayload?, renewalInfo: JWSRenewalInfoDecodedPayload? = nil,
+        status: Status? = nil, consumptionRequestReason: ConsumptionRequestReason? = nil
+    ) {
+        world.notifications.append(
+            .init(
+                notificationUUID: rng.uuid(), notificationType: type, subtype: subtype, signedDate: time, accountId: accountId,
+                originalTransactionId: transaction?.originalTransactionId ?? renewalInfo?.originalTransactionId,
+                transaction: transaction, renewalInfo: renewalInfo, status: status, consumptionRequestReason: consumptionRequestReason))
     }
 
     /// Emits a notification about a subscription with its current transaction and renewal info.
-    mutating func emitSubscription(_ state: inout SubscriptionState, _ type: NotificationTypeV2, _ subtype: Subtype?,
-                                   at time: Int64, status: Status) {
+    mutating func emitSubscription(
+        _ state: inout SubscriptionState, _ type: NotificationTypeV2, _ subtype: Subtype?,
+        at time: Int64, status: Status
+    ) {
         state.renewal.renewalDate = currentExpiry(state)
         world.renewalVersions[state.originalTransactionId, default: []].append(state.renewal)
         world.subscriptionStatus[state.originalTransactionId] = status
-        emit(type, subtype, at: time, accountId: state.accountId, transaction: currentTransaction(state),
-             renewalInfo: state.renewal, status: status)
+        emit(
+            type, subtype, at: time, accountId: state.accountId, transaction: currentTransaction(state),
+            renewalInfo: state.renewal, status: status)
     }
 
     mutating func startSubscription(_ state: inout SubscriptionState, at time: Int64, subtype: Subtype) {

@@ -33,7 +33,8 @@ extension ScenarioGenerator {
         let margin: Int64 = 60_000
         var time = configuration.start + Int64(Double(configuration.span) * fraction)
         if let outageStart = configuration.outageStart, let outageEnd = configuration.outageEnd,
-           time + margin > outageStart, time < outageEnd + margin {
+            time + margin > outageStart, time < outageEnd + margin
+        {
             time = outageStart - margin >= configuration.start ? outageStart - margin : outageEnd + margin
         }
         return time < now - margin ? time : nil

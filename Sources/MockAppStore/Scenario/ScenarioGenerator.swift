@@ -30,7 +30,8 @@ public struct ScenarioGenerator {
         }
         // Scripted events are placed inside the outage, so it must be over.
         if configuration.scriptedOutageCustomers, let start = configuration.outageStart, let end = configuration.outageEnd, end > start,
-           end <= configuration.now {
+            end <= configuration.now
+        {
             generator.simulateScriptedOutageCustomers(outageStart: start, outageEnd: end)
         }
         if configuration.notificationsWithoutData {
@@ -54,15 +55,18 @@ public struct ScenarioGenerator {
         switch roll {
         case ..<0.55:
             let product = rng.chance(0.5) ? MockProduct.premiumMonthly : .basicMonthly
-            simulateSubscription(accountId: accountId, product: product, ownership: .purchased,
-                                 start: start + rng.within(configuration.span, to: 0.7))
+            simulateSubscription(
+                accountId: accountId, product: product, ownership: .purchased,
+                start: start + rng.within(configuration.span, to: 0.7))
             if rng.chance(0.25) { simulateConsumables(accountId: accountId) }
         case ..<0.65:
-            simulateSubscription(accountId: accountId, product: .premiumYearly, ownership: .purchased,
-                                 start: start - rng.within(11 * period) + rng.within(configuration.span, to: 0.5))
+            simulateSubscription(
+                accountId: accountId, product: .premiumYearly, ownership: .purchased,
+                start: start - rng.within(11 * period) + rng.within(configuration.span, to: 0.5))
         case ..<0.72:
-            simulateSubscription(accountId: accountId, product: .premiumMonthly, ownership: .familyShared,
-                                 start: start + rng.within(configuration.span, to: 0.6))
+            simulateSubscription(
+                accountId: accountId, product: .premiumMonthly, ownership: .familyShared,
+                start: start + rng.within(configuration.span, to: 0.6))
         case ..<0.88:
             simulateConsumables(accountId: accountId)
         default:
@@ -86,8 +90,10 @@ public struct ScenarioGenerator {
     }
 
     /// A subscription's life from its first purchase until now.
-    mutating func simulateSubscription(accountId: String, product: MockProduct, ownership: InAppOwnershipType, start: Int64,
-                                       rates: SubscriptionRates = .standard) {
+    mutating func simulateSubscription(
+        accountId: String, product: MockProduct, ownership: InAppOwnershipType, start: Int64,
+        rates: SubscriptionRates = .standard
+    ) {
         guard start < now else { return }
         let appAccountToken = rng.uuid()
         var state = SubscriptionState(
@@ -137,8 +143,9 @@ public struct ScenarioGenerator {
                     }
                     return
                 } else if pick < 0.72 + configuration.unknownTypeRate * 4 {
-                    emitSubscription(&state, NotificationTypeV2(rawValue: "FUTURE_NOTIFICATION_TYPE"),
-                                     rng.chance(0.5) ? Subtype(rawValue: "FUTURE_SUBTYPE") : nil, at: at, status: .active)
+                    emitSubscription(
+                        &state, NotificationTypeV2(rawValue: "FUTURE_NOTIFICATION_TYPE"),
+                        rng.chance(0.5) ? Subtype(rawValue: "FUTURE_SUBTYPE") : nil, at: at, status: .active)
                 }
             }
             guard expiry < now else { return }
@@ -176,8 +183,9 @@ public struct ScenarioGenerator {
             if rng.chance(0.2) {
                 let request = at + rng.within(period, from: 0.1, to: 1)
                 guard request < now else { continue }
-                emit(.consumptionRequest, nil, at: request, accountId: accountId, transaction: transaction,
-                     consumptionRequestReason: rng.chance(0.5) ? .unintendedPurchase : .fulfillmentIssue)
+                emit(
+                    .consumptionRequest, nil, at: request, accountId: accountId, transaction: transaction,
+                    consumptionRequestReason: rng.chance(0.5) ? .unintendedPurchase : .fulfillmentIssue)
                 let decision = request + rng.within(period, from: 0.1, to: 1)
                 guard decision < now else { continue }
                 if rng.chance(0.6) {
@@ -220,8 +228,10 @@ public struct ScenarioGenerator {
         func inOutage(_ fraction: Double) -> Int64 { outageStart + Int64(Double(window) * fraction) }
         var index = configuration.customers
 
-        func newSubscriber(_ product: MockProduct = .premiumMonthly, ownership: InAppOwnershipType = .purchased,
-                           firstExpiry: Int64, generator: inout ScenarioGenerator) -> SubscriptionState {
+        func newSubscriber(
+            _ product: MockProduct = .premiumMonthly, ownership: InAppOwnershipType = .purchased,
+            firstExpiry: Int64, generator: inout ScenarioGenerator
+        ) -> SubscriptionState {
             let accountId = "account-\(index)"
             index += 1
             generator.ensureAccount(accountId)
@@ -284,8 +294,9 @@ public struct ScenarioGenerator {
         // Types this code does not know.
         var future = newSubscriber(firstExpiry: outageEnd + period / 2, generator: &self)
         emitSubscription(&future, NotificationTypeV2(rawValue: "FUTURE_NOTIFICATION_TYPE"), nil, at: afterPurchase(0.35), status: .active)
-        emitSubscription(&future, NotificationTypeV2(rawValue: "FUTURE_NOTIFICATION_TYPE"), Subtype(rawValue: "FUTURE_SUBTYPE"),
-                         at: afterPurchase(0.85), status: .active)
+        emitSubscription(
+            &future, NotificationTypeV2(rawValue: "FUTURE_NOTIFICATION_TYPE"), Subtype(rawValue: "FUTURE_SUBTYPE"),
+            at: afterPurchase(0.85), status: .active)
         // An upgrade and a downgrade.
         var upgrading = newSubscriber(.basicMonthly, firstExpiry: outageEnd + period / 2, generator: &self)
         upgrade(&upgrading, to: .premiumMonthly, at: afterPurchase(0.25))

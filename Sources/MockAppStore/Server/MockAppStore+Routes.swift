@@ -78,7 +78,10 @@ extension MockAppStore {
         }
         if roll(faults.rateLimitedRate, "429") {
             let ahead = faults.rateLimitedRetryAfterSeconds > 0 ? Int64(faults.rateLimitedRetryAfterSeconds) * 1000 : Int64.random(in: 200...1000)
-            statistics.update { $0.rateLimited += 1; $0.injectedRateLimits += 1 }
+            statistics.update {
+                $0.rateLimited += 1
+                $0.injectedRateLimits += 1
+            }
             return rateLimited(endpoint, until: Self.nowMilliseconds + ahead, request: request, format: faults.retryAfterFormat)
         }
         if roll(faults.serverErrorRate, "5xx") {
@@ -128,8 +131,10 @@ extension MockAppStore {
 
     /// 429 with a `Retry-After` for `instant` (UNIX ms) in `format`; the rate limiter records the
     /// instant the header announces (whole-second forms round up) to count requests that come before it.
-    func rateLimited(_ endpoint: Endpoint, until instant: Int64, request: MockHTTPRequest,
-                     format: FaultConfiguration.RetryAfterFormat) -> MockHTTPResponse {
+    func rateLimited(
+        _ endpoint: Endpoint, until instant: Int64, request: MockHTTPRequest,
+        format: FaultConfiguration.RetryAfterFormat
+    ) -> MockHTTPResponse {
         let retryAfter = format.header(for: instant, now: Self.nowMilliseconds)
         rateLimiter.announce(endpoint: endpoint.rawValue, retryAfter: retryAfter.announced, at: request.arrivedAt)
         return Self.apiError(.tooManyRequests, 4_290_000, "Rate limit exceeded.", headers: ["Retry-After": retryAfter.value])

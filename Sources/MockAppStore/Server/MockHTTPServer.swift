@@ -107,7 +107,8 @@ struct MockHTTPServer: Sendable {
                             var headers = response.headers
                             headers.replaceOrAdd(name: "Content-Length", value: String(response.body.readableBytes))
                             try await outbound.write(.head(HTTPResponseHead(version: requestHead.version, status: response.status, headers: headers)))
-                            let partial = response.body.getSlice(at: response.body.readerIndex, length: response.body.readableBytes / 2) ?? ByteBuffer()
+                            let partial =
+                                response.body.getSlice(at: response.body.readerIndex, length: response.body.readableBytes / 2) ?? ByteBuffer()
                             try await outbound.write(.body(.byteBuffer(partial)))
                             return
                         case .normal:
@@ -138,7 +139,8 @@ struct MockHTTPServer: Sendable {
             for pair in uri[uri.index(after: mark)...].split(separator: "&") {
                 let parts = pair.split(separator: "=", maxSplits: 1)
                 let name = String(parts[0]).removingPercentEncoding ?? String(parts[0])
-                let value = parts.count > 1 ? (String(parts[1]).replacingOccurrences(of: "+", with: " ").removingPercentEncoding ?? String(parts[1])) : ""
+                let value =
+                    parts.count > 1 ? (String(parts[1]).replacingOccurrences(of: "+", with: " ").removingPercentEncoding ?? String(parts[1])) : ""
                 query.append((name, value))
             }
         } else {

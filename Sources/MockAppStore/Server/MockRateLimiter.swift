@@ -39,8 +39,9 @@ final class MockRateLimiter: Sendable {
             }
             if Double(endpointState.accepted.count) >= limit {
                 let retryAfter = (endpointState.accepted.first ?? now) + 1000
-                return Decision(allowed: false, retryAfter: retryAfter, violatedRetryAfter: violated,
-                                requestsInWindow: endpointState.accepted.count)
+                return Decision(
+                    allowed: false, retryAfter: retryAfter, violatedRetryAfter: violated,
+                    requestsInWindow: endpointState.accepted.count)
             }
             endpointState.accepted.append(now)
             return Decision(allowed: true, retryAfter: 0, violatedRetryAfter: violated, requestsInWindow: endpointState.accepted.count)

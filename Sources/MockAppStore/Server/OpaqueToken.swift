@@ -16,7 +16,7 @@ struct OpaqueToken: Sendable {
     func decode<Value: Decodable>(_ token: String, as type: Value.Type) -> Value? {
         let parts = token.split(separator: ".")
         guard parts.count == 2, let data = Base64URL.decode(parts[0].utf8).map({ Data($0) }), let mac = Base64URL.decode(parts[1].utf8),
-              Data(HMAC<SHA256>.authenticationCode(for: data, using: key)).prefix(12) == Data(mac)
+            Data(HMAC<SHA256>.authenticationCode(for: data, using: key)).prefix(12) == Data(mac)
         else { return nil }
         return try? JSONDecoder().decode(Value.self, from: data)
     }

@@ -10,8 +10,18 @@ struct RequestAuthenticator: Sendable {
     let issuerId: String
     let bundleId: String
 
-    private struct Header: Decodable { var alg: String?; var kid: String?; var typ: String? }
-    private struct Claims: Decodable { var iss: String?; var iat: Double?; var exp: Double?; var aud: String?; var bid: String? }
+    private struct Header: Decodable {
+        var alg: String?
+        var kid: String?
+        var typ: String?
+    }
+    private struct Claims: Decodable {
+        var iss: String?
+        var iat: Double?
+        var exp: Double?
+        var aud: String?
+        var bid: String?
+    }
 
     /// `nil` when the request is authenticated, otherwise why not.
     func check(authorization: String?, now: Date = Date()) -> String? {
@@ -19,14 +29,14 @@ struct RequestAuthenticator: Sendable {
         let token = String(authorization.dropFirst("Bearer ".count))
         let parts = token.split(separator: ".", omittingEmptySubsequences: false)
         guard parts.count == 3, let headerData = Base64URL.decode(parts[0].utf8).map({ Data($0) }),
-              let claimsData = Base64URL.decode(parts[1].utf8).map({ Data($0) }), let signatureData = Base64URL.decode(parts[2].utf8),
-              let header = try? JSONDecoder().decode(Header.self, from: headerData),
-              let claims = try? JSONDecoder().decode(Claims.self, from: claimsData)
+            let claimsData = Base64URL.decode(parts[1].utf8).map({ Data($0) }), let signatureData = Base64URL.decode(parts[2].utf8),
+            let header = try? JSONDecoder().decode(Header.self, from: headerData),
+            let claims = try? JSONDecoder().decode(Claims.self, from: claimsData)
         else { return "malformed token" }
         guard header.alg == "ES256" else { return "alg must be ES256" }
         guard header.kid == keyId else { return "unknown key id" }
         guard let signature = try? P256.Signing.ECDSASignature(rawRepresentation: signatureData),
-              publicKey.isValidSignature(signature, for: Data("\(parts[0]).\(parts[1])".utf8))
+            publicKey.isValidSignature(signature, for: Data("\(parts[0]).\(parts[1])".utf8))
         else { return "bad signature" }
         guard claims.iss == issuerId else { return "wrong issuer" }
         guard claims.aud == "appstoreconnect-v1" else { return "wrong audience" }

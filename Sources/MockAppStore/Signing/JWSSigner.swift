@@ -77,7 +77,10 @@ public struct JWSSigner: Sendable {
     }
 
     private static func encodeHeader(alg: String, x5c: [String]) -> String {
-        struct Header: Encodable { var alg: String; var x5c: [String] }
+        struct Header: Encodable {
+            var alg: String
+            var x5c: [String]
+        }
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
         return Base64URL.encode(try! encoder.encode(Header(alg: alg, x5c: x5c)))

@@ -32,10 +32,12 @@ public struct SigningCertificateAuthority: Sendable {
         /// The same seed gives the same keys; `nil` gives fresh random keys.
         public var seed: String?
 
-        public init(name: String = "Mock App Store", notValidBefore: Date = Date(timeIntervalSinceNow: -2 * 365 * 86400),
-                    notValidAfter: Date = Date(timeIntervalSinceNow: 2 * 365 * 86400), leafNotValidBefore: Date? = nil,
-                    leafNotValidAfter: Date? = nil, includeLeafOID: Bool = true, includeIntermediateOID: Bool = true,
-                    seed: String? = nil) {
+        public init(
+            name: String = "Mock App Store", notValidBefore: Date = Date(timeIntervalSinceNow: -2 * 365 * 86400),
+            notValidAfter: Date = Date(timeIntervalSinceNow: 2 * 365 * 86400), leafNotValidBefore: Date? = nil,
+            leafNotValidAfter: Date? = nil, includeLeafOID: Bool = true, includeIntermediateOID: Bool = true,
+            seed: String? = nil
+        ) {
             self.name = name
             self.notValidBefore = notValidBefore
             self.notValidAfter = notValidAfter

@@ -53,8 +53,10 @@ final class MockCatalog: Sendable {
             }
             forgedOrders = forgeries.orders
         }
-        self.state = Mutex(Snapshot(world: world, notifications: notifications,
-                                    transactionsByAccount: Self.transactionsByAccount(world), forgedOrders: forgedOrders))
+        self.state = Mutex(
+            Snapshot(
+                world: world, notifications: notifications,
+                transactionsByAccount: Self.transactionsByAccount(world), forgedOrders: forgedOrders))
     }
 
     var snapshot: Snapshot { state.withLock { $0 } }
@@ -76,7 +78,8 @@ final class MockCatalog: Sendable {
     func refund(transactionId: String, at time: Int64) throws -> Notification? {
         try state.withLock { snapshot in
             guard var versions = snapshot.world.transactionVersions[transactionId], var transaction = versions.last?.payload,
-                  let account = snapshot.world.accountOfTransaction[transactionId] else { return nil }
+                let account = snapshot.world.accountOfTransaction[transactionId]
+            else { return nil }
             transaction.revocationDate = time - 1
             transaction.revocationReason = .refundedDueToIssue
             transaction.revocationType = .refundFull
@@ -104,16 +107,22 @@ final class MockCatalog: Sendable {
     }
 
     /// Signs every notification, with its nested values signed at the same instant, on all cores.
-    static func sign(_ plans: [ScenarioWorld.PlannedNotification], configuration: ScenarioConfiguration,
-                     signer: JWSSigner) async throws -> [Notification] {
+    static func sign(
+        _ plans: [ScenarioWorld.PlannedNotification], configuration: ScenarioConfiguration,
+        signer: JWSSigner
+    ) async throws -> [Notification] {
         let chunks = stride(from: 0, to: plans.count, by: 256).map { Array(plans[$0..<min($0 + 256, plans.count)]) }
         let signed = try await withThrowingTaskGroup(of: (Int, [Notification]).self) { group in
             for (index, chunk) in chunks.enumerated() {
                 group.addTask {
-                    (index, try chunk.map { plan in
-                        Notification(plan: plan, signedPayload: try signNotification(plan, configuration: configuration, signer: signer),
-                                     firstAttemptDate: plan.signedDate + firstAttemptDelay(plan.notificationUUID))
-                    })
+                    (
+                        index,
+                        try chunk.map { plan in
+                            Notification(
+                                plan: plan, signedPayload: try signNotification(plan, configuration: configuration, signer: signer),
+                                firstAttemptDate: plan.signedDate + firstAttemptDelay(plan.notificationUUID))
+                        }
+                    )
                 }
             }
             var results = [[Notification]](repeating: [], count: chunks.count)
@@ -144,10 +153,12 @@ final class MockCatalog: Sendable {
                 status: .active)
             if var transaction = plan.transaction {
                 transaction.signedDate = at
-                orders["FORGED" + String(format: "%04d", index)] = ForgedOrder(transaction: transaction, signedTransaction: try stranger.signer.sign(transaction))
+                orders["FORGED" + String(format: "%04d", index)] = ForgedOrder(
+                    transaction: transaction, signedTransaction: try stranger.signer.sign(transaction))
             }
-            return Notification(plan: plan, signedPayload: try signNotification(plan, configuration: configuration, signer: stranger.signer),
-                                firstAttemptDate: at + firstAttemptDelay(plan.notificationUUID), forged: true)
+            return Notification(
+                plan: plan, signedPayload: try signNotification(plan, configuration: configuration, signer: stranger.signer),
+                firstAttemptDate: at + firstAttemptDelay(plan.notificationUUID), forged: true)
         }
         return (notifications, orders)
     }
@@ -158,15 +169,19 @@ final class MockCatalog: Sendable {
         return 100 + Int64(hash % 1900)
     }
 
-    static func signNotification(_ plan: ScenarioWorld.PlannedNotification, configuration: ScenarioConfiguration,
-                                 signer: JWSSigner) throws -> String {
+    static func signNotification(
+        _ plan: ScenarioWorld.PlannedNotification, configuration: ScenarioConfiguration,
+        signer: JWSSigner
+    ) throws -> String {
         try signNotification(plan, configuration: configuration) { json, _ in try signer.sign(payloadJSON: json) }
     }
 
     /// Builds the notification's payload with its nested values, handing each JSON to `sign` in a
     /// fixed order (its position is the second argument: nested values first, the payload last).
-    static func signNotification(_ plan: ScenarioWorld.PlannedNotification, configuration: ScenarioConfiguration,
-                                 sign: (Data, Int) throws -> String) throws -> String {
+    static func signNotification(
+        _ plan: ScenarioWorld.PlannedNotification, configuration: ScenarioConfiguration,
+        sign: (Data, Int) throws -> String
+    ) throws -> String {
         var position = 0
         func signer(_ value: some Encodable) throws -> String {
             defer { position += 1 }
@@ -217,17 +232,19 @@ extension MockCatalog.Snapshot {
         for account in world.accounts {
             for transactionId in account.transactionIds {
                 guard let orderId = orderOf[transactionId], let payload = world.transactionVersions[transactionId]?.first?.payload else { continue }
-                entries.append(MockOrder(
-                    orderId: orderId, transactionId: transactionId, originalTransactionId: payload.originalTransactionId ?? transactionId,
-                    account: account.id, productId: payload.productId, purchaseDate: payload.purchaseDate,
-                    appAccountToken: payload.appAccountToken))
+                entries.append(
+                    MockOrder(
+                        orderId: orderId, transactionId: transactionId, originalTransactionId: payload.originalTransactionId ?? transactionId,
+                        account: account.id, productId: payload.productId, purchaseDate: payload.purchaseDate,
+                        appAccountToken: payload.appAccountToken))
             }
         }
         for orderId in forgedOrders.keys.sorted() {
             let transaction = forgedOrders[orderId]!.transaction
-            entries.append(MockOrder(
-                orderId: orderId, transactionId: transaction.transactionId ?? "", originalTransactionId: transaction.originalTransactionId ?? "",
-                account: "(forged)", productId: transaction.productId, purchaseDate: transaction.purchaseDate, forged: true))
+            entries.append(
+                MockOrder(
+                    orderId: orderId, transactionId: transaction.transactionId ?? "", originalTransactionId: transaction.originalTransactionId ?? "",
+                    account: "(forged)", productId: transaction.productId, purchaseDate: transaction.purchaseDate, forged: true))
         }
         return entries
     }

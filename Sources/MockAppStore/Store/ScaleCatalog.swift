@@ -85,13 +85,19 @@ final class ScaleCatalog: Sendable {
                         var done: [(Int, [Planned])] = []
                         for customer in stride(from: first + worker, to: first + batch * workers, by: workers) {
                             let world = scenario.world(ofCustomer: customer)
-                            done.append((customer, try world.notifications.enumerated().map { ordinal, plan in
-                                guard let (high, low) = ScaleCatalog.uuidBits(plan.notificationUUID) else {
-                                    throw ScaleScenario.ConfigurationError(description: "unexpected notification UUID \(plan.notificationUUID)")
-                                }
-                                return Planned(firstAttemptDate: plan.signedDate + MockCatalog.firstAttemptDelay(plan.notificationUUID),
-                                               uuidHigh: high, uuidLow: low, ordinal: UInt16(ordinal), kind: ScaleCatalog.kind(of: plan))
-                            }))
+                            done.append(
+                                (
+                                    customer,
+                                    try world.notifications.enumerated().map { ordinal, plan in
+                                        guard let (high, low) = ScaleCatalog.uuidBits(plan.notificationUUID) else {
+                                            throw ScaleScenario.ConfigurationError(
+                                                description: "unexpected notification UUID \(plan.notificationUUID)")
+                                        }
+                                        return Planned(
+                                            firstAttemptDate: plan.signedDate + MockCatalog.firstAttemptDelay(plan.notificationUUID),
+                                            uuidHigh: high, uuidLow: low, ordinal: UInt16(ordinal), kind: ScaleCatalog.kind(of: plan))
+                                    }
+                                ))
                         }
                         return done
                     }
@@ -110,8 +116,10 @@ final class ScaleCatalog: Sendable {
                         code = kindCodes.count
                         kindCodes[item.kind] = code
                     }
-                    entries.append(Entry(firstAttemptDate: item.firstAttemptDate, uuidHigh: item.uuidHigh, uuidLow: item.uuidLow,
-                                         customer: UInt32(customer), ordinal: item.ordinal, kind: UInt16(code)))
+                    entries.append(
+                        Entry(
+                            firstAttemptDate: item.firstAttemptDate, uuidHigh: item.uuidHigh, uuidLow: item.uuidLow,
+                            customer: UInt32(customer), ordinal: item.ordinal, kind: UInt16(code)))
                 }
                 next = customer + 1
             }
@@ -224,8 +232,10 @@ final class ScaleCatalog: Sendable {
             let world = worlds[customer] ?? self.world(ofCustomer: customer)
             worlds[customer] = world
             let plan = world.notifications[Int(entry.ordinal)]
-            items.append(NotificationHistoryResponseItem(signedPayload: try signedPayload(index, plan),
-                                                         sendAttempts: attempts(index, uuid: plan.notificationUUID)))
+            items.append(
+                NotificationHistoryResponseItem(
+                    signedPayload: try signedPayload(index, plan),
+                    sendAttempts: attempts(index, uuid: plan.notificationUUID)))
             last = (entry.firstAttemptDate, plan.notificationUUID)
         }
         return Page(items: items, last: last, hasMore: hasMore)
@@ -263,8 +273,9 @@ final class ScaleCatalog: Sendable {
     func attempts(_ index: Int, uuid: String) -> [SendAttemptItem] {
         attemptSchedule(index).map { attempt in
             guard attempt.attempt.sendAttemptResult != .success else { return attempt.attempt }
-            return SendAttemptItem(attemptDate: attempt.attempt.attemptDate,
-                                   sendAttemptResult: MockAppStore.outageFailure(uuid: uuid, attempt: attempt.number))
+            return SendAttemptItem(
+                attemptDate: attempt.attempt.attemptDate,
+                sendAttemptResult: MockAppStore.outageFailure(uuid: uuid, attempt: attempt.number))
         }
     }
 

@@ -90,11 +90,14 @@ public struct OutageDetector: Sendable {
         var windows: [Window] = []
         for failure in failures {
             // Apple retries only in production, five times; an attempt whose next retry is still ahead is "retrying".
-            let retrying = production && failure.attempts.count <= Self.retryDelays.count
+            let retrying =
+                production && failure.attempts.count <= Self.retryDelays.count
                 && (failure.attempts.last?.attemptDate ?? 0) + Self.retryDelays[max(failure.attempts.count - 1, 0)] > until
             if windows.isEmpty || failure.firstAttempt - windows[windows.count - 1].lastFailure > mergeGap {
-                windows.append(Window(start: failure.firstAttempt - margin, end: failure.firstAttempt, notifications: 0, attemptsByResult: [:],
-                                      stillRetrying: 0, firstFailure: failure.firstAttempt, lastFailure: failure.firstAttempt))
+                windows.append(
+                    Window(
+                        start: failure.firstAttempt - margin, end: failure.firstAttempt, notifications: 0, attemptsByResult: [:],
+                        stillRetrying: 0, firstFailure: failure.firstAttempt, lastFailure: failure.firstAttempt))
             }
             var window = windows[windows.count - 1]
             window.lastFailure = failure.firstAttempt

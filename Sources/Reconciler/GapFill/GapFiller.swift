@@ -58,7 +58,8 @@ struct GapFiller: Sendable {
                     while true {
                         try Task.checkCancellation()
                         if let anchor = try await ledger.leaseCustomer(
-                            runId: run.runId, worker: configuration.worker, leaseDuration: configuration.leaseDuration) {
+                            runId: run.runId, worker: configuration.worker, leaseDuration: configuration.leaseDuration)
+                        {
                             try await recover(customer: anchor)
                         } else if phaseOneRunning() {
                             await context.newCustomers.wait(upTo: .seconds(2))
@@ -85,8 +86,9 @@ struct GapFiller: Sendable {
         } catch let error as AppStoreServerAPIError {
             if case .unauthorized = error { throw error }
             logger.error("customer not recovered", metadata: ["anchorTransactionId": "\(anchor)", "error": "\(error)"])
-            try await ledger.failCustomer(runId: run.runId, anchor: anchor, worker: configuration.worker, kind: error.failureKind,
-                                          error: error.description)
+            try await ledger.failCustomer(
+                runId: run.runId, anchor: anchor, worker: configuration.worker, kind: error.failureKind,
+                error: error.description)
             progress.update { $0.customersFailed += 1 }
         } catch {
             // Stopping (SIGTERM, a configuration error, the database): give the customer back at once.
@@ -104,16 +106,20 @@ struct GapFiller: Sendable {
     private func readHistory(of anchor: String) async throws {
         // Anything that falls due after this instant makes the customer due again.
         let checkedAt = Int64(Date().timeIntervalSince1970 * 1000)
-        var revision = configuration.readFromStart
+        var revision =
+            configuration.readFromStart
             ? nil : try await database.transaction { [store] connection in try await store.revision(anchor: anchor, on: connection) }
         var revisionReset = false
         while true {
             do {
                 return try await readHistory(of: anchor, from: revision, checkedAt: checkedAt)
-            } catch let error as AppStoreServerAPIError where error.details.errorCode == .invalidRequestRevision && revision != nil && !revisionReset {
-                logger.warning("Apple refused the stored revision; reading the customer's history from the start", metadata: [
-                    "anchorTransactionId": "\(anchor)",
-                ])
+            } catch let error as AppStoreServerAPIError where error.details.errorCode == .invalidRequestRevision && revision != nil && !revisionReset
+            {
+                logger.warning(
+                    "Apple refused the stored revision; reading the customer's history from the start",
+                    metadata: [
+                        "anchorTransactionId": "\(anchor)"
+                    ])
                 try await database.transaction { [store] connection in try await store.dropRevision(anchor: anchor, on: connection) }
                 try await ledger.noteRevisionReset(runId: run.runId, anchor: anchor)
                 revision = nil
@@ -136,9 +142,11 @@ struct GapFiller: Sendable {
                 // Statuses come from Apple before anything is locked; the last page commits with them.
                 let statuses = run.options.refreshStatus ? try await fetchStatuses(anchor: anchor) : ([], [])
                 originals.formUnion(statuses.0.map(\.original))
-                try await commit(anchor: anchor, transactions, rejections + statuses.1, statuses: statuses.0,
-                                final: .init(revision: page.revision ?? revision, purchases: Array(originals), transactionsSeen: seen,
-                                             checkedAt: checkedAt))
+                try await commit(
+                    anchor: anchor, transactions, rejections + statuses.1, statuses: statuses.0,
+                    final: .init(
+                        revision: page.revision ?? revision, purchases: Array(originals), transactionsSeen: seen,
+                        checkedAt: checkedAt))
                 configuration.statusesApplied?(anchor, statuses.0)
             }
         }
@@ -193,8 +201,10 @@ struct GapFiller: Sendable {
                 items.append(StatusItem(status: item.status, subscription: subscription, original: original))
             } catch let error as VerificationError {
                 failures.append(error)
-                rejections.append(Rejection(source: .subscriptionStatus, signedValue: item.signedTransactionInfo ?? item.signedRenewalInfo ?? "",
-                                            error: error))
+                rejections.append(
+                    Rejection(
+                        source: .subscriptionStatus, signedValue: item.signedTransactionInfo ?? item.signedRenewalInfo ?? "",
+                        error: error))
             }
         }
         try context.tally.record(verified: verifiedCount, failures: failures)
@@ -203,8 +213,10 @@ struct GapFiller: Sendable {
 
     /// Applies one page (and, for the last, the statuses and the completion) in one short
     /// transaction that locks every purchase it writes at once, in sorted order.
-    private func commit(anchor: String, _ transactions: [VerifiedTransaction], _ rejections: [Rejection], statuses: [StatusItem],
-                       final completion: Completion?) async throws {
+    private func commit(
+        anchor: String, _ transactions: [VerifiedTransaction], _ rejections: [Rejection], statuses: [StatusItem],
+        final completion: Completion?
+    ) async throws {
         let (store, ledger, run, configuration) = (self.store, self.ledger, self.run, self.configuration)
         let originals = Set(transactions.compactMap(\.payload.originalTransactionId)).union(statuses.map(\.original))
         let quarantined = try await database.transaction { connection in
@@ -216,9 +228,10 @@ struct GapFiller: Sendable {
                     originalTransactionId: item.original, environment: run.environment, renewalInfo: item.subscription.renewalInfo,
                     status: item.status.flatMap { status in signedDate.map { PurchaseStore.StatusFact(status: status, signedDate: $0) } })
             }
-            let updates = Set(transactions.compactMap(\.payload.originalTransactionId)).sorted().map {
-                PurchaseStore.PurchaseUpdate(originalTransactionId: $0, environment: run.environment)
-            } + statusUpdates
+            let updates =
+                Set(transactions.compactMap(\.payload.originalTransactionId)).sorted().map {
+                    PurchaseStore.PurchaseUpdate(originalTransactionId: $0, environment: run.environment)
+                } + statusUpdates
             let changes = try await store.write(
                 transactions: (transactions + statuses.compactMap(\.subscription.transaction)).map { PurchaseStore.TransactionWrite($0) },
                 updates: updates, before: before,
@@ -232,20 +245,26 @@ struct GapFiller: Sendable {
                     anchor: anchor, environment: run.environment, revision: completion.revision, purchases: completion.purchases,
                     checkedAt: completion.checkedAt, on: connection)
                 try await ledger.markCovered(runId: run.runId, anchors: completion.purchases, by: anchor, on: connection)
-                guard try await ledger.completeCustomer(runId: run.runId, anchor: anchor, worker: configuration.worker,
-                                                        transactionsSeen: completion.transactionsSeen, on: connection)
+                guard
+                    try await ledger.completeCustomer(
+                        runId: run.runId, anchor: anchor, worker: configuration.worker,
+                        transactionsSeen: completion.transactionsSeen, on: connection)
                 else { throw LeaseLost() }
             } else {
-                guard try await ledger.renewCustomerLease(runId: run.runId, anchor: anchor, worker: configuration.worker,
-                                                          leaseDuration: configuration.leaseDuration, on: connection)
+                guard
+                    try await ledger.renewCustomerLease(
+                        runId: run.runId, anchor: anchor, worker: configuration.worker,
+                        leaseDuration: configuration.leaseDuration, on: connection)
                 else { throw LeaseLost() }
             }
             return quarantined
         }
         for rejection in quarantined {
-            logger.warning("quarantined a signed value from \(rejection.source.rawValue)", metadata: [
-                "reason": "\(rejection.reason.rawValue)", "new": "\(rejection.newlyQuarantined)",
-            ])
+            logger.warning(
+                "quarantined a signed value from \(rejection.source.rawValue)",
+                metadata: [
+                    "reason": "\(rejection.reason.rawValue)", "new": "\(rejection.newlyQuarantined)",
+                ])
         }
     }
 }

@@ -45,7 +45,9 @@ public struct NotificationHandler: Sendable {
 
     /// Applies verified notifications in one transaction of their own (as a replayed page is); with
     /// `forwarding`, those recorded for the first time are queued for the app's webhook too.
-    public func record(_ notifications: [VerifiedNotification], source: PurchaseStore.Source, forwarding: Forwarding? = nil) async throws -> [HandlingResult] {
+    public func record(
+        _ notifications: [VerifiedNotification], source: PurchaseStore.Source, forwarding: Forwarding? = nil
+    ) async throws -> [HandlingResult] {
         try await database.transaction { connection in try await apply(notifications, source: source, forwarding: forwarding, on: connection) }
     }
 
@@ -119,10 +121,12 @@ public struct NotificationHandler: Sendable {
                 // Apple removes the revocation from a reversed refund's transaction; make sure of it.
                 transactions.append(.init(transaction, clearsRevocation: notification.notificationType == .refundReversed))
             }
-            updates.append(.init(
-                originalTransactionId: original, environment: notification.environment, renewalInfo: notification.subscription.renewalInfo,
-                notification: .init(notificationUUID: notification.notificationUUID, signedDate: notification.signedDate,
-                                    status: notification.payload.data?.status)))
+            updates.append(
+                .init(
+                    originalTransactionId: original, environment: notification.environment, renewalInfo: notification.subscription.renewalInfo,
+                    notification: .init(
+                        notificationUUID: notification.notificationUUID, signedDate: notification.signedDate,
+                        status: notification.payload.data?.status)))
         }
         let changes = try await store.write(transactions: transactions, updates: updates, before: before, origin: origin, on: connection)
 

@@ -37,7 +37,8 @@ public struct APITimelineRecorder: Sendable {
 
     /// Writes what the client did since the recorder was made.
     public func record() async throws {
-        try await Self.record(client.statistics.timeline.since(atStart), runId: runId, worker: worker, budget: client.requestsPerSecond, ledger: ledger)
+        try await Self.record(
+            client.statistics.timeline.since(atStart), runId: runId, worker: worker, budget: client.requestsPerSecond, ledger: ledger)
     }
 
     /// The same, for a run that is stopping: not cancelled with the caller's task, giving up after
@@ -48,8 +49,10 @@ public struct APITimelineRecorder: Sendable {
         try? await Task.detached { try await Self.record(share, runId: runId, worker: worker, budget: budget, ledger: ledger) }.value
     }
 
-    private static func record(_ share: APIStatistics.Timeline, runId: Int64, worker: String, budget: [AppStoreServerAPIEndpoint: Double],
-                               ledger: RunLedger) async throws {
+    private static func record(
+        _ share: APIStatistics.Timeline, runId: Int64, worker: String, budget: [AppStoreServerAPIEndpoint: Double],
+        ledger: RunLedger
+    ) async throws {
         try await ledger.recordAPITimeline(runId: runId, worker: worker, share, budget: budget)
     }
 }

@@ -25,8 +25,10 @@ public struct RunLease: Sendable {
         /// Names this process.
         public var holder: String
 
-        public init(duration: Duration = .seconds(30), renewalInterval: Duration = .seconds(5), wait: Bool = false,
-                    holder: String = ProcessIdentity.current) {
+        public init(
+            duration: Duration = .seconds(30), renewalInterval: Duration = .seconds(5), wait: Bool = false,
+            holder: String = ProcessIdentity.current
+        ) {
             self.duration = duration
             self.renewalInterval = renewalInterval
             self.wait = wait
@@ -88,7 +90,8 @@ public struct RunLease: Sendable {
         var announced = false
         var dead: String?
         while let current = try await ledger.acquireRunLease(
-            environment: environment, bundleId: bundleId, holder: holder, duration: configuration.duration, replacing: dead) {
+            environment: environment, bundleId: bundleId, holder: holder, duration: configuration.duration, replacing: dead)
+        {
             // A holder on this machine whose process is gone (killed, crashed) need not be waited out.
             if ProcessIdentity.isDeadOnThisHost(current.holder), dead != current.holder {
                 ledger.logger.notice("taking over the run lease of a process that no longer runs", metadata: ["holder": "\(current.holder)"])
@@ -107,8 +110,9 @@ public struct RunLease: Sendable {
             try await Task.sleep(for: .seconds(1))
         }
         let handle = Handle { [ledger, configuration] runId in
-            _ = try await ledger.renewRunLease(environment: environment, bundleId: bundleId, holder: configuration.holder,
-                                               duration: configuration.duration, runId: runId)
+            _ = try await ledger.renewRunLease(
+                environment: environment, bundleId: bundleId, holder: configuration.holder,
+                duration: configuration.duration, runId: runId)
         }
         do {
             let result = try await withoutActuallyEscaping(body) { body in

@@ -10,21 +10,26 @@ extension RunLedger {
 
     /// Registers or renews this process and returns the live processes' declared budgets
     /// (this one included), each as requests per second by endpoint name.
-    func renewBudgetLease(environment: String, bundleId: String, process: String, budget: [String: Double], duration: Duration,
-                          announce: Bool) async throws -> [[String: Double]] {
+    func renewBudgetLease(
+        environment: String, bundleId: String, process: String, budget: [String: Double], duration: Duration,
+        announce: Bool
+    ) async throws -> [[String: Double]] {
         let declared = String(decoding: try JSONEncoder().encode(budget), as: UTF8.self)
         let milliseconds = duration.components.seconds * 1000 + duration.components.attoseconds / 1_000_000_000_000_000
         return try await read { [logger] connection in
-            try await connection.query("""
+            try await connection.query(
+                """
                 INSERT INTO api_processes (environment, bundle_id, process, budget, lease_until)
                 VALUES (\(environment), \(bundleId), \(process), \(declared)::jsonb, now() + \(milliseconds) * interval '1 millisecond')
                 ON CONFLICT (environment, bundle_id, process) DO UPDATE SET lease_until = EXCLUDED.lease_until, budget = EXCLUDED.budget
                 """, logger: logger)
-            try await connection.query("""
+            try await connection.query(
+                """
                 DELETE FROM api_processes WHERE environment = \(environment) AND bundle_id = \(bundleId) AND lease_until < now() - interval '1 minute'
                 """, logger: logger)
             if announce { try await connection.run("SELECT pg_notify(\(Self.budgetChannel), 'processes')", logger: logger) }
-            let rows = try await connection.query("""
+            let rows = try await connection.query(
+                """
                 SELECT budget::text FROM api_processes
                 WHERE environment = \(environment) AND bundle_id = \(bundleId) AND lease_until > now()
                 """, logger: logger)
@@ -39,7 +44,8 @@ extension RunLedger {
     /// Gives the budget lease up (the others' shares grow at their next renewal).
     func releaseBudgetLease(environment: String, bundleId: String, process: String) async throws {
         try await read { [logger] connection in
-            try await connection.query("""
+            try await connection.query(
+                """
                 DELETE FROM api_processes WHERE environment = \(environment) AND bundle_id = \(bundleId) AND process = \(process)
                 """, logger: logger)
             try await connection.run("SELECT pg_notify(\(Self.budgetChannel), 'processes')", logger: logger)
@@ -49,7 +55,8 @@ extension RunLedger {
     /// Closes an endpoint for every process of the app until `untilMilliseconds` (UNIX ms).
     func closeEndpoint(environment: String, bundleId: String, endpoint: String, untilMilliseconds: Int64) async throws {
         try await read { [logger] connection in
-            try await connection.query("""
+            try await connection.query(
+                """
                 INSERT INTO api_closures AS c (environment, bundle_id, endpoint, closed_until_ms)
                 VALUES (\(environment), \(bundleId), \(endpoint), \(untilMilliseconds))
                 ON CONFLICT (environment, bundle_id, endpoint) DO UPDATE SET closed_until_ms = GREATEST(c.closed_until_ms, EXCLUDED.closed_until_ms)
@@ -61,7 +68,8 @@ extension RunLedger {
     /// The endpoints closed now: endpoint name → until (UNIX ms).
     func closedEndpoints(environment: String, bundleId: String, now: Int64) async throws -> [String: Int64] {
         try await read { [logger] connection in
-            let rows = try await connection.query("""
+            let rows = try await connection.query(
+                """
                 SELECT endpoint, closed_until_ms FROM api_closures
                 WHERE environment = \(environment) AND bundle_id = \(bundleId) AND closed_until_ms > \(now)
                 """, logger: logger)

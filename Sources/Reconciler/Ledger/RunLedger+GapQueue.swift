@@ -33,7 +33,8 @@ extension RunLedger {
     /// customer as it is.
     func enqueue(runId: Int64, anchors: [String], reason: QueueReason, on connection: PostgresConnection) async throws {
         guard !anchors.isEmpty else { return }
-        try await connection.query("""
+        try await connection.query(
+            """
             INSERT INTO gap_queue AS q (run_id, anchor_transaction_id, reason)
             SELECT \(runId), anchor, \(reason.rawValue) FROM unnest(\(Array(Set(anchors)).sorted())::text[]) AS a (anchor)
             ON CONFLICT (run_id, anchor_transaction_id) DO UPDATE
@@ -48,7 +49,8 @@ extension RunLedger {
     func leaseCustomer(runId: Int64, worker: String, leaseDuration: Duration) async throws -> String? {
         let milliseconds = leaseDuration.components.seconds * 1000 + leaseDuration.components.attoseconds / 1_000_000_000_000_000
         return try await read { [logger] connection in
-            let rows = try await connection.query("""
+            let rows = try await connection.query(
+                """
                 UPDATE gap_queue SET status = 'leased', worker = \(worker), lease_until = now() + \(milliseconds) * interval '1 millisecond',
                     updated_at = now()
                 WHERE (run_id, anchor_transaction_id) = (
@@ -64,10 +66,13 @@ extension RunLedger {
     }
 
     /// Extends a customer's lease (in the caller's transaction); `false` when this worker lost it.
-    func renewCustomerLease(runId: Int64, anchor: String, worker: String, leaseDuration: Duration,
-                                   on connection: PostgresConnection) async throws -> Bool {
+    func renewCustomerLease(
+        runId: Int64, anchor: String, worker: String, leaseDuration: Duration,
+        on connection: PostgresConnection
+    ) async throws -> Bool {
         let milliseconds = leaseDuration.components.seconds * 1000 + leaseDuration.components.attoseconds / 1_000_000_000_000_000
-        let rows = try await connection.query("""
+        let rows = try await connection.query(
+            """
             UPDATE gap_queue SET lease_until = now() + \(milliseconds) * interval '1 millisecond', updated_at = now()
             WHERE run_id = \(runId) AND anchor_transaction_id = \(anchor) AND worker = \(worker) AND status = 'leased'
             RETURNING 1
@@ -79,9 +84,12 @@ extension RunLedger {
     /// Completes a customer this worker holds (in the transaction of its last page), or makes it
     /// pending again when phase 1 touched it meanwhile; `false` when the lease was lost, in which
     /// case the caller rolls back.
-    func completeCustomer(runId: Int64, anchor: String, worker: String, transactionsSeen: Int,
-                                 on connection: PostgresConnection) async throws -> Bool {
-        let rows = try await connection.query("""
+    func completeCustomer(
+        runId: Int64, anchor: String, worker: String, transactionsSeen: Int,
+        on connection: PostgresConnection
+    ) async throws -> Bool {
+        let rows = try await connection.query(
+            """
             UPDATE gap_queue SET status = CASE WHEN touched_again THEN 'pending' ELSE 'done' END, touched_again = false,
                 attempts = attempts + 1, transactions_seen = transactions_seen + \(transactionsSeen), last_error = NULL,
                 failure_kind = NULL, lease_until = NULL, updated_at = now()
@@ -95,7 +103,8 @@ extension RunLedger {
     /// Marks a customer this worker holds as failed.
     func failCustomer(runId: Int64, anchor: String, worker: String, kind: FailureKind, error: String) async throws {
         try await read { [logger] connection in
-            try await connection.query("""
+            try await connection.query(
+                """
                 UPDATE gap_queue SET status = 'failed', failure_kind = \(kind.rawValue), attempts = attempts + 1, last_error = \(error),
                     lease_until = NULL, updated_at = now()
                 WHERE run_id = \(runId) AND anchor_transaction_id = \(anchor) AND worker = \(worker) AND status = 'leased'
@@ -106,7 +115,8 @@ extension RunLedger {
     /// Gives a customer back to the queue (this worker stops without finishing it).
     func releaseCustomer(runId: Int64, anchor: String, worker: String) async throws {
         try await read { [logger] connection in
-            try await connection.query("""
+            try await connection.query(
+                """
                 UPDATE gap_queue SET status = 'pending', lease_until = NULL, updated_at = now()
                 WHERE run_id = \(runId) AND anchor_transaction_id = \(anchor) AND worker = \(worker) AND status = 'leased'
                 """, logger: logger)
@@ -123,7 +133,8 @@ extension RunLedger {
             var dead: [String] = []
             for try await worker in rows.decode(String.self) where isDead(worker) { dead.append(worker) }
             guard !dead.isEmpty else { return 0 }
-            let released = try await connection.query("""
+            let released = try await connection.query(
+                """
                 UPDATE gap_queue SET status = 'pending', lease_until = NULL, updated_at = now()
                 WHERE run_id = \(runId) AND status = 'leased' AND worker = ANY(\(dead)::text[])
                 RETURNING 1
@@ -137,7 +148,8 @@ extension RunLedger {
     /// Notes that Apple refused a customer's stored revision, so its history was read from the start.
     func noteRevisionReset(runId: Int64, anchor: String) async throws {
         try await read { [logger] connection in
-            try await connection.query("""
+            try await connection.query(
+                """
                 UPDATE gap_queue SET revision_resets = revision_resets + 1 WHERE run_id = \(runId) AND anchor_transaction_id = \(anchor)
                 """, logger: logger)
         }
@@ -148,7 +160,8 @@ extension RunLedger {
     func markCovered(runId: Int64, anchors: [String], by anchor: String, on connection: PostgresConnection) async throws {
         let others = anchors.filter { $0 != anchor }
         guard !others.isEmpty else { return }
-        try await connection.query("""
+        try await connection.query(
+            """
             UPDATE gap_queue SET status = 'done', last_error = NULL, worker = \("covered by \(anchor)"), updated_at = now()
             WHERE (run_id, anchor_transaction_id) IN (
                 SELECT run_id, anchor_transaction_id FROM gap_queue
@@ -188,7 +201,8 @@ extension RunLedger {
 
     public func failedCustomers(runId: Int64) async throws -> [FailedCustomer] {
         try await read { [logger] connection in
-            let rows = try await connection.query("""
+            let rows = try await connection.query(
+                """
                 SELECT anchor_transaction_id, COALESCE(failure_kind, 'retryable'), COALESCE(last_error, '') FROM gap_queue
                 WHERE run_id = \(runId) AND status = 'failed' ORDER BY anchor_transaction_id
                 """, logger: logger)
@@ -209,7 +223,8 @@ extension RunLedger {
                 "SELECT COALESCE(sum(transactions_seen), 0)::bigint FROM gap_queue WHERE run_id = \(runId)", logger: logger)
             for try await value in rows.decode(Int64.self) { seen = Int(value) }
             var resets: [String] = []
-            let reset = try await connection.query("""
+            let reset = try await connection.query(
+                """
                 SELECT anchor_transaction_id FROM gap_queue WHERE run_id = \(runId) AND revision_resets > 0 ORDER BY anchor_transaction_id
                 """, logger: logger)
             for try await anchor in reset.decode(String.self) { resets.append(anchor) }

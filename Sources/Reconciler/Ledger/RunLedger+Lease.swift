@@ -13,11 +13,14 @@ extension RunLedger {
 
     /// Takes the lease unless a live holder has it (or `replacing`, a holder known to be dead);
     /// returns that holder otherwise.
-    func acquireRunLease(environment: String, bundleId: String, holder: String, duration: Duration,
-                                replacing deadHolder: String? = nil) async throws -> LeaseHolder? {
+    func acquireRunLease(
+        environment: String, bundleId: String, holder: String, duration: Duration,
+        replacing deadHolder: String? = nil
+    ) async throws -> LeaseHolder? {
         let milliseconds = duration.components.seconds * 1000 + duration.components.attoseconds / 1_000_000_000_000_000
         return try await read { [logger] connection in
-            let taken = try await connection.query("""
+            let taken = try await connection.query(
+                """
                 INSERT INTO run_leases AS l (environment, bundle_id, holder, lease_until)
                 VALUES (\(environment), \(bundleId), \(holder), now() + \(milliseconds) * interval '1 millisecond')
                 ON CONFLICT (environment, bundle_id) DO UPDATE SET holder = EXCLUDED.holder, run_id = NULL, acquired_at = now(),
@@ -26,7 +29,8 @@ extension RunLedger {
                 RETURNING 1
                 """, logger: logger)
             for try await _ in taken { return nil }
-            let rows = try await connection.query("""
+            let rows = try await connection.query(
+                """
                 SELECT holder, run_id, lease_until FROM run_leases WHERE environment = \(environment) AND bundle_id = \(bundleId)
                 """, logger: logger)
             for try await (holder, runId, until) in rows.decode((String, Int64?, Date).self) {
@@ -40,7 +44,8 @@ extension RunLedger {
     func renewRunLease(environment: String, bundleId: String, holder: String, duration: Duration, runId: Int64?) async throws -> Bool {
         let milliseconds = duration.components.seconds * 1000 + duration.components.attoseconds / 1_000_000_000_000_000
         return try await read { [logger] connection in
-            let rows = try await connection.query("""
+            let rows = try await connection.query(
+                """
                 UPDATE run_leases SET lease_until = now() + \(milliseconds) * interval '1 millisecond', run_id = COALESCE(\(runId), run_id)
                 WHERE environment = \(environment) AND bundle_id = \(bundleId) AND holder = \(holder)
                 RETURNING 1
@@ -53,7 +58,8 @@ extension RunLedger {
     /// Gives the lease up.
     func releaseRunLease(environment: String, bundleId: String, holder: String) async throws {
         try await read { [logger] connection in
-            try await connection.query("""
+            try await connection.query(
+                """
                 DELETE FROM run_leases WHERE environment = \(environment) AND bundle_id = \(bundleId) AND holder = \(holder)
                 """, logger: logger)
         }

@@ -19,7 +19,8 @@ extension RunLedger {
             .map { Row(type_and_subtype: $0.key.type_and_subtype, outcome: $0.key.outcome, count: $0.value.count) }
             .sorted { ($0.type_and_subtype, $0.outcome) < ($1.type_and_subtype, $1.outcome) }
         guard !counts.isEmpty else { return }
-        try await connection.query("""
+        try await connection.query(
+            """
             INSERT INTO run_counts (run_id, type_and_subtype, outcome, count)
             SELECT \(runId), type_and_subtype, outcome, count FROM jsonb_populate_recordset(NULL::run_counts, \(try PurchaseStore.json(counts))::jsonb)
             ON CONFLICT (run_id, type_and_subtype, outcome) DO UPDATE SET count = run_counts.count + EXCLUDED.count
@@ -39,8 +40,11 @@ extension RunLedger {
             var before_state: PurchaseState?
             var after_state: PurchaseState
         }
-        let rows = byPurchase.keys.sorted().map { Row(original_transaction_id: $0, before_state: byPurchase[$0]!.before, after_state: byPurchase[$0]!.after) }
-        try await connection.query("""
+        let rows = byPurchase.keys.sorted().map {
+            Row(original_transaction_id: $0, before_state: byPurchase[$0]!.before, after_state: byPurchase[$0]!.after)
+        }
+        try await connection.query(
+            """
             INSERT INTO run_changes (run_id, original_transaction_id, before_state, after_state)
             SELECT \(runId), original_transaction_id, before_state, after_state
             FROM jsonb_populate_recordset(NULL::run_changes, \(try PurchaseStore.json(rows))::jsonb)
@@ -60,16 +64,18 @@ extension RunLedger {
 
     public func changes(runId: Int64) async throws -> [PurchaseChange] {
         try await read { [logger] connection in
-            let rows = try await connection.query("""
+            let rows = try await connection.query(
+                """
                 SELECT before_state::text, after_state::text FROM run_changes
                 WHERE run_id = \(runId) AND before_state IS DISTINCT FROM after_state ORDER BY original_transaction_id
                 """, logger: logger)
             var result: [PurchaseChange] = []
             let decoder = JSONDecoder()
             for try await (before, after) in rows.decode((String?, String).self) {
-                result.append(PurchaseChange(
-                    before: try before.map { try decoder.decode(PurchaseState.self, from: Data($0.utf8)) },
-                    after: try decoder.decode(PurchaseState.self, from: Data(after.utf8))))
+                result.append(
+                    PurchaseChange(
+                        before: try before.map { try decoder.decode(PurchaseState.self, from: Data($0.utf8)) },
+                        after: try decoder.decode(PurchaseState.self, from: Data(after.utf8))))
             }
             return result
         }

@@ -9,13 +9,16 @@ extension RunLedger {
     /// Records the rejections a page met, in the page's transaction: quarantines the new ones
     /// (in a dry run only notes which would be new) and lists all of them under the run. Returns
     /// them with ``Rejection/newlyQuarantined`` set.
-    func quarantine(_ rejections: [Rejection], runId: Int64, environment: String, bundleId: String, dryRun: Bool,
-                           on connection: PostgresConnection) async throws -> [Rejection] {
+    func quarantine(
+        _ rejections: [Rejection], runId: Int64, environment: String, bundleId: String, dryRun: Bool,
+        on connection: PostgresConnection
+    ) async throws -> [Rejection] {
         guard !rejections.isEmpty else { return [] }
         let unique = Dictionary(rejections.map { ($0.payloadSHA256, $0) }, uniquingKeysWith: { first, _ in first })
         let hashes = unique.keys.sorted()
         // Known before this run met it: already quarantined by an earlier run.
-        let known = try await connection.query("""
+        let known = try await connection.query(
+            """
             SELECT payload_sha256 FROM quarantined_payloads
             WHERE payload_sha256 = ANY(\(hashes)::text[]) AND (first_run_id IS DISTINCT FROM \(runId))
             """, logger: logger)
@@ -38,13 +41,16 @@ extension RunLedger {
             var signed_payload: String
             var newly_quarantined: Bool
         }
-        let rows = try PurchaseStore.json(result.map {
-            Row(payload_sha256: $0.payloadSHA256, environment: environment, bundle_id: bundleId, source: $0.source.rawValue,
-                notification_uuid: $0.notificationUUID, type_and_subtype: $0.typeAndSubtype, reason: $0.reason.rawValue,
-                detail: $0.detail, signed_payload: $0.signedPayload, newly_quarantined: $0.newlyQuarantined)
-        })
+        let rows = try PurchaseStore.json(
+            result.map {
+                Row(
+                    payload_sha256: $0.payloadSHA256, environment: environment, bundle_id: bundleId, source: $0.source.rawValue,
+                    notification_uuid: $0.notificationUUID, type_and_subtype: $0.typeAndSubtype, reason: $0.reason.rawValue,
+                    detail: $0.detail, signed_payload: $0.signedPayload, newly_quarantined: $0.newlyQuarantined)
+            })
         if !dryRun {
-            try await connection.query("""
+            try await connection.query(
+                """
                 INSERT INTO quarantined_payloads AS q (payload_sha256, environment, bundle_id, source, notification_uuid, type_and_subtype,
                     reason, detail, signed_payload, first_run_id, last_run_id)
                 SELECT payload_sha256, environment, bundle_id, source, notification_uuid, type_and_subtype, reason, detail, signed_payload,
@@ -56,7 +62,8 @@ extension RunLedger {
                     times_seen = q.times_seen + CASE WHEN q.last_run_id IS DISTINCT FROM EXCLUDED.last_run_id THEN 1 ELSE 0 END
                 """, logger: logger)
         }
-        try await connection.query("""
+        try await connection.query(
+            """
             INSERT INTO run_rejections (run_id, payload_sha256, source, notification_uuid, type_and_subtype, reason, detail, newly_quarantined)
             SELECT \(runId), payload_sha256, source, notification_uuid, type_and_subtype, reason, detail, newly_quarantined
             FROM jsonb_to_recordset(\(rows)::jsonb) AS r (payload_sha256 text, source text, notification_uuid text, type_and_subtype text,
@@ -74,16 +81,18 @@ extension RunLedger {
     /// The rejections a run met, in the order it met them.
     public func rejections(runId: Int64) async throws -> [Rejection] {
         try await read { [logger] connection in
-            let rows = try await connection.query("""
+            let rows = try await connection.query(
+                """
                 SELECT source, notification_uuid, type_and_subtype, reason, detail, payload_sha256, newly_quarantined
                 FROM run_rejections WHERE run_id = \(runId) ORDER BY recorded_at, payload_sha256
                 """, logger: logger)
             var result: [Rejection] = []
             for try await row in rows.decode((String, String?, String?, String, String, String, Bool).self) {
-                result.append(Rejection(
-                    source: Rejection.Source(rawValue: row.0) ?? .notificationHistory, notificationUUID: row.1, typeAndSubtype: row.2,
-                    reason: VerificationError.Reason(rawValue: row.3) ?? .invalidPayload, detail: row.4, payloadSHA256: row.5,
-                    newlyQuarantined: row.6))
+                result.append(
+                    Rejection(
+                        source: Rejection.Source(rawValue: row.0) ?? .notificationHistory, notificationUUID: row.1, typeAndSubtype: row.2,
+                        reason: VerificationError.Reason(rawValue: row.3) ?? .invalidPayload, detail: row.4, payloadSHA256: row.5,
+                        newlyQuarantined: row.6))
             }
             return result
         }
@@ -109,7 +118,8 @@ extension RunLedger {
     /// The quarantine of an app and environment, oldest first; unacknowledged ones only unless `all`.
     public func quarantinedPayloads(environment: String, bundleId: String, all: Bool) async throws -> [QuarantinedPayload] {
         try await read { [logger] connection in
-            let rows = try await connection.query("""
+            let rows = try await connection.query(
+                """
                 SELECT payload_sha256, source, notification_uuid, type_and_subtype, reason, detail, first_seen_at, last_seen_at,
                        first_run_id, last_run_id, times_seen, acknowledged_at, acknowledged_note
                 FROM quarantined_payloads
@@ -117,12 +127,14 @@ extension RunLedger {
                 ORDER BY first_seen_at, payload_sha256
                 """, logger: logger)
             var result: [QuarantinedPayload] = []
-            for try await row in rows.decode((String, String, String?, String?, String, String, Date, Date, Int64?, Int64?, Int, Date?, String?).self) {
-                result.append(QuarantinedPayload(
-                    payloadSHA256: row.0, source: Rejection.Source(rawValue: row.1) ?? .notificationHistory, notificationUUID: row.2,
-                    typeAndSubtype: row.3, reason: VerificationError.Reason(rawValue: row.4) ?? .invalidPayload, detail: row.5,
-                    firstSeenAt: row.6, lastSeenAt: row.7, firstRunId: row.8, lastRunId: row.9, timesSeen: row.10,
-                    acknowledgedAt: row.11, acknowledgedNote: row.12))
+            for try await row in rows.decode((String, String, String?, String?, String, String, Date, Date, Int64?, Int64?, Int, Date?, String?).self)
+            {
+                result.append(
+                    QuarantinedPayload(
+                        payloadSHA256: row.0, source: Rejection.Source(rawValue: row.1) ?? .notificationHistory, notificationUUID: row.2,
+                        typeAndSubtype: row.3, reason: VerificationError.Reason(rawValue: row.4) ?? .invalidPayload, detail: row.5,
+                        firstSeenAt: row.6, lastSeenAt: row.7, firstRunId: row.8, lastRunId: row.9, timesSeen: row.10,
+                        acknowledgedAt: row.11, acknowledgedNote: row.12))
             }
             return result
         }
@@ -152,7 +164,8 @@ extension RunLedger {
     public func acknowledge(_ selector: String, note: String?, environment: String, bundleId: String) async throws -> AcknowledgeResult {
         let prefix = selector.lowercased()
         return try await read { [logger] connection in
-            let rows = try await connection.query("""
+            let rows = try await connection.query(
+                """
                 SELECT payload_sha256 FROM quarantined_payloads
                 WHERE environment = \(environment) AND bundle_id = \(bundleId)
                   AND (notification_uuid = \(selector) OR (length(\(prefix)) >= 8 AND starts_with(payload_sha256, \(prefix))))
@@ -162,7 +175,8 @@ extension RunLedger {
             guard matches.count == 1, let hash = matches.first else {
                 return matches.isEmpty ? .notFound : .ambiguous(count: matches.count)
             }
-            try await connection.query("""
+            try await connection.query(
+                """
                 UPDATE quarantined_payloads SET acknowledged_at = COALESCE(acknowledged_at, now()), acknowledged_note = \(note)
                 WHERE payload_sha256 = \(hash)
                 """, logger: logger)
@@ -173,7 +187,8 @@ extension RunLedger {
     /// How many quarantined payloads of an app and environment nobody acknowledged yet.
     public func unacknowledgedQuarantineCount(environment: String, bundleId: String) async throws -> Int {
         try await read { [logger] connection in
-            let rows = try await connection.query("""
+            let rows = try await connection.query(
+                """
                 SELECT count(*) FROM quarantined_payloads
                 WHERE environment = \(environment) AND bundle_id = \(bundleId) AND acknowledged_at IS NULL
                 """, logger: logger)

@@ -6,19 +6,22 @@ import PostgresNIO
 extension RunLedger {
     public func shards(runId: Int64) async throws -> [ShardRecord] {
         try await read { [logger] connection in
-            let rows = try await connection.query("""
+            let rows = try await connection.query(
+                """
                 SELECT query_index, notification_type, subtype, shard_start_ms, shard_end_ms, pagination_token, pages_done,
                        notifications_seen, restarts, status, failure_kind, last_error
                 FROM run_shards WHERE run_id = \(runId) ORDER BY query_index, shard_start_ms
                 """, logger: logger)
             var shards: [ShardRecord] = []
             for try await row in rows.decode((Int, String?, String?, Int64, Int64, String?, Int, Int, Int, String, String?, String?).self) {
-                shards.append(ShardRecord(
-                    shard: .init(queryIndex: row.0, filter: .init(row.1.map(NotificationTypeV2.init(rawValue:)), row.2.map(Subtype.init(rawValue:))),
-                                 start: row.3, end: row.4),
-                    paginationToken: row.5, pagesDone: row.6, notificationsSeen: row.7, restarts: row.8,
-                    status: ShardRecord.Status(rawValue: row.9) ?? .pending, failureKind: row.10.flatMap(FailureKind.init(rawValue:)),
-                    lastError: row.11))
+                shards.append(
+                    ShardRecord(
+                        shard: .init(
+                            queryIndex: row.0, filter: .init(row.1.map(NotificationTypeV2.init(rawValue:)), row.2.map(Subtype.init(rawValue:))),
+                            start: row.3, end: row.4),
+                        paginationToken: row.5, pagesDone: row.6, notificationsSeen: row.7, restarts: row.8,
+                        status: ShardRecord.Status(rawValue: row.9) ?? .pending, failureKind: row.10.flatMap(FailureKind.init(rawValue:)),
+                        lastError: row.11))
             }
             return shards
         }
@@ -39,9 +42,12 @@ extension RunLedger {
     /// A page's checkpoint: where the shard continues, and whether it is finished. It advances
     /// only from the position the page was fetched from, so two processes can never both apply
     /// the shard's pages; throws ``CheckpointConflict`` when it is not there.
-    func checkpoint(runId: Int64, shard: ReplayPlanner.Shard, from position: ShardRecord.Position, nextToken: String?, done: Bool,
-                           notificationsSeen: Int, on connection: PostgresConnection) async throws {
-        let rows = try await connection.query("""
+    func checkpoint(
+        runId: Int64, shard: ReplayPlanner.Shard, from position: ShardRecord.Position, nextToken: String?, done: Bool,
+        notificationsSeen: Int, on connection: PostgresConnection
+    ) async throws {
+        let rows = try await connection.query(
+            """
             UPDATE run_shards SET pagination_token = \(nextToken), pages_done = pages_done + 1,
                 notifications_seen = notifications_seen + \(notificationsSeen), status = \(done ? "done" : "pending"), last_error = NULL
             WHERE run_id = \(runId) AND query_index = \(shard.queryIndex) AND shard_start_ms = \(shard.start) AND shard_end_ms = \(shard.end)
@@ -51,7 +57,8 @@ extension RunLedger {
         var advanced = false
         for try await _ in rows { advanced = true }
         guard !advanced else { return }
-        let check = try await connection.query("""
+        let check = try await connection.query(
+            """
             SELECT 1 FROM run_shards
             WHERE run_id = \(runId) AND query_index = \(shard.queryIndex) AND shard_start_ms = \(shard.start) AND shard_end_ms = \(shard.end)
               AND pagination_token IS NOT DISTINCT FROM \(nextToken) AND pages_done = \(position.pagesDone + 1)
@@ -65,10 +72,13 @@ extension RunLedger {
     /// `cut` (the checkpoint advances from `position`, compare-and-set as for any page), and the
     /// pieces of the rest of its range become shards of their own. A piece with the query and range
     /// of an existing shard is that shard already.
-    func split(runId: Int64, shard: ReplayPlanner.Shard, from position: ShardRecord.Position, at cut: Int64, into pieces: [ReplayPlanner.Shard],
-               notificationsSeen: Int, on connection: PostgresConnection) async throws {
-        try await checkpoint(runId: runId, shard: shard, from: position, nextToken: nil, done: true, notificationsSeen: notificationsSeen,
-                             on: connection)
+    func split(
+        runId: Int64, shard: ReplayPlanner.Shard, from position: ShardRecord.Position, at cut: Int64, into pieces: [ReplayPlanner.Shard],
+        notificationsSeen: Int, on connection: PostgresConnection
+    ) async throws {
+        try await checkpoint(
+            runId: runId, shard: shard, from: position, nextToken: nil, done: true, notificationsSeen: notificationsSeen,
+            on: connection)
         struct Piece: Encodable {
             var query_index: Int
             var notification_type: String?
@@ -76,15 +86,20 @@ extension RunLedger {
             var shard_start_ms: Int64
             var shard_end_ms: Int64
         }
-        let rows = try PurchaseStore.json(pieces.map {
-            Piece(query_index: $0.queryIndex, notification_type: $0.filter.notificationType?.rawValue, subtype: $0.filter.notificationSubtype?.rawValue,
-                  shard_start_ms: $0.start, shard_end_ms: $0.end)
-        })
-        try await connection.query("""
+        let rows = try PurchaseStore.json(
+            pieces.map {
+                Piece(
+                    query_index: $0.queryIndex, notification_type: $0.filter.notificationType?.rawValue,
+                    subtype: $0.filter.notificationSubtype?.rawValue,
+                    shard_start_ms: $0.start, shard_end_ms: $0.end)
+            })
+        try await connection.query(
+            """
             UPDATE run_shards SET split_at_ms = \(cut)
             WHERE run_id = \(runId) AND query_index = \(shard.queryIndex) AND shard_start_ms = \(shard.start) AND shard_end_ms = \(shard.end)
             """, logger: logger)
-        try await connection.query("""
+        try await connection.query(
+            """
             INSERT INTO run_shards (run_id, query_index, notification_type, subtype, shard_start_ms, shard_end_ms, split_from_ms)
             SELECT \(runId), query_index, notification_type, subtype, shard_start_ms, shard_end_ms, \(shard.start)
             FROM jsonb_populate_recordset(NULL::run_shards, \(rows)::jsonb)
@@ -95,7 +110,8 @@ extension RunLedger {
     /// Starts a shard over after its pagination token expired; returns the new position.
     func restartShard(runId: Int64, shard: ReplayPlanner.Shard, from position: ShardRecord.Position) async throws -> ShardRecord.Position {
         try await read { [logger] connection in
-            let rows = try await connection.query("""
+            let rows = try await connection.query(
+                """
                 UPDATE run_shards SET pagination_token = NULL, restarts = restarts + 1
                 WHERE run_id = \(runId) AND query_index = \(shard.queryIndex) AND shard_start_ms = \(shard.start) AND shard_end_ms = \(shard.end)
                   AND pagination_token IS NOT DISTINCT FROM \(position.paginationToken) AND pages_done = \(position.pagesDone)
@@ -108,7 +124,8 @@ extension RunLedger {
 
     func failShard(runId: Int64, shard: ReplayPlanner.Shard, kind: FailureKind, error: String) async throws {
         try await read { [logger] connection in
-            try await connection.query("""
+            try await connection.query(
+                """
                 UPDATE run_shards SET status = 'failed', failure_kind = \(kind.rawValue), last_error = \(error)
                 WHERE run_id = \(runId) AND query_index = \(shard.queryIndex) AND shard_start_ms = \(shard.start) AND shard_end_ms = \(shard.end)
                 """, logger: logger)

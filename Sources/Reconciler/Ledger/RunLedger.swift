@@ -52,12 +52,14 @@ public struct RunLedger: Sendable {
 
     /// The run to continue for this window: the newest one unless it is finished (repairs are not resumed).
     public func resumableRun(environment: String, bundleId: String, windowStart: Int64, windowEnd: Int64, dryRun: Bool) async throws -> RunRecord? {
-        let newest = try await runs("""
+        let newest = try await runs(
+            """
             SELECT \(unescaped: Self.runColumns) FROM reconcile_runs
             WHERE environment = \(environment) AND bundle_id = \(bundleId) AND window_start_ms = \(windowStart)
               AND window_end_ms = \(windowEnd) AND dry_run = \(dryRun) AND kind <> 'repair'
             ORDER BY run_id DESC LIMIT 1
-            """).first
+            """
+        ).first
         return newest.flatMap { $0.status.isFinished ? nil : $0 }
     }
 
@@ -72,18 +74,21 @@ public struct RunLedger: Sendable {
 
     /// The newest window of the schedule's chain (`--since-last`), finished or not.
     public func newestScheduledRun(environment: String, bundleId: String) async throws -> RunRecord? {
-        try await runs("""
+        try await runs(
+            """
             SELECT \(unescaped: Self.runColumns) FROM reconcile_runs
             WHERE environment = \(environment) AND bundle_id = \(bundleId) AND kind = 'scheduled' AND NOT dry_run
             ORDER BY run_id DESC LIMIT 1
-            """).first
+            """
+        ).first
     }
 
     /// The newest finished (not dry) run of any kind but a repair (one customer says nothing about
     /// a window): the end of its window, and when it finished.
     public func lastFinished(environment: String, bundleId: String) async throws -> (windowEnd: Int64, finishedAt: Date)? {
         try await read { [logger] connection in
-            let rows = try await connection.query("""
+            let rows = try await connection.query(
+                """
                 SELECT max(window_end_ms), max(finished_at) FROM reconcile_runs
                 WHERE environment = \(environment) AND bundle_id = \(bundleId) AND NOT dry_run AND kind <> 'repair'
                   AND status IN ('succeeded', 'succeeded_with_rejections')
@@ -97,8 +102,10 @@ public struct RunLedger: Sendable {
     }
 
     /// Creates a run with its shards.
-    func createRun(kind: RunRecord.Kind, environment: String, bundleId: String, windowStart: Int64, windowEnd: Int64, dryRun: Bool,
-                          options: RunOptions, shards: [ReplayPlanner.Shard], holder: String) async throws -> RunRecord {
+    func createRun(
+        kind: RunRecord.Kind, environment: String, bundleId: String, windowStart: Int64, windowEnd: Int64, dryRun: Bool,
+        options: RunOptions, shards: [ReplayPlanner.Shard], holder: String
+    ) async throws -> RunRecord {
         let optionsJSON = String(decoding: try JSONEncoder().encode(options), as: UTF8.self)
         struct ShardColumns: Encodable {
             var query_index: Int
@@ -107,13 +114,16 @@ public struct RunLedger: Sendable {
             var shard_start_ms: Int64
             var shard_end_ms: Int64
         }
-        let shardsJSON = try PurchaseStore.json(shards.map {
-            ShardColumns(query_index: $0.queryIndex, notification_type: $0.filter.notificationType?.rawValue,
-                         subtype: $0.filter.notificationSubtype?.rawValue, shard_start_ms: $0.start, shard_end_ms: $0.end)
-        })
+        let shardsJSON = try PurchaseStore.json(
+            shards.map {
+                ShardColumns(
+                    query_index: $0.queryIndex, notification_type: $0.filter.notificationType?.rawValue,
+                    subtype: $0.filter.notificationSubtype?.rawValue, shard_start_ms: $0.start, shard_end_ms: $0.end)
+            })
         let logger = self.logger
         return try await read { connection in
-            let rows = try await connection.query("""
+            let rows = try await connection.query(
+                """
                 INSERT INTO reconcile_runs (kind, environment, bundle_id, window_start_ms, window_end_ms, dry_run, options, holder)
                 VALUES (\(kind.rawValue), \(environment), \(bundleId), \(windowStart), \(windowEnd), \(dryRun), \(optionsJSON)::jsonb, \(holder))
                 RETURNING \(unescaped: Self.runColumns)
@@ -121,7 +131,8 @@ public struct RunLedger: Sendable {
             var created: RunRecord?
             for try await row in rows.decode(RunRow.self) { created = try Self.record(row) }
             guard let run = created else { throw PurchaseStoreError(description: "the run was not created") }
-            try await connection.query("""
+            try await connection.query(
+                """
                 INSERT INTO run_shards (run_id, query_index, notification_type, subtype, shard_start_ms, shard_end_ms)
                 SELECT \(run.runId), query_index, notification_type, subtype, shard_start_ms, shard_end_ms
                 FROM jsonb_populate_recordset(NULL::run_shards, \(shardsJSON)::jsonb)
@@ -135,19 +146,23 @@ public struct RunLedger: Sendable {
     /// started without `--forward-to` and resumed with it forwards what it records from now on).
     func resume(runId: Int64, holder: String, forwardTo: String? = nil) async throws {
         try await read { [logger] connection in
-            try await connection.query("""
+            try await connection.query(
+                """
                 UPDATE reconcile_runs SET status = 'running', holder = \(holder), updated_at = now(), finished_at = NULL, failure = NULL,
                     options = CASE WHEN \(forwardTo)::text IS NULL THEN options ELSE jsonb_set(options, '{forwardTo}', to_jsonb(\(forwardTo)::text)) END
                 WHERE run_id = \(runId)
                 """, logger: logger)
-            try await connection.query("""
+            try await connection.query(
+                """
                 UPDATE run_shards SET status = 'pending', last_error = NULL, failure_kind = NULL WHERE run_id = \(runId) AND status = 'failed'
                 """, logger: logger)
-            try await connection.query("""
+            try await connection.query(
+                """
                 UPDATE gap_queue SET status = 'pending', failure_kind = NULL, updated_at = now() WHERE run_id = \(runId) AND status = 'failed'
                 """, logger: logger)
             // Shards left to replay send the run back to phase 1; otherwise it continues with phase 2.
-            try await connection.query("""
+            try await connection.query(
+                """
                 UPDATE reconcile_runs SET phase = CASE
                     WHEN EXISTS (SELECT 1 FROM run_shards WHERE run_id = \(runId) AND status <> 'done') THEN 'replay' ELSE 'gap_fill' END
                 WHERE run_id = \(runId)
@@ -157,7 +172,8 @@ public struct RunLedger: Sendable {
 
     func setPhase(runId: Int64, _ phase: RunRecord.Phase) async throws {
         try await read { [logger] connection in
-            try await connection.query("""
+            try await connection.query(
+                """
                 UPDATE reconcile_runs SET phase = \(phase.rawValue), updated_at = now(),
                     replay_finished_at = CASE WHEN \(phase.rawValue) = 'gap_fill' THEN now() ELSE replay_finished_at END
                 WHERE run_id = \(runId)
@@ -166,11 +182,14 @@ public struct RunLedger: Sendable {
     }
 
     /// Records how a run ended, with the API statistics of this process and the report.
-    public func finish(runId: Int64, status: RunRecord.Status, failure: String? = nil, apiStatistics: APIStatistics.Snapshot,
-                       report: String?) async throws {
+    public func finish(
+        runId: Int64, status: RunRecord.Status, failure: String? = nil, apiStatistics: APIStatistics.Snapshot,
+        report: String?
+    ) async throws {
         let statistics = String(decoding: try JSONEncoder().encode(apiStatistics), as: UTF8.self)
         try await read { [logger] connection in
-            try await connection.query("""
+            try await connection.query(
+                """
                 UPDATE reconcile_runs SET status = \(status.rawValue), failure = \(failure),
                     phase = CASE WHEN \(status.rawValue) IN ('interrupted', 'failed', 'partial') THEN phase ELSE 'done' END,
                     updated_at = now(), finished_at = now(), report = COALESCE(\(report)::jsonb, report)
@@ -187,7 +206,8 @@ public struct RunLedger: Sendable {
     }
 
     private static func addAPIStatistics(runId: Int64, _ statistics: String, on connection: PostgresConnection, logger: Logger) async throws {
-        try await connection.query("""
+        try await connection.query(
+            """
             UPDATE reconcile_runs SET api_statistics = (SELECT jsonb_object_agg(key, COALESCE((api_statistics ->> key)::bigint, 0) + value::bigint)
                                                         FROM jsonb_each_text(\(statistics)::jsonb))
             WHERE run_id = \(runId)

@@ -14,8 +14,10 @@ public struct RunOptions: Sendable, Codable, Hashable {
     /// A repair: the customer it was asked for, as the command line named it (`order-id MQ5Q7X2ZYB`).
     public var repairOf: String?
 
-    public init(planner: ReplayPlanner.Configuration = .init(), allCustomers: Bool = false, refreshStatus: Bool = false, forwardTo: String? = nil,
-                repairOf: String? = nil) {
+    public init(
+        planner: ReplayPlanner.Configuration = .init(), allCustomers: Bool = false, refreshStatus: Bool = false, forwardTo: String? = nil,
+        repairOf: String? = nil
+    ) {
         self.planner = planner
         self.allCustomers = allCustomers
         self.refreshStatus = refreshStatus
@@ -26,11 +28,12 @@ public struct RunOptions: Sendable, Codable, Hashable {
     /// Options a row lacks take their defaults (a run recorded by an older version, or by hand).
     public init(from decoder: any Decoder) throws {
         let container = try decoder.container(keyedBy: CodingKeys.self)
-        self.init(planner: try container.decodeIfPresent(ReplayPlanner.Configuration.self, forKey: .planner) ?? .init(),
-                  allCustomers: try container.decodeIfPresent(Bool.self, forKey: .allCustomers) ?? false,
-                  refreshStatus: try container.decodeIfPresent(Bool.self, forKey: .refreshStatus) ?? false,
-                  forwardTo: try container.decodeIfPresent(String.self, forKey: .forwardTo),
-                  repairOf: try container.decodeIfPresent(String.self, forKey: .repairOf))
+        self.init(
+            planner: try container.decodeIfPresent(ReplayPlanner.Configuration.self, forKey: .planner) ?? .init(),
+            allCustomers: try container.decodeIfPresent(Bool.self, forKey: .allCustomers) ?? false,
+            refreshStatus: try container.decodeIfPresent(Bool.self, forKey: .refreshStatus) ?? false,
+            forwardTo: try container.decodeIfPresent(String.self, forKey: .forwardTo),
+            repairOf: try container.decodeIfPresent(String.self, forKey: .repairOf))
     }
 }
 
@@ -166,8 +169,10 @@ public struct Rejection: Sendable, Codable, Hashable {
         self.signedPayload = signedValue
     }
 
-    init(source: Source, notificationUUID: String?, typeAndSubtype: String?, reason: VerificationError.Reason, detail: String,
-         payloadSHA256: String, newlyQuarantined: Bool) {
+    init(
+        source: Source, notificationUUID: String?, typeAndSubtype: String?, reason: VerificationError.Reason, detail: String,
+        payloadSHA256: String, newlyQuarantined: Bool
+    ) {
         self.source = source
         self.notificationUUID = notificationUUID
         self.typeAndSubtype = typeAndSubtype

@@ -28,8 +28,10 @@ public struct ReplayPlanner: Sendable {
         /// The most shards one query is split into.
         public var maximumShardsPerQuery: Int
 
-        public init(priority: [NotificationFilter] = ReplayPlanner.defaultPriority, shardDuration: Int64 = 24 * 3_600_000,
-                    maximumShardsPerQuery: Int = 48) {
+        public init(
+            priority: [NotificationFilter] = ReplayPlanner.defaultPriority, shardDuration: Int64 = 24 * 3_600_000,
+            maximumShardsPerQuery: Int = 48
+        ) {
             self.priority = priority
             self.shardDuration = shardDuration
             self.maximumShardsPerQuery = maximumShardsPerQuery
@@ -55,8 +57,9 @@ public struct ReplayPlanner: Sendable {
 
         /// The request for this shard: the same body on every page.
         public var request: NotificationHistoryRequest {
-            NotificationHistoryRequest(startDate: start, endDate: end, notificationType: filter.notificationType,
-                                       notificationSubtype: filter.notificationSubtype)
+            NotificationHistoryRequest(
+                startDate: start, endDate: end, notificationType: filter.notificationType,
+                notificationSubtype: filter.notificationSubtype)
         }
     }
 
@@ -74,8 +77,10 @@ public struct ReplayPlanner: Sendable {
         }
         filters.append(.everything)
         let length = max(windowEnd - windowStart, 1)
-        let count = Int(min(max((length + configuration.shardDuration - 1) / max(configuration.shardDuration, 1), 1),
-                            Int64(max(configuration.maximumShardsPerQuery, 1))))
+        let count = Int(
+            min(
+                max((length + configuration.shardDuration - 1) / max(configuration.shardDuration, 1), 1),
+                Int64(max(configuration.maximumShardsPerQuery, 1))))
         let boundaries = (0...count).map { windowStart + length * Int64($0) / Int64(count) }
         var shards: [Shard] = []
         for (queryIndex, filter) in filters.enumerated() {

@@ -51,29 +51,38 @@ public struct CustomerRepair: Sendable {
         public static func parse(orderId: String?, transactionId: String?, appAccountToken: String?) throws -> Selector {
             let given = [orderId, transactionId, appAccountToken].compactMap { $0 }
             guard given.count == 1 else {
-                throw RepairError(code: .selector, description: "give exactly one of --order-id, --transaction-id or --app-account-token"
-                    + (given.isEmpty ? "" : " (\(given.count) were given)"))
+                throw RepairError(
+                    code: .selector,
+                    description: "give exactly one of --order-id, --transaction-id or --app-account-token"
+                        + (given.isEmpty ? "" : " (\(given.count) were given)"))
             }
             if let orderId {
                 let id = orderId.trimmingCharacters(in: .whitespaces)
                 guard (1...64).contains(id.count), id.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber) }) else {
-                    throw RepairError(code: .malformedSelector,
-                                      description: "--order-id: \(Self.quoted(orderId)) is not an order ID (letters and digits, as on Apple's receipt email, e.g. MQ5Q7X2ZYB)")
+                    throw RepairError(
+                        code: .malformedSelector,
+                        description:
+                            "--order-id: \(Self.quoted(orderId)) is not an order ID (letters and digits, as on Apple's receipt email, e.g. MQ5Q7X2ZYB)"
+                    )
                 }
                 return .orderId(id)
             }
             if let transactionId {
                 let id = transactionId.trimmingCharacters(in: .whitespaces)
                 guard (1...32).contains(id.count), id.allSatisfy({ $0.isASCII && $0.isNumber }) else {
-                    throw RepairError(code: .malformedSelector,
-                                      description: "--transaction-id: \(Self.quoted(transactionId)) is not a transaction ID (digits, e.g. 2000000123456789)")
+                    throw RepairError(
+                        code: .malformedSelector,
+                        description: "--transaction-id: \(Self.quoted(transactionId)) is not a transaction ID (digits, e.g. 2000000123456789)")
                 }
                 return .transactionId(id)
             }
             let token = (appAccountToken ?? "").trimmingCharacters(in: .whitespaces)
             guard let uuid = UUID(uuidString: token) else {
-                throw RepairError(code: .malformedSelector,
-                                  description: "--app-account-token: \(Self.quoted(token)) is not a UUID (the app's appAccountToken, e.g. 7e3fb20b-4cdb-47cc-936d-99d65f608138)")
+                throw RepairError(
+                    code: .malformedSelector,
+                    description:
+                        "--app-account-token: \(Self.quoted(token)) is not a UUID (the app's appAccountToken, e.g. 7e3fb20b-4cdb-47cc-936d-99d65f608138)"
+                )
             }
             return .appAccountToken(uuid.uuidString.lowercased())
         }
@@ -99,8 +108,10 @@ public struct CustomerRepair: Sendable {
         /// Names this process in the ledger.
         public var worker: String
 
-        public init(selector: Selector, since: Int64? = nil, fullHistory: Bool = false, dryRun: Bool = false, forwardTo: String? = nil,
-                    worker: String = ProcessIdentity.current) {
+        public init(
+            selector: Selector, since: Int64? = nil, fullHistory: Bool = false, dryRun: Bool = false, forwardTo: String? = nil,
+            worker: String = ProcessIdentity.current
+        ) {
             self.selector = selector
             self.since = since
             self.fullHistory = fullHistory
@@ -202,15 +213,19 @@ public struct CustomerRepair: Sendable {
             dryRun: configuration.dryRun,
             options: RunOptions(refreshStatus: true, forwardTo: configuration.forwardTo, repairOf: configuration.selector.description),
             shards: [], holder: configuration.worker)
-        logger.info("repair started", metadata: [
-            "runId": "\(record.runId)", "customer": "\(configuration.selector)", "dryRun": "\(record.dryRun)",
-        ])
-        let apiTimeline = APITimelineRecorder(runId: record.runId, worker: configuration.worker, client: client, ledger: ledger, since: timelineAtStart)
+        logger.info(
+            "repair started",
+            metadata: [
+                "runId": "\(record.runId)", "customer": "\(configuration.selector)", "dryRun": "\(record.dryRun)",
+            ])
+        let apiTimeline = APITimelineRecorder(
+            runId: record.runId, worker: configuration.worker, client: client, ledger: ledger, since: timelineAtStart)
         var shadow: ShadowSchema?
         do {
             if record.dryRun { shadow = try await ShadowSchema.create(runId: record.runId, on: ledger.database) }
-            let context = RunContext(run: record, handler: handler.shadowed(by: shadow), client: client, ledger: ledger, progress: progress,
-                                     tally: tally, logger: logger)
+            let context = RunContext(
+                run: record, handler: handler.shadowed(by: shadow), client: client, ledger: ledger, progress: progress,
+                tally: tally, logger: logger)
             var work = RepairWork(repair: self, context: context)
             try await work.quarantineLookup(found.rejections)
             guard first != nil else {
@@ -228,8 +243,9 @@ public struct CustomerRepair: Sendable {
             var runReport = try await ReconcileRun.report(run: record, ledger: ledger, database: context.database, finishedAt: Date(), extraAPI: api)
             runReport.status = report.status
             runReport.failure = report.failures.first.map { "\($0.step) \($0.transactionId): \($0.error)" }
-            try await ledger.finish(runId: record.runId, status: report.status, failure: runReport.failure, apiStatistics: api,
-                                    report: String(decoding: try runReport.json(), as: UTF8.self))
+            try await ledger.finish(
+                runId: record.runId, status: report.status, failure: runReport.failure, apiStatistics: api,
+                report: String(decoding: try runReport.json(), as: UTF8.self))
             report.durationSeconds = Date().timeIntervalSince(startedAt)
             if let shadow { try await shadow.drop(on: ledger.database) }
             logger.info("repair finished", metadata: ["runId": "\(record.runId)", "status": "\(report.status.rawValue)"])
@@ -244,7 +260,9 @@ public struct CustomerRepair: Sendable {
     /// Records how a repair that did not finish ended (when the database lets it), and drops a dry run's copies.
     private func stopped(_ record: RunRecord, shadow: ShadowSchema?, by error: any Error, api: APIStatistics.Snapshot) async {
         let status: RunRecord.Status = Task.isCancelled || error is CancellationError ? .interrupted : .failed
-        let failure = (error as? RepairError)?.description ?? (error as? RunConfigurationError)?.description ?? String(describing: error).prefix(500).description
+        let failure =
+            (error as? RepairError)?.description ?? (error as? RunConfigurationError)?.description
+            ?? String(describing: error).prefix(500).description
         let ledger = RunLedger(database: ledger.database.with(unavailableTimeout: .seconds(5)))
         try? await Task.detached {
             try await ledger.finish(runId: record.runId, status: status, failure: failure, apiStatistics: api, report: nil)
@@ -269,11 +287,13 @@ public struct CustomerRepair: Sendable {
                 try await store.originalTransactionIds(ofAppAccountToken: token, environment: environment, on: connection)
             }
             guard !originals.isEmpty else {
-                throw RepairError(code: .unknownAppAccountToken, description: """
-                    no purchase stored in this database (\(environment)) carries the app account token \(token): the app may not have \
-                    set it, or its purchases were never recorded; repair by --order-id (from the customer's receipt email) or \
-                    --transaction-id instead
-                    """)
+                throw RepairError(
+                    code: .unknownAppAccountToken,
+                    description: """
+                        no purchase stored in this database (\(environment)) carries the app account token \(token): the app may not have \
+                        set it, or its purchases were never recorded; repair by --order-id (from the customer's receipt email) or \
+                        --transaction-id instead
+                        """)
             }
             // One entry per purchase: the first read covers every purchase of the same App Store account.
             return Found(entries: originals.map { Entry(transactionId: $0, originals: [$0]) })
@@ -289,10 +309,12 @@ public struct CustomerRepair: Sendable {
             throw Self.refused(error, naming: "order ID \(orderId)")
         }
         guard answer.status == .valid, let signed = answer.signedTransactions, !signed.isEmpty else {
-            throw RepairError(code: .unknownOrderId, description: """
-                the App Store has no purchase of this app (\(app.bundleId), \(environment)) in order \(orderId): check the order ID on the \
-                customer's receipt email (it must be of this app, and of this environment), or repair by --transaction-id
-                """, details: "Look Up Order ID status \(answer.status?.rawValue ?? -1)")
+            throw RepairError(
+                code: .unknownOrderId,
+                description: """
+                    the App Store has no purchase of this app (\(app.bundleId), \(environment)) in order \(orderId): check the order ID on the \
+                    customer's receipt email (it must be of this app, and of this environment), or repair by --transaction-id
+                    """, details: "Look Up Order ID status \(answer.status?.rawValue ?? -1)")
         }
         var verified: [Verified<JWSTransactionDecodedPayload>] = []
         var rejections: [Rejection] = []
@@ -318,16 +340,20 @@ public struct CustomerRepair: Sendable {
     static func refused(_ error: AppStoreServerAPIError, naming what: String) -> any Error {
         switch error {
         case .badRequest(let details) where details.errorCode == .invalidTransactionId:
-            return RepairError(code: .malformedSelector, description: "the App Store says \(what) is not a valid transaction ID; check it",
-                               details: details.description)
+            return RepairError(
+                code: .malformedSelector, description: "the App Store says \(what) is not a valid transaction ID; check it",
+                details: details.description)
         case .notFound(let details) where details.errorCode == .transactionIdNotFound:
-            return RepairError(code: .unknownTransactionId, description: """
-                the App Store knows no \(what) for this app in this environment: check the ID, and APP_STORE_ENVIRONMENT \
-                (a sandbox purchase is not in production)
-                """, details: details.description)
+            return RepairError(
+                code: .unknownTransactionId,
+                description: """
+                    the App Store knows no \(what) for this app in this environment: check the ID, and APP_STORE_ENVIRONMENT \
+                    (a sandbox purchase is not in production)
+                    """, details: details.description)
         case .badRequest(let details), .notFound(let details), .unexpectedStatus(let details):
-            return RepairError(code: .appleRefused, description: "the App Store refused the request for \(what): \(error)",
-                               details: details.description)
+            return RepairError(
+                code: .appleRefused, description: "the App Store refused the request for \(what): \(error)",
+                details: details.description)
         default:
             return error
         }

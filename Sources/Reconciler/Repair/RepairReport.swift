@@ -118,18 +118,24 @@ public struct RepairReport: Sendable, Codable {
                 lines.append("      unchanged  \(line(after))")
             }
         }
-        lines.append("  notifications \(notificationsSeen) in Apple's history since \(TimeArgument.iso8601(windowStart)), "
-            + "\(notificationsAlreadyStored) stored already, \(missedNotifications.count) missed by the webhook and \(dryRun ? "would be " : "")replayed")
+        lines.append(
+            "  notifications \(notificationsSeen) in Apple's history since \(TimeArgument.iso8601(windowStart)), "
+                + "\(notificationsAlreadyStored) stored already, \(missedNotifications.count) missed by the webhook and \(dryRun ? "would be " : "")replayed"
+        )
         for missed in missedNotifications {
-            lines.append("    \(TimeArgument.iso8601(missed.signedDate))  \(missed.type)  \(missed.originalTransactionId ?? "-")  "
-                + "\(missed.outcome.rawValue)\(missed.deliveredByApple ? "" : " (Apple never delivered it)")")
+            lines.append(
+                "    \(TimeArgument.iso8601(missed.signedDate))  \(missed.type)  \(missed.originalTransactionId ?? "-")  "
+                    + "\(missed.outcome.rawValue)\(missed.deliveredByApple ? "" : " (Apple never delivered it)")")
         }
-        lines.append("  transactions \(transactionsFetched) fetched by Get Transaction History; with the statuses they \(dryRun ? "would change" : "changed") "
-            + "\(transactionHistoryChanges.count) purchases after the replay")
+        lines.append(
+            "  transactions \(transactionsFetched) fetched by Get Transaction History; with the statuses they \(dryRun ? "would change" : "changed") "
+                + "\(transactionHistoryChanges.count) purchases after the replay")
         for change in transactionHistoryChanges {
             lines.append("    \(change.after.originalTransactionId)  \(RunReport.describe(change))")
         }
-        lines.append("  statuses     Apple reports " + (statuses.isEmpty ? "no subscriptions" : "\(statuses.count) subscription\(statuses.count == 1 ? "" : "s"):"))
+        lines.append(
+            "  statuses     Apple reports "
+                + (statuses.isEmpty ? "no subscriptions" : "\(statuses.count) subscription\(statuses.count == 1 ? "" : "s"):"))
         for status in statuses {
             var parts = ["\(status.statusName) (\(status.status.map(String.init) ?? "-"))"]
             if let productId = status.productId { parts.append(productId) }
@@ -139,17 +145,20 @@ public struct RepairReport: Sendable, Codable {
             lines.append("    \(status.originalTransactionId)  " + parts.joined(separator: ", "))
         }
         if let forwarding {
-            lines.append("  forwarded    \(forwarding.delivered) notifications delivered to the app's webhook, \(forwarding.pending) pending, "
-                + "\(forwarding.failed) failed" + (forwarding.pending > 0 ? " (`reconciler forward` delivers the rest)" : ""))
+            lines.append(
+                "  forwarded    \(forwarding.delivered) notifications delivered to the app's webhook, \(forwarding.pending) pending, "
+                    + "\(forwarding.failed) failed" + (forwarding.pending > 0 ? " (`reconciler forward` delivers the rest)" : ""))
         }
-        lines.append("  api          \(api.requests) requests, \(api.retries) retries, \(api.rateLimited) × 429, \(api.serverErrors) × 5xx, "
-            + "\(api.transportErrors) connection errors")
+        lines.append(
+            "  api          \(api.requests) requests, \(api.retries) retries, \(api.rateLimited) × 429, \(api.serverErrors) × 5xx, "
+                + "\(api.transportErrors) connection errors")
         for failure in failures {
             lines.append("  FAILED \(failure.step) (\(failure.kind.rawValue)) \(failure.transactionId): \(failure.error)")
         }
         for rejection in rejections {
-            lines.append("  \(rejection.newlyQuarantined ? "QUARANTINED" : "QUARANTINED BEFORE") \(rejection.source.rawValue) \(rejection.name): "
-                + "\(rejection.reason.rawValue) \(rejection.detail)")
+            lines.append(
+                "  \(rejection.newlyQuarantined ? "QUARANTINED" : "QUARANTINED BEFORE") \(rejection.source.rawValue) \(rejection.name): "
+                    + "\(rejection.reason.rawValue) \(rejection.detail)")
         }
         if status == .partial {
             lines.append("  Not everything was repaired: run the same command again (what is done is not done twice).")

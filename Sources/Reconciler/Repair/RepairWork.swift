@@ -11,7 +11,9 @@ struct CustomerHistory: Sendable {
     let request: NotificationHistoryRequest
     let firstPage: NotificationHistoryPage
 
-    static func start(entry: CustomerRepair.Entry, windowStart: Int64, windowEnd: Int64, client: AppStoreServerAPIClient) async throws -> CustomerHistory {
+    static func start(
+        entry: CustomerRepair.Entry, windowStart: Int64, windowEnd: Int64, client: AppStoreServerAPIClient
+    ) async throws -> CustomerHistory {
         let request = NotificationHistoryRequest(startDate: windowStart, endDate: windowEnd, transactionId: entry.transactionId)
         do {
             var pages = client.notificationHistory(request).makeAsyncIterator()
@@ -57,15 +59,18 @@ struct RepairWork: Sendable {
         guard !rejections.isEmpty else { return }
         let (ledger, run) = (self.ledger, self.run)
         let quarantined = try await ledger.database.transaction { connection in
-            let quarantined = try await ledger.quarantine(rejections, runId: run.runId, environment: run.environment, bundleId: run.bundleId,
-                                                          dryRun: run.dryRun, on: connection)
+            let quarantined = try await ledger.quarantine(
+                rejections, runId: run.runId, environment: run.environment, bundleId: run.bundleId,
+                dryRun: run.dryRun, on: connection)
             try await ledger.addCounts(runId: run.runId, quarantined.map { ("(\($0.source.rawValue))", "rejected") }, on: connection)
             return quarantined
         }
         for rejection in quarantined {
-            logger.warning("quarantined a signed transaction of the Look Up Order ID answer", metadata: [
-                "reason": "\(rejection.reason.rawValue)", "new": "\(rejection.newlyQuarantined)",
-            ])
+            logger.warning(
+                "quarantined a signed transaction of the Look Up Order ID answer",
+                metadata: [
+                    "reason": "\(rejection.reason.rawValue)", "new": "\(rejection.newlyQuarantined)",
+                ])
         }
     }
 
@@ -85,14 +90,18 @@ struct RepairWork: Sendable {
                 first = nil
             } else {
                 do {
-                    history = try await CustomerHistory.start(entry: entry, windowStart: run.windowStart, windowEnd: run.windowEnd, client: context.client)
+                    history = try await CustomerHistory.start(
+                        entry: entry, windowStart: run.windowStart, windowEnd: run.windowEnd, client: context.client)
                 } catch let error as CustomerRepair.RepairError {
-                    failures.append(.init(step: "notification history", transactionId: entry.transactionId, kind: .permanent, error: error.description))
+                    failures.append(
+                        .init(step: "notification history", transactionId: entry.transactionId, kind: .permanent, error: error.description))
                     continue
                 } catch let error as AppStoreServerAPIError {
                     if case .unauthorized = error { throw error }
-                    failures.append(.init(step: "notification history", transactionId: entry.transactionId, kind: error.failureKind,
-                                          error: error.description))
+                    failures.append(
+                        .init(
+                            step: "notification history", transactionId: entry.transactionId, kind: error.failureKind,
+                            error: error.description))
                     continue
                 }
             }
@@ -100,9 +109,10 @@ struct RepairWork: Sendable {
             let seen = try await replay(history)
             let originals = entry.originals + seen.sorted()
             let store = context.store
-            let anchor = try await context.database.transaction { connection in
-                try await store.anchors(of: originals, on: connection).sorted().first
-            } ?? entry.transactionId
+            let anchor =
+                try await context.database.transaction { connection in
+                    try await store.anchors(of: originals, on: connection).sorted().first
+                } ?? entry.transactionId
             try await readTransactionHistory(anchor: anchor)
             let customerPurchases = try await context.database.transaction { connection in
                 try await store.customerPurchases(of: originals, anchors: [anchor], on: connection)
@@ -129,15 +139,19 @@ struct RepairWork: Sendable {
             } catch AppStoreServerAPIError.paginationTokenExpired(let details) {
                 restarts += 1
                 guard restarts <= 5 else {
-                    failures.append(.init(step: "notification history", transactionId: history.entry.transactionId, kind: .retryable,
-                                          error: "pagination token expired \(restarts) times: \(details)"))
+                    failures.append(
+                        .init(
+                            step: "notification history", transactionId: history.entry.transactionId, kind: .retryable,
+                            error: "pagination token expired \(restarts) times: \(details)"))
                     return originals
                 }
                 token = nil
             } catch let error as AppStoreServerAPIError {
                 if case .unauthorized = error { throw error }
-                failures.append(.init(step: "notification history", transactionId: history.entry.transactionId, kind: error.failureKind,
-                                      error: error.description))
+                failures.append(
+                    .init(
+                        step: "notification history", transactionId: history.entry.transactionId, kind: error.failureKind,
+                        error: error.description))
                 return originals
             }
         }
@@ -149,10 +163,12 @@ struct RepairWork: Sendable {
         let context = self.context
         let recorded = try await context.database.transaction { connection in try await verified.record(context: context, on: connection) }
         for rejection in recorded.rejections {
-            logger.warning("quarantined a notification from history", metadata: [
-                "reason": "\(rejection.reason.rawValue)", "notificationUUID": "\(rejection.notificationUUID ?? "?")",
-                "new": "\(rejection.newlyQuarantined)",
-            ])
+            logger.warning(
+                "quarantined a notification from history",
+                metadata: [
+                    "reason": "\(rejection.reason.rawValue)", "notificationUUID": "\(rejection.notificationUUID ?? "?")",
+                    "new": "\(rejection.newlyQuarantined)",
+                ])
         }
         notificationsSeen += page.items.count
         let signedDates = Dictionary(verified.notifications.map { ($0.notificationUUID, $0.signedDate) }, uniquingKeysWith: { first, _ in first })
@@ -161,9 +177,11 @@ struct RepairWork: Sendable {
                 alreadyStored += 1
                 continue
             }
-            missed.append(.init(notificationUUID: result.notificationUUID, type: result.typeAndSubtype, signedDate: signedDates[result.notificationUUID] ?? 0,
-                                originalTransactionId: result.originalTransactionId, outcome: result.outcome,
-                                deliveredByApple: !verified.undelivered.contains(result.notificationUUID)))
+            missed.append(
+                .init(
+                    notificationUUID: result.notificationUUID, type: result.typeAndSubtype, signedDate: signedDates[result.notificationUUID] ?? 0,
+                    originalTransactionId: result.originalTransactionId, outcome: result.outcome,
+                    deliveredByApple: !verified.undelivered.contains(result.notificationUUID)))
         }
         context.progress.update { progress in
             progress.pages += 1
@@ -183,11 +201,12 @@ struct RepairWork: Sendable {
             try await ledger.enqueue(runId: run.runId, anchors: [anchor], reason: .touched, on: connection)
         }
         let statuses = self.statuses
-        let filler = GapFiller(configuration: .init(
-            concurrency: 1, worker: repair.configuration.worker, readFromStart: repair.configuration.fullHistory,
-            statusesApplied: { _, items in
-                statuses.withLock { $0 += items.map(RepairReport.AppleStatus.init) }
-            }), context: context)
+        let filler = GapFiller(
+            configuration: .init(
+                concurrency: 1, worker: repair.configuration.worker, readFromStart: repair.configuration.fullHistory,
+                statusesApplied: { _, items in
+                    statuses.withLock { $0 += items.map(RepairReport.AppleStatus.init) }
+                }), context: context)
         try await filler.fill()
     }
 
@@ -197,8 +216,10 @@ struct RepairWork: Sendable {
         let changes = Dictionary(try await ledger.changes(runId: runId).map { ($0.after.originalTransactionId, $0) }, uniquingKeysWith: { $1 })
         let purchases = covered.union(before.keys).union(changes.keys)
         let (after, historyChanges) = try await context.database.transaction { connection in
-            (try await store.purchaseStatesSeen(purchases, on: connection),
-             try await store.changes(runId: runId, sources: [.transactionHistory, .statusRefresh], on: connection))
+            (
+                try await store.purchaseStatesSeen(purchases, on: connection),
+                try await store.changes(runId: runId, sources: [.transactionHistory, .statusRefresh], on: connection)
+            )
         }
         let failedCustomers = try await ledger.failedCustomers(runId: runId).map {
             RepairReport.Failure(step: "transaction history", transactionId: $0.anchorTransactionId, kind: $0.kind, error: $0.error)
@@ -236,8 +257,9 @@ extension RepairReport.AppleStatus {
     init(_ item: GapFiller.StatusItem) {
         let transaction = item.subscription.transaction?.payload
         let renewal = item.subscription.renewalInfo?.payload
-        self.init(originalTransactionId: item.original, productId: transaction?.productId, status: item.status?.rawValue,
-                  expiresDate: transaction?.expiresDate, autoRenewStatus: renewal?.autoRenewStatus?.rawValue,
-                  gracePeriodExpiresDate: renewal?.gracePeriodExpiresDate)
+        self.init(
+            originalTransactionId: item.original, productId: transaction?.productId, status: item.status?.rawValue,
+            expiresDate: transaction?.expiresDate, autoRenewStatus: renewal?.autoRenewStatus?.rawValue,
+            gracePeriodExpiresDate: renewal?.gracePeriodExpiresDate)
     }
 }

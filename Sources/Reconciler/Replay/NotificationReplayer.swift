@@ -78,8 +78,14 @@ struct NotificationReplayer: Sendable {
                     try await replayPage(page, shard: shard, from: position, splittingAt: split)
                     if let split {
                         // The rest of the range is the pieces' now; this chain ends here.
-                        progress.update { $0.shardsDone += 1; $0.shardsTotal += split.pieces.count }
-                        await queue.add(split.pieces.map { ShardRecord(shard: $0, paginationToken: nil, pagesDone: 0, notificationsSeen: 0, restarts: 0, status: .pending) })
+                        progress.update {
+                            $0.shardsDone += 1
+                            $0.shardsTotal += split.pieces.count
+                        }
+                        await queue.add(
+                            split.pieces.map {
+                                ShardRecord(shard: $0, paginationToken: nil, pagesDone: 0, notificationsSeen: 0, restarts: 0, status: .pending)
+                            })
                         return
                     }
                     position = ShardRecord.Position(paginationToken: page.nextPaginationToken, pagesDone: position.pagesDone + 1)
@@ -93,9 +99,11 @@ struct NotificationReplayer: Sendable {
                     try await fail(shard, .retryable, "pagination token expired \(restarts) times: \(details)")
                     return
                 }
-                logger.info("pagination token expired; restarting the shard from its start", metadata: [
-                    "query": "\(shard.filter)", "shardStart": "\(TimeArgument.iso8601(shard.start))",
-                ])
+                logger.info(
+                    "pagination token expired; restarting the shard from its start",
+                    metadata: [
+                        "query": "\(shard.filter)", "shardStart": "\(TimeArgument.iso8601(shard.start))",
+                    ])
                 position = try await ledger.restartShard(runId: runId, shard: shard, from: position)
             } catch let error as AppStoreServerAPIError {
                 // Bad credentials fail every request: stop the run instead of failing each shard.
@@ -107,9 +115,11 @@ struct NotificationReplayer: Sendable {
     }
 
     private func fail(_ shard: ReplayPlanner.Shard, _ kind: FailureKind, _ error: String) async throws {
-        logger.error("shard failed", metadata: [
-            "query": "\(shard.filter)", "shardStart": "\(TimeArgument.iso8601(shard.start))", "kind": "\(kind.rawValue)", "error": "\(error)",
-        ])
+        logger.error(
+            "shard failed",
+            metadata: [
+                "query": "\(shard.filter)", "shardStart": "\(TimeArgument.iso8601(shard.start))", "kind": "\(kind.rawValue)", "error": "\(error)",
+            ])
         try await ledger.failShard(runId: runId, shard: shard, kind: kind, error: error)
         progress.update { $0.shardsFailed += 1 }
     }
@@ -124,15 +134,17 @@ struct NotificationReplayer: Sendable {
     /// more than one page is left. Pages come oldest first, so the newest first-send time on a
     /// page (`cursor`) says how far through its range the shard is, and how many pages the rest
     /// will take at that rate. A page out of order (or without times) makes the shard unsplittable.
-    private func splitAfter(_ page: NotificationHistoryPage, of shard: ReplayPlanner.Shard, pagesDone: Int, cursor: inout Int64?,
-                            idleWorkers: Int) -> Split? {
+    private func splitAfter(
+        _ page: NotificationHistoryPage, of shard: ReplayPlanner.Shard, pagesDone: Int, cursor: inout Int64?,
+        idleWorkers: Int
+    ) -> Split? {
         guard page.hasMore, cursor != .min else { return nil }
         let times = page.items.map { item in
             item.sendAttempts?.compactMap(\.attemptDate).min()
                 ?? UnverifiedPayload.decode(item.signedPayload ?? "", as: ResponseBodyV2DecodedPayload.self)?.signedDate
         }
         guard let first = times.first ?? nil, let last = times.last ?? nil,
-              zip(times, times.dropFirst()).allSatisfy({ ($0 ?? .min) <= ($1 ?? .min) }), first >= (cursor ?? .min)
+            zip(times, times.dropFirst()).allSatisfy({ ($0 ?? .min) <= ($1 ?? .min) }), first >= (cursor ?? .min)
         else {
             cursor = .min
             return nil
@@ -148,8 +160,10 @@ struct NotificationReplayer: Sendable {
     }
 
     /// Verifies a page, then applies it and its checkpoint (or its split) in one transaction.
-    private func replayPage(_ page: NotificationHistoryPage, shard: ReplayPlanner.Shard, from position: ShardRecord.Position,
-                            splittingAt split: Split?) async throws {
+    private func replayPage(
+        _ page: NotificationHistoryPage, shard: ReplayPlanner.Shard, from position: ShardRecord.Position,
+        splittingAt split: Split?
+    ) async throws {
         let verified = try await VerifiedHistoryPage(items: page.items, context: context)
         let (run, context, ledger) = (self.run, self.context, self.ledger)
         let outcome: VerifiedHistoryPage.Recorded
@@ -157,11 +171,13 @@ struct NotificationReplayer: Sendable {
             outcome = try await context.database.transaction { connection in
                 let recorded = try await verified.record(context: context, on: connection)
                 if let split {
-                    try await ledger.split(runId: run.runId, shard: shard, from: position, at: split.cut, into: split.pieces,
-                                           notificationsSeen: page.items.count, on: connection)
+                    try await ledger.split(
+                        runId: run.runId, shard: shard, from: position, at: split.cut, into: split.pieces,
+                        notificationsSeen: page.items.count, on: connection)
                 } else {
-                    try await ledger.checkpoint(runId: run.runId, shard: shard, from: position, nextToken: page.nextPaginationToken,
-                                                done: !page.hasMore, notificationsSeen: page.items.count, on: connection)
+                    try await ledger.checkpoint(
+                        runId: run.runId, shard: shard, from: position, nextToken: page.nextPaginationToken,
+                        done: !page.hasMore, notificationsSeen: page.items.count, on: connection)
                 }
                 // Customers of what this run recorded first; a duplicate was handled when it was first recorded.
                 let recordedFirst = recorded.results.filter { $0.outcome != .duplicate }.compactMap(\.originalTransactionId)
@@ -175,10 +191,12 @@ struct NotificationReplayer: Sendable {
         }
         context.newCustomers.notify()
         for rejection in outcome.rejections {
-            logger.warning("quarantined a notification from history", metadata: [
-                "reason": "\(rejection.reason.rawValue)", "notificationUUID": "\(rejection.notificationUUID ?? "?")",
-                "new": "\(rejection.newlyQuarantined)",
-            ])
+            logger.warning(
+                "quarantined a notification from history",
+                metadata: [
+                    "reason": "\(rejection.reason.rawValue)", "notificationUUID": "\(rejection.notificationUUID ?? "?")",
+                    "new": "\(rejection.newlyQuarantined)",
+                ])
         }
         progress.update { progress in
             progress.pages += 1

@@ -24,21 +24,27 @@ struct NotificationChart {
         let bottom = Self.top + Double(types.count) * Self.rowHeight
         let height = bottom + 40
         var svg = SVG()
-        svg.raw("<svg id=\"chart-notifications\" class=\"chart\" viewBox=\"0 0 \(Self.width) \(SVG.number(height))\" role=\"img\" aria-label=\"Notifications replayed per type\">\n")
+        svg.raw(
+            "<svg id=\"chart-notifications\" class=\"chart\" viewBox=\"0 0 \(Self.width) \(SVG.number(height))\" role=\"img\" aria-label=\"Notifications replayed per type\">\n"
+        )
         svg.raw("<text class=\"title\" x=\"\(Self.leftX)\" y=\"12\">by signedDate in the outage window (UTC)</text>\n")
         svg.raw("<text class=\"title\" x=\"\(Self.rightX)\" y=\"12\">when applied, since the run started</text>\n")
         svg.raw("<text x=\"\(Self.countX)\" y=\"12\">count</text>\n")
 
         // Row backgrounds: urgent rows tinted.
         for (index, type) in types.enumerated() where RunTimeline.isUrgent(type) {
-            svg.raw("<rect class=\"row-u\" x=\"0\" y=\"\(SVG.number(Self.top + Double(index) * Self.rowHeight))\" width=\"\(Self.width)\" height=\"\(Self.rowHeight)\"/>\n")
+            svg.raw(
+                "<rect class=\"row-u\" x=\"0\" y=\"\(SVG.number(Self.top + Double(index) * Self.rowHeight))\" width=\"\(Self.width)\" height=\"\(Self.rowHeight)\"/>\n"
+            )
         }
         // The outage window itself, shaded on the left axis.
         let signed = timeline.signedAxis
         let signedSpan = Double(Int64(signed.bucketCount) * signed.bucketMilliseconds)
         let signedX = { (ms: Int64) in Self.leftX + Double(ms - signed.start) / signedSpan * Self.leftWidth }
         let windowStart = signedX(report.windowStart), windowEnd = signedX(report.windowEnd)
-        svg.raw("<rect class=\"window\" x=\"\(SVG.number(windowStart))\" y=\"\(SVG.number(Self.top - 4))\" width=\"\(SVG.number(max(windowEnd - windowStart, 1)))\" ")
+        svg.raw(
+            "<rect class=\"window\" x=\"\(SVG.number(windowStart))\" y=\"\(SVG.number(Self.top - 4))\" width=\"\(SVG.number(max(windowEnd - windowStart, 1)))\" "
+        )
         svg.raw("height=\"\(SVG.number(bottom - Self.top + 4))\"><title>")
         svg.text("outage window \(TimeArgument.iso8601(report.windowStart)) → \(TimeArgument.iso8601(report.windowEnd))")
         svg.raw("</title></rect>\n")
@@ -48,14 +54,17 @@ struct NotificationChart {
             svg.raw("<text class=\"label\(RunTimeline.isUrgent(type) ? " u" : "")\" x=\"\(Self.labelX)\" y=\"\(SVG.number(y + 13))\">")
             svg.text(type)
             svg.raw("</text><text x=\"\(Self.countX)\" y=\"\(SVG.number(y + 13))\">\(totals[type] ?? 0)</text>\n")
-            svg.raw("<line class=\"grid\" x1=\"0\" x2=\"\(Self.width)\" y1=\"\(SVG.number(y + Self.rowHeight))\" y2=\"\(SVG.number(y + Self.rowHeight))\"/>\n")
+            svg.raw(
+                "<line class=\"grid\" x1=\"0\" x2=\"\(Self.width)\" y1=\"\(SVG.number(y + Self.rowHeight))\" y2=\"\(SVG.number(y + Self.rowHeight))\"/>\n"
+            )
         }
 
         let run = timeline.runAxis
         let runStart = Int64((report.startedAt.timeIntervalSince1970 * 1000).rounded(.down))
         bars(&svg, timeline.bySignedDate, axis: signed, x: Self.leftX, width: Self.leftWidth, rows: rowIndex, kind: "signed") { bucket in
             let from = signed.start + Int64(bucket) * signed.bucketMilliseconds
-            return "\(Self.clock(from, step: signed.bucketMilliseconds))–\(Self.clock(from + signed.bucketMilliseconds, step: signed.bucketMilliseconds)) UTC"
+            return
+                "\(Self.clock(from, step: signed.bucketMilliseconds))–\(Self.clock(from + signed.bucketMilliseconds, step: signed.bucketMilliseconds)) UTC"
         }
         bars(&svg, timeline.byAppliedTime, axis: run, x: Self.rightX, width: Self.rightWidth, rows: rowIndex, kind: "applied") { bucket in
             let from = run.start + Int64(bucket) * run.bucketMilliseconds
@@ -75,8 +84,10 @@ struct NotificationChart {
         return svg.output
     }
 
-    private func bars(_ svg: inout SVG, _ buckets: [RunTimeline.NotificationBucket], axis: RunTimeline.Axis, x: Double, width: Double,
-                      rows: [String: Int], kind: String, range: (Int) -> String) {
+    private func bars(
+        _ svg: inout SVG, _ buckets: [RunTimeline.NotificationBucket], axis: RunTimeline.Axis, x: Double, width: Double,
+        rows: [String: Int], kind: String, range: (Int) -> String
+    ) {
         let count = max(axis.bucketCount, 1)
         let barWidth = width / Double(count)
         let largest = Double(buckets.map(\.total).max() ?? 1)
@@ -87,16 +98,22 @@ struct NotificationChart {
             let height = max(1.5, (Double(bucket.total) / largest).squareRoot() * (Self.rowHeight - 4))
             let left = x + Double(min(bucket.bucket, count - 1)) * barWidth
             svg.raw("<rect class=\"\(RunTimeline.isUrgent(bucket.typeAndSubtype) ? "bu" : "bo")\" data-\(kind)-count=\"\(bucket.total)\" ")
-            svg.raw("x=\"\(SVG.number(left))\" y=\"\(SVG.number(rowBottom - height))\" width=\"\(SVG.number(max(barWidth - 0.6, 0.8)))\" height=\"\(SVG.number(height))\"><title>")
-            svg.text("\(bucket.typeAndSubtype), \(range(bucket.bucket)): \(bucket.total) (applied \(bucket.applied), stale \(bucket.stale), recorded \(bucket.recorded))")
+            svg.raw(
+                "x=\"\(SVG.number(left))\" y=\"\(SVG.number(rowBottom - height))\" width=\"\(SVG.number(max(barWidth - 0.6, 0.8)))\" height=\"\(SVG.number(height))\"><title>"
+            )
+            svg.text(
+                "\(bucket.typeAndSubtype), \(range(bucket.bucket)): \(bucket.total) (applied \(bucket.applied), stale \(bucket.stale), recorded \(bucket.recorded))"
+            )
             svg.raw("</title></rect>\n")
         }
         svg.raw("</g>\n")
     }
 
     /// Tick marks and labels under an axis, at round steps (from `origin` when given).
-    static func ticks(_ svg: inout SVG, axis: RunTimeline.Axis, x: Double, width: Double, y: Double, maximumTicks: Int, origin: Int64? = nil,
-                      label: (Int64, Int64) -> String) {
+    static func ticks(
+        _ svg: inout SVG, axis: RunTimeline.Axis, x: Double, width: Double, y: Double, maximumTicks: Int, origin: Int64? = nil,
+        label: (Int64, Int64) -> String
+    ) {
         let span = Int64(axis.bucketCount) * axis.bucketMilliseconds
         let wanted = max(span / Int64(maximumTicks), 1)
         let step = RunTimeline.Axis.roundLengths.first { $0 >= wanted } ?? (wanted + 3_600_000 - 1) / 3_600_000 * 3_600_000
@@ -105,7 +122,8 @@ struct NotificationChart {
         svg.raw("<line class=\"grid\" x1=\"\(SVG.number(x))\" x2=\"\(SVG.number(x + width))\" y1=\"\(SVG.number(y))\" y2=\"\(SVG.number(y))\"/>\n")
         while value <= axis.start + span {
             let tickX = x + Double(value - axis.start) / Double(span) * width
-            svg.raw("<line class=\"grid\" x1=\"\(SVG.number(tickX))\" x2=\"\(SVG.number(tickX))\" y1=\"\(SVG.number(y))\" y2=\"\(SVG.number(y + 4))\"/>")
+            svg.raw(
+                "<line class=\"grid\" x1=\"\(SVG.number(tickX))\" x2=\"\(SVG.number(tickX))\" y1=\"\(SVG.number(y))\" y2=\"\(SVG.number(y + 4))\"/>")
             svg.raw("<text x=\"\(SVG.number(tickX))\" y=\"\(SVG.number(y + 15))\" text-anchor=\"middle\">")
             svg.text(label(value, step))
             svg.raw("</text>\n")
@@ -147,9 +165,14 @@ struct APIChart {
         let busiest = buckets.map(\.busiestSecond).max() ?? 0
         let budget = timeline.apiBudgets[endpoint]
         var html = SVG()
-        html.raw("<div class=\"endpoint\" data-endpoint=\""); html.text(endpoint); html.raw("\">\n<h3>"); html.text(endpoint); html.raw("</h3>\n<p class=\"note\">")
-        html.text("\(requests) requests, busiest second \(busiest)/s, \(rateLimited) × 429, \(retries) retries; "
-            + (budget.map { "budget \(Self.rate($0))/s" } ?? "no budget recorded"))
+        html.raw("<div class=\"endpoint\" data-endpoint=\"")
+        html.text(endpoint)
+        html.raw("\">\n<h3>")
+        html.text(endpoint)
+        html.raw("</h3>\n<p class=\"note\">")
+        html.text(
+            "\(requests) requests, busiest second \(busiest)/s, \(rateLimited) × 429, \(retries) retries; "
+                + (budget.map { "budget \(Self.rate($0))/s" } ?? "no budget recorded"))
         html.raw("</p>\n")
 
         let axis = timeline.apiAxis
@@ -162,7 +185,9 @@ struct APIChart {
         html.text("\(endpoint): requests per second")
         html.raw("\">\n")
         for value in [0, top / 2, top] {
-            html.raw("<line class=\"grid\" x1=\"\(Self.plotX)\" x2=\"\(Self.plotX + Self.plotWidth)\" y1=\"\(SVG.number(y(value)))\" y2=\"\(SVG.number(y(value)))\"/>")
+            html.raw(
+                "<line class=\"grid\" x1=\"\(Self.plotX)\" x2=\"\(Self.plotX + Self.plotWidth)\" y1=\"\(SVG.number(y(value)))\" y2=\"\(SVG.number(y(value)))\"/>"
+            )
             html.raw("<text x=\"\(Self.plotX - 6)\" y=\"\(SVG.number(y(value) + 4))\" text-anchor=\"end\">\(Self.rate(value))/s</text>\n")
         }
         html.raw("<text x=\"4\" y=\"9\">429</text><text x=\"4\" y=\"22\">retries</text>\n")
@@ -172,11 +197,16 @@ struct APIChart {
             let center = left + barWidth / 2
             let from = axis.start + Int64(bucket.bucket) * axis.bucketMilliseconds
             let over = budget.map { Double(bucket.busiestSecond) > $0 } ?? false
-            html.raw("<g class=\"bucket\" data-requests=\"\(bucket.requests)\" data-rate-limited=\"\(bucket.rateLimited)\" data-retries=\"\(bucket.retries)\"><title>")
-            html.text("\(NotificationChart.offset(from - runStart)) to \(NotificationChart.offset(from + axis.bucketMilliseconds - runStart)): "
-                + "\(bucket.requests) requests, busiest second \(bucket.busiestSecond)/s, \(bucket.rateLimited) × 429, \(bucket.retries) retries")
+            html.raw(
+                "<g class=\"bucket\" data-requests=\"\(bucket.requests)\" data-rate-limited=\"\(bucket.rateLimited)\" data-retries=\"\(bucket.retries)\"><title>"
+            )
+            html.text(
+                "\(NotificationChart.offset(from - runStart)) to \(NotificationChart.offset(from + axis.bucketMilliseconds - runStart)): "
+                    + "\(bucket.requests) requests, busiest second \(bucket.busiestSecond)/s, \(bucket.rateLimited) × 429, \(bucket.retries) retries")
             html.raw("</title>")
-            html.raw("<rect class=\"\(over ? "bu" : "bo")\" x=\"\(SVG.number(left + barWidth * 0.1))\" y=\"\(SVG.number(y(Double(bucket.busiestSecond))))\" ")
+            html.raw(
+                "<rect class=\"\(over ? "bu" : "bo")\" x=\"\(SVG.number(left + barWidth * 0.1))\" y=\"\(SVG.number(y(Double(bucket.busiestSecond))))\" "
+            )
             html.raw("width=\"\(SVG.number(max(barWidth * 0.8, 0.8)))\" height=\"\(SVG.number(Double(bucket.busiestSecond) / top * plotHeight))\"/>")
             if bucket.rateLimited > 0 {
                 html.raw("<path class=\"m429\" d=\"M\(SVG.number(center - 4)) 3 L\(SVG.number(center + 4)) 3 L\(SVG.number(center)) 11 Z\"/>")
@@ -187,10 +217,13 @@ struct APIChart {
             html.raw("</g>\n")
         }
         if let budget {
-            html.raw("<line class=\"budget\" x1=\"\(Self.plotX)\" x2=\"\(Self.plotX + Self.plotWidth)\" y1=\"\(SVG.number(y(budget)))\" y2=\"\(SVG.number(y(budget)))\"/>")
+            html.raw(
+                "<line class=\"budget\" x1=\"\(Self.plotX)\" x2=\"\(Self.plotX + Self.plotWidth)\" y1=\"\(SVG.number(y(budget)))\" y2=\"\(SVG.number(y(budget)))\"/>"
+            )
             html.raw("<text x=\"\(Self.plotX + Self.plotWidth + 6)\" y=\"\(SVG.number(y(budget) + 4))\">budget</text>\n")
         }
-        NotificationChart.ticks(&html, axis: axis, x: Self.plotX, width: Self.plotWidth, y: Self.plotBottom, maximumTicks: 10, origin: runStart) { value, _ in
+        NotificationChart.ticks(&html, axis: axis, x: Self.plotX, width: Self.plotWidth, y: Self.plotBottom, maximumTicks: 10, origin: runStart) {
+            value, _ in
             NotificationChart.offset(value - runStart)
         }
         html.raw("</svg>\n</div>\n")

@@ -34,11 +34,16 @@ public struct IncidentReportPage: Sendable {
     public func render() -> String {
         var html = HTML()
         let title = "Reconcile run \(report.runId): \(report.status.rawValue.uppercased())"
-        html.raw("<!DOCTYPE html>\n<html lang=\"en\" data-run-id=\"\(report.runId)\" data-status=\"\(Self.escape(report.status.rawValue))\">\n<head>\n")
+        html.raw(
+            "<!DOCTYPE html>\n<html lang=\"en\" data-run-id=\"\(report.runId)\" data-status=\"\(Self.escape(report.status.rawValue))\">\n<head>\n")
         html.raw("<meta charset=\"utf-8\">\n<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n")
         // First, so that an error anywhere later (a script that does not parse included) is seen.
-        html.raw("<script>window.onerror=function(m){var d=document.documentElement;d.setAttribute('data-errors',(d.getAttribute('data-errors')||'')+String(m)+'\\n');};</script>\n")
-        html.raw("<title>"); html.text("\(title) · \(report.bundleId)"); html.raw("</title>\n<style>\(Self.css)</style>\n</head>\n<body>\n<main>\n")
+        html.raw(
+            "<script>window.onerror=function(m){var d=document.documentElement;d.setAttribute('data-errors',(d.getAttribute('data-errors')||'')+String(m)+'\\n');};</script>\n"
+        )
+        html.raw("<title>")
+        html.text("\(title) · \(report.bundleId)")
+        html.raw("</title>\n<style>\(Self.css)</style>\n</head>\n<body>\n<main>\n")
         header(&html, title: title)
         cards(&html)
         notificationsSection(&html)
@@ -69,13 +74,17 @@ public struct IncidentReportPage: Sendable {
         html.text("\(report.environment), \(report.bundleId)")
         html.raw("</p>\n")
         if let failure = report.failure {
-            html.raw("<p class=\"failure\">Failure: "); html.text(failure); html.raw("</p>\n")
+            html.raw("<p class=\"failure\">Failure: ")
+            html.text(failure)
+            html.raw("</p>\n")
         }
         if report.hasRetryableFailures {
             html.raw("<p class=\"attention\">Not everything was recovered: rerun the same command to retry what failed (it resumes this run).</p>\n")
         }
         if report.needsAttention {
-            html.raw("<p class=\"attention\">Needs attention: <code>reconciler rejections</code> lists the quarantine; failures marked permanent were refused by Apple.</p>\n")
+            html.raw(
+                "<p class=\"attention\">Needs attention: <code>reconciler rejections</code> lists the quarantine; failures marked permanent were refused by Apple.</p>\n"
+            )
         }
         html.raw("</header>\n")
     }
@@ -83,7 +92,10 @@ public struct IncidentReportPage: Sendable {
     private func cards(_ html: inout HTML) {
         let newRejections = report.rejections.filter(\.newlyQuarantined).count
         let items: [(String, String, String)] = [
-            ("\(report.notifications.seen)", "notifications seen", "\(report.notifications.applied) \(report.dryRun ? "would be applied" : "applied")"),
+            (
+                "\(report.notifications.seen)", "notifications seen",
+                "\(report.notifications.applied) \(report.dryRun ? "would be applied" : "applied")"
+            ),
             ("\(report.changes.count)", "purchases changed", report.dryRun ? "would change" : "before → after below"),
             ("\(report.customersChecked)", "customers checked", "\(report.customersFailed.count) failed"),
             ("\(report.rejections.count)", "signed values rejected", "\(newRejections) newly quarantined"),
@@ -92,8 +104,13 @@ public struct IncidentReportPage: Sendable {
         ]
         html.raw("<section class=\"cards\">\n")
         for (value, label, detail) in items {
-            html.raw("<div class=\"card\"><b>"); html.text(value); html.raw("</b><span>"); html.text(label)
-            html.raw("</span><small>"); html.text(detail); html.raw("</small></div>\n")
+            html.raw("<div class=\"card\"><b>")
+            html.text(value)
+            html.raw("</b><span>")
+            html.text(label)
+            html.raw("</span><small>")
+            html.text(detail)
+            html.raw("</small></div>\n")
         }
         html.raw("</section>\n")
     }
@@ -101,7 +118,9 @@ public struct IncidentReportPage: Sendable {
     private func notificationsSection(_ html: inout HTML) {
         html.raw("<section id=\"notifications\">\n<h2>Notifications replayed</h2>\n")
         guard let timeline else {
-            html.raw("<p class=\"note\">The timeline could not be read from the database when this page was written; the totals below are complete.</p>\n</section>\n")
+            html.raw(
+                "<p class=\"note\">The timeline could not be read from the database when this page was written; the totals below are complete.</p>\n</section>\n"
+            )
             return
         }
         let recorded = timeline.bySignedDate.reduce(0) { $0 + $1.total }
@@ -109,13 +128,16 @@ public struct IncidentReportPage: Sendable {
         html.raw("left, by its <code>signedDate</code> on the outage window (shaded); right, when it was applied, on the run's clock. ")
         html.raw("Urgent types (<b class=\"u\">DID_RENEW</b>, <b class=\"u\">EXPIRED</b> and their subtypes) are asked for first. ")
         html.raw("Bar height grows with the square root of the count; hover a bar for its figures. ")
-        html.text("Duplicates (\(report.notifications.duplicate), already stored by the webhook or an earlier run) and rejections count in the totals only.")
+        html.text(
+            "Duplicates (\(report.notifications.duplicate), already stored by the webhook or an earlier run) and rejections count in the totals only."
+        )
         html.raw("</p>\n")
         guard recorded > 0 else {
             html.raw("<p class=\"note empty\">")
-            html.text(report.dryRun
-                ? "A dry run applies into copies it drops at the end, so no notification of it remains to draw; the totals show what it would apply."
-                : "This run recorded no new notification.")
+            html.text(
+                report.dryRun
+                    ? "A dry run applies into copies it drops at the end, so no notification of it remains to draw; the totals show what it would apply."
+                    : "This run recorded no new notification.")
             html.raw("</p>\n</section>\n")
             return
         }
@@ -150,7 +172,11 @@ public struct IncidentReportPage: Sendable {
         let counts = report.notifications
         html.raw("<section id=\"totals\">\n<h2>Totals</h2>\n<table class=\"kv\">\n")
         func row(_ label: String, _ body: (inout HTML) -> Void) {
-            html.raw("<tr><th>"); html.text(label); html.raw("</th><td>"); body(&html); html.raw("</td></tr>\n")
+            html.raw("<tr><th>")
+            html.text(label)
+            html.raw("</th><td>")
+            body(&html)
+            html.raw("</td></tr>\n")
         }
         func number(_ key: String, _ value: Int, _ html: inout HTML) {
             html.raw("<span class=\"num\" data-total=\"\(key)\">\(value)</span>")
@@ -158,36 +184,60 @@ public struct IncidentReportPage: Sendable {
         row("status") { html in
             html.text(report.status.rawValue.uppercased())
             if report.dryRun { html.text(" (dry run: nothing was changed)") }
-            if let failure = report.failure { html.raw(" <span class=\"failure\">"); html.text(failure); html.raw("</span>") }
+            if let failure = report.failure {
+                html.raw(" <span class=\"failure\">")
+                html.text(failure)
+                html.raw("</span>")
+            }
         }
-        row("run") { $0.text("\(report.runId) (\(report.kind.rawValue)), started \(Self.iso(report.startedAt)), ended \(Self.iso(report.finishedAt))") }
-        row("window") { $0.text("\(TimeArgument.iso8601(report.windowStart)) → \(TimeArgument.iso8601(report.windowEnd))  (\(report.environment), \(report.bundleId))") }
+        row("run") {
+            $0.text("\(report.runId) (\(report.kind.rawValue)), started \(Self.iso(report.startedAt)), ended \(Self.iso(report.finishedAt))")
+        }
+        row("window") {
+            $0.text(
+                "\(TimeArgument.iso8601(report.windowStart)) → \(TimeArgument.iso8601(report.windowEnd))  (\(report.environment), \(report.bundleId))"
+            )
+        }
         row("duration") { $0.text("\(String(format: "%.1f", report.durationSeconds)) s") }
         row("notifications") { html in
-            number("notifications.seen", counts.seen, &html); html.text(" seen: ")
-            number("notifications.applied", counts.applied, &html); html.text(" \(verb), ")
-            number("notifications.duplicate", counts.duplicate, &html); html.text(" duplicate, ")
-            number("notifications.stale", counts.stale, &html); html.text(" stale, ")
-            number("notifications.recorded", counts.recorded, &html); html.text(" recorded only, ")
-            number("notifications.rejected", counts.rejected, &html); html.text(" rejected")
+            number("notifications.seen", counts.seen, &html)
+            html.text(" seen: ")
+            number("notifications.applied", counts.applied, &html)
+            html.text(" \(verb), ")
+            number("notifications.duplicate", counts.duplicate, &html)
+            html.text(" duplicate, ")
+            number("notifications.stale", counts.stale, &html)
+            html.text(" stale, ")
+            number("notifications.recorded", counts.recorded, &html)
+            html.text(" recorded only, ")
+            number("notifications.rejected", counts.rejected, &html)
+            html.text(" rejected")
         }
         row("history") { html in
-            number("pages", report.pages, &html); html.text(" pages over ")
-            number("shardsTotal", report.shardsTotal, &html); html.text(" shards, ")
-            number("paginationRestarts", report.paginationRestarts, &html); html.text(" expired-token restarts, ")
-            number("shardsFailed", report.shardsFailed.count, &html); html.text(" shards failed")
+            number("pages", report.pages, &html)
+            html.text(" pages over ")
+            number("shardsTotal", report.shardsTotal, &html)
+            html.text(" shards, ")
+            number("paginationRestarts", report.paginationRestarts, &html)
+            html.text(" expired-token restarts, ")
+            number("shardsFailed", report.shardsFailed.count, &html)
+            html.text(" shards failed")
         }
         row("customers") { html in
-            number("customersChecked", report.customersChecked, &html); html.text(" checked by transaction history, ")
-            number("transactionsFetched", report.transactionsFetched, &html); html.text(" transactions fetched, ")
-            number("customersFailed", report.customersFailed.count, &html); html.text(" failed")
+            number("customersChecked", report.customersChecked, &html)
+            html.text(" checked by transaction history, ")
+            number("transactionsFetched", report.transactionsFetched, &html)
+            html.text(" transactions fetched, ")
+            number("customersFailed", report.customersFailed.count, &html)
+            html.text(" failed")
         }
         if !report.revisionResets.isEmpty {
             row("revisions") { html in
                 html.text("Apple refused the stored revision of ")
                 number("revisionResets", report.revisionResets.count, &html)
-                html.text(" customers; their history was read from the start: \(report.revisionResets.prefix(20).joined(separator: ", "))"
-                    + (report.revisionResets.count > 20 ? ", …" : ""))
+                html.text(
+                    " customers; their history was read from the start: \(report.revisionResets.prefix(20).joined(separator: ", "))"
+                        + (report.revisionResets.count > 20 ? ", …" : ""))
             }
         }
         let newRejections = report.rejections.filter(\.newlyQuarantined).count
@@ -196,24 +246,34 @@ public struct IncidentReportPage: Sendable {
             html.text(" signed values quarantined, never applied (\(newRejections) new, \(report.rejections.count - newRejections) known)")
         }
         row("changed") { html in
-            number("changes", report.changes.count, &html); html.text(" purchases\(report.dryRun ? " would change" : "")")
+            number("changes", report.changes.count, &html)
+            html.text(" purchases\(report.dryRun ? " would change" : "")")
         }
         row("api") { html in
-            number("api.requests", report.api.requests, &html); html.text(" requests, ")
-            number("api.retries", report.api.retries, &html); html.text(" retries, ")
-            number("api.rateLimited", report.api.rateLimited, &html); html.text(" × 429, ")
-            number("api.serverErrors", report.api.serverErrors, &html); html.text(" × 5xx, ")
-            number("api.transportErrors", report.api.transportErrors, &html); html.text(" connection errors")
+            number("api.requests", report.api.requests, &html)
+            html.text(" requests, ")
+            number("api.retries", report.api.retries, &html)
+            html.text(" retries, ")
+            number("api.rateLimited", report.api.rateLimited, &html)
+            html.text(" × 429, ")
+            number("api.serverErrors", report.api.serverErrors, &html)
+            html.text(" × 5xx, ")
+            number("api.transportErrors", report.api.transportErrors, &html)
+            html.text(" connection errors")
         }
         html.raw("</table>\n")
 
         if !report.notificationsByType.isEmpty {
             html.raw("<h3>Notifications by type</h3>\n<table id=\"types\">\n<thead><tr><th>type</th><th class=\"n\">seen</th><th class=\"n\">")
             html.text(verb)
-            html.raw("</th><th class=\"n\">duplicate</th><th class=\"n\">stale</th><th class=\"n\">recorded</th><th class=\"n\">rejected</th></tr></thead>\n<tbody>\n")
+            html.raw(
+                "</th><th class=\"n\">duplicate</th><th class=\"n\">stale</th><th class=\"n\">recorded</th><th class=\"n\">rejected</th></tr></thead>\n<tbody>\n"
+            )
             for (type, counts) in report.notificationsByType.sorted(by: { $0.key < $1.key }) {
                 html.raw(RunTimeline.isUrgent(type) ? "<tr class=\"type urgent\">" : "<tr class=\"type\">")
-                html.raw("<td>"); html.text(type); html.raw("</td>")
+                html.raw("<td>")
+                html.text(type)
+                html.raw("</td>")
                 for value in [counts.seen, counts.applied, counts.duplicate, counts.stale, counts.recorded, counts.rejected] {
                     html.raw("<td class=\"n\">\(value)</td>")
                 }
@@ -222,19 +282,34 @@ public struct IncidentReportPage: Sendable {
             html.raw("</tbody>\n</table>\n")
         }
         if !report.shardsFailed.isEmpty {
-            html.raw("<h3>Failed shards</h3>\n<table id=\"failed-shards\">\n<thead><tr><th>kind</th><th>query</th><th>shard</th><th>error</th></tr></thead>\n<tbody>\n")
+            html.raw(
+                "<h3>Failed shards</h3>\n<table id=\"failed-shards\">\n<thead><tr><th>kind</th><th>query</th><th>shard</th><th>error</th></tr></thead>\n<tbody>\n"
+            )
             for shard in report.shardsFailed {
-                html.raw("<tr class=\"failed-shard\"><td>"); html.text(shard.kind.rawValue); html.raw("</td><td>"); html.text(shard.query)
-                html.raw("</td><td>"); html.text("\(TimeArgument.iso8601(shard.shardStart)) – \(TimeArgument.iso8601(shard.shardEnd))")
-                html.raw("</td><td>"); html.text(shard.error); html.raw("</td></tr>\n")
+                html.raw("<tr class=\"failed-shard\"><td>")
+                html.text(shard.kind.rawValue)
+                html.raw("</td><td>")
+                html.text(shard.query)
+                html.raw("</td><td>")
+                html.text("\(TimeArgument.iso8601(shard.shardStart)) – \(TimeArgument.iso8601(shard.shardEnd))")
+                html.raw("</td><td>")
+                html.text(shard.error)
+                html.raw("</td></tr>\n")
             }
             html.raw("</tbody>\n</table>\n")
         }
         if !report.customersFailed.isEmpty {
-            html.raw("<h3>Failed customers</h3>\n<table id=\"failed-customers\">\n<thead><tr><th>kind</th><th>transaction</th><th>error</th></tr></thead>\n<tbody>\n")
+            html.raw(
+                "<h3>Failed customers</h3>\n<table id=\"failed-customers\">\n<thead><tr><th>kind</th><th>transaction</th><th>error</th></tr></thead>\n<tbody>\n"
+            )
             for customer in report.customersFailed {
-                html.raw("<tr class=\"failed-customer\"><td>"); html.text(customer.kind.rawValue); html.raw("</td><td class=\"mono\">")
-                html.text(customer.anchorTransactionId); html.raw("</td><td>"); html.text(customer.error); html.raw("</td></tr>\n")
+                html.raw("<tr class=\"failed-customer\"><td>")
+                html.text(customer.kind.rawValue)
+                html.raw("</td><td class=\"mono\">")
+                html.text(customer.anchorTransactionId)
+                html.raw("</td><td>")
+                html.text(customer.error)
+                html.raw("</td></tr>\n")
             }
             html.raw("</tbody>\n</table>\n")
         }
@@ -249,20 +324,29 @@ public struct IncidentReportPage: Sendable {
             html.raw("<p class=\"note empty\">No purchase changed.</p>\n</section>\n")
             return
         }
-        html.raw("<p class=\"search\"><input id=\"change-search\" type=\"search\" autocomplete=\"off\" placeholder=\"Search: transaction ID, product, field, date…\"> ")
+        html.raw(
+            "<p class=\"search\"><input id=\"change-search\" type=\"search\" autocomplete=\"off\" placeholder=\"Search: transaction ID, product, field, date…\"> "
+        )
         html.raw("<span class=\"note\"><span id=\"changes-shown\">\(shown)</span> of \(shown) shown")
         if shown < total { html.text(" (the first \(shown) of \(total); all are in --report-json)") }
-        html.raw("</span></p>\n<table id=\"changes\">\n<thead><tr><th>original transaction</th><th>product</th><th>before → after</th></tr></thead>\n<tbody>\n")
+        html.raw(
+            "</span></p>\n<table id=\"changes\">\n<thead><tr><th>original transaction</th><th>product</th><th>before → after</th></tr></thead>\n<tbody>\n"
+        )
         for change in report.changes.prefix(shown) {
-            html.raw("<tr class=\"change\"><td class=\"mono\">"); html.text(change.originalTransactionId); html.raw("</td><td>")
+            html.raw("<tr class=\"change\"><td class=\"mono\">")
+            html.text(change.originalTransactionId)
+            html.raw("</td><td>")
             html.text(change.after.productId ?? change.before?.productId ?? "")
             html.raw("</td><td>")
             if change.before == nil { html.raw("<span class=\"badge new\">new</span> ") }
             for field in change.fields {
                 html.raw(field == "lastSignedDate" && change.fields.count > 1 ? "<span class=\"f minor\">" : "<span class=\"f\">")
-                html.raw("<b>"); html.text(field); html.raw("</b> ")
+                html.raw("<b>")
+                html.text(field)
+                html.raw("</b> ")
                 if change.before != nil {
-                    html.text(RunReport.value(field, change.before)); html.raw(" <span class=\"arrow\">→</span> ")
+                    html.text(RunReport.value(field, change.before))
+                    html.raw(" <span class=\"arrow\">→</span> ")
                 }
                 html.text(RunReport.value(field, change.after))
                 html.raw("</span> ")
@@ -280,15 +364,25 @@ public struct IncidentReportPage: Sendable {
         }
         html.raw("<p class=\"note\">Signed values from Apple's API that failed verification: quarantined, never applied. ")
         html.raw("<code>reconciler rejections --show HASH | reconciler inspect -</code> shows why one fails.</p>\n")
-        html.raw("<table id=\"rejections\">\n<thead><tr><th></th><th>reason</th><th>detail</th><th>claims to be</th><th>source</th><th>SHA-256</th></tr></thead>\n<tbody>\n")
+        html.raw(
+            "<table id=\"rejections\">\n<thead><tr><th></th><th>reason</th><th>detail</th><th>claims to be</th><th>source</th><th>SHA-256</th></tr></thead>\n<tbody>\n"
+        )
         for rejection in report.rejections {
             html.raw("<tr class=\"rejection\"><td>")
             html.raw(rejection.newlyQuarantined ? "<span class=\"badge bad\">new</span>" : "<span class=\"badge\">known</span>")
-            html.raw("</td><td><b>"); html.text(rejection.reason.rawValue); html.raw("</b></td><td>"); html.text(rejection.detail)
-            html.raw("</td><td>"); html.text([rejection.typeAndSubtype, rejection.notificationUUID].compactMap { $0 }.joined(separator: " "))
-            html.raw("</td><td>"); html.text(rejection.source.rawValue)
-            html.raw("</td><td class=\"mono\" title=\""); html.text(rejection.payloadSHA256); html.raw("\">")
-            html.text(String(rejection.payloadSHA256.prefix(16)) + "…"); html.raw("</td></tr>\n")
+            html.raw("</td><td><b>")
+            html.text(rejection.reason.rawValue)
+            html.raw("</b></td><td>")
+            html.text(rejection.detail)
+            html.raw("</td><td>")
+            html.text([rejection.typeAndSubtype, rejection.notificationUUID].compactMap { $0 }.joined(separator: " "))
+            html.raw("</td><td>")
+            html.text(rejection.source.rawValue)
+            html.raw("</td><td class=\"mono\" title=\"")
+            html.text(rejection.payloadSHA256)
+            html.raw("\">")
+            html.text(String(rejection.payloadSHA256.prefix(16)) + "…")
+            html.raw("</td></tr>\n")
         }
         html.raw("</tbody>\n</table>\n</section>\n")
     }
@@ -335,8 +429,11 @@ public struct IncidentReportPage: Sendable {
         switch milliseconds {
         case ..<1000: return "\(milliseconds) ms"
         case ..<60_000: return milliseconds % 1000 == 0 ? "\(milliseconds / 1000) s" : String(format: "%.1f s", Double(milliseconds) / 1000)
-        case ..<3_600_000: return milliseconds % 60_000 == 0 ? "\(milliseconds / 60_000) min" : "\(milliseconds / 60_000) min \(milliseconds % 60_000 / 1000) s"
-        case ..<86_400_000: return milliseconds % 3_600_000 == 0 ? "\(milliseconds / 3_600_000) h" : "\(milliseconds / 3_600_000) h \(milliseconds % 3_600_000 / 60_000) min"
+        case ..<3_600_000:
+            return milliseconds % 60_000 == 0 ? "\(milliseconds / 60_000) min" : "\(milliseconds / 60_000) min \(milliseconds % 60_000 / 1000) s"
+        case ..<86_400_000:
+            return milliseconds % 3_600_000 == 0
+                ? "\(milliseconds / 3_600_000) h" : "\(milliseconds / 3_600_000) h \(milliseconds % 3_600_000 / 60_000) min"
         default: return "\(milliseconds / 86_400_000) d \(milliseconds % 86_400_000 / 3_600_000) h"
         }
     }

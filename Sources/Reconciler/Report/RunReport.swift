@@ -113,48 +113,65 @@ public struct RunReport: Sendable, Codable {
         lines.append("\(mode)reconcile run \(runId) (\(kind.rawValue)): \(status.rawValue.uppercased())")
         if let failure { lines.append("  failure      \(failure)") }
         lines.append("  window       \(TimeArgument.iso8601(windowStart)) → \(TimeArgument.iso8601(windowEnd))  (\(environment), \(bundleId))")
-        lines.append("  duration     \(String(format: "%.1f", durationSeconds)) s"
-            + (replaySeconds.map { String(format: " (phase 1 done after %.1f s; phase 2 ran beside it)", $0) } ?? "")
-            + (urgentRecoverySeconds.map { String(format: "; renewals and expiries (DID_RENEW, EXPIRED) all applied after %.1f s", $0) } ?? ""))
+        lines.append(
+            "  duration     \(String(format: "%.1f", durationSeconds)) s"
+                + (replaySeconds.map { String(format: " (phase 1 done after %.1f s; phase 2 ran beside it)", $0) } ?? "")
+                + (urgentRecoverySeconds.map { String(format: "; renewals and expiries (DID_RENEW, EXPIRED) all applied after %.1f s", $0) } ?? ""))
         let verb = dryRun ? "would apply" : "applied"
-        lines.append("  notifications \(notifications.seen) seen: \(notifications.applied) \(verb), \(notifications.duplicate) duplicate, "
-            + "\(notifications.stale) stale, \(notifications.recorded) recorded only, \(notifications.rejected) rejected")
+        lines.append(
+            "  notifications \(notifications.seen) seen: \(notifications.applied) \(verb), \(notifications.duplicate) duplicate, "
+                + "\(notifications.stale) stale, \(notifications.recorded) recorded only, \(notifications.rejected) rejected")
         if !notificationsByType.isEmpty {
             let width = max(notificationsByType.keys.map(\.count).max() ?? 0, 4)
             lines.append("    " + "type".padding(toLength: width, withPad: " ", startingAt: 0) + "   seen applied  dup stale  rec  rej")
             for (type, counts) in notificationsByType.sorted(by: { $0.key < $1.key }) {
-                lines.append("    " + type.padding(toLength: width, withPad: " ", startingAt: 0)
-                    + String(format: " %6d %7d %4d %5d %4d %4d", counts.seen, counts.applied, counts.duplicate, counts.stale, counts.recorded, counts.rejected))
+                lines.append(
+                    "    " + type.padding(toLength: width, withPad: " ", startingAt: 0)
+                        + String(
+                            format: " %6d %7d %4d %5d %4d %4d", counts.seen, counts.applied, counts.duplicate, counts.stale, counts.recorded,
+                            counts.rejected))
             }
         }
-        lines.append("  history      \(pages) pages over \(shardsTotal) shards, \(paginationRestarts) expired-token restarts, \(shardsFailed.count) shards failed")
-        lines.append("  customers    \(customersChecked) checked by transaction history, \(transactionsFetched) transactions fetched, \(customersFailed.count) failed")
+        lines.append(
+            "  history      \(pages) pages over \(shardsTotal) shards, \(paginationRestarts) expired-token restarts, \(shardsFailed.count) shards failed"
+        )
+        lines.append(
+            "  customers    \(customersChecked) checked by transaction history, \(transactionsFetched) transactions fetched, \(customersFailed.count) failed"
+        )
         if !revisionResets.isEmpty {
-            lines.append("  revisions    Apple refused the stored revision of \(revisionResets.count) customers; their history was read from the start: "
-                + revisionResets.prefix(10).joined(separator: ", "))
+            lines.append(
+                "  revisions    Apple refused the stored revision of \(revisionResets.count) customers; their history was read from the start: "
+                    + revisionResets.prefix(10).joined(separator: ", "))
         }
         let newRejections = rejections.filter(\.newlyQuarantined).count
-        lines.append("  rejected     \(rejections.count) signed values quarantined, never applied (\(newRejections) new, \(rejections.count - newRejections) known)")
+        lines.append(
+            "  rejected     \(rejections.count) signed values quarantined, never applied (\(newRejections) new, \(rejections.count - newRejections) known)"
+        )
         lines.append("  changed      \(changes.count) purchases\(dryRun ? " would change" : "")")
         for change in changes.prefix(maximumChanges) {
             lines.append("    \(change.originalTransactionId)  \(Self.describe(PurchaseChange(before: change.before, after: change.after)))")
         }
         if changes.count > maximumChanges { lines.append("    … \(changes.count - maximumChanges) more in --report-json") }
         if let forwarding {
-            lines.append("  forwarded    \(forwarding.delivered) notifications delivered to the app's webhook, \(forwarding.pending) pending, "
-                + "\(forwarding.failed) failed" + (forwarding.pending > 0 ? " (`reconciler forward` or the next run delivers the rest)" : ""))
+            lines.append(
+                "  forwarded    \(forwarding.delivered) notifications delivered to the app's webhook, \(forwarding.pending) pending, "
+                    + "\(forwarding.failed) failed" + (forwarding.pending > 0 ? " (`reconciler forward` or the next run delivers the rest)" : ""))
         }
-        lines.append("  api          \(api.requests) requests, \(api.retries) retries, \(api.rateLimited) × 429, \(api.serverErrors) × 5xx, "
-            + "\(api.transportErrors) connection errors")
+        lines.append(
+            "  api          \(api.requests) requests, \(api.retries) retries, \(api.rateLimited) × 429, \(api.serverErrors) × 5xx, "
+                + "\(api.transportErrors) connection errors")
         for shard in shardsFailed {
-            lines.append("  FAILED shard (\(shard.kind.rawValue)) \(shard.query) \(TimeArgument.iso8601(shard.shardStart))–\(TimeArgument.iso8601(shard.shardEnd)): \(shard.error)")
+            lines.append(
+                "  FAILED shard (\(shard.kind.rawValue)) \(shard.query) \(TimeArgument.iso8601(shard.shardStart))–\(TimeArgument.iso8601(shard.shardEnd)): \(shard.error)"
+            )
         }
         for customer in customersFailed {
             lines.append("  FAILED customer (\(customer.kind.rawValue)) \(customer.anchorTransactionId): \(customer.error)")
         }
         for rejection in rejections {
-            lines.append("  \(rejection.newlyQuarantined ? "QUARANTINED" : "QUARANTINED BEFORE") \(rejection.source.rawValue) \(rejection.name): "
-                + "\(rejection.reason.rawValue) \(rejection.detail)")
+            lines.append(
+                "  \(rejection.newlyQuarantined ? "QUARANTINED" : "QUARANTINED BEFORE") \(rejection.source.rawValue) \(rejection.name): "
+                    + "\(rejection.reason.rawValue) \(rejection.detail)")
         }
         if hasRetryableFailures {
             lines.append("  Not everything was recovered: rerun the same command to retry what failed (it resumes this run).")

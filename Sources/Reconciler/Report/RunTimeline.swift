@@ -101,8 +101,10 @@ public struct RunTimeline: Sendable, Codable, Hashable {
     /// How many processes recorded API requests or budgets for the run.
     public var apiProcesses: Int
 
-    public init(signedAxis: Axis, bySignedDate: [NotificationBucket], runAxis: Axis, byAppliedTime: [NotificationBucket], apiAxis: Axis,
-                api: [APIBucket], apiBudgets: [String: Double], apiProcesses: Int) {
+    public init(
+        signedAxis: Axis, bySignedDate: [NotificationBucket], runAxis: Axis, byAppliedTime: [NotificationBucket], apiAxis: Axis,
+        api: [APIBucket], apiBudgets: [String: Double], apiProcesses: Int
+    ) {
         self.signedAxis = signedAxis
         self.bySignedDate = bySignedDate
         self.runAxis = runAxis

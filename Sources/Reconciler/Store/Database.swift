@@ -30,8 +30,10 @@ public struct Database: Sendable {
         /// as tests do).
         public var dedicatedConnection: PostgresConnection.Configuration?
 
-        public init(name: String = "the database", unavailableTimeout: Duration = .seconds(60), attemptTimeout: Duration = .seconds(30),
-                    billingRetryEntitles: Bool = false, dedicatedConnection: PostgresConnection.Configuration? = nil) {
+        public init(
+            name: String = "the database", unavailableTimeout: Duration = .seconds(60), attemptTimeout: Duration = .seconds(30),
+            billingRetryEntitles: Bool = false, dedicatedConnection: PostgresConnection.Configuration? = nil
+        ) {
             self.name = name
             self.unavailableTimeout = unavailableTimeout
             self.attemptTimeout = attemptTimeout
@@ -112,9 +114,11 @@ public struct Database: Sendable {
                         : error
                 }
                 let pause = min(Duration.milliseconds(100 * (1 << min(attempt, 5))), .seconds(2))
-                logger.warning("the database is unreachable; retrying", metadata: [
-                    "database": "\(configuration.name)", "attempt": "\(attempt)", "error": "\(Self.brief(error))",
-                ])
+                logger.warning(
+                    "the database is unreachable; retrying",
+                    metadata: [
+                        "database": "\(configuration.name)", "attempt": "\(attempt)", "error": "\(Self.brief(error))",
+                    ])
                 try await Task.sleep(for: min(pause, max(deadline - clock.now, .milliseconds(1))))
             }
         }
@@ -135,8 +139,9 @@ public struct Database: Sendable {
         guard let dedicated = configuration.dedicatedConnection else {
             return try await client.withConnection { connection in try await connection.listen(on: channel, consume: body) }
         }
-        let connection = try await PostgresConnection.connect(configuration: dedicated, id: Self.listenerIDs.add(1, ordering: .relaxed).newValue,
-                                                              logger: logger)
+        let connection = try await PostgresConnection.connect(
+            configuration: dedicated, id: Self.listenerIDs.add(1, ordering: .relaxed).newValue,
+            logger: logger)
         do {
             let result = try await connection.listen(on: channel, consume: body)
             try? await connection.close()

@@ -110,12 +110,14 @@ public struct DatabaseSettings: Sendable, CustomStringConvertible {
         let systemRoots = sslRootCertificate == "system"
         self.sslMode = query["sslmode"] ?? (systemRoots ? "verify-full" : "prefer")
         guard Self.sslModes.contains(sslMode) else {
-            throw InvalidURL(code: .invalidSSLMode,
-                             description: "unknown sslmode in DATABASE_URL: use one of \(Self.sslModes.joined(separator: ", "))")
+            throw InvalidURL(
+                code: .invalidSSLMode,
+                description: "unknown sslmode in DATABASE_URL: use one of \(Self.sslModes.joined(separator: ", "))")
         }
         if systemRoots, sslMode != "verify-full" {
-            throw InvalidURL(code: .invalidSSLMode,
-                             description: "sslrootcert=system needs sslmode=verify-full (as in libpq), not \(sslMode)")
+            throw InvalidURL(
+                code: .invalidSSLMode,
+                description: "sslrootcert=system needs sslmode=verify-full (as in libpq), not \(sslMode)")
         }
         if systemRoots {
             trustedRoots = .default
@@ -132,15 +134,20 @@ public struct DatabaseSettings: Sendable, CustomStringConvertible {
             do {
                 clientPrivateKey = try NIOSSLPrivateKey(file: key, format: .pem)
             } catch {
-                throw InvalidURL(code: .unreadableTLSFile, description: "sslkey \(key) in DATABASE_URL cannot be used: \(Self.fileProblem(key)) (an unencrypted PEM private key is needed)")
+                throw InvalidURL(
+                    code: .unreadableTLSFile,
+                    description: "sslkey \(key) in DATABASE_URL cannot be used: \(Self.fileProblem(key)) (an unencrypted PEM private key is needed)")
             }
             if let tls = tlsConfiguration {
                 do { _ = try NIOSSLContext(configuration: tls) } catch {
-                    throw InvalidURL(code: .unreadableTLSFile, description: "sslcert \(certificate) and sslkey \(key) in DATABASE_URL do not form a usable client certificate (\(error))")
+                    throw InvalidURL(
+                        code: .unreadableTLSFile,
+                        description: "sslcert \(certificate) and sslkey \(key) in DATABASE_URL do not form a usable client certificate (\(error))")
                 }
             }
         default:
-            throw InvalidURL(code: .unreadableTLSFile, description: "DATABASE_URL gives only one of sslcert and sslkey: a client certificate needs both")
+            throw InvalidURL(
+                code: .unreadableTLSFile, description: "DATABASE_URL gives only one of sslcert and sslkey: a client certificate needs both")
         }
     }
 
@@ -213,7 +220,8 @@ public struct DatabaseSettings: Sendable, CustomStringConvertible {
     }
 
     private static func isHostName(_ host: String) -> Bool {
-        !host.isEmpty && host.unicodeScalars.allSatisfy { $0.isASCII && (CharacterSet.alphanumerics.contains($0) || ".-_:".unicodeScalars.contains($0)) }
+        !host.isEmpty
+            && host.unicodeScalars.allSatisfy { $0.isASCII && (CharacterSet.alphanumerics.contains($0) || ".-_:".unicodeScalars.contains($0)) }
     }
 
     private static func isIPAddress(_ host: String) -> Bool {
@@ -277,8 +285,9 @@ extension DatabaseSettings {
                 let userInfo = rest[..<at]
                 if let colon = userInfo.firstIndex(of: ":") {
                     user = try Self.decode(userInfo[..<colon], or: invalid("has an invalid % escape in the user name: \(encodeHint)"))
-                    password = try Self.decode(userInfo[userInfo.index(after: colon)...],
-                                               or: invalid("has an invalid % escape in the password: \(encodeHint)"))
+                    password = try Self.decode(
+                        userInfo[userInfo.index(after: colon)...],
+                        or: invalid("has an invalid % escape in the password: \(encodeHint)"))
                 } else {
                     user = try Self.decode(userInfo, or: invalid("has an invalid % escape in the user name: \(encodeHint)"))
                 }
@@ -371,7 +380,9 @@ extension DatabaseSettings {
     }
 
     private static func isPlain(_ text: Substring, extra: String = "") -> Bool {
-        text.unicodeScalars.allSatisfy { $0.isASCII && (CharacterSet.alphanumerics.contains($0) || "._-".unicodeScalars.contains($0) || extra.unicodeScalars.contains($0)) }
+        text.unicodeScalars.allSatisfy {
+            $0.isASCII && (CharacterSet.alphanumerics.contains($0) || "._-".unicodeScalars.contains($0) || extra.unicodeScalars.contains($0))
+        }
     }
 
     private static func redactedURL(scheme: Substring, rest: Substring) -> String {
@@ -419,7 +430,10 @@ extension DatabaseSettings {
             let keyword = characters.prefix { $0 != "=" && !$0.isWhitespace }
             characters = characters.dropFirst(keyword.count)
             skipSpaces()
-            guard characters.first == "=" else { shown.append("…"); break }
+            guard characters.first == "=" else {
+                shown.append("…")
+                break
+            }
             characters = characters.dropFirst()
             skipSpaces()
             var value = ""
@@ -572,7 +586,8 @@ extension DatabaseSettings {
             return ConnectionFailure(code: code, description: "database \(self): the server refused the connection: \(message) (SQLSTATE \(state))")
         }
         guard let underlying = error.underlying, Self.isTLSError(underlying) else {
-            return ConnectionFailure(code: .unreachable, description: "database \(self): \(error.code)\(error.underlying.map { " (\(scrubbed("\($0)")))" } ?? "")")
+            return ConnectionFailure(
+                code: .unreachable, description: "database \(self): \(error.code)\(error.underlying.map { " (\(scrubbed("\($0)")))" } ?? "")")
         }
         let detail = scrubbed(String(describing: underlying))
         let reason: String

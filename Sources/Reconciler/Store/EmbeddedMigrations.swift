@@ -3,456 +3,470 @@
 extension Migration {
     /// The migrations in migrations/, embedded so the binary needs no files to migrate.
     public static let embedded: [Migration] = [
-        Migration(fileName: "0001_live_path.sql", sql: ####"""
--- 0001: what the live webhook and every replay write: notifications, transactions and the
--- per-purchase state derived from them.
---
--- Apple's dates are kept exactly as Apple sends them, bigint UNIX milliseconds (columns ending
--- in _ms); this tool's own times are timestamptz.
+        Migration(
+            fileName: "0001_live_path.sql",
+            sql: ####"""
+                -- 0001: what the live webhook and every replay write: notifications, transactions and the
+                -- per-purchase state derived from them.
+                --
+                -- Apple's dates are kept exactly as Apple sends them, bigint UNIX milliseconds (columns ending
+                -- in _ms); this tool's own times are timestamptz.
 
--- Every notification recorded, once per notificationUUID (the dedup key Apple documents).
-CREATE TABLE notifications (
-    notification_uuid        text PRIMARY KEY,
-    notification_type        text NOT NULL,
-    subtype                  text,
-    signed_date_ms           bigint NOT NULL,
-    environment              text NOT NULL,
-    original_transaction_id  text,
-    transaction_id           text,
-    -- The JWS as received, so any decision can be re-checked later.
-    signed_payload           text NOT NULL,
-    source                   text NOT NULL CHECK (source IN ('webhook', 'history')),
-    -- The reconcile run that replayed it (source 'history').
-    run_id                   bigint,
-    -- applied: its data was applied; stale: older than what the purchase already reflected
-    -- (recorded, nothing regressed); recorded: nothing to apply (TEST, summaries, tokens).
-    outcome                  text NOT NULL CHECK (outcome IN ('applied', 'stale', 'recorded')),
-    received_at              timestamptz NOT NULL DEFAULT now()
-);
-CREATE INDEX notifications_purchase_idx ON notifications (original_transaction_id, signed_date_ms);
--- For `run --since-last`: the newest notification the live webhook received.
-CREATE INDEX notifications_live_signed_date_idx ON notifications (environment, signed_date_ms) WHERE source = 'webhook';
-CREATE INDEX notifications_run_idx ON notifications (run_id) WHERE run_id IS NOT NULL;
+                -- Every notification recorded, once per notificationUUID (the dedup key Apple documents).
+                CREATE TABLE notifications (
+                    notification_uuid        text PRIMARY KEY,
+                    notification_type        text NOT NULL,
+                    subtype                  text,
+                    signed_date_ms           bigint NOT NULL,
+                    environment              text NOT NULL,
+                    original_transaction_id  text,
+                    transaction_id           text,
+                    -- The JWS as received, so any decision can be re-checked later.
+                    signed_payload           text NOT NULL,
+                    source                   text NOT NULL CHECK (source IN ('webhook', 'history')),
+                    -- The reconcile run that replayed it (source 'history').
+                    run_id                   bigint,
+                    -- applied: its data was applied; stale: older than what the purchase already reflected
+                    -- (recorded, nothing regressed); recorded: nothing to apply (TEST, summaries, tokens).
+                    outcome                  text NOT NULL CHECK (outcome IN ('applied', 'stale', 'recorded')),
+                    received_at              timestamptz NOT NULL DEFAULT now()
+                );
+                CREATE INDEX notifications_purchase_idx ON notifications (original_transaction_id, signed_date_ms);
+                -- For `run --since-last`: the newest notification the live webhook received.
+                CREATE INDEX notifications_live_signed_date_idx ON notifications (environment, signed_date_ms) WHERE source = 'webhook';
+                CREATE INDEX notifications_run_idx ON notifications (run_id) WHERE run_id IS NOT NULL;
 
--- One row per transactionId: the newest signed version of it (by signedDate) wins.
-CREATE TABLE transactions (
-    transaction_id                text PRIMARY KEY,
-    original_transaction_id       text NOT NULL,
-    environment                   text NOT NULL,
-    bundle_id                     text NOT NULL,
-    product_id                    text,
-    product_type                  text,
-    subscription_group_identifier text,
-    web_order_line_item_id        text,
-    in_app_ownership_type         text,
-    transaction_reason            text,
-    purchase_date_ms              bigint,
-    original_purchase_date_ms     bigint,
-    expires_date_ms               bigint,
-    quantity                      integer,
-    is_upgraded                   boolean NOT NULL DEFAULT false,
-    offer_type                    integer,
-    offer_identifier              text,
-    storefront                    text,
-    currency                      text,
-    price                         bigint,
-    app_account_token             text,
-    revocation_date_ms            bigint,
-    revocation_reason             integer,
-    revocation_type               text,
-    revocation_percentage         integer,
-    signed_date_ms                bigint NOT NULL,
-    signed_transaction_info       text NOT NULL,
-    updated_at                    timestamptz NOT NULL DEFAULT now()
-);
-CREATE INDEX transactions_purchase_idx ON transactions (original_transaction_id);
+                -- One row per transactionId: the newest signed version of it (by signedDate) wins.
+                CREATE TABLE transactions (
+                    transaction_id                text PRIMARY KEY,
+                    original_transaction_id       text NOT NULL,
+                    environment                   text NOT NULL,
+                    bundle_id                     text NOT NULL,
+                    product_id                    text,
+                    product_type                  text,
+                    subscription_group_identifier text,
+                    web_order_line_item_id        text,
+                    in_app_ownership_type         text,
+                    transaction_reason            text,
+                    purchase_date_ms              bigint,
+                    original_purchase_date_ms     bigint,
+                    expires_date_ms               bigint,
+                    quantity                      integer,
+                    is_upgraded                   boolean NOT NULL DEFAULT false,
+                    offer_type                    integer,
+                    offer_identifier              text,
+                    storefront                    text,
+                    currency                      text,
+                    price                         bigint,
+                    app_account_token             text,
+                    revocation_date_ms            bigint,
+                    revocation_reason             integer,
+                    revocation_type               text,
+                    revocation_percentage         integer,
+                    signed_date_ms                bigint NOT NULL,
+                    signed_transaction_info       text NOT NULL,
+                    updated_at                    timestamptz NOT NULL DEFAULT now()
+                );
+                CREATE INDEX transactions_purchase_idx ON transactions (original_transaction_id);
 
--- One row per originalTransactionId (a subscription or a one-time purchase).
--- The transaction columns come from its latest transaction (not upgraded, newest purchaseDate);
--- the renewal columns from the newest signed renewal info; status and last_signed_date_ms from
--- the newest notification. Each part only moves forward in signedDate, so replaying old data
--- in any order never regresses it.
-CREATE TABLE purchases (
-    original_transaction_id       text PRIMARY KEY,
-    environment                   text NOT NULL,
-    product_id                    text,
-    product_type                  text,
-    latest_transaction_id         text,
-    purchase_date_ms              bigint,
-    expires_date_ms               bigint,
-    revocation_date_ms            bigint,
-    revocation_reason             integer,
-    auto_renew_status             integer,
-    auto_renew_product_id         text,
-    expiration_intent             integer,
-    is_in_billing_retry_period    boolean,
-    grace_period_expires_date_ms  bigint,
-    renewal_date_ms               bigint,
-    renewal_signed_date_ms        bigint,
-    -- Status 1-5 as of status_signed_date_ms (from notifications or Get All Subscription Statuses).
-    status                        integer,
-    status_signed_date_ms         bigint,
-    -- The newest notification signedDate applied to this purchase.
-    last_signed_date_ms           bigint,
-    last_notification_uuid        text,
-    -- The transaction id whose history covers this purchase (one customer, one history).
-    history_anchor_transaction_id text,
-    updated_at                    timestamptz NOT NULL DEFAULT now()
-);
--- Phase 2 picks subscriptions whose expiry or renewal fell due.
-CREATE INDEX purchases_expires_idx ON purchases (expires_date_ms) WHERE product_type = 'Auto-Renewable Subscription';
-CREATE INDEX purchases_renewal_idx ON purchases (renewal_date_ms) WHERE product_type = 'Auto-Renewable Subscription';
-CREATE INDEX purchases_history_anchor_idx ON purchases (history_anchor_transaction_id);
-"""####),
-        Migration(fileName: "0002_reconcile_runs.sql", sql: ####"""
--- 0002: the run ledger of `reconciler run`: runs, their replay shards (checkpoints), what they
--- counted, changed and rejected, the phase-2 customer queue, and the stored history revisions.
+                -- One row per originalTransactionId (a subscription or a one-time purchase).
+                -- The transaction columns come from its latest transaction (not upgraded, newest purchaseDate);
+                -- the renewal columns from the newest signed renewal info; status and last_signed_date_ms from
+                -- the newest notification. Each part only moves forward in signedDate, so replaying old data
+                -- in any order never regresses it.
+                CREATE TABLE purchases (
+                    original_transaction_id       text PRIMARY KEY,
+                    environment                   text NOT NULL,
+                    product_id                    text,
+                    product_type                  text,
+                    latest_transaction_id         text,
+                    purchase_date_ms              bigint,
+                    expires_date_ms               bigint,
+                    revocation_date_ms            bigint,
+                    revocation_reason             integer,
+                    auto_renew_status             integer,
+                    auto_renew_product_id         text,
+                    expiration_intent             integer,
+                    is_in_billing_retry_period    boolean,
+                    grace_period_expires_date_ms  bigint,
+                    renewal_date_ms               bigint,
+                    renewal_signed_date_ms        bigint,
+                    -- Status 1-5 as of status_signed_date_ms (from notifications or Get All Subscription Statuses).
+                    status                        integer,
+                    status_signed_date_ms         bigint,
+                    -- The newest notification signedDate applied to this purchase.
+                    last_signed_date_ms           bigint,
+                    last_notification_uuid        text,
+                    -- The transaction id whose history covers this purchase (one customer, one history).
+                    history_anchor_transaction_id text,
+                    updated_at                    timestamptz NOT NULL DEFAULT now()
+                );
+                -- Phase 2 picks subscriptions whose expiry or renewal fell due.
+                CREATE INDEX purchases_expires_idx ON purchases (expires_date_ms) WHERE product_type = 'Auto-Renewable Subscription';
+                CREATE INDEX purchases_renewal_idx ON purchases (renewal_date_ms) WHERE product_type = 'Auto-Renewable Subscription';
+                CREATE INDEX purchases_history_anchor_idx ON purchases (history_anchor_transaction_id);
+                """####),
+        Migration(
+            fileName: "0002_reconcile_runs.sql",
+            sql: ####"""
+                -- 0002: the run ledger of `reconciler run`: runs, their replay shards (checkpoints), what they
+                -- counted, changed and rejected, the phase-2 customer queue, and the stored history revisions.
 
-CREATE TABLE reconcile_runs (
-    run_id            bigserial PRIMARY KEY,
-    environment       text NOT NULL,
-    bundle_id         text NOT NULL,
-    window_start_ms   bigint NOT NULL,
-    window_end_ms     bigint NOT NULL,
-    dry_run           boolean NOT NULL DEFAULT false,
-    -- The options the run was planned with (priority order, shard size, --all, --refresh-status).
-    options           jsonb NOT NULL DEFAULT '{}',
-    status            text NOT NULL DEFAULT 'running'
-                      CHECK (status IN ('running', 'succeeded', 'partial', 'failed', 'interrupted')),
-    phase             text NOT NULL DEFAULT 'replay' CHECK (phase IN ('replay', 'gap_fill', 'done')),
-    started_at        timestamptz NOT NULL DEFAULT now(),
-    updated_at        timestamptz NOT NULL DEFAULT now(),
-    finished_at       timestamptz,
-    -- host:pid of the process that last ran it.
-    holder            text,
-    -- API requests made by the processes that finished their part (killed ones cannot report).
-    api_statistics    jsonb NOT NULL DEFAULT '{}',
-    report            jsonb
-);
-CREATE INDEX reconcile_runs_window_idx ON reconcile_runs (environment, bundle_id, window_start_ms, window_end_ms, run_id DESC);
+                CREATE TABLE reconcile_runs (
+                    run_id            bigserial PRIMARY KEY,
+                    environment       text NOT NULL,
+                    bundle_id         text NOT NULL,
+                    window_start_ms   bigint NOT NULL,
+                    window_end_ms     bigint NOT NULL,
+                    dry_run           boolean NOT NULL DEFAULT false,
+                    -- The options the run was planned with (priority order, shard size, --all, --refresh-status).
+                    options           jsonb NOT NULL DEFAULT '{}',
+                    status            text NOT NULL DEFAULT 'running'
+                                      CHECK (status IN ('running', 'succeeded', 'partial', 'failed', 'interrupted')),
+                    phase             text NOT NULL DEFAULT 'replay' CHECK (phase IN ('replay', 'gap_fill', 'done')),
+                    started_at        timestamptz NOT NULL DEFAULT now(),
+                    updated_at        timestamptz NOT NULL DEFAULT now(),
+                    finished_at       timestamptz,
+                    -- host:pid of the process that last ran it.
+                    holder            text,
+                    -- API requests made by the processes that finished their part (killed ones cannot report).
+                    api_statistics    jsonb NOT NULL DEFAULT '{}',
+                    report            jsonb
+                );
+                CREATE INDEX reconcile_runs_window_idx ON reconcile_runs (environment, bundle_id, window_start_ms, window_end_ms, run_id DESC);
 
--- One Get Notification History query over one time shard. Its progress is committed in the same
--- transaction as the effects of the page it covers, so a killed run resumes exactly there.
-CREATE TABLE run_shards (
-    run_id             bigint NOT NULL REFERENCES reconcile_runs ON DELETE CASCADE,
-    query_index        integer NOT NULL,
-    -- NULL type: the unfiltered sweep that catches everything else.
-    notification_type  text,
-    subtype            text,
-    shard_start_ms     bigint NOT NULL,
-    shard_end_ms       bigint NOT NULL,
-    -- The token of the next page to fetch; NULL: from the start.
-    pagination_token   text,
-    pages_done         integer NOT NULL DEFAULT 0,
-    notifications_seen integer NOT NULL DEFAULT 0,
-    -- How often an expired pagination token restarted it.
-    restarts           integer NOT NULL DEFAULT 0,
-    status             text NOT NULL DEFAULT 'pending' CHECK (status IN ('pending', 'done', 'failed')),
-    last_error         text,
-    PRIMARY KEY (run_id, query_index, shard_start_ms)
-);
+                -- One Get Notification History query over one time shard. Its progress is committed in the same
+                -- transaction as the effects of the page it covers, so a killed run resumes exactly there.
+                CREATE TABLE run_shards (
+                    run_id             bigint NOT NULL REFERENCES reconcile_runs ON DELETE CASCADE,
+                    query_index        integer NOT NULL,
+                    -- NULL type: the unfiltered sweep that catches everything else.
+                    notification_type  text,
+                    subtype            text,
+                    shard_start_ms     bigint NOT NULL,
+                    shard_end_ms       bigint NOT NULL,
+                    -- The token of the next page to fetch; NULL: from the start.
+                    pagination_token   text,
+                    pages_done         integer NOT NULL DEFAULT 0,
+                    notifications_seen integer NOT NULL DEFAULT 0,
+                    -- How often an expired pagination token restarted it.
+                    restarts           integer NOT NULL DEFAULT 0,
+                    status             text NOT NULL DEFAULT 'pending' CHECK (status IN ('pending', 'done', 'failed')),
+                    last_error         text,
+                    PRIMARY KEY (run_id, query_index, shard_start_ms)
+                );
 
--- Notifications seen per type/subtype and outcome (applied, stale, recorded, duplicate, rejected).
-CREATE TABLE run_counts (
-    run_id            bigint NOT NULL REFERENCES reconcile_runs ON DELETE CASCADE,
-    type_and_subtype  text NOT NULL,
-    outcome           text NOT NULL,
-    count             integer NOT NULL DEFAULT 0,
-    PRIMARY KEY (run_id, type_and_subtype, outcome)
-);
+                -- Notifications seen per type/subtype and outcome (applied, stale, recorded, duplicate, rejected).
+                CREATE TABLE run_counts (
+                    run_id            bigint NOT NULL REFERENCES reconcile_runs ON DELETE CASCADE,
+                    type_and_subtype  text NOT NULL,
+                    outcome           text NOT NULL,
+                    count             integer NOT NULL DEFAULT 0,
+                    PRIMARY KEY (run_id, type_and_subtype, outcome)
+                );
 
--- Purchases a run changed: the state before its first change and after its last.
-CREATE TABLE run_changes (
-    run_id                  bigint NOT NULL REFERENCES reconcile_runs ON DELETE CASCADE,
-    original_transaction_id text NOT NULL,
-    before_state            jsonb,
-    after_state             jsonb NOT NULL,
-    PRIMARY KEY (run_id, original_transaction_id)
-);
+                -- Purchases a run changed: the state before its first change and after its last.
+                CREATE TABLE run_changes (
+                    run_id                  bigint NOT NULL REFERENCES reconcile_runs ON DELETE CASCADE,
+                    original_transaction_id text NOT NULL,
+                    before_state            jsonb,
+                    after_state             jsonb NOT NULL,
+                    PRIMARY KEY (run_id, original_transaction_id)
+                );
 
--- Signed values a run refused, with the reason; never applied.
-CREATE TABLE run_rejections (
-    run_id              bigint NOT NULL REFERENCES reconcile_runs ON DELETE CASCADE,
-    payload_sha256      text NOT NULL,
-    phase               text NOT NULL,
-    notification_uuid   text,
-    reason              text NOT NULL,
-    detail              text NOT NULL,
-    recorded_at         timestamptz NOT NULL DEFAULT now(),
-    PRIMARY KEY (run_id, payload_sha256)
-);
+                -- Signed values a run refused, with the reason; never applied.
+                CREATE TABLE run_rejections (
+                    run_id              bigint NOT NULL REFERENCES reconcile_runs ON DELETE CASCADE,
+                    payload_sha256      text NOT NULL,
+                    phase               text NOT NULL,
+                    notification_uuid   text,
+                    reason              text NOT NULL,
+                    detail              text NOT NULL,
+                    recorded_at         timestamptz NOT NULL DEFAULT now(),
+                    PRIMARY KEY (run_id, payload_sha256)
+                );
 
--- Phase 2: one row per customer (the transaction id their history is fetched by). Workers
--- claim rows with FOR UPDATE SKIP LOCKED, so `reconciler work` on other machines can share it.
-CREATE TABLE gap_queue (
-    run_id                bigint NOT NULL REFERENCES reconcile_runs ON DELETE CASCADE,
-    anchor_transaction_id text NOT NULL,
-    reason                text NOT NULL CHECK (reason IN ('touched', 'due', 'all')),
-    status                text NOT NULL DEFAULT 'pending' CHECK (status IN ('pending', 'done', 'failed')),
-    attempts              integer NOT NULL DEFAULT 0,
-    transactions_seen     integer NOT NULL DEFAULT 0,
-    last_error            text,
-    worker                text,
-    updated_at            timestamptz NOT NULL DEFAULT now(),
-    PRIMARY KEY (run_id, anchor_transaction_id)
-);
-CREATE INDEX gap_queue_pending_idx ON gap_queue (run_id, anchor_transaction_id) WHERE status = 'pending';
+                -- Phase 2: one row per customer (the transaction id their history is fetched by). Workers
+                -- claim rows with FOR UPDATE SKIP LOCKED, so `reconciler work` on other machines can share it.
+                CREATE TABLE gap_queue (
+                    run_id                bigint NOT NULL REFERENCES reconcile_runs ON DELETE CASCADE,
+                    anchor_transaction_id text NOT NULL,
+                    reason                text NOT NULL CHECK (reason IN ('touched', 'due', 'all')),
+                    status                text NOT NULL DEFAULT 'pending' CHECK (status IN ('pending', 'done', 'failed')),
+                    attempts              integer NOT NULL DEFAULT 0,
+                    transactions_seen     integer NOT NULL DEFAULT 0,
+                    last_error            text,
+                    worker                text,
+                    updated_at            timestamptz NOT NULL DEFAULT now(),
+                    PRIMARY KEY (run_id, anchor_transaction_id)
+                );
+                CREATE INDEX gap_queue_pending_idx ON gap_queue (run_id, anchor_transaction_id) WHERE status = 'pending';
 
--- The Get Transaction History revision of each customer, stored with the last page applied;
--- the next fetch asks only for what changed since.
-CREATE TABLE history_revisions (
-    anchor_transaction_id text PRIMARY KEY,
-    environment           text NOT NULL,
-    revision              text NOT NULL,
-    updated_at            timestamptz NOT NULL DEFAULT now()
-);
-"""####),
-        Migration(fileName: "0003_cron_safety.sql", sql: ####"""
--- 0003: what an hourly schedule next to the live webhook needs: run kinds and the schedule's
--- outcomes, a lease row instead of a session lock, customer leases instead of open claim
--- transactions, a quarantine for payloads that fail verification, and when each purchase was
--- last checked against its transaction history.
+                -- The Get Transaction History revision of each customer, stored with the last page applied;
+                -- the next fetch asks only for what changed since.
+                CREATE TABLE history_revisions (
+                    anchor_transaction_id text PRIMARY KEY,
+                    environment           text NOT NULL,
+                    revision              text NOT NULL,
+                    updated_at            timestamptz NOT NULL DEFAULT now()
+                );
+                """####),
+        Migration(
+            fileName: "0003_cron_safety.sql",
+            sql: ####"""
+                -- 0003: what an hourly schedule next to the live webhook needs: run kinds and the schedule's
+                -- outcomes, a lease row instead of a session lock, customer leases instead of open claim
+                -- transactions, a quarantine for payloads that fail verification, and when each purchase was
+                -- last checked against its transaction history.
 
--- manual: --start/--end; scheduled: --since-last (the schedule's chain of windows);
--- detected: a window `detect-outage` found. Only scheduled runs move the chain.
-ALTER TABLE reconcile_runs ADD COLUMN kind text NOT NULL DEFAULT 'manual'
-    CHECK (kind IN ('manual', 'scheduled', 'detected'));
--- succeeded_with_rejections: done, but payloads were quarantined (or customers refused) for the
--- first time; lost: a window left Apple's retention before it could be finished.
-ALTER TABLE reconcile_runs DROP CONSTRAINT reconcile_runs_status_check;
-ALTER TABLE reconcile_runs ADD CONSTRAINT reconcile_runs_status_check CHECK (status IN (
-    'running', 'succeeded', 'succeeded_with_rejections', 'partial', 'failed', 'interrupted', 'lost'));
--- Why a failed run failed (configuration, database, ...), for `status` and the next scheduled run.
-ALTER TABLE reconcile_runs ADD COLUMN failure text;
-CREATE INDEX reconcile_runs_schedule_idx ON reconcile_runs (environment, bundle_id, kind, run_id DESC) WHERE NOT dry_run;
+                -- manual: --start/--end; scheduled: --since-last (the schedule's chain of windows);
+                -- detected: a window `detect-outage` found. Only scheduled runs move the chain.
+                ALTER TABLE reconcile_runs ADD COLUMN kind text NOT NULL DEFAULT 'manual'
+                    CHECK (kind IN ('manual', 'scheduled', 'detected'));
+                -- succeeded_with_rejections: done, but payloads were quarantined (or customers refused) for the
+                -- first time; lost: a window left Apple's retention before it could be finished.
+                ALTER TABLE reconcile_runs DROP CONSTRAINT reconcile_runs_status_check;
+                ALTER TABLE reconcile_runs ADD CONSTRAINT reconcile_runs_status_check CHECK (status IN (
+                    'running', 'succeeded', 'succeeded_with_rejections', 'partial', 'failed', 'interrupted', 'lost'));
+                -- Why a failed run failed (configuration, database, ...), for `status` and the next scheduled run.
+                ALTER TABLE reconcile_runs ADD COLUMN failure text;
+                CREATE INDEX reconcile_runs_schedule_idx ON reconcile_runs (environment, bundle_id, kind, run_id DESC) WHERE NOT dry_run;
 
--- One reconcile run at a time per app and environment: a row that its holder renews; a holder
--- that stops renewing (killed, partitioned, its database connection gone) loses it when
--- lease_until passes, and a new run may take it over.
-CREATE TABLE run_leases (
-    environment  text NOT NULL,
-    bundle_id    text NOT NULL,
-    run_id       bigint REFERENCES reconcile_runs ON DELETE SET NULL,
-    -- host:pid:nonce of the process.
-    holder       text NOT NULL,
-    acquired_at  timestamptz NOT NULL DEFAULT now(),
-    lease_until  timestamptz NOT NULL,
-    PRIMARY KEY (environment, bundle_id)
-);
+                -- One reconcile run at a time per app and environment: a row that its holder renews; a holder
+                -- that stops renewing (killed, partitioned, its database connection gone) loses it when
+                -- lease_until passes, and a new run may take it over.
+                CREATE TABLE run_leases (
+                    environment  text NOT NULL,
+                    bundle_id    text NOT NULL,
+                    run_id       bigint REFERENCES reconcile_runs ON DELETE SET NULL,
+                    -- host:pid:nonce of the process.
+                    holder       text NOT NULL,
+                    acquired_at  timestamptz NOT NULL DEFAULT now(),
+                    lease_until  timestamptz NOT NULL,
+                    PRIMARY KEY (environment, bundle_id)
+                );
 
--- Phase 2 customers are leased (a row a worker renews), never held in an open transaction.
-ALTER TABLE gap_queue DROP CONSTRAINT gap_queue_status_check;
-ALTER TABLE gap_queue ADD CONSTRAINT gap_queue_status_check CHECK (status IN ('pending', 'leased', 'done', 'failed'));
-ALTER TABLE gap_queue ADD COLUMN lease_until timestamptz;
--- retryable: the next run retries it; permanent: Apple refused it (4xx), a person must look.
-ALTER TABLE gap_queue ADD COLUMN failure_kind text CHECK (failure_kind IN ('retryable', 'permanent'));
--- How often Apple refused the stored revision (4000005) so the history was read from the start.
-ALTER TABLE gap_queue ADD COLUMN revision_resets integer NOT NULL DEFAULT 0;
-DROP INDEX gap_queue_pending_idx;
--- Claims take touched customers first, then the rest, in a stable order.
-CREATE INDEX gap_queue_claimable_idx ON gap_queue (run_id, (reason <> 'touched'), anchor_transaction_id) WHERE status IN ('pending', 'leased');
+                -- Phase 2 customers are leased (a row a worker renews), never held in an open transaction.
+                ALTER TABLE gap_queue DROP CONSTRAINT gap_queue_status_check;
+                ALTER TABLE gap_queue ADD CONSTRAINT gap_queue_status_check CHECK (status IN ('pending', 'leased', 'done', 'failed'));
+                ALTER TABLE gap_queue ADD COLUMN lease_until timestamptz;
+                -- retryable: the next run retries it; permanent: Apple refused it (4xx), a person must look.
+                ALTER TABLE gap_queue ADD COLUMN failure_kind text CHECK (failure_kind IN ('retryable', 'permanent'));
+                -- How often Apple refused the stored revision (4000005) so the history was read from the start.
+                ALTER TABLE gap_queue ADD COLUMN revision_resets integer NOT NULL DEFAULT 0;
+                DROP INDEX gap_queue_pending_idx;
+                -- Claims take touched customers first, then the rest, in a stable order.
+                CREATE INDEX gap_queue_claimable_idx ON gap_queue (run_id, (reason <> 'touched'), anchor_transaction_id) WHERE status IN ('pending', 'leased');
 
--- Shards fail retryably (the next run retries them) or permanently (Apple refused the query).
-ALTER TABLE run_shards ADD COLUMN failure_kind text CHECK (failure_kind IN ('retryable', 'permanent'));
+                -- Shards fail retryably (the next run retries them) or permanently (Apple refused the query).
+                ALTER TABLE run_shards ADD COLUMN failure_kind text CHECK (failure_kind IN ('retryable', 'permanent'));
 
--- Signed values from Apple's API that failed verification: stored once, never applied, reported
--- by every run that meets them; `reconciler rejections --ack` hides one from the alert.
-CREATE TABLE quarantined_payloads (
-    payload_sha256     text PRIMARY KEY,
-    environment        text NOT NULL,
-    bundle_id          text NOT NULL,
-    -- notification_history, transaction_history or subscription_status.
-    source             text NOT NULL CHECK (source IN ('notification_history', 'transaction_history', 'subscription_status')),
-    -- Read without trusting the payload, only to name it.
-    notification_uuid  text,
-    type_and_subtype   text,
-    reason             text NOT NULL,
-    detail             text NOT NULL,
-    signed_payload     text NOT NULL,
-    first_seen_at      timestamptz NOT NULL DEFAULT now(),
-    last_seen_at       timestamptz NOT NULL DEFAULT now(),
-    first_run_id       bigint,
-    last_run_id        bigint,
-    times_seen         integer NOT NULL DEFAULT 1,
-    acknowledged_at    timestamptz,
-    acknowledged_note  text
-);
-CREATE INDEX quarantined_payloads_open_idx ON quarantined_payloads (environment, bundle_id, first_seen_at) WHERE acknowledged_at IS NULL;
+                -- Signed values from Apple's API that failed verification: stored once, never applied, reported
+                -- by every run that meets them; `reconciler rejections --ack` hides one from the alert.
+                CREATE TABLE quarantined_payloads (
+                    payload_sha256     text PRIMARY KEY,
+                    environment        text NOT NULL,
+                    bundle_id          text NOT NULL,
+                    -- notification_history, transaction_history or subscription_status.
+                    source             text NOT NULL CHECK (source IN ('notification_history', 'transaction_history', 'subscription_status')),
+                    -- Read without trusting the payload, only to name it.
+                    notification_uuid  text,
+                    type_and_subtype   text,
+                    reason             text NOT NULL,
+                    detail             text NOT NULL,
+                    signed_payload     text NOT NULL,
+                    first_seen_at      timestamptz NOT NULL DEFAULT now(),
+                    last_seen_at       timestamptz NOT NULL DEFAULT now(),
+                    first_run_id       bigint,
+                    last_run_id        bigint,
+                    times_seen         integer NOT NULL DEFAULT 1,
+                    acknowledged_at    timestamptz,
+                    acknowledged_note  text
+                );
+                CREATE INDEX quarantined_payloads_open_idx ON quarantined_payloads (environment, bundle_id, first_seen_at) WHERE acknowledged_at IS NULL;
 
--- Which of a run's rejections it quarantined for the first time (the others were known), and which
--- API response each came in.
-ALTER TABLE run_rejections ADD COLUMN newly_quarantined boolean NOT NULL DEFAULT true;
-ALTER TABLE run_rejections ADD COLUMN type_and_subtype text;
-ALTER TABLE run_rejections RENAME COLUMN phase TO source;
-UPDATE run_rejections SET source = CASE source WHEN 'replay' THEN 'notification_history' WHEN 'gap fill' THEN 'transaction_history'
-    ELSE 'subscription_status' END;
-ALTER TABLE run_rejections ADD CONSTRAINT run_rejections_source_check
-    CHECK (source IN ('notification_history', 'transaction_history', 'subscription_status'));
+                -- Which of a run's rejections it quarantined for the first time (the others were known), and which
+                -- API response each came in.
+                ALTER TABLE run_rejections ADD COLUMN newly_quarantined boolean NOT NULL DEFAULT true;
+                ALTER TABLE run_rejections ADD COLUMN type_and_subtype text;
+                ALTER TABLE run_rejections RENAME COLUMN phase TO source;
+                UPDATE run_rejections SET source = CASE source WHEN 'replay' THEN 'notification_history' WHEN 'gap fill' THEN 'transaction_history'
+                    ELSE 'subscription_status' END;
+                ALTER TABLE run_rejections ADD CONSTRAINT run_rejections_source_check
+                    CHECK (source IN ('notification_history', 'transaction_history', 'subscription_status'));
 
--- When the gap fill last verified the purchase against its transaction history (UNIX ms): a
--- purchase is due again only when its expiry, renewal or grace period falls due after that.
-ALTER TABLE purchases ADD COLUMN history_checked_at_ms bigint;
-"""####),
-        Migration(fileName: "0004_run_timeline.sql", sql: ####"""
--- 0004: what the incident report page draws besides the notifications themselves: a run's App
--- Store Server API requests per endpoint per wall-clock second, and the request budget of each
--- process that worked on it.
+                -- When the gap fill last verified the purchase against its transaction history (UNIX ms): a
+                -- purchase is due again only when its expiry, renewal or grace period falls due after that.
+                ALTER TABLE purchases ADD COLUMN history_checked_at_ms bigint;
+                """####),
+        Migration(
+            fileName: "0004_run_timeline.sql",
+            sql: ####"""
+                -- 0004: what the incident report page draws besides the notifications themselves: a run's App
+                -- Store Server API requests per endpoint per wall-clock second, and the request budget of each
+                -- process that worked on it.
 
--- Each process that works on a run (the run, `reconciler work`, a rerun that resumes it) writes
--- its own rows, keyed by `worker`: host:pid:nonce, then '#' and a nonce of that stint on the run.
--- A stint rewrites its rows with its totals so far (so a write that runs twice counts once); the
--- run's figures are the sum over workers. Seconds without requests have no row.
-CREATE TABLE run_api_seconds (
-    run_id        bigint NOT NULL REFERENCES reconcile_runs ON DELETE CASCADE,
-    worker        text NOT NULL,
-    -- Apple's name of the endpoint, e.g. 'Get Notification History'.
-    endpoint      text NOT NULL,
-    -- UNIX seconds.
-    second        bigint NOT NULL,
-    requests      integer NOT NULL DEFAULT 0,
-    -- 429 responses received in that second.
-    rate_limited  integer NOT NULL DEFAULT 0,
-    -- Requests that repeated a failed one.
-    retries       integer NOT NULL DEFAULT 0,
-    PRIMARY KEY (run_id, worker, endpoint, second)
-);
+                -- Each process that works on a run (the run, `reconciler work`, a rerun that resumes it) writes
+                -- its own rows, keyed by `worker`: host:pid:nonce, then '#' and a nonce of that stint on the run.
+                -- A stint rewrites its rows with its totals so far (so a write that runs twice counts once); the
+                -- run's figures are the sum over workers. Seconds without requests have no row.
+                CREATE TABLE run_api_seconds (
+                    run_id        bigint NOT NULL REFERENCES reconcile_runs ON DELETE CASCADE,
+                    worker        text NOT NULL,
+                    -- Apple's name of the endpoint, e.g. 'Get Notification History'.
+                    endpoint      text NOT NULL,
+                    -- UNIX seconds.
+                    second        bigint NOT NULL,
+                    requests      integer NOT NULL DEFAULT 0,
+                    -- 429 responses received in that second.
+                    rate_limited  integer NOT NULL DEFAULT 0,
+                    -- Requests that repeated a failed one.
+                    retries       integer NOT NULL DEFAULT 0,
+                    PRIMARY KEY (run_id, worker, endpoint, second)
+                );
 
--- The requests per second per endpoint each stint was configured with.
-CREATE TABLE run_api_budgets (
-    run_id               bigint NOT NULL REFERENCES reconcile_runs ON DELETE CASCADE,
-    worker               text NOT NULL,
-    endpoint             text NOT NULL,
-    requests_per_second  double precision NOT NULL,
-    PRIMARY KEY (run_id, worker, endpoint)
-);
-"""####),
-        Migration(fileName: "0005_physical_limit.sql", sql: ####"""
--- 0005: a run at Apple's limit: both phases at once, shards that split, one request budget for
--- every process of an app.
+                -- The requests per second per endpoint each stint was configured with.
+                CREATE TABLE run_api_budgets (
+                    run_id               bigint NOT NULL REFERENCES reconcile_runs ON DELETE CASCADE,
+                    worker               text NOT NULL,
+                    endpoint             text NOT NULL,
+                    requests_per_second  double precision NOT NULL,
+                    PRIMARY KEY (run_id, worker, endpoint)
+                );
+                """####),
+        Migration(
+            fileName: "0005_physical_limit.sql",
+            sql: ####"""
+                -- 0005: a run at Apple's limit: both phases at once, shards that split, one request budget for
+                -- every process of an app.
 
--- When phase 1 (the replay) finished; phase 2 runs beside it and ends with the run.
-ALTER TABLE reconcile_runs ADD COLUMN replay_finished_at timestamptz;
+                -- When phase 1 (the replay) finished; phase 2 runs beside it and ends with the run.
+                ALTER TABLE reconcile_runs ADD COLUMN replay_finished_at timestamptz;
 
--- Phase 1 touched a customer again after phase 2 started reading its history: it is read again.
-ALTER TABLE gap_queue ADD COLUMN touched_again boolean NOT NULL DEFAULT false;
+                -- Phase 1 touched a customer again after phase 2 started reading its history: it is read again.
+                ALTER TABLE gap_queue ADD COLUMN touched_again boolean NOT NULL DEFAULT false;
 
--- Shards split: a dense shard's remaining time range is cut into pieces for idle workers. The
--- parent is done at `split_at_ms`; each piece names the start of the shard it came from. Pieces
--- may start where another shard of the query starts, so a shard is its query and whole range.
-ALTER TABLE run_shards ADD COLUMN split_at_ms bigint;
-ALTER TABLE run_shards ADD COLUMN split_from_ms bigint;
-ALTER TABLE run_shards DROP CONSTRAINT run_shards_pkey;
-ALTER TABLE run_shards ADD PRIMARY KEY (run_id, query_index, shard_start_ms, shard_end_ms);
+                -- Shards split: a dense shard's remaining time range is cut into pieces for idle workers. The
+                -- parent is done at `split_at_ms`; each piece names the start of the shard it came from. Pieces
+                -- may start where another shard of the query starts, so a shard is its query and whole range.
+                ALTER TABLE run_shards ADD COLUMN split_at_ms bigint;
+                ALTER TABLE run_shards ADD COLUMN split_from_ms bigint;
+                ALTER TABLE run_shards DROP CONSTRAINT run_shards_pkey;
+                ALTER TABLE run_shards ADD PRIMARY KEY (run_id, query_index, shard_start_ms, shard_end_ms);
 
--- Every live process that calls the App Store Server API for an app and environment, with the
--- budget it was configured with; each takes an equal share of the smallest one.
-CREATE TABLE api_processes (
-    environment  text NOT NULL,
-    bundle_id    text NOT NULL,
-    -- host:pid:nonce of the process.
-    process      text NOT NULL,
-    -- Requests per second per endpoint the process was configured with: {"Get Notification History": 40, ...}.
-    budget       jsonb NOT NULL,
-    started_at   timestamptz NOT NULL DEFAULT now(),
-    lease_until  timestamptz NOT NULL,
-    PRIMARY KEY (environment, bundle_id, process)
-);
+                -- Every live process that calls the App Store Server API for an app and environment, with the
+                -- budget it was configured with; each takes an equal share of the smallest one.
+                CREATE TABLE api_processes (
+                    environment  text NOT NULL,
+                    bundle_id    text NOT NULL,
+                    -- host:pid:nonce of the process.
+                    process      text NOT NULL,
+                    -- Requests per second per endpoint the process was configured with: {"Get Notification History": 40, ...}.
+                    budget       jsonb NOT NULL,
+                    started_at   timestamptz NOT NULL DEFAULT now(),
+                    lease_until  timestamptz NOT NULL,
+                    PRIMARY KEY (environment, bundle_id, process)
+                );
 
--- An endpoint closed by a 429 until the instant its Retry-After gave (UNIX ms), for every process.
-CREATE TABLE api_closures (
-    environment      text NOT NULL,
-    bundle_id        text NOT NULL,
-    endpoint         text NOT NULL,
-    closed_until_ms  bigint NOT NULL,
-    PRIMARY KEY (environment, bundle_id, endpoint)
-);
-"""####),
-        Migration(fileName: "0006_change_feed.sql", sql: ####"""
--- 0006: recovered state reaches the app: a change feed written with every purchase change, a
--- durable queue of notifications to forward to the app's own webhook, the app's user on each
--- purchase, and the transaction and renewal fields Apple added since 2024.
+                -- An endpoint closed by a 429 until the instant its Retry-After gave (UNIX ms), for every process.
+                CREATE TABLE api_closures (
+                    environment      text NOT NULL,
+                    bundle_id        text NOT NULL,
+                    endpoint         text NOT NULL,
+                    closed_until_ms  bigint NOT NULL,
+                    PRIMARY KEY (environment, bundle_id, endpoint)
+                );
+                """####),
+        Migration(
+            fileName: "0006_change_feed.sql",
+            sql: ####"""
+                -- 0006: recovered state reaches the app: a change feed written with every purchase change, a
+                -- durable queue of notifications to forward to the app's own webhook, the app's user on each
+                -- purchase, and the transaction and renewal fields Apple added since 2024.
 
--- The app's user id of the purchase (the latest transaction's appAccountToken; it can change).
-ALTER TABLE purchases ADD COLUMN app_account_token text;
-CREATE INDEX purchases_app_account_token_idx ON purchases (app_account_token) WHERE app_account_token IS NOT NULL;
--- From the newest renewal info: what the next renewal costs, and the win-back offers open to it.
-ALTER TABLE purchases ADD COLUMN renewal_price bigint;
-ALTER TABLE purchases ADD COLUMN renewal_currency text;
-ALTER TABLE purchases ADD COLUMN price_increase_status integer;
-ALTER TABLE purchases ADD COLUMN eligible_win_back_offer_ids jsonb;
+                -- The app's user id of the purchase (the latest transaction's appAccountToken; it can change).
+                ALTER TABLE purchases ADD COLUMN app_account_token text;
+                CREATE INDEX purchases_app_account_token_idx ON purchases (app_account_token) WHERE app_account_token IS NOT NULL;
+                -- From the newest renewal info: what the next renewal costs, and the win-back offers open to it.
+                ALTER TABLE purchases ADD COLUMN renewal_price bigint;
+                ALTER TABLE purchases ADD COLUMN renewal_currency text;
+                ALTER TABLE purchases ADD COLUMN price_increase_status integer;
+                ALTER TABLE purchases ADD COLUMN eligible_win_back_offer_ids jsonb;
 
-ALTER TABLE transactions ADD COLUMN app_transaction_id text;
-ALTER TABLE transactions ADD COLUMN offer_period text;
-ALTER TABLE transactions ADD COLUMN offer_discount_type text;
-ALTER TABLE transactions ADD COLUMN storefront_id text;
-ALTER TABLE transactions ADD COLUMN billing_plan_type text;
-ALTER TABLE transactions ADD COLUMN previous_original_transaction_id text;
--- Kept as Apple sent them.
-ALTER TABLE transactions ADD COLUMN advanced_commerce_info jsonb;
-ALTER TABLE transactions ADD COLUMN commitment_info jsonb;
+                ALTER TABLE transactions ADD COLUMN app_transaction_id text;
+                ALTER TABLE transactions ADD COLUMN offer_period text;
+                ALTER TABLE transactions ADD COLUMN offer_discount_type text;
+                ALTER TABLE transactions ADD COLUMN storefront_id text;
+                ALTER TABLE transactions ADD COLUMN billing_plan_type text;
+                ALTER TABLE transactions ADD COLUMN previous_original_transaction_id text;
+                -- Kept as Apple sent them.
+                ALTER TABLE transactions ADD COLUMN advanced_commerce_info jsonb;
+                ALTER TABLE transactions ADD COLUMN commitment_info jsonb;
 
--- The change feed (a transactional outbox): one row per purchase change, written in the
--- transaction that makes the change, so a consumer that stores the last id it processed misses
--- nothing and sees nothing twice. Rows are read in id order, only up to the oldest transaction
--- still running (`xid`), so a smaller id can never commit after a larger one was read.
-CREATE TABLE purchase_changes (
-    change_id                bigserial PRIMARY KEY,
-    original_transaction_id  text NOT NULL,
-    app_account_token        text,
-    -- webhook, history (a replayed notification), transaction_history, status_refresh.
-    source                   text NOT NULL CHECK (source IN ('webhook', 'history', 'transaction_history', 'status_refresh')),
-    notification_uuid        text,
-    run_id                   bigint,
-    -- The `export` shape, with `entitled` as of the commit.
-    before_state             jsonb,
-    after_state              jsonb NOT NULL,
-    changed_at               timestamptz NOT NULL DEFAULT now(),
-    xid                      xid8 NOT NULL DEFAULT pg_current_xact_id()
-);
--- Feed order: every read and prune walks (xid, change_id) from a consumer's position.
-CREATE INDEX purchase_changes_order_idx ON purchase_changes (xid, change_id);
-CREATE INDEX purchase_changes_time_idx ON purchase_changes (changed_at);
-CREATE INDEX purchase_changes_user_idx ON purchase_changes (app_account_token, change_id) WHERE app_account_token IS NOT NULL;
+                -- The change feed (a transactional outbox): one row per purchase change, written in the
+                -- transaction that makes the change, so a consumer that stores the last id it processed misses
+                -- nothing and sees nothing twice. Rows are read in id order, only up to the oldest transaction
+                -- still running (`xid`), so a smaller id can never commit after a larger one was read.
+                CREATE TABLE purchase_changes (
+                    change_id                bigserial PRIMARY KEY,
+                    original_transaction_id  text NOT NULL,
+                    app_account_token        text,
+                    -- webhook, history (a replayed notification), transaction_history, status_refresh.
+                    source                   text NOT NULL CHECK (source IN ('webhook', 'history', 'transaction_history', 'status_refresh')),
+                    notification_uuid        text,
+                    run_id                   bigint,
+                    -- The `export` shape, with `entitled` as of the commit.
+                    before_state             jsonb,
+                    after_state              jsonb NOT NULL,
+                    changed_at               timestamptz NOT NULL DEFAULT now(),
+                    xid                      xid8 NOT NULL DEFAULT pg_current_xact_id()
+                );
+                -- Feed order: every read and prune walks (xid, change_id) from a consumer's position.
+                CREATE INDEX purchase_changes_order_idx ON purchase_changes (xid, change_id);
+                CREATE INDEX purchase_changes_time_idx ON purchase_changes (changed_at);
+                CREATE INDEX purchase_changes_user_idx ON purchase_changes (app_account_token, change_id) WHERE app_account_token IS NOT NULL;
 
--- Notifications to deliver to the app's own webhook as Apple would have ({"signedPayload": ...}),
--- queued in the transaction that records the notification.
-CREATE TABLE forward_queue (
-    notification_uuid  text NOT NULL,
-    target_url         text NOT NULL,
-    -- pending (waiting, or retrying after next_attempt_at), leased (a forwarder is sending it),
-    -- delivered (the app answered 2xx: never sent again), failed (out of attempts).
-    status             text NOT NULL DEFAULT 'pending' CHECK (status IN ('pending', 'leased', 'delivered', 'failed')),
-    attempts           integer NOT NULL DEFAULT 0,
-    next_attempt_at    timestamptz NOT NULL DEFAULT now(),
-    lease_until        timestamptz,
-    worker             text,
-    last_status_code   integer,
-    last_error         text,
-    run_id             bigint,
-    queued_at          timestamptz NOT NULL DEFAULT now(),
-    delivered_at       timestamptz,
-    PRIMARY KEY (notification_uuid, target_url)
-);
-CREATE INDEX forward_queue_due_idx ON forward_queue (next_attempt_at) WHERE status IN ('pending', 'leased');
-CREATE INDEX forward_queue_run_idx ON forward_queue (run_id) WHERE run_id IS NOT NULL;
-"""####),
-        Migration(fileName: "0007_repair.sql", sql: ####"""
--- 0007: `reconciler repair` repairs one customer (found by order ID, transaction ID or app account
--- token) and is recorded like a run: its own kind, which never moves the schedule's chain, and
--- the signed transactions of a Look Up Order ID answer, quarantined like any other when they fail
--- verification.
+                -- Notifications to deliver to the app's own webhook as Apple would have ({"signedPayload": ...}),
+                -- queued in the transaction that records the notification.
+                CREATE TABLE forward_queue (
+                    notification_uuid  text NOT NULL,
+                    target_url         text NOT NULL,
+                    -- pending (waiting, or retrying after next_attempt_at), leased (a forwarder is sending it),
+                    -- delivered (the app answered 2xx: never sent again), failed (out of attempts).
+                    status             text NOT NULL DEFAULT 'pending' CHECK (status IN ('pending', 'leased', 'delivered', 'failed')),
+                    attempts           integer NOT NULL DEFAULT 0,
+                    next_attempt_at    timestamptz NOT NULL DEFAULT now(),
+                    lease_until        timestamptz,
+                    worker             text,
+                    last_status_code   integer,
+                    last_error         text,
+                    run_id             bigint,
+                    queued_at          timestamptz NOT NULL DEFAULT now(),
+                    delivered_at       timestamptz,
+                    PRIMARY KEY (notification_uuid, target_url)
+                );
+                CREATE INDEX forward_queue_due_idx ON forward_queue (next_attempt_at) WHERE status IN ('pending', 'leased');
+                CREATE INDEX forward_queue_run_idx ON forward_queue (run_id) WHERE run_id IS NOT NULL;
+                """####),
+        Migration(
+            fileName: "0007_repair.sql",
+            sql: ####"""
+                -- 0007: `reconciler repair` repairs one customer (found by order ID, transaction ID or app account
+                -- token) and is recorded like a run: its own kind, which never moves the schedule's chain, and
+                -- the signed transactions of a Look Up Order ID answer, quarantined like any other when they fail
+                -- verification.
 
--- repair: one customer, by `reconciler repair`.
-ALTER TABLE reconcile_runs DROP CONSTRAINT reconcile_runs_kind_check;
-ALTER TABLE reconcile_runs ADD CONSTRAINT reconcile_runs_kind_check CHECK (kind IN ('manual', 'scheduled', 'detected', 'repair'));
+                -- repair: one customer, by `reconciler repair`.
+                ALTER TABLE reconcile_runs DROP CONSTRAINT reconcile_runs_kind_check;
+                ALTER TABLE reconcile_runs ADD CONSTRAINT reconcile_runs_kind_check CHECK (kind IN ('manual', 'scheduled', 'detected', 'repair'));
 
--- order_lookup: a signed transaction of a Look Up Order ID answer.
-ALTER TABLE quarantined_payloads DROP CONSTRAINT quarantined_payloads_source_check;
-ALTER TABLE quarantined_payloads ADD CONSTRAINT quarantined_payloads_source_check
-    CHECK (source IN ('notification_history', 'transaction_history', 'subscription_status', 'order_lookup'));
-ALTER TABLE run_rejections DROP CONSTRAINT run_rejections_source_check;
-ALTER TABLE run_rejections ADD CONSTRAINT run_rejections_source_check
-    CHECK (source IN ('notification_history', 'transaction_history', 'subscription_status', 'order_lookup'));
-"""####),
+                -- order_lookup: a signed transaction of a Look Up Order ID answer.
+                ALTER TABLE quarantined_payloads DROP CONSTRAINT quarantined_payloads_source_check;
+                ALTER TABLE quarantined_payloads ADD CONSTRAINT quarantined_payloads_source_check
+                    CHECK (source IN ('notification_history', 'transaction_history', 'subscription_status', 'order_lookup'));
+                ALTER TABLE run_rejections DROP CONSTRAINT run_rejections_source_check;
+                ALTER TABLE run_rejections ADD CONSTRAINT run_rejections_source_check
+                    CHECK (source IN ('notification_history', 'transaction_history', 'subscription_status', 'order_lookup'));
+                """####),
     ]
 }

@@ -64,7 +64,8 @@ public struct Migrator: Sendable {
     public func migrate(_ client: PostgresClient, logger: Logger) async throws -> [Migration] {
         try validateVersions()
         try await inTransaction(client: client, logger: logger) { connection in
-            try await connection.query("""
+            try await connection.query(
+                """
                 CREATE TABLE IF NOT EXISTS schema_migrations (
                     version    integer PRIMARY KEY,
                     file_name  text NOT NULL,
@@ -96,7 +97,10 @@ public struct Migrator: Sendable {
     public func requireCurrent(_ client: PostgresClient, logger: Logger) async throws {
         let pending = try await status(client, logger: logger).filter { $0.appliedAt == nil }
         guard pending.isEmpty else {
-            throw MigrationError(description: "the database schema is not current (pending: \(pending.map(\.migration.fileName).joined(separator: ", "))): run `reconciler migrate` first")
+            throw MigrationError(
+                description:
+                    "the database schema is not current (pending: \(pending.map(\.migration.fileName).joined(separator: ", "))): run `reconciler migrate` first"
+            )
         }
     }
 
@@ -117,7 +121,8 @@ public struct Migrator: Sendable {
     }
 
     private func appliedMigrations(on connection: PostgresConnection, logger: Logger) async throws -> [Int: AppliedMigration] {
-        let exists = try await connection.query("SELECT to_regclass('schema_migrations') IS NOT NULL", logger: logger)
+        let exists =
+            try await connection.query("SELECT to_regclass('schema_migrations') IS NOT NULL", logger: logger)
             .collect().first?.decode(Bool.self) ?? false
         guard exists else { return [:] }
         var result: [Int: AppliedMigration] = [:]
@@ -132,10 +137,16 @@ public struct Migrator: Sendable {
         let known = Dictionary(uniqueKeysWithValues: migrations.map { ($0.version, $0) })
         for (version, record) in applied.sorted(by: { $0.key < $1.key }) {
             guard let migration = known[version] else {
-                throw MigrationError(description: "the database has migration \(record.fileName), which this reconciler does not know: use the reconciler version that applied it, or newer")
+                throw MigrationError(
+                    description:
+                        "the database has migration \(record.fileName), which this reconciler does not know: use the reconciler version that applied it, or newer"
+                )
             }
             guard migration.checksum == record.checksum else {
-                throw MigrationError(description: "\(migration.fileName) changed after it was applied (applied checksum \(record.checksum.prefix(12)), file \(migration.checksum.prefix(12))): restore the file and put the change in a new migration")
+                throw MigrationError(
+                    description:
+                        "\(migration.fileName) changed after it was applied (applied checksum \(record.checksum.prefix(12)), file \(migration.checksum.prefix(12))): restore the file and put the change in a new migration"
+                )
             }
         }
     }
@@ -150,7 +161,8 @@ public struct Migrator: Sendable {
             logger.info("applying migration", metadata: ["migration": "\(migration.fileName)"])
             // The extended query protocol runs one statement per query; PL/pgSQL's EXECUTE runs a
             // whole file, and the SQL travels as a bound parameter, never pasted into a statement.
-            try await connection.query("""
+            try await connection.query(
+                """
                 CREATE OR REPLACE FUNCTION pg_temp.reconciler_run_migration(sql text) RETURNS void
                 LANGUAGE plpgsql AS $$ BEGIN EXECUTE sql; END $$
                 """, logger: logger)
@@ -159,7 +171,8 @@ public struct Migrator: Sendable {
             } catch {
                 throw MigrationError(description: "\(migration.fileName) failed and was rolled back: \(String(reflecting: error))")
             }
-            try await connection.query("""
+            try await connection.query(
+                """
                 INSERT INTO schema_migrations (version, file_name, checksum)
                 VALUES (\(migration.version), \(migration.fileName), \(migration.checksum))
                 """, logger: logger)
@@ -168,8 +181,10 @@ public struct Migrator: Sendable {
     }
 
     /// Runs `body` in a transaction that holds the migration lock: concurrent migrators take turns.
-    private func inTransaction<Result>(client: PostgresClient, logger: Logger,
-                                       _ body: (PostgresConnection) async throws -> Result) async throws -> Result {
+    private func inTransaction<Result>(
+        client: PostgresClient, logger: Logger,
+        _ body: (PostgresConnection) async throws -> Result
+    ) async throws -> Result {
         try await client.withConnection { connection in
             try await connection.query("BEGIN", logger: logger)
             do {

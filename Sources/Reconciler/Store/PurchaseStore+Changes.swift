@@ -29,8 +29,10 @@ extension PurchaseStore {
         public var after: PurchaseState
         public var changedAt: Date
 
-        public init(changeId: Int64, originalTransactionId: String, appAccountToken: String?, source: ChangeSource, notificationUUID: String?,
-                    runId: Int64?, before: PurchaseState?, after: PurchaseState, changedAt: Date) {
+        public init(
+            changeId: Int64, originalTransactionId: String, appAccountToken: String?, source: ChangeSource, notificationUUID: String?,
+            runId: Int64?, before: PurchaseState?, after: PurchaseState, changedAt: Date
+        ) {
             self.changeId = changeId
             self.originalTransactionId = originalTransactionId
             self.appAccountToken = appAccountToken
@@ -120,7 +122,8 @@ extension PurchaseStore {
     /// The position of the newest readable change (``FeedPosition/start`` when the feed is empty),
     /// where a new consumer that wants no history begins.
     public func newestPosition(on connection: PostgresConnection) async throws -> FeedPosition {
-        let rows = try await connection.query("""
+        let rows = try await connection.query(
+            """
             SELECT c.change_id, c.xid::text AS xid_text FROM purchase_changes c
             WHERE c.xid < pg_snapshot_xmin(pg_current_snapshot())
             ORDER BY c.xid DESC, c.change_id DESC LIMIT 1
@@ -132,9 +135,12 @@ extension PurchaseStore {
     /// The changes after `position`, at most `limit`, in feed order; with `appAccountToken`, only
     /// changes of purchases that belonged to that app user before or after the change (a purchase
     /// moved to another user shows in both users' feeds).
-    public func changes(after position: FeedPosition, limit: Int, appAccountToken: String? = nil,
-                        on connection: PostgresConnection) async throws -> FeedBatch {
-        let rows = try await connection.query("""
+    public func changes(
+        after position: FeedPosition, limit: Int, appAccountToken: String? = nil,
+        on connection: PostgresConnection
+    ) async throws -> FeedBatch {
+        let rows = try await connection.query(
+            """
             SELECT c.change_id, c.xid::text AS xid_text, c.original_transaction_id, c.app_account_token, c.source, c.notification_uuid,
                    c.run_id, c.before_state::text, c.after_state::text, c.changed_at
             FROM purchase_changes c
@@ -153,10 +159,11 @@ extension PurchaseStore {
             guard let source = ChangeSource(rawValue: row.4) else {
                 throw PurchaseStoreError(description: "change \(row.0) has an unknown source \(row.4)")
             }
-            batch.changes.append(FeedChange(
-                changeId: row.0, originalTransactionId: row.2, appAccountToken: row.3, source: source, notificationUUID: row.5, runId: row.6,
-                before: try row.7.map { try decoder.decode(PurchaseState.self, from: Data($0.utf8)) },
-                after: try decoder.decode(PurchaseState.self, from: Data(row.8.utf8)), changedAt: row.9))
+            batch.changes.append(
+                FeedChange(
+                    changeId: row.0, originalTransactionId: row.2, appAccountToken: row.3, source: source, notificationUUID: row.5, runId: row.6,
+                    before: try row.7.map { try decoder.decode(PurchaseState.self, from: Data($0.utf8)) },
+                    after: try decoder.decode(PurchaseState.self, from: Data(row.8.utf8)), changedAt: row.9))
             batch.end = FeedPosition(changeId: row.0, xid: row.1)
         }
         return batch
@@ -170,7 +177,8 @@ extension PurchaseStore {
     /// transaction could still put a row before, and never the newest row (so a consumer that is
     /// caught up can resume after a quiet spell longer than the retention).
     public func pruneChanges(before time: Date, limit: Int = 10_000, on connection: PostgresConnection) async throws -> Int {
-        let rows = try await connection.query("""
+        let rows = try await connection.query(
+            """
             WITH horizon AS (SELECT pg_snapshot_xmin(pg_current_snapshot()) AS xmin),
             kept AS (
                 (SELECT c.xid, c.change_id FROM purchase_changes c, horizon

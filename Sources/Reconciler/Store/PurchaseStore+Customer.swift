@@ -18,7 +18,8 @@ extension PurchaseStore {
 
     /// The purchases of a transaction id (any transaction of a purchase, or its original), if stored.
     func originalTransactionIds(ofTransaction transactionId: String, on connection: PostgresConnection) async throws -> [String] {
-        let rows = try await connection.query("""
+        let rows = try await connection.query(
+            """
             SELECT original_transaction_id FROM transactions WHERE transaction_id = \(transactionId)
             UNION SELECT original_transaction_id FROM purchases WHERE original_transaction_id = \(transactionId)
             """, logger: logger)
@@ -31,7 +32,8 @@ extension PurchaseStore {
     /// by their latest transaction or any transaction of theirs.
     func originalTransactionIds(ofAppAccountToken token: String, environment: String, on connection: PostgresConnection) async throws -> [String] {
         let spellings = Array(Set([token.lowercased(), token.uppercased(), token]))
-        let rows = try await connection.query("""
+        let rows = try await connection.query(
+            """
             SELECT original_transaction_id FROM purchases WHERE app_account_token = ANY(\(spellings)::text[]) AND environment = \(environment)
             UNION SELECT original_transaction_id FROM transactions WHERE app_account_token = ANY(\(spellings)::text[]) AND environment = \(environment)
             """, logger: logger)
@@ -42,31 +44,38 @@ extension PurchaseStore {
 
     /// The purchases of the customers these purchases belong to: the purchases themselves, and
     /// every purchase linked to the same customer (the same transaction history anchor) or to one of `anchors`.
-    func customerPurchases(of originalTransactionIds: [String], anchors: [String] = [], on connection: PostgresConnection) async throws -> Set<String> {
+    func customerPurchases(of originalTransactionIds: [String], anchors: [String] = [], on connection: PostgresConnection) async throws -> Set<String>
+    {
         guard !originalTransactionIds.isEmpty || !anchors.isEmpty else { return [] }
         var bindings = PostgresBindings()
         bindings.append(originalTransactionIds)
         bindings.append(anchors)
-        let rows = try await connection.query(PostgresQuery(unsafeSQL: """
-            SELECT p.original_transaction_id FROM \(purchasesSeen) p
-            WHERE p.original_transaction_id = ANY($1::text[]) OR p.history_anchor_transaction_id = ANY($2::text[])
-               OR p.history_anchor_transaction_id IN (
-                   SELECT q.history_anchor_transaction_id FROM \(purchasesSeen) q
-                   WHERE q.original_transaction_id = ANY($1::text[]) AND q.history_anchor_transaction_id IS NOT NULL)
-            """, binds: bindings), logger: logger)
+        let rows = try await connection.query(
+            PostgresQuery(
+                unsafeSQL: """
+                    SELECT p.original_transaction_id FROM \(purchasesSeen) p
+                    WHERE p.original_transaction_id = ANY($1::text[]) OR p.history_anchor_transaction_id = ANY($2::text[])
+                       OR p.history_anchor_transaction_id IN (
+                           SELECT q.history_anchor_transaction_id FROM \(purchasesSeen) q
+                           WHERE q.original_transaction_id = ANY($1::text[]) AND q.history_anchor_transaction_id IS NOT NULL)
+                    """, binds: bindings), logger: logger)
         var originals = Set<String>()
         for try await original in rows.decode(String.self) { originals.insert(original) }
         return originals
     }
 
     /// The state of these purchases as this store sees them (a dry run's copies where it made them).
-    func purchaseStatesSeen(_ originalTransactionIds: some Collection<String>, on connection: PostgresConnection) async throws -> [String: PurchaseState] {
+    func purchaseStatesSeen(
+        _ originalTransactionIds: some Collection<String>, on connection: PostgresConnection
+    ) async throws -> [String: PurchaseState] {
         guard !originalTransactionIds.isEmpty else { return [:] }
         var bindings = PostgresBindings()
         bindings.append(Array(originalTransactionIds))
-        let rows = try await connection.query(PostgresQuery(unsafeSQL: """
-            SELECT \(Self.purchaseColumns) FROM \(purchasesSeen) p WHERE p.original_transaction_id = ANY($1::text[])
-            """, binds: bindings), logger: logger)
+        let rows = try await connection.query(
+            PostgresQuery(
+                unsafeSQL: """
+                    SELECT \(Self.purchaseColumns) FROM \(purchasesSeen) p WHERE p.original_transaction_id = ANY($1::text[])
+                    """, binds: bindings), logger: logger)
         var result: [String: PurchaseState] = [:]
         for try await row in rows.decode(PurchaseRow.self) { result[row.0] = purchaseState(row) }
         return result
@@ -76,7 +85,8 @@ extension PurchaseStore {
     /// change and after its last, from the change feed (a dry run's own feed while it runs).
     func changes(runId: Int64, sources: [ChangeSource], on connection: PostgresConnection) async throws -> [PurchaseChange] {
         // The feed has no index on the run: its rows are newer than the run's start.
-        let rows = try await connection.query("""
+        let rows = try await connection.query(
+            """
             SELECT before_state::text, after_state::text FROM purchase_changes
             WHERE changed_at >= (SELECT started_at FROM reconcile_runs WHERE run_id = \(runId)) AND run_id = \(runId)
               AND source = ANY(\(sources.map(\.rawValue))::text[])
@@ -85,8 +95,9 @@ extension PurchaseStore {
         let decoder = JSONDecoder()
         var byPurchase: [String: PurchaseChange] = [:]
         for try await (before, after) in rows.decode((String?, String).self) {
-            let change = PurchaseChange(before: try before.map { try decoder.decode(PurchaseState.self, from: Data($0.utf8)) },
-                                        after: try decoder.decode(PurchaseState.self, from: Data(after.utf8)))
+            let change = PurchaseChange(
+                before: try before.map { try decoder.decode(PurchaseState.self, from: Data($0.utf8)) },
+                after: try decoder.decode(PurchaseState.self, from: Data(after.utf8)))
             let id = change.after.originalTransactionId
             byPurchase[id] = PurchaseChange(before: byPurchase[id].map(\.before) ?? change.before, after: change.after)
         }

@@ -8,7 +8,8 @@ extension PurchaseStore {
     /// Queues notifications for the app's webhook (in the caller's transaction).
     func enqueueForwarding(_ notificationUUIDs: [String], to targetURL: String, runId: Int64?, on connection: PostgresConnection) async throws {
         guard !notificationUUIDs.isEmpty else { return }
-        try await connection.query("""
+        try await connection.query(
+            """
             INSERT INTO forward_queue (notification_uuid, target_url, run_id)
             SELECT uuid, \(targetURL), \(runId) FROM unnest(\(notificationUUIDs.sorted())::text[]) AS n (uuid)
             ON CONFLICT (notification_uuid, target_url) DO NOTHING
@@ -29,7 +30,8 @@ extension PurchaseStore {
     /// whose lease ran out), oldest first.
     public func leaseDeliveries(worker: String, limit: Int, leaseDuration: Duration, on connection: PostgresConnection) async throws -> [Delivery] {
         let milliseconds = leaseDuration.components.seconds * 1000 + leaseDuration.components.attoseconds / 1_000_000_000_000_000
-        let rows = try await connection.query("""
+        let rows = try await connection.query(
+            """
             UPDATE forward_queue AS q SET status = 'leased', worker = \(worker), lease_until = now() + \(milliseconds) * interval '1 millisecond'
             FROM (
                 SELECT notification_uuid, target_url FROM forward_queue
@@ -61,20 +63,23 @@ extension PurchaseStore {
     public func recordDelivery(_ delivery: Delivery, worker: String, result: DeliveryResult, on connection: PostgresConnection) async throws {
         switch result {
         case .delivered(let code):
-            try await connection.query("""
+            try await connection.query(
+                """
                 UPDATE forward_queue SET status = 'delivered', attempts = attempts + 1, last_status_code = \(code), last_error = NULL,
                     delivered_at = now(), lease_until = NULL
                 WHERE notification_uuid = \(delivery.notificationUUID) AND target_url = \(delivery.targetURL) AND status = 'leased' AND worker = \(worker)
                 """, logger: logger)
         case .retry(let code, let error, let after):
             let milliseconds = after.components.seconds * 1000 + after.components.attoseconds / 1_000_000_000_000_000
-            try await connection.query("""
+            try await connection.query(
+                """
                 UPDATE forward_queue SET status = 'pending', attempts = attempts + 1, last_status_code = \(code), last_error = \(error),
                     next_attempt_at = now() + \(milliseconds) * interval '1 millisecond', lease_until = NULL
                 WHERE notification_uuid = \(delivery.notificationUUID) AND target_url = \(delivery.targetURL) AND status = 'leased' AND worker = \(worker)
                 """, logger: logger)
         case .failed(let code, let error):
-            try await connection.query("""
+            try await connection.query(
+                """
                 UPDATE forward_queue SET status = 'failed', attempts = attempts + 1, last_status_code = \(code), last_error = \(error), lease_until = NULL
                 WHERE notification_uuid = \(delivery.notificationUUID) AND target_url = \(delivery.targetURL) AND status = 'leased' AND worker = \(worker)
                 """, logger: logger)
@@ -84,11 +89,13 @@ extension PurchaseStore {
     /// Puts back the deliveries leased by workers that `isGone` (a forwarder of this host that
     /// died), so they are sent again now rather than when their lease runs out.
     public func releaseDeliveries(where isGone: (String) -> Bool, on connection: PostgresConnection) async throws {
-        let rows = try await connection.query("SELECT DISTINCT worker FROM forward_queue WHERE status = 'leased' AND worker IS NOT NULL", logger: logger)
+        let rows = try await connection.query(
+            "SELECT DISTINCT worker FROM forward_queue WHERE status = 'leased' AND worker IS NOT NULL", logger: logger)
         var gone: [String] = []
         for try await worker in rows.decode(String.self) where isGone(worker) { gone.append(worker) }
         guard !gone.isEmpty else { return }
-        try await connection.query("""
+        try await connection.query(
+            """
             UPDATE forward_queue SET status = 'pending', lease_until = NULL, next_attempt_at = now()
             WHERE status = 'leased' AND worker = ANY(\(gone.sorted()))
             """, logger: logger)
@@ -97,7 +104,8 @@ extension PurchaseStore {
     /// Gives failed deliveries (out of attempts) a new set of attempts, after the app's endpoint
     /// was fixed; returns how many.
     public func retryFailedDeliveries(on connection: PostgresConnection) async throws -> Int {
-        let rows = try await connection.query("""
+        let rows = try await connection.query(
+            """
             WITH retried AS (
                 UPDATE forward_queue SET status = 'pending', attempts = 0, next_attempt_at = now(), lease_until = NULL
                 WHERE status = 'failed' RETURNING 1
@@ -135,7 +143,8 @@ extension PurchaseStore {
 
     /// Where the deliveries of `runIds` stand (`nil`: the whole queue).
     public func forwardingSummary(runIds: [Int64]?, on connection: PostgresConnection) async throws -> ForwardingSummary {
-        let rows = try await connection.query("""
+        let rows = try await connection.query(
+            """
             SELECT status, count(*), min(queued_at) FROM forward_queue
             WHERE \(runIds == nil) OR run_id = ANY(\(runIds ?? []))
             GROUP BY status

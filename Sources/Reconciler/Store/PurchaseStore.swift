@@ -92,8 +92,10 @@ public struct PurchaseStore: Sendable {
         var notification: NotificationFacts?
         var status: StatusFact?
 
-        init(originalTransactionId: String, environment: String, renewalInfo: Verified<JWSRenewalInfoDecodedPayload>? = nil,
-             notification: NotificationFacts? = nil, status: StatusFact? = nil) {
+        init(
+            originalTransactionId: String, environment: String, renewalInfo: Verified<JWSRenewalInfoDecodedPayload>? = nil,
+            notification: NotificationFacts? = nil, status: StatusFact? = nil
+        ) {
             self.originalTransactionId = originalTransactionId
             self.environment = environment
             self.renewalInfo = renewalInfo
@@ -131,11 +133,14 @@ public struct PurchaseStore: Sendable {
     /// (`xid`) at its first write, and the change feed is read in `xid` order, so a writer that
     /// waited for a purchase must get a later `xid` than the one it waited for, or the feed would
     /// show that purchase's changes out of order. A lock taken after a write is refused.
-    func lock(purchases originalTransactionIds: some Collection<String>, notifications notificationUUIDs: [String] = [],
-                     anchors: [String] = [], on connection: PostgresConnection) async throws {
+    func lock(
+        purchases originalTransactionIds: some Collection<String>, notifications notificationUUIDs: [String] = [],
+        anchors: [String] = [], on connection: PostgresConnection
+    ) async throws {
         let keys = Set(originalTransactionIds)
         if !keys.isEmpty {
-            let rows = try await connection.query("""
+            let rows = try await connection.query(
+                """
                 SELECT pg_advisory_xact_lock(727002, k)::text, pg_current_xact_id_if_assigned() IS NULL
                 FROM (SELECT DISTINCT hashtext(key) AS k FROM unnest(\(Array(keys))::text[]) AS key ORDER BY 1) AS sorted_keys
                 """, logger: logger)
@@ -175,15 +180,17 @@ public struct PurchaseStore: Sendable {
     /// Records notifications; returns the UUIDs that were new (the others are duplicates).
     func insertNotifications(_ rows: [NotificationRow], source: Source, on connection: PostgresConnection) async throws -> Set<String> {
         guard !rows.isEmpty else { return [] }
-        let json = try Self.json(rows.map { row in
-            let n = row.notification
-            return NotificationColumns(
-                notification_uuid: n.notificationUUID, notification_type: n.notificationType.rawValue, subtype: n.subtype?.rawValue,
-                signed_date_ms: n.signedDate, environment: n.environment, original_transaction_id: n.originalTransactionId,
-                transaction_id: n.transaction?.transactionId, signed_payload: n.signedPayload, source: source.name,
-                run_id: source.runId, outcome: row.outcome.rawValue)
-        })
-        let result = try await connection.query("""
+        let json = try Self.json(
+            rows.map { row in
+                let n = row.notification
+                return NotificationColumns(
+                    notification_uuid: n.notificationUUID, notification_type: n.notificationType.rawValue, subtype: n.subtype?.rawValue,
+                    signed_date_ms: n.signedDate, environment: n.environment, original_transaction_id: n.originalTransactionId,
+                    transaction_id: n.transaction?.transactionId, signed_payload: n.signedPayload, source: source.name,
+                    run_id: source.runId, outcome: row.outcome.rawValue)
+            })
+        let result = try await connection.query(
+            """
             INSERT INTO notifications (\(unescaped: Self.notificationColumns))
             SELECT \(unescaped: Self.notificationColumns) FROM jsonb_populate_recordset(NULL::notifications, \(json)::jsonb)
             ON CONFLICT (notification_uuid) DO NOTHING
@@ -330,8 +337,9 @@ public struct PurchaseStore: Sendable {
 
     /// A purchase as `export` shows it, `entitled` as of `now` (UNIX ms).
     func purchaseState(_ row: PurchaseRow, now: Int64 = Int64(Date().timeIntervalSince1970 * 1000)) -> PurchaseState {
-        let facts = Entitlement.Facts(productType: row.11, expiresDate: row.5, revocationDate: row.6, gracePeriodExpiresDate: row.12,
-                                      isInBillingRetryPeriod: row.13)
+        let facts = Entitlement.Facts(
+            productType: row.11, expiresDate: row.5, revocationDate: row.6, gracePeriodExpiresDate: row.12,
+            isInBillingRetryPeriod: row.13)
         return PurchaseState(
             originalTransactionId: row.0, latestTransactionId: row.1, productId: row.2, environment: row.3,
             purchaseDate: row.4, expiresDate: row.5, revocationDate: row.6, autoRenewStatus: row.7, lastSignedDate: row.8,
@@ -340,7 +348,8 @@ public struct PurchaseStore: Sendable {
     }
 
     /// The stored state of some purchases, by originalTransactionId.
-    func purchaseStates(_ originalTransactionIds: some Collection<String>, on connection: PostgresConnection) async throws -> [String: PurchaseState] {
+    func purchaseStates(_ originalTransactionIds: some Collection<String>, on connection: PostgresConnection) async throws -> [String: PurchaseState]
+    {
         guard !originalTransactionIds.isEmpty else { return [:] }
         let rows = try await connection.query(
             "SELECT \(unescaped: Self.purchaseColumns) FROM purchases WHERE original_transaction_id = ANY(\(Array(originalTransactionIds))::text[])",
@@ -520,12 +529,16 @@ public struct PurchaseStore: Sendable {
             var before_state: PurchaseState?
             var after_state: PurchaseState
         }
-        let rows = try Self.json(changes.sorted { $0.after.originalTransactionId < $1.after.originalTransactionId }.map {
-            Row(original_transaction_id: $0.after.originalTransactionId, app_account_token: $0.after.appAccountToken ?? $0.before?.appAccountToken,
-                source: origin.source.rawValue, notification_uuid: origin.notificationUUIDs[$0.after.originalTransactionId], run_id: origin.runId,
-                before_state: $0.before, after_state: $0.after)
-        })
-        try await connection.query("""
+        let rows = try Self.json(
+            changes.sorted { $0.after.originalTransactionId < $1.after.originalTransactionId }.map {
+                Row(
+                    original_transaction_id: $0.after.originalTransactionId,
+                    app_account_token: $0.after.appAccountToken ?? $0.before?.appAccountToken,
+                    source: origin.source.rawValue, notification_uuid: origin.notificationUUIDs[$0.after.originalTransactionId], run_id: origin.runId,
+                    before_state: $0.before, after_state: $0.after)
+            })
+        try await connection.query(
+            """
             INSERT INTO purchase_changes (original_transaction_id, app_account_token, source, notification_uuid, run_id, before_state, after_state)
             SELECT original_transaction_id, app_account_token, source, notification_uuid, run_id, before_state, after_state
             FROM jsonb_populate_recordset(NULL::purchase_changes, \(rows)::jsonb)
@@ -540,7 +553,8 @@ public struct PurchaseStore: Sendable {
     /// yet linked to a customer are their own.
     func anchors(of originalTransactionIds: [String], on connection: PostgresConnection) async throws -> [String] {
         guard !originalTransactionIds.isEmpty else { return [] }
-        let rows = try await connection.query("""
+        let rows = try await connection.query(
+            """
             SELECT DISTINCT COALESCE(p.history_anchor_transaction_id, t.id)
             FROM unnest(\(originalTransactionIds)::text[]) AS t (id) LEFT JOIN purchases p ON p.original_transaction_id = t.id
             """, logger: logger)
@@ -601,20 +615,25 @@ public struct PurchaseStore: Sendable {
     /// Records a customer's history as read up to `revision` at `checkedAt` (UNIX ms): stores the
     /// revision, links the purchases it covers to the customer, and marks them checked. A revision
     /// stored under another of the customer's purchases is dropped: one customer, one revision.
-    func recordHistoryChecked(anchor: String, environment: String, revision: String?, purchases originalTransactionIds: [String],
-                                     checkedAt: Int64, on connection: PostgresConnection) async throws {
-        try await connection.query("""
+    func recordHistoryChecked(
+        anchor: String, environment: String, revision: String?, purchases originalTransactionIds: [String],
+        checkedAt: Int64, on connection: PostgresConnection
+    ) async throws {
+        try await connection.query(
+            """
             DELETE FROM history_revisions
             WHERE anchor_transaction_id <> \(anchor) AND (anchor_transaction_id = ANY(\(originalTransactionIds)::text[])
                OR anchor_transaction_id IN (SELECT original_transaction_id FROM purchases WHERE history_anchor_transaction_id = \(anchor)))
             """, logger: logger)
         if let revision {
-            try await connection.query("""
+            try await connection.query(
+                """
                 INSERT INTO history_revisions (anchor_transaction_id, environment, revision) VALUES (\(anchor), \(environment), \(revision))
                 ON CONFLICT (anchor_transaction_id) DO UPDATE SET revision = EXCLUDED.revision, updated_at = now()
                 """, logger: logger)
         }
-        try await connection.query("""
+        try await connection.query(
+            """
             UPDATE purchases SET history_anchor_transaction_id = \(anchor), history_checked_at_ms = \(checkedAt)
             WHERE original_transaction_id = ANY(\(originalTransactionIds)::text[])
                OR history_anchor_transaction_id = \(anchor) OR original_transaction_id = \(anchor)
@@ -625,9 +644,12 @@ public struct PurchaseStore: Sendable {
 
     /// Every purchase, ordered by originalTransactionId, optionally of one environment or of one
     /// app user (`appAccountToken`), with `entitled` as of `now` (UNIX ms).
-    public func exportPurchases(environment: String?, appAccountToken: String? = nil, at now: Int64 = Int64(Date().timeIntervalSince1970 * 1000),
-                                on client: PostgresClient, _ body: (PurchaseState) throws -> Void) async throws {
-        let rows = try await client.query("""
+    public func exportPurchases(
+        environment: String?, appAccountToken: String? = nil, at now: Int64 = Int64(Date().timeIntervalSince1970 * 1000),
+        on client: PostgresClient, _ body: (PurchaseState) throws -> Void
+    ) async throws {
+        let rows = try await client.query(
+            """
             SELECT \(unescaped: Self.purchaseColumns) FROM purchases
             WHERE (\(environment)::text IS NULL OR environment = \(environment))
               AND (\(appAccountToken)::text IS NULL OR app_account_token = \(appAccountToken))
@@ -638,7 +660,8 @@ public struct PurchaseStore: Sendable {
 
     /// When a run's replay recorded the last of the notifications of these types (`received_at`).
     func lastRecorded(runId: Int64, types: [String], on connection: PostgresConnection) async throws -> Date? {
-        let rows = try await connection.query("""
+        let rows = try await connection.query(
+            """
             SELECT max(received_at) FROM notifications WHERE run_id = \(runId) AND notification_type = ANY(\(types)::text[])
             """, logger: logger)
         for try await value in rows.decode(Date?.self) { return value }
@@ -654,7 +677,8 @@ public struct PurchaseStore: Sendable {
 
     /// The signedDate of the newest notification the live webhook stored, for `run --since-last`.
     public func newestLiveNotification(environment: String, on connection: PostgresConnection) async throws -> Int64? {
-        let rows = try await connection.query("""
+        let rows = try await connection.query(
+            """
             SELECT max(signed_date_ms) FROM notifications WHERE source = 'webhook' AND environment = \(environment)
             """, logger: logger)
         for try await value in rows.decode(Int64?.self) { return value }

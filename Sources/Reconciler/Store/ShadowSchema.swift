@@ -31,16 +31,19 @@ struct ShadowSchema: Sendable, Hashable {
     static func create(runId: Int64, on database: Database) async throws -> ShadowSchema {
         try await database.transaction { connection in
             var realSchema = "public"
-            let rows = try await connection.query("""
+            let rows = try await connection.query(
+                """
                 SELECT n.nspname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = to_regclass('purchases')
                 """, logger: database.logger)
             for try await name in rows.decode(String.self) { realSchema = name }
             let shadow = ShadowSchema(runId: runId, realSchema: realSchema)
             try await connection.query(PostgresQuery(unsafeSQL: "CREATE SCHEMA IF NOT EXISTS \(shadow.name)"), logger: database.logger)
             for table in tables {
-                try await connection.query(PostgresQuery(unsafeSQL: """
-                    CREATE TABLE IF NOT EXISTS \(shadow.name).\(table) (LIKE \(shadow.realSchemaIdentifier).\(table) INCLUDING ALL)
-                    """), logger: database.logger)
+                try await connection.query(
+                    PostgresQuery(
+                        unsafeSQL: """
+                            CREATE TABLE IF NOT EXISTS \(shadow.name).\(table) (LIKE \(shadow.realSchemaIdentifier).\(table) INCLUDING ALL)
+                            """), logger: database.logger)
             }
             return shadow
         }
@@ -77,25 +80,29 @@ struct ShadowSchema: Sendable, Hashable {
 
     /// Copies the real rows of purchases (with their transactions), notifications and customers
     /// into the shadow tables, unless the dry run already holds its own copies of them.
-    func copyOnFirstTouch(purchases: [String], notifications: [String], anchors: [String], on connection: PostgresConnection,
-                          logger: Logger) async throws {
+    func copyOnFirstTouch(
+        purchases: [String], notifications: [String], anchors: [String], on connection: PostgresConnection,
+        logger: Logger
+    ) async throws {
         let real = realSchemaIdentifier
         if !purchases.isEmpty || !anchors.isEmpty {
             var bindings = PostgresBindings()
             bindings.append(purchases)
             bindings.append(anchors)
-            try await connection.query(PostgresQuery(unsafeSQL: """
-                WITH touched AS (
-                    INSERT INTO \(name).purchases SELECT * FROM \(real).purchases
-                    WHERE original_transaction_id = ANY($1::text[]) OR original_transaction_id = ANY($2::text[])
-                       OR history_anchor_transaction_id = ANY($2::text[])
-                    ON CONFLICT DO NOTHING
-                    RETURNING original_transaction_id
-                )
-                INSERT INTO \(name).transactions SELECT * FROM \(real).transactions
-                WHERE original_transaction_id IN (SELECT original_transaction_id FROM touched)
-                ON CONFLICT DO NOTHING
-                """, binds: bindings), logger: logger)
+            try await connection.query(
+                PostgresQuery(
+                    unsafeSQL: """
+                        WITH touched AS (
+                            INSERT INTO \(name).purchases SELECT * FROM \(real).purchases
+                            WHERE original_transaction_id = ANY($1::text[]) OR original_transaction_id = ANY($2::text[])
+                               OR history_anchor_transaction_id = ANY($2::text[])
+                            ON CONFLICT DO NOTHING
+                            RETURNING original_transaction_id
+                        )
+                        INSERT INTO \(name).transactions SELECT * FROM \(real).transactions
+                        WHERE original_transaction_id IN (SELECT original_transaction_id FROM touched)
+                        ON CONFLICT DO NOTHING
+                        """, binds: bindings), logger: logger)
         }
         try await copy("notifications", where: "notification_uuid", in: notifications, on: connection, logger: logger)
         try await copy("history_revisions", where: "anchor_transaction_id", in: anchors, on: connection, logger: logger)
@@ -106,9 +113,11 @@ struct ShadowSchema: Sendable, Hashable {
         guard !values.isEmpty else { return }
         var bindings = PostgresBindings()
         bindings.append(values)
-        try await connection.query(PostgresQuery(unsafeSQL: """
-            INSERT INTO \(name).\(table) SELECT * FROM \(realSchemaIdentifier).\(table) WHERE \(key) = ANY($1::text[])
-            ON CONFLICT DO NOTHING
-            """, binds: bindings), logger: logger)
+        try await connection.query(
+            PostgresQuery(
+                unsafeSQL: """
+                    INSERT INTO \(name).\(table) SELECT * FROM \(realSchemaIdentifier).\(table) WHERE \(key) = ANY($1::text[])
+                    ON CONFLICT DO NOTHING
+                    """, binds: bindings), logger: logger)
     }
 }

@@ -12,7 +12,7 @@ public enum ProcessIdentity {
     public static func isDeadOnThisHost(_ identity: String) -> Bool {
         let parts = identity.split(separator: ":")
         guard parts.count == 3, parts[0] == ProcessInfo.processInfo.hostName, let pid = Int32(parts[1]), pid > 0,
-              pid != ProcessInfo.processInfo.processIdentifier
+            pid != ProcessInfo.processInfo.processIdentifier
         else { return false }
         return kill(pid, 0) != 0 && errno == ESRCH
     }

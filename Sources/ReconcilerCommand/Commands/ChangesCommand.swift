@@ -58,15 +58,19 @@ struct ChangesCommand: AsyncParsableCommand {
     @Option(help: ArgumentHelp("With --follow, also read this often without a notification (default 5s).", valueName: "duration"))
     var pollInterval: String = "5s"
 
-    @Option(help: ArgumentHelp("Only changes of purchases of this app user (appAccountToken), before or after the change.",
-                               valueName: "uuid"))
+    @Option(
+        help: ArgumentHelp(
+            "Only changes of purchases of this app user (appAccountToken), before or after the change.",
+            valueName: "uuid"))
     var appAccountToken: String?
 
     @Flag(help: "Print the id of the newest change (0 when the feed is empty) and exit.")
     var newest = false
 
-    @Option(help: ArgumentHelp("Delete the changes recorded longer ago than this (at least 1h, e.g. 30d), print how many, and exit.",
-                               valueName: "duration"))
+    @Option(
+        help: ArgumentHelp(
+            "Delete the changes recorded longer ago than this (at least 1h, e.g. 30d), print how many, and exit.",
+            valueName: "duration"))
     var pruneBefore: String?
 
     @OptionGroup var database: DatabaseOptions
@@ -143,8 +147,9 @@ struct ChangesCommand: AsyncParsableCommand {
     }
 
     private static func requireSchema(_ database: Database, logger: Logger) async throws {
-        do { try await Migrator().requireCurrent(database.client, logger: logger) }
-        catch let error as Migrator.MigrationError { throw CommandError.configuration(error.description) }
+        do { try await Migrator().requireCurrent(database.client, logger: logger) } catch let error as Migrator.MigrationError {
+            throw CommandError.configuration(error.description)
+        }
     }
 }
 
@@ -162,7 +167,8 @@ private struct FeedReader: Sendable {
     func run(database: Database) async throws {
         let store = PurchaseStore(logger: logger)
         guard var position = try await database.transaction({ [since] in try await store.position(of: since, on: $0) }) else {
-            throw CommandError.configuration("""
+            throw CommandError.configuration(
+                """
                 change \(since) is not in the feed: it was pruned (--prune-before) or never written, so changes after it may be gone; \
                 resync this consumer: take `reconciler changes --newest`, load `reconciler export`, then follow --since the id taken
                 """)
@@ -226,8 +232,9 @@ private struct FeedReader: Sendable {
                 return
             } catch {
                 failures = connected.withLock { $0 } ? 1 : failures + 1
-                logger.warning("lost the LISTEN connection; reconnecting (changes are still read every poll interval)",
-                               metadata: ["error": "\(error)"])
+                logger.warning(
+                    "lost the LISTEN connection; reconnecting (changes are still read every poll interval)",
+                    metadata: ["error": "\(error)"])
             }
             // Backs off while the database is away; polling keeps the feed moving meanwhile.
             try? await Task.sleep(for: .milliseconds(min(30_000, 500 << min(failures, 6))))

@@ -62,7 +62,9 @@ struct CheckWebhookCommand: AsyncParsableCommand {
         }
         let when = attempt.attemptDate.map(TimeArgument.iso8601) ?? "?"
         guard attempt.sendAttemptResult == .success else {
-            throw CommandError.partial("FAILED: \(attempt.sendAttemptResult?.rawValue ?? "UNKNOWN") at \(when) (notification \(uuid)); check that `reconciler serve` is reachable at the URL set in App Store Connect")
+            throw CommandError.partial(
+                "FAILED: \(attempt.sendAttemptResult?.rawValue ?? "UNKNOWN") at \(when) (notification \(uuid)); check that `reconciler serve` is reachable at the URL set in App Store Connect"
+            )
         }
         var stored = ""
         if (try? database.settings()) != nil {
@@ -77,7 +79,9 @@ struct CheckWebhookCommand: AsyncParsableCommand {
                 return false
             }
             guard found else {
-                throw CommandError.partial("FAILED: Apple reports SUCCESS at \(when), but notification \(uuid) is not in this database: is the webhook writing to another one?")
+                throw CommandError.partial(
+                    "FAILED: Apple reports SUCCESS at \(when), but notification \(uuid) is not in this database: is the webhook writing to another one?"
+                )
             }
             stored = ", stored by the webhook"
         }

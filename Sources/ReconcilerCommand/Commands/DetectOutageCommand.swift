@@ -18,7 +18,8 @@ struct DetectOutageCommand: AsyncParsableCommand {
               reconciler detect-outage --since 2d --json
             """)
 
-    @Option(help: ArgumentHelp("How far back to look (default 7d; at most 180d, 30d in the sandbox).", valueName: "duration")) var since: String = "7d"
+    @Option(help: ArgumentHelp("How far back to look (default 7d; at most 180d, 30d in the sandbox).", valueName: "duration")) var since: String =
+        "7d"
     @Option(help: ArgumentHelp("Failures closer than this form one window (default 30m).", valueName: "duration")) var mergeGap: String = "30m"
     @Flag(help: "Print JSON.") var json = false
 
@@ -30,7 +31,9 @@ struct DetectOutageCommand: AsyncParsableCommand {
     func run() async throws {
         let logger = logging.makeLogger()
         let client = try api.client(app: app)
-        guard let back = TimeArgument.duration(since), back > 0 else { throw CommandError.configuration("--since: \(since) is not a duration such as 7d") }
+        guard let back = TimeArgument.duration(since), back > 0 else {
+            throw CommandError.configuration("--since: \(since) is not a duration such as 7d")
+        }
         guard let gap = TimeArgument.duration(mergeGap) else { throw CommandError.configuration("--merge-gap: \(mergeGap) is not a duration") }
         let now = Int64(Date().timeIntervalSince1970 * 1000)
         let detection: OutageDetector.Detection
@@ -58,10 +61,13 @@ struct DetectOutageCommand: AsyncParsableCommand {
         }
         print("failed deliveries \(scope): \(detection.windows.count) window\(detection.windows.count == 1 ? "" : "s")")
         for window in detection.windows {
-            let retrying = detection.environment == "Production"
+            let retrying =
+                detection.environment == "Production"
                 ? "Apple is still retrying \(window.stillRetrying) of them"
                 : "the sandbox does not retry"
-            print("  \(TimeArgument.iso8601(window.start)) → \(TimeArgument.iso8601(window.end)): \(window.notifications) notifications not delivered; \(retrying)")
+            print(
+                "  \(TimeArgument.iso8601(window.start)) → \(TimeArgument.iso8601(window.end)): \(window.notifications) notifications not delivered; \(retrying)"
+            )
             print("    attempts: " + window.attemptsByResult.sorted { $0.value > $1.value }.map { "\($0.key) \($0.value)" }.joined(separator: ", "))
             print("    recover:  reconciler run --start \(TimeArgument.iso8601(window.start)) --end \(TimeArgument.iso8601(window.end))")
         }

@@ -26,8 +26,11 @@ struct ExportCommand: AsyncParsableCommand {
     @Option(name: .shortAndLong, help: ArgumentHelp("Write to this file instead of standard output.", valueName: "path"))
     var output: String?
 
-    @Option(name: .long, help: ArgumentHelp("Only this app user's purchases: what does the user with this appAccountToken have now?",
-                                            valueName: "uuid"))
+    @Option(
+        name: .long,
+        help: ArgumentHelp(
+            "Only this app user's purchases: what does the user with this appAccountToken have now?",
+            valueName: "uuid"))
     var appAccountToken: String?
 
     @Option(name: .long, help: ArgumentHelp("Judge `entitled` at this time instead of now (ISO 8601, UNIX ms, now-1h).", valueName: "T"))
@@ -47,7 +50,7 @@ struct ExportCommand: AsyncParsableCommand {
         }
         let sink: FileHandle
         if let output {
-            guard FileManager.default.createFile(atPath: output, contents: nil) , let handle = FileHandle(forWritingAtPath: output) else {
+            guard FileManager.default.createFile(atPath: output, contents: nil), let handle = FileHandle(forWritingAtPath: output) else {
                 throw CommandError.configuration("cannot write \(output)")
             }
             sink = handle

@@ -63,14 +63,17 @@ struct ForwardCommand: AsyncParsableCommand {
             return (before, try await forwarder.summary(runIds: nil))
         }
         let delivered = after.delivered - before.delivered
-        print("forward: \(delivered) delivered now; queue: \(after.delivered) delivered, \(after.pending) pending, \(after.failed) failed"
-            + (after.oldestPending.map { " (oldest pending queued \(ISO8601DateFormatter().string(from: $0)))" } ?? ""))
+        print(
+            "forward: \(delivered) delivered now; queue: \(after.delivered) delivered, \(after.pending) pending, \(after.failed) failed"
+                + (after.oldestPending.map { " (oldest pending queued \(ISO8601DateFormatter().string(from: $0)))" } ?? ""))
         guard once else { return }
         if after.failed > before.failed {
-            throw CommandError.attention("\(after.failed - before.failed) deliveries failed for good; fix the app's endpoint, then `reconciler forward --once --retry-failed`")
+            throw CommandError.attention(
+                "\(after.failed - before.failed) deliveries failed for good; fix the app's endpoint, then `reconciler forward --once --retry-failed`")
         }
         if after.pending > 0 {
-            throw CommandError.partial("\(after.pending) deliveries are still pending; they are retried by `reconciler forward`, the next run or `serve --forward-to`")
+            throw CommandError.partial(
+                "\(after.pending) deliveries are still pending; they are retried by `reconciler forward`, the next run or `serve --forward-to`")
         }
     }
 }

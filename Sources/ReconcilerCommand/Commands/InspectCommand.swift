@@ -29,15 +29,20 @@ struct InspectCommand: AsyncParsableCommand {
         }
         input = input.trimmingCharacters(in: .whitespacesAndNewlines)
         if input.hasPrefix("{"), let body = try? JSONDecoder().decode(ResponseBodyV2.self, from: Data(input.utf8)),
-           let payload = body.signedPayload {
+            let payload = body.signedPayload
+        {
             input = payload
         }
         guard !input.isEmpty else { throw CommandError.configuration("no JWS given (pass it as an argument, or - and standard input)") }
 
         // Without a bundle id, only the signature and chain can be judged.
         let appChecks = app.resolvedBundleId != nil
-        let verifier = try appChecks ? app.verifier() : SignedDataVerifier(configuration: .init(
-            rootCertificates: try app.roots(), bundleId: "-", appAppleId: 0, environment: try app.resolvedEnvironment))
+        let verifier =
+            try appChecks
+            ? app.verifier()
+            : SignedDataVerifier(
+                configuration: .init(
+                    rootCertificates: try app.roots(), bundleId: "-", appAppleId: 0, environment: try app.resolvedEnvironment))
         do {
             let value = try await verifier.inspect(input, checkingApp: appChecks)
             var object = try JSONSerialization.jsonObject(with: Data(value.json)) as? [String: Any] ?? [:]

@@ -20,8 +20,10 @@ struct RejectionsCommand: AsyncParsableCommand {
 
     @Flag(help: "Also list acknowledged payloads.") var all = false
     @Flag(help: "Print JSON instead of a table.") var json = false
-    @Option(help: ArgumentHelp("Acknowledge one payload, by notificationUUID or the first 8 or more characters of its SHA-256.",
-                               valueName: "uuid-or-hash"))
+    @Option(
+        help: ArgumentHelp(
+            "Acknowledge one payload, by notificationUUID or the first 8 or more characters of its SHA-256.",
+            valueName: "uuid-or-hash"))
     var ack: String?
     @Option(help: ArgumentHelp("A note stored with --ack.", valueName: "text")) var note: String?
     @Option(help: ArgumentHelp("Print the signed value of one payload (by SHA-256) for `reconciler inspect -`.", valueName: "hash"))
@@ -43,8 +45,9 @@ struct RejectionsCommand: AsyncParsableCommand {
         }
         let environment = try app.resolvedEnvironment.rawValue
         try await database.withDatabase(logger: logger) { database in
-            do { try await Migrator().requireCurrent(database.client, logger: logger) }
-            catch let error as Migrator.MigrationError { throw CommandError.configuration(error.description) }
+            do { try await Migrator().requireCurrent(database.client, logger: logger) } catch let error as Migrator.MigrationError {
+                throw CommandError.configuration(error.description)
+            }
             let ledger = RunLedger(database: database)
             if let show {
                 guard let payload = try await ledger.quarantinedSignedPayload(sha256: show.lowercased()) else {
@@ -57,7 +60,9 @@ struct RejectionsCommand: AsyncParsableCommand {
                 switch try await ledger.acknowledge(ack, note: note, environment: environment, bundleId: bundleId) {
                 case .acknowledged(let hash): print("acknowledged \(hash)")
                 case .notFound:
-                    throw CommandError.configuration("no quarantined payload of \(bundleId) (\(environment)) matches \(ack): give its notificationUUID or at least 8 characters of its hash")
+                    throw CommandError.configuration(
+                        "no quarantined payload of \(bundleId) (\(environment)) matches \(ack): give its notificationUUID or at least 8 characters of its hash"
+                    )
                 case .ambiguous(let count):
                     throw CommandError.configuration("\(ack) matches \(count) quarantined payloads: give more of the hash")
                 }
@@ -76,13 +81,17 @@ struct RejectionsCommand: AsyncParsableCommand {
                 return
             }
             let iso = ISO8601DateFormatter()
-            print("sha256            first seen            last seen             seen  source                name                                   reason")
+            print(
+                "sha256            first seen            last seen             seen  source                name                                   reason"
+            )
             for payload in payloads {
                 let name = payload.notificationUUID ?? payload.typeAndSubtype ?? "-"
-                let acknowledged = payload.acknowledgedAt.map { "  (acknowledged \(iso.string(from: $0))\(payload.acknowledgedNote.map { ": \($0)" } ?? ""))" } ?? ""
-                print("\(payload.payloadSHA256.prefix(16))  \(iso.string(from: payload.firstSeenAt))  \(iso.string(from: payload.lastSeenAt))  "
-                    + String(format: "%4d", payload.timesSeen) + "  \(pad(payload.source.rawValue, 20))  \(pad(name, 38))  "
-                    + "\(payload.reason.rawValue): \(payload.detail)\(acknowledged)")
+                let acknowledged =
+                    payload.acknowledgedAt.map { "  (acknowledged \(iso.string(from: $0))\(payload.acknowledgedNote.map { ": \($0)" } ?? ""))" } ?? ""
+                print(
+                    "\(payload.payloadSHA256.prefix(16))  \(iso.string(from: payload.firstSeenAt))  \(iso.string(from: payload.lastSeenAt))  "
+                        + String(format: "%4d", payload.timesSeen) + "  \(pad(payload.source.rawValue, 20))  \(pad(name, 38))  "
+                        + "\(payload.reason.rawValue): \(payload.detail)\(acknowledged)")
             }
         }
     }

@@ -42,23 +42,31 @@ struct RepairCommand: AsyncParsableCommand {
     @Option(help: ArgumentHelp("Any transaction or original transaction ID of the customer.", valueName: "id")) var transactionId: String?
     @Option(help: ArgumentHelp("The app's user ID (appAccountToken) of a customer whose purchases are stored.", valueName: "uuid"))
     var appAccountToken: String?
-    @Option(help: ArgumentHelp("Read the customer's notification history from T (default: as far back as Apple keeps it, 180 days; 30 in the sandbox).",
-                               valueName: "T"))
+    @Option(
+        help: ArgumentHelp(
+            "Read the customer's notification history from T (default: as far back as Apple keeps it, 180 days; 30 in the sandbox).",
+            valueName: "T"))
     var since: String?
     @Flag(help: "Read the customer's transaction history from the start, not from the stored revision.") var full = false
     @Flag(help: "Change nothing; print exactly what the repair would do.") var dryRun = false
     @Flag(help: "Print the report as JSON.") var json = false
-    @Option(help: ArgumentHelp("""
-        Deliver each notification the repair records that Apple did not deliver to the app's own webhook (env RECONCILER_FORWARD_TO).
-        """, valueName: "url"))
+    @Option(
+        help: ArgumentHelp(
+            """
+            Deliver each notification the repair records that Apple did not deliver to the app's own webhook (env RECONCILER_FORWARD_TO).
+            """, valueName: "url"))
     var forwardTo: String?
-    @Option(help: ArgumentHelp("How long to wait at the end for those deliveries (default 60s); `reconciler forward` delivers the rest.",
-                               valueName: "duration"))
+    @Option(
+        help: ArgumentHelp(
+            "How long to wait at the end for those deliveries (default 60s); `reconciler forward` delivers the rest.",
+            valueName: "duration"))
     var forwardDrainTimeout: String = "60s"
-    @Option(help: ArgumentHelp("""
-        Write the repair's exit code, end and status (reconciler_run_*{kind="repair"}, node_exporter textfile format) to this file; \
-        give it a file of its own beside the scheduled run's.
-        """, valueName: "path"))
+    @Option(
+        help: ArgumentHelp(
+            """
+            Write the repair's exit code, end and status (reconciler_run_*{kind="repair"}, node_exporter textfile format) to this file; \
+            give it a file of its own beside the scheduled run's.
+            """, valueName: "path"))
     var metricsFile: String?
 
     @OptionGroup var app: AppOptions
@@ -70,8 +78,9 @@ struct RepairCommand: AsyncParsableCommand {
     func validate() throws {
         let selectors = [orderId, transactionId, appAccountToken].compactMap { $0 }.count
         guard selectors == 1 else {
-            throw ValidationError("give exactly one of --order-id, --transaction-id or --app-account-token"
-                + (selectors > 1 ? " (\(selectors) were given)" : ""))
+            throw ValidationError(
+                "give exactly one of --order-id, --transaction-id or --app-account-token"
+                    + (selectors > 1 ? " (\(selectors) were given)" : ""))
         }
         if let metricsFile {
             let directory = URL(fileURLWithPath: metricsFile).deletingLastPathComponent().path
@@ -96,15 +105,18 @@ struct RepairCommand: AsyncParsableCommand {
             throw error
         }
         print(json ? String(decoding: try report.json(), as: UTF8.self) : report.humanSummary())
-        let exitCode: Int32 = switch report.status {
-        case .succeeded: 0
-        case .succeededWithRejections: 4
-        default: 2
-        }
+        let exitCode: Int32 =
+            switch report.status {
+            case .succeeded: 0
+            case .succeededWithRejections: 4
+            default: 2
+            }
         try writeMetrics(metrics, exitCode: exitCode, status: report.status)
         switch exitCode {
         case 4: throw CommandError.attention("repaired, but needs attention: see QUARANTINED and FAILED in the report (`reconciler rejections`)")
-        case 2: throw CommandError.partial("not everything was repaired (repair \(report.runId) is \(report.status.rawValue)); run the same command again")
+        case 2:
+            throw CommandError.partial(
+                "not everything was repaired (repair \(report.runId) is \(report.status.rawValue)); run the same command again")
         default: return
         }
     }
@@ -120,7 +132,8 @@ struct RepairCommand: AsyncParsableCommand {
         let now = Int64(Date().timeIntervalSince1970 * 1000)
         let sinceTime = try since.map { text -> Int64 in
             guard let time = TimeArgument.parse(text, now: now) else {
-                throw CommandError.configuration("--since: \(text) is not a time (ISO 8601 such as 2026-11-20T03:10:00Z, UNIX milliseconds, or now-30d)")
+                throw CommandError.configuration(
+                    "--since: \(text) is not a time (ISO 8601 such as 2026-11-20T03:10:00Z, UNIX milliseconds, or now-30d)")
             }
             return time
         }

@@ -46,34 +46,50 @@ struct RunCommand: AsyncParsableCommand {
     @Flag(help: "Change nothing; report exactly what a real run would change.") var dryRun = false
     @Flag(help: "Phase 2 checks every known customer, not only those at risk.") var all = false
     @Flag(help: "Phase 2 also calls Get All Subscription Statuses for each customer.") var refreshStatus = false
-    @Option(help: ArgumentHelp("Typed queries before the sweep, most urgent first, e.g. DID_RENEW,DID_RENEW/BILLING_RECOVERY,EXPIRED/VOLUNTARY.", valueName: "list"))
+    @Option(
+        help: ArgumentHelp(
+            "Typed queries before the sweep, most urgent first, e.g. DID_RENEW,DID_RENEW/BILLING_RECOVERY,EXPIRED/VOLUNTARY.", valueName: "list"))
     var priority: String?
-    @Option(help: ArgumentHelp("Length of each query's first time shards (default 24h); a dense shard splits further while it is paged.",
-                               valueName: "duration"))
+    @Option(
+        help: ArgumentHelp(
+            "Length of each query's first time shards (default 24h); a dense shard splits further while it is paged.",
+            valueName: "duration"))
     var shardDuration: String = "24h"
     @Option(help: ArgumentHelp("Most shards per query (default 48).", valueName: "n")) var maxShards: Int = 48
     @Option(help: ArgumentHelp("Shards paged at once in phase 1 (default 8).", valueName: "n")) var concurrency: Int = 8
     @Option(help: ArgumentHelp("Customers processed at once in phase 2 (default 8).", valueName: "n")) var gapConcurrency: Int = 8
     @Flag(help: "Wait for another run of this app and environment to finish instead of exiting.") var wait = false
     @Flag(help: "Start a new run even if an unfinished one exists for this window.") var fresh = false
-    @Option(help: ArgumentHelp("Also write the report as JSON to this file (with several windows, the last).", valueName: "path")) var reportJson: String?
-    @Option(help: ArgumentHelp("Also write the incident report page, one self-contained HTML file, to this file (also for a partial or interrupted run; with several windows, the last).",
-                               valueName: "path"))
+    @Option(help: ArgumentHelp("Also write the report as JSON to this file (with several windows, the last).", valueName: "path")) var reportJson:
+        String?
+    @Option(
+        help: ArgumentHelp(
+            "Also write the incident report page, one self-contained HTML file, to this file (also for a partial or interrupted run; with several windows, the last).",
+            valueName: "path"))
     var reportHtml: String?
-    @Option(help: ArgumentHelp("Write Prometheus metrics (node_exporter textfile format) to this file, atomically, whatever the outcome "
-                               + "(not when another run holds the lease: that run writes it).", valueName: "path"))
+    @Option(
+        help: ArgumentHelp(
+            "Write Prometheus metrics (node_exporter textfile format) to this file, atomically, whatever the outcome "
+                + "(not when another run holds the lease: that run writes it).", valueName: "path"))
     var metricsFile: String?
-    @Option(help: ArgumentHelp("Seconds between progress log lines when not on a terminal (default 10).", valueName: "s")) var progressInterval: Int = 10
-    @Option(help: ArgumentHelp("How long the run lease lasts without renewal; a killed run's window can be taken over after it (default 30s).",
-                               valueName: "duration"))
+    @Option(help: ArgumentHelp("Seconds between progress log lines when not on a terminal (default 10).", valueName: "s")) var progressInterval: Int =
+        10
+    @Option(
+        help: ArgumentHelp(
+            "How long the run lease lasts without renewal; a killed run's window can be taken over after it (default 30s).",
+            valueName: "duration"))
     var leaseDuration: String = "30s"
-    @Option(help: ArgumentHelp("""
-        Deliver each notification this run records that Apple did not deliver to the app's own webhook, as Apple's exact body         (env RECONCILER_FORWARD_TO).
-        """, valueName: "url"))
+    @Option(
+        help: ArgumentHelp(
+            """
+            Deliver each notification this run records that Apple did not deliver to the app's own webhook, as Apple's exact body         (env RECONCILER_FORWARD_TO).
+            """, valueName: "url"))
     var forwardTo: String?
-    @Option(help: ArgumentHelp("""
-        How long the run waits at its end for its deliveries (default 60s); the rest is delivered by the next run,         `serve --forward-to` or `reconciler forward`.
-        """, valueName: "duration"))
+    @Option(
+        help: ArgumentHelp(
+            """
+            How long the run waits at its end for its deliveries (default 60s); the rest is delivered by the next run,         `serve --forward-to` or `reconciler forward`.
+            """, valueName: "duration"))
     var forwardDrainTimeout: String = "60s"
 
     @OptionGroup var app: AppOptions
@@ -92,7 +108,9 @@ struct RunCommand: AsyncParsableCommand {
         if let metricsFile {
             let directory = URL(fileURLWithPath: metricsFile).deletingLastPathComponent().path
             guard FileManager.default.isWritableFile(atPath: directory) else {
-                throw ValidationError("--metrics-file \(metricsFile): the directory \(directory) does not exist or is not writable (the file is written beside, then renamed)")
+                throw ValidationError(
+                    "--metrics-file \(metricsFile): the directory \(directory) does not exist or is not writable (the file is written beside, then renamed)"
+                )
             }
             var isDirectory: ObjCBool = false
             if FileManager.default.fileExists(atPath: metricsFile, isDirectory: &isDirectory), isDirectory.boolValue {
@@ -106,7 +124,8 @@ struct RunCommand: AsyncParsableCommand {
         let forwards = forwardTo != nil || Env.value("RECONCILER_FORWARD_TO") != nil
         let needed = concurrency + gapConcurrency + 3 + (forwards ? 1 : 0)
         guard database.maxConnections >= needed else {
-            throw ValidationError("""
+            throw ValidationError(
+                """
                 --max-connections \(database.maxConnections) could starve this run: it works on --concurrency \(concurrency) shards and \
                 --gap-concurrency \(gapConcurrency) customers at once, plus its lease, its bookkeeping, the shared budget\(forwards ? " and the forwarder" : ""), so it needs \(needed); \
                 set --max-connections \(needed) or more, or lower --concurrency / --gap-concurrency
@@ -153,9 +172,10 @@ struct RunCommand: AsyncParsableCommand {
         do {
             // SIGINT or SIGTERM stop the work at a checkpoint (exit 2); see CommandLifecycle.
             return try await database.runWork(logger: logger, sharing: (client, app)) { database in
-                try await command.recover(database: database, verifier: verifier, client: client, template: template,
-                                          forwarder: forwarder.map { Forwarder(configuration: $0, database: database) }, metrics: metrics,
-                                          logger: logger)
+                try await command.recover(
+                    database: database, verifier: verifier, client: client, template: template,
+                    forwarder: forwarder.map { Forwarder(configuration: $0, database: database) }, metrics: metrics,
+                    logger: logger)
             }
         } catch is Interrupted {
             throw CommandError.partial("interrupted before the run started; rerun the same command")
@@ -178,9 +198,11 @@ struct RunCommand: AsyncParsableCommand {
     /// Every window of this invocation, in order, with the forwarder delivering beside them (a slow
     /// app backs up the queue, not the run), then draining what they queued; what stops the
     /// invocation is kept in the outcome.
-    private func recover(database: Database, verifier: SignedDataVerifier, client: AppStoreServerAPIClient,
-                         template: ReconcileRun.Configuration, forwarder: Forwarder?, metrics: MetricsRegistry?,
-                         logger: Logger) async throws -> Outcome {
+    private func recover(
+        database: Database, verifier: SignedDataVerifier, client: AppStoreServerAPIClient,
+        template: ReconcileRun.Configuration, forwarder: Forwarder?, metrics: MetricsRegistry?,
+        logger: Logger
+    ) async throws -> Outcome {
         try await requireSchema(database.client, logger: logger)
         var outcome: Outcome
         if let forwarder {
@@ -219,20 +241,24 @@ struct RunCommand: AsyncParsableCommand {
         for index in outcome.reports.indices {
             outcome.reports[index].forwarding = try await forwarder.summary(runIds: [outcome.reports[index].runId])
         }
-        print("forwarded    \(total.delivered) notifications delivered to the app's webhook, \(total.pending) pending, \(total.failed) failed"
-            + (total.pending > 0 ? "; `reconciler forward` or the next run delivers the rest" : "")
-            + (total.failed > 0 ? "; `reconciler forward --retry-failed` tries the failed ones again" : ""))
+        print(
+            "forwarded    \(total.delivered) notifications delivered to the app's webhook, \(total.pending) pending, \(total.failed) failed"
+                + (total.pending > 0 ? "; `reconciler forward` or the next run delivers the rest" : "")
+                + (total.failed > 0 ? "; `reconciler forward --retry-failed` tries the failed ones again" : ""))
         if let reportJson, let report = outcome.reports.last { try write(report, toJSON: reportJson) }
     }
 
-    private func recoverWindows(database: Database, verifier: SignedDataVerifier, client: AppStoreServerAPIClient,
-                                template: ReconcileRun.Configuration, logger: Logger) async throws -> Outcome {
+    private func recoverWindows(
+        database: Database, verifier: SignedDataVerifier, client: AppStoreServerAPIClient,
+        template: ReconcileRun.Configuration, logger: Logger
+    ) async throws -> Outcome {
         let ledger = RunLedger(database: database)
         var outcome = Outcome()
         do {
             if sinceLast {
-                try await runSchedule(template, database: database, verifier: verifier, client: client, ledger: ledger, logger: logger,
-                                      into: &outcome)
+                try await runSchedule(
+                    template, database: database, verifier: verifier, client: client, ledger: ledger, logger: logger,
+                    into: &outcome)
             } else if detected {
                 for window in try await detectedWindows(client: client, logger: logger) {
                     var configuration = template
@@ -251,13 +277,17 @@ struct RunCommand: AsyncParsableCommand {
     }
 
     /// What the metrics and the report page need once the work is done.
-    private func conclude(_ outcome: inout Outcome, database: Database, verifier: SignedDataVerifier, metrics: MetricsRegistry?,
-                          logger: Logger) async {
+    private func conclude(
+        _ outcome: inout Outcome, database: Database, verifier: SignedDataVerifier, metrics: MetricsRegistry?,
+        logger: Logger
+    ) async {
         let ledger = RunLedger(database: database)
         if let metrics {
             // What alerts watch besides this run: the quarantine, the last finished run, the newest live notification.
-            try? await LedgerMetrics(ledger: ledger, environment: verifier.configuration.environment.rawValue,
-                                     bundleId: verifier.configuration.bundleId, registry: metrics).refresh()
+            try? await LedgerMetrics(
+                ledger: ledger, environment: verifier.configuration.environment.rawValue,
+                bundleId: verifier.configuration.bundleId, registry: metrics
+            ).refresh()
         }
         if let reportHtml, let report = outcome.reports.last {
             do {
@@ -291,11 +321,13 @@ struct RunCommand: AsyncParsableCommand {
         var error: CommandError {
             if let stop { return stop }
             if let report = reports.last(where: { $0.status == .partial || $0.status == .interrupted || $0.status == .failed }) {
-                return .partial("not everything was recovered (run \(report.runId) is \(report.status.rawValue)); rerun the same command to resume it")
+                return .partial(
+                    "not everything was recovered (run \(report.runId) is \(report.status.rawValue)); rerun the same command to resume it")
             }
             let quarantined = reports.reduce(0) { $0 + $1.rejections.filter(\.newlyQuarantined).count }
-            return .attention("done, but needs attention: \(quarantined) payloads newly quarantined (`reconciler rejections`), "
-                + "\(lost.count) windows lost to retention, refused requests are listed in the report")
+            return .attention(
+                "done, but needs attention: \(quarantined) payloads newly quarantined (`reconciler rejections`), "
+                    + "\(lost.count) windows lost to retention, refused requests are listed in the report")
         }
     }
 
@@ -319,7 +351,8 @@ struct RunCommand: AsyncParsableCommand {
         }
         return ReconcileRun.Configuration(
             windowStart: 0, windowEnd: 0, kind: .manual, dryRun: dryRun,
-            options: RunOptions(planner: planner, allCustomers: all, refreshStatus: refreshStatus, forwardTo: try ForwardingOptions.target(forwardTo)),
+            options: RunOptions(
+                planner: planner, allCustomers: all, refreshStatus: refreshStatus, forwardTo: try ForwardingOptions.target(forwardTo)),
             replayConcurrency: concurrency, gapConcurrency: gapConcurrency,
             lease: .init(duration: .milliseconds(lease), renewalInterval: .milliseconds(max(lease / 6, 500)), wait: wait), fresh: fresh)
     }
@@ -334,8 +367,10 @@ struct RunCommand: AsyncParsableCommand {
 
     /// The schedule: finish the newest unfinished scheduled window (or give it up once it left
     /// Apple's retention), then recover from where the chain ended, minus the overlap, to now.
-    private func runSchedule(_ template: ReconcileRun.Configuration, database: Database, verifier: SignedDataVerifier,
-                             client: AppStoreServerAPIClient, ledger: RunLedger, logger: Logger, into outcome: inout Outcome) async throws {
+    private func runSchedule(
+        _ template: ReconcileRun.Configuration, database: Database, verifier: SignedDataVerifier,
+        client: AppStoreServerAPIClient, ledger: RunLedger, logger: Logger, into outcome: inout Outcome
+    ) async throws {
         guard let overlapMilliseconds = TimeArgument.duration(overlap) else {
             throw CommandError.configuration("--overlap: \(overlap) is not a duration such as 1h")
         }
@@ -350,15 +385,19 @@ struct RunCommand: AsyncParsableCommand {
                 chainEnd = newest.windowEnd
             } else if newest.windowStart < oldestServed {
                 if !template.dryRun {
-                    try await ledger.finish(runId: newest.runId, status: .lost, failure: "its window left Apple's retention before it was finished",
-                                            apiStatistics: .zero, report: nil)
+                    try await ledger.finish(
+                        runId: newest.runId, status: .lost, failure: "its window left Apple's retention before it was finished",
+                        apiStatistics: .zero, report: nil)
                 }
-                logger.error("a scheduled window left Apple's notification history retention before it was finished; it is lost", metadata: [
-                    "runId": "\(newest.runId)", "window": "\(TimeArgument.iso8601(newest.windowStart))/\(TimeArgument.iso8601(newest.windowEnd))",
-                ])
-                print("LOST: scheduled run \(newest.runId) (\(TimeArgument.iso8601(newest.windowStart)) → \(TimeArgument.iso8601(newest.windowEnd))) "
-                    + "left Apple's retention unfinished; `reconciler run --start now-\(ReconcileRun.retention(environment) / 86_400_000 - 1)d --all` "
-                    + "checks every customer's transaction history")
+                logger.error(
+                    "a scheduled window left Apple's notification history retention before it was finished; it is lost",
+                    metadata: [
+                        "runId": "\(newest.runId)", "window": "\(TimeArgument.iso8601(newest.windowStart))/\(TimeArgument.iso8601(newest.windowEnd))",
+                    ])
+                print(
+                    "LOST: scheduled run \(newest.runId) (\(TimeArgument.iso8601(newest.windowStart)) → \(TimeArgument.iso8601(newest.windowEnd))) "
+                        + "left Apple's retention unfinished; `reconciler run --start now-\(ReconcileRun.retention(environment) / 86_400_000 - 1)d --all` "
+                        + "checks every customer's transaction history")
                 outcome.lost.append(newest)
                 chainEnd = newest.windowEnd
             } else {
@@ -386,15 +425,19 @@ struct RunCommand: AsyncParsableCommand {
         }
         var windowStart = chainEnd - overlapMilliseconds
         if windowStart < oldestServed {
-            logger.error("the schedule's next window starts before Apple's retention; the part before it cannot be replayed", metadata: [
-                "from": "\(TimeArgument.iso8601(windowStart))", "servedFrom": "\(TimeArgument.iso8601(oldestServed))",
-            ])
+            logger.error(
+                "the schedule's next window starts before Apple's retention; the part before it cannot be replayed",
+                metadata: [
+                    "from": "\(TimeArgument.iso8601(windowStart))", "servedFrom": "\(TimeArgument.iso8601(oldestServed))",
+                ])
             windowStart = oldestServed
         }
         let windowEnd = Int64(Date().timeIntervalSince1970 * 1000)
-        logger.info("window from --since-last", metadata: [
-            "start": "\(TimeArgument.iso8601(windowStart))", "end": "\(TimeArgument.iso8601(windowEnd))", "from": "\(from)",
-        ])
+        logger.info(
+            "window from --since-last",
+            metadata: [
+                "start": "\(TimeArgument.iso8601(windowStart))", "end": "\(TimeArgument.iso8601(windowEnd))", "from": "\(from)",
+            ])
         var configuration = template
         (configuration.windowStart, configuration.windowEnd, configuration.kind) = (windowStart, windowEnd, .scheduled)
         try await execute(configuration, database: database, verifier: verifier, client: client, logger: logger, into: &outcome)
@@ -402,8 +445,10 @@ struct RunCommand: AsyncParsableCommand {
 
     /// Runs one window with progress, signals and the report; a stop that ends the whole
     /// invocation is thrown as a ``CommandError``.
-    private func execute(_ configuration: ReconcileRun.Configuration, database: Database, verifier: SignedDataVerifier,
-                         client: AppStoreServerAPIClient, logger: Logger, into outcome: inout Outcome) async throws {
+    private func execute(
+        _ configuration: ReconcileRun.Configuration, database: Database, verifier: SignedDataVerifier,
+        client: AppStoreServerAPIClient, logger: Logger, into outcome: inout Outcome
+    ) async throws {
         let run = ReconcileRun(configuration: configuration, database: database, verifier: verifier, client: client)
         let progress = RunProgress()
         let reporter = ProgressReporter(progress: progress, logger: logger, interval: .seconds(max(progressInterval, 1)))
@@ -411,7 +456,10 @@ struct RunCommand: AsyncParsableCommand {
         defer { progressTask.cancel() }
         func stop(_ report: RunReport?, _ error: CommandError) throws -> Never {
             progressTask.cancel()
-            if let report { try? output(report); outcome.reports.append(report) }
+            if let report {
+                try? output(report)
+                outcome.reports.append(report)
+            }
             throw error
         }
         do {
@@ -461,7 +509,8 @@ struct RunCommand: AsyncParsableCommand {
     private func manualWindow() throws -> (Int64, Int64) {
         let now = Int64(Date().timeIntervalSince1970 * 1000)
         guard let start, let startTime = TimeArgument.parse(start, now: now) else {
-            throw CommandError.configuration("--start: \(start ?? "") is not a time (ISO 8601 such as 2026-11-20T03:10:00Z, UNIX milliseconds, or now-6h)")
+            throw CommandError.configuration(
+                "--start: \(start ?? "") is not a time (ISO 8601 such as 2026-11-20T03:10:00Z, UNIX milliseconds, or now-6h)")
         }
         guard let end else { return (startTime, now) }
         guard let endTime = TimeArgument.parse(end, now: now) else {
@@ -478,9 +527,12 @@ struct RunCommand: AsyncParsableCommand {
         }
         let detection = try await OutageDetector(client: client).detect(since: now - since, until: now)
         for window in detection.windows {
-            logger.info("detected outage window", metadata: [
-                "start": "\(TimeArgument.iso8601(window.start))", "end": "\(TimeArgument.iso8601(window.end))", "failed": "\(window.notifications)",
-            ])
+            logger.info(
+                "detected outage window",
+                metadata: [
+                    "start": "\(TimeArgument.iso8601(window.start))", "end": "\(TimeArgument.iso8601(window.end))",
+                    "failed": "\(window.notifications)",
+                ])
         }
         return detection.windows.map { ($0.start, $0.end) }
     }

@@ -50,8 +50,10 @@ struct ServeCommand: AsyncParsableCommand {
     @Option(name: .long, help: ArgumentHelp("How often GET /metrics's gauges are read from the database (default 60s).", valueName: "duration"))
     var metricsInterval: String = "60s"
 
-    @Option(name: .long, help: ArgumentHelp(
-        "Also deliver every notification stored for the first time to the app's own webhook (env RECONCILER_FORWARD_TO).", valueName: "url"))
+    @Option(
+        name: .long,
+        help: ArgumentHelp(
+            "Also deliver every notification stored for the first time to the app's own webhook (env RECONCILER_FORWARD_TO).", valueName: "url"))
     var forwardTo: String?
 
     @OptionGroup(title: "Forwarding") var forwarding: ForwardingOptions
@@ -60,23 +62,26 @@ struct ServeCommand: AsyncParsableCommand {
         let logger = logging.makeLogger()
         let verifier = try app.verifier()
         let settings = try database.settings()
-        let port = try self.port ?? Env.value("PORT").map { value in
-            guard let port = Int(value) else { throw CommandError.configuration("PORT must be a number") }
-            return port
-        } ?? 8080
+        let port =
+            try self.port ?? Env.value("PORT").map { value in
+                guard let port = Int(value) else { throw CommandError.configuration("PORT must be a number") }
+                return port
+            } ?? 8080
         guard let metricsInterval = TimeArgument.duration(self.metricsInterval), metricsInterval >= 1000 else {
             throw CommandError.configuration("--metrics-interval: \(self.metricsInterval) is not a duration of at least 1s, such as 60s")
         }
         let client = PostgresClient(configuration: settings.clientConfiguration, backgroundLogger: logger)
         // Apple waits only so long for an answer: a database that is away gets a quick 503 (Apple retries).
-        let database = Database(client: client, logger: logger, configuration: try self.database.databaseConfiguration(settings, unavailableTimeout: .seconds(5)))
+        let database = Database(
+            client: client, logger: logger, configuration: try self.database.databaseConfiguration(settings, unavailableTimeout: .seconds(5)))
         let forwardTo = try ForwardingOptions.target(forwardTo)
         // One registry for the process: the webhook's counters, the ledger gauges, and any library's swift-metrics.
         let (environment, bundleId) = (verifier.configuration.environment.rawValue, verifier.configuration.bundleId)
         let metrics = MetricsRegistry(environment: environment, bundleId: bundleId)
         MetricsSystem.bootstrap(metrics.factory)
-        let ledgerMetrics = LedgerMetrics(ledger: RunLedger(database: database), environment: environment, bundleId: bundleId, registry: metrics,
-                                          configuration: .init(interval: .milliseconds(metricsInterval)))
+        let ledgerMetrics = LedgerMetrics(
+            ledger: RunLedger(database: database), environment: environment, bundleId: bundleId, registry: metrics,
+            configuration: .init(interval: .milliseconds(metricsInterval)))
         let server = WebhookServer(
             configuration: .init(host: host, port: port, maximumBodySize: maxBodyBytes, forwardTo: forwardTo),
             handler: NotificationHandler(verifier: verifier, database: database), metrics: WebhookMetrics(registry: metrics), logger: logger)
@@ -87,11 +92,13 @@ struct ServeCommand: AsyncParsableCommand {
         }
         let services: [any Service] = [client, ledgerMetrics] + (forwarder.map { [$0] } ?? [])
         let application = server.makeApplication(services: services) { boundPort in
-            logger.info("listening", metadata: [
-                "port": "\(boundPort)", "environment": "\(verifier.configuration.environment.rawValue)",
-                "bundleId": "\(verifier.configuration.bundleId)", "database": "\(settings)",
-                "forwardTo": "\(forwardTo.map(ForwardingTarget.redacted) ?? "none")",
-            ])
+            logger.info(
+                "listening",
+                metadata: [
+                    "port": "\(boundPort)", "environment": "\(verifier.configuration.environment.rawValue)",
+                    "bundleId": "\(verifier.configuration.bundleId)", "database": "\(settings)",
+                    "forwardTo": "\(forwardTo.map(ForwardingTarget.redacted) ?? "none")",
+                ])
         }
         // The schema check needs the client running, so it runs beside the server's services.
         try await withThrowingTaskGroup(of: Void.self) { group in

@@ -47,8 +47,9 @@ struct StatusCommand: AsyncParsableCommand {
     func run() async throws {
         let logger = logging.makeLogger()
         try await database.withDatabase(logger: logger) { database in
-            do { try await Migrator().requireCurrent(database.client, logger: logger) }
-            catch let error as Migrator.MigrationError { throw CommandError.configuration(error.description) }
+            do { try await Migrator().requireCurrent(database.client, logger: logger) } catch let error as Migrator.MigrationError {
+                throw CommandError.configuration(error.description)
+            }
             let ledger = RunLedger(database: database)
             let store = PurchaseStore(logger: logger)
             let runs: [RunRecord]
@@ -61,11 +62,14 @@ struct StatusCommand: AsyncParsableCommand {
             var rows: [Row] = []
             for run in runs {
                 let shards = try await ledger.shards(runId: run.runId)
-                rows.append(Row(run: run, shardsDone: shards.filter { $0.status == .done }.count,
-                                shardsFailed: shards.filter { $0.status == .failed }.count, shardsTotal: shards.count,
-                                pages: shards.reduce(0) { $0 + $1.pagesDone }, customers: try await ledger.queueSummary(runId: run.runId),
-                                forwarding: run.options.forwardTo == nil ? nil
-                                    : try await database.transaction { try await store.forwardingSummary(runIds: [run.runId], on: $0) }))
+                rows.append(
+                    Row(
+                        run: run, shardsDone: shards.filter { $0.status == .done }.count,
+                        shardsFailed: shards.filter { $0.status == .failed }.count, shardsTotal: shards.count,
+                        pages: shards.reduce(0) { $0 + $1.pagesDone }, customers: try await ledger.queueSummary(runId: run.runId),
+                        forwarding: run.options.forwardTo == nil
+                            ? nil
+                            : try await database.transaction { try await store.forwardingSummary(runIds: [run.runId], on: $0) }))
             }
             if json {
                 if let html, let run = runs.first {
@@ -82,23 +86,31 @@ struct StatusCommand: AsyncParsableCommand {
                 print("no runs yet")
                 return
             }
-            print("  run  kind       status                     phase     window (UTC)                                         shards       pages  customers      started               by")
+            print(
+                "  run  kind       status                     phase     window (UTC)                                         shards       pages  customers      started               by"
+            )
             for row in rows {
                 let run = row.run
                 let window = "\(TimeArgument.iso8601(run.windowStart)) → \(TimeArgument.iso8601(run.windowEnd))"
                 let shards = "\(row.shardsDone)/\(row.shardsTotal)" + (row.shardsFailed > 0 ? " (\(row.shardsFailed)!)" : "")
-                let customers = "\(row.customers.done + row.customers.failed)/\(row.customers.total)" + (row.customers.failed > 0 ? " (\(row.customers.failed)!)" : "")
+                let customers =
+                    "\(row.customers.done + row.customers.failed)/\(row.customers.total)"
+                    + (row.customers.failed > 0 ? " (\(row.customers.failed)!)" : "")
                 let status = run.status.rawValue + (run.dryRun ? " dry" : "")
-                print(String(format: "%5lld  %@ %@ %@ %@ %@ %6d  %@ %@  %@",
-                             run.runId, pad(run.kind.rawValue, 10), pad(status, 26), pad(run.phase.rawValue, 9), pad(window, 52), pad(shards, 12), row.pages,
-                             pad(customers, 14), pad(ISO8601DateFormatter().string(from: run.startedAt), 20), run.holder ?? "-"))
+                print(
+                    String(
+                        format: "%5lld  %@ %@ %@ %@ %@ %6d  %@ %@  %@",
+                        run.runId, pad(run.kind.rawValue, 10), pad(status, 26), pad(run.phase.rawValue, 9), pad(window, 52), pad(shards, 12),
+                        row.pages,
+                        pad(customers, 14), pad(ISO8601DateFormatter().string(from: run.startedAt), 20), run.holder ?? "-"))
             }
             let queue = try await database.transaction { try await store.forwardingSummary(runIds: nil, on: $0) }
             if queue.delivered + queue.pending + queue.failed > 0 {
                 print("")
-                print("forward queue: \(queue.delivered) delivered, \(queue.pending) pending"
-                    + (queue.oldestPending.map { " (oldest queued \(ISO8601DateFormatter().string(from: $0)))" } ?? "")
-                    + ", \(queue.failed) failed" + (queue.failed > 0 ? " (`reconciler forward --once --retry-failed` tries them again)" : ""))
+                print(
+                    "forward queue: \(queue.delivered) delivered, \(queue.pending) pending"
+                        + (queue.oldestPending.map { " (oldest queued \(ISO8601DateFormatter().string(from: $0)))" } ?? "")
+                        + ", \(queue.failed) failed" + (queue.failed > 0 ? " (`reconciler forward --once --retry-failed` tries them again)" : ""))
             }
             if runId != nil, let run = runs.first {
                 var report = try await ReconcileRun.report(run: run, ledger: ledger, finishedAt: run.finishedAt ?? Date())

@@ -28,7 +28,9 @@ struct WorkCommand: AsyncParsableCommand {
     func validate() throws {
         guard concurrency >= 1 else { throw ValidationError("--concurrency must be at least 1") }
         guard database.maxConnections >= concurrency + 2 else {
-            throw ValidationError("--max-connections \(database.maxConnections) could starve \(concurrency) customer workers: a worker needs one connection per customer it works on, one for its bookkeeping and one for the shared budget; set --max-connections to at least \(concurrency + 2) or lower --concurrency")
+            throw ValidationError(
+                "--max-connections \(database.maxConnections) could starve \(concurrency) customer workers: a worker needs one connection per customer it works on, one for its bookkeeping and one for the shared budget; set --max-connections to at least \(concurrency + 2) or lower --concurrency"
+            )
         }
     }
 
@@ -42,8 +44,9 @@ struct WorkCommand: AsyncParsableCommand {
             // SIGINT or SIGTERM stop the worker at a checkpoint; its customers go back to the queue.
             try await database.runWork(logger: logger, sharing: (client, app)) { database in
                 try await Migrator().requireCurrent(database.client, logger: logger)
-                let worker = RunWorker(configuration: .init(runId: runId, concurrency: concurrency, worker: holder),
-                                       database: database, verifier: verifier, client: client)
+                let worker = RunWorker(
+                    configuration: .init(runId: runId, concurrency: concurrency, worker: holder),
+                    database: database, verifier: verifier, client: client)
                 let reporter = ProgressReporter(progress: progress, logger: logger, interval: .seconds(10))
                 let progressTask = Task { await reporter.run() }
                 defer { progressTask.cancel() }
@@ -62,8 +65,9 @@ struct WorkCommand: AsyncParsableCommand {
             throw CommandError.partial("interrupted; the customers this worker held are pending again")
         }
         let snapshot = progress.snapshot
-        print("worker \(holder) on run \(runId): \(snapshot.customersDone) customers done here, \(snapshot.customersFailed) failed, "
-              + "\(client.statistics.snapshot.requests) requests")
+        print(
+            "worker \(holder) on run \(runId): \(snapshot.customersDone) customers done here, \(snapshot.customersFailed) failed, "
+                + "\(client.statistics.snapshot.requests) requests")
         if snapshot.customersFailed > 0 {
             throw CommandError.partial("\(snapshot.customersFailed) customers failed; `reconciler status --run \(runId)` lists them")
         }

@@ -13,17 +13,22 @@ struct APIOptions: ParsableArguments {
     @Option(name: .long, help: ArgumentHelp("The .p8 private key file (env APP_STORE_PRIVATE_KEY_PATH).", valueName: "path"))
     var privateKeyPath: String?
 
-    @Option(name: .long, help: ArgumentHelp("Override the App Store Server API base URL, e.g. a mock (env APP_STORE_API_BASE_URL).", valueName: "url"))
+    @Option(
+        name: .long, help: ArgumentHelp("Override the App Store Server API base URL, e.g. a mock (env APP_STORE_API_BASE_URL).", valueName: "url"))
     var apiBaseURL: String?
 
-    @Option(name: .long, help: ArgumentHelp(
-        "Requests per second per endpoint (default: 80% of Apple's limit, 40/s in production, 4/s in the sandbox; env APP_STORE_RATE_LIMIT). Several processes of one app share Apple's budget: divide it.",
-        valueName: "n"))
+    @Option(
+        name: .long,
+        help: ArgumentHelp(
+            "Requests per second per endpoint (default: 80% of Apple's limit, 40/s in production, 4/s in the sandbox; env APP_STORE_RATE_LIMIT). Several processes of one app share Apple's budget: divide it.",
+            valueName: "n"))
     var rateLimit: Double?
 
-    @Option(name: .long, help: ArgumentHelp(
-        "The longest wait for a rate-limited endpoint to reopen (a 429's Retry-After), default 120; a longer one fails that shard or customer for the next run instead of sleeping (env APP_STORE_MAX_RETRY_AFTER).",
-        valueName: "seconds"))
+    @Option(
+        name: .long,
+        help: ArgumentHelp(
+            "The longest wait for a rate-limited endpoint to reopen (a 429's Retry-After), default 120; a longer one fails that shard or customer for the next run instead of sleeping (env APP_STORE_MAX_RETRY_AFTER).",
+            valueName: "seconds"))
     var maxRetryAfter: Double?
 
     @Option(name: .long, help: ArgumentHelp("Per-request timeout in seconds (default 30).", valueName: "seconds"))
@@ -46,10 +51,14 @@ struct APIOptions: ParsableArguments {
             .mapError { CommandError.configuration("\($0)") }.get()
         let environment = try app.resolvedEnvironment
         var perSecond: [AppStoreServerAPIEndpoint: Double]?
-        let limit = try rateLimit ?? Env.value("APP_STORE_RATE_LIMIT").map { value in
-            guard let number = Double(value), number > 0 else { throw CommandError.configuration("APP_STORE_RATE_LIMIT must be a positive number") }
-            return number
-        }
+        let limit =
+            try rateLimit
+            ?? Env.value("APP_STORE_RATE_LIMIT").map { value in
+                guard let number = Double(value), number > 0 else {
+                    throw CommandError.configuration("APP_STORE_RATE_LIMIT must be a positive number")
+                }
+                return number
+            }
         if let limit {
             guard limit > 0 else { throw CommandError.configuration("--rate-limit must be positive") }
             var budget = RateLimiter.defaultBudget(environment: environment)
@@ -66,11 +75,12 @@ struct APIOptions: ParsableArguments {
         if let baseURL, URL(string: baseURL)?.scheme == nil {
             throw CommandError.configuration("APP_STORE_API_BASE_URL must be a URL such as http://127.0.0.1:8081, got \(baseURL)")
         }
-        return AppStoreServerAPIClient(configuration: .init(
-            baseURL: baseURL,
-            tokens: .init(privateKey: key, keyId: keyId, issuerId: issuerId, bundleId: bundleId),
-            environment: environment, requestTimeout: .milliseconds(Int64(requestTimeout * 1000)), retryPolicy: retryPolicy,
-            requestsPerSecond: perSecond))
+        return AppStoreServerAPIClient(
+            configuration: .init(
+                baseURL: baseURL,
+                tokens: .init(privateKey: key, keyId: keyId, issuerId: issuerId, bundleId: bundleId),
+                environment: environment, requestTimeout: .milliseconds(Int64(requestTimeout * 1000)), retryPolicy: retryPolicy,
+                requestsPerSecond: perSecond))
     }
 
     /// `--max-retry-after` or `APP_STORE_MAX_RETRY_AFTER`: more than 0 and at most a day.

@@ -14,9 +14,11 @@ struct AppOptions: ParsableArguments {
     @Option(name: .long, help: ArgumentHelp("production or sandbox (env APP_STORE_ENVIRONMENT, default production).", valueName: "env"))
     var environment: String?
 
-    @Option(name: .long, help: ArgumentHelp(
-        "Trusted root certificates, PEM or DER files or directories, comma-separated (env APP_STORE_ROOT_CERTIFICATES; default: the bundled Apple Root CA - G3).",
-        valueName: "paths"))
+    @Option(
+        name: .long,
+        help: ArgumentHelp(
+            "Trusted root certificates, PEM or DER files or directories, comma-separated (env APP_STORE_ROOT_CERTIFICATES; default: the bundled Apple Root CA - G3).",
+            valueName: "paths"))
     var rootCertificates: String?
 
     var resolvedEnvironment: AppStoreEnvironment {
@@ -57,11 +59,13 @@ struct AppOptions: ParsableArguments {
         let environment = try resolvedEnvironment
         let appAppleId = try resolvedAppAppleId()
         if environment == .production, appAppleId == nil {
-            throw CommandError.configuration("production needs the app's Apple ID: set APP_STORE_APP_APPLE_ID or --app-apple-id (or use --environment sandbox)")
+            throw CommandError.configuration(
+                "production needs the app's Apple ID: set APP_STORE_APP_APPLE_ID or --app-apple-id (or use --environment sandbox)")
         }
         do {
-            return try SignedDataVerifier(configuration: .init(
-                rootCertificates: try roots(), bundleId: bundleId, appAppleId: appAppleId, environment: environment))
+            return try SignedDataVerifier(
+                configuration: .init(
+                    rootCertificates: try roots(), bundleId: bundleId, appAppleId: appAppleId, environment: environment))
         } catch let error as SignedDataVerifier.ConfigurationError {
             throw CommandError.configuration(error.description)
         }

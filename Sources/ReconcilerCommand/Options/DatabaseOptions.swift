@@ -6,16 +6,19 @@ import Reconciler
 import ReconcilerShared
 
 struct DatabaseOptions: ParsableArguments {
-    @Option(name: .customLong("database-url"),
-            help: ArgumentHelp("PostgreSQL URL, postgres://user:password@host:5432/db (env DATABASE_URL).", valueName: "url"))
+    @Option(
+        name: .customLong("database-url"),
+        help: ArgumentHelp("PostgreSQL URL, postgres://user:password@host:5432/db (env DATABASE_URL).", valueName: "url"))
     var databaseURL: String?
 
     @Option(name: .long, help: ArgumentHelp("Most connections this process opens (default 20).", valueName: "n"))
     var maxConnections: Int = 20
 
-    @Option(name: .long, help: ArgumentHelp(
-        "How long to keep retrying while the database is unreachable (a restart, a failover) before giving up (default 60s).",
-        valueName: "duration"))
+    @Option(
+        name: .long,
+        help: ArgumentHelp(
+            "How long to keep retrying while the database is unreachable (a restart, a failover) before giving up (default 60s).",
+            valueName: "duration"))
     var databaseTimeout: String = "60s"
 
     func settings() throws -> DatabaseSettings {
@@ -39,8 +42,9 @@ struct DatabaseOptions: ParsableArguments {
         } catch {
             throw CommandError.configuration("database \(settings): the TLS settings do not load: \(error)")
         }
-        return Database.Configuration(name: settings.description, unavailableTimeout: unavailableTimeout,
-                                      billingRetryEntitles: Env.flag("RECONCILER_ENTITLE_BILLING_RETRY"), dedicatedConnection: dedicated)
+        return Database.Configuration(
+            name: settings.description, unavailableTimeout: unavailableTimeout,
+            billingRetryEntitles: Env.flag("RECONCILER_ENTITLE_BILLING_RETRY"), dedicatedConnection: dedicated)
     }
 
     /// Runs a batch command's `work` (a run, a worker) with a ``Database`` that rides out restarts
@@ -49,19 +53,25 @@ struct DatabaseOptions: ParsableArguments {
     ///
     /// With `sharing`, the work's App Store client spends a request budget shared with every
     /// process of the app and environment (``SharedBudget``).
-    func runWork<T: Sendable>(logger: Logger, sharing api: (client: AppStoreServerAPIClient, app: AppOptions)? = nil,
-                              _ work: @escaping @Sendable (Database) async throws -> T) async throws -> T {
+    func runWork<T: Sendable>(
+        logger: Logger, sharing api: (client: AppStoreServerAPIClient, app: AppOptions)? = nil,
+        _ work: @escaping @Sendable (Database) async throws -> T
+    ) async throws -> T {
         let settings = try settings()
         guard let timeout = TimeArgument.duration(databaseTimeout), timeout >= 1000 else {
             throw CommandError.configuration("--database-timeout: \(databaseTimeout) is not a duration of at least 1s, such as 60s or 5m")
         }
         try await checkConnection(settings, logger: logger)
         let client = PostgresClient(configuration: settings.clientConfiguration, backgroundLogger: logger)
-        let database = Database(client: client, logger: logger, configuration: try databaseConfiguration(settings, unavailableTimeout: .milliseconds(timeout)))
+        let database = Database(
+            client: client, logger: logger, configuration: try databaseConfiguration(settings, unavailableTimeout: .milliseconds(timeout)))
         do {
             let budget = try api.map { api in
-                guard let bundleId = api.app.resolvedBundleId else { throw CommandError.configuration("no bundle id: set APP_STORE_BUNDLE_ID or --bundle-id") }
-                return SharedBudget(database: database, limiter: api.client.rateLimiter, environment: try api.app.resolvedEnvironment, bundleId: bundleId)
+                guard let bundleId = api.app.resolvedBundleId else {
+                    throw CommandError.configuration("no bundle id: set APP_STORE_BUNDLE_ID or --bundle-id")
+                }
+                return SharedBudget(
+                    database: database, limiter: api.client.rateLimiter, environment: try api.app.resolvedEnvironment, bundleId: bundleId)
             }
             return try await CommandLifecycle(client: client, logger: logger, budget: budget).run { try await work(database) }
         } catch {
@@ -84,8 +94,10 @@ struct DatabaseOptions: ParsableArguments {
     /// ends the command at once with exit 1; an unreachable server is left to the pool, as before.
     /// Runs `work` that calls Apple sharing the app's request budget when a database is configured
     /// (DATABASE_URL or --database-url); without one it runs alone, with the whole budget.
-    func sharingBudgetIfConfigured<T: Sendable>(logger: Logger, client: AppStoreServerAPIClient, app: AppOptions,
-                                                _ work: @escaping @Sendable () async throws -> T) async throws -> T {
+    func sharingBudgetIfConfigured<T: Sendable>(
+        logger: Logger, client: AppStoreServerAPIClient, app: AppOptions,
+        _ work: @escaping @Sendable () async throws -> T
+    ) async throws -> T {
         guard databaseURL ?? Env.value("DATABASE_URL") != nil else { return try await work() }
         return try await runWork(logger: logger, sharing: (client, app)) { _ in try await work() }
     }

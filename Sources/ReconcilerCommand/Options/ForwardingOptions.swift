@@ -1,13 +1,15 @@
 import ArgumentParser
-import Foundation
 import Forwarder
+import Foundation
 import ReconcilerShared
 
 /// How notifications are delivered to the app's own webhook (`run`, `serve`, `forward`).
 struct ForwardingOptions: ParsableArguments {
-    @Option(name: .long, help: ArgumentHelp(
-        "A file holding the shared secret that signs each delivery's Reconciler-Signature header (env RECONCILER_FORWARD_SECRET holds the secret itself).",
-        valueName: "path"))
+    @Option(
+        name: .long,
+        help: ArgumentHelp(
+            "A file holding the shared secret that signs each delivery's Reconciler-Signature header (env RECONCILER_FORWARD_SECRET holds the secret itself).",
+            valueName: "path"))
     var forwardSecretFile: String?
 
     @Option(name: .long, help: ArgumentHelp("Deliveries in flight at once (default 4).", valueName: "n"))
@@ -61,9 +63,10 @@ struct ForwardingOptions: ParsableArguments {
     static func target(_ option: String?) throws -> String? {
         guard let url = option ?? Env.value("RECONCILER_FORWARD_TO") else { return nil }
         guard let components = URLComponents(string: url), let scheme = components.scheme?.lowercased(), ["http", "https"].contains(scheme),
-              let host = components.host, !host.isEmpty
+            let host = components.host, !host.isEmpty
         else {
-            throw CommandError.configuration("--forward-to: \(ForwardingTarget.redacted(url)) is not an http(s) URL such as https://app.example.com/apple/notifications")
+            throw CommandError.configuration(
+                "--forward-to: \(ForwardingTarget.redacted(url)) is not an http(s) URL such as https://app.example.com/apple/notifications")
         }
         return url
     }

@@ -24,24 +24,27 @@ struct CommandLifecycle: Sendable {
     /// Runs `work` to its end; a signal cancels it (a bare cancellation becomes ``Interrupted``).
     func run<Result: Sendable>(_ work: @escaping @Sendable () async throws -> Result) async throws -> Result {
         let (budget, logger) = (self.budget, self.logger)
-        let service = WorkService(work: {
-            do {
-                try await budget?.join()
-            } catch is CancellationError {
-                throw CancellationError()
-            } catch {
-                // Without the shared lease this process spends its own budget; the renewals keep trying to join.
-                logger.warning("could not join the request budget shared with the app's other processes", metadata: ["error": "\(error)"])
-            }
-            return try await work()
-        }, stopTimeout: stopTimeout)
+        let service = WorkService(
+            work: {
+                do {
+                    try await budget?.join()
+                } catch is CancellationError {
+                    throw CancellationError()
+                } catch {
+                    // Without the shared lease this process spends its own budget; the renewals keep trying to join.
+                    logger.warning("could not join the request budget shared with the app's other processes", metadata: ["error": "\(error)"])
+                }
+                return try await work()
+            }, stopTimeout: stopTimeout)
         var services: [ServiceGroupConfiguration.ServiceConfiguration] = [.init(service: client)]
         if let budget {
             // The share and the closures are known before the first request; the budget is left after the work.
             services.append(.init(service: BudgetService(budget: budget)))
         }
-        services.append(.init(service: service, successTerminationBehavior: .gracefullyShutdownGroup,
-                              failureTerminationBehavior: .gracefullyShutdownGroup))
+        services.append(
+            .init(
+                service: service, successTerminationBehavior: .gracefullyShutdownGroup,
+                failureTerminationBehavior: .gracefullyShutdownGroup))
         let group = ServiceGroup(configuration: .init(services: services, gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
         try await group.run()
         switch service.outcome.withLock({ $0 }) {
@@ -87,8 +90,10 @@ private final class WorkService<Result: Sendable>: Service, Sendable {
                 // The watchdog outlives the group: a wait that ignores cancellation cannot keep the process.
                 Task.detached {
                     try await Task.sleep(for: stopTimeout)
-                    FileHandle.standardError.write(Data(
-                        "stopping now: it did not stop within \(stopTimeout.components.seconds) s of the signal; rerun the same command to resume from the last checkpoint\n".utf8))
+                    FileHandle.standardError.write(
+                        Data(
+                            "stopping now: it did not stop within \(stopTimeout.components.seconds) s of the signal; rerun the same command to resume from the last checkpoint\n"
+                                .utf8))
                     exit(2)
                 }
             }

@@ -30,7 +30,8 @@ struct ProgressReporter {
     static func line(_ snapshot: RunProgress.Snapshot) -> String {
         var text = "replay: shards \(snapshot.shardsDone)/\(snapshot.shardsTotal)"
         if snapshot.shardsFailed > 0 { text += " (\(snapshot.shardsFailed) failed)" }
-        text += ", pages \(snapshot.pages), notifications \(snapshot.notificationsSeen) (applied \(snapshot.applied), duplicate \(snapshot.duplicates), rejected \(snapshot.rejected))"
+        text +=
+            ", pages \(snapshot.pages), notifications \(snapshot.notificationsSeen) (applied \(snapshot.applied), duplicate \(snapshot.duplicates), rejected \(snapshot.rejected))"
         if snapshot.phase != "replay" || snapshot.customersTotal > 0 {
             text += " | gap fill: customers \(snapshot.customersDone + snapshot.customersFailed)/\(snapshot.customersTotal)"
             if snapshot.customersFailed > 0 { text += " (\(snapshot.customersFailed) failed)" }

@@ -19,9 +19,11 @@ enum ReportPageFile {
                 return try await reader.timeline(run: run)
             }.value
         } catch {
-            logger.warning("the run's timeline could not be read; the report page shows the report without it", metadata: [
-                "runId": "\(runId)", "error": "\(String(describing: error).prefix(300))",
-            ])
+            logger.warning(
+                "the run's timeline could not be read; the report page shows the report without it",
+                metadata: [
+                    "runId": "\(runId)", "error": "\(String(describing: error).prefix(300))",
+                ])
             timeline = nil
         }
         let html = IncidentReportPage(report: report, timeline: timeline).render()

@@ -45,9 +45,11 @@ enum Chromium {
     private static func run(_ arguments: [String]) async throws -> ProcessResult {
         let profile = FileManager.default.temporaryDirectory.appendingPathComponent("chromium-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: profile) }
-        let result = try await runProcess(try executable(), [
-            "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-extensions", "--user-data-dir=\(profile.path)",
-        ] + arguments, environment: ["HOME": profile.path], timeout: .seconds(180))
+        let result = try await runProcess(
+            try executable(),
+            [
+                "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-extensions", "--user-data-dir=\(profile.path)",
+            ] + arguments, environment: ["HOME": profile.path], timeout: .seconds(180))
         guard result.status == 0 else {
             throw ProcessFailure(description: "chromium exited \(result.status): \(result.stderr.suffix(2000))")
         }

@@ -107,8 +107,12 @@ final class PrivateCluster: Sendable {
     /// Runs SQL as `postgres` over the cluster's Unix socket (no TLS, no password) and returns psql's output.
     @discardableResult
     func psql(_ sql: String) async throws -> String {
-        try await run("psql", ["-X", "-q", "-A", "-t", "-v", "ON_ERROR_STOP=1", "-h", directory, "-p", "\(port)", "-U", "postgres",
-                               "-d", "postgres", "-c", sql])
+        try await run(
+            "psql",
+            [
+                "-X", "-q", "-A", "-t", "-v", "ON_ERROR_STOP=1", "-h", directory, "-p", "\(port)", "-U", "postgres",
+                "-d", "postgres", "-c", sql,
+            ])
     }
 
     private func createUsers() async throws {
@@ -128,7 +132,8 @@ final class PrivateCluster: Sendable {
         // fsync off is safe for a throwaway cluster: stop() kills processes, not the machine, and commits stay
         // synchronous, so nothing committed is lost across stop() and start().
         var settings = [
-            "port": "\(port)", "listen_addresses": "'\(configuration.listenAddresses.joined(separator: ","))'", "unix_socket_directories": "'\(directory)'",
+            "port": "\(port)", "listen_addresses": "'\(configuration.listenAddresses.joined(separator: ","))'",
+            "unix_socket_directories": "'\(directory)'",
             "max_connections": "100", "fsync": "off", "full_page_writes": "off",
             "password_encryption": "'scram-sha-256'",
         ]
@@ -184,7 +189,9 @@ final class PrivateCluster: Sendable {
     private func run(_ tool: String, _ arguments: [String]) async throws -> String {
         let result = try await execute(tool, arguments)
         guard result.status == 0 else {
-            throw Failure(description: "\(tool) \(arguments.joined(separator: " ")) exited \(result.status): \(result.output.suffix(2000))\n\(log.suffix(2000))")
+            throw Failure(
+                description: "\(tool) \(arguments.joined(separator: " ")) exited \(result.status): \(result.output.suffix(2000))\n\(log.suffix(2000))"
+            )
         }
         return result.output
     }

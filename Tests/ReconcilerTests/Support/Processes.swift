@@ -87,8 +87,9 @@ final class RunningProcess: @unchecked Sendable {
                 throw ProcessFailure(description: "exited (\(process.terminationStatus)) before printing \"\(text)\": \(stderr.suffix(3000))")
             }
             if let gone = others.first(where: { !$0.process.isRunning }) {
-                throw ProcessFailure(description: "\(gone.process.executableURL?.lastPathComponent ?? "a process") exited (\(gone.process.terminationStatus)) "
-                    + "while waiting for \"\(text)\": \(gone.stderr.suffix(3000))")
+                throw ProcessFailure(
+                    description: "\(gone.process.executableURL?.lastPathComponent ?? "a process") exited (\(gone.process.terminationStatus)) "
+                        + "while waiting for \"\(text)\": \(gone.stderr.suffix(3000))")
             }
             guard ContinuousClock.now < deadline else { throw ProcessFailure(description: "no \"\(text)\" in time: \(stderr.suffix(3000))") }
             try await Task.sleep(for: .milliseconds(20))
@@ -101,8 +102,10 @@ struct ProcessFailure: Error, CustomStringConvertible {
 }
 
 /// Runs an executable to completion.
-func runProcess(_ executable: String, _ arguments: [String], environment: [String: String] = [:], stdin: Data? = nil,
-                timeout: Duration = .seconds(600)) async throws -> ProcessResult {
+func runProcess(
+    _ executable: String, _ arguments: [String], environment: [String: String] = [:], stdin: Data? = nil,
+    timeout: Duration = .seconds(600)
+) async throws -> ProcessResult {
     try await RunningProcess(executable, arguments, environment: environment, stdin: stdin).wait(timeout: timeout)
 }
 

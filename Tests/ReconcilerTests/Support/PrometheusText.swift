@@ -30,7 +30,7 @@ struct PrometheusText {
 
     init(parsing text: String) throws {
         guard text.isEmpty || text.hasSuffix("\n") else { throw ParseError(line: 0, reason: "the text does not end with a newline", text: "") }
-        var finished = Set<String>()   // families whose group of lines ended
+        var finished = Set<String>()  // families whose group of lines ended
         var current: String?
         var series = Set<String>()
         for (index, rawLine) in text.split(separator: "\n", omittingEmptySubsequences: false).dropLast().enumerated() {
@@ -45,18 +45,21 @@ struct PrometheusText {
             if line.isEmpty { continue }
             if line.hasPrefix("#") {
                 let parts = line.split(separator: " ", maxSplits: 3, omittingEmptySubsequences: false).map(String.init)
-                guard parts.count >= 3, parts[1] == "HELP" || parts[1] == "TYPE" else { continue }   // a plain comment
+                guard parts.count >= 3, parts[1] == "HELP" || parts[1] == "TYPE" else { continue }  // a plain comment
                 let name = parts[2]
                 guard Self.isMetricName(name) else { throw fail("invalid metric name") }
                 try enter(name)
                 var family = families[name] ?? Family(name: name)
                 if parts[1] == "HELP" {
                     guard family.help == nil else { throw fail("a second HELP") }
-                    family.help = parts.count > 3 ? parts[3].replacingOccurrences(of: "\\n", with: "\n").replacingOccurrences(of: "\\\\", with: "\\") : ""
+                    family.help =
+                        parts.count > 3 ? parts[3].replacingOccurrences(of: "\\n", with: "\n").replacingOccurrences(of: "\\\\", with: "\\") : ""
                 } else {
                     guard family.type == nil else { throw fail("a second TYPE") }
                     guard family.samples.isEmpty else { throw fail("TYPE after samples") }
-                    guard parts.count == 4, ["counter", "gauge", "histogram", "summary", "untyped"].contains(parts[3]) else { throw fail("invalid TYPE") }
+                    guard parts.count == 4, ["counter", "gauge", "histogram", "summary", "untyped"].contains(parts[3]) else {
+                        throw fail("invalid TYPE")
+                    }
                     family.type = parts[3]
                 }
                 families[name] = family
@@ -137,7 +140,9 @@ struct PrometheusText {
         case "-Inf": value = -.infinity
         case "NaN": value = .nan
         default:
-            guard let number = Double(fields[0]), fields[0].wholeMatch(of: /[-+]?[0-9.]+([eE][-+]?[0-9]+)?/) != nil else { throw fail("invalid value") }
+            guard let number = Double(fields[0]), fields[0].wholeMatch(of: /[-+]?[0-9.]+([eE][-+]?[0-9]+)?/) != nil else {
+                throw fail("invalid value")
+            }
             value = number
         }
         if fields.count == 2, Int64(fields[1]) == nil { throw fail("invalid timestamp") }

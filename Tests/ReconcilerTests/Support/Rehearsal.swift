@@ -20,9 +20,11 @@ struct Rehearsal {
 
     /// Starts everything, waits for live delivery to finish, runs `body`, stops everything.
     /// `environment` is added to every `reconciler` process's; `serveArguments` to `reconciler serve`'s.
-    static func with(customers: Int = 60, seed: UInt64 = 3, mockArguments: [String] = [], databaseServer: String? = nil,
-                     environment extra: [String: String] = [:], serveArguments: [String] = [],
-                     _ body: (Rehearsal) async throws -> Void) async throws {
+    static func with(
+        customers: Int = 60, seed: UInt64 = 3, mockArguments: [String] = [], databaseServer: String? = nil,
+        environment extra: [String: String] = [:], serveArguments: [String] = [],
+        _ body: (Rehearsal) async throws -> Void
+    ) async throws {
         try await TestDatabase.with(server: databaseServer) { db in
             let now = Date()
             let outageStart = ISO8601DateFormatter().string(from: now.addingTimeInterval(-6 * 3600))
@@ -30,10 +32,12 @@ struct Rehearsal {
             let credentials = FileManager.default.temporaryDirectory.appendingPathComponent("mock-\(UUID().uuidString)").path
             let servePort = freePort()
             let webhookURL = "http://127.0.0.1:\(servePort)/notifications"
-            let mock = try RunningProcess("mock-appstore", [
-                "--port", "0", "--seed", "\(seed)", "--customers", "\(customers)", "--outage-start", outageStart,
-                "--outage-end", outageEnd, "--webhook", webhookURL, "--credentials-dir", credentials, "--log-level", "warning",
-            ] + mockArguments)
+            let mock = try RunningProcess(
+                "mock-appstore",
+                [
+                    "--port", "0", "--seed", "\(seed)", "--customers", "\(customers)", "--outage-start", outageStart,
+                    "--outage-end", outageEnd, "--webhook", webhookURL, "--credentials-dir", credentials, "--log-level", "warning",
+                ] + mockArguments)
             defer { mock.signal(SIGKILL) }
             try await mock.waitForOutput(containing: "listening on http://")
             let mockURL = String(mock.stdout.split(separator: "\n").first { $0.contains("listening on") }!.split(separator: " ").last!)
@@ -42,13 +46,17 @@ struct Rehearsal {
                 let parts = line.split(separator: "=", maxSplits: 1)
                 environment[String(parts[0])] = String(parts[1])
             }
-            let serve = try RunningProcess("reconciler", ["serve", "--port", "\(servePort)", "--host", "127.0.0.1", "--metrics-interval", "1s"]
-                                                + serveArguments,
-                                           environment: environment)
+            let serve = try RunningProcess(
+                "reconciler",
+                ["serve", "--port", "\(servePort)", "--host", "127.0.0.1", "--metrics-interval", "1s"]
+                    + serveArguments,
+                environment: environment)
             defer { serve.signal(SIGKILL) }
             try await mock.waitForOutput(containing: "live delivery complete", timeout: .seconds(300), alongside: [serve])
-            try await body(Rehearsal(db: db, mockURL: mockURL, webhookURL: webhookURL, environment: environment,
-                                     outageStart: outageStart, outageEnd: outageEnd, serve: serve))
+            try await body(
+                Rehearsal(
+                    db: db, mockURL: mockURL, webhookURL: webhookURL, environment: environment,
+                    outageStart: outageStart, outageEnd: outageEnd, serve: serve))
         }
     }
 

@@ -25,8 +25,10 @@ struct TestApp {
     }
 
     /// A monthly subscription transaction; `period` 0 is the first purchase.
-    func subscription(original: String, period: Int, product: String = "com.example.monthly", signedDate: Int64,
-                      revocationDate: Int64? = nil, transactionId: String? = nil) -> JWSTransactionDecodedPayload {
+    func subscription(
+        original: String, period: Int, product: String = "com.example.monthly", signedDate: Int64,
+        revocationDate: Int64? = nil, transactionId: String? = nil
+    ) -> JWSTransactionDecodedPayload {
         let purchase = start + Int64(period) * 30 * 86_400_000
         return JWSTransactionDecodedPayload(
             originalTransactionId: original, transactionId: transactionId ?? "\(original)\(period == 0 ? "" : "-\(period)")",
@@ -39,19 +41,23 @@ struct TestApp {
     }
 
     /// Renewal info; a billing problem shows as `isInBillingRetryPeriod`, and a grace period as its end.
-    func renewal(original: String, autoRenew: AutoRenewStatus, signedDate: Int64, product: String = "com.example.monthly",
-                 isInBillingRetryPeriod: Bool? = nil, gracePeriodExpiresDate: Int64? = nil) -> JWSRenewalInfoDecodedPayload {
+    func renewal(
+        original: String, autoRenew: AutoRenewStatus, signedDate: Int64, product: String = "com.example.monthly",
+        isInBillingRetryPeriod: Bool? = nil, gracePeriodExpiresDate: Int64? = nil
+    ) -> JWSRenewalInfoDecodedPayload {
         JWSRenewalInfoDecodedPayload(
             originalTransactionId: original, autoRenewProductId: product, productId: product, autoRenewStatus: autoRenew,
             isInBillingRetryPeriod: isInBillingRetryPeriod, gracePeriodExpiresDate: gracePeriodExpiresDate,
             signedDate: signedDate, environment: environment)
     }
 
-    func notification(_ type: NotificationTypeV2, _ subtype: Subtype? = nil, uuid: String = UUID().uuidString.lowercased(),
-                      signedDate: Int64, transaction: JWSTransactionDecodedPayload? = nil,
-                      renewal: JWSRenewalInfoDecodedPayload? = nil, status: Status? = nil,
-                      bundleId: String = bundleId, appAppleId: Int64? = appAppleId, environment: AppStoreEnvironment? = nil,
-                      signer: JWSSigner? = nil) throws -> String {
+    func notification(
+        _ type: NotificationTypeV2, _ subtype: Subtype? = nil, uuid: String = UUID().uuidString.lowercased(),
+        signedDate: Int64, transaction: JWSTransactionDecodedPayload? = nil,
+        renewal: JWSRenewalInfoDecodedPayload? = nil, status: Status? = nil,
+        bundleId: String = bundleId, appAppleId: Int64? = appAppleId, environment: AppStoreEnvironment? = nil,
+        signer: JWSSigner? = nil
+    ) throws -> String {
         let signer = signer ?? authority.signer
         let payload = ResponseBodyV2DecodedPayload(
             notificationType: type, subtype: subtype, notificationUUID: uuid, signedDate: signedDate,

@@ -34,8 +34,9 @@ struct TestDatabase {
     static func with<T: Sendable>(migrate: Bool = true, server: String? = nil, _ body: (TestDatabase) async throws -> T) async throws -> T {
         let serverURL = try server ?? serverURL()
         let name = "test_\(UUID().uuidString.replacingOccurrences(of: "-", with: "").prefix(16).lowercased())"
-        let admin = PostgresClient(configuration: try DatabaseSettings(url: serverURL, maximumConnections: 2).clientConfiguration,
-                                   backgroundLogger: logger)
+        let admin = PostgresClient(
+            configuration: try DatabaseSettings(url: serverURL, maximumConnections: 2).clientConfiguration,
+            backgroundLogger: logger)
         return try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask { await admin.run() }
             defer { group.cancelAll() }
@@ -43,8 +44,9 @@ struct TestDatabase {
             var components = URLComponents(string: serverURL)!
             components.path = "/\(name)"
             let url = components.string!
-            let client = PostgresClient(configuration: try DatabaseSettings(url: url, maximumConnections: 24).clientConfiguration,
-                                        backgroundLogger: logger)
+            let client = PostgresClient(
+                configuration: try DatabaseSettings(url: url, maximumConnections: 24).clientConfiguration,
+                backgroundLogger: logger)
             let result: Result<T, any Error> = await withTaskGroup(of: Void.self) { inner in
                 inner.addTask { await client.run() }
                 defer { inner.cancelAll() }
@@ -82,7 +84,8 @@ struct TestDatabase {
 
     /// A fingerprint of everything the state tables hold, to prove something changed nothing.
     func stateFingerprint() async throws -> String {
-        let rows = try await client.query("""
+        let rows = try await client.query(
+            """
             SELECT md5(coalesce((SELECT string_agg(t::text, '|' ORDER BY notification_uuid) FROM notifications t), '')
                 || coalesce((SELECT string_agg(t::text, '|' ORDER BY transaction_id) FROM transactions t), '')
                 || coalesce((SELECT string_agg(t::text, '|' ORDER BY original_transaction_id) FROM purchases t), ''))
