@@ -40,7 +40,7 @@ extension MockAppStore {
 
     func notificationHistory(_ request: MockHTTPRequest, faults: FaultConfiguration) -> MockHTTPResponse {
         let now = Self.nowMilliseconds
-        guard let decoded = try? JSONDecoder().decode([String: JSONValue].self, from: Data(buffer: request.body)) else {
+        guard let decoded = try? JSONDecoder().decode([String: RawJSON].self, from: Data(buffer: request.body)) else {
             return Self.apiError(.badRequest, 4_000_000, "An error that indicates an invalid request.")
         }
         // A field sent as null is a field not sent.

@@ -112,7 +112,7 @@ extension MockAppStore {
         case .transactionHistory, .subscriptionStatuses: transactionId = parameter
         case .lookUpOrderId: transactionId = parameter.flatMap { snapshot.world.orders[$0]?.first }
         case .notificationHistory:
-            let body = try? JSONDecoder().decode([String: JSONValue].self, from: Data(buffer: request.body))
+            let body = try? JSONDecoder().decode([String: RawJSON].self, from: Data(buffer: request.body))
             guard let filter = body?["transactionId"]?.string else { return "*" }
             transactionId = filter
         case .requestTestNotification, .testNotificationStatus: return "*"
