@@ -79,20 +79,7 @@ extension RunLedger {
         try await checkpoint(
             runId: runId, shard: shard, from: position, nextToken: nil, done: true, notificationsSeen: notificationsSeen,
             on: connection)
-        struct Piece: Encodable {
-            var query_index: Int
-            var notification_type: String?
-            var subtype: String?
-            var shard_start_ms: Int64
-            var shard_end_ms: Int64
-        }
-        let rows = try PurchaseStore.json(
-            pieces.map {
-                Piece(
-                    query_index: $0.queryIndex, notification_type: $0.filter.notificationType?.rawValue,
-                    subtype: $0.filter.notificationSubtype?.rawValue,
-                    shard_start_ms: $0.start, shard_end_ms: $0.end)
-            })
+        let rows = try PurchaseStore.json(pieces.map(ShardColumns.init))
         try await connection.query(
             """
             UPDATE run_shards SET split_at_ms = \(cut)
@@ -137,4 +124,21 @@ extension RunLedger {
 extension Array where Element == ShardRecord {
     /// History pages the shards fetched so far.
     public var pagesDone: Int { reduce(0) { $0 + $1.pagesDone } }
+}
+
+/// A shard as the columns of `run_shards` that name it, for `jsonb_populate_recordset`.
+struct ShardColumns: Encodable {
+    var query_index: Int
+    var notification_type: String?
+    var subtype: String?
+    var shard_start_ms: Int64
+    var shard_end_ms: Int64
+
+    init(_ shard: ReplayPlanner.Shard) {
+        query_index = shard.queryIndex
+        notification_type = shard.filter.notificationType?.rawValue
+        subtype = shard.filter.notificationSubtype?.rawValue
+        shard_start_ms = shard.start
+        shard_end_ms = shard.end
+    }
 }

@@ -107,19 +107,7 @@ public struct RunLedger: Sendable {
         options: RunOptions, shards: [ReplayPlanner.Shard], holder: String
     ) async throws -> RunRecord {
         let optionsJSON = String(decoding: try JSONEncoder().encode(options), as: UTF8.self)
-        struct ShardColumns: Encodable {
-            var query_index: Int
-            var notification_type: String?
-            var subtype: String?
-            var shard_start_ms: Int64
-            var shard_end_ms: Int64
-        }
-        let shardsJSON = try PurchaseStore.json(
-            shards.map {
-                ShardColumns(
-                    query_index: $0.queryIndex, notification_type: $0.filter.notificationType?.rawValue,
-                    subtype: $0.filter.notificationSubtype?.rawValue, shard_start_ms: $0.start, shard_end_ms: $0.end)
-            })
+        let shardsJSON = try PurchaseStore.json(shards.map(ShardColumns.init))
         let logger = self.logger
         return try await read { connection in
             let rows = try await connection.query(
