@@ -57,14 +57,18 @@ import Testing
         #expect(statistics.snapshot.requests == 1000)
     }
 
-    /// Against the mock over HTTP with 2 requests a second: every request, 429 and retry the
-    /// client counted is in the timeline, under its endpoint.
+    /// Against the mock over HTTP with 2 requests a second and 8 requests sent at once: every
+    /// request, 429 and retry the client counted is in the timeline, under its endpoint.
     @Test func theTimelineHoldsEveryRequest429AndRetryOfTheClient() async throws {
         try await MockAppStore.withRunning(.init(scenario: APIClientTests.scenario(customers: 30), rateLimitPerSecond: 2)) { mock, baseURL in
             let client = mock.client(baseURL: baseURL, requestsPerSecond: 40, retryPolicy: APIClientTests.fastRetries)
             #expect(client.requestsPerSecond[.getTransactionHistory] == 40)
             let ids = Array(Set(mock.sentNotifications.compactMap(\.notification.transaction?.transactionId)).sorted().prefix(8))
-            for id in ids { _ = try await client.getTransactionHistory(anyTransactionId: id, .init()) }
+            // All at once, so the mock's 2 a second must refuse some however slow this machine is.
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for id in ids { group.addTask { _ = try await client.getTransactionHistory(anyTransactionId: id, .init()) } }
+                try await group.waitForAll()
+            }
             let totals = client.statistics.timeline.totals, snapshot = client.statistics.snapshot
             #expect(snapshot.rateLimited > 0)
             #expect(totals.requests == snapshot.requests)

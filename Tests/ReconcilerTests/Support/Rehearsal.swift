@@ -29,34 +29,43 @@ struct Rehearsal {
             let now = Date()
             let outageStart = ISO8601DateFormatter().string(from: now.addingTimeInterval(-6 * 3600))
             let outageEnd = ISO8601DateFormatter().string(from: now.addingTimeInterval(-3 * 3600))
-            let credentials = FileManager.default.temporaryDirectory.appendingPathComponent("mock-\(UUID().uuidString)").path
-            let servePort = freePort()
-            let webhookURL = "http://127.0.0.1:\(servePort)/notifications"
-            let mock = try RunningProcess(
-                "mock-appstore",
-                [
-                    "--port", "0", "--seed", "\(seed)", "--customers", "\(customers)", "--outage-start", outageStart,
-                    "--outage-end", outageEnd, "--webhook", webhookURL, "--credentials-dir", credentials, "--log-level", "warning",
-                ] + mockArguments)
-            defer { mock.signal(SIGKILL) }
-            try await mock.waitForOutput(containing: "listening on http://")
-            let mockURL = String(mock.stdout.split(separator: "\n").first { $0.contains("listening on") }!.split(separator: " ").last!)
-            var environment = ["DATABASE_URL": db.url, "LOG_LEVEL": "warning"].merging(extra) { $1 }
-            for line in try String(contentsOfFile: "\(credentials)/reconciler.env", encoding: .utf8).split(separator: "\n") {
-                let parts = line.split(separator: "=", maxSplits: 1)
-                environment[String(parts[0])] = String(parts[1])
+            for attempt in 1...3 {
+                let credentials = FileManager.default.temporaryDirectory.appendingPathComponent("mock-\(UUID().uuidString)").path
+                let servePort = freePort()
+                let webhookURL = "http://127.0.0.1:\(servePort)/notifications"
+                let mock = try RunningProcess(
+                    "mock-appstore",
+                    [
+                        "--port", "0", "--seed", "\(seed)", "--customers", "\(customers)", "--outage-start", outageStart,
+                        "--outage-end", outageEnd, "--webhook", webhookURL, "--credentials-dir", credentials, "--log-level", "warning",
+                    ] + mockArguments)
+                defer { mock.signal(SIGKILL) }
+                try await mock.waitForOutput(containing: "listening on http://")
+                let mockURL = String(mock.stdout.split(separator: "\n").first { $0.contains("listening on") }!.split(separator: " ").last!)
+                var environment = ["DATABASE_URL": db.url, "LOG_LEVEL": "warning"].merging(extra) { $1 }
+                for line in try String(contentsOfFile: "\(credentials)/reconciler.env", encoding: .utf8).split(separator: "\n") {
+                    let parts = line.split(separator: "=", maxSplits: 1)
+                    environment[String(parts[0])] = String(parts[1])
+                }
+                let serve = try RunningProcess(
+                    "reconciler",
+                    ["serve", "--port", "\(servePort)", "--host", "127.0.0.1", "--metrics-interval", "1s"]
+                        + serveArguments,
+                    environment: environment)
+                defer { serve.signal(SIGKILL) }
+                do {
+                    try await mock.waitForOutput(containing: "live delivery complete", timeout: .seconds(300), alongside: [serve])
+                } catch {
+                    // Another process took the free port between its choice and serve's bind: choose again.
+                    guard attempt < 3, serve.stderr.contains("Address already in use") else { throw error }
+                    continue
+                }
+                try await body(
+                    Rehearsal(
+                        db: db, mockURL: mockURL, webhookURL: webhookURL, environment: environment,
+                        outageStart: outageStart, outageEnd: outageEnd, serve: serve))
+                return
             }
-            let serve = try RunningProcess(
-                "reconciler",
-                ["serve", "--port", "\(servePort)", "--host", "127.0.0.1", "--metrics-interval", "1s"]
-                    + serveArguments,
-                environment: environment)
-            defer { serve.signal(SIGKILL) }
-            try await mock.waitForOutput(containing: "live delivery complete", timeout: .seconds(300), alongside: [serve])
-            try await body(
-                Rehearsal(
-                    db: db, mockURL: mockURL, webhookURL: webhookURL, environment: environment,
-                    outageStart: outageStart, outageEnd: outageEnd, serve: serve))
         }
     }
 
