@@ -24,6 +24,17 @@ func elapsed<T>(_ body: () async throws -> T) async rethrows -> (T, Double) {
     return (result, Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18)
 }
 
+/// CPU seconds (user + system) this process has used so far.
+func processCPUSeconds() -> Double {
+    var usage = rusage()
+    #if os(Linux)
+    getrusage(RUSAGE_SELF.rawValue, &usage)
+    #else
+    getrusage(RUSAGE_SELF, &usage)
+    #endif
+    return Double(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) + Double(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1e6
+}
+
 func quietLogger() -> Logger {
     var logger = Logger(label: "bench")
     logger.logLevel = .error
@@ -109,6 +120,7 @@ struct ApplyBenchmark: AsyncParsableCommand {
             let pages = stride(from: 0, to: payloads.count, by: 20).map { Array(payloads[$0..<min($0 + 20, payloads.count)]) }
             let queue = PageQueue(pages)
             let forwarding = forwardTo.map { NotificationHandler.Forwarding(targetURL: $0) }
+            let cpuAtStart = processCPUSeconds()
             let (_, seconds) = try await elapsed {
                 try await withThrowingTaskGroup(of: Void.self) { workers in
                     for _ in 0..<concurrency {
@@ -134,7 +146,10 @@ struct ApplyBenchmark: AsyncParsableCommand {
                 String(
                     format: "apply: %d notifications in %d pages, concurrency %d: %.2f s = %.0f notifications/s (%.0f pages/s)",
                     payloads.count, pages.count, concurrency, seconds, Double(payloads.count) / seconds, Double(pages.count) / seconds))
-            print("  rows written: \(counts[0]) notifications, \(counts[1]) change-feed rows, \(counts[2]) forward-queue rows")
+            print(
+                String(
+                    format: "  rows written: %d notifications, %d change-feed rows, %d forward-queue rows; this process used %.1f s of CPU"
+                        + " applying (verification included)", counts[0], counts[1], counts[2], cpuAtStart.distance(to: processCPUSeconds())))
         }
     }
 }
