@@ -41,6 +41,51 @@ import Testing
         }
     }
 
+    /// A notification Apple signed before a customer's history read began is in that history: it
+    /// does not make the customer read again, nor keep it from being covered by another purchase's
+    /// history. One signed after the read began (within the margin) does both.
+    @Test func onlyANotificationSignedAfterTheReadBeganMakesItReadAgain() async throws {
+        try await TestDatabase.with { db in
+            let ledger = RunLedger(database: db.database)
+            let run = try await ledger.createRun(
+                kind: .manual, environment: "Production", bundleId: "com.example", windowStart: 0, windowEnd: 1,
+                dryRun: false, options: .init(), shards: [], holder: "test")
+            let now = Int64(Date().timeIntervalSince1970 * 1000)
+            let margin = RunLedger.rereadMargin.components.seconds * 1000
+            func touch(_ anchor: String, signed: Int64) async throws {
+                try await db.database.transaction {
+                    try await ledger.enqueue(runId: run.runId, touches: [.init(anchor: anchor, newestSignedDate: signed)], on: $0)
+                }
+            }
+            func complete(_ anchor: String, covering: [String] = []) async throws -> Bool {
+                try await db.database.transaction {
+                    try await ledger.markCovered(runId: run.runId, anchors: covering, by: anchor, on: $0)
+                    return try await ledger.completeCustomer(runId: run.runId, anchor: anchor, worker: "w", transactionsSeen: 1, on: $0)
+                }
+            }
+            try await touch("1000", signed: now - 3_600_000)
+            #expect(try await ledger.leaseCustomer(runId: run.runId, worker: "w", leaseDuration: .seconds(60)) == "1000")
+            // While it is read: an old notification changes nothing, a new one brings it back.
+            try await touch("1000", signed: now - margin - 60_000)
+            #expect(try await complete("1000"))
+            #expect(try await ledger.queueSummary(runId: run.runId).done == 1)
+            try await touch("1000", signed: now - margin - 60_000)
+            #expect(try await ledger.queueSummary(runId: run.runId).pending == 0)
+            try await touch("1000", signed: now)
+            #expect(try await ledger.queueSummary(runId: run.runId).pending == 1)
+
+            // Another purchase of the same customer, touched by a notification signed before the read
+            // of the first began, is covered by it; one touched by a notification signed after is not.
+            try await touch("2000", signed: now - 2 * margin)
+            try await touch("3000", signed: now + 60_000)
+            #expect(try await ledger.leaseCustomer(runId: run.runId, worker: "w", leaseDuration: .seconds(60)) == "1000")
+            #expect(try await complete("1000", covering: ["1000", "2000", "3000"]))
+            let summary = try await ledger.queueSummary(runId: run.runId)
+            #expect(summary.done == 2 && summary.pending == 1)
+            #expect(try await ledger.leaseCustomer(runId: run.runId, worker: "w", leaseDuration: .seconds(60)) == "3000")
+        }
+    }
+
     /// Phase 2 works while phase 1 pages: customers are done before the replay ends, and the run
     /// still ends exactly at the truth.
     @Test func bothPhasesRunAtOnce() async throws {

@@ -81,7 +81,8 @@ public struct NotificationHandler: Sendable {
     /// Applies verified notifications inside the caller's transaction (a replayed page and its
     /// checkpoint commit together). Results come back in the order given.
     ///
-    /// The page is applied set-wise: its purchases are locked, read, and written once each. A
+    /// The page is applied set-wise: the purchases of its new notifications are locked, its
+    /// purchases read, and the changed ones written once each. A
     /// notification is stale when its signedDate is older than what its purchase reflected before
     /// the page; several notifications of one purchase in a page leave the purchase exactly as
     /// applying them one by one would, because each part of a purchase keeps its newest version.
@@ -89,8 +90,13 @@ public struct NotificationHandler: Sendable {
         _ notifications: [VerifiedNotification], source: PurchaseStore.Source, forwarding: Forwarding? = nil, on connection: PostgresConnection
     ) async throws -> [HandlingResult] {
         guard !notifications.isEmpty else { return [] }
-        let purchases = Set(notifications.compactMap { $0.appliesToPurchase ? $0.originalTransactionId : nil })
-        try await store.lock(purchases: purchases, notifications: notifications.map(\.notificationUUID), on: connection)
+        var purchasesByNotification: [String: String] = [:]
+        for notification in notifications where notification.appliesToPurchase {
+            purchasesByNotification[notification.notificationUUID] = notification.originalTransactionId
+        }
+        let purchases = Set(purchasesByNotification.values)
+        try await store.lock(
+            purchases: [], notifications: notifications.map(\.notificationUUID), purchasesByNotification: purchasesByNotification, on: connection)
         let before = try await store.purchaseStates(purchases, on: connection)
 
         // One row per UUID; a UUID repeated within the page is a duplicate of its first copy.
@@ -99,11 +105,7 @@ public struct NotificationHandler: Sendable {
         for notification in notifications where seen.insert(notification.notificationUUID).inserted {
             rows.append(.init(notification: notification, outcome: outcome(of: notification, before: before)))
         }
-        let inserted = try await store.insertNotifications(rows, source: source, on: connection)
-        if let forwarding {
-            let forwarded = inserted.filter { forwarding.only?.contains($0) ?? true }
-            try await store.enqueueForwarding(Array(forwarded), to: forwarding.targetURL, runId: source.runId, on: connection)
-        }
+        let inserted = try await store.insertNotifications(rows, source: source, forwarding: forwarding, on: connection)
 
         var transactions: [PurchaseStore.TransactionWrite] = []
         var updates: [PurchaseStore.PurchaseUpdate] = []

@@ -27,36 +27,84 @@ extension RunLedger {
         case failed
     }
 
-    /// Queues customers (in the caller's transaction). A customer phase 1 touches again after
-    /// phase 2 began reading its history is read again: a done one is pending again, and a leased
-    /// one goes back to pending when its worker completes it. Other reasons leave a queued
-    /// customer as it is.
+    /// How long before a read of a customer's history began a notification must have been signed
+    /// for that read to be known to include it. Apple signs a notification after the change it
+    /// reports; the margin covers the two clocks and Apple's own propagation.
+    static let rereadMargin: Duration = .seconds(600)
+
+    /// Queues customers (in the caller's transaction) without saying when they were touched: a
+    /// customer queued as `touched` this way is read again even when phase 2 already read it.
+    /// Other reasons leave a queued customer as it is.
     func enqueue(runId: Int64, anchors: [String], reason: QueueReason, on connection: PostgresConnection) async throws {
-        guard !anchors.isEmpty else { return }
+        try await enqueue(runId: runId, touches: anchors.map { Touch(anchor: $0, newestSignedDate: nil) }, reason: reason, on: connection)
+    }
+
+    /// A customer phase 1 touched, and the signedDate of the newest notification that touched it.
+    struct Touch: Sendable, Hashable {
+        var anchor: String
+        var newestSignedDate: Int64?
+    }
+
+    /// Queues customers that replayed notifications touched (in the caller's transaction). A
+    /// customer phase 2 already read, or is reading, is read again only when one of the
+    /// notifications was signed after that read began (less ``rereadMargin``): what Apple signed
+    /// before is in the history the read returns. A done customer is then pending again; a leased
+    /// one goes back to pending when its worker completes it.
+    func enqueue(runId: Int64, touches: [Touch], reason: QueueReason = .touched, on connection: PostgresConnection) async throws {
+        guard !touches.isEmpty else { return }
+        struct Row: Encodable {
+            var anchor_transaction_id: String
+            var touched_signed_ms: Int64?
+        }
+        var newest: [String: Int64] = [:]
+        var undated = Set<String>()
+        for touch in touches {
+            if let signed = touch.newestSignedDate {
+                newest[touch.anchor] = max(newest[touch.anchor] ?? signed, signed)
+            } else {
+                undated.insert(touch.anchor)
+            }
+        }
+        let rows = try PurchaseStore.json(
+            undated.union(newest.keys).sorted().map {
+                Row(anchor_transaction_id: $0, touched_signed_ms: undated.contains($0) ? nil : newest[$0])
+            })
+        let marginMilliseconds = Self.rereadMargin.components.seconds * 1000
+        // A touch without a date, or a customer whose read has not begun, always counts.
+        let readAgain = """
+            (EXCLUDED.touched_signed_ms IS NULL OR q.read_started_at IS NULL
+             OR EXCLUDED.touched_signed_ms > extract(epoch FROM q.read_started_at) * 1000 - \(marginMilliseconds))
+            """
         try await connection.query(
             """
-            INSERT INTO gap_queue AS q (run_id, anchor_transaction_id, reason)
-            SELECT \(runId), anchor, \(reason.rawValue) FROM unnest(\(Array(Set(anchors)).sorted())::text[]) AS a (anchor)
+            INSERT INTO gap_queue AS q (run_id, anchor_transaction_id, reason, touched_signed_ms)
+            SELECT \(runId), t.anchor_transaction_id, \(reason.rawValue), t.touched_signed_ms
+            FROM jsonb_to_recordset(\(rows)::jsonb) AS t (anchor_transaction_id text, touched_signed_ms bigint)
+            ORDER BY t.anchor_transaction_id
             ON CONFLICT (run_id, anchor_transaction_id) DO UPDATE
-                SET status = CASE WHEN q.status = 'done' THEN 'pending' ELSE q.status END,
-                    reason = 'touched', touched_again = q.status = 'leased', updated_at = now()
-                WHERE EXCLUDED.reason = 'touched' AND q.status IN ('done', 'leased')
+                SET touched_signed_ms = GREATEST(q.touched_signed_ms, EXCLUDED.touched_signed_ms),
+                    status = CASE WHEN q.status = 'done' AND \(unescaped: readAgain) THEN 'pending' ELSE q.status END,
+                    touched_again = q.touched_again OR (q.status = 'leased' AND \(unescaped: readAgain)),
+                    reason = CASE WHEN q.status IN ('done', 'leased') AND \(unescaped: readAgain) THEN 'touched' ELSE q.reason END,
+                    updated_at = now()
+                WHERE EXCLUDED.reason = 'touched'
             """, logger: logger)
     }
 
     /// Leases the next customer nobody works on (pending, or leased by a worker whose lease ran
-    /// out), touched customers first; `nil` when there is none right now.
+    /// out), touched customers first, then in the order they were queued; `nil` when there is
+    /// none right now. The lease's start is when this read of the customer's history begins.
     func leaseCustomer(runId: Int64, worker: String, leaseDuration: Duration) async throws -> String? {
         let milliseconds = leaseDuration.components.seconds * 1000 + leaseDuration.components.attoseconds / 1_000_000_000_000_000
         return try await read { [logger] connection in
             let rows = try await connection.query(
                 """
                 UPDATE gap_queue SET status = 'leased', worker = \(worker), lease_until = now() + \(milliseconds) * interval '1 millisecond',
-                    updated_at = now()
+                    read_started_at = now(), updated_at = now()
                 WHERE (run_id, anchor_transaction_id) = (
                     SELECT run_id, anchor_transaction_id FROM gap_queue
                     WHERE run_id = \(runId) AND status IN ('pending', 'leased') AND (status = 'pending' OR lease_until < now())
-                    ORDER BY reason <> 'touched', anchor_transaction_id
+                    ORDER BY reason <> 'touched', queued_at, hashtext(anchor_transaction_id)
                     LIMIT 1 FOR UPDATE SKIP LOCKED)
                 RETURNING anchor_transaction_id
                 """, logger: logger)
@@ -155,17 +203,22 @@ extension RunLedger {
         }
     }
 
-    /// Marks pending customers whose purchases another customer's history covered as done.
-    /// Rows other workers hold are skipped, never waited for.
+    /// Marks pending customers whose purchases another customer's history covered as done,
+    /// unless a notification that touched them was signed after that history's read began (see
+    /// ``enqueue(runId:touches:reason:on:)``). Rows other workers hold are skipped, never waited for.
     func markCovered(runId: Int64, anchors: [String], by anchor: String, on connection: PostgresConnection) async throws {
         let others = anchors.filter { $0 != anchor }
         guard !others.isEmpty else { return }
+        let marginMilliseconds = Self.rereadMargin.components.seconds * 1000
         try await connection.query(
             """
             UPDATE gap_queue SET status = 'done', last_error = NULL, worker = \("covered by \(anchor)"), updated_at = now()
             WHERE (run_id, anchor_transaction_id) IN (
                 SELECT run_id, anchor_transaction_id FROM gap_queue
                 WHERE run_id = \(runId) AND anchor_transaction_id = ANY(\(others)::text[]) AND status = 'pending'
+                  AND (touched_signed_ms IS NULL OR touched_signed_ms <= (
+                      SELECT extract(epoch FROM read_started_at) * 1000 - \(marginMilliseconds) FROM gap_queue
+                      WHERE run_id = \(runId) AND anchor_transaction_id = \(anchor)))
                 ORDER BY anchor_transaction_id
                 FOR UPDATE SKIP LOCKED)
             """, logger: logger)

@@ -179,10 +179,17 @@ struct NotificationReplayer: Sendable {
                         runId: run.runId, shard: shard, from: position, nextToken: page.nextPaginationToken,
                         done: !page.hasMore, notificationsSeen: page.items.count, on: connection)
                 }
-                // Customers of what this run recorded first; a duplicate was handled when it was first recorded.
-                let recordedFirst = recorded.results.filter { $0.outcome != .duplicate }.compactMap(\.originalTransactionId)
-                let touched = try await context.store.anchors(of: recordedFirst, on: connection)
-                try await ledger.enqueue(runId: run.runId, anchors: touched, reason: .touched, on: connection)
+                // Customers of what this run recorded first (a duplicate was handled when it was
+                // first recorded), with when Apple signed what touched them.
+                let signedDates = Dictionary(verified.notifications.map { ($0.notificationUUID, $0.signedDate) }, uniquingKeysWith: max)
+                let recordedFirst = recorded.results.filter { $0.outcome != .duplicate }
+                let anchors = try await context.store.anchorsByPurchase(of: recordedFirst.compactMap(\.originalTransactionId), on: connection)
+                let touches = recordedFirst.compactMap { result in
+                    result.originalTransactionId.flatMap { anchors[$0] }.map {
+                        RunLedger.Touch(anchor: $0, newestSignedDate: signedDates[result.notificationUUID])
+                    }
+                }
+                try await ledger.enqueue(runId: run.runId, touches: touches, on: connection)
                 return recorded
             }
         } catch let conflict as RunLedger.CheckpointConflict where conflict.alreadyCommitted {

@@ -1,21 +1,11 @@
 import Foundation
 import PostgresNIO
 
-/// The queue of notifications to deliver to the app's own webhook, written in the transaction
-/// that records each notification; forwarders lease due deliveries (rows they own for a while),
-/// send them with no transaction open, and record the app's answer.
+/// The queue of notifications to deliver to the app's own webhook, written by the statement that
+/// records each notification (``insertNotifications(_:source:forwarding:on:)``); forwarders lease
+/// due deliveries (rows they own for a while), send them with no transaction open, and record the
+/// app's answer.
 extension PurchaseStore {
-    /// Queues notifications for the app's webhook (in the caller's transaction).
-    func enqueueForwarding(_ notificationUUIDs: [String], to targetURL: String, runId: Int64?, on connection: PostgresConnection) async throws {
-        guard !notificationUUIDs.isEmpty else { return }
-        try await connection.query(
-            """
-            INSERT INTO forward_queue (notification_uuid, target_url, run_id)
-            SELECT uuid, \(targetURL), \(runId) FROM unnest(\(notificationUUIDs.sorted())::text[]) AS n (uuid)
-            ON CONFLICT (notification_uuid, target_url) DO NOTHING
-            """, logger: logger)
-    }
-
     /// One notification to deliver.
     public struct Delivery: Sendable, Hashable {
         public var notificationUUID: String

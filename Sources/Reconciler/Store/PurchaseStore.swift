@@ -133,16 +133,29 @@ public struct PurchaseStore: Sendable {
     /// (`xid`) at its first write, and the change feed is read in `xid` order, so a writer that
     /// waited for a purchase must get a later `xid` than the one it waited for, or the feed would
     /// show that purchase's changes out of order. A lock taken after a write is refused.
+    ///
+    /// With `purchasesByNotification` (a page of notifications, UUID → their purchase), only the
+    /// purchases of notifications not recorded yet are locked: a duplicate writes nothing, so a
+    /// page that an earlier query already recorded (the sweep after the priority queries) waits
+    /// for no one. A notification another transaction records meanwhile is a duplicate of it here.
     func lock(
         purchases originalTransactionIds: some Collection<String>, notifications notificationUUIDs: [String] = [],
-        anchors: [String] = [], on connection: PostgresConnection
+        purchasesByNotification: [String: String] = [:], anchors: [String] = [], on connection: PostgresConnection
     ) async throws {
-        let keys = Set(originalTransactionIds)
+        let keys =
+            Set(originalTransactionIds).sorted().map { LockKey(original_transaction_id: $0) }
+            + purchasesByNotification.keys.sorted().map { LockKey(original_transaction_id: purchasesByNotification[$0]!, notification_uuid: $0) }
         if !keys.isEmpty {
             let rows = try await connection.query(
                 """
                 SELECT pg_advisory_xact_lock(727002, k)::text, pg_current_xact_id_if_assigned() IS NULL
-                FROM (SELECT DISTINCT hashtext(key) AS k FROM unnest(\(Array(keys))::text[]) AS key ORDER BY 1) AS sorted_keys
+                FROM (
+                    SELECT DISTINCT hashtext(key.original_transaction_id) AS k
+                    FROM jsonb_to_recordset(\(try Self.json(keys))::jsonb) AS key (original_transaction_id text, notification_uuid text)
+                    WHERE key.notification_uuid IS NULL
+                       OR NOT EXISTS (SELECT 1 FROM notifications n WHERE n.notification_uuid = key.notification_uuid)
+                    ORDER BY 1
+                ) AS sorted_keys
                 """, logger: logger)
             var wroteBefore = false
             for try await (_, unwritten) in rows.decode((String, Bool).self) where !unwritten { wroteBefore = true }
@@ -151,7 +164,14 @@ public struct PurchaseStore: Sendable {
             }
         }
         try await shadow?.copyOnFirstTouch(
-            purchases: Array(Set(originalTransactionIds)), notifications: notificationUUIDs, anchors: anchors, on: connection, logger: logger)
+            purchases: Array(Set(originalTransactionIds).union(purchasesByNotification.values)), notifications: notificationUUIDs,
+            anchors: anchors, on: connection, logger: logger)
+    }
+
+    /// A purchase to lock, unless the notification it comes with is recorded already.
+    private struct LockKey: Encodable {
+        var original_transaction_id: String
+        var notification_uuid: String? = nil
     }
 
     // MARK: Notifications
@@ -177,8 +197,11 @@ public struct PurchaseStore: Sendable {
         var outcome: String
     }
 
-    /// Records notifications; returns the UUIDs that were new (the others are duplicates).
-    func insertNotifications(_ rows: [NotificationRow], source: Source, on connection: PostgresConnection) async throws -> Set<String> {
+    /// Records notifications; returns the UUIDs that were new (the others are duplicates). With
+    /// `forwarding`, the new ones it selects are queued for the app's webhook by the same statement.
+    func insertNotifications(
+        _ rows: [NotificationRow], source: Source, forwarding: NotificationHandler.Forwarding? = nil, on connection: PostgresConnection
+    ) async throws -> Set<String> {
         guard !rows.isEmpty else { return [] }
         let json = try Self.json(
             rows.map { row in
@@ -189,12 +212,22 @@ public struct PurchaseStore: Sendable {
                     transaction_id: n.transaction?.transactionId, signed_payload: n.signedPayload, source: source.name,
                     run_id: source.runId, outcome: row.outcome.rawValue)
             })
+        let only = forwarding?.only.map { Array($0).sorted() }
         let result = try await connection.query(
             """
-            INSERT INTO notifications (\(unescaped: Self.notificationColumns))
-            SELECT \(unescaped: Self.notificationColumns) FROM jsonb_populate_recordset(NULL::notifications, \(json)::jsonb)
-            ON CONFLICT (notification_uuid) DO NOTHING
-            RETURNING notification_uuid
+            WITH inserted AS (
+                INSERT INTO notifications (\(unescaped: Self.notificationColumns))
+                SELECT \(unescaped: Self.notificationColumns) FROM jsonb_populate_recordset(NULL::notifications, \(json)::jsonb)
+                ON CONFLICT (notification_uuid) DO NOTHING
+                RETURNING notification_uuid
+            ), queued AS (
+                INSERT INTO forward_queue (notification_uuid, target_url, run_id)
+                SELECT notification_uuid, \(forwarding?.targetURL), \(source.runId) FROM inserted
+                WHERE \(forwarding?.targetURL)::text IS NOT NULL AND (\(only)::text[] IS NULL OR notification_uuid = ANY(\(only)::text[]))
+                ORDER BY notification_uuid
+                ON CONFLICT (notification_uuid, target_url) DO NOTHING
+            )
+            SELECT notification_uuid FROM inserted
             """, logger: logger)
         var inserted = Set<String>()
         for try await uuid in result.decode(String.self) { inserted.insert(uuid) }
@@ -537,29 +570,36 @@ public struct PurchaseStore: Sendable {
                     source: origin.source.rawValue, notification_uuid: origin.notificationUUIDs[$0.after.originalTransactionId], run_id: origin.runId,
                     before_state: $0.before, after_state: $0.after)
             })
+        // The NOTIFY is delivered when the transaction commits; a dry run's changes are its own.
         try await connection.query(
             """
-            INSERT INTO purchase_changes (original_transaction_id, app_account_token, source, notification_uuid, run_id, before_state, after_state)
-            SELECT original_transaction_id, app_account_token, source, notification_uuid, run_id, before_state, after_state
-            FROM jsonb_populate_recordset(NULL::purchase_changes, \(rows)::jsonb)
+            WITH recorded AS (
+                INSERT INTO purchase_changes (original_transaction_id, app_account_token, source, notification_uuid, run_id, before_state, after_state)
+                SELECT original_transaction_id, app_account_token, source, notification_uuid, run_id, before_state, after_state
+                FROM jsonb_populate_recordset(NULL::purchase_changes, \(rows)::jsonb)
+            )
+            SELECT pg_notify(\(Self.changeChannel), '') WHERE \(shadow == nil)
             """, logger: logger)
-        // Delivered when the transaction commits; a dry run's changes are its own.
-        if shadow == nil { try await connection.run("SELECT pg_notify(\(Self.changeChannel), '')", logger: logger) }
     }
 
     // MARK: Customers and their transaction history
 
-    /// The customer (the transaction id whose history covers it) of each purchase; purchases not
-    /// yet linked to a customer are their own.
+    /// The customers (the transaction id whose history covers each) of these purchases; purchases
+    /// not yet linked to a customer are their own.
     func anchors(of originalTransactionIds: [String], on connection: PostgresConnection) async throws -> [String] {
-        guard !originalTransactionIds.isEmpty else { return [] }
+        Array(Set(try await anchorsByPurchase(of: originalTransactionIds, on: connection).values))
+    }
+
+    /// The customer of each purchase, by originalTransactionId.
+    func anchorsByPurchase(of originalTransactionIds: [String], on connection: PostgresConnection) async throws -> [String: String] {
+        guard !originalTransactionIds.isEmpty else { return [:] }
         let rows = try await connection.query(
             """
-            SELECT DISTINCT COALESCE(p.history_anchor_transaction_id, t.id)
-            FROM unnest(\(originalTransactionIds)::text[]) AS t (id) LEFT JOIN purchases p ON p.original_transaction_id = t.id
+            SELECT t.id, COALESCE(p.history_anchor_transaction_id, t.id)
+            FROM unnest(\(Array(Set(originalTransactionIds)))::text[]) AS t (id) LEFT JOIN purchases p ON p.original_transaction_id = t.id
             """, logger: logger)
-        var anchors: [String] = []
-        for try await anchor in rows.decode(String.self) { anchors.append(anchor) }
+        var anchors: [String: String] = [:]
+        for try await (purchase, anchor) in rows.decode((String, String).self) { anchors[purchase] = anchor }
         return anchors
     }
 
