@@ -303,7 +303,8 @@ public struct ReconcileRun: Sendable {
         }
         let shards = try await ledger.shards(runId: run.runId)
         let queue = try await ledger.queueSummary(runId: run.runId)
-        let changes = try await ledger.changes(runId: run.runId).map { change in
+        let listed = try await ledger.changes(runId: run.runId, limit: RunReport.listedChangesLimit)
+        let changes = listed.changes.map { change in
             RunReport.Change(
                 originalTransactionId: change.after.originalTransactionId, fields: change.after.changedFields(from: change.before),
                 before: change.before, after: change.after)
@@ -328,6 +329,7 @@ public struct ReconcileRun: Sendable {
             pages: shards.pagesDone, paginationRestarts: shards.reduce(0) { $0 + $1.restarts },
             customersChecked: queue.done + queue.failed, customersFailed: try await ledger.failedCustomers(runId: run.runId),
             transactionsFetched: gapFill.transactionsSeen, revisionResets: gapFill.revisionResets, changes: changes,
+            changesTotal: listed.total,
             rejections: try await ledger.rejections(runId: run.runId),
             api: try await ledger.apiStatistics(runId: run.runId) + extraAPI)
     }

@@ -36,7 +36,7 @@ public enum RunMetrics {
                 MetricDefinition.runNotifications.gauge([type, outcome], in: metrics).record(Int64(count))
             }
         }
-        set(.runPurchasesChanged, report.changes.count)
+        set(.runPurchasesChanged, report.changesTotal)
         set(.runCustomersChecked, report.customersChecked)
         set(.runCustomersFailed, report.customersFailed.count)
         set(.runShardsFailed, report.shardsFailed.count)

@@ -237,6 +237,34 @@ import Testing
 
     // MARK: The command: resuming, batches, retention
 
+    /// `changes --run-id` prints one run's changes; a run's report lists a bounded number of the
+    /// purchases it changed and says how many there were.
+    @Test func aRunsChangesInTheFeedAndInItsReport() async throws {
+        try await TestDatabase.with { db in
+            let handler = try app.handler(db)
+            _ = try await handler.handle(signedPayload: try subscribed("live-1"), source: .webhook)
+            for index in 1...3 { _ = try await handler.handle(signedPayload: try subscribed("run-\(index)"), source: .history(runId: 77)) }
+            try await eventually("the feed readable") { try await Self.feed(db).count == 4 }
+            let ofRun = try await Self.reconciler(db, ["changes", "--run-id", "77"])
+            #expect(ofRun.status == 0, "\(ofRun.stderr)")
+            #expect(try Self.completeLines(ofRun.stdout).map { try Self.decode($0).originalTransactionId } == ["run-1", "run-2", "run-3"])
+            for arguments in [["--run-id", "0"], ["--run-id", "x"], ["--newest", "--run-id", "77"], ["--prune-before", "30d", "--run-id", "77"]] {
+                let refused = try await Self.reconciler(db, ["changes"] + arguments)
+                #expect(refused.status == 1, "\(arguments): \(refused.stderr)")
+            }
+
+            let ledger = RunLedger(database: db.database)
+            let run = try await ledger.createRun(
+                kind: .manual, environment: "Production", bundleId: "com.example", windowStart: 0, windowEnd: 1,
+                dryRun: false, options: .init(), shards: [], holder: "test")
+            let changes = (1...5).map { PurchaseChange(before: nil, after: PurchaseState(originalTransactionId: "changed-\($0)")) }
+            try await db.database.transaction { try await ledger.recordChanges(runId: run.runId, changes, on: $0) }
+            let listed = try await ledger.changes(runId: run.runId, limit: 2)
+            #expect(listed.total == 5)
+            #expect(listed.changes.map(\.after.originalTransactionId) == ["changed-1", "changed-2"])
+        }
+    }
+
     @Test func sincePrunedIdsAndRetention() async throws {
         try await TestDatabase.with { db in
             let handler = try app.handler(db)

@@ -261,6 +261,7 @@ import Testing
                 originalTransactionId: hostile, fields: ["productId"], before: .init(originalTransactionId: hostile, productId: hostile),
                 after: .init(originalTransactionId: hostile, productId: "</td></tr></table>" + hostile))
         ]
+        report.changesTotal = 1
         report.rejections = [
             Rejection(
                 source: .notificationHistory, notificationUUID: hostile, typeAndSubtype: hostile, reason: .invalidSignature,
@@ -353,6 +354,6 @@ import Testing
             urgentRecoverySeconds: nil,
             notifications: .init(seen: 3, applied: 3), notificationsByType: [:], shardsTotal: 2, shardsFailed: [], pages: 2,
             paginationRestarts: 0, customersChecked: 1, customersFailed: [], transactionsFetched: 4, revisionResets: [], changes: [],
-            rejections: [], api: .zero)
+            changesTotal: 0, rejections: [], api: .zero)
     }
 }

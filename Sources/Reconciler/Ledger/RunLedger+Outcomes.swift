@@ -63,21 +63,30 @@ extension RunLedger {
     }
 
     public func changes(runId: Int64) async throws -> [PurchaseChange] {
+        try await changes(runId: runId, limit: nil).changes
+    }
+
+    /// The purchases a run changed, by originalTransactionId, at most `limit` of them, and how many
+    /// there are in all.
+    public func changes(runId: Int64, limit: Int?) async throws -> (changes: [PurchaseChange], total: Int) {
         try await read { [logger] connection in
             let rows = try await connection.query(
                 """
-                SELECT before_state::text, after_state::text FROM run_changes
+                SELECT before_state::text, after_state::text, count(*) OVER () FROM run_changes
                 WHERE run_id = \(runId) AND before_state IS DISTINCT FROM after_state ORDER BY original_transaction_id
+                LIMIT \(limit)
                 """, logger: logger)
             var result: [PurchaseChange] = []
+            var total = 0
             let decoder = JSONDecoder()
-            for try await (before, after) in rows.decode((String?, String).self) {
+            for try await (before, after, count) in rows.decode((String?, String, Int).self) {
+                total = count
                 result.append(
                     PurchaseChange(
                         before: try before.map { try decoder.decode(PurchaseState.self, from: Data($0.utf8)) },
                         after: try decoder.decode(PurchaseState.self, from: Data(after.utf8))))
             }
-            return result
+            return (result, total)
         }
     }
 }

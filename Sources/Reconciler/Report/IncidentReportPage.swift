@@ -96,7 +96,7 @@ public struct IncidentReportPage: Sendable {
                 "\(report.notifications.seen)", "notifications seen",
                 "\(report.notifications.applied) \(report.dryRun ? "would be applied" : "applied")"
             ),
-            ("\(report.changes.count)", "purchases changed", report.dryRun ? "would change" : "before → after below"),
+            ("\(report.changesTotal)", "purchases changed", report.dryRun ? "would change" : "before → after below"),
             ("\(report.customersChecked)", "customers checked", "\(report.customersFailed.count) failed"),
             ("\(report.rejections.count)", "signed values rejected", "\(newRejections) newly quarantined"),
             ("\(report.api.requests)", "API requests", "\(report.api.rateLimited) × 429, \(report.api.retries) retries"),
@@ -246,7 +246,7 @@ public struct IncidentReportPage: Sendable {
             html.text(" signed values quarantined, never applied (\(newRejections) new, \(report.rejections.count - newRejections) known)")
         }
         row("changed") { html in
-            number("changes", report.changes.count, &html)
+            number("changes", report.changesTotal, &html)
             html.text(" purchases\(report.dryRun ? " would change" : "")")
         }
         row("api") { html in
@@ -317,8 +317,8 @@ public struct IncidentReportPage: Sendable {
     }
 
     private func changesSection(_ html: inout HTML) {
-        let total = report.changes.count
-        let shown = min(total, maximumChangeRows)
+        let total = report.changesTotal
+        let shown = min(report.changes.count, maximumChangeRows)
         html.raw("<section id=\"changes-section\">\n<h2>Purchases changed (\(total))</h2>\n")
         guard total > 0 else {
             html.raw("<p class=\"note empty\">No purchase changed.</p>\n</section>\n")
@@ -328,7 +328,12 @@ public struct IncidentReportPage: Sendable {
             "<p class=\"search\"><input id=\"change-search\" type=\"search\" autocomplete=\"off\" placeholder=\"Search: transaction ID, product, field, date…\"> "
         )
         html.raw("<span class=\"note\"><span id=\"changes-shown\">\(shown)</span> of \(shown) shown")
-        if shown < total { html.text(" (the first \(shown) of \(total); all are in --report-json)") }
+        if shown < total {
+            html.text(
+                shown < report.changes.count
+                    ? " (the first \(shown) of \(total); more in --report-json)"
+                    : " (the first \(shown) of \(total); all: reconciler changes --run-id \(report.runId))")
+        }
         html.raw(
             "</span></p>\n<table id=\"changes\">\n<thead><tr><th>original transaction</th><th>product</th><th>before → after</th></tr></thead>\n<tbody>\n"
         )

@@ -71,8 +71,14 @@ public struct RunReport: Sendable, Codable {
     public var transactionsFetched: Int
     /// Customers whose stored revision Apple refused (4000005): their history was read from the start.
     public var revisionResets: [String]
-    /// Purchases whose exported state changed, before → after.
+    /// Purchases whose exported state changed, before → after, by originalTransactionId: the
+    /// first ``listedChangesLimit`` of them, so that a run of millions of notifications keeps its
+    /// memory flat. `reconciler changes --run-id` prints every change of the run.
     public var changes: [Change]
+    /// How many purchases changed in all.
+    public var changesTotal: Int
+    /// The most changes a report lists.
+    public static let listedChangesLimit = 1000
     /// Signed values that failed verification: quarantined, never applied.
     public var rejections: [Rejection]
     /// App Store Server API calls by every process of the run that finished its part.
@@ -147,11 +153,17 @@ public struct RunReport: Sendable, Codable {
         lines.append(
             "  rejected     \(rejections.count) signed values quarantined, never applied (\(newRejections) new, \(rejections.count - newRejections) known)"
         )
-        lines.append("  changed      \(changes.count) purchases\(dryRun ? " would change" : "")")
+        lines.append("  changed      \(changesTotal) purchases\(dryRun ? " would change" : "")")
         for change in changes.prefix(maximumChanges) {
             lines.append("    \(change.originalTransactionId)  \(Self.describe(PurchaseChange(before: change.before, after: change.after)))")
         }
-        if changes.count > maximumChanges { lines.append("    … \(changes.count - maximumChanges) more in --report-json") }
+        let shown = min(changes.count, maximumChanges)
+        if changesTotal > shown {
+            lines.append(
+                changesTotal > changes.count
+                    ? "    … \(changesTotal - shown) more (\(changes.count) in --report-json; all: reconciler changes --run-id \(runId))"
+                    : "    … \(changesTotal - shown) more in --report-json")
+        }
         if let forwarding {
             lines.append(
                 "  forwarded    \(forwarding.delivered) notifications delivered to the app's webhook, \(forwarding.pending) pending, "

@@ -134,9 +134,9 @@ extension PurchaseStore {
 
     /// The changes after `position`, at most `limit`, in feed order; with `appAccountToken`, only
     /// changes of purchases that belonged to that app user before or after the change (a purchase
-    /// moved to another user shows in both users' feeds).
+    /// moved to another user shows in both users' feeds); with `runId`, only that run's changes.
     public func changes(
-        after position: FeedPosition, limit: Int, appAccountToken: String? = nil,
+        after position: FeedPosition, limit: Int, appAccountToken: String? = nil, runId: Int64? = nil,
         on connection: PostgresConnection
     ) async throws -> FeedBatch {
         let rows = try await connection.query(
@@ -148,6 +148,7 @@ extension PurchaseStore {
               AND c.xid < pg_snapshot_xmin(pg_current_snapshot())
               AND (\(appAccountToken)::text IS NULL OR c.app_account_token = \(appAccountToken)
                    OR c.before_state->>'appAccountToken' = \(appAccountToken))
+              AND (\(runId)::bigint IS NULL OR c.run_id = \(runId))
             -- The column, not the text above: ORDER BY a bare name takes an output column first, and
             -- text sorts '1000' before '999'.
             ORDER BY c.xid, c.change_id

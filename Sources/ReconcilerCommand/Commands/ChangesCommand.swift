@@ -25,6 +25,7 @@ struct ChangesCommand: AsyncParsableCommand {
               reconciler changes --since 0 > feed.jsonl                  # the whole feed, then exit
               reconciler changes --since "$LAST_ID" --follow | my-consumer
               reconciler changes --app-account-token 6f1c...-...-... --since 0
+              reconciler changes --run-id 42                             # every change a run made (its report lists 1,000)
               reconciler changes --newest                                # the newest id, for a new consumer
               reconciler changes --prune-before 30d                      # retention, from cron
 
@@ -64,6 +65,9 @@ struct ChangesCommand: AsyncParsableCommand {
             valueName: "uuid"))
     var appAccountToken: String?
 
+    @Option(help: ArgumentHelp("Only changes made by this run (its id, as `status` and the run's report show).", valueName: "id"))
+    var runId: Int64?
+
     @Flag(help: "Print the id of the newest change (0 when the feed is empty) and exit.")
     var newest = false
 
@@ -89,18 +93,19 @@ struct ChangesCommand: AsyncParsableCommand {
         if let appAccountToken, UUID(uuidString: appAccountToken) == nil {
             throw ValidationError("--app-account-token: \(appAccountToken) is not a UUID (the app's appAccountToken)")
         }
-        let reading = follow || since != 0 || limit != nil || appAccountToken != nil
+        if let runId, runId < 1 { throw ValidationError("--run-id must be a run's id (1 or more)") }
+        let reading = follow || since != 0 || limit != nil || appAccountToken != nil || runId != nil
         if let pruneBefore {
             guard !reading, !newest else {
                 throw ValidationError(
-                    "--prune-before is a mode of its own: give it without --follow, --since, --limit, --app-account-token or --newest")
+                    "--prune-before is a mode of its own: give it without --follow, --since, --limit, --app-account-token, --run-id or --newest")
             }
             guard let retention = TimeArgument.duration(pruneBefore), retention >= Self.minimumRetention else {
                 throw ValidationError("--prune-before: \(pruneBefore) is not a duration of at least 1h, such as 30d")
             }
         }
         if newest, reading {
-            throw ValidationError("--newest is a mode of its own: give it without --follow, --since, --limit or --app-account-token")
+            throw ValidationError("--newest is a mode of its own: give it without --follow, --since, --limit, --app-account-token or --run-id")
         }
     }
 
@@ -118,7 +123,7 @@ struct ChangesCommand: AsyncParsableCommand {
         } else {
             let reader = FeedReader(
                 since: since, follow: follow, limit: limit, batch: batch, pollInterval: .milliseconds(TimeArgument.duration(pollInterval)!),
-                appAccountToken: appAccountToken?.lowercased(), logger: logger)
+                appAccountToken: appAccountToken?.lowercased(), runId: runId, logger: logger)
             do {
                 try await database.runWork(logger: logger) { database in
                     try await Self.requireSchema(database, logger: logger)
@@ -162,6 +167,7 @@ private struct FeedReader: Sendable {
     var batch: Int
     var pollInterval: Duration
     var appAccountToken: String?
+    var runId: Int64?
     var logger: Logger
 
     func run(database: Database) async throws {
@@ -191,8 +197,8 @@ private struct FeedReader: Sendable {
                 let wanted = min(batch, limit.map { $0 - printed } ?? .max)
                 let read: PurchaseStore.FeedBatch
                 do {
-                    read = try await database.transaction { [position, appAccountToken] in
-                        try await store.changes(after: position, limit: wanted, appAccountToken: appAccountToken, on: $0)
+                    read = try await database.transaction { [position, appAccountToken, runId] in
+                        try await store.changes(after: position, limit: wanted, appAccountToken: appAccountToken, runId: runId, on: $0)
                     }
                 } catch let error as DatabaseUnavailable where follow {
                     // A follower outlives an outage: nothing is skipped, it reads from the same position later.
