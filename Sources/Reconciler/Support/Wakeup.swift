@@ -2,11 +2,16 @@ import Synchronization
 
 /// Lets tasks that ran out of work wait for more: ``wait(upTo:)`` returns when ``notify()`` is
 /// called, when the time passes, or when the task is cancelled, whichever comes first.
+///
+/// Nothing of a wait outlives it: a run's idle workers wait thousands of times a minute, so an id
+/// left behind by each would grow a long run's memory without bound.
 final class Wakeup: Sendable {
     private struct State {
         var nextId = 0
+        /// Waits that have not returned yet.
+        var active: Set<Int> = []
         var waiters: [Int: CheckedContinuation<Void, Never>] = [:]
-        /// Waits whose time passed (or were cancelled) before they began to wait.
+        /// Active waits whose time passed (or were cancelled) before they began to wait.
         var over: Set<Int> = []
     }
 
@@ -24,10 +29,11 @@ final class Wakeup: Sendable {
     func wait(upTo timeout: Duration) async {
         let id = state.withLock { state in
             defer { state.nextId += 1 }
+            state.active.insert(state.nextId)
             return state.nextId
         }
         let timer = Task { [weak self] in
-            try? await Task.sleep(for: timeout)
+            do { try await Task.sleep(for: timeout) } catch { return }
             self?.resume(id)
         }
         await withTaskCancellationHandler {
@@ -43,17 +49,27 @@ final class Wakeup: Sendable {
             resume(id)
         }
         timer.cancel()
-        state.withLock { _ = $0.over.remove(id) }
+        state.withLock { state in
+            state.active.remove(id)
+            state.over.remove(id)
+        }
     }
 
+    /// Ends wait `id`: at once when it waits, when it begins to when it has not yet; nothing
+    /// when it has returned already (a timer that fired as `notify()` woke it).
     private func resume(_ id: Int) {
         let waiter = state.withLock { state in
             guard let waiter = state.waiters.removeValue(forKey: id) else {
-                state.over.insert(id)
+                if state.active.contains(id) { state.over.insert(id) }
                 return nil as CheckedContinuation<Void, Never>?
             }
             return waiter
         }
         waiter?.resume()
+    }
+
+    /// Waits not returned yet and ids kept for them, for tests.
+    var retained: (active: Int, over: Int, waiters: Int) {
+        state.withLock { ($0.active.count, $0.over.count, $0.waiters.count) }
     }
 }
