@@ -14,23 +14,13 @@ bound the window in UNIX milliseconds. It runs one sequential loop, as the libra
 It applies nothing to any database: the reconciler's time includes PostgreSQL, this does not.
 It prints a summary, then one JSON line with the figures for jobs/dev/benchmark."""
 import json, sys, time
-from appstoreserverlibrary.api_client import AppStoreServerAPIClient, APIException, GetTransactionHistoryVersion
-from appstoreserverlibrary.models.Environment import Environment
+from appstoreserverlibrary.api_client import APIException, GetTransactionHistoryVersion
 from appstoreserverlibrary.models.NotificationHistoryRequest import NotificationHistoryRequest
 from appstoreserverlibrary.models.TransactionHistoryRequest import TransactionHistoryRequest, Order
-from appstoreserverlibrary.signed_data_verifier import SignedDataVerifier
-from cryptography import x509
-from cryptography.hazmat.primitives import serialization
+from mock_credentials import connect
 
 directory, start, end = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
-env = dict(line.strip().split("=", 1) for line in open(f"{directory}/reconciler.env") if "=" in line)
-environment = Environment.PRODUCTION if env["APP_STORE_ENVIRONMENT"] == "production" else Environment.SANDBOX
-client = AppStoreServerAPIClient(open(env["APP_STORE_PRIVATE_KEY_PATH"], "rb").read(), env["APP_STORE_KEY_ID"],
-                                 env["APP_STORE_ISSUER_ID"], env["APP_STORE_BUNDLE_ID"], environment)
-client._base_url = env["APP_STORE_API_BASE_URL"]
-root = x509.load_pem_x509_certificate(open(env["APP_STORE_ROOT_CERTIFICATES"], "rb").read()).public_bytes(serialization.Encoding.DER)
-app_apple_id = int(env["APP_STORE_APP_APPLE_ID"]) if environment == Environment.PRODUCTION else None
-verifier = SignedDataVerifier([root], False, environment, env["APP_STORE_BUNDLE_ID"], app_apple_id)
+_, client, verifier = connect(directory)
 
 requests = retries = 0
 

@@ -4,15 +4,12 @@ included), reads subscription statuses, looks up order IDs, and verifies every s
 the mock's root certificate. Usage: python3 python-library-check.py DIR
 where DIR is the mock's --credentials-dir."""
 import collections, json, sys, time, urllib.request
-from appstoreserverlibrary.api_client import AppStoreServerAPIClient, APIException, GetTransactionHistoryVersion
-from appstoreserverlibrary.models.Environment import Environment
+from appstoreserverlibrary.api_client import APIException, GetTransactionHistoryVersion
 from appstoreserverlibrary.models.NotificationHistoryRequest import NotificationHistoryRequest
 from appstoreserverlibrary.models.NotificationTypeV2 import NotificationTypeV2
 from appstoreserverlibrary.models.OrderLookupStatus import OrderLookupStatus
 from appstoreserverlibrary.models.TransactionHistoryRequest import TransactionHistoryRequest, Order
-from appstoreserverlibrary.signed_data_verifier import SignedDataVerifier
-from cryptography import x509
-from cryptography.hazmat.primitives import serialization
+from mock_credentials import connect
 
 def call(function, *arguments):
     """Apple's library does not retry; the mock enforces Apple's rate limit (5/s in the sandbox)."""
@@ -27,14 +24,7 @@ def call(function, *arguments):
 
 
 directory = sys.argv[1]
-env = dict(line.strip().split("=", 1) for line in open(f"{directory}/reconciler.env") if "=" in line)
-environment = Environment.PRODUCTION if env["APP_STORE_ENVIRONMENT"] == "production" else Environment.SANDBOX
-client = AppStoreServerAPIClient(open(env["APP_STORE_PRIVATE_KEY_PATH"], "rb").read(), env["APP_STORE_KEY_ID"],
-                                 env["APP_STORE_ISSUER_ID"], env["APP_STORE_BUNDLE_ID"], environment)
-client._base_url = env["APP_STORE_API_BASE_URL"]
-root = x509.load_pem_x509_certificate(open(env["APP_STORE_ROOT_CERTIFICATES"], "rb").read()).public_bytes(serialization.Encoding.DER)
-app_apple_id = int(env["APP_STORE_APP_APPLE_ID"]) if environment == Environment.PRODUCTION else None
-verifier = SignedDataVerifier([root], False, environment, env["APP_STORE_BUNDLE_ID"], app_apple_id)
+env, client, verifier = connect(directory)
 
 now = int(time.time() * 1000)
 request = NotificationHistoryRequest(startDate=now - 2 * 86_400_000, endDate=now)

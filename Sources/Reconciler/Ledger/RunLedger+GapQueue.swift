@@ -31,6 +31,7 @@ extension RunLedger {
     /// for that read to be known to include it. Apple signs a notification after the change it
     /// reports; the margin covers the two clocks and Apple's own propagation.
     static let rereadMargin: Duration = .seconds(600)
+    private static var rereadMarginMilliseconds: Int64 { rereadMargin.components.seconds * 1000 }
 
     /// Queues customers (in the caller's transaction) without saying when they were touched: a
     /// customer queued as `touched` this way is read again even when phase 2 already read it.
@@ -69,11 +70,10 @@ extension RunLedger {
             undated.union(newest.keys).sorted().map {
                 Row(anchor_transaction_id: $0, touched_signed_ms: undated.contains($0) ? nil : newest[$0])
             })
-        let marginMilliseconds = Self.rereadMargin.components.seconds * 1000
         // A touch without a date, or a customer whose read has not begun, always counts.
         let readAgain = """
             (EXCLUDED.touched_signed_ms IS NULL OR q.read_started_at IS NULL
-             OR EXCLUDED.touched_signed_ms > extract(epoch FROM q.read_started_at) * 1000 - \(marginMilliseconds))
+             OR EXCLUDED.touched_signed_ms > extract(epoch FROM q.read_started_at) * 1000 - \(Self.rereadMarginMilliseconds))
             """
         try await connection.query(
             """
@@ -209,7 +209,6 @@ extension RunLedger {
     func markCovered(runId: Int64, anchors: [String], by anchor: String, on connection: PostgresConnection) async throws {
         let others = anchors.filter { $0 != anchor }
         guard !others.isEmpty else { return }
-        let marginMilliseconds = Self.rereadMargin.components.seconds * 1000
         try await connection.query(
             """
             UPDATE gap_queue SET status = 'done', last_error = NULL, worker = \("covered by \(anchor)"), updated_at = now()
@@ -217,7 +216,7 @@ extension RunLedger {
                 SELECT run_id, anchor_transaction_id FROM gap_queue
                 WHERE run_id = \(runId) AND anchor_transaction_id = ANY(\(others)::text[]) AND status = 'pending'
                   AND (touched_signed_ms IS NULL OR touched_signed_ms <= (
-                      SELECT extract(epoch FROM read_started_at) * 1000 - \(marginMilliseconds) FROM gap_queue
+                      SELECT extract(epoch FROM read_started_at) * 1000 - \(Self.rereadMarginMilliseconds) FROM gap_queue
                       WHERE run_id = \(runId) AND anchor_transaction_id = \(anchor)))
                 ORDER BY anchor_transaction_id
                 FOR UPDATE SKIP LOCKED)

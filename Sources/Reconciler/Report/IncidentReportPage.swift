@@ -199,37 +199,36 @@ public struct IncidentReportPage: Sendable {
             )
         }
         row("duration") { $0.text("\(String(format: "%.1f", report.durationSeconds)) s") }
+        /// Numbers each followed by its words, as a line of the text report reads.
+        func numbers(_ parts: [(key: String, value: Int, text: String)], _ html: inout HTML) {
+            for part in parts {
+                number(part.key, part.value, &html)
+                html.text(part.text)
+            }
+        }
         row("notifications") { html in
-            number("notifications.seen", counts.seen, &html)
-            html.text(" seen: ")
-            number("notifications.applied", counts.applied, &html)
-            html.text(" \(verb), ")
-            number("notifications.duplicate", counts.duplicate, &html)
-            html.text(" duplicate, ")
-            number("notifications.stale", counts.stale, &html)
-            html.text(" stale, ")
-            number("notifications.recorded", counts.recorded, &html)
-            html.text(" recorded only, ")
-            number("notifications.rejected", counts.rejected, &html)
-            html.text(" rejected")
+            numbers(
+                [
+                    ("notifications.seen", counts.seen, " seen: "), ("notifications.applied", counts.applied, " \(verb), "),
+                    ("notifications.duplicate", counts.duplicate, " duplicate, "), ("notifications.stale", counts.stale, " stale, "),
+                    ("notifications.recorded", counts.recorded, " recorded only, "), ("notifications.rejected", counts.rejected, " rejected"),
+                ], &html)
         }
         row("history") { html in
-            number("pages", report.pages, &html)
-            html.text(" pages over ")
-            number("shardsTotal", report.shardsTotal, &html)
-            html.text(" shards, ")
-            number("paginationRestarts", report.paginationRestarts, &html)
-            html.text(" expired-token restarts, ")
-            number("shardsFailed", report.shardsFailed.count, &html)
-            html.text(" shards failed")
+            numbers(
+                [
+                    ("pages", report.pages, " pages over "), ("shardsTotal", report.shardsTotal, " shards, "),
+                    ("paginationRestarts", report.paginationRestarts, " expired-token restarts, "),
+                    ("shardsFailed", report.shardsFailed.count, " shards failed"),
+                ], &html)
         }
         row("customers") { html in
-            number("customersChecked", report.customersChecked, &html)
-            html.text(" checked by transaction history, ")
-            number("transactionsFetched", report.transactionsFetched, &html)
-            html.text(" transactions fetched, ")
-            number("customersFailed", report.customersFailed.count, &html)
-            html.text(" failed")
+            numbers(
+                [
+                    ("customersChecked", report.customersChecked, " checked by transaction history, "),
+                    ("transactionsFetched", report.transactionsFetched, " transactions fetched, "),
+                    ("customersFailed", report.customersFailed.count, " failed"),
+                ], &html)
         }
         if !report.revisionResets.isEmpty {
             row("revisions") { html in
@@ -250,16 +249,12 @@ public struct IncidentReportPage: Sendable {
             html.text(" purchases\(report.dryRun ? " would change" : "")")
         }
         row("api") { html in
-            number("api.requests", report.api.requests, &html)
-            html.text(" requests, ")
-            number("api.retries", report.api.retries, &html)
-            html.text(" retries, ")
-            number("api.rateLimited", report.api.rateLimited, &html)
-            html.text(" × 429, ")
-            number("api.serverErrors", report.api.serverErrors, &html)
-            html.text(" × 5xx, ")
-            number("api.transportErrors", report.api.transportErrors, &html)
-            html.text(" connection errors")
+            numbers(
+                [
+                    ("api.requests", report.api.requests, " requests, "), ("api.retries", report.api.retries, " retries, "),
+                    ("api.rateLimited", report.api.rateLimited, " × 429, "), ("api.serverErrors", report.api.serverErrors, " × 5xx, "),
+                    ("api.transportErrors", report.api.transportErrors, " connection errors"),
+                ], &html)
         }
         html.raw("</table>\n")
 
