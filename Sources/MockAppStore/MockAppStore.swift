@@ -225,7 +225,14 @@ public final class MockAppStore: Service, Sendable {
             ("APP_STORE_APP_APPLE_ID", String(scenario.appAppleId)),
             ("APP_STORE_ENVIRONMENT", scenario.environment == .production ? "production" : "sandbox"),
             ("APP_STORE_ROOT_CERTIFICATES", "\(directory)/root.pem"),
+            // Apple sends no expiry for non-renewing subscriptions: the app says how long each lasts.
+            ("RECONCILER_NON_RENEWING_TERMS", EntitlementPolicy.formatTerms(nonRenewingTerms)),
         ]
+    }
+
+    /// The terms of the non-renewing subscriptions the mock sells, by product ID (ms).
+    public var nonRenewingTerms: [String: Int64] {
+        [MockProduct.seasonPass.productId: MockProduct.seasonPass.periods * configuration.scenario.renewalPeriod]
     }
 
     func writeCredentials(to directory: String, port: Int) throws {

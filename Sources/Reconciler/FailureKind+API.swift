@@ -2,10 +2,12 @@ import AppStoreServer
 
 extension AppStoreServerAPIError {
     /// Whether the next run should retry the shard or customer this error failed: Apple refusing
-    /// the request (4xx) will not change by itself; throttling, 5xx and the network may.
+    /// the request (4xx, and 5000000 GeneralInternalError, which Apple does not list among the
+    /// errors to retry) will not change by itself; throttling, other 5xx and the network may.
     var failureKind: FailureKind {
         switch self {
         case .badRequest, .notFound, .unexpectedStatus: .permanent
+        case .serverError(let details) where details.errorCode == .generalInternal: .permanent
         default: .retryable
         }
     }

@@ -30,10 +30,13 @@ public struct ReconcileRun: Sendable {
         public var lease: RunLease.Configuration
         /// Start a new run even if an unfinished one exists for the window.
         public var fresh: Bool
+        /// When a customer or shard that keeps failing is given up, so the window can finish.
+        public var giveUp: GiveUpPolicy
 
         public init(
             windowStart: Int64, windowEnd: Int64, kind: RunRecord.Kind = .manual, dryRun: Bool = false, options: RunOptions = .init(),
-            replayConcurrency: Int = 8, gapConcurrency: Int = 8, lease: RunLease.Configuration = .init(), fresh: Bool = false
+            replayConcurrency: Int = 8, gapConcurrency: Int = 8, lease: RunLease.Configuration = .init(), fresh: Bool = false,
+            giveUp: GiveUpPolicy = .init()
         ) {
             self.windowStart = windowStart
             self.windowEnd = windowEnd
@@ -44,6 +47,7 @@ public struct ReconcileRun: Sendable {
             self.gapConcurrency = gapConcurrency
             self.lease = lease
             self.fresh = fresh
+            self.giveUp = giveUp
         }
 
         /// The connections a run of this configuration uses at once: one per shard and customer
@@ -244,7 +248,7 @@ public struct ReconcileRun: Sendable {
     private func execute(_ run: RunRecord, handler: NotificationHandler, progress: RunProgress) async throws {
         let context = RunContext(
             run: run, handler: handler, client: client, ledger: ledger, progress: progress, tally: VerificationTally(),
-            logger: logger)
+            logger: logger, giveUp: configuration.giveUp)
         let due = try await handler.database.transaction { [store = handler.store] connection in
             try await store.dueAnchors(environment: run.environment, windowEnd: run.windowEnd, all: run.options.allCustomers, on: connection)
         }
@@ -330,7 +334,7 @@ public struct ReconcileRun: Sendable {
             customersChecked: queue.done + queue.failed, customersFailed: try await ledger.failedCustomers(runId: run.runId),
             transactionsFetched: gapFill.transactionsSeen, revisionResets: gapFill.revisionResets, changes: changes,
             changesTotal: listed.total,
-            rejections: try await ledger.rejections(runId: run.runId),
+            rejections: try await ledger.rejections(runId: run.runId), givenUp: try await ledger.givenUp(runId: run.runId),
             api: try await ledger.apiStatistics(runId: run.runId) + extraAPI)
     }
 }

@@ -13,6 +13,8 @@ struct RunContext: Sendable {
     let progress: RunProgress
     let tally: VerificationTally
     let logger: Logger
+    /// When a customer or shard that keeps failing is given up.
+    var giveUp = GiveUpPolicy()
     /// Rung when phase 1 queues customers (and when it ends), so idle phase-2 workers start at once.
     let newCustomers = Wakeup()
 

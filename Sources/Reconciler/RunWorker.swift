@@ -17,11 +17,14 @@ public struct RunWorker: Sendable {
         public var concurrency: Int
         /// Names this process in the queue.
         public var worker: String
+        /// When a customer that keeps failing is given up.
+        public var giveUp: GiveUpPolicy
 
-        public init(runId: Int64, concurrency: Int = 8, worker: String = ProcessIdentity.current) {
+        public init(runId: Int64, concurrency: Int = 8, worker: String = ProcessIdentity.current, giveUp: GiveUpPolicy = .init()) {
             self.runId = runId
             self.concurrency = concurrency
             self.worker = worker
+            self.giveUp = giveUp
         }
     }
 
@@ -66,7 +69,7 @@ public struct RunWorker: Sendable {
         let apiTimeline = APITimelineRecorder(runId: runId, worker: configuration.worker, client: client, ledger: ledger)
         let context = RunContext(
             run: run, handler: handler.shadowed(by: shadow), client: client, ledger: ledger, progress: progress,
-            tally: VerificationTally(), logger: logger)
+            tally: VerificationTally(), logger: logger, giveUp: configuration.giveUp)
         let filler = GapFiller(configuration: .init(concurrency: configuration.concurrency, worker: configuration.worker), context: context)
         // Phase 2 runs beside phase 1: while the run still replays, more customers may come.
         let replaying = Locked(run.phase == .replay)

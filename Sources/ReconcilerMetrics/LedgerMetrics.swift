@@ -6,7 +6,8 @@ import Reconciler
 import ServiceLifecycle
 
 /// The gauges alerts watch that live in the database, not in one process: unacknowledged
-/// quarantined payloads, when the last run finished, the newest live notification, and the
+/// quarantined payloads and given-up customers and shards, the schedule's unfinished windows,
+/// when the last run finished, the newest live notification, and the
 /// forwarding queue. `run`
 /// reads them once before writing its metrics file; `serve` runs this as a service that reads
 /// them at start and then every ``Configuration/interval``, so they stay true while nothing
@@ -48,6 +49,13 @@ public struct LedgerMetrics: Service {
     public func refresh() async throws {
         let quarantined = try await ledger.unacknowledgedQuarantineCount(environment: environment, bundleId: bundleId)
         MetricDefinition.quarantineUnacknowledged.gauge(in: registry).record(quarantined)
+        for (kind, count) in try await ledger.unacknowledgedGivenUpCount(environment: environment, bundleId: bundleId) {
+            MetricDefinition.givenUpUnacknowledged.gauge([kind.rawValue], in: registry).record(count)
+        }
+        let unfinished = try await ledger.unfinishedScheduledRuns(environment: environment, bundleId: bundleId)
+        MetricDefinition.scheduleUnfinishedWindows.gauge(in: registry).record(unfinished.count)
+        MetricDefinition.scheduleOldestUnfinishedWindowStart.gauge(in: registry).record(
+            unfinished.first.map { Double($0.windowStart) / 1000 } ?? 0)
         if let finishedAt = try await ledger.lastFinished(environment: environment, bundleId: bundleId)?.finishedAt {
             MetricDefinition.lastFinishedRun.gauge(in: registry).record(finishedAt.timeIntervalSince1970)
         }

@@ -73,6 +73,19 @@ extension MetricDefinition {
         "reconciler_last_finished_run_timestamp_seconds", .gauge,
         help: "When the newest finished run (succeeded or succeeded_with_rejections, not a dry run, any kind but repair) finished.",
         processes: [.serve, .run])
+    public static let givenUpUnacknowledged = MetricDefinition(
+        "reconciler_given_up_unacknowledged", .gauge, labels: ["kind"],
+        help: "Customers and shards runs gave up on (Apple refused them, or they failed in --give-up-after attempts in a row) "
+            + "nobody acknowledged yet (reconciler rejections --ack), by kind (customer, shard).",
+        processes: [.serve, .run])
+    public static let scheduleUnfinishedWindows = MetricDefinition(
+        "reconciler_schedule_unfinished_windows", .gauge,
+        help: "Scheduled windows (run --since-last) not finished yet; every run --since-last retries them before its newest window.",
+        processes: [.serve, .run])
+    public static let scheduleOldestUnfinishedWindowStart = MetricDefinition(
+        "reconciler_schedule_oldest_unfinished_window_start_timestamp_seconds", .gauge,
+        help: "Start of the oldest unfinished scheduled window; 0 when none. It is lost once it leaves Apple's retention.",
+        processes: [.serve, .run])
     public static let ledgerRefreshFailures = MetricDefinition(
         "reconciler_ledger_refresh_failures_total", .counter,
         help: "Periodic database reads for the ledger gauges that failed; the gauges keep their last value.",
@@ -173,7 +186,8 @@ extension MetricDefinition {
     /// Every family, in the order the README's table lists them.
     public static let all: [MetricDefinition] = [
         webhookNotifications, webhookRejected, webhookStoreFailures, webhookLastNotification,
-        quarantineUnacknowledged, lastFinishedRun, ledgerRefreshFailures, forwardQueueDeliveries, forwardQueueOldestPending,
+        quarantineUnacknowledged, givenUpUnacknowledged, scheduleUnfinishedWindows, scheduleOldestUnfinishedWindowStart, lastFinishedRun,
+        ledgerRefreshFailures, forwardQueueDeliveries, forwardQueueOldestPending,
         runExitCode, runEnd, runStatus, runDryRun, runDuration, runUrgentRecovery, runWindowStart, runWindowEnd,
         runNotifications, runPurchasesChanged, runCustomersChecked, runCustomersFailed, runShardsFailed, runRejections,
         runAPIRequests, runAPIRetries, runAPIRateLimited, runAPIServerErrors, runAPITransportErrors, runAPIFailedCalls,

@@ -1,32 +1,42 @@
+import Foundation
+
 /// Whether a customer has what they paid for, at a moment: the rule behind `entitled` in
-/// `reconciler export` and the change feed, the same in the store and in the mock's ground truth.
+/// `reconciler export` and the change feed. `nil` means the reconciler cannot know.
 ///
 /// - Nothing revoked (a refund or a family-sharing revoke) is entitled; a reversed refund clears
 ///   the revocation, so the purchase is entitled again.
 /// - Auto-renewable subscriptions: while `expiresDate` is in the future, or a billing grace period
 ///   (`gracePeriodExpiresDate`) lasts, or, only when the app says so (`billingRetryEntitles`),
 ///   while Apple is still retrying the billing.
-/// - Non-renewing subscriptions: until their `expiresDate` (forever without one).
+/// - Non-renewing subscriptions: Apple sends no `expiresDate` for them; the app decides how long
+///   each product lasts. With a term configured for the product (``EntitlementPolicy/nonRenewingTerms``),
+///   until `purchaseDate` + term; else until an `expiresDate` if one was sent; else unknown (`nil`).
 /// - Non-consumables: always. Consumables: never (there is nothing to keep).
+/// - A product type that is missing or that this version does not know: never, by default.
 ///
 /// ```swift
-/// let entitled = Entitlement.isEntitled(Entitlement.Facts(productType: "Auto-Renewable Subscription", expiresDate: e), at: now)
+/// let policy = EntitlementPolicy(nonRenewingTerms: ["com.example.pass.30d": 30 * 86_400_000])
+/// let entitled = Entitlement.isEntitled(.init(productType: "Non-Renewing Subscription", productId: "com.example.pass.30d", purchaseDate: p), at: now, policy: policy)
 /// ```
 public enum Entitlement {
     /// What the rule reads of a purchase.
     public struct Facts: Sendable, Hashable {
         /// Apple's `type`: "Auto-Renewable Subscription", "Non-Renewing Subscription", "Non-Consumable", "Consumable".
         public var productType: String?
+        public var productId: String?
+        public var purchaseDate: Int64?
         public var expiresDate: Int64?
         public var revocationDate: Int64?
         public var gracePeriodExpiresDate: Int64?
         public var isInBillingRetryPeriod: Bool?
 
         public init(
-            productType: String?, expiresDate: Int64? = nil, revocationDate: Int64? = nil, gracePeriodExpiresDate: Int64? = nil,
-            isInBillingRetryPeriod: Bool? = nil
+            productType: String?, productId: String? = nil, purchaseDate: Int64? = nil, expiresDate: Int64? = nil, revocationDate: Int64? = nil,
+            gracePeriodExpiresDate: Int64? = nil, isInBillingRetryPeriod: Bool? = nil
         ) {
             self.productType = productType
+            self.productId = productId
+            self.purchaseDate = purchaseDate
             self.expiresDate = expiresDate
             self.revocationDate = revocationDate
             self.gracePeriodExpiresDate = gracePeriodExpiresDate
@@ -36,20 +46,57 @@ public enum Entitlement {
 
     /// - Parameters:
     ///   - now: UNIX milliseconds.
-    ///   - billingRetryEntitles: whether the app keeps access during Apple's billing retry.
-    public static func isEntitled(_ facts: Facts, at now: Int64, billingRetryEntitles: Bool = false) -> Bool {
+    ///   - policy: the app's choices (billing retry, non-renewing terms).
+    /// - Returns: whether the purchase entitles now, or `nil` when that cannot be known (a
+    ///   non-renewing subscription whose term the app did not configure).
+    public static func isEntitled(_ facts: Facts, at now: Int64, policy: EntitlementPolicy = .init()) -> Bool? {
         guard facts.revocationDate == nil else { return false }
         switch facts.productType {
         case "Auto-Renewable Subscription":
             if let expires = facts.expiresDate, expires > now { return true }
             if let grace = facts.gracePeriodExpiresDate, grace > now { return true }
-            return billingRetryEntitles && facts.isInBillingRetryPeriod == true
+            return policy.billingRetryEntitles && facts.isInBillingRetryPeriod == true
         case "Non-Renewing Subscription":
-            return facts.expiresDate.map { $0 > now } ?? true
-        case "Consumable":
-            return false
-        default:
+            if let term = facts.productId.flatMap({ policy.nonRenewingTerms[$0] }), let purchased = facts.purchaseDate {
+                return purchased + term > now
+            }
+            return facts.expiresDate.map { $0 > now }
+        case "Non-Consumable":
             return true
+        default:
+            // Consumables, and a type this version does not know: nothing to keep.
+            return false
         }
+    }
+}
+
+/// What the app decides about entitlement that Apple's data does not say.
+public struct EntitlementPolicy: Sendable, Hashable, Codable {
+    /// Whether a subscription in Apple's billing retry still entitles (env RECONCILER_ENTITLE_BILLING_RETRY).
+    public var billingRetryEntitles: Bool
+    /// How long each non-renewing subscription lasts from its purchase, by product ID, in
+    /// milliseconds (env RECONCILER_NON_RENEWING_TERMS, e.g. `com.example.pass.30d=30d`).
+    public var nonRenewingTerms: [String: Int64]
+
+    public init(billingRetryEntitles: Bool = false, nonRenewingTerms: [String: Int64] = [:]) {
+        self.billingRetryEntitles = billingRetryEntitles
+        self.nonRenewingTerms = nonRenewingTerms
+    }
+
+    /// Parses `PRODUCT=DURATION[,PRODUCT=DURATION...]` (durations as ``TimeArgument/duration(_:)``
+    /// reads them: 30d, 12h, 90m); `nil` when an entry is not of that form.
+    public static func parseTerms(_ text: String) -> [String: Int64]? {
+        var terms: [String: Int64] = [:]
+        for entry in text.split(separator: ",") {
+            let parts = entry.split(separator: "=", maxSplits: 1).map { $0.trimmingCharacters(in: .whitespaces) }
+            guard parts.count == 2, !parts[0].isEmpty, let duration = TimeArgument.duration(parts[1]), duration > 0 else { return nil }
+            terms[parts[0]] = duration
+        }
+        return terms
+    }
+
+    /// The terms as `parseTerms` reads them, sorted by product ID.
+    public static func formatTerms(_ terms: [String: Int64]) -> String {
+        terms.keys.sorted().map { "\($0)=\(TimeArgument.formatDuration(terms[$0]!))" }.joined(separator: ",")
     }
 }

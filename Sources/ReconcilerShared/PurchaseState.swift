@@ -16,7 +16,7 @@ import Foundation
 /// - `status`: Apple's subscription status (1 active … 5 revoked) with the newest `signedDate`,
 ///   from a notification or Get All Subscription Statuses; `null` for one-time purchases;
 /// - `lastSignedDate`: the newest `signedDate` of a notification about this purchase;
-/// - `entitled`: ``Entitlement`` at the moment the state is read.
+/// - `entitled`: ``Entitlement`` at the moment the state is read (`null`: unknown).
 public struct PurchaseState: Codable, Hashable, Sendable {
     public var originalTransactionId: String
     public var latestTransactionId: String?
@@ -30,14 +30,15 @@ public struct PurchaseState: Codable, Hashable, Sendable {
     /// The app's own user id for the purchase (`appAccountToken`), when the app set one.
     public var appAccountToken: String?
     public var status: Int32?
-    /// Whether the customer has what they paid for now; see ``Entitlement``.
-    public var entitled: Bool
+    /// Whether the customer has what they paid for now; see ``Entitlement``. `null` when that
+    /// cannot be known (a non-renewing subscription whose term the app did not configure).
+    public var entitled: Bool?
 
     public init(
         originalTransactionId: String, latestTransactionId: String? = nil, productId: String? = nil,
         environment: String? = nil, purchaseDate: Int64? = nil, expiresDate: Int64? = nil,
         revocationDate: Int64? = nil, autoRenewStatus: Int32? = nil, lastSignedDate: Int64? = nil,
-        appAccountToken: String? = nil, status: Int32? = nil, entitled: Bool = false
+        appAccountToken: String? = nil, status: Int32? = nil, entitled: Bool? = false
     ) {
         self.originalTransactionId = originalTransactionId
         self.latestTransactionId = latestTransactionId
@@ -72,8 +73,8 @@ public struct PurchaseState: Codable, Hashable, Sendable {
             lastSignedDate: try container.decodeIfPresent(Int64.self, forKey: .lastSignedDate),
             appAccountToken: try container.decodeIfPresent(String.self, forKey: .appAccountToken),
             status: try container.decodeIfPresent(Int32.self, forKey: .status),
-            // States recorded before `entitled` existed did not say.
-            entitled: try container.decodeIfPresent(Bool.self, forKey: .entitled) ?? false)
+            // States recorded before `entitled` existed did not say; `null` is unknown.
+            entitled: try container.decodeIfPresent(Bool.self, forKey: .entitled))
     }
 
     /// Encodes every field, absent ones as `null`, so each line has the same keys.

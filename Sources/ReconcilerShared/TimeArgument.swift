@@ -45,6 +45,15 @@ public enum TimeArgument {
         return nil
     }
 
+    /// A duration as ``duration(_:)`` reads it, in the largest unit that divides it (30d, 8h, 90s, 250ms).
+    public static func formatDuration(_ milliseconds: Int64) -> String {
+        for (unit, size) in [("d", Int64(86_400_000)), ("h", 3_600_000), ("m", 60_000), ("s", 1000)]
+        where milliseconds > 0 && milliseconds % size == 0 {
+            return "\(milliseconds / size)\(unit)"
+        }
+        return "\(milliseconds)ms"
+    }
+
     /// ISO 8601 with milliseconds, in UTC.
     public static func iso8601(_ milliseconds: Int64) -> String {
         let formatter = ISO8601DateFormatter()

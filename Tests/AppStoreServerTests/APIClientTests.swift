@@ -154,6 +154,31 @@ import Testing
         }
     }
 
+    /// Apple lists 5000000 GeneralInternalError apart from its retryable 5000001: the first is not
+    /// sent again, the second is retried until the client's policy gives up.
+    @Test func generalInternalErrorIsNotRetriedButItsRetryableSiblingIs() async throws {
+        try await MockAppStore.withRunning(.init(scenario: Self.scenario(customers: 5))) { mock, baseURL in
+            var faults = FaultConfiguration()
+            let client = mock.client(baseURL: baseURL, retryPolicy: Self.fastRetries)
+            let customer = firstTransactionId(mock)
+            faults.failingCustomers = [customer]
+            faults.failingCustomersErrorCode = 5_000_000
+            mock.setFaults(faults)
+            let final = await #expect(throws: AppStoreServerAPIError.self) {
+                _ = try await client.getTransactionHistory(anyTransactionId: customer, .init())
+            }
+            #expect(final?.details.errorCode == .generalInternal)
+            #expect(final?.details.attempts == 1)
+            faults.failingCustomersErrorCode = 5_000_001
+            mock.setFaults(faults)
+            let retried = await #expect(throws: AppStoreServerAPIError.self) {
+                _ = try await client.getTransactionHistory(anyTransactionId: customer, .init())
+            }
+            #expect(retried?.details.errorCode == .generalInternalRetryable)
+            #expect(retried?.details.attempts == Self.fastRetries.maximumAttempts)
+        }
+    }
+
     /// Look Up Order ID over HTTP: a scenario's order is found, with its verified transaction; an
     /// unknown or malformed order ID is status 1, not an error.
     @Test func lookUpOrderIdFindsTheScenariosOrders() async throws {

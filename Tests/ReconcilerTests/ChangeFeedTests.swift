@@ -487,7 +487,8 @@ import Testing
     @Test(arguments: [false, true])
     func entitlementRules(billingRetryEntitles: Bool) async throws {
         try await TestDatabase.with { db in
-            let database = Database(client: db.client, logger: Self.logger, configuration: .init(billingRetryEntitles: billingRetryEntitles))
+            let database = Database(
+                client: db.client, logger: Self.logger, configuration: .init(entitlement: .init(billingRetryEntitles: billingRetryEntitles)))
             let handler = NotificationHandler(verifier: try SignedDataVerifier(configuration: app.verifierConfiguration), database: database)
             let now = Int64(Date().timeIntervalSince1970 * 1000)
             var tokens: [String: String] = [:]

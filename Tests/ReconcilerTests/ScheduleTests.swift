@@ -38,6 +38,71 @@ import Testing
         }
     }
 
+    /// Review 18.1: a window that stays unfinished (every customer's transaction history keeps
+    /// failing with 5000001) never freezes the schedule: each `--since-last` retries it and then
+    /// recovers the newest window, where a new outage's refund is; after `--give-up-after` failures
+    /// in a row its customers are given up, listed where an operator looks, and the window finishes.
+    @Test func aWindowThatStaysUnfinishedNeverFreezesTheSchedule() async throws {
+        try await Rehearsal.with(customers: 30, seed: 81) { rehearsal in
+            let orders = try await RepairTests.orders(rehearsal)
+            try await rehearsal.setFaults(["failingCustomers": Array(Set(orders.map(\.originalTransactionId))).sorted()])
+            let schedule = ["run", "--since-last", "--overlap", "8h", "--give-up-after", "2"]
+            let first = try await rehearsal.reconciler(schedule)
+            #expect(first.status == 2, "\(first.stdout)\n\(first.stderr)")
+            #expect(try await rehearsal.db.count("SELECT count(*) FROM reconcile_runs WHERE run_id = 1 AND status = 'partial'") == 1)
+
+            // A new outage: the webhook is down when Apple refunds a purchase.
+            rehearsal.serve.signal(SIGKILL)
+            _ = try await rehearsal.serve.wait()
+            let truth = try await rehearsal.truth().split(separator: "\n").compactMap {
+                try JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any]
+            }
+            let refundable = try #require(
+                truth.first { $0["revocationDate"] is NSNull && ($0["productId"] as? String)?.contains("monthly") == true })
+            let refundedOriginal = try #require(refundable["originalTransactionId"] as? String)
+            let transactionId = try #require(refundable["latestTransactionId"] as? String)
+            let refund = try await HTTP.request(.POST, "\(rehearsal.mockURL)/mock/refund?transactionId=\(transactionId)").json
+            let refundUUID = try #require(refund["notificationUUID"] as? String)
+            try await eventually("the refund's delivery failed, and its first attempt is in the past") {
+                let lines = String(decoding: try await HTTP.request(.GET, "\(rehearsal.mockURL)/mock/notifications").body, as: UTF8.self)
+                guard let line = lines.split(separator: "\n").first(where: { $0.contains(refundUUID) }),
+                    let item = try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any],
+                    let firstAttempt = item["firstAttemptDate"] as? Int64
+                else { return false }
+                return item["delivered"] as? Bool == false && firstAttempt < Int64(Date().timeIntervalSince1970 * 1000)
+            }
+
+            let second = try await rehearsal.reconciler(schedule)
+            #expect(second.status == 2, "\(second.stdout)\n\(second.stderr)")
+            // The unfinished window was retried: its customers failed twice in a row, were given up, and it finished.
+            #expect(
+                try await rehearsal.db.count("SELECT count(*) FROM reconcile_runs WHERE run_id = 1 AND status = 'succeeded_with_rejections'") == 1)
+            #expect(try await rehearsal.db.count("SELECT count(*) FROM given_up WHERE run_id = 1 AND kind = 'customer'") > 0)
+            // And the newest window recovered the new outage.
+            let firstEnd = try await rehearsal.db.count("SELECT window_end_ms FROM reconcile_runs WHERE run_id = 1")
+            #expect(try await rehearsal.db.count("SELECT window_start_ms FROM reconcile_runs WHERE run_id = 2") == firstEnd - 8 * 3_600_000)
+            #expect(try await rehearsal.db.count("SELECT count(*) FROM notifications WHERE notification_uuid = \(refundUUID)") == 1)
+            let exported = try await rehearsal.reconciler(["export"]).stdout.split(separator: "\n").first { $0.contains(refundedOriginal) }
+            #expect(exported?.contains("\"revocationDate\":null") == false, "\(exported ?? "")")
+            #expect(second.stdout.contains("GIVEN UP customer"), "\(second.stdout)")
+
+            // Where an operator looks: the quarantine's list, and status --json.
+            let rejections = try await rehearsal.reconciler(["rejections", "--json"])
+            let entries = try JSONSerialization.jsonObject(with: Data(rejections.stdout.utf8)) as? [[String: Any]] ?? []
+            #expect(entries.contains { $0["kind"] as? String == "customer" && ($0["reason"] as? String)?.contains("5000001") == true })
+            let status = try await rehearsal.reconciler(["status", "--json"])
+            let rows = try JSONSerialization.jsonObject(with: Data(status.stdout.utf8)) as? [[String: Any]] ?? []
+            let runOne = rows.first { ($0["run"] as? [String: Any])?["runId"] as? Int == 1 }
+            #expect((runOne?["givenUp"] as? [Any])?.isEmpty == false, "\(status.stdout)")
+
+            // The next invocation retries the newest unfinished window in turn, and finishes it.
+            let third = try await rehearsal.reconciler(schedule)
+            #expect([2, 4].contains(third.status), "\(third.stdout)\n\(third.stderr)")
+            #expect(
+                try await rehearsal.db.count("SELECT count(*) FROM reconcile_runs WHERE run_id = 2 AND status = 'succeeded_with_rejections'") == 1)
+        }
+    }
+
     /// 8.1: `--detected` recovers every window it finds, reporting each, even when an earlier one
     /// quarantined payloads (the first version stopped at the first window that did not succeed).
     @Test func runDetectedRecoversEveryWindowItFinds() async throws {

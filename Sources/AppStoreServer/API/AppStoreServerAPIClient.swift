@@ -296,6 +296,8 @@ public struct AppStoreServerAPIClient: Sendable {
             case 404: return .failure(.final(.notFound(details(status, payload))))
             case 500...599:
                 statistics.record(.serverError)
+                // Apple lists 5000000 GeneralInternalError apart from its retryable 5000001.
+                if code == .generalInternal { return .failure(.final(.serverError(details(status, payload)))) }
                 return .failure(.retryable(.serverError(details(status, payload))))
             default: return .failure(.final(.unexpectedStatus(details(status, payload))))
             }

@@ -12,6 +12,7 @@ extension MockAppStore {
         case .success(let found): account = found
         case .failure(let error): return error.response
         }
+        if let failing = failingCustomerError(account: account, in: snapshot) { return failing }
         var wanted: Set<Int32> = []
         for value in request.queryValues("status") {
             guard let status = Int32(value), (1...5).contains(status) else {

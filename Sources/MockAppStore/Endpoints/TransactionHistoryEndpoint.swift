@@ -42,6 +42,18 @@ extension MockAppStore {
         return .success(account)
     }
 
+    /// The error a customer listed in ``FaultConfiguration/failingCustomers`` gets, if `account` is one.
+    func failingCustomerError(account: String, in snapshot: MockCatalog.Snapshot) -> MockHTTPResponse? {
+        let faults = faults.withLock { $0 }
+        guard faults.failingCustomers.contains(where: { snapshot.account(ofTransaction: $0) == account }) else { return nil }
+        let code = faults.failingCustomersErrorCode
+        switch code / 100_000 {
+        case 40: return Self.apiError(.badRequest, code, "Bad request.")
+        case 404: return Self.apiError(.notFound, code, "Not found.")
+        default: return Self.apiError(.internalServerError, code, "An unknown error occurred.")
+        }
+    }
+
     func transactionHistory(_ request: MockHTTPRequest, anyTransactionId: String) -> MockHTTPResponse {
         let snapshot = snapshot(forTransaction: anyTransactionId)
         let account: String
@@ -49,6 +61,7 @@ extension MockAppStore {
         case .success(let found): account = found
         case .failure(let error): return error.response
         }
+        if let failing = failingCustomerError(account: account, in: snapshot) { return failing }
         var startDate: Int64?
         var endDate: Int64?
         if let value = request.queryValue("startDate") {
@@ -92,7 +105,11 @@ extension MockAppStore {
             after = cursor
         }
 
-        var entries = snapshot.transactionsByAccount[account] ?? []
+        let lag = faults.withLock { $0.apiLagMilliseconds }
+        var entries =
+            lag > 0
+            ? MockCatalog.transactionsByAccount(snapshot.world, asOf: Self.nowMilliseconds - lag)[account] ?? []
+            : snapshot.transactionsByAccount[account] ?? []
         if descending { entries.reverse() }
         var page: [MockCatalog.TransactionEntry] = []
         var hasMore = false

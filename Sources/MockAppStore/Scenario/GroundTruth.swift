@@ -21,19 +21,37 @@ public enum GroundTruth {
             let latest = latestTransaction(transactions)
             let renewal = world.renewalVersions[original]?.last
             let subscription = latest.type == .autoRenewableSubscription
-            let facts = Entitlement.Facts(
-                productType: latest.type?.rawValue, expiresDate: latest.expiresDate, revocationDate: latest.revocationDate,
-                gracePeriodExpiresDate: subscription ? renewal?.gracePeriodExpiresDate : nil,
-                isInBillingRetryPeriod: subscription ? renewal?.isInBillingRetryPeriod : nil)
             return PurchaseState(
                 originalTransactionId: original, latestTransactionId: latest.transactionId, productId: latest.productId,
                 environment: latest.environment?.rawValue, purchaseDate: latest.purchaseDate, expiresDate: latest.expiresDate,
                 revocationDate: latest.revocationDate, autoRenewStatus: renewal?.autoRenewStatus?.rawValue,
                 lastSignedDate: lastSignedDate[original], appAccountToken: latest.appAccountToken,
                 status: subscription ? world.subscriptionStatus[original]?.rawValue : nil,
-                entitled: Entitlement.isEntitled(facts, at: now))
+                entitled: hasAccess(latest, renewal: subscription ? renewal : nil, terms: world.nonRenewingTerms, at: now))
         }
         .sorted { $0.originalTransactionId < $1.originalTransactionId }
+    }
+
+    /// Whether the customer has access at `now`, as the App Store itself knows it, written apart
+    /// from the reconciler's `Entitlement` so a comparison of the two can fail: a subscription
+    /// while its period (or a billing grace period) runs, a season pass for its term from the
+    /// purchase (the mock sold it, so it knows), a lifetime unlock for ever; never a consumable,
+    /// never anything refunded or revoked. Billing retry alone gives no access (the reconciler's
+    /// default).
+    static func hasAccess(
+        _ transaction: JWSTransactionDecodedPayload, renewal: JWSRenewalInfoDecodedPayload?, terms: [String: Int64], at now: Int64
+    ) -> Bool {
+        if transaction.revocationDate != nil { return false }
+        if transaction.type == .autoRenewableSubscription {
+            let periodRuns = (transaction.expiresDate ?? .min) > now
+            let graceRuns = (renewal?.gracePeriodExpiresDate ?? .min) > now
+            return periodRuns || graceRuns
+        }
+        if transaction.type == .nonRenewingSubscription {
+            guard let term = terms[transaction.productId ?? ""], let bought = transaction.purchaseDate else { return false }
+            return now < bought + term
+        }
+        return transaction.type == .nonConsumable
     }
 
     /// The latest transaction of a purchase: not upgraded first, then the newest purchaseDate,

@@ -26,11 +26,16 @@ struct MockProduct: Sendable, Hashable {
     static let lifetime = MockProduct(
         productId: "com.example.lifetime", type: .nonConsumable, subscriptionGroupIdentifier: nil,
         level: 0, periods: 0, price: 29990)
+    /// A season pass: a non-renewing subscription lasting one "monthly" period. Apple sends no
+    /// expiry for it; the app knows its term (the mock's `reconciler.env` says it).
+    static let seasonPass = MockProduct(
+        productId: "com.example.pass.season", type: .nonRenewingSubscription, subscriptionGroupIdentifier: nil,
+        level: 0, periods: 1, price: 2990)
 
     /// The win-back offer lapsed subscribers are eligible for.
     static let winBackOfferId = "com.example.winback.premium"
 
     static func byId(_ productId: String?) -> MockProduct {
-        [premiumMonthly, basicMonthly, premiumYearly, coins, lifetime].first { $0.productId == productId } ?? premiumMonthly
+        [premiumMonthly, basicMonthly, premiumYearly, coins, lifetime, seasonPass].first { $0.productId == productId } ?? premiumMonthly
     }
 }

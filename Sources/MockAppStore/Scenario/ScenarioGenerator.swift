@@ -34,6 +34,7 @@ public struct ScenarioGenerator {
         {
             generator.simulateScriptedOutageCustomers(outageStart: start, outageEnd: end)
         }
+        generator.simulateSeasonPasses()
         if configuration.notificationsWithoutData {
             generator.simulateNotificationsWithoutData()
         }
@@ -218,6 +219,42 @@ public struct ScenarioGenerator {
             transaction.revocationPercentage = 100_000
             record(transaction, accountId: accountId, modifiedAt: refund)
             emit(.refund, nil, at: refund, accountId: accountId, transaction: transaction)
+        }
+    }
+
+    /// Non-renewing season passes, drawn from a generator of their own so the other customers stay
+    /// as the seed made them: a few customers buy one (some long expired, some running, some
+    /// refunded), and with an outage one is bought inside it and one fourteen periods before.
+    mutating func simulateSeasonPasses() {
+        let product = MockProduct.seasonPass
+        world.nonRenewingTerms[product.productId] = product.periods * period
+        var passes = SeededGenerator(seed: configuration.seed ^ 0x5EA5_0A55)
+        var buyers: [(account: String, at: Int64)] = []
+        for index in 0..<configuration.customers where passes.chance(0.08) {
+            buyers.append(("account-\(index)", configuration.start + passes.within(configuration.span, to: 0.95)))
+        }
+        if configuration.scriptedOutageCustomers, let start = configuration.outageStart, let end = configuration.outageEnd, end > start,
+            end <= configuration.now
+        {
+            let buyer = "account-pass-\(configuration.customers)"
+            buyers.append((buyer, start + (end - start) / 3))
+            buyers.append((buyer, now - 14 * period))
+        }
+        for (account, at) in buyers where at < now {
+            ensureAccount(account)
+            var transaction = oneTimeTransaction(newTransactionId(), product: product, at: at, accountId: account)
+            record(transaction, accountId: account, modifiedAt: at)
+            emit(.oneTimeCharge, nil, at: at, accountId: account, transaction: transaction)
+            if passes.chance(0.1) {
+                let refund = at + passes.within(period, from: 0.2, to: 0.9)
+                guard refund < now else { continue }
+                transaction.revocationDate = refund - 1000
+                transaction.revocationReason = .refundedDueToIssue
+                transaction.revocationType = .refundFull
+                transaction.revocationPercentage = 100_000
+                record(transaction, accountId: account, modifiedAt: refund)
+                emit(.refund, nil, at: refund, accountId: account, transaction: transaction)
+            }
         }
     }
 

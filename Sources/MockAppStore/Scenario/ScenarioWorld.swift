@@ -53,6 +53,9 @@ public struct ScenarioWorld: Sendable {
     public var notifications: [PlannedNotification] = []
     /// The transactions of each order ID (the ID on the customer's receipt email), for Look Up Order ID.
     public var orders: [String: [String]] = [:]
+    /// How long each non-renewing subscription the scenario sold lasts, by product ID (ms): the
+    /// app's own knowledge, since Apple sends no expiry for them.
+    public var nonRenewingTerms: [String: Int64] = [:]
 
     /// The newest version of every transaction.
     public var currentTransactions: [String: TransactionVersion] {

@@ -24,6 +24,16 @@ public struct FaultConfiguration: Codable, Sendable, Hashable {
     public var truncateRate: Double = 0
     /// Answer 4000017 PaginationTokenExpired to a request carrying a pagination token.
     public var expiredTokenRate: Double = 0
+    /// Customers (any of their transaction ids) whose Get Transaction History and Get All
+    /// Subscription Statuses keep failing with ``failingCustomersErrorCode``, as one broken account does.
+    public var failingCustomers: [String] = []
+    /// The error those requests get: 5000001 GeneralInternalRetryableError (500) by default, or
+    /// 5000000 GeneralInternalError (500), 4040001 AccountNotFoundError (404) and so on.
+    public var failingCustomersErrorCode: Int64 = 5_000_001
+    /// Get Transaction History lags the App Store's events by this many ms: a transaction modified
+    /// (refunded, say) more recently is served as it was before, yet signed at request time, as
+    /// Apple's API may serve a refund seconds after the REFUND notification was sent.
+    public var apiLagMilliseconds: Int64 = 0
 
     public init() {}
 
@@ -39,7 +49,7 @@ public struct FaultConfiguration: Codable, Sendable, Hashable {
 
     enum CodingKeys: String, CodingKey {
         case latencyMilliseconds, latencyJitterMilliseconds, serverErrorRate, rateLimitedRate, rateLimitedRetryAfterSeconds, retryAfterFormat
-        case dropRate, truncateRate, expiredTokenRate
+        case dropRate, truncateRate, expiredTokenRate, failingCustomers, failingCustomersErrorCode, apiLagMilliseconds
     }
 
     public init(from decoder: any Decoder) throws {
@@ -53,6 +63,9 @@ public struct FaultConfiguration: Codable, Sendable, Hashable {
         dropRate = try container.decodeIfPresent(Double.self, forKey: .dropRate) ?? 0
         truncateRate = try container.decodeIfPresent(Double.self, forKey: .truncateRate) ?? 0
         expiredTokenRate = try container.decodeIfPresent(Double.self, forKey: .expiredTokenRate) ?? 0
+        failingCustomers = try container.decodeIfPresent([String].self, forKey: .failingCustomers) ?? []
+        failingCustomersErrorCode = try container.decodeIfPresent(Int64.self, forKey: .failingCustomersErrorCode) ?? 5_000_001
+        apiLagMilliseconds = try container.decodeIfPresent(Int64.self, forKey: .apiLagMilliseconds) ?? 0
     }
 }
 

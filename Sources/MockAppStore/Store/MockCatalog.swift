@@ -61,10 +61,13 @@ final class MockCatalog: Sendable {
 
     var snapshot: Snapshot { state.withLock { $0 } }
 
-    static func transactionsByAccount(_ world: ScenarioWorld) -> [String: [TransactionEntry]] {
+    /// Each account's transactions, the newest version of each as of `asOf` (UNIX ms; by default every version).
+    static func transactionsByAccount(_ world: ScenarioWorld, asOf: Int64 = .max) -> [String: [TransactionEntry]] {
         var result: [String: [TransactionEntry]] = [:]
         for (transactionId, versions) in world.transactionVersions {
-            guard let newest = versions.last, let account = world.accountOfTransaction[transactionId] else { continue }
+            guard let newest = versions.last(where: { $0.modifiedAt <= asOf }), let account = world.accountOfTransaction[transactionId] else {
+                continue
+            }
             result[account, default: []].append(.init(payload: newest.payload, modifiedAt: newest.modifiedAt))
         }
         return result.mapValues { entries in

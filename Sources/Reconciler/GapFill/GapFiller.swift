@@ -85,10 +85,16 @@ struct GapFiller: Sendable {
             logger.info("another worker took the customer over", metadata: ["anchorTransactionId": "\(anchor)"])
         } catch let error as AppStoreServerAPIError {
             if case .unauthorized = error { throw error }
-            logger.error("customer not recovered", metadata: ["anchorTransactionId": "\(anchor)", "error": "\(error)"])
-            try await ledger.failCustomer(
+            let outcome = try await ledger.failCustomer(
                 runId: run.runId, anchor: anchor, worker: configuration.worker, kind: error.failureKind,
-                error: error.description)
+                error: error.description, policy: context.giveUp)
+            if case .givenUp(let failures) = outcome {
+                logger.error(
+                    "customer given up: its transaction history failed \(failures) time\(failures == 1 ? "" : "s") in a row; `reconciler rejections` lists it",
+                    metadata: ["anchorTransactionId": "\(anchor)", "kind": "\(error.failureKind.rawValue)", "error": "\(error)"])
+            } else {
+                logger.error("customer not recovered", metadata: ["anchorTransactionId": "\(anchor)", "error": "\(error)"])
+            }
             progress.update { $0.customersFailed += 1 }
         } catch {
             // Stopping (SIGTERM, a configuration error, the database): give the customer back at once.

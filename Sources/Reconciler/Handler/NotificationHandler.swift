@@ -121,7 +121,7 @@ public struct NotificationHandler: Sendable {
             }
             if let transaction = notification.subscription.transaction {
                 // Apple removes the revocation from a reversed refund's transaction; make sure of it.
-                transactions.append(.init(transaction, clearsRevocation: notification.notificationType == .refundReversed))
+                transactions.append(.init(transaction, clearsRevocation: notification.notificationType == .refundReversed, fromNotification: true))
             }
             updates.append(
                 .init(

@@ -25,13 +25,15 @@ extension RunLedger {
         case leased
         case done
         case failed
+        /// Failed in `--give-up-after` attempts in a row: never retried, listed in `rejections`.
+        case givenUp = "given_up"
     }
 
     /// How long before a read of a customer's history began a notification must have been signed
     /// for that read to be known to include it. Apple signs a notification after the change it
     /// reports; the margin covers the two clocks and Apple's own propagation.
     static let rereadMargin: Duration = .seconds(600)
-    private static var rereadMarginMilliseconds: Int64 { rereadMargin.components.seconds * 1000 }
+    static var rereadMarginMilliseconds: Int64 { rereadMargin.components.seconds * 1000 }
 
     /// Queues customers (in the caller's transaction) without saying when they were touched: a
     /// customer queued as `touched` this way is read again even when phase 2 already read it.
@@ -139,7 +141,7 @@ extension RunLedger {
         let rows = try await connection.query(
             """
             UPDATE gap_queue SET status = CASE WHEN touched_again THEN 'pending' ELSE 'done' END, touched_again = false,
-                attempts = attempts + 1, transactions_seen = transactions_seen + \(transactionsSeen), last_error = NULL,
+                attempts = attempts + 1, consecutive_failures = 0, transactions_seen = transactions_seen + \(transactionsSeen), last_error = NULL,
                 failure_kind = NULL, lease_until = NULL, updated_at = now()
             WHERE run_id = \(runId) AND anchor_transaction_id = \(anchor) AND worker = \(worker) AND status = 'leased'
             RETURNING 1
@@ -148,15 +150,30 @@ extension RunLedger {
         return false
     }
 
-    /// Marks a customer this worker holds as failed.
-    func failCustomer(runId: Int64, anchor: String, worker: String, kind: FailureKind, error: String) async throws {
+    /// Marks a customer this worker holds as failed: the next attempt of the run retries it,
+    /// unless the policy gives it up (Apple refused it, or it failed in too many attempts in a
+    /// row); a given-up customer is recorded in `given_up` in the same transaction.
+    @discardableResult
+    func failCustomer(
+        runId: Int64, anchor: String, worker: String, kind: FailureKind, error: String, policy: GiveUpPolicy = .init()
+    ) async throws -> FailureOutcome? {
         try await read { [logger] connection in
-            try await connection.query(
+            let rows = try await connection.query(
                 """
-                UPDATE gap_queue SET status = 'failed', failure_kind = \(kind.rawValue), attempts = attempts + 1, last_error = \(error),
-                    lease_until = NULL, updated_at = now()
+                UPDATE gap_queue SET consecutive_failures = consecutive_failures + 1,
+                    status = CASE WHEN \(kind.rawValue) = 'retryable' AND consecutive_failures + 1 >= \(policy.attempts) THEN 'given_up'
+                                  ELSE 'failed' END,
+                    failure_kind = \(kind.rawValue), attempts = attempts + 1, last_error = \(error), lease_until = NULL, updated_at = now()
                 WHERE run_id = \(runId) AND anchor_transaction_id = \(anchor) AND worker = \(worker) AND status = 'leased'
+                RETURNING consecutive_failures
                 """, logger: logger)
+            var failures: Int?
+            for try await count in rows.decode(Int.self) { failures = count }
+            guard let failures else { return nil }
+            guard policy.givesUp(kind, consecutiveFailures: failures) else { return .failed(consecutiveFailures: failures) }
+            try await self.recordGivenUp(
+                runId: runId, kind: .customer, subject: anchor, failureKind: kind, reason: error, failures: failures, on: connection)
+            return .givenUp(consecutiveFailures: failures)
         }
     }
 
@@ -228,7 +245,9 @@ extension RunLedger {
         public var leased: Int
         public var done: Int
         public var failed: Int
-        public var total: Int { pending + leased + done + failed }
+        /// Given up after failing in too many attempts in a row; listed in `rejections`.
+        public var givenUp: Int = 0
+        public var total: Int { pending + leased + done + failed + givenUp }
         /// Customers still to be worked on, here or by another worker.
         public var open: Int { pending + leased }
     }
@@ -241,7 +260,9 @@ extension RunLedger {
             for try await (status, count) in rows.decode((String, Int).self) {
                 if let status = QueueStatus(rawValue: status) { counts[status] = count }
             }
-            return QueueSummary(pending: counts[.pending] ?? 0, leased: counts[.leased] ?? 0, done: counts[.done] ?? 0, failed: counts[.failed] ?? 0)
+            return QueueSummary(
+                pending: counts[.pending] ?? 0, leased: counts[.leased] ?? 0, done: counts[.done] ?? 0, failed: counts[.failed] ?? 0,
+                givenUp: counts[.givenUp] ?? 0)
         }
     }
 

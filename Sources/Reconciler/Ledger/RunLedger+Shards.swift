@@ -49,7 +49,8 @@ extension RunLedger {
         let rows = try await connection.query(
             """
             UPDATE run_shards SET pagination_token = \(nextToken), pages_done = pages_done + 1,
-                notifications_seen = notifications_seen + \(notificationsSeen), status = \(done ? "done" : "pending"), last_error = NULL
+                notifications_seen = notifications_seen + \(notificationsSeen), status = \(done ? "done" : "pending"), last_error = NULL,
+                consecutive_failures = 0
             WHERE run_id = \(runId) AND query_index = \(shard.queryIndex) AND shard_start_ms = \(shard.start) AND shard_end_ms = \(shard.end)
               AND pagination_token IS NOT DISTINCT FROM \(position.paginationToken) AND pages_done = \(position.pagesDone)
             RETURNING 1
@@ -109,13 +110,31 @@ extension RunLedger {
         }
     }
 
-    func failShard(runId: Int64, shard: ReplayPlanner.Shard, kind: FailureKind, error: String) async throws {
+    /// Marks a shard as failed: the next attempt of the run retries it, unless the policy gives
+    /// it up (Apple refused it, or it failed in too many attempts in a row); a given-up shard is
+    /// recorded in `given_up` in the same transaction.
+    @discardableResult
+    func failShard(
+        runId: Int64, shard: ReplayPlanner.Shard, kind: FailureKind, error: String, policy: GiveUpPolicy = .init()
+    ) async throws -> FailureOutcome? {
         try await read { [logger] connection in
-            try await connection.query(
+            let rows = try await connection.query(
                 """
-                UPDATE run_shards SET status = 'failed', failure_kind = \(kind.rawValue), last_error = \(error)
+                UPDATE run_shards SET consecutive_failures = consecutive_failures + 1,
+                    status = CASE WHEN \(kind.rawValue) = 'retryable' AND consecutive_failures + 1 >= \(policy.attempts) THEN 'given_up'
+                                  ELSE 'failed' END,
+                    failure_kind = \(kind.rawValue), last_error = \(error)
                 WHERE run_id = \(runId) AND query_index = \(shard.queryIndex) AND shard_start_ms = \(shard.start) AND shard_end_ms = \(shard.end)
+                RETURNING consecutive_failures
                 """, logger: logger)
+            var failures: Int?
+            for try await count in rows.decode(Int.self) { failures = count }
+            guard let failures else { return nil }
+            guard policy.givesUp(kind, consecutiveFailures: failures) else { return .failed(consecutiveFailures: failures) }
+            try await self.recordGivenUp(
+                runId: runId, kind: .shard, subject: Self.subject(of: shard), failureKind: kind, reason: error, failures: failures,
+                on: connection)
+            return .givenUp(consecutiveFailures: failures)
         }
     }
 

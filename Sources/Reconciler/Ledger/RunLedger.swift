@@ -83,6 +83,18 @@ public struct RunLedger: Sendable {
         ).first
     }
 
+    /// The unfinished windows of the schedule's chain, oldest first: every `run --since-last`
+    /// retries them before its newest window.
+    public func unfinishedScheduledRuns(environment: String, bundleId: String) async throws -> [RunRecord] {
+        try await runs(
+            """
+            SELECT \(unescaped: Self.runColumns) FROM reconcile_runs
+            WHERE environment = \(environment) AND bundle_id = \(bundleId) AND kind = 'scheduled' AND NOT dry_run
+              AND status NOT IN ('succeeded', 'succeeded_with_rejections', 'lost')
+            ORDER BY run_id
+            """)
+    }
+
     /// The newest finished (not dry) run of any kind but a repair (one customer says nothing about
     /// a window): the end of its window, and when it finished.
     public func lastFinished(environment: String, bundleId: String) async throws -> (windowEnd: Int64, finishedAt: Date)? {
@@ -129,7 +141,8 @@ public struct RunLedger: Sendable {
         }
     }
 
-    /// Marks a run as running by this process again; failed shards and customers get another try.
+    /// Marks a run as running by this process again; shards and customers that failed retryably
+    /// get another try (what Apple refused, and what was given up, does not).
     /// Takes an unfinished run up again; with `forwardTo`, the rest of it forwards there (a run
     /// started without `--forward-to` and resumed with it forwards what it records from now on).
     func resume(runId: Int64, holder: String, forwardTo: String? = nil) async throws {
@@ -142,17 +155,19 @@ public struct RunLedger: Sendable {
                 """, logger: logger)
             try await connection.query(
                 """
-                UPDATE run_shards SET status = 'pending', last_error = NULL, failure_kind = NULL WHERE run_id = \(runId) AND status = 'failed'
+                UPDATE run_shards SET status = 'pending', last_error = NULL, failure_kind = NULL
+                WHERE run_id = \(runId) AND status = 'failed' AND failure_kind IS DISTINCT FROM 'permanent'
                 """, logger: logger)
             try await connection.query(
                 """
-                UPDATE gap_queue SET status = 'pending', failure_kind = NULL, updated_at = now() WHERE run_id = \(runId) AND status = 'failed'
+                UPDATE gap_queue SET status = 'pending', failure_kind = NULL, updated_at = now()
+                WHERE run_id = \(runId) AND status = 'failed' AND failure_kind IS DISTINCT FROM 'permanent'
                 """, logger: logger)
             // Shards left to replay send the run back to phase 1; otherwise it continues with phase 2.
             try await connection.query(
                 """
                 UPDATE reconcile_runs SET phase = CASE
-                    WHEN EXISTS (SELECT 1 FROM run_shards WHERE run_id = \(runId) AND status <> 'done') THEN 'replay' ELSE 'gap_fill' END
+                    WHEN EXISTS (SELECT 1 FROM run_shards WHERE run_id = \(runId) AND status = 'pending') THEN 'replay' ELSE 'gap_fill' END
                 WHERE run_id = \(runId)
                 """, logger: logger)
         }

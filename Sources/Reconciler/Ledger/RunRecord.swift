@@ -107,7 +107,11 @@ public enum FailureKind: String, Sendable, Codable {
 
 /// A row of `run_shards`: one query over one time shard and how far it got.
 public struct ShardRecord: Sendable, Hashable {
-    public enum Status: String, Sendable { case pending, done, failed }
+    public enum Status: String, Sendable {
+        case pending, done, failed
+        /// Failed in too many attempts in a row (or Apple refused it): never retried, listed in `rejections`.
+        case givenUp = "given_up"
+    }
 
     public var shard: ReplayPlanner.Shard
     public var paginationToken: String?

@@ -115,12 +115,17 @@ struct NotificationReplayer: Sendable {
     }
 
     private func fail(_ shard: ReplayPlanner.Shard, _ kind: FailureKind, _ error: String) async throws {
-        logger.error(
-            "shard failed",
-            metadata: [
-                "query": "\(shard.filter)", "shardStart": "\(TimeArgument.iso8601(shard.start))", "kind": "\(kind.rawValue)", "error": "\(error)",
-            ])
-        try await ledger.failShard(runId: runId, shard: shard, kind: kind, error: error)
+        let outcome = try await ledger.failShard(runId: runId, shard: shard, kind: kind, error: error, policy: context.giveUp)
+        var metadata: Logger.Metadata = [
+            "query": "\(shard.filter)", "shardStart": "\(TimeArgument.iso8601(shard.start))", "shardEnd": "\(TimeArgument.iso8601(shard.end))",
+            "kind": "\(kind.rawValue)", "error": "\(error)",
+        ]
+        if case .givenUp(let failures) = outcome {
+            metadata["failuresInARow"] = "\(failures)"
+            logger.error("shard given up: its notifications are not replayed; `reconciler rejections` lists it", metadata: metadata)
+        } else {
+            logger.error("shard failed", metadata: metadata)
+        }
         progress.update { $0.shardsFailed += 1 }
     }
 

@@ -33,6 +33,21 @@ public struct RunReport: Sendable, Codable {
         public var error: String
     }
 
+    /// A window of the schedule's chain, as reports list the unfinished ones.
+    public struct ScheduledWindow: Sendable, Codable, Hashable {
+        public var runId: Int64
+        public var windowStart: Int64
+        public var windowEnd: Int64
+        public var status: RunRecord.Status
+
+        public init(runId: Int64, windowStart: Int64, windowEnd: Int64, status: RunRecord.Status) {
+            self.runId = runId
+            self.windowStart = windowStart
+            self.windowEnd = windowEnd
+            self.status = status
+        }
+    }
+
     public struct Change: Sendable, Codable, Hashable {
         public var originalTransactionId: String
         public var fields: [String]
@@ -81,6 +96,12 @@ public struct RunReport: Sendable, Codable {
     public static let listedChangesLimit = 1000
     /// Signed values that failed verification: quarantined, never applied.
     public var rejections: [Rejection]
+    /// Customers and shards this run gave up on (Apple refused them, or they failed in too many
+    /// attempts in a row): never retried, listed by `reconciler rejections`.
+    public var givenUp: [RunLedger.GivenUp] = []
+    /// With `--since-last`: the scheduled windows still unfinished when this one ended, oldest
+    /// first (each rerun of the schedule retries them before its newest window).
+    public var unfinishedScheduledWindows: [ScheduledWindow]?
     /// App Store Server API calls by every process of the run that finished its part.
     public var api: APIStatistics.Snapshot
     /// With `--forward-to`: where the deliveries of this run's notifications to the app's webhook
@@ -92,10 +113,11 @@ public struct RunReport: Sendable, Codable {
         shardsFailed.contains { $0.kind == .retryable } || customersFailed.contains { $0.kind == .retryable }
     }
 
-    /// Something needs a person: payloads quarantined for the first time, or requests Apple refused.
+    /// Something needs a person: payloads quarantined for the first time, requests Apple refused,
+    /// or customers and shards given up.
     public var needsAttention: Bool {
         rejections.contains(where: \.newlyQuarantined) || shardsFailed.contains { $0.kind == .permanent }
-            || customersFailed.contains { $0.kind == .permanent }
+            || customersFailed.contains { $0.kind == .permanent } || !givenUp.isEmpty
     }
 
     /// How a run that worked through its whole plan ends. Payloads quarantined by an earlier run
@@ -180,6 +202,10 @@ public struct RunReport: Sendable, Codable {
         for customer in customersFailed {
             lines.append("  FAILED customer (\(customer.kind.rawValue)) \(customer.anchorTransactionId): \(customer.error)")
         }
+        for item in givenUp {
+            let why = item.failureKind == .permanent ? "Apple refused it" : "failed in \(item.failures) attempts in a row"
+            lines.append("  GIVEN UP \(item.kind.rawValue) \(item.subject) (\(why)): \(item.reason)")
+        }
         for rejection in rejections {
             lines.append(
                 "  \(rejection.newlyQuarantined ? "QUARANTINED" : "QUARANTINED BEFORE") \(rejection.source.rawValue) \(rejection.name): "
@@ -189,7 +215,17 @@ public struct RunReport: Sendable, Codable {
             lines.append("  Not everything was recovered: rerun the same command to retry what failed (it resumes this run).")
         }
         if needsAttention {
-            lines.append("  Needs attention: `reconciler rejections` lists the quarantine; failures marked permanent were refused by Apple.")
+            lines.append(
+                "  Needs attention: `reconciler rejections` lists the quarantine and what was given up; failures marked permanent were refused by Apple."
+            )
+        }
+        if let unfinished = unfinishedScheduledWindows, !unfinished.isEmpty {
+            lines.append(
+                "  schedule     \(unfinished.count) scheduled window\(unfinished.count == 1 ? " is" : "s are") unfinished and retried by every `run --since-last`: "
+                    + unfinished.prefix(5).map {
+                        "run \($0.runId) \(TimeArgument.iso8601($0.windowStart)) → \(TimeArgument.iso8601($0.windowEnd)) (\($0.status.rawValue))"
+                    }
+                    .joined(separator: ", "))
         }
         return lines.joined(separator: "\n")
     }
@@ -218,7 +254,7 @@ public struct RunReport: Sendable, Codable {
         case "lastSignedDate": return date(state.lastSignedDate)
         case "appAccountToken": return state.appAccountToken ?? "null"
         case "status": return state.status.map(String.init) ?? "null"
-        case "entitled": return String(state.entitled)
+        case "entitled": return state.entitled.map(String.init) ?? "unknown"
         default: return "∅"
         }
     }

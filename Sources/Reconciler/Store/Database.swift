@@ -1,6 +1,7 @@
 import Foundation
 import Logging
 import PostgresNIO
+import ReconcilerShared
 import Synchronization
 
 /// Runs work in short PostgreSQL transactions on a `PostgresClient`, and rides out a database
@@ -23,21 +24,21 @@ public struct Database: Sendable {
         public var unavailableTimeout: Duration
         /// One attempt (connection lease and statements) running longer is abandoned and retried.
         public var attemptTimeout: Duration
-        /// Whether a subscription in Apple's billing retry counts as entitled (the app's choice),
-        /// for `entitled` in the change feed and exports.
-        public var billingRetryEntitles: Bool
+        /// The app's entitlement choices (billing retry, non-renewing terms), for `entitled` in the
+        /// change feed and exports.
+        public var entitlement: EntitlementPolicy
         /// How to open a connection outside the pool for `LISTEN` (`nil`: borrow one from the pool,
         /// as tests do).
         public var dedicatedConnection: PostgresConnection.Configuration?
 
         public init(
             name: String = "the database", unavailableTimeout: Duration = .seconds(60), attemptTimeout: Duration = .seconds(30),
-            billingRetryEntitles: Bool = false, dedicatedConnection: PostgresConnection.Configuration? = nil
+            entitlement: EntitlementPolicy = .init(), dedicatedConnection: PostgresConnection.Configuration? = nil
         ) {
             self.name = name
             self.unavailableTimeout = unavailableTimeout
             self.attemptTimeout = attemptTimeout
-            self.billingRetryEntitles = billingRetryEntitles
+            self.entitlement = entitlement
             self.dedicatedConnection = dedicatedConnection
         }
     }
@@ -261,7 +262,7 @@ extension Database: CustomStringConvertible, CustomDebugStringConvertible, Custo
 extension Database.Configuration: CustomStringConvertible, CustomDebugStringConvertible, CustomReflectable {
     public var description: String {
         "Database.Configuration(\(name), unavailableTimeout: \(unavailableTimeout), attemptTimeout: \(attemptTimeout), "
-            + "billingRetryEntitles: \(billingRetryEntitles), dedicatedConnection: \(dedicatedConnection == nil ? "none" : "***"))"
+            + "entitlement: \(entitlement), dedicatedConnection: \(dedicatedConnection == nil ? "none" : "***"))"
     }
     public var debugDescription: String { description }
     public var customMirror: Mirror { Mirror(self, children: ["description": description]) }

@@ -18,6 +18,9 @@ struct ShadowSchema: Sendable, Hashable {
     let runId: Int64
     /// The schema that holds the real tables, found when the dry run starts.
     let realSchema: String
+    /// The columns of `purchases` a copy writes: all but the ones PostgreSQL generates, which it
+    /// computes in the copy as in the real table.
+    var purchaseColumns = "*"
 
     /// The tables a dry run writes instead of the real ones.
     static let tables = ["notifications", "transactions", "purchases", "history_revisions", "purchase_changes", "forward_queue"]
@@ -36,7 +39,13 @@ struct ShadowSchema: Sendable, Hashable {
                 SELECT n.nspname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = to_regclass('purchases')
                 """, logger: database.logger)
             for try await name in rows.decode(String.self) { realSchema = name }
-            let shadow = ShadowSchema(runId: runId, realSchema: realSchema)
+            var shadow = ShadowSchema(runId: runId, realSchema: realSchema)
+            let columns = try await connection.query(
+                """
+                SELECT string_agg(quote_ident(attname), ', ' ORDER BY attnum) FROM pg_attribute
+                WHERE attrelid = to_regclass('purchases') AND attnum > 0 AND NOT attisdropped AND attgenerated = ''
+                """, logger: database.logger)
+            for try await list in columns.decode(String.self) { shadow.purchaseColumns = list }
             try await connection.query(PostgresQuery(unsafeSQL: "CREATE SCHEMA IF NOT EXISTS \(shadow.name)"), logger: database.logger)
             for table in tables {
                 try await connection.query(
@@ -93,7 +102,7 @@ struct ShadowSchema: Sendable, Hashable {
                 PostgresQuery(
                     unsafeSQL: """
                         WITH touched AS (
-                            INSERT INTO \(name).purchases SELECT * FROM \(real).purchases
+                            INSERT INTO \(name).purchases (\(purchaseColumns)) SELECT \(purchaseColumns) FROM \(real).purchases
                             WHERE original_transaction_id = ANY($1::text[]) OR original_transaction_id = ANY($2::text[])
                                OR history_anchor_transaction_id = ANY($2::text[])
                             ON CONFLICT DO NOTHING

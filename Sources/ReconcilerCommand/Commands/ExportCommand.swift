@@ -39,6 +39,14 @@ struct ExportCommand: AsyncParsableCommand {
     @Flag(name: .long, help: "A subscription in Apple's billing retry counts as entitled (env RECONCILER_ENTITLE_BILLING_RETRY=1).")
     var entitleBillingRetry = false
 
+    @Option(
+        name: .long,
+        help: ArgumentHelp(
+            "How long a non-renewing subscription lasts, e.g. com.example.pass.30d=30d (repeatable; env RECONCILER_NON_RENEWING_TERMS); "
+                + "without one, its `entitled` is null: Apple sends no expiry for them.",
+            valueName: "product=duration"))
+    var nonRenewingTerm: [String] = []
+
     func run() async throws {
         let logger = logging.makeLogger()
         let environmentFilter = try environment.map { value -> String in
@@ -64,7 +72,8 @@ struct ExportCommand: AsyncParsableCommand {
         if let appAccountToken, UUID(uuidString: appAccountToken) == nil {
             throw CommandError.configuration("--app-account-token: \(appAccountToken) is not a UUID (the app's appAccountToken)")
         }
-        let store = PurchaseStore(logger: logger, billingRetryEntitles: entitleBillingRetry || Env.flag("RECONCILER_ENTITLE_BILLING_RETRY"))
+        let store = PurchaseStore(
+            logger: logger, entitlement: try EntitlementOptions.policy(entitleBillingRetry: entitleBillingRetry, terms: nonRenewingTerm))
         let (token, environmentName) = (appAccountToken?.lowercased(), environmentFilter)
         let count = try await database.withClient(logger: logger) { client in
             try await Migrator().requireCurrent(client, logger: logger)

@@ -6,23 +6,30 @@ import Reconciler
 struct RejectionsCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "rejections",
-        abstract: "List the quarantine: signed values from Apple that failed verification, never applied.",
+        abstract: "List the quarantine (signed values that failed verification) and the customers and shards runs gave up on.",
         discussion: """
             A run quarantines a payload the first time it meets it (and exits 4), reports it again on every run \
             that meets it, and never lets it hold the schedule back. Look at each one (`reconciler inspect` shows \
             why it failed: `reconciler rejections --show HASH | reconciler inspect -`), then acknowledge it so \
             alerts on unacknowledged payloads clear. An acknowledged payload stays quarantined.
 
+            A customer whose transaction history, or a shard of the notification history, that Apple refused or \
+            that failed in --give-up-after attempts of its run in a row is given up (the run exits 4) so its window \
+            can finish: it is listed here with the last error. Check it by hand (`reconciler repair \
+            --transaction-id ID` for a customer; `reconciler run --start --end` over a shard's range), then \
+            acknowledge it by its transaction id or its whole shard name.
+
               reconciler rejections                     # unacknowledged ones
               reconciler rejections --all --json
               reconciler rejections --ack 3f2a9c1d --note "forged test payload from the security drill"
+              reconciler rejections --ack 2000000100000123 --note "repaired by hand"
             """)
 
     @Flag(help: "Also list acknowledged payloads.") var all = false
     @Flag(help: "Print JSON instead of a table.") var json = false
     @Option(
         help: ArgumentHelp(
-            "Acknowledge one payload, by notificationUUID or the first 8 or more characters of its SHA-256.",
+            "Acknowledge one payload (by notificationUUID or the first 8 or more characters of its SHA-256), or a customer or shard given up (by its transaction id or shard name).",
             valueName: "uuid-or-hash"))
     var ack: String?
     @Option(help: ArgumentHelp("A note stored with --ack.", valueName: "text")) var note: String?
@@ -60,22 +67,30 @@ struct RejectionsCommand: AsyncParsableCommand {
                 switch try await ledger.acknowledge(ack, note: note, environment: environment, bundleId: bundleId) {
                 case .acknowledged(let hash): print("acknowledged \(hash)")
                 case .notFound:
+                    let givenUp = try await ledger.acknowledgeGivenUp(ack, note: note, environment: environment, bundleId: bundleId)
+                    guard givenUp == 0 else {
+                        print("acknowledged \(ack) (given up by \(givenUp) run\(givenUp == 1 ? "" : "s"))")
+                        return
+                    }
                     throw CommandError.configuration(
-                        "no quarantined payload of \(bundleId) (\(environment)) matches \(ack): give its notificationUUID or at least 8 characters of its hash"
-                    )
+                        "nothing of \(bundleId) (\(environment)) matches \(ack): give a payload's notificationUUID or at least 8 characters of its hash, "
+                            + "or a given-up customer's transaction id or shard name")
                 case .ambiguous(let count):
                     throw CommandError.configuration("\(ack) matches \(count) quarantined payloads: give more of the hash")
                 }
                 return
             }
             let payloads = try await ledger.quarantinedPayloads(environment: environment, bundleId: bundleId, all: all)
+            let givenUp = try await ledger.givenUp(environment: environment, bundleId: bundleId, all: all)
             if json {
                 let encoder = JSONEncoder()
                 encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
                 encoder.dateEncodingStrategy = .iso8601
-                print(String(decoding: try encoder.encode(payloads), as: UTF8.self))
+                let entries = payloads.map(Entry.payload) + givenUp.map(Entry.givenUp)
+                print(String(decoding: try encoder.encode(entries), as: UTF8.self))
                 return
             }
+            printGivenUp(givenUp)
             guard !payloads.isEmpty else {
                 print(all ? "the quarantine is empty" : "no unacknowledged quarantined payloads")
                 return
@@ -94,6 +109,45 @@ struct RejectionsCommand: AsyncParsableCommand {
                         + "\(payload.reason.rawValue): \(payload.detail)\(acknowledged)")
             }
         }
+    }
+
+    /// One line of `--json`: a quarantined payload (`kind` "payload") or a customer or shard given up (`kind` "customer" or "shard").
+    enum Entry: Encodable {
+        case payload(RunLedger.QuarantinedPayload)
+        case givenUp(RunLedger.GivenUp)
+
+        private enum CodingKeys: String, CodingKey { case kind }
+
+        func encode(to encoder: any Encoder) throws {
+            var container = encoder.container(keyedBy: CodingKeys.self)
+            switch self {
+            case .payload(let payload):
+                try container.encode("payload", forKey: .kind)
+                try payload.encode(to: encoder)
+            case .givenUp(let item):
+                try container.encode(item.kind.rawValue, forKey: .kind)
+                try item.encode(to: encoder)
+            }
+        }
+    }
+
+    private func printGivenUp(_ items: [RunLedger.GivenUp]) {
+        guard !items.isEmpty else {
+            print(all ? "no customer or shard was given up" : "no unacknowledged customer or shard given up")
+            print("")
+            return
+        }
+        let iso = ISO8601DateFormatter()
+        print("given up              run  kind      failures  subject                                           reason")
+        for item in items {
+            let acknowledged =
+                item.acknowledgedAt.map { "  (acknowledged \(iso.string(from: $0))\(item.acknowledgedNote.map { ": \($0)" } ?? ""))" } ?? ""
+            let failures = item.failureKind == .permanent ? "refused" : "\(item.failures) in a row"
+            print(
+                "\(iso.string(from: item.givenUpAt))  \(String(format: "%5lld", item.runId))  \(pad(item.kind.rawValue, 8))  \(pad(failures, 8))  "
+                    + "\(pad(item.subject, 48))  \(item.reason)\(acknowledged)")
+        }
+        print("")
     }
 
     private func pad(_ text: String, _ width: Int) -> String {

@@ -21,9 +21,12 @@ struct RunCommand: AsyncParsableCommand {
             each at-risk customer's stored revision. Ctrl-C, a crash or SIGKILL loses nothing: rerunning the same \
             window resumes from the last checkpoint.
 
-            --since-last is for a schedule (cron, a CronJob): it first finishes the newest unfinished scheduled \
-            window, then recovers from where that window ended (minus --overlap) to now. A signed value that fails \
-            verification is quarantined (`reconciler rejections`), never applied, and does not hold the schedule back.
+            --since-last is for a schedule (cron, a CronJob): it first retries every unfinished scheduled window, \
+            each in its own window, then always recovers from where the newest scheduled window ended (minus \
+            --overlap) to now, so one window that stays unfinished never freezes the schedule. A customer or shard \
+            that fails in --give-up-after attempts of its run in a row (or that Apple refuses) is given up and \
+            listed by `reconciler rejections`, so its window can finish. A signed value that fails verification is \
+            quarantined (`reconciler rejections`), never applied, and does not hold the schedule back.
 
             T is ISO 8601 (2026-11-20T03:10:00Z), UNIX milliseconds, or now-6h.
             Exit codes: 0 everything was recovered; 4 done, but something needs a person (payloads quarantined for \
@@ -38,8 +41,13 @@ struct RunCommand: AsyncParsableCommand {
 
     @Option(help: ArgumentHelp("Start of the window.", valueName: "T")) var start: String?
     @Option(help: ArgumentHelp("End of the window (default now).", valueName: "T")) var end: String?
-    @Flag(help: "The schedule's next window: finish the newest unfinished scheduled window, then recover from its end minus --overlap to now.")
+    @Flag(help: "The schedule's next window: retry the unfinished scheduled windows, then recover from the chain's end minus --overlap to now.")
     var sinceLast = false
+    @Option(
+        help: ArgumentHelp(
+            "Give up a customer or shard that failed in this many attempts of its run in a row (default 6, env RECONCILER_GIVE_UP_AFTER).",
+            valueName: "n"))
+    var giveUpAfter: Int?
     @Option(help: ArgumentHelp("Overlap for --since-last (default 1h).", valueName: "duration")) var overlap: String = "1h"
     @Flag(help: "Recover the windows `detect-outage` finds (failed deliveries in the last --detect-since).") var detected = false
     @Option(help: ArgumentHelp("How far back --detected looks (default 7d).", valueName: "duration")) var detectSince: String = "7d"
@@ -118,6 +126,7 @@ struct RunCommand: AsyncParsableCommand {
             }
         }
         guard concurrency >= 1, gapConcurrency >= 1, maxShards >= 1 else { throw ValidationError("concurrency and --max-shards must be at least 1") }
+        _ = try GiveUpOption.policy(giveUpAfter)
         // Every shard and customer worked on at once holds a connection for its short transactions,
         // the run lease and bookkeeping need theirs, and the shared budget listens on one: fewer
         // connections could starve the lease. The forwarder needs one more.
@@ -354,7 +363,8 @@ struct RunCommand: AsyncParsableCommand {
             options: RunOptions(
                 planner: planner, allCustomers: all, refreshStatus: refreshStatus, forwardTo: try ForwardingOptions.target(forwardTo)),
             replayConcurrency: concurrency, gapConcurrency: gapConcurrency,
-            lease: .init(duration: .milliseconds(lease), renewalInterval: .milliseconds(max(lease / 6, 500)), wait: wait), fresh: fresh)
+            lease: .init(duration: .milliseconds(lease), renewalInterval: .milliseconds(max(lease / 6, 500)), wait: wait), fresh: fresh,
+            giveUp: try GiveUpOption.policy(giveUpAfter))
     }
 
     private func requireSchema(_ postgres: PostgresClient, logger: Logger) async throws {
@@ -365,8 +375,9 @@ struct RunCommand: AsyncParsableCommand {
         }
     }
 
-    /// The schedule: finish the newest unfinished scheduled window (or give it up once it left
-    /// Apple's retention), then recover from where the chain ended, minus the overlap, to now.
+    /// The schedule: retry every unfinished scheduled window in its own window (or give it up
+    /// once it left Apple's retention), then always recover from where the chain ended, minus the
+    /// overlap, to now, so a window that stays unfinished never freezes the schedule.
     private func runSchedule(
         _ template: ReconcileRun.Configuration, database: Database, verifier: SignedDataVerifier,
         client: AppStoreServerAPIClient, ledger: RunLedger, logger: Logger, into outcome: inout Outcome
@@ -376,78 +387,77 @@ struct RunCommand: AsyncParsableCommand {
         }
         let environment = verifier.configuration.environment
         let (environmentName, bundleId) = (environment.rawValue, verifier.configuration.bundleId)
-        let now = Int64(Date().timeIntervalSince1970 * 1000)
-        let oldestServed = now - ReconcileRun.retention(environment) + 60_000
-        var chainEnd: Int64?
-        var from = "the previous scheduled window"
-        if let newest = try await ledger.newestScheduledRun(environment: environmentName, bundleId: bundleId) {
-            if newest.status.isFinished {
-                chainEnd = newest.windowEnd
-            } else if newest.windowStart < oldestServed {
-                if !template.dryRun {
-                    try await ledger.finish(
-                        runId: newest.runId, status: .lost, failure: "its window left Apple's retention before it was finished",
-                        apiStatistics: .zero, report: nil)
-                }
-                logger.error(
-                    "a scheduled window left Apple's notification history retention before it was finished; it is lost",
-                    metadata: [
-                        "runId": "\(newest.runId)", "window": "\(TimeArgument.iso8601(newest.windowStart))/\(TimeArgument.iso8601(newest.windowEnd))",
-                    ])
-                print(
-                    "LOST: scheduled run \(newest.runId) (\(TimeArgument.iso8601(newest.windowStart)) → \(TimeArgument.iso8601(newest.windowEnd))) "
-                        + "left Apple's retention unfinished; `reconciler run --start now-\(ReconcileRun.retention(environment) / 86_400_000 - 1)d --all` "
-                        + "checks every customer's transaction history")
-                outcome.lost.append(newest)
-                chainEnd = newest.windowEnd
-            } else {
-                // The unfinished window first, as it was planned.
-                logger.info("finishing the newest unfinished scheduled window first", metadata: ["runId": "\(newest.runId)"])
-                var configuration = template
-                (configuration.windowStart, configuration.windowEnd, configuration.kind) = (newest.windowStart, newest.windowEnd, .scheduled)
-                configuration.options = newest.options
-                configuration.options.forwardTo = template.options.forwardTo ?? newest.options.forwardTo
-                try await execute(configuration, database: database, verifier: verifier, client: client, logger: logger, into: &outcome)
-                guard let report = outcome.reports.last, report.status.isFinished else { return }
-                chainEnd = newest.windowEnd
-            }
-        } else if let lastEnd = try await ledger.lastFinished(environment: environmentName, bundleId: bundleId)?.windowEnd {
-            (chainEnd, from) = (lastEnd, "the last finished run")
-        } else {
-            let store = PurchaseStore(logger: logger)
-            chainEnd = try await database.transaction { connection in
+        let retention = ReconcileRun.retention(environment)
+        let store = PurchaseStore(logger: logger)
+        let state = ScheduleChain.State(
+            unfinished: try await ledger.unfinishedScheduledRuns(environment: environmentName, bundleId: bundleId),
+            newestScheduled: try await ledger.newestScheduledRun(environment: environmentName, bundleId: bundleId),
+            lastFinishedEnd: try await ledger.lastFinished(environment: environmentName, bundleId: bundleId)?.windowEnd,
+            newestLiveNotification: try await database.transaction { connection in
                 try await store.newestLiveNotification(environment: environmentName, on: connection)
+            })
+        let now = Int64(Date().timeIntervalSince1970 * 1000)
+        let plan = ScheduleChain.plan(state, overlap: overlapMilliseconds, now: now, retention: retention)
+        for lost in plan.lost {
+            if !template.dryRun {
+                try await ledger.finish(
+                    runId: lost.runId, status: .lost, failure: "its window left Apple's retention before it was finished",
+                    apiStatistics: .zero, report: nil)
             }
-            from = "the newest live notification"
+            logger.error(
+                "a scheduled window left Apple's notification history retention before it was finished; it is lost",
+                metadata: [
+                    "runId": "\(lost.runId)", "window": "\(TimeArgument.iso8601(lost.windowStart))/\(TimeArgument.iso8601(lost.windowEnd))",
+                ])
+            print(
+                "LOST: scheduled run \(lost.runId) (\(TimeArgument.iso8601(lost.windowStart)) → \(TimeArgument.iso8601(lost.windowEnd))) "
+                    + "left Apple's retention unfinished; `reconciler run --start now-\(retention / 86_400_000 - 1)d --all` "
+                    + "checks every customer's transaction history")
+            outcome.lost.append(lost)
         }
-        guard let chainEnd else {
+        for unfinished in plan.retry {
+            // Each unfinished window again, as it was planned; what it cannot finish is reported, and the schedule goes on.
+            logger.info(
+                "retrying an unfinished scheduled window before the newest one",
+                metadata: [
+                    "runId": "\(unfinished.runId)",
+                    "window": "\(TimeArgument.iso8601(unfinished.windowStart))/\(TimeArgument.iso8601(unfinished.windowEnd))",
+                    "status": "\(unfinished.status.rawValue)",
+                ])
+            var configuration = template
+            (configuration.windowStart, configuration.windowEnd, configuration.kind) = (unfinished.windowStart, unfinished.windowEnd, .scheduled)
+            configuration.options = unfinished.options
+            configuration.options.forwardTo = template.options.forwardTo ?? unfinished.options.forwardTo
+            try await execute(configuration, database: database, verifier: verifier, client: client, logger: logger, into: &outcome)
+        }
+        guard let next = plan.next, let origin = plan.origin else {
             throw CommandError.configuration("--since-last: there is no earlier run and no live notification yet; give the first window with --start")
         }
-        var windowStart = chainEnd - overlapMilliseconds
-        if windowStart < oldestServed {
+        if plan.clippedToRetention {
             logger.error(
                 "the schedule's next window starts before Apple's retention; the part before it cannot be replayed",
-                metadata: [
-                    "from": "\(TimeArgument.iso8601(windowStart))", "servedFrom": "\(TimeArgument.iso8601(oldestServed))",
-                ])
-            windowStart = oldestServed
+                metadata: ["servedFrom": "\(TimeArgument.iso8601(next.start))"])
         }
-        let windowEnd = Int64(Date().timeIntervalSince1970 * 1000)
         logger.info(
             "window from --since-last",
             metadata: [
-                "start": "\(TimeArgument.iso8601(windowStart))", "end": "\(TimeArgument.iso8601(windowEnd))", "from": "\(from)",
+                "start": "\(TimeArgument.iso8601(next.start))", "end": "\(TimeArgument.iso8601(next.end))", "from": "\(origin.rawValue)",
             ])
         var configuration = template
-        (configuration.windowStart, configuration.windowEnd, configuration.kind) = (windowStart, windowEnd, .scheduled)
-        try await execute(configuration, database: database, verifier: verifier, client: client, logger: logger, into: &outcome)
+        (configuration.windowStart, configuration.windowEnd, configuration.kind) = (next.start, next.end, .scheduled)
+        try await execute(configuration, database: database, verifier: verifier, client: client, logger: logger, into: &outcome) { report in
+            // The newest report says which windows of the chain are still unfinished (this one included).
+            report.unfinishedScheduledWindows = try await ledger.unfinishedScheduledRuns(environment: environmentName, bundleId: bundleId)
+                .map { .init(runId: $0.runId, windowStart: $0.windowStart, windowEnd: $0.windowEnd, status: $0.status) }
+        }
     }
 
     /// Runs one window with progress, signals and the report; a stop that ends the whole
     /// invocation is thrown as a ``CommandError``.
     private func execute(
         _ configuration: ReconcileRun.Configuration, database: Database, verifier: SignedDataVerifier,
-        client: AppStoreServerAPIClient, logger: Logger, into outcome: inout Outcome
+        client: AppStoreServerAPIClient, logger: Logger, into outcome: inout Outcome,
+        completing complete: ((inout RunReport) async throws -> Void)? = nil
     ) async throws {
         let run = ReconcileRun(configuration: configuration, database: database, verifier: verifier, client: client)
         let progress = RunProgress()
@@ -463,9 +473,10 @@ struct RunCommand: AsyncParsableCommand {
             throw error
         }
         do {
-            let report = try await run.reconcile(progress: progress) { logger.notice("another run holds the lease; waiting (--wait)") }
+            var report = try await run.reconcile(progress: progress) { logger.notice("another run holds the lease; waiting (--wait)") }
             progressTask.cancel()
             await progressTask.value
+            try await complete?(&report)
             try output(report)
             outcome.reports.append(report)
         } catch let error as ReconcileRun.RunStopped {

@@ -35,6 +35,8 @@ struct StatusCommand: AsyncParsableCommand {
         var customers: RunLedger.QueueSummary
         /// Deliveries of the run's notifications to the app's webhook (runs with --forward-to).
         var forwarding: PurchaseStore.ForwardingSummary?
+        /// Customers and shards the run gave up on (listed by `reconciler rejections`).
+        var givenUp: [RunLedger.GivenUp]
     }
 
     func validate() throws {
@@ -65,11 +67,12 @@ struct StatusCommand: AsyncParsableCommand {
                 rows.append(
                     Row(
                         run: run, shardsDone: shards.filter { $0.status == .done }.count,
-                        shardsFailed: shards.filter { $0.status == .failed }.count, shardsTotal: shards.count,
+                        shardsFailed: shards.filter { $0.status == .failed || $0.status == .givenUp }.count, shardsTotal: shards.count,
                         pages: shards.reduce(0) { $0 + $1.pagesDone }, customers: try await ledger.queueSummary(runId: run.runId),
                         forwarding: run.options.forwardTo == nil
                             ? nil
-                            : try await database.transaction { try await store.forwardingSummary(runIds: [run.runId], on: $0) }))
+                            : try await database.transaction { try await store.forwardingSummary(runIds: [run.runId], on: $0) },
+                        givenUp: try await ledger.givenUp(runId: run.runId)))
             }
             if json {
                 if let html, let run = runs.first {
@@ -94,8 +97,8 @@ struct StatusCommand: AsyncParsableCommand {
                 let window = "\(TimeArgument.iso8601(run.windowStart)) → \(TimeArgument.iso8601(run.windowEnd))"
                 let shards = "\(row.shardsDone)/\(row.shardsTotal)" + (row.shardsFailed > 0 ? " (\(row.shardsFailed)!)" : "")
                 let customers =
-                    "\(row.customers.done + row.customers.failed)/\(row.customers.total)"
-                    + (row.customers.failed > 0 ? " (\(row.customers.failed)!)" : "")
+                    "\(row.customers.done + row.customers.failed + row.customers.givenUp)/\(row.customers.total)"
+                    + (row.customers.failed + row.customers.givenUp > 0 ? " (\(row.customers.failed + row.customers.givenUp)!)" : "")
                 let status = run.status.rawValue + (run.dryRun ? " dry" : "")
                 print(
                     String(
@@ -103,6 +106,19 @@ struct StatusCommand: AsyncParsableCommand {
                         run.runId, pad(run.kind.rawValue, 10), pad(status, 26), pad(run.phase.rawValue, 9), pad(window, 52), pad(shards, 12),
                         row.pages,
                         pad(customers, 14), pad(ISO8601DateFormatter().string(from: run.startedAt), 20), run.holder ?? "-"))
+            }
+            let givenUp = rows.flatMap(\.givenUp).filter { $0.acknowledgedAt == nil }
+            if !givenUp.isEmpty {
+                print("")
+                print(
+                    "given up: \(givenUp.filter { $0.kind == .customer }.count) customers and \(givenUp.filter { $0.kind == .shard }.count) shards "
+                        + "not acknowledged (`reconciler rejections` lists them with the reason)")
+            }
+            let unfinished = rows.filter { $0.run.kind == .scheduled && !$0.run.dryRun && !$0.run.status.isFinished && $0.run.status != .running }
+            if !unfinished.isEmpty {
+                print(
+                    "unfinished scheduled windows: \(unfinished.map { "run \($0.run.runId)" }.joined(separator: ", ")) "
+                        + "(every `run --since-last` retries them before its newest window)")
             }
             let queue = try await database.transaction { try await store.forwardingSummary(runIds: nil, on: $0) }
             if queue.delivered + queue.pending + queue.failed > 0 {

@@ -19,6 +19,11 @@ struct WorkCommand: AsyncParsableCommand {
 
     @Option(name: .customLong("run"), help: ArgumentHelp("The run to join.", valueName: "id")) var runId: Int64
     @Option(help: ArgumentHelp("Customers processed at once (default 8).", valueName: "n")) var concurrency: Int = 8
+    @Option(
+        help: ArgumentHelp(
+            "Give up a customer that failed in this many attempts of the run in a row (default 6, env RECONCILER_GIVE_UP_AFTER).",
+            valueName: "n"))
+    var giveUpAfter: Int?
 
     @OptionGroup var app: AppOptions
     @OptionGroup var api: APIOptions
@@ -27,6 +32,7 @@ struct WorkCommand: AsyncParsableCommand {
 
     func validate() throws {
         guard concurrency >= 1 else { throw ValidationError("--concurrency must be at least 1") }
+        _ = try GiveUpOption.policy(giveUpAfter)
         guard database.maxConnections >= concurrency + 2 else {
             throw ValidationError(
                 "--max-connections \(database.maxConnections) could starve \(concurrency) customer workers: a worker needs one connection per customer it works on, one for its bookkeeping and one for the shared budget; set --max-connections to at least \(concurrency + 2) or lower --concurrency"
@@ -39,13 +45,14 @@ struct WorkCommand: AsyncParsableCommand {
         let verifier = try app.verifier()
         let client = try api.client(app: app)
         let (holder, runId, concurrency) = (ProcessIdentity.current, self.runId, self.concurrency)
+        let giveUp = try GiveUpOption.policy(giveUpAfter)
         let progress = RunProgress()
         do {
             // SIGINT or SIGTERM stop the worker at a checkpoint; its customers go back to the queue.
             try await database.runWork(logger: logger, sharing: (client, app)) { database in
                 try await Migrator().requireCurrent(database.client, logger: logger)
                 let worker = RunWorker(
-                    configuration: .init(runId: runId, concurrency: concurrency, worker: holder),
+                    configuration: .init(runId: runId, concurrency: concurrency, worker: holder, giveUp: giveUp),
                     database: database, verifier: verifier, client: client)
                 let reporter = ProgressReporter(progress: progress, logger: logger, interval: .seconds(10))
                 let progressTask = Task { await reporter.run() }

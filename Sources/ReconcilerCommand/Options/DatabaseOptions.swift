@@ -33,8 +33,8 @@ struct DatabaseOptions: ParsableArguments {
     }
 
     /// The ``Database`` settings every command shares: the name errors show, a connection of its own
-    /// for listeners, and the app's entitlement choice (RECONCILER_ENTITLE_BILLING_RETRY) for the
-    /// `entitled` the change feed records.
+    /// for listeners, and the app's entitlement choices (RECONCILER_ENTITLE_BILLING_RETRY,
+    /// RECONCILER_NON_RENEWING_TERMS) for the `entitled` the change feed records.
     func databaseConfiguration(_ settings: DatabaseSettings, unavailableTimeout: Duration = .seconds(60)) throws -> Database.Configuration {
         let dedicated: PostgresConnection.Configuration
         do {
@@ -44,7 +44,7 @@ struct DatabaseOptions: ParsableArguments {
         }
         return Database.Configuration(
             name: settings.description, unavailableTimeout: unavailableTimeout,
-            billingRetryEntitles: Env.flag("RECONCILER_ENTITLE_BILLING_RETRY"), dedicatedConnection: dedicated)
+            entitlement: try EntitlementOptions.policy(), dedicatedConnection: dedicated)
     }
 
     /// Runs a batch command's `work` (a run, a worker) with a ``Database`` that rides out restarts

@@ -1,0 +1,152 @@
+import AppStoreServer
+import Foundation
+import PostgresNIO
+import ReconcilerShared
+
+/// Customers and shards a run gave up on, so that its window can finish: the ones Apple refused
+/// (a permanent failure) and the ones that failed in ``GiveUpPolicy/attempts`` attempts of their
+/// run in a row. They are never retried; `reconciler rejections` lists them beside the quarantine
+/// and acknowledges them, and an unacknowledged one keeps its gauge (and alert) up.
+extension RunLedger {
+    /// One customer or shard given up.
+    public struct GivenUp: Sendable, Codable, Hashable {
+        public enum Kind: String, Sendable, Codable, CaseIterable {
+            /// A customer whose transaction history could not be read.
+            case customer
+            /// A shard of the notification history (`QUERY START/END`).
+            case shard
+        }
+
+        public var runId: Int64
+        public var kind: Kind
+        /// The customer's transaction id, or the shard's query and range.
+        public var subject: String
+        public var failureKind: FailureKind
+        /// The last error.
+        public var reason: String
+        /// The failures in a row that led to it.
+        public var failures: Int
+        public var givenUpAt: Date
+        public var acknowledgedAt: Date?
+        public var acknowledgedNote: String?
+    }
+
+    /// How a failed customer or shard is recorded: failed (the next attempt of the run retries it)
+    /// or given up.
+    public enum FailureOutcome: Sendable, Equatable {
+        case failed(consecutiveFailures: Int)
+        case givenUp(consecutiveFailures: Int)
+    }
+
+    /// The name a shard is given up under.
+    static func subject(of shard: ReplayPlanner.Shard) -> String {
+        "\(shard.filter) \(TimeArgument.iso8601(shard.start))/\(TimeArgument.iso8601(shard.end))"
+    }
+
+    /// Records a given-up customer or shard (in the caller's transaction).
+    func recordGivenUp(
+        runId: Int64, kind: GivenUp.Kind, subject: String, failureKind: FailureKind, reason: String, failures: Int,
+        on connection: PostgresConnection
+    ) async throws {
+        try await connection.query(
+            """
+            INSERT INTO given_up (run_id, environment, bundle_id, kind, subject, failure_kind, reason, failures)
+            SELECT run_id, environment, bundle_id, \(kind.rawValue), \(subject), \(failureKind.rawValue), \(reason), \(failures)
+            FROM reconcile_runs WHERE run_id = \(runId)
+            ON CONFLICT (run_id, kind, subject) DO UPDATE SET failure_kind = EXCLUDED.failure_kind, reason = EXCLUDED.reason,
+                failures = EXCLUDED.failures, given_up_at = now()
+            """, logger: logger)
+    }
+
+    static let givenUpColumns = """
+        run_id, kind, subject, failure_kind, reason, failures, given_up_at, acknowledged_at, acknowledged_note
+        """
+
+    private func givenUp(_ query: PostgresQuery) async throws -> [GivenUp] {
+        try await read { [logger] connection in
+            var result: [GivenUp] = []
+            let rows = try await connection.query(query, logger: logger)
+            for try await row in rows.decode((Int64, String, String, String, String, Int, Date, Date?, String?).self) {
+                guard let kind = GivenUp.Kind(rawValue: row.1), let failureKind = FailureKind(rawValue: row.3) else {
+                    throw PurchaseStoreError(description: "given_up holds a kind this version does not know (\(row.1), \(row.3))")
+                }
+                result.append(
+                    GivenUp(
+                        runId: row.0, kind: kind, subject: row.2, failureKind: failureKind, reason: row.4, failures: row.5, givenUpAt: row.6,
+                        acknowledgedAt: row.7, acknowledgedNote: row.8))
+            }
+            return result
+        }
+    }
+
+    /// What a run gave up on.
+    public func givenUp(runId: Int64) async throws -> [GivenUp] {
+        try await givenUp(
+            "SELECT \(unescaped: Self.givenUpColumns) FROM given_up WHERE run_id = \(runId) ORDER BY kind, subject")
+    }
+
+    /// What the runs of an app and environment gave up on, oldest first; unacknowledged ones only unless `all`.
+    public func givenUp(environment: String, bundleId: String, all: Bool) async throws -> [GivenUp] {
+        try await givenUp(
+            """
+            SELECT \(unescaped: Self.givenUpColumns) FROM given_up
+            WHERE environment = \(environment) AND bundle_id = \(bundleId) AND (\(all) OR acknowledged_at IS NULL)
+            ORDER BY given_up_at, run_id, kind, subject
+            """)
+    }
+
+    /// How many given-up customers and shards of an app and environment nobody acknowledged yet, by kind.
+    public func unacknowledgedGivenUpCount(environment: String, bundleId: String) async throws -> [GivenUp.Kind: Int] {
+        try await read { [logger] connection in
+            let rows = try await connection.query(
+                """
+                SELECT kind, count(*) FROM given_up
+                WHERE environment = \(environment) AND bundle_id = \(bundleId) AND acknowledged_at IS NULL GROUP BY kind
+                """, logger: logger)
+            var counts = Dictionary(uniqueKeysWithValues: GivenUp.Kind.allCases.map { ($0, 0) })
+            for try await (kind, count) in rows.decode((String, Int).self) {
+                if let kind = GivenUp.Kind(rawValue: kind) { counts[kind] = count }
+            }
+            return counts
+        }
+    }
+
+    /// Acknowledges the given-up customers or shards whose subject is `selector` (a customer's
+    /// transaction id, or a shard's whole subject), optionally of one run; returns how many.
+    public func acknowledgeGivenUp(_ selector: String, runId: Int64? = nil, note: String?, environment: String, bundleId: String) async throws -> Int
+    {
+        try await read { [logger] connection in
+            let rows = try await connection.query(
+                """
+                UPDATE given_up SET acknowledged_at = COALESCE(acknowledged_at, now()), acknowledged_note = \(note)
+                WHERE environment = \(environment) AND bundle_id = \(bundleId) AND subject = \(selector)
+                  AND (\(runId)::bigint IS NULL OR run_id = \(runId))
+                RETURNING 1
+                """, logger: logger)
+            var count = 0
+            for try await _ in rows { count += 1 }
+            return count
+        }
+    }
+}
+
+/// When a customer or shard that keeps failing is given up: after this many attempts of its run
+/// in a row (each rerun of an unfinished window is one), so one broken customer cannot keep a
+/// window, and the schedule's alerts, partial for ever.
+public struct GiveUpPolicy: Sendable, Hashable, Codable {
+    /// Failed attempts in a row before giving up; at least 1.
+    public var attempts: Int
+
+    public init(attempts: Int = Self.defaultAttempts) {
+        self.attempts = max(attempts, 1)
+    }
+
+    /// Six hourly runs: long enough for Apple's own retryable errors to pass, short enough that a
+    /// window stuck on one customer finishes the same day.
+    public static let defaultAttempts = 6
+
+    /// Whether a failure of `kind` that makes `consecutiveFailures` in a row gives up.
+    public func givesUp(_ kind: FailureKind, consecutiveFailures: Int) -> Bool {
+        kind == .permanent || consecutiveFailures >= attempts
+    }
+}

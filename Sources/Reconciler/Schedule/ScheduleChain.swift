@@ -1,0 +1,88 @@
+import AppStoreServer
+import Foundation
+
+/// The schedule's chain of windows (`run --since-last`): which unfinished scheduled windows an
+/// invocation retries, which it gives up as lost to Apple's retention, and the newest window it
+/// always recovers, from where the chain ended (minus the overlap) to now.
+///
+/// A window that stays unfinished (a customer whose history keeps failing) never freezes the
+/// schedule: it is retried by every invocation until it finishes, its failing customers and shards
+/// are given up (see ``GiveUpPolicy``), or it leaves Apple's retention; the newest window is
+/// recovered regardless.
+///
+/// ```swift
+/// let plan = ScheduleChain.plan(.init(unfinished: unfinished, newestScheduled: newest, ...), overlap: 3_600_000, now: now)
+/// for run in plan.lost { ... }     // mark lost, loudly
+/// for run in plan.retry { ... }    // rerun in its own window
+/// if let next = plan.next { ... }  // always
+/// ```
+public enum ScheduleChain {
+    /// What the ledger knows about the chain.
+    public struct State: Sendable {
+        /// Unfinished scheduled (not dry) runs, oldest first.
+        public var unfinished: [RunRecord]
+        /// The newest scheduled (not dry) run, finished or not: the chain ends where its window ends.
+        public var newestScheduled: RunRecord?
+        /// Without a scheduled run yet: the end of the newest finished run of another kind.
+        public var lastFinishedEnd: Int64?
+        /// Without any finished run: the signedDate of the newest notification the live webhook stored.
+        public var newestLiveNotification: Int64?
+
+        public init(unfinished: [RunRecord], newestScheduled: RunRecord?, lastFinishedEnd: Int64?, newestLiveNotification: Int64?) {
+            self.unfinished = unfinished
+            self.newestScheduled = newestScheduled
+            self.lastFinishedEnd = lastFinishedEnd
+            self.newestLiveNotification = newestLiveNotification
+        }
+    }
+
+    /// Where the newest window starts from.
+    public enum Origin: String, Sendable {
+        case previousScheduledWindow = "the previous scheduled window"
+        case lastFinishedRun = "the last finished run"
+        case newestLiveNotification = "the newest live notification"
+    }
+
+    public struct Plan: Sendable {
+        /// Unfinished windows whose start left Apple's retention: given up as lost.
+        public var lost: [RunRecord] = []
+        /// Unfinished windows to retry first, oldest first, each in its own window.
+        public var retry: [RunRecord] = []
+        /// The newest window; `nil` only when the chain has no start at all (no run and no live notification).
+        public var next: (start: Int64, end: Int64)?
+        public var origin: Origin?
+        /// The newest window would have started before Apple's retention, and was moved to its edge.
+        public var clippedToRetention = false
+    }
+
+    /// - Parameters:
+    ///   - overlap: how far before the chain's end the newest window starts, ms.
+    ///   - retention: how far back Apple's notification history reaches in the environment, ms.
+    public static func plan(_ state: State, overlap: Int64, now: Int64, retention: Int64) -> Plan {
+        // A minute's margin: a window starting right at the edge would be refused by the time its request is sent.
+        let oldestServed = now - retention + 60_000
+        var plan = Plan()
+        for run in state.unfinished {
+            if run.windowStart < oldestServed { plan.lost.append(run) } else { plan.retry.append(run) }
+        }
+        let chainEnd: Int64?
+        if let newest = state.newestScheduled {
+            (chainEnd, plan.origin) = (newest.windowEnd, .previousScheduledWindow)
+        } else if let end = state.lastFinishedEnd {
+            (chainEnd, plan.origin) = (end, .lastFinishedRun)
+        } else if let live = state.newestLiveNotification {
+            (chainEnd, plan.origin) = (live, .newestLiveNotification)
+        } else {
+            chainEnd = nil
+        }
+        guard let chainEnd else { return plan }
+        var start = chainEnd - overlap
+        if start < oldestServed {
+            start = oldestServed
+            plan.clippedToRetention = true
+        }
+        // A chain that ends in the future (a clock set back) still recovers a window up to now.
+        plan.next = (min(start, now - 1), now)
+        return plan
+    }
+}
