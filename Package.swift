@@ -4,6 +4,8 @@ import PackageDescription
 // Modules, one per concern:
 // - AppStoreServer: Apple's models, the signed-data verifier and the App Store Server API client.
 //   Knows nothing of PostgreSQL.
+// - ReconcilerConfiguration: the configuration file (every app and environment of a deployment),
+//   read with Yams.
 // - ReconcilerShared: what the reconciler, the mock and the command lines share that is not Apple's:
 //   the `export` shape of a purchase (PurchaseState) and the times operators type (TimeArgument).
 // - Reconciler: the notification handler, the PostgreSQL store, the planner, the replayer, the
@@ -38,6 +40,7 @@ let package = Package(
         .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.28.1"),
         .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
         .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.4.1"),
+        .package(url: "https://github.com/jpsim/Yams", from: "6.2.2"),
     ],
     targets: [
         .target(
@@ -53,6 +56,13 @@ let package = Package(
             ]
         ),
         .target(name: "ReconcilerShared"),
+        .target(
+            name: "ReconcilerConfiguration",
+            dependencies: [
+                "AppStoreServer", "ReconcilerShared",
+                .product(name: "Yams", package: "Yams"),
+            ]
+        ),
         .target(
             name: "Reconciler",
             dependencies: [
@@ -116,7 +126,7 @@ let package = Package(
         .executableTarget(
             name: "ReconcilerCommand",
             dependencies: [
-                "Reconciler", "ReconcilerShared", "Forwarder",
+                "Reconciler", "ReconcilerShared", "ReconcilerConfiguration", "Forwarder",
                 "ReconcilerMetrics",
                 "WebhookServer",
                 "AppStoreServer",
@@ -168,8 +178,8 @@ let package = Package(
         .testTarget(
             name: "ReconcilerTests",
             dependencies: [
-                "Reconciler", "ReconcilerShared", "Forwarder", "ReconcilerMetrics", "WebhookServer", "AppStoreServer",
-                "MockAppStore",
+                "Reconciler", "ReconcilerShared", "ReconcilerConfiguration", "Forwarder", "ReconcilerMetrics", "WebhookServer",
+                "AppStoreServer", "MockAppStore",
                 "ReconcilerCommand", "MockAppStoreCommand",
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),

@@ -13,6 +13,8 @@ import Foundation
 ///   until `purchaseDate` + term; else until an `expiresDate` if one was sent; else unknown (`nil`).
 /// - Non-consumables: always. Consumables: never (there is nothing to keep).
 /// - A product type that is missing or that this version does not know: never, by default.
+/// - Sandbox purchases (TestFlight, App Review) as production ones, unless the app says they do
+///   not entitle (``EntitlementPolicy/sandboxEntitles``).
 ///
 /// ```swift
 /// let policy = EntitlementPolicy(nonRenewingTerms: ["com.example.pass.30d": 30 * 86_400_000])
@@ -24,6 +26,8 @@ public enum Entitlement {
         /// Apple's `type`: "Auto-Renewable Subscription", "Non-Renewing Subscription", "Non-Consumable", "Consumable".
         public var productType: String?
         public var productId: String?
+        /// `Sandbox` or `Production`: sandbox purchases (TestFlight, App Review) entitle only when the app says so.
+        public var environment: String?
         public var purchaseDate: Int64?
         public var expiresDate: Int64?
         public var revocationDate: Int64?
@@ -31,11 +35,12 @@ public enum Entitlement {
         public var isInBillingRetryPeriod: Bool?
 
         public init(
-            productType: String?, productId: String? = nil, purchaseDate: Int64? = nil, expiresDate: Int64? = nil, revocationDate: Int64? = nil,
-            gracePeriodExpiresDate: Int64? = nil, isInBillingRetryPeriod: Bool? = nil
+            productType: String?, productId: String? = nil, environment: String? = nil, purchaseDate: Int64? = nil, expiresDate: Int64? = nil,
+            revocationDate: Int64? = nil, gracePeriodExpiresDate: Int64? = nil, isInBillingRetryPeriod: Bool? = nil
         ) {
             self.productType = productType
             self.productId = productId
+            self.environment = environment
             self.purchaseDate = purchaseDate
             self.expiresDate = expiresDate
             self.revocationDate = revocationDate
@@ -51,6 +56,7 @@ public enum Entitlement {
     ///   non-renewing subscription whose term the app did not configure).
     public static func isEntitled(_ facts: Facts, at now: Int64, policy: EntitlementPolicy = .init()) -> Bool? {
         guard facts.revocationDate == nil else { return false }
+        if facts.environment == "Sandbox", !policy.sandboxEntitles { return false }
         switch facts.productType {
         case "Auto-Renewable Subscription":
             if let expires = facts.expiresDate, expires > now { return true }
@@ -77,10 +83,14 @@ public struct EntitlementPolicy: Sendable, Hashable, Codable {
     /// How long each non-renewing subscription lasts from its purchase, by product ID, in
     /// milliseconds (env RECONCILER_NON_RENEWING_TERMS, e.g. `com.example.pass.30d=30d`).
     public var nonRenewingTerms: [String: Int64]
+    /// Whether sandbox purchases (TestFlight, App Review) entitle; default yes, so testers and
+    /// Apple's reviewers get what they bought.
+    public var sandboxEntitles: Bool
 
-    public init(billingRetryEntitles: Bool = false, nonRenewingTerms: [String: Int64] = [:]) {
+    public init(billingRetryEntitles: Bool = false, nonRenewingTerms: [String: Int64] = [:], sandboxEntitles: Bool = true) {
         self.billingRetryEntitles = billingRetryEntitles
         self.nonRenewingTerms = nonRenewingTerms
+        self.sandboxEntitles = sandboxEntitles
     }
 
     /// Parses `PRODUCT=DURATION[,PRODUCT=DURATION...]` (durations as ``TimeArgument/duration(_:)``

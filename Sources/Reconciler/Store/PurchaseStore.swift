@@ -423,7 +423,7 @@ public struct PurchaseStore: Sendable {
     /// A purchase as `export` shows it, `entitled` as of `now` (UNIX ms).
     func purchaseState(_ row: PurchaseRow, now: Int64 = Int64(Date().timeIntervalSince1970 * 1000)) -> PurchaseState {
         let facts = Entitlement.Facts(
-            productType: row.11, productId: row.2, purchaseDate: row.4, expiresDate: row.5, revocationDate: row.6,
+            productType: row.11, productId: row.2, environment: row.3, purchaseDate: row.4, expiresDate: row.5, revocationDate: row.6,
             gracePeriodExpiresDate: row.12, isInBillingRetryPeriod: row.13)
         return PurchaseState(
             originalTransactionId: row.0, latestTransactionId: row.1, productId: row.2, environment: row.3,

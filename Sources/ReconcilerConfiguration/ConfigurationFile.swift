@@ -1,0 +1,132 @@
+import AppStoreServer
+import Foundation
+import ReconcilerShared
+
+/// The configuration file (`--config FILE` or `RECONCILER_CONFIG`), as written: one In-App
+/// Purchase key for the team, the apps, and what applies to all of them. Keys are checked: an
+/// unknown key is an error (a typo must not silently mean "default").
+///
+/// ```yaml
+/// key:
+///   id: 2X9R4HXF34
+///   issuer: 57246542-96fe-1a63-e053-0824d011072a
+///   privateKeyPath: /run/secrets/AuthKey_2X9R4HXF34.p8
+/// rateLimit: {production: 40, sandbox: 4}
+/// apps:
+///   - bundleId: com.example.one
+///     appAppleId: 1234567890
+///     environments: [production, sandbox]
+/// ```
+struct ConfigurationFile: Decodable {
+    struct Key: Decodable {
+        var id: String
+        var issuer: String
+        var privateKeyPath: String
+
+        private enum CodingKeys: String, CodingKey, CaseIterable { case id, issuer, privateKeyPath }
+
+        init(from decoder: any Decoder) throws {
+            let container = try decoder.container(keyedBy: CodingKeys.self)
+            try StrictKeys.check(decoder, CodingKeys.self)
+            id = try container.decode(String.self, forKey: .id)
+            issuer = try container.decode(String.self, forKey: .issuer)
+            privateKeyPath = try container.decode(String.self, forKey: .privateKeyPath)
+        }
+    }
+
+    /// A value per environment (`production`, `sandbox`), each optional.
+    struct PerEnvironment<Value: Decodable>: Decodable {
+        var production: Value?
+        var sandbox: Value?
+
+        private enum CodingKeys: String, CodingKey, CaseIterable { case production, sandbox }
+
+        init(from decoder: any Decoder) throws {
+            let container = try decoder.container(keyedBy: CodingKeys.self)
+            try StrictKeys.check(decoder, CodingKeys.self)
+            production = try container.decodeIfPresent(Value.self, forKey: .production)
+            sandbox = try container.decodeIfPresent(Value.self, forKey: .sandbox)
+        }
+
+        subscript(environment: AppStoreEnvironment) -> Value? { environment == .sandbox ? sandbox : production }
+    }
+
+    struct App: Decodable {
+        var bundleId: String
+        var appAppleId: Int64?
+        var environments: [String]?
+        var key: Key?
+        var nonRenewingTerms: [String: String]?
+        var sandboxEntitles: Bool?
+        var forwardTo: String?
+
+        private enum CodingKeys: String, CodingKey, CaseIterable {
+            case bundleId, appAppleId, environments, key, nonRenewingTerms, sandboxEntitles, forwardTo
+        }
+
+        init(from decoder: any Decoder) throws {
+            let container = try decoder.container(keyedBy: CodingKeys.self)
+            try StrictKeys.check(decoder, CodingKeys.self)
+            bundleId = try container.decode(String.self, forKey: .bundleId)
+            appAppleId = try container.decodeIfPresent(Int64.self, forKey: .appAppleId)
+            environments = try container.decodeIfPresent([String].self, forKey: .environments)
+            key = try container.decodeIfPresent(Key.self, forKey: .key)
+            nonRenewingTerms = try container.decodeIfPresent([String: String].self, forKey: .nonRenewingTerms)
+            sandboxEntitles = try container.decodeIfPresent(Bool.self, forKey: .sandboxEntitles)
+            forwardTo = try container.decodeIfPresent(String.self, forKey: .forwardTo)
+        }
+    }
+
+    var key: Key?
+    var apiBaseURL: PerEnvironment<String>?
+    var rootCertificates: [String]?
+    var rateLimit: PerEnvironment<Double>?
+    var apps: [App]
+    var nonRenewingTerms: [String: String]?
+    var sandboxEntitles: Bool?
+    var entitleBillingRetry: Bool?
+    var forwardTo: String?
+    var giveUpAfter: Int?
+
+    private enum CodingKeys: String, CodingKey, CaseIterable {
+        case key, apiBaseURL, rootCertificates, rateLimit, apps, nonRenewingTerms, sandboxEntitles, entitleBillingRetry, forwardTo, giveUpAfter
+    }
+
+    init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        try StrictKeys.check(decoder, CodingKeys.self)
+        key = try container.decodeIfPresent(Key.self, forKey: .key)
+        apiBaseURL = try container.decodeIfPresent(PerEnvironment<String>.self, forKey: .apiBaseURL)
+        rootCertificates = try container.decodeIfPresent([String].self, forKey: .rootCertificates)
+        rateLimit = try container.decodeIfPresent(PerEnvironment<Double>.self, forKey: .rateLimit)
+        apps = try container.decode([App].self, forKey: .apps)
+        nonRenewingTerms = try container.decodeIfPresent([String: String].self, forKey: .nonRenewingTerms)
+        sandboxEntitles = try container.decodeIfPresent(Bool.self, forKey: .sandboxEntitles)
+        entitleBillingRetry = try container.decodeIfPresent(Bool.self, forKey: .entitleBillingRetry)
+        forwardTo = try container.decodeIfPresent(String.self, forKey: .forwardTo)
+        giveUpAfter = try container.decodeIfPresent(Int.self, forKey: .giveUpAfter)
+    }
+}
+
+/// Refuses keys a mapping does not know, naming the first.
+enum StrictKeys {
+    struct Unknown: Error {
+        var key: String
+        var path: [any CodingKey]
+    }
+
+    private struct AnyKey: CodingKey {
+        var stringValue: String
+        var intValue: Int? { nil }
+        init(stringValue: String) { self.stringValue = stringValue }
+        init?(intValue: Int) { nil }
+    }
+
+    static func check<Keys: CodingKey & CaseIterable>(_ decoder: any Decoder, _: Keys.Type) throws {
+        let known = Set(Keys.allCases.map(\.stringValue))
+        let container = try decoder.container(keyedBy: AnyKey.self)
+        if let unknown = container.allKeys.map(\.stringValue).sorted().first(where: { !known.contains($0) }) {
+            throw Unknown(key: unknown, path: decoder.codingPath)
+        }
+    }
+}

@@ -1,0 +1,293 @@
+import AppStoreServer
+import Foundation
+import ReconcilerShared
+import Yams
+
+/// Every app and environment one deployment serves, with what each needs: its In-App Purchase
+/// key, API base URL, request budget and entitlement choices. It comes from the configuration file
+/// (``load(file:)``), or, for one app, from the `APP_STORE_*` environment variables (the command
+/// line builds that one target itself).
+///
+/// ```swift
+/// let configuration = try ReconcilerConfiguration.load(file: "/etc/reconciler/reconciler.yaml")
+/// for target in try configuration.targets(app: nil, environment: nil) { print(target.app) }
+/// ```
+public struct ReconcilerConfiguration: Sendable {
+    /// An In-App Purchase key: the `.p8` file's path, never its contents.
+    public struct APIKey: Sendable, Hashable, CustomStringConvertible {
+        public var id: String
+        public var issuer: String
+        public var privateKeyPath: String
+
+        public init(id: String, issuer: String, privateKeyPath: String) {
+            self.id = id
+            self.issuer = issuer
+            self.privateKeyPath = privateKeyPath
+        }
+
+        public var description: String { "key \(id) (\(privateKeyPath))" }
+    }
+
+    /// One app in one environment, and what its processes need.
+    public struct Target: Sendable, CustomStringConvertible {
+        public var app: AppTarget
+        public var key: APIKey
+        /// `nil`: Apple's host for the environment.
+        public var apiBaseURL: String?
+        /// The app's request budget per endpoint in this environment (requests per second); `nil`:
+        /// the default (80% of Apple's limit).
+        public var rateLimit: Double?
+        public var entitlement: EntitlementPolicy
+        /// The app's own webhook, when its notifications are forwarded there.
+        public var forwardTo: String?
+
+        public init(
+            app: AppTarget, key: APIKey, apiBaseURL: String? = nil, rateLimit: Double? = nil, entitlement: EntitlementPolicy = .init(),
+            forwardTo: String? = nil
+        ) {
+            self.app = app
+            self.key = key
+            self.apiBaseURL = apiBaseURL
+            self.rateLimit = rateLimit
+            self.entitlement = entitlement
+            self.forwardTo = forwardTo
+        }
+
+        public var description: String { app.description }
+    }
+
+    public var targets: [Target]
+    /// Trusted roots, PEM or DER files or directories; `nil`: the bundled Apple Root CA - G3.
+    public var rootCertificates: [String]?
+    /// When a customer or shard that keeps failing is given up (`nil`: the default).
+    public var giveUpAfter: Int?
+    /// Where it came from, for messages: the file's path, or "the environment".
+    public var source: String
+
+    public init(targets: [Target], rootCertificates: [String]? = nil, giveUpAfter: Int? = nil, source: String) {
+        self.targets = targets
+        self.rootCertificates = rootCertificates
+        self.giveUpAfter = giveUpAfter
+        self.source = source
+    }
+
+    /// The targets `--app` and `--environment` select (all when neither is given); an error when
+    /// the selection matches none.
+    public func targets(app bundleId: String?, environment: AppStoreEnvironment?) throws -> [Target] {
+        let selected = targets.filter { target in
+            (bundleId == nil || target.app.bundleId == bundleId) && (environment == nil || target.app.environment == environment)
+        }
+        guard !selected.isEmpty else {
+            let wanted = [bundleId, environment.map { $0.rawValue }].compactMap { $0 }.joined(separator: " in ")
+            throw ConfigurationError(
+                .noSuchApp, source: source,
+                detail: "\(source) configures no app \(wanted); it configures \(targets.map(\.app.description).joined(separator: ", "))")
+        }
+        return selected
+    }
+
+    /// The target signed data names, if configured: the bundle id and environment, and in
+    /// production the app's Apple ID.
+    public func target(bundleId: String?, environment: AppStoreEnvironment?, appAppleId: Int64?) -> Target? {
+        targets.first { $0.app.owns(bundleId: bundleId, environment: environment, appAppleId: appAppleId) }
+    }
+
+    // MARK: The file
+
+    /// Reads and checks a configuration file. Errors name the file and the key, never a secret
+    /// (the file holds the key's path, not the key).
+    public static func load(file path: String) throws -> ReconcilerConfiguration {
+        let text: String
+        do {
+            text = try String(contentsOfFile: path, encoding: .utf8)
+        } catch {
+            throw ConfigurationError(.unreadable, source: path, detail: "cannot read \(path): \((error as NSError).localizedDescription)")
+        }
+        let file: ConfigurationFile
+        do {
+            file = try YAMLDecoder().decode(ConfigurationFile.self, from: text)
+        } catch let unknown as StrictKeys.Unknown {
+            throw ConfigurationError(
+                .unknownKey, source: path, key: Self.keyPath(unknown.path + [Key(unknown.key)]),
+                detail: "\(path): unknown key \(Self.keyPath(unknown.path + [Key(unknown.key)]))")
+        } catch let error as DecodingError {
+            throw Self.describe(error, file: path)
+        } catch {
+            // Yams' parser errors quote the line; the file holds no secret (only the key's path).
+            throw ConfigurationError(.invalidYAML, source: path, detail: "\(path) is not valid YAML: \(error)")
+        }
+        return try resolve(file, path: path)
+    }
+
+    private static func resolve(_ file: ConfigurationFile, path: String) throws -> ReconcilerConfiguration {
+        guard !file.apps.isEmpty else { throw ConfigurationError(.missingKey, source: path, key: "apps", detail: "\(path): apps lists no app") }
+        let globalTerms = try terms(file.nonRenewingTerms, key: "nonRenewingTerms", path: path)
+        if let giveUp = file.giveUpAfter, giveUp < 1 {
+            throw ConfigurationError(.invalidValue, source: path, key: "giveUpAfter", detail: "\(path): giveUpAfter must be at least 1")
+        }
+        for (environment, limit) in [("production", file.rateLimit?.production), ("sandbox", file.rateLimit?.sandbox)] {
+            if let limit, !(limit > 0) {
+                throw ConfigurationError(
+                    .invalidValue, source: path, key: "rateLimit.\(environment)", detail: "\(path): rateLimit.\(environment) must be above 0")
+            }
+        }
+        for (environment, url) in [("production", file.apiBaseURL?.production), ("sandbox", file.apiBaseURL?.sandbox)] {
+            if let url, URL(string: url)?.scheme == nil {
+                throw ConfigurationError(
+                    .invalidValue, source: path, key: "apiBaseURL.\(environment)",
+                    detail: "\(path): apiBaseURL.\(environment) must be a URL such as https://api.storekit.apple.com")
+            }
+        }
+        var targets: [Target] = []
+        for (index, app) in file.apps.enumerated() {
+            let at = "apps[\(index)]"
+            guard !app.bundleId.isEmpty else {
+                throw ConfigurationError(.invalidValue, source: path, key: "\(at).bundleId", detail: "\(path): \(at).bundleId is empty")
+            }
+            guard let key = app.key ?? file.key else {
+                throw ConfigurationError(
+                    .missingKey, source: path, key: "key",
+                    detail: "\(path): no In-App Purchase key for \(app.bundleId): set key (the team's) or \(at).key")
+            }
+            var environments: [AppStoreEnvironment] = []
+            for (position, name) in (app.environments ?? ["production"]).enumerated() {
+                switch name.lowercased() {
+                case "production": environments.append(.production)
+                case "sandbox": environments.append(.sandbox)
+                default:
+                    throw ConfigurationError(
+                        .invalidValue, source: path, key: "\(at).environments[\(position)]",
+                        detail: "\(path): \(at).environments[\(position)] is \(name): use production or sandbox")
+                }
+            }
+            guard !environments.isEmpty else {
+                throw ConfigurationError(.invalidValue, source: path, key: "\(at).environments", detail: "\(path): \(at).environments is empty")
+            }
+            let appTerms = try terms(app.nonRenewingTerms, key: "\(at).nonRenewingTerms", path: path)
+            for environment in environments {
+                if environment == .production, app.appAppleId == nil {
+                    throw ConfigurationError(
+                        .missingKey, source: path, key: "\(at).appAppleId",
+                        detail: "\(path): \(at).appAppleId is required for production (notifications carry it)")
+                }
+                let target = AppTarget(bundleId: app.bundleId, environment: environment, appAppleId: app.appAppleId)
+                guard !targets.contains(where: { $0.app.bundleId == target.bundleId && $0.app.environment == environment }) else {
+                    throw ConfigurationError(
+                        .duplicateApp, source: path, key: "\(at).bundleId", detail: "\(path): \(target) is configured twice")
+                }
+                let entitlement = EntitlementPolicy(
+                    billingRetryEntitles: file.entitleBillingRetry ?? false,
+                    nonRenewingTerms: globalTerms.merging(appTerms) { $1 },
+                    sandboxEntitles: app.sandboxEntitles ?? file.sandboxEntitles ?? true)
+                targets.append(
+                    Target(
+                        app: target, key: .init(id: key.id, issuer: key.issuer, privateKeyPath: key.privateKeyPath),
+                        apiBaseURL: file.apiBaseURL?[environment], rateLimit: file.rateLimit?[environment], entitlement: entitlement,
+                        forwardTo: app.forwardTo ?? file.forwardTo))
+            }
+        }
+        return ReconcilerConfiguration(
+            targets: targets, rootCertificates: file.rootCertificates, giveUpAfter: file.giveUpAfter, source: path)
+    }
+
+    private static func terms(_ terms: [String: String]?, key: String, path: String) throws -> [String: Int64] {
+        var result: [String: Int64] = [:]
+        for (product, text) in terms ?? [:] {
+            guard let duration = TimeArgument.duration(text), duration > 0 else {
+                throw ConfigurationError(
+                    .invalidValue, source: path, key: "\(key).\(product)",
+                    detail: "\(path): \(key).\(product) is \(text): give a duration such as 30d")
+            }
+            result[product] = duration
+        }
+        return result
+    }
+
+    // MARK: Errors
+
+    private struct Key: CodingKey {
+        var stringValue: String
+        var intValue: Int? { nil }
+        init(_ value: String) { stringValue = value }
+        init(stringValue: String) { self.stringValue = stringValue }
+        init?(intValue: Int) { nil }
+    }
+
+    /// `apps[1].key.id`.
+    static func keyPath(_ path: [any CodingKey]) -> String {
+        path.reduce("") { text, key in
+            if let index = key.intValue { return "\(text)[\(index)]" }
+            return text.isEmpty ? key.stringValue : "\(text).\(key.stringValue)"
+        }
+    }
+
+    private static func describe(_ error: DecodingError, file path: String) -> ConfigurationError {
+        switch error {
+        case .keyNotFound(let key, let context):
+            let name = keyPath(context.codingPath + [key])
+            return ConfigurationError(.missingKey, source: path, key: name, detail: "\(path): \(name) is missing")
+        case .typeMismatch(let type, let context), .valueNotFound(let type, let context):
+            let name = keyPath(context.codingPath)
+            return ConfigurationError(
+                .invalidValue, source: path, key: name, detail: "\(path): \(name) must be \(Self.describe(type))")
+        case .dataCorrupted(let context):
+            if let unknown = context.underlyingError as? StrictKeys.Unknown {
+                let name = keyPath(unknown.path + [Key(unknown.key)])
+                return ConfigurationError(.unknownKey, source: path, key: name, detail: "\(path): unknown key \(name)")
+            }
+            if let yaml = context.underlyingError as? YamlError {
+                return ConfigurationError(.invalidYAML, source: path, detail: "\(path) is not valid YAML: \(yaml)")
+            }
+            let name = keyPath(context.codingPath)
+            return ConfigurationError(
+                .invalidValue, source: path, key: name,
+                detail: "\(path): \(name.isEmpty ? "the file" : name) cannot be read: \(context.debugDescription)")
+        @unknown default:
+            return ConfigurationError(.invalidYAML, source: path, detail: "\(path) cannot be read")
+        }
+    }
+
+    private static func describe(_ type: Any.Type) -> String {
+        switch type {
+        case is String.Type: "a string"
+        case is Int.Type, is Int64.Type: "a whole number"
+        case is Double.Type: "a number"
+        case is Bool.Type: "true or false"
+        case is [Any].Type: "a list"
+        default: "a mapping"
+        }
+    }
+}
+
+/// A configuration that cannot be used: which file and key, and what is wrong. Its description
+/// names keys and values a person wrote, never a secret (the file holds no key, only its path).
+public struct ConfigurationError: Error, CustomStringConvertible, Sendable {
+    /// What kind of problem; match this, not the text.
+    public struct Code: Hashable, Sendable, CustomStringConvertible {
+        let name: String
+        public static let unreadable = Code(name: "unreadable")
+        public static let invalidYAML = Code(name: "invalidYAML")
+        public static let unknownKey = Code(name: "unknownKey")
+        public static let missingKey = Code(name: "missingKey")
+        public static let invalidValue = Code(name: "invalidValue")
+        public static let duplicateApp = Code(name: "duplicateApp")
+        public static let noSuchApp = Code(name: "noSuchApp")
+        public var description: String { name }
+    }
+
+    public var code: Code
+    /// The file (or "the environment").
+    public var source: String
+    /// The key, as a path (`apps[1].appAppleId`), when one is at fault.
+    public var key: String?
+    var detail: String
+
+    init(_ code: Code, source: String, key: String? = nil, detail: String) {
+        self.code = code
+        self.source = source
+        self.key = key
+        self.detail = detail
+    }
+
+    public var description: String { detail }
+}
