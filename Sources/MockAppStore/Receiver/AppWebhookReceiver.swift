@@ -63,8 +63,10 @@ public final class AppWebhookReceiver: Service, Sendable {
         /// Deliveries received and not answered yet, by notificationUUID.
         public var inFlightByNotification: [String: Int] = [:]
         /// The notifications a delivery of which arrived while an earlier delivery of the same one
-        /// was still unanswered: sent twice at once.
+        /// was still unanswered (and its sender still waiting for the answer): sent twice at once.
         public var deliveredTwiceAtOnce: Set<String> = []
+        /// Held deliveries whose sender closed the connection before the answer.
+        public var abandoned = 0
 
         public init() {}
     }
@@ -82,8 +84,8 @@ public final class AppWebhookReceiver: Service, Sendable {
 
     public let configuration: Configuration
     private let state: Mutex<(statistics: Statistics, behaviour: Behaviour, failuresLeft: Int)>
-    /// While set, deliveries wait here (``hold()``) until ``release()``.
-    private let held = Mutex<(holding: Bool, waiting: [CheckedContinuation<Void, Never>])>((false, []))
+    /// While set, deliveries wait here (``hold()``) until ``release()``, or until their sender goes away.
+    private let held = Mutex<(holding: Bool, waiting: [UUID: CheckedContinuation<Bool, Never>])>((false, [:]))
     private let onBound: @Sendable (Int) async throws -> Void
 
     public init(configuration: Configuration, onBound: @escaping @Sendable (Int) async throws -> Void = { _ in }) {
@@ -104,19 +106,25 @@ public final class AppWebhookReceiver: Service, Sendable {
     public func release() {
         let waiting = held.withLock { held in
             held.holding = false
-            defer { held.waiting = [] }
-            return held.waiting
+            defer { held.waiting = [:] }
+            return held.waiting.values
         }
-        for waiter in waiting { waiter.resume() }
+        for waiter in waiting { waiter.resume(returning: true) }
     }
 
-    private func waitIfHeld() async {
-        await withCheckedContinuation { continuation in
+    /// Waits while deliveries are held; `false` when the sender closed the connection meanwhile
+    /// (it no longer waits for an answer: the delivery is no longer in flight).
+    private func waitIfHeld(closed: EventLoopFuture<Void>?) async -> Bool {
+        let id = UUID()
+        return await withCheckedContinuation { continuation in
             let holding = held.withLock { held in
-                if held.holding { held.waiting.append(continuation) }
+                if held.holding { held.waiting[id] = continuation }
                 return held.holding
             }
-            if !holding { continuation.resume() }
+            guard holding else { return continuation.resume(returning: true) }
+            closed?.whenComplete { [self] _ in
+                held.withLock { $0.waiting.removeValue(forKey: id) }?.resume(returning: false)
+            }
         }
     }
 
@@ -173,7 +181,10 @@ public final class AppWebhookReceiver: Service, Sendable {
                 }
             }
         }
-        await waitIfHeld()
+        guard await waitIfHeld(closed: request.connectionClosed) else {
+            state.withLock { $0.statistics.abandoned += 1 }
+            return MockHTTPResponse(status: .serviceUnavailable, delivery: .drop)
+        }
         if let delay = behaviour.delayMilliseconds, delay > 0 { try? await Task.sleep(for: .milliseconds(delay)) }
         if let secret = configuration.secret,
             !Self.isSigned(body: body, header: request.headers.first(name: "Reconciler-Signature"), secret: secret)

@@ -22,8 +22,8 @@ struct PruneCommand: AsyncParsableCommand {
             deliveries are never pruned.
 
             --dry-run prints how many rows each option would remove and removes nothing. Exit codes: 0 done; 1 \
-            usage or configuration (no option, an age under 1h, the schema not migrated); 2 the database stayed \
-            unreachable (run it again).
+            usage or configuration (no option, an age under 1h, the schema not migrated, no database to connect \
+            to); 2 the database went away while pruning (run it again: what was removed stays removed).
 
               reconciler prune --changes-older-than 30d --delivered-older-than 7d --dry-run
               reconciler prune --changes-older-than 30d --delivered-older-than 7d
