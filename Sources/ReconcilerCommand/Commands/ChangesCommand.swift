@@ -27,7 +27,7 @@ struct ChangesCommand: AsyncParsableCommand {
               reconciler changes --app-account-token 6f1c...-...-... --since 0
               reconciler changes --run-id 42                             # every change a run made (its report lists 1,000)
               reconciler changes --newest                                # the newest id, for a new consumer
-              reconciler changes --prune-before 30d                      # retention, from cron
+              reconciler changes --prune-before 30d                      # retention: reconciler prune --changes-older-than 30d
 
             --follow stays connected: it waits on LISTEN reconciler_changes (a connection of its own, so point \
             it at PostgreSQL or a session-mode pool, not PgBouncer in transaction mode, where it only polls) and \
