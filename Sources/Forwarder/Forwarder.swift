@@ -4,6 +4,7 @@ import Foundation
 import Logging
 import NIOCore
 import NIOFoundationCompat
+import PostgresNIO
 import Reconciler
 import ServiceLifecycle
 
@@ -11,10 +12,21 @@ import ServiceLifecycle
 /// exact body `{"signedPayload": "..."}`, so the app's handler processes it as if Apple had sent
 /// it. A 2xx is recorded and the delivery is never sent again; any other answer or no answer
 /// (a timeout) is retried with exponential backoff up to `maximumAttempts`, then marked failed.
-/// Deliveries are leased from PostgreSQL (several forwarders share the queue) and sent with no
-/// transaction open; a forwarder killed after sending but before recording the answer leaves the
-/// delivery to be sent again when its lease runs out (at once when it died on this host):
-/// at-least-once, like Apple's own delivery (apps already dedup by notificationUUID).
+///
+/// Several forwarders share the queue (`serve` replicas, runs, `reconciler forward`) and never
+/// have one delivery in flight at once: each leases a delivery only when it is about to send it
+/// (after waiting for its turn under `requestsPerSecond`), with a token of its own and for
+/// `leaseDuration`; renews the lease every quarter of it while the request is in flight; and
+/// cancels the request as soon as the lease is no longer certainly its own (taken over, or not
+/// renewed for three quarters of its duration, before it can run out in the database). Answers
+/// are recorded only while the row carries the token. A forwarder killed after sending but before
+/// recording the answer leaves the delivery to be sent again when its lease runs out (at once
+/// when it died on this host): at-least-once, like Apple's own delivery (apps already dedup by
+/// notificationUUID).
+///
+/// A forwarder delivers only the rows queued for its own URL's ``ForwardingTarget``: the queue
+/// keeps no URL, so rows for another webhook wait for a process configured with that URL (it
+/// says so in its log).
 ///
 /// With a secret, each delivery carries `Reconciler-Signature: t=<UNIX seconds>,v1=<hex>`, the
 /// HMAC-SHA256 of `"<t>.<body>"` with the secret, so the app can tell these deliveries from
@@ -24,17 +36,25 @@ import ServiceLifecycle
 /// ``drain(runIds:upTo:)`` delivers one run's notifications before the run ends.
 ///
 /// ```swift
-/// let forwarder = Forwarder(configuration: .init(secret: ForwardingSecret("s3cret")), database: database)
+/// let forwarder = Forwarder(
+///     configuration: .init(url: ForwardingURL("https://app.internal/apple"), secret: ForwardingSecret("s3cret")), database: database)
 /// let left = try await forwarder.drain(runIds: [run.runId], upTo: .seconds(60))
 /// ```
 public struct Forwarder: Service, Sendable {
     public struct Configuration: Sendable {
+        /// The app's webhook; only deliveries queued for its target are sent.
+        public var url: ForwardingURL
         /// Deliveries in flight at once.
         public var concurrency: Int
-        /// Deliveries started per second at most (`nil`: no limit).
+        /// Deliveries started per second at most by this forwarder (`nil`: no limit). Per process:
+        /// several forwarders of one app together send up to the sum of theirs.
         public var requestsPerSecond: Double?
         /// How long the app may take to answer.
         public var timeout: Duration
+        /// How long a lease lasts without renewal; renewed every quarter of it while a delivery is
+        /// in flight, so it bounds how long a dead forwarder's delivery waits, not how long the
+        /// app may take.
+        public var leaseDuration: Duration
         /// Tries before a delivery is marked failed.
         public var maximumAttempts: Int
         /// The first retry's delay; each further one doubles, up to `maximumBackoff`.
@@ -48,13 +68,16 @@ public struct Forwarder: Service, Sendable {
         public var worker: String
 
         public init(
-            concurrency: Int = 4, requestsPerSecond: Double? = nil, timeout: Duration = .seconds(10), maximumAttempts: Int = 12,
-            initialBackoff: Duration = .seconds(5), maximumBackoff: Duration = .seconds(3600), secret: ForwardingSecret? = nil,
-            pollInterval: Duration = .seconds(1), worker: String = ProcessIdentity.current
+            url: ForwardingURL, concurrency: Int = 4, requestsPerSecond: Double? = nil, timeout: Duration = .seconds(10),
+            leaseDuration: Duration = .seconds(30), maximumAttempts: Int = 12, initialBackoff: Duration = .seconds(5),
+            maximumBackoff: Duration = .seconds(3600), secret: ForwardingSecret? = nil, pollInterval: Duration = .seconds(1),
+            worker: String = ProcessIdentity.current
         ) {
+            self.url = url
             self.concurrency = concurrency
             self.requestsPerSecond = requestsPerSecond
             self.timeout = timeout
+            self.leaseDuration = leaseDuration
             self.maximumAttempts = maximumAttempts
             self.initialBackoff = initialBackoff
             self.maximumBackoff = maximumBackoff
@@ -70,6 +93,10 @@ public struct Forwarder: Service, Sendable {
     let httpClient: HTTPClient
     let logger: Logger
     let pacer: Pacer
+    /// The targets whose waiting deliveries this forwarder already named in its log.
+    private let reportedTargets = Locked<Set<String>>([])
+    /// One transaction at a time (leases, answers, renewals): the forwarder needs one pooled connection.
+    private let oneAtATime = OneAtATime()
 
     public init(configuration: Configuration, database: Database, httpClient: HTTPClient = .shared) {
         self.configuration = configuration
@@ -78,6 +105,14 @@ public struct Forwarder: Service, Sendable {
         self.httpClient = httpClient
         self.logger = database.logger
         self.pacer = Pacer(perSecond: configuration.requestsPerSecond)
+    }
+
+    /// A transaction of this forwarder's, after the one before it ended.
+    private func transaction<Result: Sendable>(
+        on database: Database? = nil, _ body: @escaping @Sendable (PostgresConnection) async throws -> Result
+    ) async throws -> Result {
+        let database = database ?? self.database
+        return try await oneAtATime.run { try await database.transaction(body) }
     }
 
     /// Delivers what is due, and what falls due, until a graceful shutdown or cancellation; a
@@ -89,9 +124,12 @@ public struct Forwarder: Service, Sendable {
     /// Delivers until `isStopping` says so (checked between batches, so deliveries in flight
     /// finish and their answers are recorded) or the task is cancelled.
     public func run(until isStopping: @escaping @Sendable () -> Bool) async {
+        var idleRounds = 0
         while !Task.isCancelled, !isStopping() {
             var sent = 0
             do {
+                // Now and then (and at start), name the deliveries that wait for another webhook.
+                if idleRounds % 60 == 0 { try await reportOtherTargets() }
                 sent = try await deliverDue()
             } catch is CancellationError {
                 return
@@ -99,6 +137,7 @@ public struct Forwarder: Service, Sendable {
                 logger.warning("forwarding paused: the queue could not be read", metadata: ["error": "\(error)"])
             }
             guard sent == 0 else { continue }
+            idleRounds += 1
             // Idle: look again after the poll interval, or sooner when asked to stop.
             let wake = ContinuousClock.now + configuration.pollInterval
             while ContinuousClock.now < wake, !isStopping() {
@@ -111,47 +150,159 @@ public struct Forwarder: Service, Sendable {
         }
     }
 
-    /// Where the deliveries of `runIds` stand (`nil`: the whole queue).
+    /// Where the deliveries of `runIds` stand (`nil`: the whole queue), whatever their target.
     public func summary(runIds: [Int64]?) async throws -> PurchaseStore.ForwardingSummary {
-        try await database.transaction { [store] in try await store.forwardingSummary(runIds: runIds, on: $0) }
+        try await transaction { [store] in try await store.forwardingSummary(runIds: runIds, on: $0) }
     }
 
-    /// Delivers until the deliveries of `runIds` (`nil`: the whole queue) are all delivered or
-    /// failed, or `time` is up (retries are waited for within it); anything else that is due is
-    /// delivered on the way. Returns where those deliveries stand.
+    /// Delivers until this forwarder's deliveries of `runIds` (`nil`: the whole queue) are all
+    /// delivered or failed, or `time` is up (retries are waited for within it); anything else
+    /// that is due for its target is delivered on the way. Returns where the deliveries of
+    /// `runIds` stand, whatever their target.
     public func drain(runIds: [Int64]?, upTo time: Duration) async throws -> PurchaseStore.ForwardingSummary {
         let deadline = ContinuousClock.now + time
-        while true {
-            let summary = try await summary(runIds: runIds)
-            guard summary.pending > 0, ContinuousClock.now < deadline, !Task.isCancelled else { return summary }
+        let (store, target) = (self.store, configuration.url.target)
+        try await reportOtherTargets()
+        while ContinuousClock.now < deadline, !Task.isCancelled {
+            let pending = try await transaction { try await store.pendingDeliveries(target: target, runIds: runIds, on: $0) }
+            guard pending > 0 else { break }
             if try await deliverDue() == 0 {
                 try? await Task.sleep(for: min(.milliseconds(200), max(deadline - ContinuousClock.now, .milliseconds(1))))
             }
         }
+        return try await summary(runIds: runIds)
     }
 
-    /// Leases what is due and delivers it, `concurrency` at a time; returns how many were sent.
-    /// Only the sends run concurrently: answers are recorded one at a time as they come, so the
-    /// forwarder needs one pooled connection at a time.
+    /// Logs, once per target, the deliveries that wait for another webhook than this forwarder's,
+    /// and what delivers them; returns them.
+    @discardableResult
+    public func reportOtherTargets() async throws -> [(target: ForwardingTarget, pending: Int)] {
+        let store = self.store
+        let others = try await transaction { try await store.waitingTargets(on: $0) }.filter {
+            $0.target.id != configuration.url.target.id
+        }
+        let new = reportedTargets.withLock { reported in others.filter { reported.insert($0.target.id).inserted } }
+        for (target, pending) in new {
+            logger.warning(
+                "deliveries wait for another webhook than this forwarder's; only a forwarder configured with that URL delivers them",
+                metadata: [
+                    "target": "\(target.redacted)", "pending": "\(pending)",
+                    "do": "run `reconciler forward --once --forward-to <that URL>` (or set RECONCILER_FORWARD_TO to it)",
+                ])
+        }
+        return others
+    }
+
+    /// Leases and sends due deliveries of this forwarder's target, `concurrency` at a time and
+    /// each only when it is about to be sent, up to `concurrency × 4` of them; returns how many
+    /// were sent. Answers are recorded as they come and the leases in flight renewed beside them,
+    /// one transaction at a time (one pooled connection).
     func deliverDue() async throws -> Int {
-        let (store, configuration) = (self.store, self.configuration)
-        let batch = try await database.transaction { connection in
+        let (store, configuration, leases) = (self.store, self.configuration, DeliveryLeases())
+        try await transaction { connection in
             try await store.releaseDeliveries(where: ProcessIdentity.isDeadOnThisHost, on: connection)
-            return try await store.leaseDeliveries(
-                worker: configuration.worker, limit: configuration.concurrency * 4, leaseDuration: configuration.timeout * 3, on: connection)
         }
-        guard !batch.isEmpty else { return 0 }
-        try await withThrowingTaskGroup(of: (PurchaseStore.Delivery, PurchaseStore.DeliveryResult).self) { group in
-            var next = batch.makeIterator()
-            for _ in 0..<min(configuration.concurrency, batch.count) {
-                if let delivery = next.next() { group.addTask { (delivery, await send(delivery)) } }
+        return try await withThrowingTaskGroup(of: (PurchaseStore.Delivery, PurchaseStore.DeliveryResult?)?.self) { group in
+            group.addTask {
+                await renewLeases(leases)
+                return nil
             }
-            while let (delivery, result) = try await group.next() {
+            defer { group.cancelAll() }
+            var (sent, inFlight) = (0, 0)
+            while sent < configuration.concurrency * 4, !Task.isCancelled {
+                if inFlight == configuration.concurrency {
+                    try await recordNext(from: &group)
+                    inFlight -= 1
+                }
+                // The turn first, then the lease: a delivery never waits for its turn while leased.
+                await pacer.waitForTurn()
+                let leasedAt = ContinuousClock.now
+                let token = UUID()
+                guard
+                    let delivery = try await transaction({ connection in
+                        try await store.leaseDelivery(
+                            target: configuration.url.target, worker: configuration.worker, token: token,
+                            leaseDuration: configuration.leaseDuration, on: connection)
+                    })
+                else { break }
+                await leases.add(token, validUntil: leasedAt + configuration.leaseDuration)
+                group.addTask { (delivery, await sendWhileLeased(delivery, leases: leases)) }
+                (sent, inFlight) = (sent + 1, inFlight + 1)
+            }
+            while inFlight > 0 {
+                try await recordNext(from: &group)
+                inFlight -= 1
+            }
+            return sent
+        }
+    }
+
+    /// Waits for the next delivery to end and records its answer (the lease renewer never ends first).
+    private func recordNext(
+        from group: inout ThrowingTaskGroup<(PurchaseStore.Delivery, PurchaseStore.DeliveryResult?)?, any Error>
+    ) async throws {
+        while let next = try await group.next() {
+            guard let (delivery, result) = next else { continue }
+            if let result {
                 try await record(delivery, result)
-                if let delivery = next.next() { group.addTask { (delivery, await send(delivery)) } }
+            } else {
+                logger.warning(
+                    "stopped a delivery whose lease was no longer certainly this forwarder's; another forwarder may send it",
+                    metadata: ["notificationUUID": "\(delivery.notificationUUID)", "target": "\(delivery.target.redacted)"])
+            }
+            return
+        }
+    }
+
+    /// Renews the leases in flight every quarter of the lease duration until cancelled; a lease
+    /// the database no longer gives this forwarder is marked lost, and its request is cancelled.
+    private func renewLeases(_ leases: DeliveryLeases) async {
+        let (store, configuration) = (self.store, self.configuration)
+        // A renewal that waits longer than its interval is no use: the next one tries again.
+        let database = self.database.with(unavailableTimeout: configuration.leaseDuration / 4)
+        while !Task.isCancelled {
+            do {
+                try await Task.sleep(for: configuration.leaseDuration / 4)
+            } catch {
+                return
+            }
+            let tokens = await leases.tokens()
+            guard !tokens.isEmpty else { continue }
+            let startedAt = ContinuousClock.now
+            do {
+                let held = try await transaction(on: database) { connection in
+                    try await store.renewDeliveryLeases(
+                        tokens, worker: configuration.worker, leaseDuration: configuration.leaseDuration, on: connection)
+                }
+                await leases.renewed(tokens, held: held, validUntil: startedAt + configuration.leaseDuration)
+            } catch {
+                // Not renewed: the requests are cancelled before the leases can run out.
+                logger.debug("could not renew the forwarding leases", metadata: ["error": "\(error)"])
             }
         }
-        return batch.count
+    }
+
+    /// Sends `delivery` while its lease is certainly this forwarder's: the request is cancelled
+    /// when the lease is lost or could run out (a quarter of its duration before it would); `nil`
+    /// then, and the answer is not recorded.
+    private func sendWhileLeased(_ delivery: PurchaseStore.Delivery, leases: DeliveryLeases) async -> PurchaseStore.DeliveryResult? {
+        let margin = configuration.leaseDuration / 4
+        let result = await withTaskGroup(of: PurchaseStore.DeliveryResult?.self) { group in
+            group.addTask { await send(delivery) }
+            group.addTask {
+                // Wakes at the cutoff or a little after a renewal marked the lease lost.
+                while let cutoff = await leases.cutoff(delivery.leaseToken, margin: margin), ContinuousClock.now < cutoff {
+                    try? await Task.sleep(until: min(cutoff, ContinuousClock.now + margin / 2), clock: .continuous)
+                    if Task.isCancelled { break }
+                }
+                return nil
+            }
+            let first = await group.next() ?? nil
+            group.cancelAll()
+            return first
+        }
+        await leases.remove(delivery.leaseToken)
+        return result
     }
 
     private func record(_ delivery: PurchaseStore.Delivery, _ result: PurchaseStore.DeliveryResult) async throws {
@@ -161,18 +312,22 @@ public struct Forwarder: Service, Sendable {
             logger.warning(
                 "the app's webhook did not take a forwarded notification",
                 metadata: [
-                    "notificationUUID": "\(delivery.notificationUUID)", "target": "\(ForwardingTarget.redacted(delivery.targetURL))",
+                    "notificationUUID": "\(delivery.notificationUUID)", "target": "\(delivery.target.redacted)",
                     "status": "\(code.map(String.init) ?? "none")", "error": "\(error)", "attempt": "\(delivery.attempts + 1)",
                 ])
         }
         let (store, worker) = (self.store, configuration.worker)
-        try await database.transaction { try await store.recordDelivery(delivery, worker: worker, result: result, on: $0) }
+        let recorded = try await transaction { try await store.recordDelivery(delivery, worker: worker, result: result, on: $0) }
+        if !recorded {
+            logger.warning(
+                "the answer to a delivery was not recorded: its lease had passed to another forwarder",
+                metadata: ["notificationUUID": "\(delivery.notificationUUID)"])
+        }
     }
 
     func send(_ delivery: PurchaseStore.Delivery) async -> PurchaseStore.DeliveryResult {
-        await pacer.waitForTurn()
         let body = Self.body(signedPayload: delivery.signedPayload)
-        var request = HTTPClientRequest(url: delivery.targetURL)
+        var request = HTTPClientRequest(url: configuration.url.value)
         request.method = .POST
         request.headers.add(name: "Content-Type", value: "application/json")
         request.headers.add(name: "User-Agent", value: "app-store-reconciler/1.0 (forwarding)")
@@ -229,15 +384,53 @@ public struct ForwardingSecret: Sendable, CustomStringConvertible, CustomDebugSt
     public var debugDescription: String { "ForwardingSecret(<redacted>)" }
 }
 
-/// The app's webhook URL as logs and reports show it: scheme, host, port and path, without the
-/// user, password or query a URL may carry as credentials.
-public enum ForwardingTarget {
-    public static func redacted(_ url: String) -> String {
-        guard var components = URLComponents(string: url) else { return "<invalid URL>" }
-        if components.user != nil || components.password != nil { (components.user, components.password) = ("…", nil) }
-        if components.query != nil { components.query = "…" }
-        components.fragment = nil
-        return components.string ?? "<invalid URL>"
+/// The leases of the deliveries one ``Forwarder/deliverDue()`` has in flight: until when each is
+/// certainly this forwarder's (by this process's clock: the database's `lease_until` is at least
+/// that late), or that it is lost.
+actor DeliveryLeases {
+    private var validUntil: [UUID: ContinuousClock.Instant] = [:]
+
+    func add(_ token: UUID, validUntil instant: ContinuousClock.Instant) { validUntil[token] = instant }
+
+    func remove(_ token: UUID) { validUntil[token] = nil }
+
+    func tokens() -> [UUID] { Array(validUntil.keys) }
+
+    /// After a renewal of `tokens` that began before `instant` minus the lease duration: those the
+    /// database gave back are valid until `instant`; the others are lost.
+    func renewed(_ tokens: [UUID], held: Set<UUID>, validUntil instant: ContinuousClock.Instant) {
+        for token in tokens where validUntil[token] != nil {
+            validUntil[token] = held.contains(token) ? max(validUntil[token]!, instant) : nil
+        }
+    }
+
+    /// When a request under `token` must stop (`margin` before the lease could run out); `nil`
+    /// when the lease is lost.
+    func cutoff(_ token: UUID, margin: Duration) -> ContinuousClock.Instant? { validUntil[token].map { $0 - margin } }
+}
+
+/// Runs one body at a time, in the order they came, without blocking a thread.
+final class OneAtATime: Sendable {
+    private let state = Locked<(busy: Bool, waiting: [CheckedContinuation<Void, Never>])>((false, []))
+
+    func run<T: Sendable>(_ body: () async throws -> T) async throws -> T {
+        await withCheckedContinuation { (turn: CheckedContinuation<Void, Never>) in
+            let now = state.withLock { state in
+                if state.busy { state.waiting.append(turn) }
+                defer { state.busy = true }
+                return !state.busy
+            }
+            if now { turn.resume() }
+        }
+        defer {
+            // The next in line gets the turn; the state stays busy for it.
+            let next = state.withLock { state in
+                state.busy = !state.waiting.isEmpty
+                return state.waiting.isEmpty ? nil : state.waiting.removeFirst()
+            }
+            next?.resume()
+        }
+        return try await body()
     }
 }
 
@@ -257,9 +450,4 @@ actor Pacer {
         next = slot + interval
         if slot > now { try? await Task.sleep(until: slot, clock: .continuous) }
     }
-}
-
-extension Duration {
-    /// Whole milliseconds.
-    var milliseconds: Int64 { components.seconds * 1000 + components.attoseconds / 1_000_000_000_000_000 }
 }

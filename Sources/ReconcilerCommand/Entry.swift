@@ -22,7 +22,7 @@ struct ReconcilerCommand: AsyncParsableCommand {
             """,
         subcommands: [
             MigrateCommand.self, ServeCommand.self, RunCommand.self, RepairCommand.self, WorkCommand.self, StatusCommand.self,
-            RejectionsCommand.self, ForwardCommand.self, ChangesCommand.self, InspectCommand.self, ExportCommand.self,
+            RejectionsCommand.self, ForwardCommand.self, ChangesCommand.self, PruneCommand.self, InspectCommand.self, ExportCommand.self,
             DetectOutageCommand.self, CheckWebhookCommand.self,
         ])
 

@@ -31,9 +31,9 @@ public struct WebhookServer: Sendable {
         public var maximumBodySize: Int
         /// The app's own webhook: every notification stored for the first time is queued for it,
         /// in the same transaction (`serve --forward-to`); a forwarder service delivers the queue.
-        public var forwardTo: String?
+        public var forwardTo: ForwardingTarget?
 
-        public init(host: String = "0.0.0.0", port: Int = 8080, maximumBodySize: Int = 256 * 1024, forwardTo: String? = nil) {
+        public init(host: String = "0.0.0.0", port: Int = 8080, maximumBodySize: Int = 256 * 1024, forwardTo: ForwardingTarget? = nil) {
             self.host = host
             self.port = port
             self.maximumBodySize = maximumBodySize
@@ -103,7 +103,7 @@ public struct WebhookServer: Sendable {
         let result: HandlingResult
         do {
             result = try await handler.handle(
-                signedPayload: signedPayload, source: .webhook, forwarding: configuration.forwardTo.map { .init(targetURL: $0) })
+                signedPayload: signedPayload, source: .webhook, forwarding: configuration.forwardTo.map { .init(target: $0) })
         } catch let error as VerificationError {
             metrics.rejected(reason: error.reason.rawValue)
             logger.warning("notification rejected", metadata: ["reason": "\(error.reason.rawValue)", "detail": "\(error.detail)"])

@@ -335,6 +335,53 @@ import Testing
         }
     }
 
+    /// Review point 6: a follower that is behind when a prune removes the rows it has not read
+    /// yet ends as a reader started after the prune would (exit 1, "resync"), instead of going on
+    /// after the gap. The follower is stopped (SIGSTOP) while the rows are written and pruned, so
+    /// it is behind for certain, and continued afterwards.
+    @Test func aFollowerBehindAPruneEndsAsAtStart() async throws {
+        try await TestDatabase.with { db in
+            let handler = try app.handler(db)
+            _ = try await handler.handle(signedPayload: try subscribed("behind-0"), source: .webhook)
+            let follower = try RunningProcess(
+                "reconciler", ["changes", "--since", "0", "--follow", "--poll-interval", "100ms"],
+                environment: ["DATABASE_URL": db.url, "LOG_LEVEL": "warning"])
+            defer { follower.signal(SIGKILL) }
+            try await eventually("the follower caught up") { Self.completeLines(follower.stdout).count == 1 }
+            // Stopped outside a transaction: one it held open would keep the prune from reaching the new rows.
+            let busy: PostgresQuery = """
+                SELECT count(*) FROM pg_stat_activity
+                WHERE datname = current_database() AND pid <> pg_backend_pid() AND (state LIKE 'idle in transaction%' OR state = 'active')
+                  AND query NOT ILIKE 'LISTEN%'
+                """
+            try await eventually("the follower stopped between reads") {
+                follower.signal(SIGSTOP)
+                if try await db.count(busy) == 0 { return true }
+                follower.signal(SIGCONT)
+                return false
+            }
+            for index in 1...3 { _ = try await handler.handle(signedPayload: try subscribed("behind-\(index)"), source: .webhook) }
+            try await eventually("the rows readable") { try await Self.feed(db).count == 4 }
+            let ids = try await Self.feed(db).map(\.changeId)
+            // All but the newest are old: the prune takes the row the follower read and the two it did not.
+            try await db.execute("UPDATE purchase_changes SET changed_at = now() - interval '40 days' WHERE change_id <> \(ids[3])")
+            let pruned = try await Self.reconciler(db, ["changes", "--prune-before", "30d"])
+            #expect(pruned.status == 0 && pruned.stdout.hasPrefix("pruned 3 changes"), "\(pruned.stdout) \(pruned.stderr)")
+            let atStart = try await Self.reconciler(db, ["changes", "--since", "\(ids[0])"])
+            #expect(atStart.status == 1)
+
+            follower.signal(SIGCONT)
+            try await eventually("the follower ended or read past the gap") {
+                !follower.process.isRunning || Self.completeLines(follower.stdout).count > 1
+            }
+            if follower.process.isRunning { follower.signal(SIGTERM) }
+            let ended = try await follower.wait(timeout: .seconds(30))
+            #expect(ended.status == atStart.status, "\(ended.stderr)")
+            #expect(Self.completeLines(ended.stdout).count == 1, "nothing after the gap")
+            #expect(ended.stderr.contains("resync this consumer"), "\(ended.stderr)")
+        }
+    }
+
     /// `--follow` wakes on the commit's notification (the poll interval here is an hour), gets its
     /// LISTEN connection back after the server drops it, and ends with exit 0 on SIGTERM.
     @Test func aFollowerWakesOnNotifyReconnectsAndStopsCleanly() async throws {

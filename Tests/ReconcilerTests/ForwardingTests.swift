@@ -166,18 +166,70 @@ import Testing
                 #expect(receiver.statistics.acknowledged.isEmpty)
 
                 // Still down: the worker has nothing due (failed ones wait for --retry-failed), exit 0.
-                let idle = try await rehearsal.reconciler(["forward", "--once"])
+                let idle = try await rehearsal.reconciler(["forward", "--once", "--forward-to", receiverURL])
                 #expect(idle.status == 0, "\(idle.stderr)")
                 // Retried while still down: they fail for good again, which needs a person (4).
-                let stillDown = try await rehearsal.reconciler(["forward", "--once", "--retry-failed", "--forward-attempts", "1"])
+                let stillDown = try await rehearsal.reconciler(
+                    ["forward", "--once", "--retry-failed", "--forward-attempts", "1"], environment: ["RECONCILER_FORWARD_TO": receiverURL])
                 #expect(stillDown.status == 4, "\(stillDown.stderr)")
 
                 receiver.setBehaviour(.init(status: 200))
-                let back = try await rehearsal.reconciler(["forward", "--once", "--retry-failed", "--forward-backoff", "50ms"])
+                let back = try await rehearsal.reconciler([
+                    "forward", "--once", "--retry-failed", "--forward-backoff", "50ms", "--forward-to", receiverURL,
+                ])
                 #expect(back.status == 0, "\(back.stderr)")
                 #expect(Set(receiver.statistics.acknowledged.keys) == outage)
                 #expect(receiver.statistics.acknowledged.values.allSatisfy { $0 == 1 })
                 #expect(try await rehearsal.db.count("SELECT count(*) FROM forward_queue WHERE status <> 'delivered'") == 0)
+            }
+        }
+    }
+
+    /// Review point 7: a webhook URL's credentials and query reach no output, report, log or
+    /// table; the queue keeps the URL's id, so a forwarder given another URL leaves those
+    /// deliveries alone and says what delivers them, and one given the same URL delivers them.
+    @Test func aForwardURLsCredentialsAndQueryAreNeitherPrintedNorStored() async throws {
+        let (password, token) = ("pw-\(UUID().uuidString)", "tok-\(UUID().uuidString)")
+        try await Self.withReceiver(.init()) { receiver, receiverURL in
+            var components = try #require(URLComponents(string: receiverURL))
+            (components.user, components.password, components.query) = ("app", password, "token=\(token)")
+            let url = try #require(components.string)
+            try await Rehearsal.with(customers: 20, seed: 65, environment: ["LOG_LEVEL": "debug"]) { rehearsal in
+                let outage = Set(try Self.undelivered(try await Self.notifications(of: rehearsal), in: rehearsal).map(\.notificationUUID))
+                let reportPath = Rehearsal.temporaryFile("report.json")
+                defer { try? FileManager.default.removeItem(atPath: reportPath) }
+                // The app is down during the run: its deliveries stay queued.
+                receiver.setBehaviour(.init(status: 503))
+                let run = try await rehearsal.runWindow([
+                    "--forward-to", url, "--report-json", reportPath, "--forward-drain-timeout", "0s", "--forward-backoff", "50ms",
+                ])
+                #expect(run.status == 0, "\(run.stderr)")
+                #expect(receiver.statistics.acknowledged.isEmpty)
+                receiver.setBehaviour(.init(status: 200))
+                // Another webhook's forwarder delivers none of them, and says what does.
+                let other = try await rehearsal.reconciler(["forward", "--once", "--forward-to", "http://127.0.0.1:9/other"])
+                #expect(other.status == 0, "\(other.stderr)")
+                #expect(other.stdout.contains("pending for another webhook, http://…@127.0.0.1:"), "\(other.stdout)")
+                #expect(receiver.statistics.acknowledged.isEmpty)
+                let forward = try await rehearsal.reconciler(["forward", "--once", "--forward-to", url, "--forward-backoff", "50ms"])
+                #expect(forward.status == 0, "\(forward.stderr)")
+                #expect(Set(receiver.statistics.acknowledged.keys) == outage)
+
+                let status = try await rehearsal.reconciler(["status", "--json"])
+                let statusText = try await rehearsal.reconciler(["status", "--run", "1"])
+                let stored = try await rehearsal.db.strings(
+                    "SELECT options::text FROM reconcile_runs UNION ALL SELECT row_to_json(q)::text FROM forward_queue q")
+                #expect(stored.count == 1 + outage.count)
+                let report = try String(contentsOfFile: reportPath, encoding: .utf8)
+                for (name, text) in [
+                    ("run stdout", run.stdout), ("run stderr", run.stderr), ("status --json", status.stdout), ("status", statusText.stdout),
+                    ("forward", other.stdout + other.stderr + forward.stdout + forward.stderr), ("report", report),
+                    ("tables", stored.joined(separator: "\n")), ("serve", rehearsal.serve.stderr),
+                ] {
+                    #expect(!text.contains(password) && !text.contains(token), "\(name) holds a secret of the URL")
+                }
+                // The run's target, as its redacted URL (JSON escapes the slashes).
+                #expect(status.stdout.contains("…@127.0.0.1:\(components.port!)\\/notifications?…"), "\(status.stdout)")
             }
         }
     }

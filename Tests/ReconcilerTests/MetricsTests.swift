@@ -128,7 +128,7 @@ import Testing
             let queuedAfter = Date().timeIntervalSince1970 - 1
             _ = try await app.handler(db).handle(
                 signedPayload: payload, source: .webhook,
-                forwarding: .init(targetURL: "http://127.0.0.1:9/notifications"))
+                forwarding: .init(target: ForwardingTarget(url: "http://127.0.0.1:9/notifications")))
 
             try await ledgerMetrics.refresh()
             parsed = try PrometheusText(parsing: metrics.exposition())
@@ -139,6 +139,15 @@ import Testing
             #expect((parsed.value("reconciler_forward_queue_oldest_pending_timestamp_seconds") ?? 0) > queuedAfter)
             #expect(parsed.value("reconciler_last_finished_run_timestamp_seconds") == 1_790_000_000.5)
             #expect(parsed.value("reconciler_webhook_last_notification_timestamp_seconds") == Double(signedDate) / 1000)
+
+            // Delivered: the count comes from the counter migration 0009's triggers keep, not from the rows.
+            try await db.execute("UPDATE forward_queue SET status = 'delivered', delivered_at = now(), attempts = 1")
+            try await ledgerMetrics.refresh()
+            parsed = try PrometheusText(parsing: metrics.exposition())
+            #expect(parsed.value("reconciler_forward_queue_deliveries", ["status": "delivered"]) == 1)
+            #expect(parsed.value("reconciler_forward_queue_deliveries", ["status": "pending"]) == 0)
+            try await db.execute("DELETE FROM forward_queue")
+            #expect(try await db.count("SELECT delivered FROM forward_queue_totals") == 0)
 
             // A notification this process stores moves it forward; the database's older value does not move it back.
             let received = Date().timeIntervalSince1970

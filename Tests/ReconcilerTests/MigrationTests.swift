@@ -62,4 +62,44 @@ import Testing
             }
         }
     }
+
+    /// Migration 0009 turns the URLs a queue row or a run's options held into a target id and a
+    /// redacted form, the same as the code makes them, so no URL secret stays at rest and the
+    /// rows still match a forwarder configured with the same URL.
+    @Test func migration0009KeepsTargetsAndNoURLSecrets() async throws {
+        let urls = [
+            "https://hooks:pw-secret@app.example.com:8443/apple/notifications?token=tok-secret#frag",
+            "http://127.0.0.1:9000/notifications", "https://user@app.example.com/a@b?x=y", "http://[::1]:8080/hook?k=v",
+            "https://app.example.com/hook#tok-secret",
+        ]
+        try await TestDatabase.with(migrate: false) { db in
+            try await Migrator(migrations: Migration.embedded.filter { $0.version < 9 }).migrate(db.client, logger: TestDatabase.logger)
+            for (index, url) in urls.enumerated() {
+                let options = #"{"forwardTo": "\#(url)"}"#
+                try await db.execute(
+                    """
+                    INSERT INTO reconcile_runs (kind, environment, bundle_id, window_start_ms, window_end_ms, status, phase, dry_run, options)
+                    VALUES ('manual', 'Production', 'com.example', 0, 1, 'succeeded', 'done', false, \(options)::jsonb)
+                    """)
+                try await db.execute(
+                    """
+                    INSERT INTO forward_queue (notification_uuid, target_url, status, delivered_at)
+                    VALUES (\("n-\(index)"), \(url), \(index == 0 ? "delivered" : "pending"), \(index == 0 ? Date() : nil))
+                    """)
+            }
+            try await Migrator().migrate(db.client, logger: TestDatabase.logger)
+            let targets = urls.map(ForwardingTarget.init(url:))
+            let rows = try await db.strings("SELECT target_id || ' ' || target_redacted FROM forward_queue ORDER BY notification_uuid")
+            #expect(rows == targets.map { "\($0.id) \($0.redacted)" })
+            #expect(targets[0].redacted == "https://…@app.example.com:8443/apple/notifications?…")
+            #expect(targets[2].redacted == "https://…@app.example.com/a@b?…")
+            let options = try await db.strings("SELECT options::text FROM reconcile_runs ORDER BY run_id")
+            let decoded = try options.map { try JSONDecoder().decode(RunOptions.self, from: Data($0.utf8)).forwardTo }
+            #expect(decoded == targets)
+            let everything = try await db.strings(
+                "SELECT options::text FROM reconcile_runs UNION ALL SELECT row_to_json(q)::text FROM forward_queue q")
+            #expect(everything.allSatisfy { !$0.contains("secret") }, "\(everything)")
+            #expect(try await db.count("SELECT delivered FROM forward_queue_totals") == 1)
+        }
+    }
 }

@@ -60,6 +60,13 @@ public final class AppWebhookReceiver: Service, Sendable {
         public var malformed = 0
         /// Deliveries received and not answered yet.
         public var inFlight = 0
+        /// Deliveries received and not answered yet, by notificationUUID.
+        public var inFlightByNotification: [String: Int] = [:]
+        /// The notifications a delivery of which arrived while an earlier delivery of the same one
+        /// was still unanswered (and its sender still waiting for the answer): sent twice at once.
+        public var deliveredTwiceAtOnce: Set<String> = []
+        /// Held deliveries whose sender closed the connection before the answer.
+        public var abandoned = 0
 
         public init() {}
     }
@@ -77,6 +84,8 @@ public final class AppWebhookReceiver: Service, Sendable {
 
     public let configuration: Configuration
     private let state: Mutex<(statistics: Statistics, behaviour: Behaviour, failuresLeft: Int)>
+    /// While set, deliveries wait here (``hold()``) until ``release()``, or until their sender goes away.
+    private let held = Mutex<(holding: Bool, waiting: [UUID: CheckedContinuation<Bool, Never>])>((false, [:]))
     private let onBound: @Sendable (Int) async throws -> Void
 
     public init(configuration: Configuration, onBound: @escaping @Sendable (Int) async throws -> Void = { _ in }) {
@@ -89,6 +98,36 @@ public final class AppWebhookReceiver: Service, Sendable {
 
     public func setBehaviour(_ behaviour: Behaviour) { state.withLock { $0.behaviour = behaviour } }
 
+    /// From now on, every delivery waits unanswered (counted in flight) until ``release()``: an
+    /// app that takes as long as a test needs, with no clock involved.
+    public func hold() { held.withLock { $0.holding = true } }
+
+    /// Answers every delivery held so far, and stops holding new ones.
+    public func release() {
+        let waiting = held.withLock { held in
+            held.holding = false
+            defer { held.waiting = [:] }
+            return held.waiting.values
+        }
+        for waiter in waiting { waiter.resume(returning: true) }
+    }
+
+    /// Waits while deliveries are held; `false` when the sender closed the connection meanwhile
+    /// (it no longer waits for an answer: the delivery is no longer in flight).
+    private func waitIfHeld(closed: EventLoopFuture<Void>?) async -> Bool {
+        let id = UUID()
+        return await withCheckedContinuation { continuation in
+            let holding = held.withLock { held in
+                if held.holding { held.waiting[id] = continuation }
+                return held.holding
+            }
+            guard holding else { return continuation.resume(returning: true) }
+            closed?.whenComplete { [self] _ in
+                held.withLock { $0.waiting.removeValue(forKey: id) }?.resume(returning: false)
+            }
+        }
+    }
+
     /// Serves until cancelled (or a graceful shutdown).
     public func run() async throws {
         try await cancelWhenGracefulShutdown { try await self.run(onBound: self.onBound) }
@@ -96,7 +135,12 @@ public final class AppWebhookReceiver: Service, Sendable {
 
     public func run(onBound: @Sendable (Int) async throws -> Void) async throws {
         let server = MockHTTPServer(host: configuration.host, port: configuration.port) { [self] request in await answer(request) }
-        try await server.run(onBound: onBound)
+        // Held deliveries are answered when the receiver stops, so its connections can close.
+        try await withTaskCancellationHandler {
+            try await server.run(onBound: onBound)
+        } onCancel: {
+            release()
+        }
     }
 
     func answer(_ request: MockHTTPRequest) async -> MockHTTPResponse {
@@ -118,12 +162,29 @@ public final class AppWebhookReceiver: Service, Sendable {
 
     private func receive(_ request: MockHTTPRequest) async -> MockHTTPResponse {
         let body = Data(buffer: request.body)
+        let uuid = Self.notification(in: body)?.uuid
         let behaviour = state.withLock { state -> Behaviour in
             state.statistics.received += 1
             state.statistics.inFlight += 1
+            if let uuid {
+                if state.statistics.inFlightByNotification[uuid, default: 0] > 0 { state.statistics.deliveredTwiceAtOnce.insert(uuid) }
+                state.statistics.inFlightByNotification[uuid, default: 0] += 1
+            }
             return state.behaviour
         }
-        defer { state.withLock { $0.statistics.inFlight -= 1 } }
+        defer {
+            state.withLock { state in
+                state.statistics.inFlight -= 1
+                if let uuid {
+                    state.statistics.inFlightByNotification[uuid, default: 1] -= 1
+                    if state.statistics.inFlightByNotification[uuid] == 0 { state.statistics.inFlightByNotification[uuid] = nil }
+                }
+            }
+        }
+        guard await waitIfHeld(closed: request.connectionClosed) else {
+            state.withLock { $0.statistics.abandoned += 1 }
+            return MockHTTPResponse(status: .serviceUnavailable, delivery: .drop)
+        }
         if let delay = behaviour.delayMilliseconds, delay > 0 { try? await Task.sleep(for: .milliseconds(delay)) }
         if let secret = configuration.secret,
             !Self.isSigned(body: body, header: request.headers.first(name: "Reconciler-Signature"), secret: secret)

@@ -12,6 +12,8 @@ struct MockHTTPRequest: Sendable {
     var body: ByteBuffer
     /// When the request arrived, UNIX ms.
     var arrivedAt: Int64
+    /// Completes when the client's connection closes (a client that gave up on the answer).
+    var connectionClosed: EventLoopFuture<Void>?
 
     func queryValues(_ name: String) -> [String] { query.filter { $0.name == name }.map(\.value) }
     func queryValue(_ name: String) -> String? { queryValues(name).first }
@@ -98,7 +100,8 @@ struct MockHTTPServer: Sendable {
                         body.writeBuffer(&chunk)
                     case .end:
                         guard let requestHead = head else { continue }
-                        let request = Self.request(requestHead, body: body)
+                        var request = Self.request(requestHead, body: body)
+                        request.connectionClosed = connection.channel.closeFuture
                         let response = await handler(request)
                         switch response.delivery {
                         case .drop:

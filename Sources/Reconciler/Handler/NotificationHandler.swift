@@ -69,11 +69,12 @@ public struct NotificationHandler: Sendable {
     /// this system records for the first time, unless `only` names the ones to forward (a replay
     /// forwards those Apple did not deliver).
     public struct Forwarding: Sendable {
-        public var targetURL: String
+        /// The webhook the queue rows name (an id and the redacted URL, never the URL itself).
+        public var target: ForwardingTarget
         public var only: Set<String>?
 
-        public init(targetURL: String, only: Set<String>? = nil) {
-            self.targetURL = targetURL
+        public init(target: ForwardingTarget, only: Set<String>? = nil) {
+            self.target = target
             self.only = only
         }
     }

@@ -145,12 +145,13 @@ public struct RunLedger: Sendable {
     /// get another try (what Apple refused, and what was given up, does not).
     /// Takes an unfinished run up again; with `forwardTo`, the rest of it forwards there (a run
     /// started without `--forward-to` and resumed with it forwards what it records from now on).
-    func resume(runId: Int64, holder: String, forwardTo: String? = nil) async throws {
+    func resume(runId: Int64, holder: String, forwardTo: ForwardingTarget? = nil) async throws {
+        let target = try forwardTo.map { String(decoding: try JSONEncoder().encode($0), as: UTF8.self) }
         try await read { [logger] connection in
             try await connection.query(
                 """
                 UPDATE reconcile_runs SET status = 'running', holder = \(holder), updated_at = now(), finished_at = NULL, failure = NULL,
-                    options = CASE WHEN \(forwardTo)::text IS NULL THEN options ELSE jsonb_set(options, '{forwardTo}', to_jsonb(\(forwardTo)::text)) END
+                    options = CASE WHEN \(target)::text IS NULL THEN options ELSE jsonb_set(options, '{forwardTo}', \(target)::jsonb) END
                 WHERE run_id = \(runId)
                 """, logger: logger)
             try await connection.query(

@@ -9,13 +9,14 @@ public struct RunOptions: Sendable, Codable, Hashable {
     /// Phase 2 also calls Get All Subscription Statuses (replayed notifications are snapshots).
     public var refreshStatus: Bool
     /// The app's own webhook: each notification the run records for the first time that Apple did
-    /// not deliver is queued for it.
-    public var forwardTo: String?
+    /// not deliver is queued for it. Its id and redacted URL only: the URL comes from the
+    /// configuration of the process that delivers.
+    public var forwardTo: ForwardingTarget?
     /// A repair: the customer it was asked for, as the command line named it (`order-id MQ5Q7X2ZYB`).
     public var repairOf: String?
 
     public init(
-        planner: ReplayPlanner.Configuration = .init(), allCustomers: Bool = false, refreshStatus: Bool = false, forwardTo: String? = nil,
+        planner: ReplayPlanner.Configuration = .init(), allCustomers: Bool = false, refreshStatus: Bool = false, forwardTo: ForwardingTarget? = nil,
         repairOf: String? = nil
     ) {
         self.planner = planner
@@ -32,7 +33,7 @@ public struct RunOptions: Sendable, Codable, Hashable {
             planner: try container.decodeIfPresent(ReplayPlanner.Configuration.self, forKey: .planner) ?? .init(),
             allCustomers: try container.decodeIfPresent(Bool.self, forKey: .allCustomers) ?? false,
             refreshStatus: try container.decodeIfPresent(Bool.self, forKey: .refreshStatus) ?? false,
-            forwardTo: try container.decodeIfPresent(String.self, forKey: .forwardTo),
+            forwardTo: try container.decodeIfPresent(ForwardingTarget.self, forKey: .forwardTo),
             repairOf: try container.decodeIfPresent(String.self, forKey: .repairOf))
     }
 }

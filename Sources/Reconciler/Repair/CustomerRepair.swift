@@ -104,12 +104,12 @@ public struct CustomerRepair: Sendable {
         public var dryRun: Bool
         /// The app's own webhook: the notifications the repair records for the first time that Apple
         /// did not deliver are queued for it, as a run's are.
-        public var forwardTo: String?
+        public var forwardTo: ForwardingTarget?
         /// Names this process in the ledger.
         public var worker: String
 
         public init(
-            selector: Selector, since: Int64? = nil, fullHistory: Bool = false, dryRun: Bool = false, forwardTo: String? = nil,
+            selector: Selector, since: Int64? = nil, fullHistory: Bool = false, dryRun: Bool = false, forwardTo: ForwardingTarget? = nil,
             worker: String = ProcessIdentity.current
         ) {
             self.selector = selector

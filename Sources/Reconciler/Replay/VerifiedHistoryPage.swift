@@ -48,7 +48,7 @@ struct VerifiedHistoryPage: Sendable {
     /// forwards) and records its counts, changes and rejections under the run, in the caller's transaction.
     func record(context: RunContext, on connection: PostgresConnection) async throws -> Recorded {
         let (run, handler, ledger) = (context.run, context.handler, context.ledger)
-        let forwarding = run.options.forwardTo.map { NotificationHandler.Forwarding(targetURL: $0, only: undelivered) }
+        let forwarding = run.options.forwardTo.map { NotificationHandler.Forwarding(target: $0, only: undelivered) }
         let results = try await handler.apply(notifications, source: .history(runId: run.runId), forwarding: forwarding, on: connection)
         try await ledger.addCounts(
             runId: run.runId,

@@ -91,8 +91,9 @@ extension PurchaseStore {
     }
 
     /// A place in the feed: a row's id and the transaction that wrote it. A reader keeps the
-    /// position of the last row it read (not only the id), so it goes on even after that row is pruned.
-    public struct FeedPosition: Sendable, Hashable, CustomStringConvertible {
+    /// position of the last row read (not only the id), so it goes on even after that row is pruned.
+    /// Positions compare in feed order.
+    public struct FeedPosition: Sendable, Hashable, Comparable, CustomStringConvertible {
         public let changeId: Int64
         /// The writing transaction's `xid8`, as text.
         let xid: String
@@ -101,6 +102,11 @@ extension PurchaseStore {
         public static let start = FeedPosition(changeId: 0, xid: "0")
 
         public var description: String { "change \(changeId)" }
+
+        public static func < (left: FeedPosition, right: FeedPosition) -> Bool {
+            let (a, b) = (UInt64(left.xid) ?? 0, UInt64(right.xid) ?? 0)
+            return a != b ? a < b : left.changeId < right.changeId
+        }
     }
 
     /// Rows read from the feed, and where the next read starts.
@@ -108,6 +114,9 @@ extension PurchaseStore {
         public var changes: [FeedChange]
         /// The position of the last row read (the position read after, when there was none).
         public var end: FeedPosition
+        /// Whether rows after the position read after had been pruned when the batch was read
+        /// (seen in the same snapshot as the rows): a reader at that position missed them.
+        public var missedPrunedRows: Bool
     }
 
     /// The position of a change id, or `nil` when it is not in the feed (pruned, or never
@@ -135,49 +144,85 @@ extension PurchaseStore {
     /// The changes after `position`, at most `limit`, in feed order; with `appAccountToken`, only
     /// changes of purchases that belonged to that app user before or after the change (a purchase
     /// moved to another user shows in both users' feeds); with `runId`, only that run's changes.
+    ///
+    /// One statement, so one snapshot, also says how far the feed was pruned then (the last row
+    /// deleted, kept in `purchase_changes_pruned`): past `position`, rows this reader never read
+    /// are gone (``FeedBatch/missedPrunedRows``). When fewer than `limit` match, the batch ends at
+    /// the newest row the statement could read, matching or not: everything up to it was looked
+    /// at, so a filtered reader moves on with the feed, and a prune behind it is no gap for it.
     public func changes(
         after position: FeedPosition, limit: Int, appAccountToken: String? = nil, runId: Int64? = nil,
         on connection: PostgresConnection
     ) async throws -> FeedBatch {
         let rows = try await connection.query(
             """
-            SELECT c.change_id, c.xid::text AS xid_text, c.original_transaction_id, c.app_account_token, c.source, c.notification_uuid,
-                   c.run_id, c.before_state::text, c.after_state::text, c.changed_at
-            FROM purchase_changes c
-            WHERE (c.xid, c.change_id) > (\(position.xid)::xid8, \(position.changeId))
-              AND c.xid < pg_snapshot_xmin(pg_current_snapshot())
-              AND (\(appAccountToken)::text IS NULL OR c.app_account_token = \(appAccountToken)
-                   OR c.before_state->>'appAccountToken' = \(appAccountToken))
-              AND (\(runId)::bigint IS NULL OR c.run_id = \(runId))
-            -- The column, not the text above: ORDER BY a bare name takes an output column first, and
-            -- text sorts '1000' before '999'.
-            ORDER BY c.xid, c.change_id
-            LIMIT \(limit)
+            (SELECT 'change' AS kind, c.change_id, c.xid::text AS xid_text, c.original_transaction_id, c.app_account_token, c.source,
+                    c.notification_uuid, c.run_id, c.before_state::text, c.after_state::text, c.changed_at
+             FROM purchase_changes c
+             WHERE (c.xid, c.change_id) > (\(position.xid)::xid8, \(position.changeId))
+               AND c.xid < pg_snapshot_xmin(pg_current_snapshot())
+               AND (\(appAccountToken)::text IS NULL OR c.app_account_token = \(appAccountToken)
+                    OR c.before_state->>'appAccountToken' = \(appAccountToken))
+               AND (\(runId)::bigint IS NULL OR c.run_id = \(runId))
+             -- The column, not the text above: ORDER BY a bare name takes an output column first, and
+             -- text sorts '1000' before '999'.
+             ORDER BY c.xid, c.change_id
+             LIMIT \(limit))
+            UNION ALL
+            (SELECT 'scanned', c.change_id, c.xid::text, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL
+             FROM purchase_changes c
+             WHERE (c.xid, c.change_id) > (\(position.xid)::xid8, \(position.changeId))
+               AND c.xid < pg_snapshot_xmin(pg_current_snapshot())
+             ORDER BY c.xid DESC, c.change_id DESC
+             LIMIT 1)
+            UNION ALL
+            SELECT 'pruned', p.change_id, p.xid::text, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL FROM purchase_changes_pruned p
             """, logger: logger)
         let decoder = JSONDecoder()
-        var batch = FeedBatch(changes: [], end: position)
-        for try await row in rows.decode((Int64, String, String, String?, String, String?, Int64?, String?, String, Date).self) {
-            guard let source = ChangeSource(rawValue: row.4) else {
-                throw PurchaseStoreError(description: "change \(row.0) has an unknown source \(row.4)")
+        var batch = FeedBatch(changes: [], end: position, missedPrunedRows: false)
+        var scannedTo: FeedPosition?
+        var positions: [Int64: FeedPosition] = [:]
+        for try await row in rows.decode(
+            (String, Int64, String, String?, String?, String?, String?, Int64?, String?, String?, Date?).self)
+        {
+            let rowPosition = FeedPosition(changeId: row.1, xid: row.2)
+            switch row.0 {
+            case "scanned":
+                scannedTo = rowPosition
+                continue
+            case "pruned":
+                batch.missedPrunedRows = rowPosition > position
+                continue
+            default: break
+            }
+            guard let original = row.3, let sourceName = row.5, let source = ChangeSource(rawValue: sourceName), let after = row.9,
+                let changedAt = row.10
+            else {
+                throw PurchaseStoreError(description: "change \(row.1) has an unknown source \(row.5 ?? "null")")
             }
             batch.changes.append(
                 FeedChange(
-                    changeId: row.0, originalTransactionId: row.2, appAccountToken: row.3, source: source, notificationUUID: row.5, runId: row.6,
-                    before: try row.7.map { try decoder.decode(PurchaseState.self, from: Data($0.utf8)) },
-                    after: try decoder.decode(PurchaseState.self, from: Data(row.8.utf8)), changedAt: row.9))
-            batch.end = FeedPosition(changeId: row.0, xid: row.1)
+                    changeId: row.1, originalTransactionId: original, appAccountToken: row.4, source: source, notificationUUID: row.6,
+                    runId: row.7, before: try row.8.map { try decoder.decode(PurchaseState.self, from: Data($0.utf8)) },
+                    after: try decoder.decode(PurchaseState.self, from: Data(after.utf8)), changedAt: changedAt))
+            positions[row.1] = rowPosition
         }
+        batch.changes.sort { positions[$0.changeId]! < positions[$1.changeId]! }
+        if let last = batch.changes.last { batch.end = positions[last.changeId]! }
+        if batch.changes.count < limit, let scannedTo, scannedTo > batch.end { batch.end = scannedTo }
         return batch
     }
 
-    /// Deletes up to `limit` changes recorded before `time`, from the oldest in feed order; returns
-    /// how many (call again until it returns less than `limit`).
+    /// Deletes up to `limit` changes recorded before `time`, from the oldest in feed order, and
+    /// moves the pruned horizon (`purchase_changes_pruned`, see ``FeedBatch/missedPrunedRows``)
+    /// past them; returns how many (call again until it returns less than `limit`). With `dryRun`
+    /// it deletes nothing and returns how many it would delete, by the same statement.
     ///
     /// Only a prefix of the feed goes: rows up to the first one recorded at or after `time` (so a
     /// consumer whose last row is kept can never find a gap after it), never a row a running
     /// transaction could still put a row before, and never the newest row (so a consumer that is
     /// caught up can resume after a quiet spell longer than the retention).
-    public func pruneChanges(before time: Date, limit: Int = 10_000, on connection: PostgresConnection) async throws -> Int {
+    public func pruneChanges(before time: Date, limit: Int? = 10_000, dryRun: Bool = false, on connection: PostgresConnection) async throws -> Int {
         let rows = try await connection.query(
             """
             WITH horizon AS (SELECT pg_snapshot_xmin(pg_current_snapshot()) AS xmin),
@@ -194,8 +239,15 @@ extension PurchaseStore {
                 WHERE (c.xid, c.change_id) < (k.xid, k.change_id) AND c.changed_at < \(time)
                 ORDER BY c.xid, c.change_id LIMIT \(limit)
             ),
-            gone AS (DELETE FROM purchase_changes WHERE change_id IN (SELECT change_id FROM doomed) RETURNING 1)
-            SELECT count(*) FROM gone
+            gone AS (
+                DELETE FROM purchase_changes WHERE NOT \(dryRun) AND change_id IN (SELECT change_id FROM doomed) RETURNING xid, change_id
+            ),
+            last_gone AS (SELECT xid, change_id FROM gone ORDER BY xid DESC, change_id DESC LIMIT 1),
+            moved AS (
+                UPDATE purchase_changes_pruned p SET xid = l.xid, change_id = l.change_id FROM last_gone l
+                WHERE (l.xid, l.change_id) > (p.xid, p.change_id) RETURNING 1
+            )
+            SELECT CASE WHEN \(dryRun) THEN (SELECT count(*) FROM doomed) ELSE (SELECT count(*) FROM gone) END
             """, logger: logger)
         for try await count in rows.decode(Int.self) { return count }
         return 0

@@ -5,38 +5,68 @@ import PostgresNIO
 /// records each notification (``insertNotifications(_:source:forwarding:on:)``); forwarders lease
 /// due deliveries (rows they own for a while), send them with no transaction open, and record the
 /// app's answer.
+/// The queue of notifications to deliver to the app's own webhook, written by the statement that
+/// records each notification (``insertNotifications(_:source:forwarding:on:)``). A row names its
+/// webhook by a ``ForwardingTarget`` (an id and the redacted URL); a forwarder configured with a
+/// URL delivers only the rows of that URL's target. It leases one due delivery right before
+/// sending it (a row it owns, with a token of its own, until `lease_until`), keeps renewing the
+/// lease while the request is in flight, sends with no transaction open, and records the app's
+/// answer only while the row still carries its token.
 extension PurchaseStore {
-    /// One notification to deliver.
+    /// One notification to deliver, leased by one forwarder.
     public struct Delivery: Sendable, Hashable {
         public var notificationUUID: String
-        public var targetURL: String
+        public var target: ForwardingTarget
         /// The notification's JWS, as Apple signed it.
         public var signedPayload: String
         /// Deliveries tried before this one.
         public var attempts: Int
+        /// This lease's token: renewing, recording and sending need the row to still carry it.
+        public var leaseToken: UUID
     }
 
-    /// Leases up to `limit` deliveries that are due (new, due for a retry, or held by a forwarder
-    /// whose lease ran out), oldest first.
-    public func leaseDeliveries(worker: String, limit: Int, leaseDuration: Duration, on connection: PostgresConnection) async throws -> [Delivery] {
-        let milliseconds = leaseDuration.components.seconds * 1000 + leaseDuration.components.attoseconds / 1_000_000_000_000_000
+    /// Leases the oldest due delivery for `target` (new, due for a retry, or held by a forwarder
+    /// whose lease ran out) with `token`, for `leaseDuration`; `nil` when none is due.
+    public func leaseDelivery(
+        target: ForwardingTarget, worker: String, token: UUID, leaseDuration: Duration, on connection: PostgresConnection
+    ) async throws -> Delivery? {
         let rows = try await connection.query(
             """
-            UPDATE forward_queue AS q SET status = 'leased', worker = \(worker), lease_until = now() + \(milliseconds) * interval '1 millisecond'
+            UPDATE forward_queue AS q SET status = 'leased', worker = \(worker), lease_token = \(token),
+                lease_until = now() + \(leaseDuration.milliseconds) * interval '1 millisecond'
             FROM (
-                SELECT notification_uuid, target_url FROM forward_queue
-                WHERE (status = 'pending' AND next_attempt_at <= now()) OR (status = 'leased' AND lease_until < now())
+                SELECT notification_uuid, target_id FROM forward_queue
+                WHERE target_id = \(target.id)
+                  AND ((status = 'pending' AND next_attempt_at <= now()) OR (status = 'leased' AND lease_until < now()))
                 ORDER BY next_attempt_at, notification_uuid
-                LIMIT \(limit) FOR UPDATE SKIP LOCKED
+                LIMIT 1 FOR UPDATE SKIP LOCKED
             ) AS due, notifications n
-            WHERE q.notification_uuid = due.notification_uuid AND q.target_url = due.target_url AND n.notification_uuid = q.notification_uuid
-            RETURNING q.notification_uuid, q.target_url, n.signed_payload, q.attempts
+            WHERE q.notification_uuid = due.notification_uuid AND q.target_id = due.target_id AND n.notification_uuid = q.notification_uuid
+            RETURNING q.notification_uuid, q.target_redacted, n.signed_payload, q.attempts
             """, logger: logger)
-        var deliveries: [Delivery] = []
-        for try await (uuid, target, payload, attempts) in rows.decode((String, String, String, Int).self) {
-            deliveries.append(Delivery(notificationUUID: uuid, targetURL: target, signedPayload: payload, attempts: attempts))
+        for try await (uuid, redacted, payload, attempts) in rows.decode((String, String, String, Int).self) {
+            return Delivery(
+                notificationUUID: uuid, target: ForwardingTarget(id: target.id, redacted: redacted), signedPayload: payload, attempts: attempts,
+                leaseToken: token)
         }
-        return deliveries
+        return nil
+    }
+
+    /// Extends the leases of `tokens` that `worker` still holds by `leaseDuration` from now;
+    /// returns those (a token missing from the answer was taken over or released: stop sending).
+    public func renewDeliveryLeases(
+        _ tokens: [UUID], worker: String, leaseDuration: Duration, on connection: PostgresConnection
+    ) async throws -> Set<UUID> {
+        guard !tokens.isEmpty else { return [] }
+        let rows = try await connection.query(
+            """
+            UPDATE forward_queue SET lease_until = now() + \(leaseDuration.milliseconds) * interval '1 millisecond'
+            WHERE status = 'leased' AND lease_token = ANY(\(tokens)) AND worker = \(worker)
+            RETURNING lease_token
+            """, logger: logger)
+        var held = Set<UUID>()
+        for try await token in rows.decode(UUID.self) { held.insert(token) }
+        return held
     }
 
     /// What the app answered to a delivery.
@@ -49,31 +79,40 @@ extension PurchaseStore {
         case failed(statusCode: Int?, error: String)
     }
 
-    /// Records the app's answer to a delivery this worker leased.
-    public func recordDelivery(_ delivery: Delivery, worker: String, result: DeliveryResult, on connection: PostgresConnection) async throws {
+    /// Records the app's answer to a delivery, if the row still carries the delivery's lease
+    /// token; returns whether it did (`false`: another forwarder took the delivery over).
+    @discardableResult
+    public func recordDelivery(_ delivery: Delivery, worker: String, result: DeliveryResult, on connection: PostgresConnection) async throws -> Bool {
+        let (uuid, target, token) = (delivery.notificationUUID, delivery.target.id, delivery.leaseToken)
+        let rows: PostgresRowSequence
         switch result {
         case .delivered(let code):
-            try await connection.query(
+            rows = try await connection.query(
                 """
                 UPDATE forward_queue SET status = 'delivered', attempts = attempts + 1, last_status_code = \(code), last_error = NULL,
-                    delivered_at = now(), lease_until = NULL
-                WHERE notification_uuid = \(delivery.notificationUUID) AND target_url = \(delivery.targetURL) AND status = 'leased' AND worker = \(worker)
+                    delivered_at = now(), lease_until = NULL, lease_token = NULL
+                WHERE notification_uuid = \(uuid) AND target_id = \(target) AND status = 'leased' AND lease_token = \(token) AND worker = \(worker)
+                RETURNING 1
                 """, logger: logger)
         case .retry(let code, let error, let after):
-            let milliseconds = after.components.seconds * 1000 + after.components.attoseconds / 1_000_000_000_000_000
-            try await connection.query(
+            rows = try await connection.query(
                 """
                 UPDATE forward_queue SET status = 'pending', attempts = attempts + 1, last_status_code = \(code), last_error = \(error),
-                    next_attempt_at = now() + \(milliseconds) * interval '1 millisecond', lease_until = NULL
-                WHERE notification_uuid = \(delivery.notificationUUID) AND target_url = \(delivery.targetURL) AND status = 'leased' AND worker = \(worker)
+                    next_attempt_at = now() + \(after.milliseconds) * interval '1 millisecond', lease_until = NULL, lease_token = NULL
+                WHERE notification_uuid = \(uuid) AND target_id = \(target) AND status = 'leased' AND lease_token = \(token) AND worker = \(worker)
+                RETURNING 1
                 """, logger: logger)
         case .failed(let code, let error):
-            try await connection.query(
+            rows = try await connection.query(
                 """
-                UPDATE forward_queue SET status = 'failed', attempts = attempts + 1, last_status_code = \(code), last_error = \(error), lease_until = NULL
-                WHERE notification_uuid = \(delivery.notificationUUID) AND target_url = \(delivery.targetURL) AND status = 'leased' AND worker = \(worker)
+                UPDATE forward_queue SET status = 'failed', attempts = attempts + 1, last_status_code = \(code), last_error = \(error),
+                    lease_until = NULL, lease_token = NULL
+                WHERE notification_uuid = \(uuid) AND target_id = \(target) AND status = 'leased' AND lease_token = \(token) AND worker = \(worker)
+                RETURNING 1
                 """, logger: logger)
         }
+        for try await _ in rows { return true }
+        return false
     }
 
     /// Puts back the deliveries leased by workers that `isGone` (a forwarder of this host that
@@ -86,19 +125,19 @@ extension PurchaseStore {
         guard !gone.isEmpty else { return }
         try await connection.query(
             """
-            UPDATE forward_queue SET status = 'pending', lease_until = NULL, next_attempt_at = now()
+            UPDATE forward_queue SET status = 'pending', lease_until = NULL, lease_token = NULL, next_attempt_at = now()
             WHERE status = 'leased' AND worker = ANY(\(gone.sorted()))
             """, logger: logger)
     }
 
-    /// Gives failed deliveries (out of attempts) a new set of attempts, after the app's endpoint
-    /// was fixed; returns how many.
-    public func retryFailedDeliveries(on connection: PostgresConnection) async throws -> Int {
+    /// Gives the failed deliveries (out of attempts) for `target` a new set of attempts, after
+    /// the app's endpoint was fixed; returns how many.
+    public func retryFailedDeliveries(target: ForwardingTarget, on connection: PostgresConnection) async throws -> Int {
         let rows = try await connection.query(
             """
             WITH retried AS (
-                UPDATE forward_queue SET status = 'pending', attempts = 0, next_attempt_at = now(), lease_until = NULL
-                WHERE status = 'failed' RETURNING 1
+                UPDATE forward_queue SET status = 'pending', attempts = 0, next_attempt_at = now(), lease_until = NULL, lease_token = NULL
+                WHERE status = 'failed' AND target_id = \(target.id) RETURNING 1
             )
             SELECT count(*) FROM retried
             """, logger: logger)
@@ -131,13 +170,20 @@ extension PurchaseStore {
         case failed
     }
 
-    /// Where the deliveries of `runIds` stand (`nil`: the whole queue).
+    /// Where the deliveries of `runIds` stand (`nil`: the whole queue, as the gauges read it
+    /// every minute: ``queueSummaryQuery()``).
     public func forwardingSummary(runIds: [Int64]?, on connection: PostgresConnection) async throws -> ForwardingSummary {
+        guard let runIds else {
+            var summary = ForwardingSummary()
+            let rows = try await connection.query(Self.queueSummaryQuery(), logger: logger)
+            for try await (pending, oldest, failed, delivered) in rows.decode((Int, Date?, Int, Int).self) {
+                (summary.pending, summary.oldestPending, summary.failed, summary.delivered) = (pending, oldest, failed, delivered)
+            }
+            return summary
+        }
         let rows = try await connection.query(
             """
-            SELECT status, count(*), min(queued_at) FROM forward_queue
-            WHERE \(runIds == nil) OR run_id = ANY(\(runIds ?? []))
-            GROUP BY status
+            SELECT status, count(*), min(queued_at) FROM forward_queue WHERE run_id = ANY(\(runIds)) GROUP BY status
             """, logger: logger)
         var summary = ForwardingSummary()
         for try await (status, count, oldest) in rows.decode((String, Int, Date).self) {
@@ -151,5 +197,47 @@ extension PurchaseStore {
             }
         }
         return summary
+    }
+
+    /// The whole queue's summary: what waits and what failed from their partial indexes, the
+    /// delivered rows from the counter the triggers of migration 0009 keep, so its cost does not
+    /// grow with the delivered rows (a test checks its plan with a million of them).
+    static func queueSummaryQuery() -> PostgresQuery {
+        """
+        SELECT (SELECT count(*) FROM forward_queue WHERE status IN ('pending', 'leased')),
+               (SELECT min(queued_at) FROM forward_queue WHERE status IN ('pending', 'leased')),
+               (SELECT count(*) FROM forward_queue WHERE status = 'failed'),
+               (SELECT coalesce(sum(delivered), 0)::bigint FROM forward_queue_totals)
+        """
+    }
+
+    /// How many deliveries for `target` wait (or are being sent), of `runIds` (`nil`: any).
+    public func pendingDeliveries(target: ForwardingTarget, runIds: [Int64]?, on connection: PostgresConnection) async throws -> Int {
+        let rows = try await connection.query(Self.pendingDeliveriesQuery(target: target, runIds: runIds), logger: logger)
+        for try await count in rows.decode(Int.self) { return count }
+        return 0
+    }
+
+    /// Read while a forwarder drains: from the partial index of what waits.
+    static func pendingDeliveriesQuery(target: ForwardingTarget, runIds: [Int64]?) -> PostgresQuery {
+        """
+        SELECT count(*) FROM forward_queue
+        WHERE status IN ('pending', 'leased') AND target_id = \(target.id) AND (\(runIds == nil) OR run_id = ANY(\(runIds ?? [])))
+        """
+    }
+
+    /// The targets deliveries wait for, with how many each: a forwarder delivers only its own
+    /// URL's, so the others wait for a process configured with theirs.
+    public func waitingTargets(on connection: PostgresConnection) async throws -> [(target: ForwardingTarget, pending: Int)] {
+        let rows = try await connection.query(
+            """
+            SELECT target_id, min(target_redacted), count(*) FROM forward_queue
+            WHERE status IN ('pending', 'leased') GROUP BY target_id ORDER BY target_id
+            """, logger: logger)
+        var targets: [(target: ForwardingTarget, pending: Int)] = []
+        for try await (id, redacted, count) in rows.decode((String, String, Int).self) {
+            targets.append((ForwardingTarget(id: id, redacted: redacted), count))
+        }
+        return targets
     }
 }

@@ -241,11 +241,11 @@ public struct PurchaseStore: Sendable {
                 ON CONFLICT (notification_uuid) DO NOTHING
                 RETURNING notification_uuid
             ), queued AS (
-                INSERT INTO forward_queue (notification_uuid, target_url, run_id)
-                SELECT notification_uuid, \(forwarding?.targetURL), \(source.runId) FROM inserted
-                WHERE \(forwarding?.targetURL)::text IS NOT NULL AND (\(only)::text[] IS NULL OR notification_uuid = ANY(\(only)::text[]))
+                INSERT INTO forward_queue (notification_uuid, target_id, target_redacted, run_id)
+                SELECT notification_uuid, \(forwarding?.target.id), \(forwarding?.target.redacted), \(source.runId) FROM inserted
+                WHERE \(forwarding?.target.id)::text IS NOT NULL AND (\(only)::text[] IS NULL OR notification_uuid = ANY(\(only)::text[]))
                 ORDER BY notification_uuid
-                ON CONFLICT (notification_uuid, target_url) DO NOTHING
+                ON CONFLICT (notification_uuid, target_id) DO NOTHING
             )
             SELECT notification_uuid FROM inserted
             """, logger: logger)

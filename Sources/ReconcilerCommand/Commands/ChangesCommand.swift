@@ -27,7 +27,7 @@ struct ChangesCommand: AsyncParsableCommand {
               reconciler changes --app-account-token 6f1c...-...-... --since 0
               reconciler changes --run-id 42                             # every change a run made (its report lists 1,000)
               reconciler changes --newest                                # the newest id, for a new consumer
-              reconciler changes --prune-before 30d                      # retention, from cron
+              reconciler changes --prune-before 30d                      # retention: reconciler prune --changes-older-than 30d
 
             --follow stays connected: it waits on LISTEN reconciler_changes (a connection of its own, so point \
             it at PostgreSQL or a session-mode pool, not PgBouncer in transaction mode, where it only polls) and \
@@ -37,11 +37,14 @@ struct ChangesCommand: AsyncParsableCommand {
 
             --since ID when ID is no longer in the feed (pruned) exits 1 and prints nothing: the consumer may \
             have missed changes and must resync: take `reconciler changes --newest`, load `reconciler export`, \
-            then follow --since the id taken. --since 0 starts from the oldest change still kept.
+            then follow --since the id taken. --since 0 starts from the oldest change still kept. A reader \
+            that is running (with or without --follow) when a prune removes changes it has not printed yet \
+            ends the same way, exit 1, after the last change it printed.
 
             --prune-before DURATION deletes the changes recorded longer ago than that (at least 1h, so a \
             bare number, read as milliseconds, cannot empty the feed), oldest first and in feed order, and \
-            never the newest change, so a consumer that is caught up can resume after a quiet spell.
+            never the newest change, so a consumer that is caught up can resume after a quiet spell. It is \
+            `reconciler prune --changes-older-than DURATION`, which also prunes other tables.
             """)
 
     @Option(help: ArgumentHelp("Print the changes after this id (0: from the oldest one kept).", valueName: "id"))
@@ -80,8 +83,8 @@ struct ChangesCommand: AsyncParsableCommand {
     @OptionGroup var database: DatabaseOptions
     @OptionGroup var logging: LoggingOptions
 
-    /// The shortest retention `--prune-before` accepts.
-    static let minimumRetention: Int64 = 3_600_000
+    /// The shortest retention `--prune-before` accepts: `reconciler prune`'s.
+    static let minimumRetention = PrunePart.minimumAge.milliseconds
 
     func validate() throws {
         guard since >= 0 else { throw ValidationError("--since must be a change id, 0 or more") }
@@ -135,20 +138,26 @@ struct ChangesCommand: AsyncParsableCommand {
         }
     }
 
+    /// `--prune-before`: the `changes` part of `reconciler prune` (``PruneCommand``), with its rule,
+    /// words and exit code.
     private func prune(olderThan retention: Int64, logger: Logger) async throws {
         let cutoff = Date(timeIntervalSinceNow: -Double(retention) / 1000)
         let pruned = try await database.withDatabase(logger: logger) { database in
             try await Self.requireSchema(database, logger: logger)
-            let store = PurchaseStore(logger: logger)
-            var total = 0
-            // Short transactions: a long prune never holds back the feed's readers or the attempt timeout.
-            while true {
-                let count = try await database.transaction { try await store.pruneChanges(before: cutoff, limit: 10_000, on: $0) }
-                total += count
-                if count < 10_000 { return total }
-            }
+            return try await Pruner(database: database).prune(.changes, before: cutoff)
         }
-        print("pruned \(pruned) changes recorded before \(cutoff.formatted(.iso8601))")
+        print("pruned \(pruned) \(PrunePart.changes.describe(cutoff: cutoff))")
+    }
+
+    /// A reader whose position is no longer in the feed (at start, or later when a prune went
+    /// past it): exit 1, and what the consumer must do.
+    static func prunedError(after changeId: Int64) -> CommandError {
+        CommandError.configuration(
+            """
+            change \(changeId) is not in the feed, or changes after it were pruned (--prune-before, reconciler prune) or never \
+            written, so changes after it may be gone; resync this consumer: take `reconciler changes --newest`, load \
+            `reconciler export`, then follow --since the id taken
+            """)
     }
 
     private static func requireSchema(_ database: Database, logger: Logger) async throws {
@@ -173,12 +182,10 @@ private struct FeedReader: Sendable {
     func run(database: Database) async throws {
         let store = PurchaseStore(logger: logger)
         guard var position = try await database.transaction({ [since] in try await store.position(of: since, on: $0) }) else {
-            throw CommandError.configuration(
-                """
-                change \(since) is not in the feed: it was pruned (--prune-before) or never written, so changes after it may be gone; \
-                resync this consumer: take `reconciler changes --newest`, load `reconciler export`, then follow --since the id taken
-                """)
+            throw ChangesCommand.prunedError(after: since)
         }
+        // --since 0 reads from the oldest change kept, wherever pruning has left that.
+        var fromOldestKept = since == 0
         let (wakeups, wake) = AsyncStream<Void>.makeStream(bufferingPolicy: .bufferingNewest(1))
         try await withThrowingTaskGroup(of: Void.self) { group in
             if follow {
@@ -206,6 +213,10 @@ private struct FeedReader: Sendable {
                     _ = await wakeup.next()
                     continue
                 }
+                // Rows after this reader's position were pruned before it read them: it must resync,
+                // as it would be told at start. (The first read from 0 starts at the oldest row kept.)
+                if read.missedPrunedRows, !fromOldestKept { throw ChangesCommand.prunedError(after: position.changeId) }
+                fromOldestKept = false
                 for change in read.changes {
                     // A signal ends the feed between lines: every line printed is whole.
                     if Task.isCancelled { return }

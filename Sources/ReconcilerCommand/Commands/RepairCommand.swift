@@ -143,8 +143,9 @@ struct RepairCommand: AsyncParsableCommand {
         let verifier = try app.verifier()
         let client = try api.client(app: app)
         let target = try ForwardingOptions.target(forwardTo)
-        let forwarding = try target == nil || dryRun ? nil : self.forwarding.configuration()
-        let configuration = CustomerRepair.Configuration(selector: selector, since: sinceTime, fullHistory: full, dryRun: dryRun, forwardTo: target)
+        let forwarding = try target.flatMap { url in dryRun ? nil : try self.forwarding.configuration(url: url) }
+        let configuration = CustomerRepair.Configuration(
+            selector: selector, since: sinceTime, fullHistory: full, dryRun: dryRun, forwardTo: target?.target)
         do {
             return try await database.runWork(logger: logger, sharing: (client, app)) { database in
                 do {

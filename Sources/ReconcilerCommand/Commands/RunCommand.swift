@@ -176,7 +176,8 @@ struct RunCommand: AsyncParsableCommand {
         let verifier = try app.verifier()
         let client = try api.client(app: app)
         let template = try runTemplate()
-        let forwarder = try template.options.forwardTo == nil || dryRun ? nil : forwarding.configuration()
+        let forwardURL = try ForwardingOptions.target(forwardTo)
+        let forwarder = try forwardURL.flatMap { url in dryRun ? nil : try forwarding.configuration(url: url) }
         let command = self
         do {
             // SIGINT or SIGTERM stop the work at a checkpoint (exit 2); see CommandLifecycle.
@@ -361,7 +362,7 @@ struct RunCommand: AsyncParsableCommand {
         return ReconcileRun.Configuration(
             windowStart: 0, windowEnd: 0, kind: .manual, dryRun: dryRun,
             options: RunOptions(
-                planner: planner, allCustomers: all, refreshStatus: refreshStatus, forwardTo: try ForwardingOptions.target(forwardTo)),
+                planner: planner, allCustomers: all, refreshStatus: refreshStatus, forwardTo: try ForwardingOptions.target(forwardTo)?.target),
             replayConcurrency: concurrency, gapConcurrency: gapConcurrency,
             lease: .init(duration: .milliseconds(lease), renewalInterval: .milliseconds(max(lease / 6, 500)), wait: wait), fresh: fresh,
             giveUp: try GiveUpOption.policy(giveUpAfter))

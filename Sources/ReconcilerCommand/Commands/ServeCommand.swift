@@ -83,12 +83,12 @@ struct ServeCommand: AsyncParsableCommand {
             ledger: RunLedger(database: database), environment: environment, bundleId: bundleId, registry: metrics,
             configuration: .init(interval: .milliseconds(metricsInterval)))
         let server = WebhookServer(
-            configuration: .init(host: host, port: port, maximumBodySize: maxBodyBytes, forwardTo: forwardTo),
+            configuration: .init(host: host, port: port, maximumBodySize: maxBodyBytes, forwardTo: forwardTo?.target),
             handler: NotificationHandler(verifier: verifier, database: database), metrics: WebhookMetrics(registry: metrics), logger: logger)
         let migrate = self.migrate
         // The forwarder's own Database waits longer than the webhook's: its queue is durable.
-        let forwarder = try forwardTo.map { _ in
-            Forwarder(configuration: try forwarding.configuration(), database: database.with(unavailableTimeout: .seconds(60)))
+        let forwarder = try forwardTo.map { url in
+            Forwarder(configuration: try forwarding.configuration(url: url), database: database.with(unavailableTimeout: .seconds(60)))
         }
         let services: [any Service] = [client, ledgerMetrics] + (forwarder.map { [$0] } ?? [])
         let application = server.makeApplication(services: services) { boundPort in
@@ -97,7 +97,7 @@ struct ServeCommand: AsyncParsableCommand {
                 metadata: [
                     "port": "\(boundPort)", "environment": "\(verifier.configuration.environment.rawValue)",
                     "bundleId": "\(verifier.configuration.bundleId)", "database": "\(settings)",
-                    "forwardTo": "\(forwardTo.map(ForwardingTarget.redacted) ?? "none")",
+                    "forwardTo": "\(forwardTo?.target.redacted ?? "none")",
                 ])
         }
         // The schema check needs the client running, so it runs beside the server's services.

@@ -127,6 +127,11 @@ struct StatusCommand: AsyncParsableCommand {
                     "forward queue: \(queue.delivered) delivered, \(queue.pending) pending"
                         + (queue.oldestPending.map { " (oldest queued \(ISO8601DateFormatter().string(from: $0)))" } ?? "")
                         + ", \(queue.failed) failed" + (queue.failed > 0 ? " (`reconciler forward --once --retry-failed` tries them again)" : ""))
+                // The queue keeps no URL: a forwarder given the URL of each target delivers its deliveries.
+                for (target, pending) in try await database.transaction({ try await store.waitingTargets(on: $0) }) {
+                    print(
+                        "  \(pending) pending for \(target.redacted): delivered by a forwarder given that URL (--forward-to, RECONCILER_FORWARD_TO)")
+                }
             }
             if runId != nil, let run = runs.first {
                 var report = try await ReconcileRun.report(run: run, ledger: ledger, finishedAt: run.finishedAt ?? Date())

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Forwarder
 import Foundation
+import Reconciler
 import ReconcilerShared
 
 /// How notifications are delivered to the app's own webhook (`run`, `serve`, `forward`).
@@ -15,7 +16,11 @@ struct ForwardingOptions: ParsableArguments {
     @Option(name: .long, help: ArgumentHelp("Deliveries in flight at once (default 4).", valueName: "n"))
     var forwardConcurrency: Int = 4
 
-    @Option(name: .long, help: ArgumentHelp("Deliveries started per second at most (default: no limit).", valueName: "n"))
+    @Option(
+        name: .long,
+        help: ArgumentHelp(
+            "Deliveries this process starts per second at most (default: no limit); per process, so divide the app's limit among the forwarders.",
+            valueName: "n"))
     var forwardRate: Double?
 
     @Option(name: .long, help: ArgumentHelp("How long the app's webhook may take to answer (default 10s).", valueName: "duration"))
@@ -33,8 +38,8 @@ struct ForwardingOptions: ParsableArguments {
         if let forwardRate, forwardRate <= 0 { throw ValidationError("--forward-rate must be more than 0") }
     }
 
-    /// The forwarder's configuration; the secret is read here and never printed.
-    func configuration() throws -> Forwarder.Configuration {
+    /// The forwarder's configuration for `url`; the secret is read here and never printed.
+    func configuration(url: ForwardingURL) throws -> Forwarder.Configuration {
         guard let timeout = TimeArgument.duration(forwardTimeout), timeout >= 100 else {
             throw CommandError.configuration("--forward-timeout: \(forwardTimeout) is not a duration of at least 100ms, such as 10s")
         }
@@ -42,7 +47,8 @@ struct ForwardingOptions: ParsableArguments {
             throw CommandError.configuration("--forward-backoff: \(forwardBackoff) is not a duration such as 5s")
         }
         return Forwarder.Configuration(
-            concurrency: forwardConcurrency, requestsPerSecond: forwardRate, timeout: .milliseconds(timeout), maximumAttempts: forwardAttempts,
+            url: url, concurrency: forwardConcurrency, requestsPerSecond: forwardRate, timeout: .milliseconds(timeout),
+            maximumAttempts: forwardAttempts,
             initialBackoff: .milliseconds(backoff), secret: try secret())
     }
 
@@ -59,15 +65,15 @@ struct ForwardingOptions: ParsableArguments {
     }
 
     /// The app's webhook URL from `--forward-to` or RECONCILER_FORWARD_TO, checked: http or https
-    /// with a host. `nil` when neither is set.
-    static func target(_ option: String?) throws -> String? {
+    /// with a host. `nil` when neither is set. It prints redacted; the queue keeps its target only.
+    static func target(_ option: String?) throws -> ForwardingURL? {
         guard let url = option ?? Env.value("RECONCILER_FORWARD_TO") else { return nil }
         guard let components = URLComponents(string: url), let scheme = components.scheme?.lowercased(), ["http", "https"].contains(scheme),
             let host = components.host, !host.isEmpty
         else {
             throw CommandError.configuration(
-                "--forward-to: \(ForwardingTarget.redacted(url)) is not an http(s) URL such as https://app.example.com/apple/notifications")
+                "--forward-to: \(ForwardingTarget.redact(url)) is not an http(s) URL such as https://app.example.com/apple/notifications")
         }
-        return url
+        return ForwardingURL(url)
     }
 }
