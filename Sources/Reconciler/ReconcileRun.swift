@@ -250,7 +250,7 @@ public struct ReconcileRun: Sendable {
             run: run, handler: handler, client: client, ledger: ledger, progress: progress, tally: VerificationTally(),
             logger: logger, giveUp: configuration.giveUp)
         let due = try await handler.database.transaction { [store = handler.store] connection in
-            try await store.dueAnchors(environment: run.environment, windowEnd: run.windowEnd, all: run.options.allCustomers, on: connection)
+            try await store.dueAnchors(windowEnd: run.windowEnd, all: run.options.allCustomers, on: connection)
         }
         try await ledger.database.transaction { [ledger] connection in
             try await ledger.enqueue(runId: run.runId, anchors: due, reason: run.options.allCustomers ? .all : .due, on: connection)
@@ -314,7 +314,7 @@ public struct ReconcileRun: Sendable {
                 before: change.before, after: change.after)
         }
         let gapFill = try await ledger.gapFillTotals(runId: run.runId)
-        let store = PurchaseStore(database: database)
+        let store = PurchaseStore(database: database, target: nil)
         let urgent = try await database.transaction { connection in
             try await store.lastRecorded(runId: run.runId, types: Self.urgentTypes, on: connection)
         }

@@ -1,3 +1,4 @@
+import AppStoreServer
 import CoreMetrics
 import Foundation
 import Logging
@@ -63,7 +64,8 @@ public struct LedgerMetrics: Service {
         let environment = environment
         let (newestLive, forwarding) = try await ledger.database.transaction { connection in
             (
-                try await store.newestLiveNotification(environment: environment, on: connection),
+                try await store.newestLiveNotification(
+                    of: AppTarget(bundleId: bundleId, environment: AppStoreEnvironment(rawValue: environment)), on: connection),
                 try await store.forwardingSummary(runIds: nil, on: connection)
             )
         }

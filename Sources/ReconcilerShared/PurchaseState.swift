@@ -21,6 +21,8 @@ public struct PurchaseState: Codable, Hashable, Sendable {
     public var originalTransactionId: String
     public var latestTransactionId: String?
     public var productId: String?
+    /// The app the purchase belongs to.
+    public var bundleId: String?
     public var environment: String?
     public var purchaseDate: Int64?
     public var expiresDate: Int64?
@@ -35,7 +37,7 @@ public struct PurchaseState: Codable, Hashable, Sendable {
     public var entitled: Bool?
 
     public init(
-        originalTransactionId: String, latestTransactionId: String? = nil, productId: String? = nil,
+        originalTransactionId: String, latestTransactionId: String? = nil, productId: String? = nil, bundleId: String? = nil,
         environment: String? = nil, purchaseDate: Int64? = nil, expiresDate: Int64? = nil,
         revocationDate: Int64? = nil, autoRenewStatus: Int32? = nil, lastSignedDate: Int64? = nil,
         appAccountToken: String? = nil, status: Int32? = nil, entitled: Bool? = false
@@ -43,6 +45,7 @@ public struct PurchaseState: Codable, Hashable, Sendable {
         self.originalTransactionId = originalTransactionId
         self.latestTransactionId = latestTransactionId
         self.productId = productId
+        self.bundleId = bundleId
         self.environment = environment
         self.purchaseDate = purchaseDate
         self.expiresDate = expiresDate
@@ -55,7 +58,7 @@ public struct PurchaseState: Codable, Hashable, Sendable {
     }
 
     private enum CodingKeys: String, CodingKey, CaseIterable {
-        case originalTransactionId, latestTransactionId, productId, environment, purchaseDate, expiresDate,
+        case originalTransactionId, latestTransactionId, productId, bundleId, environment, purchaseDate, expiresDate,
             revocationDate, autoRenewStatus, lastSignedDate, appAccountToken, status, entitled
     }
 
@@ -65,6 +68,7 @@ public struct PurchaseState: Codable, Hashable, Sendable {
             originalTransactionId: try container.decode(String.self, forKey: .originalTransactionId),
             latestTransactionId: try container.decodeIfPresent(String.self, forKey: .latestTransactionId),
             productId: try container.decodeIfPresent(String.self, forKey: .productId),
+            bundleId: try container.decodeIfPresent(String.self, forKey: .bundleId),
             environment: try container.decodeIfPresent(String.self, forKey: .environment),
             purchaseDate: try container.decodeIfPresent(Int64.self, forKey: .purchaseDate),
             expiresDate: try container.decodeIfPresent(Int64.self, forKey: .expiresDate),
@@ -83,6 +87,7 @@ public struct PurchaseState: Codable, Hashable, Sendable {
         try container.encode(originalTransactionId, forKey: .originalTransactionId)
         try container.encode(latestTransactionId, forKey: .latestTransactionId)
         try container.encode(productId, forKey: .productId)
+        try container.encode(bundleId, forKey: .bundleId)
         try container.encode(environment, forKey: .environment)
         try container.encode(purchaseDate, forKey: .purchaseDate)
         try container.encode(expiresDate, forKey: .expiresDate)

@@ -87,7 +87,8 @@ import Testing
                     VALUES (\("n-\(index)"), \(url), \(index == 0 ? "delivered" : "pending"), \(index == 0 ? Date() : nil))
                     """)
             }
-            try await Migrator().migrate(db.client, logger: TestDatabase.logger)
+            // The queue rows above name no stored notification: they take the one app the database served.
+            try await Migrator(defaultBundleId: "com.example.app").migrate(db.client, logger: TestDatabase.logger)
             let targets = urls.map(ForwardingTarget.init(url:))
             let rows = try await db.strings("SELECT target_id || ' ' || target_redacted FROM forward_queue ORDER BY notification_uuid")
             #expect(rows == targets.map { "\($0.id) \($0.redacted)" })

@@ -25,7 +25,7 @@ import Testing
             #expect(result.outcome == .applied)
             #expect(result.change?.before == nil)
             let expected = PurchaseState(
-                originalTransactionId: "1000", latestTransactionId: "1000", productId: "com.example.monthly",
+                originalTransactionId: "1000", latestTransactionId: "1000", productId: "com.example.monthly", bundleId: TestApp.bundleId,
                 environment: "Production", purchaseDate: transaction.purchaseDate, expiresDate: transaction.expiresDate,
                 revocationDate: nil, autoRenewStatus: 1, lastSignedDate: t0, status: 1, entitled: true)
             #expect(result.change?.after == expected)

@@ -199,26 +199,26 @@ import Testing
         // A million subscriptions checked after their last date fell due, and 25 that fell due since.
         try await db.execute(
             """
-            INSERT INTO purchases (original_transaction_id, environment, product_type, status, expires_date_ms, renewal_date_ms,
+            INSERT INTO purchases (original_transaction_id, bundle_id, environment, product_type, status, expires_date_ms, renewal_date_ms,
                 history_checked_at_ms, last_signed_date_ms)
-            SELECT 'p' || i, 'Production', 'Auto-Renewable Subscription', 1,
+            SELECT 'p' || i, 'com.example.one', 'Production', 'Auto-Renewable Subscription', 1,
                    \(now) + (i % 1000 + 1)::bigint * 3600000, \(now) + (i % 1000 + 1)::bigint * 3600000, \(now) - 60000, \(now) - 86400000
             FROM generate_series(1, 1000000) AS i
             """)
         try await db.execute(
             """
-            INSERT INTO purchases (original_transaction_id, environment, product_type, status, expires_date_ms, history_checked_at_ms)
-            SELECT 'due' || i, 'Production', 'Auto-Renewable Subscription', 1, \(now) - 1000 * i, \(now) - 7200000
+            INSERT INTO purchases (original_transaction_id, bundle_id, environment, product_type, status, expires_date_ms, history_checked_at_ms)
+            SELECT 'due' || i, 'com.example.one', 'Production', 'Auto-Renewable Subscription', 1, \(now) - 1000 * i, \(now) - 7200000
             FROM generate_series(1, 25) AS i
             """)
         try await db.execute("ANALYZE purchases")
-        let store = PurchaseStore(logger: TestDatabase.logger)
+        let store = PurchaseStore(logger: TestDatabase.logger, target: AppTarget(bundleId: "com.example.one", environment: .production))
         let due = try await db.database.transaction {
-            try await store.dueAnchors(environment: "Production", windowEnd: now, all: false, on: $0)
+            try await store.dueAnchors(windowEnd: now, all: false, on: $0)
         }
         #expect(due == (1...25).map { "due\($0)" }.sorted())
         let plan = try await db.database.transaction { connection in
-            try await store.explainDueAnchors(environment: "Production", windowEnd: now, on: connection)
+            try await store.explainDueAnchors(windowEnd: now, on: connection)
         }
         #expect(!plan.contains("Seq Scan"), "\(plan)")
         #expect(plan.contains("purchases_next_due_idx"), "\(plan)")

@@ -42,6 +42,9 @@ public struct SignedDataVerifier: Sendable {
             self.environment = environment
             self.chainCacheCapacity = chainCacheCapacity
         }
+
+        /// The app and environment signed data must belong to.
+        public var target: AppTarget { AppTarget(bundleId: bundleId, environment: environment, appAppleId: appAppleId) }
     }
 
     /// A configuration that cannot verify anything.

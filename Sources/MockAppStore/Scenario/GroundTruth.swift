@@ -22,7 +22,7 @@ public enum GroundTruth {
             let renewal = world.renewalVersions[original]?.last
             let subscription = latest.type == .autoRenewableSubscription
             return PurchaseState(
-                originalTransactionId: original, latestTransactionId: latest.transactionId, productId: latest.productId,
+                originalTransactionId: original, latestTransactionId: latest.transactionId, productId: latest.productId, bundleId: latest.bundleId,
                 environment: latest.environment?.rawValue, purchaseDate: latest.purchaseDate, expiresDate: latest.expiresDate,
                 revocationDate: latest.revocationDate, autoRenewStatus: renewal?.autoRenewStatus?.rawValue,
                 lastSignedDate: lastSignedDate[original], appAccountToken: latest.appAccountToken,

@@ -248,7 +248,7 @@ struct GapFiller: Sendable {
             try await ledger.addCounts(runId: run.runId, quarantined.map { ("(\($0.source.rawValue))", "rejected") }, on: connection)
             if let completion {
                 try await store.recordHistoryChecked(
-                    anchor: anchor, environment: run.environment, revision: completion.revision, purchases: completion.purchases,
+                    anchor: anchor, revision: completion.revision, purchases: completion.purchases,
                     checkedAt: completion.checkedAt, on: connection)
                 try await ledger.markCovered(runId: run.runId, anchors: completion.purchases, by: anchor, on: connection)
                 guard

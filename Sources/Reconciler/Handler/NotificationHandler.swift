@@ -27,7 +27,7 @@ public struct NotificationHandler: Sendable {
     public init(verifier: SignedDataVerifier, database: Database) {
         self.verifier = verifier
         self.database = database
-        self.store = PurchaseStore(database: database)
+        self.store = PurchaseStore(database: database, target: verifier.configuration.target)
     }
 
     /// The same handler writing a dry run's shadow tables instead of the real ones.

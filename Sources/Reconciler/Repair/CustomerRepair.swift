@@ -284,7 +284,7 @@ public struct CustomerRepair: Sendable {
         case .appAccountToken(let token):
             let (store, environment) = (handler.store, environment)
             let originals = try await ledger.database.transaction { connection in
-                try await store.originalTransactionIds(ofAppAccountToken: token, environment: environment, on: connection)
+                try await store.originalTransactionIds(ofAppAccountToken: token, on: connection)
             }
             guard !originals.isEmpty else {
                 throw RepairError(

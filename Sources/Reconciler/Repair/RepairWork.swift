@@ -77,7 +77,7 @@ struct RepairWork: Sendable {
     /// Reads every App Store account the entries name, each once: the first entry's history was
     /// started before the repair was recorded; an entry whose purchases an earlier one covered is skipped.
     mutating func run(_ entries: [CustomerRepair.Entry], first: inout CustomerHistory?) async throws {
-        let real = PurchaseStore(database: ledger.database)
+        let real = PurchaseStore(database: ledger.database, target: context.store.target)
         let known = entries.flatMap(\.originals)
         before = try await ledger.database.transaction { connection in
             try await real.purchaseStates(try await real.customerPurchases(of: known, on: connection), on: connection)

@@ -42,9 +42,14 @@ public struct Migration: Sendable, Hashable {
 /// ```
 public struct Migrator: Sendable {
     public let migrations: [Migration]
+    /// The one app a database from before apps were told apart served: rows whose signed data
+    /// names no app take it (migration 0013). `nil` when the configuration names no app or several;
+    /// the migration then stops if such rows exist.
+    public var defaultBundleId: String?
 
-    public init(migrations: [Migration] = Migration.embedded) {
+    public init(migrations: [Migration] = Migration.embedded, defaultBundleId: String? = nil) {
         self.migrations = migrations.sorted { $0.version < $1.version }
+        self.defaultBundleId = defaultBundleId
     }
 
     public struct MigrationError: Error, CustomStringConvertible, Sendable {
@@ -166,8 +171,12 @@ public struct Migrator: Sendable {
                 CREATE OR REPLACE FUNCTION pg_temp.reconciler_run_migration(sql text) RETURNS void
                 LANGUAGE plpgsql AS $$ BEGIN EXECUTE sql; END $$
                 """, logger: logger)
+            try await connection.run("SELECT set_config('reconciler.bundle_id', \(defaultBundleId ?? ""), true)", logger: logger)
             do {
                 try await connection.run("SELECT pg_temp.reconciler_run_migration(\(migration.sql))", logger: logger)
+            } catch let error as PSQLError where error.serverInfo?[.message] != nil {
+                // The server's own message says what is wrong (a RAISE in the migration names what to do).
+                throw MigrationError(description: "\(migration.fileName) failed and was rolled back: \(error.serverInfo?[.message] ?? "")")
             } catch {
                 throw MigrationError(description: "\(migration.fileName) failed and was rolled back: \(String(reflecting: error))")
             }

@@ -12,16 +12,20 @@ extension PurchaseStore {
         guard let shadow else { return "purchases" }
         return """
             (SELECT * FROM purchases UNION ALL SELECT * FROM \(shadow.realSchemaIdentifier).purchases r
-             WHERE NOT EXISTS (SELECT 1 FROM purchases s WHERE s.original_transaction_id = r.original_transaction_id))
+             WHERE NOT EXISTS (SELECT 1 FROM purchases s WHERE (s.bundle_id, s.environment, s.original_transaction_id)
+                                                         = (r.bundle_id, r.environment, r.original_transaction_id)))
             """
     }
 
     /// The purchases of a transaction id (any transaction of a purchase, or its original), if stored.
     func originalTransactionIds(ofTransaction transactionId: String, on connection: PostgresConnection) async throws -> [String] {
+        let (bundleId, environment) = (try bundleId, try environment)
         let rows = try await connection.query(
             """
-            SELECT original_transaction_id FROM transactions WHERE transaction_id = \(transactionId)
-            UNION SELECT original_transaction_id FROM purchases WHERE original_transaction_id = \(transactionId)
+            SELECT original_transaction_id FROM transactions
+            WHERE bundle_id = \(bundleId) AND environment = \(environment) AND transaction_id = \(transactionId)
+            UNION SELECT original_transaction_id FROM purchases
+            WHERE bundle_id = \(bundleId) AND environment = \(environment) AND original_transaction_id = \(transactionId)
             """, logger: logger)
         var originals: [String] = []
         for try await original in rows.decode(String.self) { originals.append(original) }
@@ -30,12 +34,15 @@ extension PurchaseStore {
 
     /// The stored purchases of an app user (`appAccountToken`, matched in either letter case),
     /// by their latest transaction or any transaction of theirs.
-    func originalTransactionIds(ofAppAccountToken token: String, environment: String, on connection: PostgresConnection) async throws -> [String] {
+    func originalTransactionIds(ofAppAccountToken token: String, on connection: PostgresConnection) async throws -> [String] {
         let spellings = Array(Set([token.lowercased(), token.uppercased(), token]))
+        let (bundleId, environment) = (try bundleId, try environment)
         let rows = try await connection.query(
             """
-            SELECT original_transaction_id FROM purchases WHERE app_account_token = ANY(\(spellings)::text[]) AND environment = \(environment)
-            UNION SELECT original_transaction_id FROM transactions WHERE app_account_token = ANY(\(spellings)::text[]) AND environment = \(environment)
+            SELECT original_transaction_id FROM purchases
+            WHERE app_account_token = ANY(\(spellings)::text[]) AND bundle_id = \(bundleId) AND environment = \(environment)
+            UNION SELECT original_transaction_id FROM transactions
+            WHERE app_account_token = ANY(\(spellings)::text[]) AND bundle_id = \(bundleId) AND environment = \(environment)
             """, logger: logger)
         var originals: [String] = []
         for try await original in rows.decode(String.self) { originals.append(original) }
@@ -50,14 +57,18 @@ extension PurchaseStore {
         var bindings = PostgresBindings()
         bindings.append(originalTransactionIds)
         bindings.append(anchors)
+        bindings.append(try bundleId)
+        bindings.append(try environment)
         let rows = try await connection.query(
             PostgresQuery(
                 unsafeSQL: """
                     SELECT p.original_transaction_id FROM \(purchasesSeen) p
-                    WHERE p.original_transaction_id = ANY($1::text[]) OR p.history_anchor_transaction_id = ANY($2::text[])
+                    WHERE p.bundle_id = $3 AND p.environment = $4
+                      AND (p.original_transaction_id = ANY($1::text[]) OR p.history_anchor_transaction_id = ANY($2::text[])
                        OR p.history_anchor_transaction_id IN (
                            SELECT q.history_anchor_transaction_id FROM \(purchasesSeen) q
-                           WHERE q.original_transaction_id = ANY($1::text[]) AND q.history_anchor_transaction_id IS NOT NULL)
+                           WHERE q.bundle_id = $3 AND q.environment = $4
+                             AND q.original_transaction_id = ANY($1::text[]) AND q.history_anchor_transaction_id IS NOT NULL))
                     """, binds: bindings), logger: logger)
         var originals = Set<String>()
         for try await original in rows.decode(String.self) { originals.insert(original) }
@@ -71,10 +82,13 @@ extension PurchaseStore {
         guard !originalTransactionIds.isEmpty else { return [:] }
         var bindings = PostgresBindings()
         bindings.append(Array(originalTransactionIds))
+        bindings.append(try bundleId)
+        bindings.append(try environment)
         let rows = try await connection.query(
             PostgresQuery(
                 unsafeSQL: """
-                    SELECT \(Self.purchaseColumns) FROM \(purchasesSeen) p WHERE p.original_transaction_id = ANY($1::text[])
+                    SELECT \(Self.purchaseColumns) FROM \(purchasesSeen) p
+                    WHERE p.bundle_id = $2 AND p.environment = $3 AND p.original_transaction_id = ANY($1::text[])
                     """, binds: bindings), logger: logger)
         var result: [String: PurchaseState] = [:]
         for try await row in rows.decode(PurchaseRow.self) { result[row.0] = purchaseState(row) }

@@ -22,21 +22,36 @@ public struct PurchaseStore: Sendable {
     let shadow: ShadowSchema?
     /// The app's entitlement choices (billing retry, non-renewing terms).
     public let entitlement: EntitlementPolicy
+    /// The app and environment whose purchases this store writes and reads; `nil` for a store that
+    /// only reads across every app (export, the feed, the forwarding queue).
+    public let target: AppTarget?
 
-    public init(logger: Logger, entitlement: EntitlementPolicy = .init()) {
-        self.init(logger: logger, shadow: nil, entitlement: entitlement)
+    public init(logger: Logger, target: AppTarget? = nil, entitlement: EntitlementPolicy = .init()) {
+        self.init(logger: logger, shadow: nil, target: target, entitlement: entitlement)
     }
 
-    init(logger: Logger, shadow: ShadowSchema?, entitlement: EntitlementPolicy = .init()) {
+    init(logger: Logger, shadow: ShadowSchema?, target: AppTarget?, entitlement: EntitlementPolicy = .init()) {
         self.logger = logger
         self.shadow = shadow
+        self.target = target
         self.entitlement = entitlement
     }
 
-    /// The store of a database, as its configuration says (a dry run's shadow, the entitlement rule).
-    init(database: Database) {
-        self.init(logger: database.logger, shadow: database.shadow, entitlement: database.configuration.entitlement)
+    /// The store of one app's purchases in a database, as the database's configuration says (a dry
+    /// run's shadow, the entitlement rule).
+    init(database: Database, target: AppTarget?) {
+        self.init(logger: database.logger, shadow: database.shadow, target: target, entitlement: database.configuration.entitlement)
     }
+
+    /// The app and environment a write or a read of one purchase is for.
+    var scope: AppTarget {
+        get throws {
+            guard let target else { throw PurchaseStoreError(description: "a purchase was read or written without naming its app") }
+            return target
+        }
+    }
+    var bundleId: String { get throws { try scope.bundleId } }
+    var environment: String { get throws { try scope.environment.rawValue } }
 
     /// Where a notification came from.
     public enum Source: Sendable, Hashable {
@@ -165,12 +180,14 @@ public struct PurchaseStore: Sendable {
         let keys =
             Set(originalTransactionIds).sorted().map { LockKey(original_transaction_id: $0) }
             + purchasesByNotification.keys.sorted().map { LockKey(original_transaction_id: purchasesByNotification[$0]!, notification_uuid: $0) }
+        // Purchases of different apps may share an id: the lock is on the app's purchase.
+        let app = keys.isEmpty ? "" : "\(try bundleId) \(try environment) "
         if !keys.isEmpty {
             let rows = try await connection.query(
                 """
                 SELECT pg_advisory_xact_lock(727002, k)::text, pg_current_xact_id_if_assigned() IS NULL
                 FROM (
-                    SELECT DISTINCT hashtext(key.original_transaction_id) AS k
+                    SELECT DISTINCT hashtext(\(app) || key.original_transaction_id) AS k
                     FROM jsonb_to_recordset(\(try Self.json(keys))::jsonb) AS key (original_transaction_id text, notification_uuid text)
                     WHERE key.notification_uuid IS NULL
                        OR NOT EXISTS (SELECT 1 FROM notifications n WHERE n.notification_uuid = key.notification_uuid)
@@ -183,9 +200,11 @@ public struct PurchaseStore: Sendable {
                 throw PurchaseStoreError(description: "purchases locked after the transaction wrote: the change feed would misorder their changes")
             }
         }
-        try await shadow?.copyOnFirstTouch(
-            purchases: Array(Set(originalTransactionIds).union(purchasesByNotification.values)), notifications: notificationUUIDs,
-            anchors: anchors, on: connection, logger: logger)
+        if let shadow {
+            try await shadow.copyOnFirstTouch(
+                purchases: Array(Set(originalTransactionIds).union(purchasesByNotification.values)), notifications: notificationUUIDs,
+                anchors: anchors, of: try scope, on: connection, logger: logger)
+        }
     }
 
     /// A purchase to lock, unless the notification it comes with is recorded already.
@@ -208,6 +227,7 @@ public struct PurchaseStore: Sendable {
         var notification_type: String
         var subtype: String?
         var signed_date_ms: Int64
+        var bundle_id: String
         var environment: String
         var original_transaction_id: String?
         var transaction_id: String?
@@ -223,12 +243,14 @@ public struct PurchaseStore: Sendable {
         _ rows: [NotificationRow], source: Source, forwarding: NotificationHandler.Forwarding? = nil, on connection: PostgresConnection
     ) async throws -> Set<String> {
         guard !rows.isEmpty else { return [] }
+        let (bundleId, environment) = (try bundleId, try environment)
         let json = try Self.json(
             rows.map { row in
                 let n = row.notification
                 return NotificationColumns(
                     notification_uuid: n.notificationUUID, notification_type: n.notificationType.rawValue, subtype: n.subtype?.rawValue,
-                    signed_date_ms: n.signedDate, environment: n.environment, original_transaction_id: n.originalTransactionId,
+                    signed_date_ms: n.signedDate, bundle_id: bundleId, environment: n.environment,
+                    original_transaction_id: n.originalTransactionId,
                     transaction_id: n.transaction?.transactionId, signed_payload: n.signedPayload, source: source.name,
                     run_id: source.runId, outcome: row.outcome.rawValue)
             })
@@ -241,8 +263,9 @@ public struct PurchaseStore: Sendable {
                 ON CONFLICT (notification_uuid) DO NOTHING
                 RETURNING notification_uuid
             ), queued AS (
-                INSERT INTO forward_queue (notification_uuid, target_id, target_redacted, run_id)
-                SELECT notification_uuid, \(forwarding?.target.id), \(forwarding?.target.redacted), \(source.runId) FROM inserted
+                INSERT INTO forward_queue (notification_uuid, target_id, target_redacted, run_id, bundle_id, environment)
+                SELECT notification_uuid, \(forwarding?.target.id), \(forwarding?.target.redacted), \(source.runId), \(bundleId), \(environment)
+                FROM inserted
                 WHERE \(forwarding?.target.id)::text IS NOT NULL AND (\(only)::text[] IS NULL OR notification_uuid = ANY(\(only)::text[]))
                 ORDER BY notification_uuid
                 ON CONFLICT (notification_uuid, target_id) DO NOTHING
@@ -255,7 +278,7 @@ public struct PurchaseStore: Sendable {
     }
 
     static let notificationColumns = """
-        notification_uuid, notification_type, subtype, signed_date_ms, environment, original_transaction_id, transaction_id,
+        notification_uuid, notification_type, subtype, signed_date_ms, bundle_id, environment, original_transaction_id, transaction_id,
         signed_payload, source, run_id, outcome
         """
 
@@ -371,24 +394,28 @@ public struct PurchaseStore: Sendable {
     /// whichever came first; such a purchase is read again once the margin has passed.
     static let upsertTransactionsSQL: String = {
         let columns = TransactionColumns.names.joined(separator: ", ")
-        let updates = TransactionColumns.names.filter { $0 != "transaction_id" }.map { "\($0) = EXCLUDED.\($0)" }.joined(separator: ", ")
+        let updates = TransactionColumns.names.filter { !["transaction_id", "bundle_id", "environment"].contains($0) }.map {
+            "\($0) = EXCLUDED.\($0)"
+        }.joined(separator: ", ")
         return """
             WITH incoming AS (
                 SELECT \(columns) FROM jsonb_populate_recordset(NULL::transactions, $1::jsonb)
             ), disagreements AS (
-                SELECT i.original_transaction_id,
+                SELECT i.bundle_id, i.environment, i.original_transaction_id,
                        max(CASE WHEN i.from_notification THEN i.signed_date_ms ELSE s.signed_date_ms END) AS notification_signed_ms
-                FROM incoming i JOIN transactions s ON s.transaction_id = i.transaction_id
+                FROM incoming i
+                JOIN transactions s ON (s.bundle_id, s.environment, s.transaction_id) = (i.bundle_id, i.environment, i.transaction_id)
                 WHERE \(revocationConflict("i", "s"))
-                GROUP BY i.original_transaction_id
+                GROUP BY i.bundle_id, i.environment, i.original_transaction_id
             ), recheck AS (
                 UPDATE purchases p
                 SET recheck_at_ms = GREATEST(p.recheck_at_ms, d.notification_signed_ms + \(snapshotMarginMilliseconds) + 1)
-                FROM disagreements d WHERE p.original_transaction_id = d.original_transaction_id
+                FROM disagreements d
+                WHERE (p.bundle_id, p.environment, p.original_transaction_id) = (d.bundle_id, d.environment, d.original_transaction_id)
             )
             INSERT INTO transactions AS stored (\(columns))
             SELECT \(columns) FROM incoming
-            ON CONFLICT (transaction_id) DO UPDATE SET \(updates), updated_at = now()
+            ON CONFLICT (bundle_id, environment, transaction_id) DO UPDATE SET \(updates), updated_at = now()
             WHERE CASE WHEN \(revocationConflict("stored", "EXCLUDED")) THEN EXCLUDED.from_notification
                        ELSE stored.signed_date_ms <= EXCLUDED.signed_date_ms END
             """
@@ -415,21 +442,24 @@ public struct PurchaseStore: Sendable {
     static let purchaseColumns = """
         original_transaction_id, latest_transaction_id, product_id, environment, purchase_date_ms, expires_date_ms,
         revocation_date_ms, auto_renew_status, last_signed_date_ms, app_account_token, status, product_type,
-        grace_period_expires_date_ms, is_in_billing_retry_period
+        grace_period_expires_date_ms, is_in_billing_retry_period, bundle_id
         """
 
-    typealias PurchaseRow = (String, String?, String?, String?, Int64?, Int64?, Int64?, Int32?, Int64?, String?, Int32?, String?, Int64?, Bool?)
+    typealias PurchaseRow = (
+        String, String?, String?, String?, Int64?, Int64?, Int64?, Int32?, Int64?, String?, Int32?, String?, Int64?, Bool?, String
+    )
 
     /// A purchase as `export` shows it, `entitled` as of `now` (UNIX ms).
-    func purchaseState(_ row: PurchaseRow, now: Int64 = Int64(Date().timeIntervalSince1970 * 1000)) -> PurchaseState {
+    func purchaseState(_ row: PurchaseRow, now: Int64 = Int64(Date().timeIntervalSince1970 * 1000), policy: EntitlementPolicy? = nil) -> PurchaseState
+    {
         let facts = Entitlement.Facts(
             productType: row.11, productId: row.2, environment: row.3, purchaseDate: row.4, expiresDate: row.5, revocationDate: row.6,
             gracePeriodExpiresDate: row.12, isInBillingRetryPeriod: row.13)
         return PurchaseState(
-            originalTransactionId: row.0, latestTransactionId: row.1, productId: row.2, environment: row.3,
+            originalTransactionId: row.0, latestTransactionId: row.1, productId: row.2, bundleId: row.14, environment: row.3,
             purchaseDate: row.4, expiresDate: row.5, revocationDate: row.6, autoRenewStatus: row.7, lastSignedDate: row.8,
             appAccountToken: row.9, status: row.10,
-            entitled: Entitlement.isEntitled(facts, at: now, policy: entitlement))
+            entitled: Entitlement.isEntitled(facts, at: now, policy: policy ?? entitlement))
     }
 
     /// The stored state of some purchases, by originalTransactionId.
@@ -437,8 +467,10 @@ public struct PurchaseStore: Sendable {
     {
         guard !originalTransactionIds.isEmpty else { return [:] }
         let rows = try await connection.query(
-            "SELECT \(unescaped: Self.purchaseColumns) FROM purchases WHERE original_transaction_id = ANY(\(Array(originalTransactionIds))::text[])",
-            logger: logger)
+            """
+            SELECT \(unescaped: Self.purchaseColumns) FROM purchases
+            WHERE bundle_id = \(try bundleId) AND environment = \(try environment) AND original_transaction_id = ANY(\(Array(originalTransactionIds))::text[])
+            """, logger: logger)
         var result: [String: PurchaseState] = [:]
         for try await row in rows.decode(PurchaseRow.self) { result[row.0] = purchaseState(row) }
         return result
@@ -447,6 +479,7 @@ public struct PurchaseStore: Sendable {
     /// One incoming purchase update; the keys are the column names of the `incoming` record set.
     private struct PurchaseUpdateColumns: Encodable {
         var original_transaction_id: String
+        var bundle_id: String
         var environment: String
         var auto_renew_status: Int32?
         var auto_renew_product_id: String?
@@ -466,9 +499,10 @@ public struct PurchaseStore: Sendable {
         var renewal_from_notification: Bool
         var status_from_notification: Bool
 
-        init(_ update: PurchaseUpdate) {
+        init(_ update: PurchaseUpdate, of target: AppTarget) {
             original_transaction_id = update.originalTransactionId
-            environment = update.environment
+            bundle_id = target.bundleId
+            environment = target.environment.rawValue
             let renewal = update.renewalInfo?.payload
             auto_renew_status = renewal?.autoRenewStatus?.rawValue
             auto_renew_product_id = renewal?.autoRenewProductId
@@ -497,7 +531,7 @@ public struct PurchaseStore: Sendable {
         }
 
         static let definitions = """
-            original_transaction_id text, environment text, auto_renew_status integer, auto_renew_product_id text,
+            original_transaction_id text, bundle_id text, environment text, auto_renew_status integer, auto_renew_product_id text,
             expiration_intent integer, is_in_billing_retry_period boolean, grace_period_expires_date_ms bigint,
             renewal_date_ms bigint, renewal_signed_date_ms bigint, status integer, status_signed_date_ms bigint,
             last_signed_date_ms bigint, last_notification_uuid text, renewal_price bigint, renewal_currency text,
@@ -565,21 +599,22 @@ public struct PurchaseStore: Sendable {
             "\($0) = CASE WHEN \(statusWins) THEN EXCLUDED.\($0) ELSE p.\($0) END"
         }
         return """
-            INSERT INTO purchases AS p (original_transaction_id, environment, latest_transaction_id, \(latestTransactionColumns.joined(separator: ", ")),
+            INSERT INTO purchases AS p (original_transaction_id, bundle_id, environment, latest_transaction_id, \(latestTransactionColumns.joined(separator: ", ")),
                 \(renewalColumns.joined(separator: ", ")), renewal_signed_date_ms, renewal_from_notification, status, status_signed_date_ms,
                 status_from_notification, last_signed_date_ms, last_notification_uuid)
-            SELECT u.original_transaction_id, u.environment, l.transaction_id, \(latestTransactionColumns.map { "l.\($0)" }.joined(separator: ", ")),
+            SELECT u.original_transaction_id, u.bundle_id, u.environment, l.transaction_id, \(latestTransactionColumns.map { "l.\($0)" }.joined(separator: ", ")),
                 \(renewalColumns.map { "u.\($0)" }.joined(separator: ", ")), u.renewal_signed_date_ms, u.renewal_from_notification, u.status,
                 u.status_signed_date_ms, u.status_from_notification, u.last_signed_date_ms, u.last_notification_uuid
             FROM jsonb_to_recordset($1::jsonb) AS u (\(PurchaseUpdateColumns.definitions))
             LEFT JOIN LATERAL (
                 SELECT transaction_id, \(latestTransactionColumns.joined(separator: ", "))
-                FROM transactions WHERE original_transaction_id = u.original_transaction_id
+                FROM transactions
+                WHERE bundle_id = u.bundle_id AND environment = u.environment AND original_transaction_id = u.original_transaction_id
                 ORDER BY is_upgraded, purchase_date_ms DESC NULLS LAST, transaction_id DESC
                 LIMIT 1
             ) AS l ON true
             ORDER BY u.original_transaction_id
-            ON CONFLICT (original_transaction_id) DO UPDATE SET
+            ON CONFLICT (bundle_id, environment, original_transaction_id) DO UPDATE SET
                 latest_transaction_id = COALESCE(EXCLUDED.latest_transaction_id, p.latest_transaction_id),
                 \(fromLatest.joined(separator: ",\n    ")),
                 \(fromRenewal.joined(separator: ",\n    ")),
@@ -605,7 +640,8 @@ public struct PurchaseStore: Sendable {
         }
         guard !merged.isEmpty else { return [:] }
         var bindings = PostgresBindings()
-        bindings.append(try Self.json(merged.keys.sorted().map { PurchaseUpdateColumns(merged[$0]!) }))
+        let target = try scope
+        bindings.append(try Self.json(merged.keys.sorted().map { PurchaseUpdateColumns(merged[$0]!, of: target) }))
         let rows = try await connection.query(PostgresQuery(unsafeSQL: Self.refreshPurchasesSQL, binds: bindings), logger: logger)
         var result: [String: PurchaseState] = [:]
         for try await row in rows.decode(PurchaseRow.self) { result[row.0] = purchaseState(row) }
@@ -654,6 +690,8 @@ public struct PurchaseStore: Sendable {
         guard !changes.isEmpty else { return }
         struct Row: Encodable {
             var original_transaction_id: String
+            var bundle_id: String
+            var environment: String
             var app_account_token: String?
             var source: String
             var notification_uuid: String?
@@ -661,10 +699,12 @@ public struct PurchaseStore: Sendable {
             var before_state: PurchaseState?
             var after_state: PurchaseState
         }
+        let target = try scope
         let rows = try Self.json(
             changes.sorted { $0.after.originalTransactionId < $1.after.originalTransactionId }.map {
                 Row(
-                    original_transaction_id: $0.after.originalTransactionId,
+                    original_transaction_id: $0.after.originalTransactionId, bundle_id: target.bundleId,
+                    environment: target.environment.rawValue,
                     app_account_token: $0.after.appAccountToken ?? $0.before?.appAccountToken,
                     source: origin.source.rawValue, notification_uuid: origin.notificationUUIDs[$0.after.originalTransactionId], run_id: origin.runId,
                     before_state: $0.before, after_state: $0.after)
@@ -673,8 +713,10 @@ public struct PurchaseStore: Sendable {
         try await connection.query(
             """
             WITH recorded AS (
-                INSERT INTO purchase_changes (original_transaction_id, app_account_token, source, notification_uuid, run_id, before_state, after_state)
-                SELECT original_transaction_id, app_account_token, source, notification_uuid, run_id, before_state, after_state
+                INSERT INTO purchase_changes (original_transaction_id, bundle_id, environment, app_account_token, source, notification_uuid,
+                    run_id, before_state, after_state)
+                SELECT original_transaction_id, bundle_id, environment, app_account_token, source, notification_uuid, run_id, before_state,
+                    after_state
                 FROM jsonb_populate_recordset(NULL::purchase_changes, \(rows)::jsonb)
             )
             SELECT pg_notify(\(Self.changeChannel), '') WHERE \(shadow == nil)
@@ -695,7 +737,8 @@ public struct PurchaseStore: Sendable {
         let rows = try await connection.query(
             """
             SELECT t.id, COALESCE(p.history_anchor_transaction_id, t.id)
-            FROM unnest(\(Array(Set(originalTransactionIds)))::text[]) AS t (id) LEFT JOIN purchases p ON p.original_transaction_id = t.id
+            FROM unnest(\(Array(Set(originalTransactionIds)))::text[]) AS t (id)
+            LEFT JOIN purchases p ON p.bundle_id = \(try bundleId) AND p.environment = \(try environment) AND p.original_transaction_id = t.id
             """, logger: logger)
         var anchors: [String: String] = [:]
         for try await (purchase, anchor) in rows.decode((String, String).self) { anchors[purchase] = anchor }
@@ -711,30 +754,32 @@ public struct PurchaseStore: Sendable {
     /// partial index, so a quiet hour costs an index probe however many customers there are, and a
     /// customer checked after its subscription fell due is not due again until the next date. In
     /// a dry run the shadow copies win over the real rows.
-    func dueAnchors(environment: String, windowEnd: Int64, all: Bool, on connection: PostgresConnection) async throws -> [String] {
-        let rows = try await connection.query(dueAnchorsQuery(environment: environment, windowEnd: windowEnd, all: all), logger: logger)
+    func dueAnchors(windowEnd: Int64, all: Bool, on connection: PostgresConnection) async throws -> [String] {
+        let rows = try await connection.query(try dueAnchorsQuery(windowEnd: windowEnd, all: all), logger: logger)
         var anchors: [String] = []
         for try await anchor in rows.decode(String.self) { anchors.append(anchor) }
         return anchors
     }
 
     /// The plan PostgreSQL chooses for the due query of an hourly run (tests and the benchmark check it reads the index).
-    func explainDueAnchors(environment: String, windowEnd: Int64, on connection: PostgresConnection) async throws -> String {
-        var query = dueAnchorsQuery(environment: environment, windowEnd: windowEnd, all: false)
+    func explainDueAnchors(windowEnd: Int64, on connection: PostgresConnection) async throws -> String {
+        var query = try dueAnchorsQuery(windowEnd: windowEnd, all: false)
         query.sql = "EXPLAIN " + query.sql
         var plan: [String] = []
         for try await line in try await connection.query(query, logger: logger).decode(String.self) { plan.append(line) }
         return plan.joined(separator: "\n")
     }
 
-    private func dueAnchorsQuery(environment: String, windowEnd: Int64, all: Bool) -> PostgresQuery {
-        let due = all ? "environment = $1" : "environment = $1 AND next_due_ms <= $2 AND COALESCE(last_signed_date_ms, 0) <= $2"
+    private func dueAnchorsQuery(windowEnd: Int64, all: Bool) throws -> PostgresQuery {
+        let app = "bundle_id = $3 AND environment = $1"
+        let due = all ? app : "\(app) AND next_due_ms <= $2 AND COALESCE(last_signed_date_ms, 0) <= $2"
         let copies =
             shadow.map {
                 """
                 UNION ALL
                 SELECT original_transaction_id, history_anchor_transaction_id FROM \($0.realSchemaIdentifier).purchases r WHERE \(due)
-                  AND NOT EXISTS (SELECT 1 FROM purchases s WHERE s.original_transaction_id = r.original_transaction_id)
+                  AND NOT EXISTS (SELECT 1 FROM purchases s WHERE (s.bundle_id, s.environment, s.original_transaction_id)
+                                  = (r.bundle_id, r.environment, r.original_transaction_id))
                 """
             } ?? ""
         let sql = """
@@ -744,69 +789,87 @@ public struct PurchaseStore: Sendable {
             ) AS due ORDER BY 1
             """
         var bindings = PostgresBindings()
-        bindings.append(environment)
+        bindings.append(try environment)
         bindings.append(windowEnd)
+        bindings.append(try bundleId)
         return PostgresQuery(unsafeSQL: sql, binds: bindings)
     }
 
     /// The stored Get Transaction History revision of a customer.
     func revision(anchor: String, on connection: PostgresConnection) async throws -> String? {
-        try await shadow?.copyOnFirstTouch(purchases: [], notifications: [], anchors: [anchor], on: connection, logger: logger)
-        let rows = try await connection.query("SELECT revision FROM history_revisions WHERE anchor_transaction_id = \(anchor)", logger: logger)
+        try await shadow?.copyOnFirstTouch(purchases: [], notifications: [], anchors: [anchor], of: try scope, on: connection, logger: logger)
+        let rows = try await connection.query(
+            """
+            SELECT revision FROM history_revisions
+            WHERE bundle_id = \(try bundleId) AND environment = \(try environment) AND anchor_transaction_id = \(anchor)
+            """, logger: logger)
         for try await revision in rows.decode(String.self) { return revision }
         return nil
     }
 
     /// Forgets a revision Apple refused (4000005), so the history is read from the start.
     func dropRevision(anchor: String, on connection: PostgresConnection) async throws {
-        try await shadow?.copyOnFirstTouch(purchases: [], notifications: [], anchors: [anchor], on: connection, logger: logger)
-        try await connection.query("DELETE FROM history_revisions WHERE anchor_transaction_id = \(anchor)", logger: logger)
+        try await shadow?.copyOnFirstTouch(purchases: [], notifications: [], anchors: [anchor], of: try scope, on: connection, logger: logger)
+        try await connection.query(
+            """
+            DELETE FROM history_revisions WHERE bundle_id = \(try bundleId) AND environment = \(try environment) AND anchor_transaction_id = \(anchor)
+            """, logger: logger)
     }
 
     /// Records a customer's history as read up to `revision` at `checkedAt` (UNIX ms): stores the
     /// revision, links the purchases it covers to the customer, and marks them checked. A revision
     /// stored under another of the customer's purchases is dropped: one customer, one revision.
     func recordHistoryChecked(
-        anchor: String, environment: String, revision: String?, purchases originalTransactionIds: [String],
-        checkedAt: Int64, on connection: PostgresConnection
+        anchor: String, revision: String?, purchases originalTransactionIds: [String], checkedAt: Int64, on connection: PostgresConnection
     ) async throws {
+        let (bundleId, environment) = (try bundleId, try environment)
         try await connection.query(
             """
             DELETE FROM history_revisions
-            WHERE anchor_transaction_id <> \(anchor) AND (anchor_transaction_id = ANY(\(originalTransactionIds)::text[])
-               OR anchor_transaction_id IN (SELECT original_transaction_id FROM purchases WHERE history_anchor_transaction_id = \(anchor)))
+            WHERE bundle_id = \(bundleId) AND environment = \(environment) AND anchor_transaction_id <> \(anchor)
+              AND (anchor_transaction_id = ANY(\(originalTransactionIds)::text[])
+                   OR anchor_transaction_id IN (
+                       SELECT original_transaction_id FROM purchases
+                       WHERE bundle_id = \(bundleId) AND environment = \(environment) AND history_anchor_transaction_id = \(anchor)))
             """, logger: logger)
         if let revision {
             try await connection.query(
                 """
-                INSERT INTO history_revisions (anchor_transaction_id, environment, revision) VALUES (\(anchor), \(environment), \(revision))
-                ON CONFLICT (anchor_transaction_id) DO UPDATE SET revision = EXCLUDED.revision, updated_at = now()
+                INSERT INTO history_revisions (bundle_id, environment, anchor_transaction_id, revision)
+                VALUES (\(bundleId), \(environment), \(anchor), \(revision))
+                ON CONFLICT (bundle_id, environment, anchor_transaction_id) DO UPDATE SET revision = EXCLUDED.revision, updated_at = now()
                 """, logger: logger)
         }
         try await connection.query(
             """
             UPDATE purchases SET history_anchor_transaction_id = \(anchor), history_checked_at_ms = \(checkedAt)
-            WHERE original_transaction_id = ANY(\(originalTransactionIds)::text[])
-               OR history_anchor_transaction_id = \(anchor) OR original_transaction_id = \(anchor)
+            WHERE bundle_id = \(bundleId) AND environment = \(environment)
+              AND (original_transaction_id = ANY(\(originalTransactionIds)::text[])
+                   OR history_anchor_transaction_id = \(anchor) OR original_transaction_id = \(anchor))
             """, logger: logger)
     }
 
     // MARK: Reading
 
-    /// Every purchase, ordered by originalTransactionId, optionally of one environment or of one
-    /// app user (`appAccountToken`), with `entitled` as of `now` (UNIX ms).
+    /// Every purchase, ordered by originalTransactionId (then app and environment), optionally of
+    /// one app, one environment or one app user (`appAccountToken`), with `entitled` as of `now`
+    /// (UNIX ms) by each app's entitlement choices (`entitlements`, by bundle id; else this store's).
     public func exportPurchases(
-        environment: String?, appAccountToken: String? = nil, at now: Int64 = Int64(Date().timeIntervalSince1970 * 1000),
+        bundleId: String? = nil, environment: String?, appAccountToken: String? = nil,
+        entitlements: [String: EntitlementPolicy] = [:], at now: Int64 = Int64(Date().timeIntervalSince1970 * 1000),
         on client: PostgresClient, _ body: (PurchaseState) throws -> Void
     ) async throws {
         let rows = try await client.query(
             """
             SELECT \(unescaped: Self.purchaseColumns) FROM purchases
-            WHERE (\(environment)::text IS NULL OR environment = \(environment))
+            WHERE (\(bundleId)::text IS NULL OR bundle_id = \(bundleId))
+              AND (\(environment)::text IS NULL OR environment = \(environment))
               AND (\(appAccountToken)::text IS NULL OR app_account_token = \(appAccountToken))
-            ORDER BY original_transaction_id
+            ORDER BY original_transaction_id, bundle_id, environment
             """, logger: logger)
-        for try await row in rows.decode(PurchaseRow.self) { try body(purchaseState(row, now: now)) }
+        for try await row in rows.decode(PurchaseRow.self) {
+            try body(purchaseState(row, now: now, policy: entitlements[row.14] ?? entitlement))
+        }
     }
 
     /// When a run's replay recorded the last of the notifications of these types (`received_at`).
@@ -827,10 +890,11 @@ public struct PurchaseStore: Sendable {
     }
 
     /// The signedDate of the newest notification the live webhook stored, for `run --since-last`.
-    public func newestLiveNotification(environment: String, on connection: PostgresConnection) async throws -> Int64? {
+    public func newestLiveNotification(of target: AppTarget, on connection: PostgresConnection) async throws -> Int64? {
         let rows = try await connection.query(
             """
-            SELECT max(signed_date_ms) FROM notifications WHERE source = 'webhook' AND environment = \(environment)
+            SELECT max(signed_date_ms) FROM notifications
+            WHERE source = 'webhook' AND bundle_id = \(target.bundleId) AND environment = \(target.environment.rawValue)
             """, logger: logger)
         for try await value in rows.decode(Int64?.self) { return value }
         return nil

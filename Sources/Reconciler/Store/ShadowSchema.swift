@@ -1,3 +1,4 @@
+import AppStoreServer
 import Logging
 import PostgresNIO
 
@@ -90,31 +91,46 @@ struct ShadowSchema: Sendable, Hashable {
     /// Copies the real rows of purchases (with their transactions), notifications and customers
     /// into the shadow tables, unless the dry run already holds its own copies of them.
     func copyOnFirstTouch(
-        purchases: [String], notifications: [String], anchors: [String], on connection: PostgresConnection,
+        purchases: [String], notifications: [String], anchors: [String], of target: AppTarget, on connection: PostgresConnection,
         logger: Logger
     ) async throws {
         let real = realSchemaIdentifier
+        let app = "bundle_id = $3 AND environment = $4"
         if !purchases.isEmpty || !anchors.isEmpty {
             var bindings = PostgresBindings()
             bindings.append(purchases)
             bindings.append(anchors)
+            bindings.append(target.bundleId)
+            bindings.append(target.environment.rawValue)
             try await connection.query(
                 PostgresQuery(
                     unsafeSQL: """
                         WITH touched AS (
                             INSERT INTO \(name).purchases (\(purchaseColumns)) SELECT \(purchaseColumns) FROM \(real).purchases
-                            WHERE original_transaction_id = ANY($1::text[]) OR original_transaction_id = ANY($2::text[])
-                               OR history_anchor_transaction_id = ANY($2::text[])
+                            WHERE \(app) AND (original_transaction_id = ANY($1::text[]) OR original_transaction_id = ANY($2::text[])
+                               OR history_anchor_transaction_id = ANY($2::text[]))
                             ON CONFLICT DO NOTHING
                             RETURNING original_transaction_id
                         )
                         INSERT INTO \(name).transactions SELECT * FROM \(real).transactions
-                        WHERE original_transaction_id IN (SELECT original_transaction_id FROM touched)
+                        WHERE \(app) AND original_transaction_id IN (SELECT original_transaction_id FROM touched)
                         ON CONFLICT DO NOTHING
                         """, binds: bindings), logger: logger)
         }
         try await copy("notifications", where: "notification_uuid", in: notifications, on: connection, logger: logger)
-        try await copy("history_revisions", where: "anchor_transaction_id", in: anchors, on: connection, logger: logger)
+        if !anchors.isEmpty {
+            var bindings = PostgresBindings()
+            bindings.append(anchors)
+            bindings.append(target.bundleId)
+            bindings.append(target.environment.rawValue)
+            try await connection.query(
+                PostgresQuery(
+                    unsafeSQL: """
+                        INSERT INTO \(name).history_revisions SELECT * FROM \(realSchemaIdentifier).history_revisions
+                        WHERE bundle_id = $2 AND environment = $3 AND anchor_transaction_id = ANY($1::text[])
+                        ON CONFLICT DO NOTHING
+                        """, binds: bindings), logger: logger)
+        }
     }
 
     /// Copies the real rows whose `key` is one of `values`, unless the shadow table has them.
