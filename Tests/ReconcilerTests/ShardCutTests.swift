@@ -40,7 +40,8 @@ import Testing
             let missing = expected.filter { !recorded.contains($0.notificationUUID) }
             #expect(
                 missing.count == 0,
-                "\(missing.count) of \(expected.count) notifications never replayed, e.g. \(missing.prefix(3).map { "\($0.kind) signed \($0.signedDate)" })")
+                "\(missing.count) of \(expected.count) notifications never replayed, e.g. \(missing.prefix(3).map { "\($0.kind) signed \($0.signedDate)" })"
+            )
         }
     }
 
