@@ -87,7 +87,8 @@ extension MockAppStore {
     /// Replaces the fault configuration while running.
     public func setFaults(_ faults: FaultConfiguration) { self.faults.withLock { $0 = faults } }
 
-    /// The notifications of the scenario with their first send attempt, oldest first.
+    /// The notifications of the scenario with their first send attempt, in Get Notification
+    /// History's order (by first send attempt, or by `signedDate` in that mode).
     public var sentNotifications: [(notification: ScenarioWorld.PlannedNotification, firstAttemptDate: Int64)] {
         catalog.snapshot.notifications.map { ($0.plan, $0.firstAttemptDate) }
     }

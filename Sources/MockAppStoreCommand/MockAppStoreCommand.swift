@@ -62,6 +62,13 @@ struct MockAppStoreCommand: AsyncParsableCommand {
     var rateLimit: Double?
     @Option(help: "Pagination token lifetime in seconds.") var tokenTtl: Int = 600
     @Option(help: "Entries per page of both histories (Apple sends up to 20; fewer makes a small scenario page more).") var pageSize: Int = 20
+    @Option(
+        help: ArgumentHelp(
+            """
+            The date Get Notification History selects windows on and orders pages by (Apple documents neither): \
+            first-send-attempt (sent 0.1 to 2 s after signing) or signed-date (sent 0 to 2 s after signing, seeded).
+            """, valueName: "date"))
+    var historyDate: String = ScenarioConfiguration.HistoryDate.firstSendAttempt.rawValue
     @Option(help: "Latency added to every API response, ms.") var latencyMs: Int = 0
     @Option(help: "Random extra latency up to this, ms.") var latencyJitterMs: Int = 0
     @Option(name: .customLong("fault-5xx"), help: "Fraction of API requests answered 500 (retryable).") var fault5xx: Double = 0
@@ -103,6 +110,10 @@ struct MockAppStoreCommand: AsyncParsableCommand {
             guard forged == 0, outage.isEmpty else { throw ValidationError("--scale-notifications takes no --forged and no --outage") }
         }
         guard ["production", "sandbox"].contains(environment.lowercased()) else { throw ValidationError("--environment is production or sandbox") }
+        guard ScenarioConfiguration.HistoryDate(rawValue: historyDate) != nil else {
+            let dates = ScenarioConfiguration.HistoryDate.allCases.map(\.rawValue).joined(separator: " or ")
+            throw ValidationError("--history-date is \(dates)")
+        }
     }
 
     func run() async throws {
@@ -146,6 +157,7 @@ struct MockAppStoreCommand: AsyncParsableCommand {
             environment: environment.lowercased() == "production" ? .production : .sandbox, bundleId: bundleId,
             appAppleId: appAppleId, renewalPeriod: period, scriptedOutageCustomers: !noScriptedCustomers, forgedNotifications: forged)
         scenario.scaleNotifications = scaleNotifications
+        scenario.historyDate = ScenarioConfiguration.HistoryDate(rawValue: historyDate) ?? .firstSendAttempt
         for window in self.outage {
             let parts = window.split(separator: "/", maxSplits: 1).map(String.init)
             guard parts.count == 2 else { throw ValidationError("--outage: \(window) is not START/END") }

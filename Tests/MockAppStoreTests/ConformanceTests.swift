@@ -201,6 +201,45 @@ import Testing
         }
     }
 
+    /// `--history-date signed-date`: the window selects on `signedDate` and pages follow it, while
+    /// each first send attempt comes 0 to 2 s after signing, so pages are not in first-attempt order.
+    @Test func inSignedDateModeTheWindowAndThePagesFollowSignedDate() async throws {
+        var world = ScenarioWorld()
+        world.accounts = [.init(id: "B", transactionIds: [])]
+        let base = now - 2 * hour
+        world.notifications = (0..<30).map { index in
+            let id = "30\(String(format: "%02d", index))", at = base + Int64(index) * 250
+            let payload = JWSTransactionDecodedPayload(
+                originalTransactionId: id, transactionId: id, bundleId: "com.example.reconciler.mock", productId: "com.example.coins.100",
+                purchaseDate: at, type: .consumable, inAppOwnershipType: .purchased, environment: .production)
+            world.transactionVersions[id] = [.init(payload: payload, modifiedAt: at)]
+            world.accountOfTransaction[id] = "B"
+            return .init(
+                notificationUUID: UUID().uuidString.lowercased(), notificationType: .oneTimeCharge, subtype: nil, signedDate: at,
+                accountId: "B", originalTransactionId: id, transaction: payload)
+        }
+        var configuration = self.configuration
+        configuration.scenario.historyDate = .signedDate
+        try await MockAppStore.withRunning(world: world, configuration) { mock, baseURL in
+            let client = mock.client(baseURL: baseURL)
+            let verifier = try mock.verifier()
+            var signed: [Int64] = [], firstAttempts: [Int64] = []
+            for try await page in client.notificationHistory(window) {
+                for item in page.items {
+                    signed.append(try #require(try await verifier.verifyAndDecodeNotification(item.signedPayload!).signedDate))
+                    firstAttempts.append(try #require(item.sendAttempts?.compactMap(\.attemptDate).min()))
+                }
+            }
+            #expect(signed == world.notifications.map(\.signedDate))
+            #expect(zip(signed, firstAttempts).allSatisfy { $1 >= $0 && $1 <= $0 + 2_000 })
+            #expect(firstAttempts != firstAttempts.sorted(), "the pages are in first-attempt order: this mode would show nothing")
+            // A window one millisecond long at a notification's signing holds exactly that notification.
+            let target = world.notifications[17]
+            let one = try await all(client, .init(startDate: target.signedDate, endDate: target.signedDate + 1), verifier)
+            #expect(one.map(\.notificationUUID) == [target.notificationUUID])
+        }
+    }
+
     @Test func onlyFailuresReturnsWhatNeverReachedTheServer() async throws {
         var configuration = self.configuration
         configuration.scenario.outageStart = now - 10 * hour - 1000

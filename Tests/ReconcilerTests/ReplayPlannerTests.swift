@@ -41,6 +41,31 @@ import Testing
                 .filter { $0.queryIndex == 0 }.count == 4)
     }
 
+    /// Without `--shard-duration`, every query is one shard over the whole window, however long.
+    @Test func eachQueryStartsAsOneShardOverTheWholeWindow() {
+        let start: Int64 = 1_700_000_000_000, end = start + 9 * 86_400_000
+        let shards = ReplayPlanner().plan(windowStart: start, windowEnd: end)
+        #expect(shards.count == ReplayPlanner.defaultPriority.count + 1)
+        #expect(Set(shards.map(\.queryIndex)).count == shards.count)
+        #expect(shards.allSatisfy { $0.start == start - 1 && $0.end == end + 1 })
+    }
+
+    /// A split's pieces start the margin before the cut (Apple may select on the first send
+    /// attempt or on signedDate), reach the shard's end, and overlap each other.
+    @Test func piecesStartTheSplitMarginBeforeTheCut() {
+        let shard = ReplayPlanner.Shard(queryIndex: 12, filter: .everything, start: 999, end: 1_000_000 + 3_600_001)
+        let cut: Int64 = 1_000_000 + 600_000
+        let pieces = ReplayPlanner().pieces(of: shard, from: cut, count: 4)
+        #expect(pieces.count == 4)
+        #expect(pieces.first!.start < cut - ReplayPlanner.splitMargin)
+        #expect(pieces.first!.start >= cut - ReplayPlanner.splitMargin - 1)
+        #expect(pieces.last!.end == shard.end)
+        for (left, right) in zip(pieces, pieces.dropFirst()) { #expect(right.start < left.end - 1) }
+        #expect(pieces.allSatisfy { $0.filter == .everything && $0.queryIndex == 12 })
+        // A cut within the margin of the shard's start: the pieces start where the shard does.
+        #expect(ReplayPlanner().pieces(of: shard, from: 5_000, count: 2).first!.start == shard.start)
+    }
+
     @Test func filtersParseOnlyWhatAppleDocuments() {
         #expect(NotificationFilter(parsing: "DID_RENEW/BILLING_RECOVERY") == .init(.didRenew, .billingRecovery))
         #expect(NotificationFilter(parsing: "expired") == .init(.expired))

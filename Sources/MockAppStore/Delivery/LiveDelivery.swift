@@ -22,6 +22,8 @@ extension MockAppStore {
         }
         var queue = notifications.indices.filter { notifications[$0].firstAttemptDate <= scenario.now }
             .map { Attempt(time: notifications[$0].firstAttemptDate, index: $0, number: 1) }
+            // In history order, which need not be first-attempt order (`HistoryDate.signedDate`).
+            .sorted { ($0.time, $0.index) < ($1.time, $1.index) }
         var position = 0
         var delivered = 0
         while position < queue.count {

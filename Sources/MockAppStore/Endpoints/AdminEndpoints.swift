@@ -8,8 +8,9 @@ import NIOFoundationCompat
 /// - `GET /mock/orders`: every transaction's order ID as JSON lines ({orderId, transactionId,
 ///   originalTransactionId, account, ...}), to pick one for Look Up Order ID;
 /// - `GET /mock/notifications`: every notification as JSON lines ({notificationUUID,
-///   notificationType, subtype, firstAttemptDate, delivered (a send attempt succeeded), forged}),
-///   to know which ones Apple failed to deliver;
+///   notificationType, subtype, signedDate, firstAttemptDate, delivered (a send attempt
+///   succeeded), forged}) in Get Notification History's order, to know which ones Apple failed to
+///   deliver and which ones a window holds;
 /// - `GET /mock/stats`: what the mock saw (requests, busiest second, 429s, Retry-After violations,
 ///   faults injected, deliveries); `POST /mock/stats/reset` clears it;
 /// - `GET /mock/health`: 200 once serving;
@@ -69,12 +70,13 @@ extension MockAppStore {
         var notificationUUID: String
         var notificationType: String
         var subtype: String?
+        var signedDate: Int64
         var firstAttemptDate: Int64
         var delivered: Bool
         var forged: Bool
     }
 
-    /// One line per notification, in first-attempt order.
+    /// One line per notification, in history order (by first send attempt or `signedDate`).
     func notificationLines() -> String {
         let lines =
             scale?.notificationLines()
@@ -82,7 +84,7 @@ extension MockAppStore {
                 let plan = notification.plan
                 return NotificationLine(
                     notificationUUID: plan.notificationUUID, notificationType: plan.notificationType.rawValue, subtype: plan.subtype?.rawValue,
-                    firstAttemptDate: notification.firstAttemptDate,
+                    signedDate: plan.signedDate, firstAttemptDate: notification.firstAttemptDate,
                     delivered: attempts.attempts(plan.notificationUUID).contains { $0.sendAttemptResult == .success }, forged: notification.forged)
             }
         let encoder = JSONEncoder()

@@ -2,8 +2,9 @@ import AppStoreServer
 import Foundation
 import NIOFoundationCompat
 
-/// Get Notification History with Apple's semantics: a window on the first send attempt, 20 per
-/// page oldest first, `hasMore` with a pagination token bound to the request body, either
+/// Get Notification History with Apple's semantics: a window on the first send attempt (or, with
+/// ``ScenarioConfiguration/HistoryDate/signedDate``, on `signedDate`: Apple documents neither), 20 per
+/// page oldest first by that date, `hasMore` with a pagination token bound to the request body, either
 /// `notificationType` (+ `notificationSubtype`) or `transactionId`, the rule that a type without a
 /// subtype returns only notifications without a subtype, `onlyFailures`, the retention limit
 /// (180 days, 30 in the sandbox) and the documented errors.
@@ -33,7 +34,8 @@ extension MockAppStore {
     struct HistoryCursor: Codable {
         /// Hash of the request body the token belongs to.
         var query: String
-        var firstAttemptDate: Int64
+        /// The history date (``MockCatalog/Notification/historyDate``) of the last item returned.
+        var date: Int64
         var notificationUUID: String
         var expiresAt: Int64
     }
@@ -111,7 +113,7 @@ extension MockAppStore {
                 statistics.update { $0.expiredTokens += 1 }
                 return Self.apiError(.badRequest, 4_000_017, "Pagination token expired.")
             }
-            after = (cursor.firstAttemptDate, cursor.notificationUUID)
+            after = (cursor.date, cursor.notificationUUID)
         }
 
         var page: [NotificationHistoryResponseItem] = []
@@ -137,9 +139,9 @@ extension MockAppStore {
             }
         }
         for notification in snapshot.notifications where scale == nil {
-            let key = (notification.firstAttemptDate, notification.plan.notificationUUID)
+            let key = notification.historyKey
             if let after, !(key > after) { continue }
-            guard notification.firstAttemptDate >= start, notification.firstAttemptDate < end else { continue }
+            guard notification.historyDate >= start, notification.historyDate < end else { continue }
             let plan = notification.plan
             if let type {
                 guard plan.notificationType.rawValue == type else { continue }
@@ -159,7 +161,7 @@ extension MockAppStore {
         let cursorKey = last ?? after ?? (start, "")
         let token = tokens.encode(
             HistoryCursor(
-                query: queryHash, firstAttemptDate: cursorKey.0, notificationUUID: cursorKey.1,
+                query: queryHash, date: cursorKey.0, notificationUUID: cursorKey.1,
                 expiresAt: now + Int64(configuration.paginationTokenLifetime.components.seconds * 1000)))
         return .json(.ok, NotificationHistoryResponse(paginationToken: token, hasMore: hasMore, notificationHistory: page))
     }

@@ -39,6 +39,19 @@ public struct ScenarioConfiguration: Sendable {
     /// customer rebuilt from the seed when a request needs it. No live delivery, no scripted
     /// customers, no forged payloads, no payloads without `data`.
     public var scaleNotifications: Int?
+    /// Which date Get Notification History selects a window on and orders its pages by (Apple
+    /// documents neither), and with it how long after signing the first send attempt comes.
+    public var historyDate: HistoryDate = .firstSendAttempt
+
+    /// The date Get Notification History's `startDate`/`endDate` select on and its pages follow.
+    /// Apple documents neither, so a reconciler must be right with both.
+    public enum HistoryDate: String, Sendable, CaseIterable, Codable {
+        /// The first send attempt, 0.1 to 2 s after signing, derived from the UUID (the default).
+        case firstSendAttempt = "first-send-attempt"
+        /// The payload's `signedDate`; the first send attempt 0 to 2 s after it, derived from the
+        /// UUID and the seed, so pages are not in first-attempt order.
+        case signedDate = "signed-date"
+    }
 
     public init(
         seed: UInt64 = 1, customers: Int = 100, now: Int64 = Int64(Date().timeIntervalSince1970 * 1000),

@@ -48,9 +48,11 @@ extension MockAppStore {
 
     private func respondToAPI(_ request: MockHTTPRequest, endpoint: Endpoint, parameter: String?) async -> MockHTTPResponse {
         let account = account(namedBy: request, endpoint: endpoint, parameter: parameter)
+        let historyFilter = endpoint == .notificationHistory ? Self.historyFilter(of: request) : nil
         statistics.update {
             $0.requests[endpoint.rawValue, default: 0] += 1
             $0.requestsByAccount[account, default: 0] += 1
+            if let historyFilter { $0.historyRequestsByFilter[historyFilter, default: 0] += 1 }
         }
         let faults = self.faults.withLock { $0 }
         let latency = faults.latencyMilliseconds + (faults.latencyJitterMilliseconds > 0 ? Int.random(in: 0...faults.latencyJitterMilliseconds) : 0)
@@ -118,6 +120,14 @@ extension MockAppStore {
         case .requestTestNotification, .testNotificationStatus: return "*"
         }
         return transactionId.flatMap { snapshot.account(ofTransaction: $0) } ?? "?"
+    }
+
+    /// The filter a Get Notification History body carries, for ``MockStatistics/Counts/historyRequestsByFilter``.
+    static func historyFilter(of request: MockHTTPRequest) -> String {
+        guard let body = try? JSONDecoder().decode([String: RawJSON].self, from: Data(buffer: request.body)) else { return "?" }
+        if body["transactionId"]?.string != nil { return "transactionId" }
+        guard let type = body["notificationType"]?.string else { return "*" }
+        return body["notificationSubtype"]?.string.map { "\(type)/\($0)" } ?? type
     }
 
     func limit(for endpoint: Endpoint) -> Double {

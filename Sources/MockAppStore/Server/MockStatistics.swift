@@ -25,6 +25,10 @@ public final class MockStatistics: Sendable {
         /// order ID, or Get Notification History's `transactionId` filter; `*` for requests that
         /// name none (an unfiltered history query, test notifications), `?` for an ID no account has.
         public var requestsByAccount: [String: Int] = [:]
+        /// Get Notification History requests by the filter they carry, counted as `requests` is:
+        /// `TYPE` or `TYPE/SUBTYPE`, `*` for none (an unfiltered sweep), `transactionId` for one
+        /// customer's, `?` for a body that is not JSON.
+        public var historyRequestsByFilter: [String: Int] = [:]
         public var deliveryAttempts = 0
         public var deliverySuccesses = 0
         public var deliveryFailures = 0

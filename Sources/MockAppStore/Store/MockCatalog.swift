@@ -2,17 +2,31 @@ import AppStoreServer
 import Foundation
 import Synchronization
 
-/// A scenario in the form the endpoints serve: signed notifications ordered by first send
-/// attempt, and each account's transactions ordered by modification date.
+/// A scenario in the form the endpoints serve: signed notifications ordered by the date history
+/// windows select on (``ScenarioConfiguration/HistoryDate``), and each account's transactions
+/// ordered by modification date.
 final class MockCatalog: Sendable {
     struct Notification: Sendable {
         var plan: ScenarioWorld.PlannedNotification
         /// The JWS Apple sent; the same bytes every time it is returned.
         var signedPayload: String
-        /// When the App Store first tried to send it; history windows select on this.
+        /// When the App Store first tried to send it.
         var firstAttemptDate: Int64
+        /// What history windows select on and pages are ordered by: the first send attempt or `signedDate`.
+        var historyDate: Int64
         /// Signed by a stranger's CA (`--forged`): a reconciler must quarantine it.
         var forged = false
+
+        init(plan: ScenarioWorld.PlannedNotification, signedPayload: String, configuration: ScenarioConfiguration, forged: Bool = false) {
+            self.plan = plan
+            self.signedPayload = signedPayload
+            self.firstAttemptDate = MockCatalog.firstAttemptDate(plan, configuration)
+            self.historyDate = MockCatalog.historyDate(plan, configuration)
+            self.forged = forged
+        }
+
+        /// Where it sorts in Get Notification History: (history date, notificationUUID).
+        var historyKey: (Int64, String) { (historyDate, plan.notificationUUID) }
     }
 
     struct TransactionEntry: Sendable {
@@ -48,9 +62,7 @@ final class MockCatalog: Sendable {
         var forgedOrders: [String: ForgedOrder] = [:]
         if configuration.forgedNotifications > 0 {
             let forgeries = try Self.forgeries(configuration)
-            notifications = (notifications + forgeries.notifications).sorted {
-                ($0.firstAttemptDate, $0.plan.notificationUUID) < ($1.firstAttemptDate, $1.plan.notificationUUID)
-            }
+            notifications = (notifications + forgeries.notifications).sorted { $0.historyKey < $1.historyKey }
             forgedOrders = forgeries.orders
         }
         self.state = Mutex(
@@ -102,7 +114,7 @@ final class MockCatalog: Sendable {
             snapshot.world.notifications.append(plan)
             let notification = Notification(
                 plan: plan, signedPayload: try Self.signNotification(plan, configuration: configuration, signer: signer),
-                firstAttemptDate: time + Self.firstAttemptDelay(plan.notificationUUID))
+                configuration: configuration)
             snapshot.notifications.append(notification)
             snapshot.transactionsByAccount = Self.transactionsByAccount(snapshot.world)
             return notification
@@ -123,7 +135,7 @@ final class MockCatalog: Sendable {
                         try chunk.map { plan in
                             Notification(
                                 plan: plan, signedPayload: try signNotification(plan, configuration: configuration, signer: signer),
-                                firstAttemptDate: plan.signedDate + firstAttemptDelay(plan.notificationUUID))
+                                configuration: configuration)
                         }
                     )
                 }
@@ -132,7 +144,7 @@ final class MockCatalog: Sendable {
             for try await (index, notifications) in group { results[index] = notifications }
             return results.flatMap { $0 }
         }
-        return signed.sorted { ($0.firstAttemptDate, $0.plan.notificationUUID) < ($1.firstAttemptDate, $1.plan.notificationUUID) }
+        return signed.sorted { $0.historyKey < $1.historyKey }
     }
 
     /// Notifications that look like the app's but are signed by another CA, inside the outage, and
@@ -161,15 +173,44 @@ final class MockCatalog: Sendable {
             }
             return Notification(
                 plan: plan, signedPayload: try signNotification(plan, configuration: configuration, signer: stranger.signer),
-                firstAttemptDate: at + firstAttemptDelay(plan.notificationUUID), forged: true)
+                configuration: configuration, forged: true)
         }
         return (notifications, orders)
     }
 
     /// Apple sends a notification shortly after signing it: 0.1 to 2 s, derived from the UUID.
     static func firstAttemptDelay(_ uuid: String) -> Int64 {
-        let hash = uuid.utf8.reduce(UInt64(1_469_598_103_934_665_603)) { ($0 ^ UInt64($1)) &* 1_099_511_628_211 }
-        return 100 + Int64(hash % 1900)
+        100 + Int64(fnv1a(uuid) % 1900)
+    }
+
+    /// With history on `signedDate`: 0 to 2 s, derived from the UUID's bits and the seed (the
+    /// scale index keeps only the bits).
+    static func seededFirstAttemptDelay(high: UInt64, low: UInt64, seed: UInt64) -> Int64 {
+        var generator = SeededGenerator(seed: seed ^ high ^ (low &* 0x9E37_79B9_7F4A_7C15))
+        return Int64.random(in: 0...2_000, using: &generator)
+    }
+
+    /// When the App Store first tried to send `plan`, in the scenario's mode.
+    static func firstAttemptDate(_ plan: ScenarioWorld.PlannedNotification, _ configuration: ScenarioConfiguration) -> Int64 {
+        switch configuration.historyDate {
+        case .firstSendAttempt:
+            return plan.signedDate + firstAttemptDelay(plan.notificationUUID)
+        case .signedDate:
+            let (high, low) = ScaleCatalog.uuidBits(plan.notificationUUID) ?? (fnv1a(plan.notificationUUID), 0)
+            return plan.signedDate + seededFirstAttemptDelay(high: high, low: low, seed: configuration.seed)
+        }
+    }
+
+    /// The date Get Notification History selects `plan` on and orders it by.
+    static func historyDate(_ plan: ScenarioWorld.PlannedNotification, _ configuration: ScenarioConfiguration) -> Int64 {
+        switch configuration.historyDate {
+        case .firstSendAttempt: firstAttemptDate(plan, configuration)
+        case .signedDate: plan.signedDate
+        }
+    }
+
+    private static func fnv1a(_ text: String) -> UInt64 {
+        text.utf8.reduce(UInt64(1_469_598_103_934_665_603)) { ($0 ^ UInt64($1)) &* 1_099_511_628_211 }
     }
 
     static func signNotification(

@@ -5,7 +5,8 @@ import Synchronization
 
 /// The scale scenario (``ScaleScenario``) in the form the endpoints serve, for windows of a
 /// million notifications: a compact index of every notification (32 bytes each) ordered by
-/// (first send attempt, notificationUUID), the positions of each type/subtype pair in it, and the
+/// (history date, notificationUUID) (the first send attempt, or `signedDate`:
+/// ``ScenarioConfiguration/HistoryDate``), the positions of each type/subtype pair in it, and the
 /// signatures of each notification once served. A page is two binary searches and the page
 /// itself; its notifications are rebuilt from their customers' worlds and signed on first use,
 /// and the cached signatures make a notification the same bytes every time it is returned.
@@ -17,17 +18,18 @@ import Synchronization
 final class ScaleCatalog: Sendable {
     /// One notification: where it sorts, and how to rebuild it (its customer, its position in that customer's world).
     struct Entry: Sendable {
-        var firstAttemptDate: Int64
+        /// What history windows select on: the first send attempt or `signedDate`.
+        var date: Int64
         var uuidHigh: UInt64
         var uuidLow: UInt64
         var customer: UInt32
         var ordinal: UInt16
         var kind: UInt16
 
-        var key: Key { Key(date: firstAttemptDate, high: uuidHigh, low: uuidLow) }
+        var key: Key { Key(date: date, high: uuidHigh, low: uuidLow) }
     }
 
-    /// (firstAttemptDate, notificationUUID): the UUID's 128 bits compare as its lowercase text does.
+    /// (history date, notificationUUID): the UUID's 128 bits compare as its lowercase text does.
     struct Key: Comparable, Sendable {
         var date: Int64
         var high: UInt64
@@ -65,7 +67,7 @@ final class ScaleCatalog: Sendable {
     init(configuration: ScenarioConfiguration, notifications target: Int, signer: JWSSigner) async throws {
         let scenario = try ScaleScenario(configuration: configuration)
         struct Planned: Sendable {
-            var firstAttemptDate: Int64
+            var date: Int64
             var uuidHigh: UInt64
             var uuidLow: UInt64
             var ordinal: UInt16
@@ -94,7 +96,7 @@ final class ScaleCatalog: Sendable {
                                                 description: "unexpected notification UUID \(plan.notificationUUID)")
                                         }
                                         return Planned(
-                                            firstAttemptDate: plan.signedDate + MockCatalog.firstAttemptDelay(plan.notificationUUID),
+                                            date: MockCatalog.historyDate(plan, configuration),
                                             uuidHigh: high, uuidLow: low, ordinal: UInt16(ordinal), kind: ScaleCatalog.kind(of: plan))
                                     }
                                 ))
@@ -118,7 +120,7 @@ final class ScaleCatalog: Sendable {
                     }
                     entries.append(
                         Entry(
-                            firstAttemptDate: item.firstAttemptDate, uuidHigh: item.uuidHigh, uuidLow: item.uuidLow,
+                            date: item.date, uuidHigh: item.uuidHigh, uuidLow: item.uuidLow,
                             customer: UInt32(customer), ordinal: item.ordinal, kind: UInt16(code)))
                 }
                 next = customer + 1
@@ -180,8 +182,8 @@ final class ScaleCatalog: Sendable {
 
     // MARK: Notification history
 
-    /// One page of Get Notification History: up to `pageSize` notifications of `filter` first sent
-    /// in [start, end), after the cursor `after` (firstAttemptDate, notificationUUID).
+    /// One page of Get Notification History: up to `pageSize` notifications of `filter` whose
+    /// history date is in [start, end), after the cursor `after` (history date, notificationUUID).
     func page(start: Int64, end: Int64, filter: Filter, after: (Int64, String)?, onlyFailures: Bool, pageSize: Int) throws -> Page {
         // The candidates, as positions in `entries`, in order.
         let positions: [UInt32]?
@@ -215,7 +217,7 @@ final class ScaleCatalog: Sendable {
         while position < count {
             let index = entry(position)
             position += 1
-            guard entries[index].firstAttemptDate < end else { break }
+            guard entries[index].date < end else { break }
             if onlyFailures, attemptSchedule(index).contains(where: { $0.attempt.sendAttemptResult == .success }) { continue }
             if selected.count == pageSize {
                 hasMore = true
@@ -236,7 +238,7 @@ final class ScaleCatalog: Sendable {
                 NotificationHistoryResponseItem(
                     signedPayload: try signedPayload(index, plan),
                     sendAttempts: attempts(index, uuid: plan.notificationUUID)))
-            last = (entry.firstAttemptDate, plan.notificationUUID)
+            last = (entry.date, plan.notificationUUID)
         }
         return Page(items: items, last: last, hasMore: hasMore)
     }
@@ -247,7 +249,7 @@ final class ScaleCatalog: Sendable {
         var result: [UInt32] = []
         for plan in world.notifications {
             guard let (high, low) = Self.uuidBits(plan.notificationUUID) else { continue }
-            let key = Key(date: plan.signedDate + MockCatalog.firstAttemptDelay(plan.notificationUUID), high: high, low: low)
+            let key = Key(date: MockCatalog.historyDate(plan, scenario.configuration), high: high, low: low)
             var lower = 0, upper = entries.count
             while lower < upper {
                 let middle = (lower + upper) / 2
@@ -281,7 +283,17 @@ final class ScaleCatalog: Sendable {
 
     /// The attempts with their number; a failure's result is a placeholder until its UUID is known.
     private func attemptSchedule(_ index: Int) -> [(attempt: SendAttemptItem, number: Int)] {
-        attemptSchedule(firstAttemptDate: entries[index].firstAttemptDate)
+        attemptSchedule(firstAttemptDate: firstAttemptDate(entries[index]))
+    }
+
+    /// When the App Store first tried to send the entry's notification.
+    func firstAttemptDate(_ entry: Entry) -> Int64 {
+        let configuration = scenario.configuration
+        switch configuration.historyDate {
+        case .firstSendAttempt: return entry.date
+        case .signedDate:
+            return entry.date + MockCatalog.seededFirstAttemptDelay(high: entry.uuidHigh, low: entry.uuidLow, seed: configuration.seed)
+        }
     }
 
     private func attemptSchedule(firstAttemptDate: Int64) -> [(attempt: SendAttemptItem, number: Int)] {
@@ -307,19 +319,20 @@ final class ScaleCatalog: Sendable {
         inParallel { GroundTruth.purchases(self.world(ofCustomer: $0), at: now) }
     }
 
-    /// Every notification for `GET /mock/notifications`, in first-attempt order; none is forged, and
+    /// Every notification for `GET /mock/notifications`, in history order; none is forged, and
     /// one counts as delivered when an attempt of its schedule fell outside the outage.
     func notificationLines() -> [MockAppStore.NotificationLine] {
         let lines = inParallel { customer in
             self.world(ofCustomer: customer).notifications.map { plan in
-                let firstAttemptDate = plan.signedDate + MockCatalog.firstAttemptDelay(plan.notificationUUID)
+                let configuration = self.scenario.configuration
+                let firstAttemptDate = MockCatalog.firstAttemptDate(plan, configuration)
                 let (high, low) = Self.uuidBits(plan.notificationUUID) ?? (0, 0)
                 let line = MockAppStore.NotificationLine(
                     notificationUUID: plan.notificationUUID, notificationType: plan.notificationType.rawValue, subtype: plan.subtype?.rawValue,
-                    firstAttemptDate: firstAttemptDate,
+                    signedDate: plan.signedDate, firstAttemptDate: firstAttemptDate,
                     delivered: self.attemptSchedule(firstAttemptDate: firstAttemptDate).contains { $0.attempt.sendAttemptResult == .success },
                     forged: false)
-                return (Key(date: firstAttemptDate, high: high, low: low), line)
+                return (Key(date: MockCatalog.historyDate(plan, configuration), high: high, low: low), line)
             }
         }
         return lines.sorted { $0.0 < $1.0 }.map(\.1)

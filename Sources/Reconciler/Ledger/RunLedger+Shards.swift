@@ -70,7 +70,8 @@ extension RunLedger {
     }
 
     /// Splits a shard in the transaction of the page that showed it dense: the shard is done at
-    /// `cut` (the checkpoint advances from `position`, compare-and-set as for any page), and the
+    /// `cut` (the checkpoint advances from `position`, compare-and-set as for any page; `split_at_ms`
+    /// records the cut, and the first piece starts ``ReplayPlanner/splitMargin`` before it), and the
     /// pieces of the rest of its range become shards of their own. A piece with the query and range
     /// of an existing shard is that shard already.
     func split(

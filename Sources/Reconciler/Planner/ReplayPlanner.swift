@@ -9,12 +9,14 @@ import AppStoreServer
 /// own: the sweep is what guarantees nothing is missed, and the handler's dedup makes the
 /// repeats cheap.
 ///
-/// Each query starts with few time shards (one per `shardDuration`, a day by default), so a
-/// query with little in it costs about one request. A shard whose pages show it is dense is split
-/// while it is paged: the rest of its time range is cut into pieces for idle workers
-/// (``pieces(of:from:count:)``), so a large query still uses all the concurrency there is. Every
-/// shard reaches 1 ms beyond its bounds on both sides, so a notification on a boundary is found
-/// whichever way Apple treats the ends of a range (inclusive or exclusive is not documented).
+/// Each query starts as one shard over the whole window, so a query with nothing in it costs one
+/// request whatever the window's length. A shard whose pages show it is dense is split while it
+/// is paged: the rest of its time range is cut into pieces for idle workers
+/// (``pieces(of:from:count:)``), so a large query still uses all the concurrency there is, and
+/// requests follow the data rather than the calendar. Every shard reaches 1 ms beyond its bounds
+/// on both sides, so a notification on a boundary is found whichever way Apple treats the ends of
+/// a range (inclusive or exclusive is not documented). `shardDuration` (`--shard-duration`) still
+/// cuts each query into shards of that length up front, for whoever wants it.
 ///
 /// ```swift
 /// let shards = ReplayPlanner().plan(windowStart: start, windowEnd: end)
@@ -23,13 +25,14 @@ public struct ReplayPlanner: Sendable {
     public struct Configuration: Sendable, Codable, Hashable {
         /// The typed queries, most urgent first; the sweep always follows them.
         public var priority: [NotificationFilter]
-        /// The length of a query's first time shards, ms; dense ones split further as they are paged.
-        public var shardDuration: Int64
-        /// The most shards one query is split into.
+        /// The length of a query's first time shards, ms; `nil` (the default): one shard per query,
+        /// over the whole window. Dense shards split further as they are paged.
+        public var shardDuration: Int64?
+        /// With `shardDuration`: the most first shards one query is cut into.
         public var maximumShardsPerQuery: Int
 
         public init(
-            priority: [NotificationFilter] = ReplayPlanner.defaultPriority, shardDuration: Int64 = 24 * 3_600_000,
+            priority: [NotificationFilter] = ReplayPlanner.defaultPriority, shardDuration: Int64? = nil,
             maximumShardsPerQuery: Int = 48
         ) {
             self.priority = priority
@@ -63,6 +66,19 @@ public struct ReplayPlanner: Sendable {
         }
     }
 
+    /// How far before a split's cut its pieces start, ms.
+    ///
+    /// The cut is the newest `signedDate` a shard's pages showed. Apple documents neither whether a
+    /// window selects on `signedDate` or on the first send attempt nor the order of the pages; the
+    /// first attempt follows the signing by a few hundred milliseconds (up to 2 s in the mock). If
+    /// Apple selects on one date and orders by the other, a notification signed just before the cut
+    /// may still be to come, and a piece starting at the cut would miss it. Ten seconds is five
+    /// times the longest delay the mock makes; a delay beyond it shows as pages out of `signedDate`
+    /// order by more than the margin, which makes the shard unsplittable instead. The overlap is read
+    /// twice and deduplicated: it costs a page per split only where more than two notifications are
+    /// signed a second.
+    public static let splitMargin: Int64 = 10_000
+
     public let configuration: Configuration
 
     public init(configuration: Configuration = Configuration()) {
@@ -77,10 +93,8 @@ public struct ReplayPlanner: Sendable {
         }
         filters.append(.everything)
         let length = max(windowEnd - windowStart, 1)
-        let count = Int(
-            min(
-                max((length + configuration.shardDuration - 1) / max(configuration.shardDuration, 1), 1),
-                Int64(max(configuration.maximumShardsPerQuery, 1))))
+        let duration = max(configuration.shardDuration ?? length, 1)
+        let count = Int(min(max((length + duration - 1) / duration, 1), Int64(max(configuration.maximumShardsPerQuery, 1))))
         let boundaries = (0...count).map { windowStart + length * Int64($0) / Int64(count) }
         var shards: [Shard] = []
         for (queryIndex, filter) in filters.enumerated() {
@@ -91,11 +105,11 @@ public struct ReplayPlanner: Sendable {
         return shards
     }
 
-    /// The rest of a shard's time range, from `cursor` (the newest notification of its last page)
-    /// to its end, cut into `count` pieces of the same query; each overlaps its neighbours by
-    /// 1 ms, so nothing on a cut is lost.
-    public func pieces(of shard: Shard, from cursor: Int64, count: Int) -> [Shard] {
-        let start = max(cursor, shard.start + 1), end = shard.end - 1
+    /// The rest of a shard's time range, from ``splitMargin`` before `cut` (the newest `signedDate`
+    /// its pages showed) to its end, cut into `count` pieces of the same query; each overlaps its
+    /// neighbours by 1 ms, so nothing on a cut is lost.
+    public func pieces(of shard: Shard, from cut: Int64, count: Int) -> [Shard] {
+        let start = max(cut - Self.splitMargin, shard.start + 1), end = shard.end - 1
         guard count >= 2, end - start >= Int64(count) else { return [] }
         let boundaries = (0...count).map { start + (end - start) * Int64($0) / Int64(count) }
         return (0..<count).map { Shard(queryIndex: shard.queryIndex, filter: shard.filter, start: boundaries[$0] - 1, end: boundaries[$0 + 1] + 1) }

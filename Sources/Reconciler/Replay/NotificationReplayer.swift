@@ -70,12 +70,15 @@ struct NotificationReplayer: Sendable {
         let shard = record.shard
         var position = record.position
         var restarts = record.restarts
-        var cursor: Int64?
+        var cursor = Cursor.start
         while true {
             do {
                 for try await page in client.notificationHistory(shard.request, startingAt: position.paginationToken) {
-                    let split = splitAfter(page, of: shard, pagesDone: position.pagesDone + 1, cursor: &cursor, idleWorkers: await queue.idleWorkers)
-                    try await replayPage(page, shard: shard, from: position, splittingAt: split)
+                    let verified = try await VerifiedHistoryPage(items: page.items, context: context)
+                    let split = splitAfter(
+                        verified, hasMore: page.hasMore, of: shard, pagesDone: position.pagesDone + 1, cursor: &cursor,
+                        idleWorkers: await queue.idleWorkers)
+                    try await replayPage(verified, page: page, shard: shard, from: position, splittingAt: split)
                     if let split {
                         // The rest of the range is the pieces' now; this chain ends here.
                         progress.update {
@@ -94,7 +97,7 @@ struct NotificationReplayer: Sendable {
                 return
             } catch AppStoreServerAPIError.paginationTokenExpired(let details) {
                 restarts += 1
-                cursor = nil
+                cursor = .start
                 guard restarts <= configuration.maximumRestarts else {
                     try await fail(shard, .retryable, "pagination token expired \(restarts) times: \(details)")
                     return
@@ -135,41 +138,60 @@ struct NotificationReplayer: Sendable {
         var pieces: [ReplayPlanner.Shard]
     }
 
-    /// Whether to split the shard after this page: when workers are idle and the page shows that
-    /// more than one page is left. Pages come oldest first, so the newest first-send time on a
-    /// page (`cursor`) says how far through its range the shard is, and how many pages the rest
-    /// will take at that rate. A page out of order (or without times) makes the shard unsplittable.
-    private func splitAfter(
-        _ page: NotificationHistoryPage, of shard: ReplayPlanner.Shard, pagesDone: Int, cursor: inout Int64?,
-        idleWorkers: Int
-    ) -> Split? {
-        guard page.hasMore, cursor != .min else { return nil }
-        let times = page.items.map { item in
-            item.sendAttempts?.compactMap(\.attemptDate).min()
-                ?? UnverifiedPayload.decode(item.signedPayload ?? "", as: ResponseBodyV2DecodedPayload.self)?.signedDate
-        }
-        guard let first = times.first ?? nil, let last = times.last ?? nil,
-            zip(times, times.dropFirst()).allSatisfy({ ($0 ?? .min) <= ($1 ?? .min) }), first >= (cursor ?? .min)
-        else {
-            cursor = .min
-            return nil
-        }
-        cursor = last
-        guard idleWorkers > 0 else { return nil }
-        let covered = max(last - shard.start, 1)
-        let pagesLeft = Int(min((shard.end - last) * Int64(pagesDone) / covered, 1_000))
-        guard pagesLeft >= 2 else { return nil }
-        let pieces = ReplayPlanner(configuration: run.options.planner)
-            .pieces(of: shard, from: last, count: min(idleWorkers + 1, pagesLeft, configuration.maximumPiecesPerSplit))
-        return pieces.isEmpty ? nil : Split(cut: last, pieces: pieces)
+    /// How far a shard's pages have come: the newest `signedDate` they showed.
+    enum Cursor: Equatable {
+        /// No page yet (or the shard restarted).
+        case start
+        case at(Int64)
+        /// A page came further out of order than ``ReplayPlanner/splitMargin``: no cut is safe.
+        case unsplittable
     }
 
-    /// Verifies a page, then applies it and its checkpoint (or its split) in one transaction.
+    /// Whether to split the shard after this page: when workers are idle and its pages show that
+    /// more than one page is left. The cursor, the newest `signedDate` of the shard's verified
+    /// notifications so far, says how far through its range the shard is, and how many pages the
+    /// rest will take at that rate; it is also the cut.
+    ///
+    /// Apple documents neither the date a window selects on nor the order of the pages: `signedDate`
+    /// or the first send attempt, which comes later by less than ``ReplayPlanner/splitMargin``.
+    /// Either way, pages are in `signedDate` order to within the margin, and every notification
+    /// not returned yet was signed no earlier than the cut less the margin, where the pieces start
+    /// (``ReplayPlanner/pieces(of:from:count:)``). A notification more than the margin out of order
+    /// makes the shard unsplittable: it is paged to its end.
+    private func splitAfter(
+        _ page: VerifiedHistoryPage, hasMore: Bool, of shard: ReplayPlanner.Shard, pagesDone: Int, cursor: inout Cursor,
+        idleWorkers: Int
+    ) -> Split? {
+        var newest: Int64?
+        switch cursor {
+        case .unsplittable: return nil
+        case .start: newest = nil
+        case .at(let date): newest = date
+        }
+        // A payload that failed verification, or has no signedDate, says nothing about the order.
+        for signed in page.notifications.map(\.signedDate) where signed > 0 {
+            if let newest, signed < newest - ReplayPlanner.splitMargin {
+                cursor = .unsplittable
+                return nil
+            }
+            newest = max(newest ?? signed, signed)
+        }
+        guard let newest else { return nil }
+        cursor = .at(newest)
+        guard hasMore, idleWorkers > 0 else { return nil }
+        let covered = max(newest - shard.start, 1)
+        let pagesLeft = Int(min(max(shard.end - newest, 0) * Int64(pagesDone) / covered, 1_000))
+        guard pagesLeft >= 2 else { return nil }
+        let pieces = ReplayPlanner(configuration: run.options.planner)
+            .pieces(of: shard, from: newest, count: min(idleWorkers + 1, pagesLeft, configuration.maximumPiecesPerSplit))
+        return pieces.isEmpty ? nil : Split(cut: newest, pieces: pieces)
+    }
+
+    /// Applies a verified page and its checkpoint (or its split) in one transaction.
     private func replayPage(
-        _ page: NotificationHistoryPage, shard: ReplayPlanner.Shard, from position: ShardRecord.Position,
+        _ verified: VerifiedHistoryPage, page: NotificationHistoryPage, shard: ReplayPlanner.Shard, from position: ShardRecord.Position,
         splittingAt split: Split?
     ) async throws {
-        let verified = try await VerifiedHistoryPage(items: page.items, context: context)
         let (run, context, ledger) = (self.run, self.context, self.ledger)
         let outcome: VerifiedHistoryPage.Recorded
         do {

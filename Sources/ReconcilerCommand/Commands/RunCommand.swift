@@ -17,9 +17,10 @@ struct RunCommand: AsyncParsableCommand {
         discussion: """
             Phase 1 pages Get Notification History over the window, urgent types first (DID_RENEW and EXPIRED \
             before the rest), then one unfiltered sweep that catches everything else; every notification goes \
-            through the same verified handler as the live webhook. Phase 2 fetches Get Transaction History from \
-            each at-risk customer's stored revision. Ctrl-C, a crash or SIGKILL loses nothing: rerunning the same \
-            window resumes from the last checkpoint.
+            through the same verified handler as the live webhook. Each query starts as one shard over the whole \
+            window (a query that finds nothing costs one request); a dense shard splits for idle workers while it is \
+            paged. Phase 2 fetches Get Transaction History from each at-risk customer's stored revision. Ctrl-C, a \
+            crash or SIGKILL loses nothing: rerunning the same window resumes from the last checkpoint.
 
             --since-last is for a schedule (cron, a CronJob): it first retries every unfinished scheduled window, \
             each in its own window, then always recovers from where the newest scheduled window ended (minus \
@@ -60,10 +61,10 @@ struct RunCommand: AsyncParsableCommand {
     var priority: String?
     @Option(
         help: ArgumentHelp(
-            "Length of each query's first time shards (default 24h); a dense shard splits further while it is paged.",
+            "Cut each query into time shards of this length up front (default: one shard per query over the whole window); a dense shard splits further while it is paged.",
             valueName: "duration"))
-    var shardDuration: String = "24h"
-    @Option(help: ArgumentHelp("Most shards per query (default 48).", valueName: "n")) var maxShards: Int = 48
+    var shardDuration: String?
+    @Option(help: ArgumentHelp("With --shard-duration: the most shards a query starts with (default 48).", valueName: "n")) var maxShards: Int = 48
     @Option(help: ArgumentHelp("Shards paged at once in phase 1 (default 8).", valueName: "n")) var concurrency: Int = 8
     @Option(help: ArgumentHelp("Customers processed at once in phase 2 (default 8).", valueName: "n")) var gapConcurrency: Int = 8
     @Flag(help: "Wait for another run of this app and environment to finish instead of exiting.") var wait = false
@@ -344,10 +345,12 @@ struct RunCommand: AsyncParsableCommand {
     /// The options every window of this invocation runs with.
     private func runTemplate() throws -> ReconcileRun.Configuration {
         var planner = ReplayPlanner.Configuration(maximumShardsPerQuery: maxShards)
-        guard let shard = TimeArgument.duration(shardDuration), shard >= 1000 else {
-            throw CommandError.configuration("--shard-duration: \(shardDuration) is not a duration of at least 1s")
+        if let shardDuration {
+            guard let shard = TimeArgument.duration(shardDuration), shard >= 1000 else {
+                throw CommandError.configuration("--shard-duration: \(shardDuration) is not a duration of at least 1s")
+            }
+            planner.shardDuration = shard
         }
-        planner.shardDuration = shard
         if let priority {
             planner.priority = try priority.split(separator: ",").map { item in
                 guard let filter = NotificationFilter(parsing: String(item)) else {

@@ -1,0 +1,69 @@
+import Foundation
+import Testing
+
+/// `mock-appstore` as a real process without a webhook (no live traffic to wait for, no `reconciler
+/// serve`) and a fresh database: for tests about what `reconciler run` asks of Get Notification
+/// History, judged by what the mock itself counted and by its own list of notifications.
+///
+/// ```swift
+/// try await HistoryMock.with(["--customers", "20", "--span", "10d"]) { mock in
+///     let run = try await mock.reconciler(["run", "--start", "now-9d", "--end", "now-1h"])
+///     let perQuery = try await mock.historyRequestsByFilter()
+/// }
+/// ```
+struct HistoryMock {
+    let db: TestDatabase
+    let url: String
+    let environment: [String: String]
+
+    /// A line of `GET /mock/notifications`.
+    struct Notification: Decodable {
+        var notificationUUID: String
+        var notificationType: String
+        var subtype: String?
+        var signedDate: Int64
+        var firstAttemptDate: Int64
+
+        /// The filter of a typed query that selects it: `TYPE`, or `TYPE/SUBTYPE`.
+        var kind: String { subtype.map { "\(notificationType)/\($0)" } ?? notificationType }
+    }
+
+    /// Starts the mock with `arguments` (port, credentials and log level are set here), waits until
+    /// it is ready, runs `body`, then stops it and removes its credentials.
+    static func with(_ arguments: [String], _ body: (HistoryMock) async throws -> Void) async throws {
+        try await TestDatabase.with { db in
+            let credentials = FileManager.default.temporaryDirectory.appendingPathComponent("mock-\(UUID().uuidString)").path
+            defer { try? FileManager.default.removeItem(atPath: credentials) }
+            let mock = try RunningProcess(
+                "mock-appstore", ["--port", "0", "--credentials-dir", credentials, "--log-level", "warning"] + arguments)
+            defer { mock.signal(SIGKILL) }
+            try await mock.waitForOutput(containing: "mock-appstore ready", timeout: .seconds(300))
+            let url = String(mock.stdout.split(separator: "\n").first { $0.contains("listening on") }!.split(separator: " ").last!)
+            var environment = ["DATABASE_URL": db.url, "LOG_LEVEL": "warning"]
+            for line in try String(contentsOfFile: "\(credentials)/reconciler.env", encoding: .utf8).split(separator: "\n") {
+                let parts = line.split(separator: "=", maxSplits: 1)
+                environment[String(parts[0])] = String(parts[1])
+            }
+            try await body(HistoryMock(db: db, url: url, environment: environment))
+        }
+    }
+
+    /// Runs `reconciler` against the mock and the database; `extra` is added to its environment.
+    func reconciler(_ arguments: [String], environment extra: [String: String] = [:]) async throws -> ProcessResult {
+        try await runProcess("reconciler", arguments, environment: environment.merging(extra) { $1 })
+    }
+
+    /// Every notification of the scenario, as the mock lists them.
+    func notifications() async throws -> [Notification] {
+        let body = try await HTTP.request(.GET, "\(url)/mock/notifications").body
+        return try String(decoding: body, as: UTF8.self).split(separator: "\n").map {
+            try JSONDecoder().decode(Notification.self, from: Data($0.utf8))
+        }
+    }
+
+    /// Get Notification History requests the mock answered, by the filter they carried (`*`: none).
+    func historyRequestsByFilter() async throws -> [String: Int] {
+        let statistics = try await HTTP.request(.GET, "\(url)/mock/stats").json
+        return statistics["historyRequestsByFilter"] as? [String: Int] ?? [:]
+    }
+}
