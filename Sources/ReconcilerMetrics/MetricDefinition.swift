@@ -52,6 +52,11 @@ extension MetricDefinition {
         "reconciler_webhook_rejected_total", .counter, labels: ["reason"],
         help: "Requests the webhook rejected (400 or 413), by reason; nothing was stored.",
         processes: [.serve])
+    public static let webhookUnconfiguredApp = MetricDefinition(
+        "reconciler_webhook_unconfigured_app_total", .counter,
+        help: "Authentic notifications for an app or environment the configuration does not name (503 APP_NOT_CONFIGURED; "
+            + "not stored, Apple delivers them again), by the app and environment they name.",
+        processes: [.serve])
     public static let webhookStoreFailures = MetricDefinition(
         "reconciler_webhook_store_failures_total", .counter,
         help: "Notifications the webhook could not store because the database failed (503; Apple retries them).",
@@ -185,7 +190,7 @@ extension MetricDefinition {
 
     /// Every family, in the order the README's table lists them.
     public static let all: [MetricDefinition] = [
-        webhookNotifications, webhookRejected, webhookStoreFailures, webhookLastNotification,
+        webhookNotifications, webhookRejected, webhookUnconfiguredApp, webhookStoreFailures, webhookLastNotification,
         quarantineUnacknowledged, givenUpUnacknowledged, scheduleUnfinishedWindows, scheduleOldestUnfinishedWindowStart, lastFinishedRun,
         ledgerRefreshFailures, forwardQueueDeliveries, forwardQueueOldestPending,
         runExitCode, runEnd, runStatus, runDryRun, runDuration, runUrgentRecovery, runWindowStart, runWindowEnd,

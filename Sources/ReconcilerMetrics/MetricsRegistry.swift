@@ -34,12 +34,34 @@ public final class MetricsRegistry: Sendable {
     /// `serve`, by every notification the webhook stores (``WebhookMetrics``).
     public let newestLiveNotification: ForwardGauge
 
-    public init(environment: String, bundleId: String) {
+    /// The registries of the other apps and environments this process serves, by their labels.
+    private let scopes: Mutex<[String: MetricsRegistry]>
+
+    public convenience init(environment: String, bundleId: String) {
+        self.init(prometheus: PrometheusCollectorRegistry(), environment: environment, bundleId: bundleId)
+    }
+
+    private init(prometheus: PrometheusCollectorRegistry, environment: String, bundleId: String) {
         self.environment = environment
         self.bundleId = bundleId
-        prometheus = PrometheusCollectorRegistry()
+        self.prometheus = prometheus
         factory = CatalogMetricsFactory(registry: prometheus, constantLabels: [("environment", environment), ("bundle_id", bundleId)])
         newestLiveNotification = ForwardGauge(.webhookLastNotification, factory: factory)
+        scopes = Mutex([:])
+    }
+
+    /// The same process's metrics for another app and environment: one Prometheus registry, one
+    /// exposition, series labelled with that app's `environment` and `bundle_id` (a `serve` or a
+    /// `run` of several apps). The same labels always give the same registry.
+    public func scoped(environment: String, bundleId: String) -> MetricsRegistry {
+        if environment == self.environment, bundleId == self.bundleId { return self }
+        return scopes.withLock { scopes in
+            let key = "\(environment)\u{0}\(bundleId)"
+            if let existing = scopes[key] { return existing }
+            let scoped = MetricsRegistry(prometheus: prometheus, environment: environment, bundleId: bundleId)
+            scopes[key] = scoped
+            return scoped
+        }
     }
 
     /// Prometheus text exposition format (version 0.0.4) of every metric created so far, families

@@ -38,6 +38,12 @@ public final class WebhookMetrics: Sendable {
         MetricDefinition.webhookRejected.counter([reason], in: registry).increment()
     }
 
+    /// An authentic notification named an app or environment the configuration does not (this
+    /// registry is scoped to the app it named).
+    public func unconfiguredApp() {
+        MetricDefinition.webhookUnconfiguredApp.counter(in: registry).increment()
+    }
+
     public func storeFailed() {
         storeFailures.increment()
     }

@@ -7,11 +7,16 @@ import Reconciler
 import ReconcilerMetrics
 import ServiceLifecycle
 
-/// The live endpoint App Store Server Notifications V2 are delivered to.
+/// The live endpoint App Store Server Notifications V2 are delivered to, for every app and
+/// environment the deployment serves (Apple sends sandbox notifications to the production URL
+/// when no sandbox URL is set).
 ///
-/// - `POST /notifications` takes Apple's `{"signedPayload": "..."}` and runs the
-///   ``NotificationHandler``: 200 when the notification is stored (also for a duplicate), 400
-///   with the rejection reason when it fails verification (nothing is written), 413 when the
+/// - `POST /notifications` takes Apple's `{"signedPayload": "..."}`, verifies its signature and
+///   chain, and runs the ``NotificationHandler`` of the app and environment it names (a
+///   ``NotificationRouter``): 200 when the notification is stored (also for a duplicate), 400
+///   with the rejection reason when it fails verification (nothing is written), 503
+///   `APP_NOT_CONFIGURED` for an authentic notification of an app or environment the
+///   configuration does not name (not stored; Apple delivers it again once it does), 413 when the
 ///   body is larger than the limit, 503 when the database fails (Apple then retries).
 /// - `GET /health` answers 200 when the database is reachable, 503 otherwise.
 /// - `GET /metrics` serves the process's ``MetricsRegistry`` in Prometheus text format: what
@@ -42,20 +47,36 @@ public struct WebhookServer: Sendable {
     }
 
     public let configuration: Configuration
-    public let handler: NotificationHandler
+    public let router: NotificationRouter
+    /// What requests that name no app yet count into (a body that is not a notification, a forged one).
     public let metrics: WebhookMetrics
     let logger: Logger
 
-    /// Without `metrics`, the server counts into a registry of its own, labelled with the handler's app and environment.
+    /// One app in one environment; without `metrics`, the server counts into a registry of its
+    /// own, labelled with the handler's app and environment.
     public init(configuration: Configuration, handler: NotificationHandler, metrics: WebhookMetrics? = nil, logger: Logger) {
+        self.init(
+            configuration: configuration, router: try! NotificationRouter(handlers: [handler]),
+            metrics: metrics
+                ?? WebhookMetrics(
+                    registry: MetricsRegistry(
+                        environment: handler.verifier.configuration.environment.rawValue, bundleId: handler.verifier.configuration.bundleId)),
+            logger: logger)
+    }
+
+    /// Every app and environment of `router`; `metrics` counts what names no app, and each app's
+    /// counters go to its scope of the same registry (``MetricsRegistry/scoped(environment:bundleId:)``).
+    public init(configuration: Configuration, router: NotificationRouter, metrics: WebhookMetrics, logger: Logger) {
         self.configuration = configuration
-        self.handler = handler
-        self.metrics =
-            metrics
-            ?? WebhookMetrics(
-                registry: MetricsRegistry(
-                    environment: handler.verifier.configuration.environment.rawValue, bundleId: handler.verifier.configuration.bundleId))
+        self.router = router
+        self.metrics = metrics
         self.logger = logger
+    }
+
+    /// The counters of one app and environment.
+    private func metrics(of bundleId: String?, _ environment: AppStoreEnvironment?) -> WebhookMetrics {
+        let registry = metrics.registry.scoped(environment: environment?.rawValue ?? "", bundleId: bundleId ?? "")
+        return registry === metrics.registry ? metrics : WebhookMetrics(registry: registry)
     }
 
     /// The Hummingbird application; `onServerRunning` receives the bound port (useful with port 0).
@@ -100,24 +121,45 @@ public struct WebhookServer: Sendable {
             logger.warning("notification rejected", metadata: ["reason": "MALFORMED_BODY", "bytes": "\(body.readableBytes)"])
             return Self.json(.badRequest, ["error": "MALFORMED_BODY", "detail": "expected a JSON object {\"signedPayload\": \"<JWS>\"}"])
         }
-        let result: HandlingResult
+        let handler: NotificationHandler
+        let notification: VerifiedNotification
         do {
-            result = try await handler.handle(
-                signedPayload: signedPayload, source: .webhook, forwarding: configuration.forwardTo.map { .init(target: $0) })
+            (handler, notification) = try await router.route(signedPayload: signedPayload)
         } catch let error as VerificationError {
             metrics.rejected(reason: error.reason.rawValue)
             logger.warning("notification rejected", metadata: ["reason": "\(error.reason.rawValue)", "detail": "\(error.detail)"])
             return Self.json(.badRequest, ["error": error.reason.rawValue, "detail": error.detail])
+        } catch let error as NotificationRouter.AppNotConfigured {
+            // Genuine, so the app it names is real: a configuration gap, not a forgery. Apple retries a 5xx.
+            metrics(of: error.bundleId, error.environment).unconfiguredApp()
+            logger.error(
+                "notification for an app or environment that is not configured; not stored (503), Apple will deliver it again",
+                metadata: [
+                    "bundleId": "\(error.bundleId ?? "none")", "environment": "\(error.environment?.rawValue ?? "none")",
+                    "appAppleId": "\(error.appAppleId.map(String.init) ?? "none")",
+                ])
+            return Self.json(.serviceUnavailable, ["error": "APP_NOT_CONFIGURED", "detail": error.description])
         } catch {
-            metrics.storeFailed()
+            metrics.rejected(reason: VerificationError.Reason.invalidPayload.rawValue)
+            logger.warning("notification rejected", metadata: ["reason": "INVALID_PAYLOAD", "detail": "\(String(describing: type(of: error)))"])
+            return Self.json(.badRequest, ["error": "INVALID_PAYLOAD", "detail": "the notification could not be verified"])
+        }
+        let target = handler.verifier.configuration.target
+        let appMetrics = metrics(of: target.bundleId, target.environment)
+        let result: HandlingResult
+        do {
+            result = try await handler.handle(notification, source: .webhook, forwarding: configuration.forwardTo.map { .init(target: $0) })
+        } catch {
+            appMetrics.storeFailed()
             let description = (error as? PSQLError)?.briefDescription ?? String(describing: type(of: error))
             logger.error("notification not stored", metadata: ["error": "\(description)"])
             return Self.json(.serviceUnavailable, ["error": "STORE_UNAVAILABLE", "detail": "the notification was not stored; retry later"])
         }
-        metrics.stored(result)
+        appMetrics.stored(result)
         logger.info(
             "notification",
             metadata: [
+                "bundleId": "\(target.bundleId)", "environment": "\(target.environment.rawValue)",
                 "notificationUUID": "\(result.notificationUUID)", "type": "\(result.typeAndSubtype)",
                 "outcome": "\(result.outcome.rawValue)", "originalTransactionId": "\(result.originalTransactionId ?? "-")",
                 "changed": "\(result.change?.isChange ?? false)",
@@ -126,7 +168,7 @@ public struct WebhookServer: Sendable {
     }
 
     private func health() async throws -> Response {
-        guard await handler.isStoreReachable() else { return Self.json(.serviceUnavailable, ["status": "database unreachable"]) }
+        guard await router.handlers[0].isStoreReachable() else { return Self.json(.serviceUnavailable, ["status": "database unreachable"]) }
         return Self.json(.ok, ["status": "ok"])
     }
 

@@ -55,7 +55,21 @@ public struct SignedDataVerifier: Sendable {
     public let configuration: Configuration
     private let chains: ChainVerifier
 
-    public init(configuration: Configuration) throws {
+    /// A verifier of another app in another environment, sharing this one's roots and its cache of
+    /// verified chains (one deployment verifies every app's data with the same Apple roots).
+    public func verifier(for target: AppTarget) throws -> SignedDataVerifier {
+        var configuration = self.configuration
+        (configuration.bundleId, configuration.environment, configuration.appAppleId) = (target.bundleId, target.environment, target.appAppleId)
+        return try SignedDataVerifier(configuration: configuration, chains: chains)
+    }
+
+    private init(configuration: Configuration, chains: ChainVerifier) throws {
+        try Self.validate(configuration)
+        self.configuration = configuration
+        self.chains = chains
+    }
+
+    private static func validate(_ configuration: Configuration) throws {
         guard !configuration.rootCertificates.isEmpty else {
             throw ConfigurationError(description: "at least one root certificate is required")
         }
@@ -65,6 +79,43 @@ public struct SignedDataVerifier: Sendable {
         if configuration.environment == .production, configuration.appAppleId == nil {
             throw ConfigurationError(description: "the app's Apple ID (APP_STORE_APP_APPLE_ID) is required in production")
         }
+    }
+
+    /// A notification whose signature and chain are verified, before its app is known: which app
+    /// and environment it names decides where it goes (``accept(_:)`` of that app's verifier).
+    public struct UnroutedNotification: Sendable {
+        public let payload: ResponseBodyV2DecodedPayload
+        public let signedPayload: String
+
+        /// The app and environment the notification names (`data`, else `summary`, else the
+        /// external purchase token, else `appData`).
+        public var bundleId: String? { payload.appIdentity.bundleId }
+        public var environment: AppStoreEnvironment? { payload.appIdentity.environment }
+        public var appAppleId: Int64? { payload.appIdentity.appAppleId }
+    }
+
+    /// Verifies a notification's signature and chain without judging its app and environment, for
+    /// a deployment that serves several: the result names its app, and that app's verifier accepts it.
+    public func verifyNotificationOfAnyApp(_ signedPayload: String) async throws -> UnroutedNotification {
+        let notification = try await chains.verify(signedPayload, as: ResponseBodyV2DecodedPayload.self)
+        guard let uuid = notification.notificationUUID, !uuid.isEmpty else {
+            throw VerificationError(.invalidPayload, "the notification has no notificationUUID")
+        }
+        guard notification.notificationType != nil else {
+            throw VerificationError(.invalidPayload, "the notification has no notificationType")
+        }
+        return UnroutedNotification(payload: notification, signedPayload: signedPayload)
+    }
+
+    /// Takes a notification verified by ``verifyNotificationOfAnyApp(_:)`` (of a verifier with the
+    /// same roots) as this verifier's, checking its app and environment as ``verifyNotification(_:)`` does.
+    public func accept(_ notification: UnroutedNotification) throws -> Verified<ResponseBodyV2DecodedPayload> {
+        try checkApp(of: notification.payload)
+        return Verified(notification.payload, signedValue: notification.signedPayload)
+    }
+
+    public init(configuration: Configuration) throws {
+        try Self.validate(configuration)
         self.configuration = configuration
         self.chains = ChainVerifier(roots: configuration.rootCertificates, capacity: configuration.chainCacheCapacity)
     }

@@ -37,7 +37,16 @@ public struct NotificationHandler: Sendable {
 
     /// Verifies a notification and everything signed inside it. Touches no database.
     public func verify(signedPayload: String) async throws -> VerifiedNotification {
-        let notification = try await verifier.verifyNotification(signedPayload)
+        try await verified(try await verifier.verifyNotification(signedPayload))
+    }
+
+    /// Takes a notification whose signature and chain were verified before its app was known
+    /// (``NotificationRouter``) as this app's, and verifies everything signed inside it.
+    func verify(_ unrouted: SignedDataVerifier.UnroutedNotification) async throws -> VerifiedNotification {
+        try await verified(try verifier.accept(unrouted))
+    }
+
+    private func verified(_ notification: Verified<ResponseBodyV2DecodedPayload>) async throws -> VerifiedNotification {
         let subscription = try await verifier.verifySubscription(
             signedTransactionInfo: notification.payload.data?.signedTransactionInfo, signedRenewalInfo: notification.payload.data?.signedRenewalInfo)
         return VerifiedNotification(notification: notification, subscription: subscription, environment: verifier.configuration.environment.rawValue)
@@ -59,8 +68,15 @@ public struct NotificationHandler: Sendable {
     /// Verifies and applies one notification in its own transaction; with `forwarding`, a
     /// notification recorded for the first time is queued for the app's own webhook too.
     public func handle(signedPayload: String, source: PurchaseStore.Source, forwarding: Forwarding? = nil) async throws -> HandlingResult {
-        let notification = try await verify(signedPayload: signedPayload)
-        return try await database.transaction { connection in
+        try await handle(try await verify(signedPayload: signedPayload), source: source, forwarding: forwarding)
+    }
+
+    /// Applies one verified notification in its own transaction (the live path once a
+    /// ``NotificationRouter`` chose this app's handler).
+    public func handle(
+        _ notification: VerifiedNotification, source: PurchaseStore.Source, forwarding: Forwarding? = nil
+    ) async throws -> HandlingResult {
+        try await database.transaction { connection in
             try await apply([notification], source: source, forwarding: forwarding, on: connection)[0]
         }
     }
