@@ -103,4 +103,60 @@ import Testing
             #expect(try await db.count("SELECT delivered FROM forward_queue_totals") == 1)
         }
     }
+
+    /// Migration 0013 brings a one-app database along: every row gets its app from its own
+    /// signed data; rows whose signed data names none take the one configured app, and without
+    /// one the migration stops, naming what to do, and changes nothing.
+    @Test func migration0013FillsEachRowsAppFromItsSignedData() async throws {
+        let app = try TestApp()
+        let signed = app.start + 86_400_000
+        let transaction = app.subscription(original: "7000", period: 0, signedDate: signed)
+        let payload = try app.notification(.subscribed, .initialBuy, signedDate: signed, transaction: transaction, status: .active)
+        let transactionJWS = try app.authority.signer.sign(transaction)
+        func oneAppDatabase(_ db: TestDatabase, orphan: Bool) async throws {
+            try await Migrator(migrations: Migration.embedded.filter { $0.version < 13 }).migrate(db.client, logger: TestDatabase.logger)
+            try await db.execute(
+                """
+                INSERT INTO notifications (notification_uuid, notification_type, subtype, signed_date_ms, environment,
+                    original_transaction_id, transaction_id, signed_payload, source, outcome)
+                VALUES ('n-7000', 'SUBSCRIBED', 'INITIAL_BUY', \(signed), 'Production', '7000', NULL, \(payload), 'webhook', 'applied')
+                """)
+            try await db.execute(
+                """
+                INSERT INTO transactions (transaction_id, original_transaction_id, environment, bundle_id, signed_date_ms, signed_transaction_info)
+                VALUES ('7000', '7000', 'Production', \(TestApp.bundleId), \(signed), \(transactionJWS))
+                """)
+            try await db.execute("INSERT INTO purchases (original_transaction_id, environment) VALUES ('7000', 'Production')")
+            try await db.execute("INSERT INTO history_revisions (anchor_transaction_id, environment, revision) VALUES ('7000', 'Production', 'r1')")
+            try await db.execute(
+                """
+                INSERT INTO purchase_changes (original_transaction_id, source, after_state)
+                VALUES ('7000', 'webhook', '{"originalTransactionId": "7000", "environment": "Production"}')
+                """)
+            if orphan {
+                // A purchase stored with no transaction and no notification: its signed data names no app.
+                try await db.execute("INSERT INTO purchases (original_transaction_id, environment) VALUES ('7001', 'Production')")
+            }
+        }
+        try await TestDatabase.with(migrate: false) { db in
+            try await oneAppDatabase(db, orphan: false)
+            try await Migrator().migrate(db.client, logger: TestDatabase.logger)
+            for table in ["notifications", "transactions", "purchases", "history_revisions", "purchase_changes"] {
+                #expect(try await db.strings("SELECT DISTINCT bundle_id FROM \(unescaped: table)") == [TestApp.bundleId], "\(table)")
+            }
+        }
+        try await TestDatabase.with(migrate: false) { db in
+            try await oneAppDatabase(db, orphan: true)
+            let refused = await #expect(throws: Migrator.MigrationError.self) {
+                try await Migrator().migrate(db.client, logger: TestDatabase.logger)
+            }
+            #expect(refused?.description.contains("1 rows of purchases carry no bundle ID") == true, "\(String(describing: refused))")
+            #expect(try await db.count("SELECT count(*) FROM schema_migrations WHERE version = 13") == 0)
+            try await Migrator(defaultBundleId: "com.example.configured").migrate(db.client, logger: TestDatabase.logger)
+            #expect(
+                try await db.strings("SELECT bundle_id FROM purchases ORDER BY original_transaction_id") == [
+                    TestApp.bundleId, "com.example.configured",
+                ])
+        }
+    }
 }
