@@ -31,7 +31,9 @@ public struct ReconcilerConfiguration: Sendable {
     /// One app in one environment, and what its processes need.
     public struct Target: Sendable, CustomStringConvertible {
         public var app: AppTarget
-        public var key: APIKey
+        /// The In-App Purchase key for the App Store Server API; `nil` when no key is configured
+        /// (only commands that call Apple need one).
+        public var key: APIKey?
         /// `nil`: Apple's host for the environment.
         public var apiBaseURL: String?
         /// The app's request budget per endpoint in this environment (requests per second); `nil`:
@@ -42,7 +44,7 @@ public struct ReconcilerConfiguration: Sendable {
         public var forwardTo: String?
 
         public init(
-            app: AppTarget, key: APIKey, apiBaseURL: String? = nil, rateLimit: Double? = nil, entitlement: EntitlementPolicy = .init(),
+            app: AppTarget, key: APIKey?, apiBaseURL: String? = nil, rateLimit: Double? = nil, entitlement: EntitlementPolicy = .init(),
             forwardTo: String? = nil
         ) {
             self.app = app

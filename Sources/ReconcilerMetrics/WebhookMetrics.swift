@@ -19,13 +19,24 @@ public final class WebhookMetrics: Sendable {
     /// Reasons the webhook can reject a request with besides the verifier's.
     public static let requestRejections = ["BODY_TOO_LARGE", "MALFORMED_BODY"]
 
-    public init(registry: MetricsRegistry) {
+    public convenience init(registry: MetricsRegistry) {
+        self.init(registry: registry, countsRejections: true)
+    }
+
+    private init(registry: MetricsRegistry, countsRejections: Bool) {
         self.registry = registry
         storeFailures = MetricDefinition.webhookStoreFailures.counter(in: registry)
         // Every known reason starts at 0, so `increase()` over the first rejection of a kind sees it.
-        for reason in Self.requestRejections + VerificationError.Reason.allCases.map(\.rawValue) {
+        for reason in Self.requestRejections + VerificationError.Reason.allCases.map(\.rawValue) where countsRejections {
             _ = MetricDefinition.webhookRejected.counter([reason], in: registry)
         }
+    }
+
+    /// The counters of another app and environment the webhook serves, in the same registry.
+    /// Rejections are counted before a payload is known to belong to any app, so only here.
+    public func scoped(environment: String, bundleId: String) -> WebhookMetrics {
+        let scoped = registry.scoped(environment: environment, bundleId: bundleId)
+        return scoped === registry ? self : WebhookMetrics(registry: scoped, countsRejections: false)
     }
 
     /// The handler stored a notification (a duplicate included: Apple delivered it again).

@@ -48,6 +48,8 @@ public struct WebhookServer: Sendable {
 
     public let configuration: Configuration
     public let router: NotificationRouter
+    /// Each app's own webhook, where its notifications stored for the first time are queued.
+    let forwarding: [AppTarget: ForwardingTarget]
     /// What requests that name no app yet count into (a body that is not a notification, a forged one).
     public let metrics: WebhookMetrics
     let logger: Logger
@@ -57,6 +59,7 @@ public struct WebhookServer: Sendable {
     public init(configuration: Configuration, handler: NotificationHandler, metrics: WebhookMetrics? = nil, logger: Logger) {
         self.init(
             configuration: configuration, router: try! NotificationRouter(handlers: [handler]),
+            forwarding: configuration.forwardTo.map { [handler.verifier.configuration.target: $0] } ?? [:],
             metrics: metrics
                 ?? WebhookMetrics(
                     registry: MetricsRegistry(
@@ -66,17 +69,20 @@ public struct WebhookServer: Sendable {
 
     /// Every app and environment of `router`; `metrics` counts what names no app, and each app's
     /// counters go to its scope of the same registry (``MetricsRegistry/scoped(environment:bundleId:)``).
-    public init(configuration: Configuration, router: NotificationRouter, metrics: WebhookMetrics, logger: Logger) {
+    public init(
+        configuration: Configuration, router: NotificationRouter, forwarding: [AppTarget: ForwardingTarget] = [:], metrics: WebhookMetrics,
+        logger: Logger
+    ) {
         self.configuration = configuration
         self.router = router
+        self.forwarding = forwarding
         self.metrics = metrics
         self.logger = logger
     }
 
     /// The counters of one app and environment.
     private func metrics(of bundleId: String?, _ environment: AppStoreEnvironment?) -> WebhookMetrics {
-        let registry = metrics.registry.scoped(environment: environment?.rawValue ?? "", bundleId: bundleId ?? "")
-        return registry === metrics.registry ? metrics : WebhookMetrics(registry: registry)
+        metrics.scoped(environment: environment?.rawValue ?? "", bundleId: bundleId ?? "")
     }
 
     /// The Hummingbird application; `onServerRunning` receives the bound port (useful with port 0).
@@ -148,7 +154,7 @@ public struct WebhookServer: Sendable {
         let appMetrics = metrics(of: target.bundleId, target.environment)
         let result: HandlingResult
         do {
-            result = try await handler.handle(notification, source: .webhook, forwarding: configuration.forwardTo.map { .init(target: $0) })
+            result = try await handler.handle(notification, source: .webhook, forwarding: forwarding[target].map { .init(target: $0) })
         } catch {
             appMetrics.storeFailed()
             let description = (error as? PSQLError)?.briefDescription ?? String(describing: type(of: error))

@@ -42,8 +42,8 @@ import Testing
             ])
         let one = configuration.targets[0], oneSandbox = configuration.targets[1], two = configuration.targets[2]
         #expect(one.app.appAppleId == 1_234_567_890)
-        #expect(one.key.id == "ONEKEY1234")
-        #expect(two.key.id == "2X9R4HXF34" && two.key.privateKeyPath == "/run/secrets/AuthKey_2X9R4HXF34.p8")
+        #expect(one.key?.id == "ONEKEY1234")
+        #expect(two.key?.id == "2X9R4HXF34" && two.key?.privateKeyPath == "/run/secrets/AuthKey_2X9R4HXF34.p8")
         #expect(one.apiBaseURL == "https://api.storekit.apple.com" && oneSandbox.apiBaseURL == "https://api.storekit-sandbox.apple.com")
         #expect(one.rateLimit == 40 && oneSandbox.rateLimit == 4)
         #expect(configuration.rootCertificates == ["/etc/reconciler/AppleRootCA-G3.pem"])

@@ -65,7 +65,8 @@ import Testing
             #expect(
                 state
                     == PurchaseState(
-                        originalTransactionId: "8000", latestTransactionId: "8000", productId: "com.example.monthly", environment: "Production",
+                        originalTransactionId: "8000", latestTransactionId: "8000", productId: "com.example.monthly", bundleId: TestApp.bundleId,
+                        environment: "Production",
                         purchaseDate: transaction.purchaseDate, expiresDate: transaction.expiresDate, revocationDate: nil,
                         autoRenewStatus: 1, lastSignedDate: t0, entitled: true))  // it expires in 20 days
             #expect(lines[0].contains("\"revocationDate\":null"))

@@ -133,9 +133,10 @@ import WebhookServer
                 ("HS256", try signed(hs256), 400, "UNSUPPORTED_ALGORITHM"),
                 ("none", try signed(none), 400, "UNSUPPORTED_ALGORITHM"),
                 ("expired foreign leaf", try signed(expiredChain, signedDate: now), 400, "INVALID_CHAIN"),
-                ("wrong bundle", try signed(bundleId: "com.other"), 400, "INVALID_BUNDLE_ID"),
-                ("wrong environment", try signed(environment: .sandbox), 400, "INVALID_ENVIRONMENT"),
-                ("wrong appAppleId", try signed(appAppleId: 99), 400, "INVALID_APP_APPLE_ID"),
+                // Authentic, but for an app or environment not configured: a configuration gap, not a forgery (Apple retries a 503).
+                ("another app", try signed(bundleId: "com.other"), 503, "APP_NOT_CONFIGURED"),
+                ("another environment", try signed(environment: .sandbox), 503, "APP_NOT_CONFIGURED"),
+                ("another app Apple ID", try signed(appAppleId: 99), 503, "APP_NOT_CONFIGURED"),
                 ("not a JWS", try body("hello"), 400, "MALFORMED_JWS"),
                 ("not JSON", Data("signedPayload=abc".utf8), 400, "MALFORMED_BODY"),
                 ("no signedPayload", Data("{\"payload\":\"x\"}".utf8), 400, "MALFORMED_BODY"),
@@ -153,10 +154,15 @@ import WebhookServer
                 // Each rejection counted under its reason; nothing stored, so no "last received".
                 let response = try await client.client.execute(uri: "/metrics", method: .get)
                 let metrics = try PrometheusText(parsing: String(buffer: response.body))
-                for reason in Set(cases.map(\.3)) {
+                for reason in Set(cases.map(\.3)).subtracting(["APP_NOT_CONFIGURED"]) {
                     #expect(
                         metrics.value("reconciler_webhook_rejected_total", ["reason": reason]) == Double(cases.count { $0.3 == reason }), "\(reason)")
                 }
+                // Counted under the app and environment each named.
+                #expect(metrics.value("reconciler_webhook_unconfigured_app_total", ["bundle_id": "com.other", "environment": "Production"]) == 1)
+                #expect(metrics.value("reconciler_webhook_unconfigured_app_total", ["bundle_id": TestApp.bundleId, "environment": "Sandbox"]) == 1)
+                #expect(
+                    metrics.value("reconciler_webhook_unconfigured_app_total", ["bundle_id": TestApp.bundleId, "environment": "Production"]) == 1)
                 #expect(metrics.value("reconciler_webhook_rejected_total", ["reason": "INVALID_PAYLOAD"]) == 0)
                 #expect(metrics.samples("reconciler_webhook_notifications_total").isEmpty)
                 #expect(metrics.samples("reconciler_webhook_last_notification_timestamp_seconds").isEmpty)

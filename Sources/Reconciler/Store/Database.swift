@@ -65,6 +65,13 @@ public struct Database: Sendable {
         Database(client: client, logger: logger, configuration: configuration, shadow: shadow)
     }
 
+    /// The same database, judging `entitled` by one app's choices (each app of a deployment has its own).
+    public func with(entitlement: EntitlementPolicy) -> Database {
+        var configuration = configuration
+        configuration.entitlement = entitlement
+        return Database(client: client, logger: logger, configuration: configuration, shadow: shadow)
+    }
+
     /// The same database, giving up sooner while it is unreachable (for work that must not wait long).
     public func with(unavailableTimeout: Duration) -> Database {
         var configuration = configuration

@@ -9,7 +9,8 @@ struct InspectCommand: AsyncParsableCommand {
         discussion: """
             Reads a JWS from the argument, or from standard input with "-" (a webhook body \
             {"signedPayload": ...} is accepted too). Checks the signature and the chain to the trusted \
-            roots at the payload's signedDate; with APP_STORE_BUNDLE_ID set, also the app and environment. \
+            roots at the payload's signedDate; with a configuration file or APP_STORE_BUNDLE_ID, also that it \
+            belongs to a configured app and environment. \
             A notification's nested signedTransactionInfo and signedRenewalInfo are verified and shown. \
             Exit 0 when genuine; 3 and the reason when not.
 
@@ -35,16 +36,29 @@ struct InspectCommand: AsyncParsableCommand {
         }
         guard !input.isEmpty else { throw CommandError.configuration("no JWS given (pass it as an argument, or - and standard input)") }
 
-        // Without a bundle id, only the signature and chain can be judged.
-        let appChecks = app.resolvedBundleId != nil
-        let verifier =
+        // Without an app configured, only the signature and chain can be judged.
+        let appChecks = app.resolvedBundleId != nil || app.configurationFile != nil
+        let verifiers =
             try appChecks
-            ? app.verifier()
-            : SignedDataVerifier(
-                configuration: .init(
-                    rootCertificates: try app.roots(), bundleId: "-", appAppleId: 0, environment: try app.resolvedEnvironment))
+            ? app.verifiers(for: try app.targets(), roots: try app.configuration().rootCertificates)
+            : [
+                SignedDataVerifier(
+                    configuration: .init(
+                        rootCertificates: try app.roots((app.rootCertificates ?? Env.value("APP_STORE_ROOT_CERTIFICATES")).map(AppOptions.paths)),
+                        bundleId: "-", appAppleId: 0, environment: try app.resolvedEnvironment))
+            ]
         do {
-            let value = try await verifier.inspect(input, checkingApp: appChecks)
+            // The value belongs to the first configured app and environment whose checks it passes.
+            var verified: (SignedDataVerifier, InspectedValue)?
+            var firstError: (any Error)?
+            for candidate in verifiers where verified == nil {
+                do {
+                    verified = (candidate, try await candidate.inspect(input, checkingApp: appChecks))
+                } catch {
+                    firstError = firstError ?? error
+                }
+            }
+            guard let (verifier, value) = verified else { throw firstError ?? CommandError.configuration("no app to check against") }
             var object = try JSONSerialization.jsonObject(with: Data(value.json)) as? [String: Any] ?? [:]
             // A notification's nested values are verified too, each once, and shown decoded.
             if value.kind == .notification, var data = object["data"] as? [String: Any] {

@@ -13,11 +13,16 @@ import WebhookServer
 struct ServeCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "serve",
-        abstract: "Receive App Store Server Notifications V2 on POST /notifications.",
+        abstract: "Receive App Store Server Notifications V2 on POST /notifications, for every configured app and environment.",
         discussion: """
-            Every notification goes through the same verified handler a reconcile run uses. \
+            Every notification goes through the same verified handler a reconcile run uses: its signature and chain \
+            are verified, then the app and environment it names (and in production its app Apple ID) choose the \
+            configured app it is stored under; one URL serves every app and both environments (Apple sends sandbox \
+            notifications to the production URL unless a sandbox URL is set). \
             Responses: 200 stored (also for a duplicate); 400 rejected with its reason (nothing is \
-            written); 413 body too large; 503 database unavailable (Apple retries). \
+            written); 503 APP_NOT_CONFIGURED for an authentic notification of an app or environment the \
+            configuration does not name (not stored: Apple delivers it again once it does); 413 body too large; \
+            503 database unavailable (Apple retries). \
             GET /health answers 200 when the database is reachable; GET /metrics serves Prometheus text: the \
             webhook's counters, the newest live notification's time, and gauges read from the database every \
             --metrics-interval (unacknowledged quarantined payloads, the last finished run). \
@@ -60,7 +65,9 @@ struct ServeCommand: AsyncParsableCommand {
 
     func run() async throws {
         let logger = logging.makeLogger()
-        let verifier = try app.verifier()
+        let configuration = try app.configuration()
+        let targets = try app.targets()
+        let verifiers = try app.verifiers(for: targets, roots: configuration.rootCertificates)
         let settings = try database.settings()
         let port =
             try self.port ?? Env.value("PORT").map { value in
@@ -75,29 +82,45 @@ struct ServeCommand: AsyncParsableCommand {
         let database = Database(
             client: client, logger: logger, configuration: try self.database.databaseConfiguration(settings, unavailableTimeout: .seconds(5)))
         let forwardTo = try ForwardingOptions.target(forwardTo)
-        // One registry for the process: the webhook's counters, the ledger gauges, and any library's swift-metrics.
-        let (environment, bundleId) = (verifier.configuration.environment.rawValue, verifier.configuration.bundleId)
-        let metrics = MetricsRegistry(environment: environment, bundleId: bundleId)
+        // One registry for the process: the webhook's counters, the ledger gauges, and any library's
+        // swift-metrics; each app's series carry its labels (one app: every series, as before).
+        let single = targets.count == 1 ? targets[0].app : nil
+        let metrics = MetricsRegistry(environment: single?.environment.rawValue ?? "", bundleId: single?.bundleId ?? "")
         MetricsSystem.bootstrap(metrics.factory)
-        let ledgerMetrics = LedgerMetrics(
-            ledger: RunLedger(database: database), environment: environment, bundleId: bundleId, registry: metrics,
-            configuration: .init(interval: .milliseconds(metricsInterval)))
-        let server = WebhookServer(
-            configuration: .init(host: host, port: port, maximumBodySize: maxBodyBytes, forwardTo: forwardTo?.target),
-            handler: NotificationHandler(verifier: verifier, database: database), metrics: WebhookMetrics(registry: metrics), logger: logger)
-        let migrate = self.migrate
-        // The forwarder's own Database waits longer than the webhook's: its queue is durable.
-        let forwarder = try forwardTo.map { url in
-            Forwarder(configuration: try forwarding.configuration(url: url), database: database.with(unavailableTimeout: .seconds(60)))
+        let ledgerMetrics = targets.map { target in
+            LedgerMetrics(
+                ledger: RunLedger(database: database), environment: target.app.environment.rawValue, bundleId: target.app.bundleId,
+                registry: metrics.scoped(environment: target.app.environment.rawValue, bundleId: target.app.bundleId),
+                configuration: .init(interval: .milliseconds(metricsInterval)))
         }
-        let services: [any Service] = [client, ledgerMetrics] + (forwarder.map { [$0] } ?? [])
+        // Each app's notifications are queued for its own webhook (`forwardTo` in the file), or all for --forward-to.
+        let forwardURLs = try Dictionary(
+            targets.compactMap { target in
+                try (forwardTo ?? target.forwardTo.map { try ForwardingOptions.target($0) } ?? nil).map { (target.app, $0) }
+            },
+            uniquingKeysWith: { first, _ in first })
+        let handlers = zip(targets, verifiers).map { target, verifier in
+            NotificationHandler(verifier: verifier, database: database.with(entitlement: target.entitlement))
+        }
+        let server = WebhookServer(
+            configuration: .init(host: host, port: port, maximumBodySize: maxBodyBytes),
+            router: try NotificationRouter(handlers: handlers), forwarding: forwardURLs.mapValues(\.target),
+            metrics: WebhookMetrics(registry: metrics), logger: logger)
+        let migrate = self.migrate
+        // The forwarders' own Database waits longer than the webhook's: their queue is durable. One per distinct URL.
+        var forwarders: [Forwarder] = []
+        for url in Dictionary(forwardURLs.values.map { ($0.target.id, $0) }, uniquingKeysWith: { first, _ in first }).values {
+            forwarders.append(
+                Forwarder(configuration: try forwarding.configuration(url: url), database: database.with(unavailableTimeout: .seconds(60))))
+        }
+        let services: [any Service] = [client] + ledgerMetrics + forwarders
+        let migrator = Migrator(defaultBundleId: Set(targets.map(\.app.bundleId)).count == 1 ? targets.first?.app.bundleId : nil)
         let application = server.makeApplication(services: services) { boundPort in
             logger.info(
                 "listening",
                 metadata: [
-                    "port": "\(boundPort)", "environment": "\(verifier.configuration.environment.rawValue)",
-                    "bundleId": "\(verifier.configuration.bundleId)", "database": "\(settings)",
-                    "forwardTo": "\(forwardTo?.target.redacted ?? "none")",
+                    "port": "\(boundPort)", "apps": "\(targets.map(\.app.description).joined(separator: ", "))", "database": "\(settings)",
+                    "forwardTo": "\(Set(forwardURLs.values.map(\.target.redacted)).sorted().joined(separator: ", "))",
                 ])
         }
         // The schema check needs the client running, so it runs beside the server's services.
@@ -108,9 +131,9 @@ struct ServeCommand: AsyncParsableCommand {
             group.addTask {
                 do {
                     if migrate {
-                        try await Migrator().migrate(client, logger: logger)
+                        try await migrator.migrate(client, logger: logger)
                     } else {
-                        try await Migrator().requireCurrent(client, logger: logger)
+                        try await migrator.requireCurrent(client, logger: logger)
                     }
                 } catch let error as Migrator.MigrationError {
                     throw CommandError.configuration(error.description)

@@ -1,17 +1,35 @@
 import AppStoreServer
 import ArgumentParser
 import Foundation
+import ReconcilerConfiguration
+import ReconcilerShared
 import X509
 
-/// Which app and environment signed data must belong to, and which roots it must chain to.
+/// Which apps and environments a command works on, and which roots their signed data must chain
+/// to: every app and environment of the configuration file (`--config`, RECONCILER_CONFIG), or the
+/// one app the `APP_STORE_*` variables name, narrowed by `--app` and `--environment`.
 struct AppOptions: ParsableArguments {
-    @Option(name: .long, help: ArgumentHelp("The app's bundle id (env APP_STORE_BUNDLE_ID).", valueName: "id"))
+    @Option(
+        name: .long,
+        help: ArgumentHelp(
+            "The configuration file: every app and environment this deployment serves (env RECONCILER_CONFIG; without one, the APP_STORE_* variables name one app).",
+            valueName: "file"))
+    var config: String?
+
+    @Option(name: .long, help: ArgumentHelp("Only this app of the configuration (its bundle id).", valueName: "bundle-id"))
+    var app: String?
+
+    @Option(name: .long, help: ArgumentHelp("The app's bundle id, without a configuration file (env APP_STORE_BUNDLE_ID).", valueName: "id"))
     var bundleId: String?
 
     @Option(name: .long, help: ArgumentHelp("The app's Apple ID, required in production (env APP_STORE_APP_APPLE_ID).", valueName: "id"))
     var appAppleId: Int64?
 
-    @Option(name: .long, help: ArgumentHelp("production or sandbox (env APP_STORE_ENVIRONMENT, default production).", valueName: "env"))
+    @Option(
+        name: .long,
+        help: ArgumentHelp(
+            "production or sandbox: only this environment of the configuration; without a file, the one environment (env APP_STORE_ENVIRONMENT, default production).",
+            valueName: "env"))
     var environment: String?
 
     @Option(
@@ -21,15 +39,19 @@ struct AppOptions: ParsableArguments {
             valueName: "paths"))
     var rootCertificates: String?
 
-    var resolvedEnvironment: AppStoreEnvironment {
-        get throws {
-            let value = environment ?? Env.value("APP_STORE_ENVIRONMENT") ?? "production"
-            switch value.lowercased() {
-            case "production": return .production
-            case "sandbox": return .sandbox
-            default: throw CommandError.configuration("unknown environment \(value): use production or sandbox")
-            }
+    /// The configuration file's path, if one is given.
+    var configurationFile: String? { config ?? Env.value("RECONCILER_CONFIG") }
+
+    static func environment(named value: String) throws -> AppStoreEnvironment {
+        switch value.lowercased() {
+        case "production": return .production
+        case "sandbox": return .sandbox
+        default: throw CommandError.configuration("unknown environment \(value): use production or sandbox")
         }
+    }
+
+    var resolvedEnvironment: AppStoreEnvironment {
+        get throws { try Self.environment(named: environment ?? Env.value("APP_STORE_ENVIRONMENT") ?? "production") }
     }
 
     var resolvedBundleId: String? { bundleId ?? Env.value("APP_STORE_BUNDLE_ID") }
@@ -41,20 +63,25 @@ struct AppOptions: ParsableArguments {
         return id
     }
 
-    func roots() throws -> [Certificate] {
-        guard let list = rootCertificates ?? Env.value("APP_STORE_ROOT_CERTIFICATES") else { return [TrustedRoots.appleRootCAG3] }
-        let paths = list.split(whereSeparator: { $0 == "," || $0 == ":" }).map { $0.trimmingCharacters(in: .whitespaces) }
-        do {
-            return try TrustedRoots.load(paths: paths)
-        } catch {
-            throw CommandError.configuration("APP_STORE_ROOT_CERTIFICATES: \(error)")
+    /// Every app and environment configured, before `--app` and `--environment` narrow them: the
+    /// file's, or the one app of the environment variables (`key` comes from ``APIOptions``, which
+    /// only commands that call Apple need).
+    func configuration(key: ReconcilerConfiguration.APIKey? = nil, apiBaseURL: String? = nil) throws -> ReconcilerConfiguration {
+        if let file = configurationFile {
+            guard bundleId == nil, appAppleId == nil else {
+                throw CommandError.configuration("--bundle-id and --app-apple-id go without a configuration file; \(file) names the apps (use --app)")
+            }
+            do {
+                var configuration = try ReconcilerConfiguration.load(file: file)
+                if let rootCertificates { configuration.rootCertificates = Self.paths(rootCertificates) }
+                return configuration
+            } catch let error as ConfigurationError {
+                throw CommandError.configuration(error.description)
+            }
         }
-    }
-
-    /// The verifier for this app; the bundle id (and, in production, the app's Apple ID) must be set.
-    func verifier() throws -> SignedDataVerifier {
         guard let bundleId = resolvedBundleId else {
-            throw CommandError.configuration("no bundle id: set APP_STORE_BUNDLE_ID or --bundle-id")
+            throw CommandError.configuration(
+                "no app: give a configuration file (--config, RECONCILER_CONFIG), or set APP_STORE_BUNDLE_ID (or --bundle-id)")
         }
         let environment = try resolvedEnvironment
         let appAppleId = try resolvedAppAppleId()
@@ -62,12 +89,62 @@ struct AppOptions: ParsableArguments {
             throw CommandError.configuration(
                 "production needs the app's Apple ID: set APP_STORE_APP_APPLE_ID or --app-apple-id (or use --environment sandbox)")
         }
+        let target = ReconcilerConfiguration.Target(
+            app: AppTarget(bundleId: bundleId, environment: environment, appAppleId: appAppleId), key: key, apiBaseURL: apiBaseURL,
+            entitlement: try EntitlementOptions.policy(), forwardTo: nil)
+        return ReconcilerConfiguration(
+            targets: [target], rootCertificates: (rootCertificates ?? Env.value("APP_STORE_ROOT_CERTIFICATES")).map(Self.paths),
+            source: "the environment (APP_STORE_*)")
+    }
+
+    /// The apps and environments this command works on: `--app` and `--environment` narrow the
+    /// configuration's (without a file, `--environment` is the one app's environment).
+    func targets(key: ReconcilerConfiguration.APIKey? = nil, apiBaseURL: String? = nil) throws -> [ReconcilerConfiguration.Target] {
+        let configuration = try configuration(key: key, apiBaseURL: apiBaseURL)
+        let environment = try configurationFile == nil ? nil : self.environment.map(Self.environment(named:))
         do {
-            return try SignedDataVerifier(
+            return try configuration.targets(app: app, environment: environment)
+        } catch let error as ConfigurationError {
+            throw CommandError.configuration(error.description)
+        }
+    }
+
+    static func paths(_ list: String) -> [String] {
+        list.split(whereSeparator: { $0 == "," || $0 == ":" }).map { $0.trimmingCharacters(in: .whitespaces) }
+    }
+
+    func roots(_ paths: [String]?) throws -> [Certificate] {
+        guard let paths else { return [TrustedRoots.appleRootCAG3] }
+        do {
+            return try TrustedRoots.load(paths: paths)
+        } catch {
+            throw CommandError.configuration("root certificates (\(paths.joined(separator: ", "))): \(error)")
+        }
+    }
+
+    /// One verifier per target, sharing one cache of verified chains.
+    func verifiers(for targets: [ReconcilerConfiguration.Target], roots paths: [String]?) throws -> [SignedDataVerifier] {
+        guard let first = targets.first else { return [] }
+        do {
+            let base = try SignedDataVerifier(
                 configuration: .init(
-                    rootCertificates: try roots(), bundleId: bundleId, appAppleId: appAppleId, environment: environment))
+                    rootCertificates: try roots(paths), bundleId: first.app.bundleId, appAppleId: first.app.appAppleId,
+                    environment: first.app.environment))
+            return try targets.map { try base.verifier(for: $0.app) }
         } catch let error as SignedDataVerifier.ConfigurationError {
             throw CommandError.configuration(error.description)
         }
+    }
+
+    /// The verifier of the one app and environment this command works on (commands that serve one).
+    func verifier() throws -> SignedDataVerifier {
+        let configuration = try configuration()
+        let targets = try self.targets()
+        guard targets.count == 1, let verifier = try verifiers(for: targets, roots: configuration.rootCertificates).first else {
+            throw CommandError.configuration(
+                "\(configuration.source) configures \(targets.map(\.app.description).joined(separator: ", ")): choose one with --app and --environment"
+            )
+        }
+        return verifier
     }
 }
