@@ -96,6 +96,22 @@ extension RunLedger {
             """, logger: logger)
     }
 
+    /// Gives up the start of a shard Apple no longer serves (4000012): the shard is done at the
+    /// piece's start (compare-and-set from `position`), the piece replays the rest, and the slice
+    /// before it is recorded as given up, lost, all in one transaction.
+    func moveShardStart(
+        runId: Int64, shard: ReplayPlanner.Shard, from position: ShardRecord.Position, to rest: ReplayPlanner.Shard?, lostReason: String
+    ) async throws {
+        let cut = rest?.start ?? shard.end
+        let lostSlice = ReplayPlanner.Shard(queryIndex: shard.queryIndex, filter: shard.filter, start: shard.start, end: cut)
+        try await read { connection in
+            try await split(runId: runId, shard: shard, from: position, at: cut, into: rest.map { [$0] } ?? [], notificationsSeen: 0, on: connection)
+            try await recordGivenUp(
+                runId: runId, kind: .shard, subject: Self.subject(of: lostSlice), failureKind: .permanent, reason: lostReason, failures: 1,
+                on: connection)
+        }
+    }
+
     /// Starts a shard over after its pagination token expired; returns the new position.
     func restartShard(runId: Int64, shard: ReplayPlanner.Shard, from position: ShardRecord.Position) async throws -> ShardRecord.Position {
         try await read { [logger] connection in

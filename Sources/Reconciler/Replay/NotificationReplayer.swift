@@ -67,8 +67,9 @@ struct NotificationReplayer: Sendable {
     }
 
     private func replayShard(_ record: ShardRecord, queue: ShardQueue) async throws {
-        let shard = record.shard
+        var shard = record.shard
         var position = record.position
+        var retentionMoves = 0
         var restarts = record.restarts
         var cursor = Cursor.start
         while true {
@@ -108,6 +109,13 @@ struct NotificationReplayer: Sendable {
                         "query": "\(shard.filter)", "shardStart": "\(TimeArgument.iso8601(shard.start))",
                     ])
                 position = try await ledger.restartShard(runId: runId, shard: shard, from: position)
+            } catch let error as AppStoreServerAPIError where error.details.errorCode == .startDateTooFarInPast {
+                // Near the edge of Apple's retention (reported refused ~170 days back): start later,
+                // give the slice before up as lost, loudly, and replay the rest.
+                guard let moved = try await moveStart(of: shard, from: position, moves: retentionMoves, error: error) else { return }
+                (shard, position, cursor, retentionMoves) = (
+                    moved, ShardRecord.Position(paginationToken: nil, pagesDone: 0), .start, retentionMoves + 1
+                )
             } catch let error as AppStoreServerAPIError {
                 // Bad credentials fail every request: stop the run instead of failing each shard.
                 if case .unauthorized = error { throw error }
@@ -115,6 +123,36 @@ struct NotificationReplayer: Sendable {
                 return
             }
         }
+    }
+
+    /// How often a shard's start moves forward after 4000012 StartDateTooFarInPast before the shard fails.
+    static let maximumRetentionMoves = 4
+
+    /// Moves a shard's start forward after Apple refused it as too far in the past: first to an
+    /// hour inside the retention Apple documents, then halfway to its end, up to three times; the
+    /// slice before the new start is recorded as lost (given up, so the run exits 4). Returns the
+    /// shard that replays the rest, or `nil` when nothing is left (the shard then failed or is done).
+    private func moveStart(
+        of shard: ReplayPlanner.Shard, from position: ShardRecord.Position, moves: Int, error: AppStoreServerAPIError
+    ) async throws -> ReplayPlanner.Shard? {
+        guard moves < Self.maximumRetentionMoves else {
+            try await fail(shard, .permanent, "\(error.description); still refused after moving the start \(moves) times")
+            return nil
+        }
+        let now = Int64(Date().timeIntervalSince1970 * 1000)
+        let edge = now - ReconcileRun.retention(AppStoreEnvironment(rawValue: run.environment)) + 3_600_000
+        let start = moves == 0 ? max(shard.start + 1, edge) : shard.start + (shard.end - shard.start) / 2
+        let rest = start < shard.end ? ReplayPlanner.Shard(queryIndex: shard.queryIndex, filter: shard.filter, start: start, end: shard.end) : nil
+        let lost = "Apple's notification history no longer serves it (4000012 StartDateTooFarInPast): its notifications are lost"
+        try await ledger.moveShardStart(runId: runId, shard: shard, from: position, to: rest, lostReason: lost)
+        logger.error(
+            "Apple refused a shard's start as too far in the past: the slice before the new start is lost",
+            metadata: [
+                "query": "\(shard.filter)", "lost": "\(TimeArgument.iso8601(shard.start))/\(TimeArgument.iso8601(min(start, shard.end)))",
+                "resumesAt": "\(rest.map { TimeArgument.iso8601($0.start) } ?? "nothing left")",
+            ])
+        if rest == nil { progress.update { $0.shardsDone += 1 } }
+        return rest
     }
 
     private func fail(_ shard: ReplayPlanner.Shard, _ kind: FailureKind, _ error: String) async throws {
