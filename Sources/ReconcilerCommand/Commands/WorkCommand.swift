@@ -42,7 +42,8 @@ struct WorkCommand: AsyncParsableCommand {
         let progress = RunProgress()
         do {
             // SIGINT or SIGTERM stop the worker at a checkpoint; its customers go back to the queue.
-            try await database.runWork(logger: logger, sharing: (client, app)) { database in
+            let sharing = try BudgetSharing(client: client, app: app, api: api, endpoints: [.getTransactionHistory, .getAllSubscriptionStatuses])
+            try await database.runWork(logger: logger, sharing: sharing) { database in
                 try await Migrator().requireCurrent(database.client, logger: logger)
                 let worker = RunWorker(
                     configuration: .init(runId: runId, concurrency: concurrency, worker: holder),

@@ -28,11 +28,10 @@ struct CommandLifecycle: Sendable {
             work: {
                 do {
                     try await budget?.join()
-                } catch is CancellationError {
-                    throw CancellationError()
-                } catch {
-                    // Without the shared lease this process spends its own budget; the renewals keep trying to join.
-                    logger.warning("could not join the request budget shared with the app's other processes", metadata: ["error": "\(error)"])
+                } catch let error where !(error is CancellationError) {
+                    // Without a lease the others do not count this process: it must not call Apple.
+                    logger.error("could not join the request budget shared with the app's other processes", metadata: ["error": "\(error)"])
+                    throw error
                 }
                 return try await work()
             }, stopTimeout: stopTimeout)
