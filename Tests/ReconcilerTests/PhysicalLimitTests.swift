@@ -217,7 +217,8 @@ import Testing
         try await TestDatabase.with { db in
             func budget(_ name: String) -> SharedBudget {
                 SharedBudget(
-                    configuration: .init(claims: [.getNotificationHistory: .init(appBudget: 40)], process: name), database: db.database,
+                    configuration: .init(claims: [.getNotificationHistory: .init(appBudget: 40)], leaseDuration: .seconds(600), process: name),
+                    database: db.database,
                     limiter: RateLimiter(requestsPerSecond: [.getNotificationHistory: 40]), environment: .production, bundleId: "com.example")
             }
             let a = budget("a"), b = budget("b")

@@ -1,5 +1,6 @@
 import AppStoreServer
 import Foundation
+import MockAppStore
 import Testing
 
 @testable import Reconciler
@@ -10,9 +11,11 @@ import Testing
     static let run: [AppStoreServerAPIEndpoint] = [.getNotificationHistory, .getTransactionHistory, .getAllSubscriptionStatuses]
     static let work: [AppStoreServerAPIEndpoint] = [.getTransactionHistory, .getAllSubscriptionStatuses]
 
+    /// Leases last longer than any test (PostgreSQL judges them by its own clock), unless a test
+    /// moves time itself.
     static func budget(
         _ process: String, _ db: TestDatabase, endpoints: [AppStoreServerAPIEndpoint], cap: Double? = nil,
-        leaseDuration: Duration = .seconds(5), clock: any ReconcilerClock = .system
+        leaseDuration: Duration = .seconds(600), clock: any ReconcilerClock = .system
     ) -> SharedBudget {
         let budget = RequestBudget(environment: .production, appRequestsPerSecond: 40, cap: cap)
         return SharedBudget(
@@ -78,15 +81,36 @@ import Testing
         }
     }
 
+    /// A command that cannot join the shared budget (here: a database not migrated yet) calls
+    /// Apple not once, and says what to do.
+    @Test func aCommandThatCannotJoinCallsNoOne() async throws {
+        try await TestDatabase.with(migrate: false) { db in
+            try await MockAppStore.withRunning(.init(scenario: .init(seed: 61, customers: 2))) { mock, baseURL in
+                let key = Rehearsal.temporaryFile("key.p8")
+                defer { try? FileManager.default.removeItem(atPath: key) }
+                try P256PrivateKey().pemRepresentation.write(toFile: key, atomically: true, encoding: .utf8)
+                let environment = [
+                    "APP_STORE_BUNDLE_ID": mock.configuration.scenario.bundleId, "APP_STORE_KEY_ID": mock.configuration.keyId,
+                    "APP_STORE_ISSUER_ID": mock.configuration.issuerId, "APP_STORE_PRIVATE_KEY_PATH": key, "APP_STORE_API_BASE_URL": baseURL,
+                    "DATABASE_URL": db.url,
+                ]
+                let result = try await runProcess("reconciler", ["detect-outage", "--since", "1d"], environment: environment)
+                #expect(result.status == 1, "\(result.stderr)")
+                #expect(result.stderr.contains("reconciler migrate"), "\(result.stderr)")
+                #expect(mock.statisticsSnapshot.requests.values.reduce(0, +) == 0, "\(mock.statisticsSnapshot.requests)")
+            }
+        }
+    }
+
     /// While its renewals fail, a process keeps its share as long as its lease holds (the others
     /// still count it); once the lease would have run out it pauses, until a renewal succeeds.
     /// Time moves only on the test's clock.
     @Test func aProcessWhoseLeaseRunsOutUnrenewedPausesUntilItRenews() async throws {
         try await TestDatabase.with { db in
             let clock = ManualReconcilerClock()
-            let budget = Self.budget("run", db, endpoints: Self.run, clock: clock)
+            let budget = Self.budget("run", db, endpoints: Self.run, leaseDuration: .seconds(5), clock: clock)
             // Another live process: its lease outlasts the test, however slow the machine.
-            let other = Self.budget("worker", db, endpoints: Self.work, leaseDuration: .seconds(600))
+            let other = Self.budget("worker", db, endpoints: Self.work)
             try await other.join()
             try await budget.join()
             #expect(await budget.limiter.requestsPerSecond(of: .getTransactionHistory) == 20)

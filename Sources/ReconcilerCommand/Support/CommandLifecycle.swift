@@ -23,7 +23,7 @@ struct CommandLifecycle: Sendable {
 
     /// Runs `work` to its end; a signal cancels it (a bare cancellation becomes ``Interrupted``).
     func run<Result: Sendable>(_ work: @escaping @Sendable () async throws -> Result) async throws -> Result {
-        let (budget, logger) = (self.budget, self.logger)
+        let (budget, logger, client) = (self.budget, self.logger, self.client)
         let service = WorkService(
             work: {
                 do {
@@ -31,6 +31,12 @@ struct CommandLifecycle: Sendable {
                 } catch let error where !(error is CancellationError) {
                     // Without a lease the others do not count this process: it must not call Apple.
                     logger.error("could not join the request budget shared with the app's other processes", metadata: ["error": "\(error)"])
+                    // The likeliest cause is a database not migrated yet: say so.
+                    do {
+                        try await Migrator().requireCurrent(client, logger: logger)
+                    } catch let schema as Migrator.MigrationError {
+                        throw CommandError.configuration(schema.description)
+                    } catch {}
                     throw error
                 }
                 return try await work()
