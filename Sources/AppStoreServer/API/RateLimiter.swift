@@ -7,7 +7,9 @@ import Foundation
 /// cannot bunch up with punctual ones). So a burst of concurrency turns into waiting rather than
 /// into 429s, and no one-second window ever holds more than the budget. After a 429 the endpoint
 /// is closed until the `Retry-After` instant for every caller; a caller that will not wait that
-/// long (``waitForTurn(_:longestClosure:)``) is refused at once.
+/// long (``waitForTurn(_:longestClosure:)``) is refused at once. A process sharing its app's budget
+/// with others spends the share they give it (``setShare(_:)``), and nothing on an endpoint the
+/// share pauses: callers wait until it resumes.
 ///
 /// ```swift
 /// let limiter = RateLimiter(requestsPerSecond: [.getNotificationHistory: 40])

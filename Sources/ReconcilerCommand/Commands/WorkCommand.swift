@@ -11,8 +11,8 @@ struct WorkCommand: AsyncParsableCommand {
         discussion: """
             Workers share the run's customer queue in PostgreSQL (FOR UPDATE SKIP LOCKED). The app's budget \
             (APP_STORE_RATE_LIMIT) is divided among the live processes that call each endpoint, so workers \
-            need no --rate-limit of their own (it would cap this worker alone). It waits while the run is still \
-            in phase 1, then works until no customer is left. Configure it like the run (same app, environment \
+            need no --rate-limit of their own (it would cap this worker alone). It takes customers as the run \
+            queues them (phase 2 runs beside phase 1) until no customer is left and phase 1 has ended. Configure it like the run (same app, environment \
             and database). Exit 0 when the queue is done; 2 when customers this worker took failed.
 
               reconciler work --run 42
