@@ -5,80 +5,104 @@ import PostgresNIO
 
 /// One App Store request budget for every process of an app and environment (`run`, `work`,
 /// `repair`, `detect-outage`, `check-webhook`), kept in PostgreSQL: each live process holds a
-/// lease row with the budget it was configured with, and spends an equal share of the smallest
-/// budget any live process declares. A process that joins or leaves makes the others re-divide
-/// at once (`NOTIFY`); one that dies stops renewing, and its share returns when its lease runs out.
+/// lease row that names the endpoints it calls, with the app's budget and its own cap for each.
+/// Per endpoint, the app's budget is divided among the live processes that call it
+/// (``BudgetAllocation``); a process that joins or leaves makes the others re-divide at once
+/// (`NOTIFY`); one that dies stops renewing, and its share returns when its lease runs out.
 /// A 429's `Retry-After` closes the endpoint for every process, including ones started later.
 ///
+/// It fails closed: a process spends only while the others count it. Until it has joined, and
+/// from the moment its lease would have run out without a successful renewal (the others then
+/// divide the budget without it), it pauses the endpoints it calls; the next successful renewal
+/// gives it its share again. While renewals fail but the lease still holds, it keeps its share.
+///
 /// ```swift
-/// let budget = SharedBudget(database: database, limiter: client.rateLimiter, environment: .production, bundleId: "com.example.app")
+/// let budget = SharedBudget(
+///     configuration: .init(claims: RequestBudget(environment: .production, appRequestsPerSecond: 40).claims([.getTransactionHistory])),
+///     database: database, limiter: client.rateLimiter, environment: .production, bundleId: "com.example.app")
 /// try await budget.join()          // before the first request
 /// try await budget.keepShared()    // until cancelled; then budget.leave()
 /// ```
 public final class SharedBudget: RateLimiter.Observer, Sendable {
     public struct Configuration: Sendable {
+        /// The endpoints this process calls, each with the app's budget and this process's cap.
+        public var claims: [AppStoreServerAPIEndpoint: BudgetAllocation.Claim]
         /// How long a process's lease lasts without renewal.
         public var leaseDuration: Duration
         /// How often it is renewed and the share recomputed.
         public var renewalInterval: Duration
         /// Names this process.
         public var process: String
+        /// The time renewals and the lease's end are judged by.
+        public var clock: any ReconcilerClock
 
-        public init(leaseDuration: Duration = .seconds(5), renewalInterval: Duration = .seconds(1), process: String = ProcessIdentity.current) {
+        public init(
+            claims: [AppStoreServerAPIEndpoint: BudgetAllocation.Claim], leaseDuration: Duration = .seconds(5),
+            renewalInterval: Duration = .seconds(1), process: String = ProcessIdentity.current, clock: any ReconcilerClock = .system
+        ) {
+            self.claims = claims
             self.leaseDuration = leaseDuration
             self.renewalInterval = renewalInterval
             self.process = process
+            self.clock = clock
         }
     }
 
+    /// Where this process's lease stands, as of its last renewal.
+    struct Lease: Sendable {
+        /// When the lease runs out unless renewed again (the start of the last successful renewal
+        /// plus the lease's duration, on the configured clock); `nil` before the first.
+        var expires: Duration?
+        /// The clock's time at the start of the renewal the shares come from.
+        var renewedAt: Duration?
+        /// This process's share of each endpoint it calls.
+        var shares: [AppStoreServerAPIEndpoint: Double] = [:]
+        /// The live processes of the app at the last renewal, this one included.
+        var processes = 1
+        /// Renewals that failed since the last one that succeeded.
+        var failedRenewals = 0
+    }
+
     public let configuration: Configuration
+    /// Renewals wait for the database no longer than the lease lasts.
     let ledger: RunLedger
+    /// Joining waits for the database as long as any of the process's work does.
+    let joiningLedger: RunLedger
     let limiter: RateLimiter
     let environment: String
     let bundleId: String
     let logger: Logger
-    /// The live processes now (this one included): `status` shows it, tests read it.
-    let processes = Locked(1)
+    let lease = Locked(Lease())
 
-    public init(configuration: Configuration = .init(), database: Database, limiter: RateLimiter, environment: AppStoreEnvironment, bundleId: String)
-    {
+    public init(configuration: Configuration, database: Database, limiter: RateLimiter, environment: AppStoreEnvironment, bundleId: String) {
         self.configuration = configuration
         self.ledger = RunLedger(database: database.with(unavailableTimeout: configuration.leaseDuration))
+        self.joiningLedger = RunLedger(database: database)
         self.limiter = limiter
         self.environment = environment.rawValue
         self.bundleId = bundleId
         self.logger = database.logger
     }
 
-    /// The budget this process was configured with, by endpoint name.
-    var declared: [String: Double] {
-        Dictionary(uniqueKeysWithValues: limiter.requestsPerSecond.map { ($0.key.name, $0.value) })
-    }
+    /// The live processes at the last renewal (this one included).
+    var processes: Int { lease.withLock { $0.processes } }
 
     /// Registers this process, takes its share and closes the endpoints other processes saw closed,
-    /// before the first request; tells the others to re-divide.
+    /// before the first request; tells the others to re-divide. When it cannot (it waits for the
+    /// database as long as the database's `unavailableTimeout`), it throws and the endpoints this
+    /// process calls stay paused: a process that has not joined must not call Apple.
     public func join() async throws {
         await limiter.observe(with: self)
-        try await renew(announce: true)
+        try await renew(announce: true, through: joiningLedger)
     }
 
     /// Renews the lease and follows the others (closures, processes joining and leaving) until
-    /// cancelled, then leaves.
+    /// cancelled, then leaves. Pauses this process's endpoints once its lease runs out unrenewed.
     public func keepShared() async {
         await withTaskGroup(of: Void.self) { group in
             group.addTask { await self.listen() }
-            group.addTask {
-                while !Task.isCancelled {
-                    do {
-                        try await Task.sleep(for: self.configuration.renewalInterval)
-                        try await self.renew(announce: false)
-                    } catch is CancellationError {
-                        return
-                    } catch {
-                        self.logger.warning("could not renew the shared request budget's lease", metadata: ["error": "\(error)"])
-                    }
-                }
-            }
+            group.addTask { await self.keepRenewing() }
+            group.addTask { await self.pauseWhenTheLeaseRunsOut() }
             await group.next()
             group.cancelAll()
         }
@@ -102,22 +126,89 @@ public final class SharedBudget: RateLimiter.Observer, Sendable {
         }
     }
 
-    /// Renews the lease, takes this process's share of the smallest declared budget, and closes
-    /// what other processes closed.
-    func renew(announce: Bool) async throws {
-        let budgets = try await ledger.renewBudgetLease(
-            environment: environment, bundleId: bundleId, process: configuration.process, budget: declared,
-            duration: configuration.leaseDuration, announce: announce)
-        let count = max(budgets.count, 1)
-        processes.withLock { $0 = count }
-        var shares: [AppStoreServerAPIEndpoint: Double] = [:]
-        for endpoint in AppStoreServerAPIEndpoint.all {
-            guard let own = declared[endpoint.name] else { continue }
-            let smallest = budgets.compactMap { $0[endpoint.name] }.min() ?? own
-            shares[endpoint] = min(own, smallest) / Double(count)
+    /// Renews the lease, takes this process's share of each endpoint it calls, and closes what
+    /// other processes closed. A failed renewal pauses the endpoints once the lease has run out.
+    func renew(announce: Bool, through ledger: RunLedger? = nil) async throws {
+        let started = configuration.clock.now
+        let declaration = Dictionary(uniqueKeysWithValues: configuration.claims.map { ($0.key.name, $0.value) })
+        // A process the others may have divided the budget without tells them it is back.
+        let rejoining = lease.withLock { $0.expires.map { $0 <= started } ?? true }
+        do {
+            let live = try await (ledger ?? self.ledger).renewBudgetLease(
+                environment: environment, bundleId: bundleId, process: configuration.process, declaration: declaration,
+                duration: configuration.leaseDuration, announce: announce || rejoining)
+            let shares = BudgetAllocation.shares(of: configuration.process, among: live)
+            lease.withLock { lease in
+                lease.failedRenewals = 0
+                // Of two renewals that overlap, the one started later holds the newer view.
+                if let renewedAt = lease.renewedAt, renewedAt > started { return }
+                lease.renewedAt = started
+                lease.expires = started + configuration.leaseDuration
+                lease.processes = max(live.count, 1)
+                lease.shares = [:]
+                for (endpoint, _) in configuration.claims { lease.shares[endpoint] = shares[endpoint.name] ?? 0 }
+            }
+        } catch {
+            if !(error is CancellationError) { lease.withLock { $0.failedRenewals += 1 } }
+            await spendShare()
+            throw error
         }
-        await limiter.setRequestsPerSecond(shares)
+        await spendShare()
         try await applyClosures()
+    }
+
+    /// What this process may spend now: its share while its lease holds, nothing (paused) before
+    /// it has joined and once its lease has run out without a successful renewal.
+    func share(at now: Duration) -> RateLimiter.Share {
+        lease.withLock { lease in
+            guard let expires = lease.expires, now < expires else {
+                return RateLimiter.Share(requestsPerSecond: [:], paused: Set(configuration.claims.keys))
+            }
+            // A share of nothing (this process missing from the live ones) pauses the endpoint too.
+            return RateLimiter.Share(requestsPerSecond: lease.shares, paused: Set(configuration.claims.keys.filter { (lease.shares[$0] ?? 0) <= 0 }))
+        }
+    }
+
+    /// Hands the limiter the share as it stands when the limiter applies it, so of two calls
+    /// that overtake each other the newer state wins.
+    private func spendShare() async {
+        await limiter.setShare { [self] in share(at: configuration.clock.now) }
+    }
+
+    private func keepRenewing() async {
+        while !Task.isCancelled {
+            do {
+                try await configuration.clock.sleep(for: configuration.renewalInterval)
+                try await renew(announce: false)
+            } catch is CancellationError {
+                return
+            } catch {
+                logger.warning(
+                    "could not renew the shared request budget's lease", metadata: ["error": "\(error)", "paused": "\(paused)"])
+            }
+        }
+    }
+
+    /// Whether the lease has run out (this process spends nothing until it renews).
+    private var paused: Bool { lease.withLock { $0.expires.map { $0 <= configuration.clock.now } ?? true } }
+
+    /// Pauses this process's endpoints when its lease runs out without a successful renewal, even
+    /// while a renewal still waits for the database.
+    private func pauseWhenTheLeaseRunsOut() async {
+        let clock = configuration.clock
+        while !Task.isCancelled {
+            let expires = lease.withLock { $0.expires }
+            do {
+                if let expires, clock.now < expires {
+                    try await clock.sleep(until: expires)
+                } else {
+                    try await clock.sleep(for: configuration.renewalInterval)
+                }
+            } catch {
+                return
+            }
+            await spendShare()
+        }
     }
 
     private func applyClosures() async throws {
@@ -142,7 +233,7 @@ public final class SharedBudget: RateLimiter.Observer, Sendable {
                 return
             } catch {
                 logger.debug("listening for the shared budget stopped; retrying", metadata: ["error": "\(error)"])
-                try? await Task.sleep(for: configuration.renewalInterval)
+                try? await configuration.clock.sleep(for: configuration.renewalInterval)
             }
         }
     }

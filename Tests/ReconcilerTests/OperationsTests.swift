@@ -53,6 +53,8 @@ import Testing
                 "APP_STORE_BUNDLE_ID": mock.configuration.scenario.bundleId, "APP_STORE_KEY_ID": mock.configuration.keyId,
                 "APP_STORE_ISSUER_ID": mock.configuration.issuerId, "APP_STORE_PRIVATE_KEY_PATH": try writeKey(),
                 "APP_STORE_API_BASE_URL": baseURL,
+                // No database: the test server's is not migrated, and a process that cannot join the shared budget calls no one.
+                "DATABASE_URL": "",
             ]
             let refused = try await runProcess("reconciler", ["detect-outage", "--since", "1d"], environment: environment)
             #expect(refused.status == 1)

@@ -156,20 +156,20 @@ import Testing
         }
     }
 
-    /// Two processes of one app (a run and a `work` process) each configured with 8 requests a
-    /// second share them: together they stay under the mock's limit of 10 (each alone would
-    /// exceed it together); and after a 429 neither sends before the instant it announced.
+    /// Two processes of one app (a run and a `work` process), app budget 8 requests a second
+    /// (APP_STORE_RATE_LIMIT): they share it on the endpoints both call, so together they stay
+    /// under the mock's limit of 10 (each spending the whole budget would exceed it); and after a
+    /// 429 neither sends before the instant it announced.
     @Test func processesOfAnAppShareOneBudget() async throws {
-        try await Rehearsal.with(customers: 80, seed: 85, mockArguments: ["--rate-limit", "10", "--latency-ms", "20"]) { rehearsal in
+        try await Rehearsal.with(
+            customers: 80, seed: 85, mockArguments: ["--rate-limit", "10", "--latency-ms", "20"], environment: ["APP_STORE_RATE_LIMIT": "8"]
+        ) { rehearsal in
             try await rehearsal.resetMockStatistics()
-            let run = try rehearsal.start([
-                "run", "--start", rehearsal.outageStart, "--end", rehearsal.outageEnd, "--all", "--refresh-status",
-                "--rate-limit", "8",
-            ])
+            let run = try rehearsal.start(["run", "--start", rehearsal.outageStart, "--end", rehearsal.outageEnd, "--all", "--refresh-status"])
             try await eventually("the run") {
                 try await rehearsal.db.count("SELECT count(*) FROM reconcile_runs WHERE status = 'running'") == 1
             }
-            let worker = try await rehearsal.reconciler(["work", "--run", "1", "--rate-limit", "8"])
+            let worker = try await rehearsal.reconciler(["work", "--run", "1"])
             #expect(worker.status == 0, "\(worker.stdout)\n\(worker.stderr)")
             let result = try await run.wait()
             #expect(result.status == 0, "\(result.stdout)\n\(result.stderr)")
@@ -187,47 +187,52 @@ import Testing
     /// Apple gave: it learns it from PostgreSQL before its first request.
     @Test func aRetryAfterClosesTheEndpointForProcessesStartedLater() async throws {
         try await TestDatabase.with { db in
-            let limiter = RateLimiter(requestsPerSecond: [.getTransactionHistory: 40])
-            let first = SharedBudget(database: db.database, limiter: limiter, environment: .production, bundleId: "com.example")
+            func budget(_ bundleId: String) -> SharedBudget {
+                SharedBudget(
+                    configuration: .init(claims: [.getTransactionHistory: .init(appBudget: 40)]), database: db.database,
+                    limiter: RateLimiter(requestsPerSecond: [.getTransactionHistory: 40]), environment: .production, bundleId: bundleId)
+            }
+            let first = budget("com.example")
             try await first.join()
             let until = Int64(Date().timeIntervalSince1970 * 1000) + 60_000
             await first.endpointClosed(.getTransactionHistory, untilUNIXMilliseconds: until)
             await first.leave()
             // A new process of the same app: the endpoint is closed for it too.
-            let later = RateLimiter(requestsPerSecond: [.getTransactionHistory: 40])
-            try await SharedBudget(database: db.database, limiter: later, environment: .production, bundleId: "com.example").join()
+            let later = budget("com.example")
+            try await later.join()
             let refused = await #expect(throws: RateLimiter.EndpointClosed.self) {
-                try await later.waitForTurn(.getTransactionHistory, longestClosure: .seconds(1))
+                try await later.limiter.waitForTurn(.getTransactionHistory, longestClosure: .seconds(1))
             }
             #expect(refused.map { abs($0.reopensAt - until) < 1000 } == true)
             // Another app's endpoints stay open.
-            let other = RateLimiter(requestsPerSecond: [.getTransactionHistory: 40])
-            try await SharedBudget(database: db.database, limiter: other, environment: .production, bundleId: "com.example.other").join()
-            try await other.waitForTurn(.getTransactionHistory, longestClosure: .seconds(1))
+            let other = budget("com.example.other")
+            try await other.join()
+            try await other.limiter.waitForTurn(.getTransactionHistory, longestClosure: .seconds(1))
         }
     }
 
-    /// Live processes divide the smallest declared budget equally, and re-divide when one leaves.
-    @Test func liveProcessesDivideTheSmallestBudget() async throws {
+    /// Live processes that call an endpoint divide the app's budget for it equally, and re-divide
+    /// when one leaves.
+    @Test func liveProcessesDivideTheAppsBudget() async throws {
         try await TestDatabase.with { db in
-            func budget(_ name: String, _ rate: Double) -> SharedBudget {
+            func budget(_ name: String) -> SharedBudget {
                 SharedBudget(
-                    configuration: .init(process: name), database: db.database,
-                    limiter: RateLimiter(requestsPerSecond: [.getNotificationHistory: rate]), environment: .production, bundleId: "com.example")
+                    configuration: .init(claims: [.getNotificationHistory: .init(appBudget: 40)], leaseDuration: .seconds(600), process: name),
+                    database: db.database,
+                    limiter: RateLimiter(requestsPerSecond: [.getNotificationHistory: 40]), environment: .production, bundleId: "com.example")
             }
-            let a = budget("a", 40), b = budget("b", 30)
+            let a = budget("a"), b = budget("b")
             try await a.join()
-            #expect(a.processes.withLock { $0 } == 1)
+            #expect(a.processes == 1)
             #expect(await a.limiter.requestsPerSecond(of: .getNotificationHistory) == 40)
             try await b.join()
             try await a.renew(announce: false)
-            #expect(a.processes.withLock { $0 } == 2)
-            // Each takes half of the smallest budget declared: 30 / 2.
-            #expect(await a.limiter.requestsPerSecond(of: .getNotificationHistory) == 15)
-            #expect(await b.limiter.requestsPerSecond(of: .getNotificationHistory) == 15)
+            #expect(a.processes == 2)
+            #expect(await a.limiter.requestsPerSecond(of: .getNotificationHistory) == 20)
+            #expect(await b.limiter.requestsPerSecond(of: .getNotificationHistory) == 20)
             await b.leave()
             try await a.renew(announce: false)
-            #expect(a.processes.withLock { $0 } == 1)
+            #expect(a.processes == 1)
             #expect(await a.limiter.requestsPerSecond(of: .getNotificationHistory) == 40)
         }
     }

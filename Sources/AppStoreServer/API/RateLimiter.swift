@@ -7,7 +7,9 @@ import Foundation
 /// cannot bunch up with punctual ones). So a burst of concurrency turns into waiting rather than
 /// into 429s, and no one-second window ever holds more than the budget. After a 429 the endpoint
 /// is closed until the `Retry-After` instant for every caller; a caller that will not wait that
-/// long (``waitForTurn(_:longestClosure:)``) is refused at once.
+/// long (``waitForTurn(_:longestClosure:)``) is refused at once. A process sharing its app's budget
+/// with others spends the share they give it (``setShare(_:)``), and nothing on an endpoint the
+/// share pauses: callers wait until it resumes.
 ///
 /// ```swift
 /// let limiter = RateLimiter(requestsPerSecond: [.getNotificationHistory: 40])
@@ -29,8 +31,26 @@ public actor RateLimiter {
         var recentGrants: [ContinuousClock.Instant] = []
     }
 
+    /// A process's part of a budget it shares with other processes (``setShare(_:)``).
+    public struct Share: Sendable, Equatable {
+        /// The rate of each endpoint listed, requests per second; endpoints not listed keep theirs.
+        public var requestsPerSecond: [AppStoreServerAPIEndpoint: Double]
+        /// The endpoints that grant no turn (callers wait, however long) until a later share no
+        /// longer lists them.
+        public var paused: Set<AppStoreServerAPIEndpoint>
+
+        public init(requestsPerSecond: [AppStoreServerAPIEndpoint: Double], paused: Set<AppStoreServerAPIEndpoint> = []) {
+            self.requestsPerSecond = requestsPerSecond
+            self.paused = paused
+        }
+    }
+
     private var budgets: [AppStoreServerAPIEndpoint: Budget] = [:]
     private var closedUntil: [AppStoreServerAPIEndpoint: ContinuousClock.Instant] = [:]
+    private var paused: Set<AppStoreServerAPIEndpoint> = []
+    /// Callers waiting while their endpoint is paused; all are woken when an endpoint resumes.
+    private var pausedWaiters: [Int: CheckedContinuation<Void, Never>] = [:]
+    private var nextWaiter = 0
     private var observer: (any Observer)?
     private let clock = ContinuousClock()
     /// The budget of each limited endpoint, requests per second (for reports).
@@ -68,6 +88,7 @@ public actor RateLimiter {
     ///   than this, throw ``EndpointClosed`` at once instead of waiting; `nil` waits however long.
     public func waitForTurn(_ endpoint: AppStoreServerAPIEndpoint, longestClosure: Duration? = nil) async throws {
         while true {
+            try await waitWhilePaused(endpoint)
             let now = clock.now
             var earliest = now
             if let closed = closedUntil[endpoint], closed > earliest {
@@ -95,8 +116,9 @@ public actor RateLimiter {
                 return
             }
             try await clock.sleep(until: earliest)
-            // Re-check: a 429 may have closed the endpoint, or others took the second's grants.
+            // Re-check: a 429 may have closed or a share paused the endpoint, or others took the second's grants.
             if let closed = closedUntil[endpoint], closed > clock.now { continue }
+            if paused.contains(endpoint) { continue }
             if var budget = budgets[endpoint] {
                 let woke = clock.now
                 budget.recentGrants.removeAll { $0 <= woke - .seconds(1) }
@@ -136,9 +158,51 @@ public actor RateLimiter {
         self.observer = observer
     }
 
-    /// The budget an endpoint is spent at now, requests per second.
+    /// The budget an endpoint is spent at now, requests per second (0 while it is paused).
     public func requestsPerSecond(of endpoint: AppStoreServerAPIEndpoint) -> Double? {
-        budgets[endpoint]?.rate
+        paused.contains(endpoint) ? 0 : budgets[endpoint]?.rate
+    }
+
+    /// Whether `endpoint` grants no turn now (see ``setShare(_:)``).
+    public func isPaused(_ endpoint: AppStoreServerAPIEndpoint) -> Bool {
+        paused.contains(endpoint)
+    }
+
+    /// Spends this process's share of a budget shared with other processes from now on: the rates
+    /// it gives, and the endpoints it pauses (all others resume). `share` is read when this call
+    /// runs on the limiter, so of two calls that overtake each other the newer state wins.
+    public func setShare(_ share: @Sendable () -> Share) {
+        let share = share()
+        setRequestsPerSecond(share.requestsPerSecond)
+        let resumed = !paused.subtracting(share.paused).isEmpty
+        paused = share.paused
+        guard resumed else { return }
+        let waiters = pausedWaiters.values
+        pausedWaiters.removeAll()
+        for waiter in waiters { waiter.resume() }
+    }
+
+    /// Returns once `endpoint` is not paused; throws `CancellationError` when cancelled first.
+    private func waitWhilePaused(_ endpoint: AppStoreServerAPIEndpoint) async throws {
+        while paused.contains(endpoint) {
+            try Task.checkCancellation()
+            let id = nextWaiter
+            nextWaiter += 1
+            await withTaskCancellationHandler {
+                await withCheckedContinuation { continuation in
+                    if Task.isCancelled { continuation.resume() } else { pausedWaiters[id] = continuation }
+                }
+            } onCancel: {
+                Task { await self.wakePausedWaiter(id) }
+            }
+        }
+    }
+
+    /// Callers waiting now for a paused endpoint to resume (for tests).
+    var waitingWhilePaused: Int { pausedWaiters.count }
+
+    private func wakePausedWaiter(_ id: Int) {
+        pausedWaiters.removeValue(forKey: id)?.resume()
     }
 
     /// Changes the budget of endpoints (this process's share of a budget shared with others).

@@ -2,19 +2,21 @@ import AppStoreServer
 import Foundation
 import PostgresNIO
 
-/// The shared request budget: a lease row per live process that calls Apple for an app, with the
-/// budget it declares, and the endpoints a 429 closed for all of them.
+/// The shared request budget: a lease row per live process that calls Apple for an app, with what
+/// it declares (`api_processes.budget`: `{"Get Transaction History": {"appBudget": 40, "cap": 10}, ...}`,
+/// the endpoints it calls), and the endpoints a 429 closed for all of them.
 extension RunLedger {
     /// The channel processes `NOTIFY` when an endpoint is closed or the set of processes changes.
     static let budgetChannel = "reconciler_budget"
 
-    /// Registers or renews this process and returns the live processes' declared budgets
-    /// (this one included), each as requests per second by endpoint name.
+    /// Registers or renews this process with what it declares (the endpoints it calls, each with
+    /// the app's budget and its own cap) and returns what every live process declares, this one
+    /// included, by process.
     func renewBudgetLease(
-        environment: String, bundleId: String, process: String, budget: [String: Double], duration: Duration,
+        environment: String, bundleId: String, process: String, declaration: BudgetAllocation.Declaration, duration: Duration,
         announce: Bool
-    ) async throws -> [[String: Double]] {
-        let declared = String(decoding: try JSONEncoder().encode(budget), as: UTF8.self)
+    ) async throws -> [String: BudgetAllocation.Declaration] {
+        let declared = String(decoding: try JSONEncoder().encode(declaration), as: UTF8.self)
         let milliseconds = duration.components.seconds * 1000 + duration.components.attoseconds / 1_000_000_000_000_000
         return try await read { [logger] connection in
             try await connection.query(
@@ -30,15 +32,22 @@ extension RunLedger {
             if announce { try await connection.run("SELECT pg_notify(\(Self.budgetChannel), 'processes')", logger: logger) }
             let rows = try await connection.query(
                 """
-                SELECT budget::text FROM api_processes
+                SELECT process, budget::text FROM api_processes
                 WHERE environment = \(environment) AND bundle_id = \(bundleId) AND lease_until > now()
                 """, logger: logger)
-            var budgets: [[String: Double]] = []
-            for try await text in rows.decode(String.self) {
-                budgets.append((try? JSONDecoder().decode([String: Double].self, from: Data(text.utf8))) ?? [:])
-            }
-            return budgets
+            var declarations: [String: BudgetAllocation.Declaration] = [:]
+            for try await (process, text) in rows.decode((String, String).self) { declarations[process] = Self.declaration(text) }
+            return declarations
         }
+    }
+
+    /// A stored declaration; a row of an earlier version (`{"Get Transaction History": 40, ...}`,
+    /// the rate it spent at most on each endpoint) reads as that rate for budget and cap alike.
+    static func declaration(_ text: String) -> BudgetAllocation.Declaration {
+        let data = Data(text.utf8)
+        if let declaration = try? JSONDecoder().decode(BudgetAllocation.Declaration.self, from: data) { return declaration }
+        let rates = (try? JSONDecoder().decode([String: Double].self, from: data)) ?? [:]
+        return rates.mapValues { BudgetAllocation.Claim(appBudget: $0, cap: $0) }
     }
 
     /// Gives the budget lease up (the others' shares grow at their next renewal).

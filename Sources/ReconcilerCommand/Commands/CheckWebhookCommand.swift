@@ -29,25 +29,15 @@ struct CheckWebhookCommand: AsyncParsableCommand {
         let logger = logging.makeLogger()
         let client = try api.client(app: app)
         let verifier = try app.verifier()
-        let token: String
+        // With a database, the requests come out of the budget the app's other processes share.
+        let sharing = try BudgetSharing(client: client, app: app, api: api, endpoints: [.requestTestNotification, .getTestNotificationStatus])
+        let (token, status): (String, CheckTestNotificationResponse)
         do {
-            guard let value = try await client.requestTestNotification().testNotificationToken else {
-                throw CommandError.partial("FAILED: the App Store returned no test notification token")
+            (token, status) = try await database.sharingBudgetIfConfigured(logger: logger, sharing: sharing) { [timeout] in
+                try await Self.requestAndWait(client: client, timeout: timeout)
             }
-            token = value
-        } catch let error as AppStoreServerAPIError {
-            throw CommandError.partial("FAILED: Request a Test Notification: \(error.operatorDescription)")
-        }
-        let deadline = ContinuousClock.now + .seconds(timeout)
-        var status = CheckTestNotificationResponse()
-        while ContinuousClock.now < deadline {
-            do {
-                status = try await client.getTestNotificationStatus(testNotificationToken: token)
-            } catch let error as AppStoreServerAPIError {
-                throw CommandError.partial("FAILED: Get Test Notification Status: \(error.operatorDescription)")
-            }
-            if !(status.sendAttempts ?? []).isEmpty { break }
-            try await Task.sleep(for: .seconds(1))
+        } catch is Interrupted {
+            throw CommandError.partial("interrupted before the App Store tried to deliver the TEST notification")
         }
         guard let attempt = status.sendAttempts?.last else {
             throw CommandError.partial("FAILED: no delivery attempt within \(timeout) s (token \(token))")
@@ -86,5 +76,30 @@ struct CheckWebhookCommand: AsyncParsableCommand {
             stored = ", stored by the webhook"
         }
         print("SUCCESS: TEST notification \(uuid) delivered at \(when)\(stored)")
+    }
+
+    /// Requests the TEST notification, then polls its status until the App Store has tried to deliver it.
+    private static func requestAndWait(client: AppStoreServerAPIClient, timeout: Int) async throws -> (String, CheckTestNotificationResponse) {
+        let token: String
+        do {
+            guard let value = try await client.requestTestNotification().testNotificationToken else {
+                throw CommandError.partial("FAILED: the App Store returned no test notification token")
+            }
+            token = value
+        } catch let error as AppStoreServerAPIError {
+            throw CommandError.partial("FAILED: Request a Test Notification: \(error.operatorDescription)")
+        }
+        let deadline = ContinuousClock.now + .seconds(timeout)
+        var status = CheckTestNotificationResponse()
+        while ContinuousClock.now < deadline {
+            do {
+                status = try await client.getTestNotificationStatus(testNotificationToken: token)
+            } catch let error as AppStoreServerAPIError {
+                throw CommandError.partial("FAILED: Get Test Notification Status: \(error.operatorDescription)")
+            }
+            if !(status.sendAttempts ?? []).isEmpty { break }
+            try await Task.sleep(for: .seconds(1))
+        }
+        return (token, status)
     }
 }

@@ -39,7 +39,8 @@ struct DetectOutageCommand: AsyncParsableCommand {
         let detection: OutageDetector.Detection
         do {
             // With a database, the requests come out of the budget the app's other processes share.
-            detection = try await database.sharingBudgetIfConfigured(logger: logger, client: client, app: app) {
+            let sharing = try BudgetSharing(client: client, app: app, api: api, endpoints: [.getNotificationHistory])
+            detection = try await database.sharingBudgetIfConfigured(logger: logger, sharing: sharing) {
                 try await OutageDetector(client: client, mergeGap: gap).detect(since: now - back, until: now)
             }
         } catch let error as AppStoreServerAPIError {

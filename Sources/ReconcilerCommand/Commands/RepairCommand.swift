@@ -147,7 +147,10 @@ struct RepairCommand: AsyncParsableCommand {
         let configuration = CustomerRepair.Configuration(
             selector: selector, since: sinceTime, fullHistory: full, dryRun: dryRun, forwardTo: target?.target)
         do {
-            return try await database.runWork(logger: logger, sharing: (client, app)) { database in
+            let sharing = try BudgetSharing(
+                client: client, app: app, api: api,
+                endpoints: [.getNotificationHistory, .getTransactionHistory, .getAllSubscriptionStatuses] + (orderId == nil ? [] : [.lookUpOrderId]))
+            return try await database.runWork(logger: logger, sharing: sharing) { database in
                 do {
                     try await Migrator().requireCurrent(database.client, logger: logger)
                 } catch let error as Migrator.MigrationError {

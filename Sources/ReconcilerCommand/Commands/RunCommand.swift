@@ -182,7 +182,11 @@ struct RunCommand: AsyncParsableCommand {
         let command = self
         do {
             // SIGINT or SIGTERM stop the work at a checkpoint (exit 2); see CommandLifecycle.
-            return try await database.runWork(logger: logger, sharing: (client, app)) { database in
+            // Phase 1 pages the notification history, phase 2 the customers' transaction history and
+            // statuses (a resumed run keeps the --refresh-status it started with).
+            let sharing = try BudgetSharing(
+                client: client, app: app, api: api, endpoints: [.getNotificationHistory, .getTransactionHistory, .getAllSubscriptionStatuses])
+            return try await database.runWork(logger: logger, sharing: sharing) { database in
                 try await command.recover(
                     database: database, verifier: verifier, client: client, template: template,
                     forwarder: forwarder.map { Forwarder(configuration: $0, database: database) }, metrics: metrics,

@@ -9,12 +9,13 @@ struct WorkCommand: AsyncParsableCommand {
         commandName: "work",
         abstract: "Join a run's phase 2 (the per-customer transaction history) from another machine.",
         discussion: """
-            Workers share the run's customer queue in PostgreSQL (FOR UPDATE SKIP LOCKED): start as many as the \
-            rate budget allows, each with its share of --rate-limit. It waits while the run is still in phase 1, \
-            then works until no customer is left. Configure it like the run (same app, environment and database).
-            Exit 0 when the queue is done; 2 when customers this worker took failed.
+            Workers share the run's customer queue in PostgreSQL (FOR UPDATE SKIP LOCKED). The app's budget \
+            (APP_STORE_RATE_LIMIT) is divided among the live processes that call each endpoint, so workers \
+            need no --rate-limit of their own (it would cap this worker alone). It takes customers as the run \
+            queues them (phase 2 runs beside phase 1) until no customer is left and phase 1 has ended. Configure it like the run (same app, environment \
+            and database). Exit 0 when the queue is done; 2 when customers this worker took failed.
 
-              reconciler work --run 42 --rate-limit 10
+              reconciler work --run 42
             """)
 
     @Option(name: .customLong("run"), help: ArgumentHelp("The run to join.", valueName: "id")) var runId: Int64
@@ -49,7 +50,8 @@ struct WorkCommand: AsyncParsableCommand {
         let progress = RunProgress()
         do {
             // SIGINT or SIGTERM stop the worker at a checkpoint; its customers go back to the queue.
-            try await database.runWork(logger: logger, sharing: (client, app)) { database in
+            let sharing = try BudgetSharing(client: client, app: app, api: api, endpoints: [.getTransactionHistory, .getAllSubscriptionStatuses])
+            try await database.runWork(logger: logger, sharing: sharing) { database in
                 try await Migrator().requireCurrent(database.client, logger: logger)
                 let worker = RunWorker(
                     configuration: .init(runId: runId, concurrency: concurrency, worker: holder, giveUp: giveUp),

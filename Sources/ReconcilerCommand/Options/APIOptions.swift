@@ -1,6 +1,7 @@
 import AppStoreServer
 import ArgumentParser
 import Foundation
+import Reconciler
 
 /// How to call the App Store Server API.
 struct APIOptions: ParsableArguments {
@@ -20,7 +21,7 @@ struct APIOptions: ParsableArguments {
     @Option(
         name: .long,
         help: ArgumentHelp(
-            "Requests per second per endpoint (default: 80% of Apple's limit, 40/s in production, 4/s in the sandbox; env APP_STORE_RATE_LIMIT). Several processes of one app share Apple's budget: divide it.",
+            "This process's own cap, requests per second per endpoint (default: none). The app's budget is APP_STORE_RATE_LIMIT, shared by every process of the app that calls the same endpoint; what a capped process leaves goes to the others.",
             valueName: "n"))
     var rateLimit: Double?
 
@@ -50,23 +51,7 @@ struct APIOptions: ParsableArguments {
         let key = try Result { try APIAuthenticationTokens.loadPrivateKey(path: keyPath) }
             .mapError { CommandError.configuration("\($0)") }.get()
         let environment = try app.resolvedEnvironment
-        var perSecond: [AppStoreServerAPIEndpoint: Double]?
-        let limit =
-            try rateLimit
-            ?? Env.value("APP_STORE_RATE_LIMIT").map { value in
-                guard let number = Double(value), number > 0 else {
-                    throw CommandError.configuration("APP_STORE_RATE_LIMIT must be a positive number")
-                }
-                return number
-            }
-        if let limit {
-            guard limit > 0 else { throw CommandError.configuration("--rate-limit must be positive") }
-            var budget = RateLimiter.defaultBudget(environment: environment)
-            for endpoint in [AppStoreServerAPIEndpoint.getNotificationHistory, .getTransactionHistory, .getAllSubscriptionStatuses] {
-                budget[endpoint] = limit
-            }
-            perSecond = budget
-        }
+        let budget = try requestBudget(environment: environment)
         var retryPolicy = AppStoreServerAPIClient.RetryPolicy()
         if let seconds = try maximumRetryAfterSeconds() {
             retryPolicy.maximumRetryAfter = .milliseconds(Int64(seconds * 1000))
@@ -80,7 +65,24 @@ struct APIOptions: ParsableArguments {
                 baseURL: baseURL,
                 tokens: .init(privateKey: key, keyId: keyId, issuerId: issuerId, bundleId: bundleId),
                 environment: environment, requestTimeout: .milliseconds(Int64(requestTimeout * 1000)), retryPolicy: retryPolicy,
-                requestsPerSecond: perSecond))
+                requestsPerSecond: budget.alone))
+    }
+
+    /// The request budget of this process: the app's budget, the same in every process of the app
+    /// and environment (APP_STORE_RATE_LIMIT: the one place that sets it), and `--rate-limit`, this
+    /// process's own cap. ``SharedBudget`` divides the app's budget among the processes that use
+    /// each endpoint.
+    func requestBudget(environment: AppStoreEnvironment) throws -> RequestBudget {
+        let app = try Env.value("APP_STORE_RATE_LIMIT").map { value in
+            guard let number = Double(value), number > 0, number.isFinite else {
+                throw CommandError.configuration("APP_STORE_RATE_LIMIT must be a positive number")
+            }
+            return number
+        }
+        if let rateLimit {
+            guard rateLimit > 0, rateLimit.isFinite else { throw CommandError.configuration("--rate-limit must be positive") }
+        }
+        return RequestBudget(environment: environment, appRequestsPerSecond: app, cap: rateLimit)
     }
 
     /// `--max-retry-after` or `APP_STORE_MAX_RETRY_AFTER`: more than 0 and at most a day.

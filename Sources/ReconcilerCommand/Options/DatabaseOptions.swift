@@ -54,7 +54,7 @@ struct DatabaseOptions: ParsableArguments {
     /// With `sharing`, the work's App Store client spends a request budget shared with every
     /// process of the app and environment (``SharedBudget``).
     func runWork<T: Sendable>(
-        logger: Logger, sharing api: (client: AppStoreServerAPIClient, app: AppOptions)? = nil,
+        logger: Logger, sharing api: BudgetSharing? = nil,
         _ work: @escaping @Sendable (Database) async throws -> T
     ) async throws -> T {
         let settings = try settings()
@@ -71,7 +71,8 @@ struct DatabaseOptions: ParsableArguments {
                     throw CommandError.configuration("no bundle id: set APP_STORE_BUNDLE_ID or --bundle-id")
                 }
                 return SharedBudget(
-                    database: database, limiter: api.client.rateLimiter, environment: try api.app.resolvedEnvironment, bundleId: bundleId)
+                    configuration: .init(claims: api.budget.claims(api.endpoints)), database: database, limiter: api.client.rateLimiter,
+                    environment: try api.app.resolvedEnvironment, bundleId: bundleId)
             }
             return try await CommandLifecycle(client: client, logger: logger, budget: budget).run { try await work(database) }
         } catch {
@@ -90,16 +91,14 @@ struct DatabaseOptions: ParsableArguments {
         return strings
     }
 
-    /// Runs `body` with a running `PostgresClient`, then shuts it down. A TLS or login misconfiguration
-    /// ends the command at once with exit 1; an unreachable server is left to the pool, as before.
     /// Runs `work` that calls Apple sharing the app's request budget when a database is configured
-    /// (DATABASE_URL or --database-url); without one it runs alone, with the whole budget.
+    /// (DATABASE_URL or --database-url); without one it runs alone, with the app's budget (capped
+    /// by --rate-limit).
     func sharingBudgetIfConfigured<T: Sendable>(
-        logger: Logger, client: AppStoreServerAPIClient, app: AppOptions,
-        _ work: @escaping @Sendable () async throws -> T
+        logger: Logger, sharing: BudgetSharing, _ work: @escaping @Sendable () async throws -> T
     ) async throws -> T {
         guard databaseURL ?? Env.value("DATABASE_URL") != nil else { return try await work() }
-        return try await runWork(logger: logger, sharing: (client, app)) { _ in try await work() }
+        return try await runWork(logger: logger, sharing: sharing) { _ in try await work() }
     }
 
     /// Runs a short command's `body` with a ``Database`` (no signal handling: it has nothing to resume).
@@ -110,6 +109,8 @@ struct DatabaseOptions: ParsableArguments {
         }
     }
 
+    /// Runs `body` with a running `PostgresClient`, then shuts it down. A TLS or login misconfiguration
+    /// ends the command at once with exit 1; an unreachable server is left to the pool, as before.
     func withClient<T: Sendable>(logger: Logger, _ body: (PostgresClient) async throws -> T) async throws -> T {
         let settings = try settings()
         try await checkConnection(settings, logger: logger)
@@ -144,5 +145,22 @@ struct DatabaseOptions: ParsableArguments {
         case let error as DatabaseUnavailable: CommandError.partial("\(error); rerun when it is back")
         default: error
         }
+    }
+}
+
+/// What a command that calls Apple shares with the app's other processes (``SharedBudget``): its
+/// client's limiter, the app's budget with its own cap, and the endpoints it calls, so that an
+/// endpoint's budget is divided only among the processes that call it.
+struct BudgetSharing {
+    var client: AppStoreServerAPIClient
+    var app: AppOptions
+    var budget: RequestBudget
+    var endpoints: [AppStoreServerAPIEndpoint]
+
+    init(client: AppStoreServerAPIClient, app: AppOptions, api: APIOptions, endpoints: [AppStoreServerAPIEndpoint]) throws {
+        self.client = client
+        self.app = app
+        self.budget = try api.requestBudget(environment: app.resolvedEnvironment)
+        self.endpoints = endpoints
     }
 }

@@ -23,16 +23,21 @@ struct CommandLifecycle: Sendable {
 
     /// Runs `work` to its end; a signal cancels it (a bare cancellation becomes ``Interrupted``).
     func run<Result: Sendable>(_ work: @escaping @Sendable () async throws -> Result) async throws -> Result {
-        let (budget, logger) = (self.budget, self.logger)
+        let (budget, logger, client) = (self.budget, self.logger, self.client)
         let service = WorkService(
             work: {
                 do {
                     try await budget?.join()
-                } catch is CancellationError {
-                    throw CancellationError()
-                } catch {
-                    // Without the shared lease this process spends its own budget; the renewals keep trying to join.
-                    logger.warning("could not join the request budget shared with the app's other processes", metadata: ["error": "\(error)"])
+                } catch let error where !(error is CancellationError) {
+                    // Without a lease the others do not count this process: it must not call Apple.
+                    logger.error("could not join the request budget shared with the app's other processes", metadata: ["error": "\(error)"])
+                    // The likeliest cause is a database not migrated yet: say so.
+                    do {
+                        try await Migrator().requireCurrent(client, logger: logger)
+                    } catch let schema as Migrator.MigrationError {
+                        throw CommandError.configuration(schema.description)
+                    } catch {}
+                    throw error
                 }
                 return try await work()
             }, stopTimeout: stopTimeout)

@@ -31,9 +31,11 @@ final class RunningProcess: @unchecked Sendable {
     let process = Process()
     let stdoutURL: URL
     let stderrURL: URL
+    /// Holds the output files; removed with this object, so tests leave nothing in /tmp.
+    let directory: URL
 
     init(_ executable: String, _ arguments: [String], environment: [String: String] = [:], stdin: Data? = nil) throws {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("proc-\(UUID().uuidString)")
+        directory = FileManager.default.temporaryDirectory.appendingPathComponent("proc-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         stdoutURL = directory.appendingPathComponent("stdout")
         stderrURL = directory.appendingPathComponent("stderr")
@@ -56,6 +58,10 @@ final class RunningProcess: @unchecked Sendable {
             process.standardInput = FileHandle.nullDevice
             try process.run()
         }
+    }
+
+    deinit {
+        try? FileManager.default.removeItem(at: directory)
     }
 
     var stdout: String { (try? String(contentsOf: stdoutURL, encoding: .utf8)) ?? "" }

@@ -31,6 +31,7 @@ struct Rehearsal {
             let outageEnd = ISO8601DateFormatter().string(from: now.addingTimeInterval(-3 * 3600))
             for attempt in 1...3 {
                 let credentials = FileManager.default.temporaryDirectory.appendingPathComponent("mock-\(UUID().uuidString)").path
+                defer { try? FileManager.default.removeItem(atPath: credentials) }
                 let servePort = freePort()
                 let webhookURL = "http://127.0.0.1:\(servePort)/notifications"
                 let mock = try RunningProcess(
