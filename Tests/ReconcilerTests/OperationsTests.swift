@@ -50,7 +50,8 @@ import Testing
     @Test func aRefusedKeyNamesTheSettingsToCheck() async throws {
         try await MockAppStore.withRunning(.init(scenario: .init(seed: 59, customers: 2))) { mock, baseURL in
             let environment = [
-                "APP_STORE_BUNDLE_ID": mock.configuration.scenario.bundleId, "APP_STORE_KEY_ID": mock.configuration.keyId,
+                "APP_STORE_BUNDLE_ID": mock.configuration.scenario.bundleId, "APP_STORE_ENVIRONMENT": "sandbox",
+                "APP_STORE_KEY_ID": mock.configuration.keyId,
                 "APP_STORE_ISSUER_ID": mock.configuration.issuerId, "APP_STORE_PRIVATE_KEY_PATH": try writeKey(),
                 "APP_STORE_API_BASE_URL": baseURL,
                 // No database: the test server's is not migrated, and a process that cannot join the shared budget calls no one.

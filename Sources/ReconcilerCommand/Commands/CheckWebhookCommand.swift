@@ -27,10 +27,11 @@ struct CheckWebhookCommand: AsyncParsableCommand {
 
     func run() async throws {
         let logger = logging.makeLogger()
-        let client = try api.client(app: app)
-        let verifier = try app.verifier()
+        let target = try app.commandTarget(api: api)
+        let client = target.client
+        let verifier = target.verifier
         // With a database, the requests come out of the budget the app's other processes share.
-        let sharing = try BudgetSharing(client: client, app: app, api: api, endpoints: [.requestTestNotification, .getTestNotificationStatus])
+        let sharing = [target.sharing([.requestTestNotification, .getTestNotificationStatus])]
         let (token, status): (String, CheckTestNotificationResponse)
         do {
             (token, status) = try await database.sharingBudgetIfConfigured(logger: logger, sharing: sharing) { [timeout] in

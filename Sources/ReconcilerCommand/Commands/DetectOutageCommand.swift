@@ -30,7 +30,8 @@ struct DetectOutageCommand: AsyncParsableCommand {
 
     func run() async throws {
         let logger = logging.makeLogger()
-        let client = try api.client(app: app)
+        let target = try app.commandTarget(api: api)
+        let client = target.client
         guard let back = TimeArgument.duration(since), back > 0 else {
             throw CommandError.configuration("--since: \(since) is not a duration such as 7d")
         }
@@ -39,7 +40,7 @@ struct DetectOutageCommand: AsyncParsableCommand {
         let detection: OutageDetector.Detection
         do {
             // With a database, the requests come out of the budget the app's other processes share.
-            let sharing = try BudgetSharing(client: client, app: app, api: api, endpoints: [.getNotificationHistory])
+            let sharing = [target.sharing([.getNotificationHistory])]
             detection = try await database.sharingBudgetIfConfigured(logger: logger, sharing: sharing) {
                 try await OutageDetector(client: client, mergeGap: gap).detect(since: now - back, until: now)
             }

@@ -140,25 +140,48 @@ struct RepairCommand: AsyncParsableCommand {
         guard let drainTimeout = TimeArgument.duration(forwardDrainTimeout), drainTimeout >= 0 else {
             throw CommandError.configuration("--forward-drain-timeout: \(forwardDrainTimeout) is not a duration such as 60s")
         }
-        let verifier = try app.verifier()
-        let client = try api.client(app: app)
-        let target = try ForwardingOptions.target(forwardTo)
-        let forwarding = try target.flatMap { url in dryRun ? nil : try self.forwarding.configuration(url: url) }
+        let forwardTarget = try ForwardingOptions.target(forwardTo)
+        let forwarding = try forwardTarget.flatMap { url in dryRun ? nil : try self.forwarding.configuration(url: url) }
         let configuration = CustomerRepair.Configuration(
-            selector: selector, since: sinceTime, fullHistory: full, dryRun: dryRun, forwardTo: target?.target)
+            selector: selector, since: sinceTime, fullHistory: full, dryRun: dryRun, forwardTo: forwardTarget?.target)
+        // One app; where it is configured in both environments, production first, then the sandbox
+        // when Apple knows the customer in production under none of the IDs given (TestFlight and
+        // App Review purchases are sandbox purchases).
+        let targets = try app.commandTargets(api: api).sorted { first, _ in first.app.environment == .production }
+        guard Set(targets.map(\.app.bundleId)).count == 1 else {
+            throw CommandError.configuration(
+                "several apps are configured (\(Set(targets.map(\.app.bundleId)).sorted().joined(separator: ", "))): choose one with --app")
+        }
+        return try await Self.mapErrors {
+            for (index, target) in targets.enumerated().dropLast() {
+                do {
+                    return try await repair(
+                        configuration: configuration, forwarding: forwarding, drainTimeout: drainTimeout, target: target, logger: logger)
+                } catch let error as CustomerRepair.RepairError where [.unknownTransactionId, .unknownOrderId].contains(error.code) {
+                    logger.info("not found in \(target.app.environment.rawValue); trying \(targets[index + 1].app.environment.rawValue)")
+                }
+            }
+            return try await repair(
+                configuration: configuration, forwarding: forwarding, drainTimeout: drainTimeout, target: targets[targets.count - 1], logger: logger)
+        }
+    }
+
+    private func repair(
+        configuration: CustomerRepair.Configuration, forwarding: Forwarder.Configuration?, drainTimeout: Int64, target: CommandTarget, logger: Logger
+    ) async throws -> RepairReport {
+        let (verifier, client) = (target.verifier, target.client)
         do {
-            let sharing = try BudgetSharing(
-                client: client, app: app, api: api,
-                endpoints: [.getNotificationHistory, .getTransactionHistory, .getAllSubscriptionStatuses] + (orderId == nil ? [] : [.lookUpOrderId]))
+            let sharing = [
+                target.sharing(
+                    [.getNotificationHistory, .getTransactionHistory, .getAllSubscriptionStatuses] + (orderId == nil ? [] : [.lookUpOrderId]))
+            ]
             return try await database.runWork(logger: logger, sharing: sharing) { database in
                 do {
                     try await Migrator().requireCurrent(database.client, logger: logger)
                 } catch let error as Migrator.MigrationError {
                     throw CommandError.configuration(error.description)
                 }
-                var report = try await Self.mapErrors {
-                    try await CustomerRepair(configuration: configuration, database: database, verifier: verifier, client: client).repair()
-                }
+                var report = try await CustomerRepair(configuration: configuration, database: database, verifier: verifier, client: client).repair()
                 if let forwarding {
                     let forwarder = Forwarder(configuration: forwarding, database: database)
                     report.forwarding = try await forwarder.drain(runIds: [report.runId], upTo: .milliseconds(drainTimeout))

@@ -145,52 +145,98 @@ struct RunCommand: AsyncParsableCommand {
 
     func run() async throws {
         let logger = logging.makeLogger()
-        // One registry for the process, rendered into --metrics-file whatever the outcome.
+        // One registry for the process, rendered into --metrics-file whatever the outcome; each app
+        // and environment's series carry its own labels (``MetricsRegistry/scoped(environment:bundleId:)``).
         let metrics = metricsFile.map { _ in
             MetricsRegistry(environment: (try? app.resolvedEnvironment)?.rawValue ?? "", bundleId: app.resolvedBundleId ?? "")
         }
         if let metrics { MetricsSystem.bootstrap(metrics.factory) }
-        let outcome: Outcome
+        let outcomes: [Outcome]
         do {
-            outcome = try await invoke(metrics: metrics, logger: logger)
+            outcomes = try await invoke(metrics: metrics, logger: logger)
         } catch {
             // Stopped before any run could report (configuration, the database): alerts still see the exit code.
             do {
-                try writeMetrics(metrics, exitCode: (error as? CommandError)?.exitCode ?? 1, report: nil)
+                if let metrics {
+                    RunMetrics.record(exitCode: (error as? CommandError)?.exitCode ?? 1, kind: invocationKind, report: nil, in: metrics)
+                }
+                try writeMetrics(metrics)
             } catch let metricsError {
                 logger.error("\(metricsError)")
             }
             throw error
         }
-        // Another run holds the lease: the file keeps what that run (the one doing the work) writes.
-        if !outcome.leaseHeld {
-            try writeMetrics(metrics, exitCode: outcome.exitCode, report: outcome.reports.last)
+        let several = outcomes.count > 1
+        for outcome in outcomes {
+            // Another run holds the lease: the file keeps what that run (the one doing the work) writes.
+            if let metrics, !outcome.leaseHeld {
+                RunMetrics.record(
+                    exitCode: outcome.exitCode, kind: invocationKind, report: outcome.reports.last,
+                    in: metrics.scoped(environment: outcome.target.environment.rawValue, bundleId: outcome.target.bundleId))
+            }
+            if outcome.reports.isEmpty, outcome.stop == nil, outcome.lost.isEmpty {
+                print("\(several ? "\(outcome.target): " : "")no failed deliveries found: nothing to recover")
+            }
+            if several, let stop = outcome.stop { print("\(outcome.target): \(stop.description)") }
         }
-        if outcome.reports.isEmpty, outcome.stop == nil, outcome.lost.isEmpty {
-            print("no failed deliveries found: nothing to recover")
-        }
-        if let stop = outcome.stop { throw stop }
-        if outcome.exitCode != 0 { throw outcome.error }
+        try writeMetrics(metrics)
+        if several, let reportJson { try write(outcomes, toJSON: reportJson) }
+        // The worst of the apps and environments decides the exit code.
+        guard let worst = Outcome.worst(outcomes, several: several) else { return }
+        if let stop = worst.stop { throw stop }
+        throw worst.error
     }
 
-    private func invoke(metrics: MetricsRegistry?, logger: Logger) async throws -> Outcome {
-        let verifier = try app.verifier()
-        let client = try api.client(app: app)
+    /// Every configured app and environment (or the one `--app` and `--environment` choose), one
+    /// after the other in one process and database pool, each in its own runs with its own lease
+    /// and its own share of its app's budget: a 401 or an outage of one does not stop the others.
+    private func invoke(metrics: MetricsRegistry?, logger: Logger) async throws -> [Outcome] {
+        let targets = try app.commandTargets(api: api)
         let template = try runTemplate()
         let forwardURL = try ForwardingOptions.target(forwardTo)
-        let forwarder = try forwardURL.flatMap { url in dryRun ? nil : try forwarding.configuration(url: url) }
-        let command = self
+        // Each app's recovered notifications go to its own webhook (`forwardTo` in the file), or all to --forward-to.
+        let forwardURLs = try targets.map { target in try forwardURL ?? target.configuration.forwardTo.flatMap(ForwardingOptions.target) }
+        let forwarders = try forwardURLs.map { url in try url.flatMap { url in dryRun ? nil : try forwarding.configuration(url: url) } }
+        let several = targets.count > 1
+        // With several apps and environments, the JSON report and the page cover all of them (below).
+        var perTarget = self
+        if several { (perTarget.reportJson, perTarget.reportHtml) = (nil, nil) }
+        let command = perTarget
         do {
             // SIGINT or SIGTERM stop the work at a checkpoint (exit 2); see CommandLifecycle.
             // Phase 1 pages the notification history, phase 2 the customers' transaction history and
             // statuses (a resumed run keeps the --refresh-status it started with).
-            let sharing = try BudgetSharing(
-                client: client, app: app, api: api, endpoints: [.getNotificationHistory, .getTransactionHistory, .getAllSubscriptionStatuses])
+            let sharing = targets.map { $0.sharing([.getNotificationHistory, .getTransactionHistory, .getAllSubscriptionStatuses]) }
             return try await database.runWork(logger: logger, sharing: sharing) { database in
-                try await command.recover(
-                    database: database, verifier: verifier, client: client, template: template,
-                    forwarder: forwarder.map { Forwarder(configuration: $0, database: database) }, metrics: metrics,
-                    logger: logger)
+                try await command.requireSchema(database.client, logger: logger)
+                var outcomes: [Outcome] = []
+                for (index, target) in targets.enumerated() {
+                    if Task.isShuttingDownGracefully || Task.isCancelled { break }
+                    var targetLogger = logger
+                    if several {
+                        targetLogger[metadataKey: "app"] = "\(target.app.bundleId)"
+                        targetLogger[metadataKey: "environment"] = "\(target.app.environment.rawValue)"
+                        print("== \(target.app)")
+                    }
+                    var configuration = template
+                    configuration.options.forwardTo = forwardURLs[index]?.target
+                    let targetDatabase = database.with(entitlement: target.configuration.entitlement)
+                    outcomes.append(
+                        try await command.recover(
+                            target: target, database: targetDatabase, template: configuration,
+                            forwarder: forwarders[index].map { Forwarder(configuration: $0, database: targetDatabase) },
+                            metrics: metrics?.scoped(environment: target.app.environment.rawValue, bundleId: target.app.bundleId),
+                            logger: targetLogger))
+                }
+                // The page shows the most pressing app's run (the JSON report lists each).
+                if several, let reportHtml, let worst = Outcome.worst(outcomes, several: several) ?? outcomes.last, let report = worst.reports.last {
+                    do {
+                        try await ReportPageFile.write(report: report, ledger: RunLedger(database: database), to: reportHtml, logger: logger)
+                    } catch {
+                        print("cannot write the report page to \(reportHtml): \(error)")
+                    }
+                }
+                return outcomes
             }
         } catch is Interrupted {
             throw CommandError.partial("interrupted before the run started; rerun the same command")
@@ -200,9 +246,8 @@ struct RunCommand: AsyncParsableCommand {
     /// The kind of run this invocation makes, for the metrics of one that stopped before any run.
     private var invocationKind: RunRecord.Kind { sinceLast ? .scheduled : detected ? .detected : .manual }
 
-    private func writeMetrics(_ metrics: MetricsRegistry?, exitCode: Int32, report: RunReport?) throws {
+    private func writeMetrics(_ metrics: MetricsRegistry?) throws {
         guard let metrics, let metricsFile else { return }
-        RunMetrics.record(exitCode: exitCode, kind: invocationKind, report: report, in: metrics)
         do {
             try metrics.writeTextfile(to: metricsFile)
         } catch {
@@ -214,18 +259,17 @@ struct RunCommand: AsyncParsableCommand {
     /// app backs up the queue, not the run), then draining what they queued; what stops the
     /// invocation is kept in the outcome.
     private func recover(
-        database: Database, verifier: SignedDataVerifier, client: AppStoreServerAPIClient,
-        template: ReconcileRun.Configuration, forwarder: Forwarder?, metrics: MetricsRegistry?,
+        target: CommandTarget, database: Database, template: ReconcileRun.Configuration, forwarder: Forwarder?, metrics: MetricsRegistry?,
         logger: Logger
     ) async throws -> Outcome {
-        try await requireSchema(database.client, logger: logger)
+        let (verifier, client) = (target.verifier, target.client)
         var outcome: Outcome
         if let forwarder {
             let windowsDone = Locked(false)
             outcome = try await withThrowingTaskGroup(of: Void.self) { group in
                 group.addTask { await forwarder.run(until: { windowsDone.withLock { $0 } || Task.isShuttingDownGracefully }) }
                 defer { windowsDone.withLock { $0 = true } }
-                return try await recoverWindows(database: database, verifier: verifier, client: client, template: template, logger: logger)
+                return try await recoverWindows(target: target, database: database, template: template, logger: logger)
             }
             if !Task.isShuttingDownGracefully, !Task.isCancelled {
                 do {
@@ -238,9 +282,9 @@ struct RunCommand: AsyncParsableCommand {
                 }
             }
         } else {
-            outcome = try await recoverWindows(database: database, verifier: verifier, client: client, template: template, logger: logger)
+            outcome = try await recoverWindows(target: target, database: database, template: template, logger: logger)
         }
-        await conclude(&outcome, database: database, verifier: verifier, metrics: metrics, logger: logger)
+        await conclude(&outcome, database: database, target: target.app, metrics: metrics, logger: logger)
         return outcome
     }
 
@@ -264,11 +308,11 @@ struct RunCommand: AsyncParsableCommand {
     }
 
     private func recoverWindows(
-        database: Database, verifier: SignedDataVerifier, client: AppStoreServerAPIClient,
-        template: ReconcileRun.Configuration, logger: Logger
+        target: CommandTarget, database: Database, template: ReconcileRun.Configuration, logger: Logger
     ) async throws -> Outcome {
+        let (verifier, client) = (target.verifier, target.client)
         let ledger = RunLedger(database: database)
-        var outcome = Outcome()
+        var outcome = Outcome(target: target.app)
         do {
             if sinceLast {
                 try await runSchedule(
@@ -293,15 +337,13 @@ struct RunCommand: AsyncParsableCommand {
 
     /// What the metrics and the report page need once the work is done.
     private func conclude(
-        _ outcome: inout Outcome, database: Database, verifier: SignedDataVerifier, metrics: MetricsRegistry?,
-        logger: Logger
+        _ outcome: inout Outcome, database: Database, target: AppTarget, metrics: MetricsRegistry?, logger: Logger
     ) async {
         let ledger = RunLedger(database: database)
         if let metrics {
             // What alerts watch besides this run: the quarantine, the last finished run, the newest live notification.
             try? await LedgerMetrics(
-                ledger: ledger, environment: verifier.configuration.environment.rawValue,
-                bundleId: verifier.configuration.bundleId, registry: metrics
+                ledger: ledger, environment: target.environment.rawValue, bundleId: target.bundleId, registry: metrics
             ).refresh()
         }
         if let reportHtml, let report = outcome.reports.last {
@@ -317,6 +359,8 @@ struct RunCommand: AsyncParsableCommand {
 
     /// What this invocation did, over one window or several.
     struct Outcome {
+        /// The app and environment of these runs.
+        var target: AppTarget
         var reports: [RunReport] = []
         /// Scheduled windows given up because they left Apple's retention.
         var lost: [RunRecord] = []
@@ -331,6 +375,18 @@ struct RunCommand: AsyncParsableCommand {
             if reports.contains(where: { $0.status == .partial || $0.status == .interrupted || $0.status == .failed }) { return 2 }
             if !lost.isEmpty || reports.contains(where: { $0.status == .succeededWithRejections }) { return 4 }
             return 0
+        }
+
+        /// The outcome that decides a whole invocation's exit code: configuration (1) over
+        /// retryable (2) over attention (4); `nil` when everything was recovered. In a run of
+        /// several apps and environments, one whose lease another run holds is being recovered
+        /// there, and counts as done here.
+        static func worst(_ outcomes: [Outcome], several: Bool) -> Outcome? {
+            let counted = outcomes.filter { !(several && $0.leaseHeld) }
+            for code: Int32 in [1, 2, 4] {
+                if let outcome = counted.first(where: { $0.exitCode == code }) { return outcome }
+            }
+            return nil
         }
 
         var error: CommandError {
@@ -423,6 +479,17 @@ struct RunCommand: AsyncParsableCommand {
                     + "checks every customer's transaction history")
             outcome.lost.append(lost)
         }
+        for unfinished in plan.retry where unfinished.windowStart < now - retention + retention / 10 {
+            // Warned while there is time to act: the last tenth of the retention (3 days in the sandbox, 18 in production).
+            let daysLeft = max(0, (unfinished.windowStart + retention - now) / 86_400_000)
+            logger.warning(
+                "an unfinished scheduled window nears the edge of Apple's retention",
+                metadata: ["runId": "\(unfinished.runId)", "daysLeft": "\(daysLeft)"])
+            print(
+                "WARNING: scheduled run \(unfinished.runId) (\(TimeArgument.iso8601(unfinished.windowStart)) → "
+                    + "\(TimeArgument.iso8601(unfinished.windowEnd))) is unfinished and leaves Apple's retention in \(daysLeft) days; "
+                    + "`reconciler rejections` lists what holds it")
+        }
         for unfinished in plan.retry {
             // Each unfinished window again, as it was planned; what it cannot finish is reported, and the schedule goes on.
             logger.info(
@@ -514,6 +581,26 @@ struct RunCommand: AsyncParsableCommand {
     private func output(_ report: RunReport) throws {
         print(report.humanSummary())
         if let reportJson { try write(report, toJSON: reportJson) }
+    }
+
+    /// The JSON report of a run over several apps and environments: `{"targets": [...]}`, each the
+    /// newest report of its app and environment (or where it stopped before one).
+    private func write(_ outcomes: [Outcome], toJSON path: String) throws {
+        do {
+            let entries: [Any] = try outcomes.map { outcome in
+                if let report = outcome.reports.last { return try JSONSerialization.jsonObject(with: try report.json()) }
+                var entry: [String: Any] = [
+                    "bundleId": outcome.target.bundleId, "environment": outcome.target.environment.rawValue, "exitCode": outcome.exitCode,
+                ]
+                if let stop = outcome.stop { entry["stopped"] = stop.description }
+                if outcome.leaseHeld { entry["leaseHeldByAnotherRun"] = true }
+                return entry
+            }
+            let data = try JSONSerialization.data(withJSONObject: ["targets": entries], options: [.prettyPrinted, .sortedKeys])
+            try data.write(to: URL(fileURLWithPath: path))
+        } catch {
+            throw CommandError.configuration("cannot write the report to \(path): \(error.localizedDescription)")
+        }
     }
 
     private func write(_ report: RunReport, toJSON path: String) throws {

@@ -41,16 +41,30 @@ struct WorkCommand: AsyncParsableCommand {
         }
     }
 
+    /// The app and environment of the run this worker joins: the run's record names them, so a
+    /// worker of a deployment with several apps needs no `--app`.
+    private func runTarget(logger: Logger) async throws -> CommandTarget {
+        let targets = try app.commandTargets(api: api)
+        guard targets.count > 1 else { return try app.commandTarget(api: api) }
+        let runId = self.runId
+        let run = try await database.runWork(logger: logger) { database in try await RunLedger(database: database).run(id: runId) }
+        guard let run else { throw CommandError.configuration("there is no run \(runId)") }
+        guard let target = targets.first(where: { $0.app.bundleId == run.bundleId && $0.app.environment.rawValue == run.environment }) else {
+            throw CommandError.configuration("run \(runId) is for \(run.bundleId) in \(run.environment), which the configuration does not list")
+        }
+        return target
+    }
+
     func run() async throws {
         let logger = logging.makeLogger()
-        let verifier = try app.verifier()
-        let client = try api.client(app: app)
         let (holder, runId, concurrency) = (ProcessIdentity.current, self.runId, self.concurrency)
+        let target = try await runTarget(logger: logger)
+        let (verifier, client) = (target.verifier, target.client)
         let giveUp = try GiveUpOption.policy(giveUpAfter)
         let progress = RunProgress()
         do {
             // SIGINT or SIGTERM stop the worker at a checkpoint; its customers go back to the queue.
-            let sharing = try BudgetSharing(client: client, app: app, api: api, endpoints: [.getTransactionHistory, .getAllSubscriptionStatuses])
+            let sharing = [target.sharing([.getTransactionHistory, .getAllSubscriptionStatuses])]
             try await database.runWork(logger: logger, sharing: sharing) { database in
                 try await Migrator().requireCurrent(database.client, logger: logger)
                 let worker = RunWorker(

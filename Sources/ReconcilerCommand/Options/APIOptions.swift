@@ -2,6 +2,7 @@ import AppStoreServer
 import ArgumentParser
 import Foundation
 import Reconciler
+import ReconcilerConfiguration
 
 /// How to call the App Store Server API.
 struct APIOptions: ParsableArguments {
@@ -35,54 +36,70 @@ struct APIOptions: ParsableArguments {
     @Option(name: .long, help: ArgumentHelp("Per-request timeout in seconds (default 30).", valueName: "seconds"))
     var requestTimeout: Double = 30
 
-    func client(app: AppOptions) throws -> AppStoreServerAPIClient {
-        guard let keyId = keyId ?? Env.value("APP_STORE_KEY_ID") else {
-            throw CommandError.configuration("no key id: set APP_STORE_KEY_ID or --key-id")
-        }
-        guard let issuerId = issuerId ?? Env.value("APP_STORE_ISSUER_ID") else {
-            throw CommandError.configuration("no issuer id: set APP_STORE_ISSUER_ID or --issuer-id")
-        }
-        guard let keyPath = privateKeyPath ?? Env.value("APP_STORE_PRIVATE_KEY_PATH") else {
+    /// The key the flags and the `APP_STORE_*` variables name (one app without a configuration
+    /// file); `nil` when none is set. With a file, each app's key is the file's.
+    func environmentKey() throws -> ReconcilerConfiguration.APIKey? {
+        let keyId = keyId ?? Env.value("APP_STORE_KEY_ID")
+        let issuerId = issuerId ?? Env.value("APP_STORE_ISSUER_ID")
+        let keyPath = privateKeyPath ?? Env.value("APP_STORE_PRIVATE_KEY_PATH")
+        guard keyId != nil || issuerId != nil || keyPath != nil else { return nil }
+        guard let keyId else { throw CommandError.configuration("no key id: set APP_STORE_KEY_ID or --key-id") }
+        guard let issuerId else { throw CommandError.configuration("no issuer id: set APP_STORE_ISSUER_ID or --issuer-id") }
+        guard let keyPath else {
             throw CommandError.configuration("no private key: set APP_STORE_PRIVATE_KEY_PATH or --private-key-path (the .p8 file)")
         }
-        guard let bundleId = app.resolvedBundleId else {
-            throw CommandError.configuration("no bundle id: set APP_STORE_BUNDLE_ID or --bundle-id")
-        }
-        let key = try Result { try APIAuthenticationTokens.loadPrivateKey(path: keyPath) }
-            .mapError { CommandError.configuration("\($0)") }.get()
-        let environment = try app.resolvedEnvironment
-        let budget = try requestBudget(environment: environment)
-        var retryPolicy = AppStoreServerAPIClient.RetryPolicy()
-        if let seconds = try maximumRetryAfterSeconds() {
-            retryPolicy.maximumRetryAfter = .milliseconds(Int64(seconds * 1000))
-        }
+        return .init(id: keyId, issuer: issuerId, privateKeyPath: keyPath)
+    }
+
+    /// `--api-base-url` or `APP_STORE_API_BASE_URL`: a base URL that wins over the configuration's (the mock).
+    func baseURLOverride() throws -> String? {
         let baseURL = apiBaseURL ?? Env.value("APP_STORE_API_BASE_URL")
         if let baseURL, URL(string: baseURL)?.scheme == nil {
             throw CommandError.configuration("APP_STORE_API_BASE_URL must be a URL such as http://127.0.0.1:8081, got \(baseURL)")
         }
+        return baseURL
+    }
+
+    /// The App Store Server API client of one app in one environment: its JWT names the app
+    /// (`bid`), and it spends that app's budget.
+    func client(for target: ReconcilerConfiguration.Target) throws -> AppStoreServerAPIClient {
+        guard let apiKey = target.key else {
+            throw CommandError.configuration(
+                "no In-App Purchase key for \(target.app): set key in the configuration file, or APP_STORE_KEY_ID, APP_STORE_ISSUER_ID and APP_STORE_PRIVATE_KEY_PATH"
+            )
+        }
+        let key = try Result { try APIAuthenticationTokens.loadPrivateKey(path: apiKey.privateKeyPath) }
+            .mapError { CommandError.configuration("\($0)") }.get()
+        let budget = try requestBudget(for: target)
+        var retryPolicy = AppStoreServerAPIClient.RetryPolicy()
+        if let seconds = try maximumRetryAfterSeconds() {
+            retryPolicy.maximumRetryAfter = .milliseconds(Int64(seconds * 1000))
+        }
         return AppStoreServerAPIClient(
             configuration: .init(
-                baseURL: baseURL,
-                tokens: .init(privateKey: key, keyId: keyId, issuerId: issuerId, bundleId: bundleId),
-                environment: environment, requestTimeout: .milliseconds(Int64(requestTimeout * 1000)), retryPolicy: retryPolicy,
+                baseURL: try baseURLOverride() ?? target.apiBaseURL,
+                tokens: .init(privateKey: key, keyId: apiKey.id, issuerId: apiKey.issuer, bundleId: target.app.bundleId),
+                environment: target.app.environment, requestTimeout: .milliseconds(Int64(requestTimeout * 1000)), retryPolicy: retryPolicy,
                 requestsPerSecond: budget.alone))
     }
 
-    /// The request budget of this process: the app's budget, the same in every process of the app
-    /// and environment (APP_STORE_RATE_LIMIT: the one place that sets it), and `--rate-limit`, this
-    /// process's own cap. ``SharedBudget`` divides the app's budget among the processes that use
-    /// each endpoint.
-    func requestBudget(environment: AppStoreEnvironment) throws -> RequestBudget {
-        let app = try Env.value("APP_STORE_RATE_LIMIT").map { value in
-            guard let number = Double(value), number > 0, number.isFinite else {
-                throw CommandError.configuration("APP_STORE_RATE_LIMIT must be a positive number")
+    /// The request budget of this process for one app and environment: the app's budget, the same
+    /// in every process of the app (the configuration file's `rateLimit`, or APP_STORE_RATE_LIMIT:
+    /// the one place that sets it), and `--rate-limit`, this process's own cap. ``SharedBudget``
+    /// divides the app's budget among the processes that use each endpoint.
+    func requestBudget(for target: ReconcilerConfiguration.Target) throws -> RequestBudget {
+        let app =
+            try target.rateLimit
+            ?? Env.value("APP_STORE_RATE_LIMIT").map { value in
+                guard let number = Double(value), number > 0, number.isFinite else {
+                    throw CommandError.configuration("APP_STORE_RATE_LIMIT must be a positive number")
+                }
+                return number
             }
-            return number
-        }
         if let rateLimit {
             guard rateLimit > 0, rateLimit.isFinite else { throw CommandError.configuration("--rate-limit must be positive") }
         }
-        return RequestBudget(environment: environment, appRequestsPerSecond: app, cap: rateLimit)
+        return RequestBudget(environment: target.app.environment, appRequestsPerSecond: app, cap: rateLimit)
     }
 
     /// `--max-retry-after` or `APP_STORE_MAX_RETRY_AFTER`: more than 0 and at most a day.

@@ -54,7 +54,7 @@ struct DatabaseOptions: ParsableArguments {
     /// With `sharing`, the work's App Store client spends a request budget shared with every
     /// process of the app and environment (``SharedBudget``).
     func runWork<T: Sendable>(
-        logger: Logger, sharing api: BudgetSharing? = nil,
+        logger: Logger, sharing: [BudgetSharing] = [],
         _ work: @escaping @Sendable (Database) async throws -> T
     ) async throws -> T {
         let settings = try settings()
@@ -66,15 +66,13 @@ struct DatabaseOptions: ParsableArguments {
         let database = Database(
             client: client, logger: logger, configuration: try databaseConfiguration(settings, unavailableTimeout: .milliseconds(timeout)))
         do {
-            let budget = try api.map { api in
-                guard let bundleId = api.app.resolvedBundleId else {
-                    throw CommandError.configuration("no bundle id: set APP_STORE_BUNDLE_ID or --bundle-id")
-                }
-                return SharedBudget(
+            // One shared budget per app and environment the work calls Apple for (Apple limits each app apart).
+            let budgets = sharing.map { api in
+                SharedBudget(
                     configuration: .init(claims: api.budget.claims(api.endpoints)), database: database, limiter: api.client.rateLimiter,
-                    environment: try api.app.resolvedEnvironment, bundleId: bundleId)
+                    environment: api.target.environment, bundleId: api.target.bundleId)
             }
-            return try await CommandLifecycle(client: client, logger: logger, budget: budget).run { try await work(database) }
+            return try await CommandLifecycle(client: client, logger: logger, budgets: budgets).run { try await work(database) }
         } catch {
             throw Self.commandError(error, settings: settings)
         }
@@ -95,7 +93,7 @@ struct DatabaseOptions: ParsableArguments {
     /// (DATABASE_URL or --database-url); without one it runs alone, with the app's budget (capped
     /// by --rate-limit).
     func sharingBudgetIfConfigured<T: Sendable>(
-        logger: Logger, sharing: BudgetSharing, _ work: @escaping @Sendable () async throws -> T
+        logger: Logger, sharing: [BudgetSharing], _ work: @escaping @Sendable () async throws -> T
     ) async throws -> T {
         guard databaseURL ?? Env.value("DATABASE_URL") != nil else { return try await work() }
         return try await runWork(logger: logger, sharing: sharing) { _ in try await work() }
@@ -153,14 +151,7 @@ struct DatabaseOptions: ParsableArguments {
 /// endpoint's budget is divided only among the processes that call it.
 struct BudgetSharing {
     var client: AppStoreServerAPIClient
-    var app: AppOptions
+    var target: AppTarget
     var budget: RequestBudget
     var endpoints: [AppStoreServerAPIEndpoint]
-
-    init(client: AppStoreServerAPIClient, app: AppOptions, api: APIOptions, endpoints: [AppStoreServerAPIEndpoint]) throws {
-        self.client = client
-        self.app = app
-        self.budget = try api.requestBudget(environment: app.resolvedEnvironment)
-        self.endpoints = endpoints
-    }
 }

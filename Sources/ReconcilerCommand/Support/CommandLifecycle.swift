@@ -17,17 +17,17 @@ import Synchronization
 struct CommandLifecycle: Sendable {
     let client: PostgresClient
     let logger: Logger
-    /// The request budget shared with the app's other processes, when the work calls Apple.
-    var budget: SharedBudget?
+    /// The request budgets shared with each app's other processes, when the work calls Apple.
+    var budgets: [SharedBudget] = []
     var stopTimeout: Duration = .seconds(10)
 
     /// Runs `work` to its end; a signal cancels it (a bare cancellation becomes ``Interrupted``).
     func run<Result: Sendable>(_ work: @escaping @Sendable () async throws -> Result) async throws -> Result {
-        let (budget, logger, client) = (self.budget, self.logger, self.client)
+        let (budgets, logger, client) = (self.budgets, self.logger, self.client)
         let service = WorkService(
             work: {
                 do {
-                    try await budget?.join()
+                    for budget in budgets { try await budget.join() }
                 } catch let error where !(error is CancellationError) {
                     // Without a lease the others do not count this process: it must not call Apple.
                     logger.error("could not join the request budget shared with the app's other processes", metadata: ["error": "\(error)"])
@@ -42,7 +42,7 @@ struct CommandLifecycle: Sendable {
                 return try await work()
             }, stopTimeout: stopTimeout)
         var services: [ServiceGroupConfiguration.ServiceConfiguration] = [.init(service: client)]
-        if let budget {
+        for budget in budgets {
             // The share and the closures are known before the first request; the budget is left after the work.
             services.append(.init(service: BudgetService(budget: budget)))
         }

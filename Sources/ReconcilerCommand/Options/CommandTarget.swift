@@ -1,0 +1,44 @@
+import AppStoreServer
+import Reconciler
+import ReconcilerConfiguration
+
+/// One app in one environment as a command that calls Apple works with it: what the configuration
+/// says of it, the verifier of its signed data, its App Store Server API client (the JWT names the
+/// app in its `bid`) and its request budget, which Apple sets per app.
+struct CommandTarget: Sendable {
+    let configuration: ReconcilerConfiguration.Target
+    let verifier: SignedDataVerifier
+    let client: AppStoreServerAPIClient
+    let budget: RequestBudget
+
+    var app: AppTarget { configuration.app }
+
+    /// What this command shares of the app's budget with its other processes, for these endpoints.
+    func sharing(_ endpoints: [AppStoreServerAPIEndpoint]) -> BudgetSharing {
+        BudgetSharing(client: client, target: app, budget: budget, endpoints: endpoints)
+    }
+}
+
+extension AppOptions {
+    /// Every app and environment this command works on, ready to call Apple.
+    func commandTargets(api: APIOptions) throws -> [CommandTarget] {
+        let configuration = try self.configuration(key: try api.environmentKey(), apiBaseURL: api.baseURLOverride())
+        let targets = try self.targets(key: try api.environmentKey(), apiBaseURL: api.baseURLOverride())
+        let verifiers = try verifiers(for: targets, roots: configuration.rootCertificates)
+        return try zip(targets, verifiers).map { target, verifier in
+            CommandTarget(configuration: target, verifier: verifier, client: try api.client(for: target), budget: try api.requestBudget(for: target))
+        }
+    }
+
+    /// The one app and environment of a command that works on one: `--app` and `--environment`
+    /// choose it when the configuration has several.
+    func commandTarget(api: APIOptions) throws -> CommandTarget {
+        let targets = try commandTargets(api: api)
+        guard targets.count == 1, let target = targets.first else {
+            throw CommandError.configuration(
+                "several apps and environments are configured (\(targets.map(\.app.description).joined(separator: ", "))): choose one with --app and --environment"
+            )
+        }
+        return target
+    }
+}
