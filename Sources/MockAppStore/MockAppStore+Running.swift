@@ -19,14 +19,18 @@ extension MockAppStore {
         return try await mock.withRunning(ports: ports, body)
     }
 
-    /// Runs a mock that serves a world built by hand (for conformance tests with exact expectations).
+    /// Runs a mock that serves a world built by hand as its one app (for conformance tests with
+    /// exact expectations; `configuration.apps` stays empty).
     static func withRunning<Result: Sendable>(
         world: ScenarioWorld, _ configuration: Configuration, _ body: (MockAppStore, String) async throws -> Result
     ) async throws -> Result {
+        precondition(configuration.apps.isEmpty, "a world built by hand is the one app of its scenario")
         let (configuration, ports) = signallingReadiness(configuration)
         let authority = try SigningCertificateAuthority()
         let catalog = try await MockCatalog(world: world, configuration: configuration.scenario, signer: authority.signer)
-        let mock = MockAppStore(configuration: configuration, authority: authority, catalog: catalog, logger: .init(label: "mock"))
+        let mock = MockAppStore(
+            configuration: configuration, authority: authority, worlds: [AppWorld(scenario: configuration.scenario, catalog: catalog)],
+            logger: .init(label: "mock"))
         return try await mock.withRunning(ports: ports, body)
     }
 
@@ -54,10 +58,12 @@ extension MockAppStore {
         }
     }
 
-    /// A client configured to call this mock with the key it accepts.
+    /// A client configured to call this mock with the key it accepts, for an app in an environment
+    /// (by default the first app in its first environment, whose API must be at `baseURL`).
     public func client(
         baseURL: String, requestsPerSecond: Double? = nil, retryPolicy: AppStoreServerAPIClient.RetryPolicy = .init(),
-        requestTimeout: Duration = .seconds(10), keyId: String? = nil, privateKey: P256PrivateKey? = nil
+        requestTimeout: Duration = .seconds(10), keyId: String? = nil, privateKey: P256PrivateKey? = nil, bundleId: String? = nil,
+        environment: AppStoreEnvironment? = nil
     ) -> AppStoreServerAPIClient {
         var budget: [AppStoreServerAPIEndpoint: Double]?
         if let requestsPerSecond {
@@ -68,17 +74,36 @@ extension MockAppStore {
                 baseURL: baseURL,
                 tokens: .init(
                     privateKey: privateKey ?? apiKey, keyId: keyId ?? configuration.keyId, issuerId: configuration.issuerId,
-                    bundleId: configuration.scenario.bundleId),
-                environment: configuration.scenario.environment, requestTimeout: requestTimeout, retryPolicy: retryPolicy,
+                    bundleId: bundleId ?? primary.scenario.bundleId),
+                environment: environment ?? primary.scenario.environment, requestTimeout: requestTimeout, retryPolicy: retryPolicy,
                 requestsPerSecond: budget))
     }
 
-    /// A verifier that trusts this mock's root, for its app and environment.
-    public func verifier() throws -> SignedDataVerifier {
-        try SignedDataVerifier(
+    /// A client for an app in an environment, at that environment's base URL (once the mock listens).
+    ///
+    /// ```swift
+    /// let sandbox = try mock.client(bundleId: "com.example.one", environment: .sandbox)
+    /// ```
+    public func client(
+        bundleId: String, environment: AppStoreEnvironment, requestsPerSecond: Double? = nil,
+        retryPolicy: AppStoreServerAPIClient.RetryPolicy = .init(), requestTimeout: Duration = .seconds(10)
+    ) throws -> AppStoreServerAPIClient {
+        guard let baseURL = baseURL(for: environment) else {
+            throw ConfigurationError(.invalidApp, "the mock does not serve \(environment.rawValue), or does not listen yet")
+        }
+        return client(
+            baseURL: baseURL, requestsPerSecond: requestsPerSecond, retryPolicy: retryPolicy, requestTimeout: requestTimeout,
+            bundleId: bundleId, environment: environment)
+    }
+
+    /// A verifier that trusts this mock's root, for an app and environment (by default the first
+    /// app in its first environment).
+    public func verifier(bundleId: String? = nil, environment: AppStoreEnvironment? = nil) throws -> SignedDataVerifier {
+        let app = apps.first { $0.bundleId == (bundleId ?? primary.scenario.bundleId) }
+        return try SignedDataVerifier(
             configuration: .init(
-                rootCertificates: [authority.root], bundleId: configuration.scenario.bundleId,
-                appAppleId: configuration.scenario.appAppleId, environment: configuration.scenario.environment))
+                rootCertificates: [authority.root], bundleId: bundleId ?? primary.scenario.bundleId,
+                appAppleId: app?.appAppleId ?? primary.scenario.appAppleId, environment: environment ?? primary.scenario.environment))
     }
 
     /// What the mock saw so far.
@@ -87,15 +112,24 @@ extension MockAppStore {
     /// Replaces the fault configuration while running.
     public func setFaults(_ faults: FaultConfiguration) { self.faults.withLock { $0 = faults } }
 
-    /// The notifications of the scenario with their first send attempt, in Get Notification
-    /// History's order (by first send attempt, or by `signedDate` in that mode).
+    /// The notifications of the first app in its first environment with their first send attempt,
+    /// in Get Notification History's order (by first send attempt, or by `signedDate` in that mode).
     public var sentNotifications: [(notification: ScenarioWorld.PlannedNotification, firstAttemptDate: Int64)] {
         catalog.snapshot.notifications.map { ($0.plan, $0.firstAttemptDate) }
     }
 
-    /// The send attempts recorded for a notification.
+    /// The notifications of an app in an environment (none for one the mock does not simulate),
+    /// as ``sentNotifications`` lists them.
+    public func sentNotifications(
+        bundleId: String, environment: AppStoreEnvironment
+    ) -> [(notification: ScenarioWorld.PlannedNotification, firstAttemptDate: Int64)] {
+        guard let world = worldsByKey[AppKey(bundleId: bundleId, environment: environment)] else { return [] }
+        return world.catalog.snapshot.notifications.map { ($0.plan, $0.firstAttemptDate) }
+    }
+
+    /// The send attempts recorded for a notification, whichever app's it is.
     public func sendAttempts(notificationUUID: String) -> [SendAttemptItem] {
-        attempts.attempts(notificationUUID)
+        worlds.lazy.map { $0.attempts.attempts(notificationUUID) }.first { !$0.isEmpty } ?? []
     }
 }
 

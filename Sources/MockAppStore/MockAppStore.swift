@@ -6,12 +6,12 @@ import ReconcilerShared
 import ServiceLifecycle
 import Synchronization
 
-/// A local App Store imitation for tests, demos and rehearsals: it simulates an app's customers
-/// (``ScenarioConfiguration``), signs their notifications and transactions with its own CA
-/// (carrying Apple's OIDs), delivers notifications to a webhook outside the outage window, and
-/// serves Get Notification History, Get Transaction History, Get All Subscription Statuses, Look Up
-/// Order ID and the test-notification endpoints with Apple's documented semantics, faults on
-/// demand included.
+/// A local App Store imitation for tests, demos and rehearsals: it simulates the customers of one
+/// app or several (``ScenarioConfiguration``, ``Configuration/apps``), signs their notifications and
+/// transactions with its own CA (carrying Apple's OIDs), delivers notifications to a webhook outside
+/// the outage window, and serves Get Notification History, Get Transaction History, Get All
+/// Subscription Statuses, Look Up Order ID and the test-notification endpoints with Apple's
+/// documented semantics, faults on demand included.
 ///
 /// ```swift
 /// let mock = try await MockAppStore.make(configuration: .init(
@@ -19,6 +19,11 @@ import Synchronization
 ///     webhookURL: "http://127.0.0.1:8080/notifications", credentialsDirectory: "/tmp/mock"))
 /// try await ServiceGroup(services: [mock], logger: logger).run()
 /// ```
+///
+/// With ``Configuration/apps``, as Apple does: each app in each environment is a world of its own
+/// (its customers, transaction IDs and rate limits), one team key serves every app and the JWT's
+/// `bid` routes each request to its app, production answers on ``Configuration/port`` and the
+/// sandbox on ``Configuration/sandboxPort``, and every notification goes to the one webhook.
 ///
 /// `GET /mock/truth` returns the final state of every purchase in the shape of `reconciler export`;
 /// `GET /mock/orders` every transaction's order ID.
@@ -30,11 +35,13 @@ public final class MockAppStore: Service, Sendable {
         public var port: Int
         /// Where live notifications go (`nil`: deliveries outside the outage count as successful).
         public var webhookURL: String?
-        /// Receives `root.pem`, the API key (`.p8`) and `reconciler.env`.
+        /// Receives `root.pem`, the API key (`.p8`), `reconciler.env` (the first app in its first
+        /// environment) and `reconciler.yaml` (every app and environment, for `reconciler --config`).
         public var credentialsDirectory: String?
         public var faults: FaultConfiguration
-        /// Requests per second per endpoint before 429 (`nil`: Apple's, 50 in production, 5 in the sandbox).
-        /// Look Up Order ID never allows more than Apple's 10 (1 in the sandbox), the test endpoints 1 (0.1).
+        /// Requests per second per endpoint, per app and environment, before 429 (`nil`: Apple's, 50
+        /// in production, 5 in the sandbox). Look Up Order ID never allows more than Apple's 10 (1 in
+        /// the sandbox), the test endpoints 1 (0.1).
         public var rateLimitPerSecond: Double?
         /// How long a pagination token stays valid.
         public var paginationTokenLifetime: Duration
@@ -44,8 +51,23 @@ public final class MockAppStore: Service, Sendable {
         public var issuerId: String
         /// How long to wait for the webhook to accept connections before delivering.
         public var webhookWait: Duration
+        /// The apps to serve, each in its environments (empty: the scenario's one app, in its
+        /// environment, on ``port``). The scenario's `bundleId`, `appAppleId` and `environment` then
+        /// give way to each app's; everything else (seed, customers per world, outage, period) applies
+        /// to every app and environment.
+        public var apps: [App]
+        /// Where the sandbox's API listens when ``apps`` name the sandbox (0 picks a free port).
+        public var sandboxPort: Int
+        /// Every app and environment draws its transaction IDs from the same block, so two apps have
+        /// purchases with the same IDs (Apple's are unique; this proves a reconciler keys purchases by
+        /// app and environment). `/mock/refund` then needs `bundleId` (and `environment`).
+        public var sharedTransactionIds: Bool
+        /// Apps whose requests are answered 401, as with a key that does not cover them.
+        public var unauthorizedApps: Set<String>
         /// Called with the bound port as soon as the mock listens (credentials are written).
         public var onListening: @Sendable (Int) async -> Void
+        /// Called with the sandbox's port as soon as the mock listens, when ``apps`` name the sandbox.
+        public var onSandboxListening: @Sendable (Int) async -> Void
         /// Called with the bound port once live delivery is complete.
         public var onReady: @Sendable (Int) async -> Void
 
@@ -54,7 +76,9 @@ public final class MockAppStore: Service, Sendable {
             webhookURL: String? = nil, credentialsDirectory: String? = nil, faults: FaultConfiguration = .init(),
             rateLimitPerSecond: Double? = nil, paginationTokenLifetime: Duration = .seconds(600), pageSize: Int = 20,
             keyId: String = "MOCKKEY001", issuerId: String = "57246542-96fe-1a63-e053-0824d011072a",
-            webhookWait: Duration = .seconds(120), onListening: @escaping @Sendable (Int) async -> Void = { _ in },
+            webhookWait: Duration = .seconds(120), apps: [App] = [], sandboxPort: Int = 0, sharedTransactionIds: Bool = false,
+            unauthorizedApps: Set<String> = [], onListening: @escaping @Sendable (Int) async -> Void = { _ in },
+            onSandboxListening: @escaping @Sendable (Int) async -> Void = { _ in },
             onReady: @escaping @Sendable (Int) async -> Void = { _ in }
         ) {
             self.scenario = scenario
@@ -69,110 +93,152 @@ public final class MockAppStore: Service, Sendable {
             self.keyId = keyId
             self.issuerId = issuerId
             self.webhookWait = webhookWait
+            self.apps = apps
+            self.sandboxPort = sandboxPort
+            self.sharedTransactionIds = sharedTransactionIds
+            self.unauthorizedApps = unauthorizedApps
             self.onListening = onListening
+            self.onSandboxListening = onSandboxListening
             self.onReady = onReady
         }
     }
 
     public let configuration: Configuration
-    /// The CA that signs everything; trust its root.
+    /// The CA that signs everything, for every app; trust its root.
     public let authority: SigningCertificateAuthority
-    /// The In-App Purchase key the mock accepts.
+    /// The team's In-App Purchase key the mock accepts, for every app.
     public let apiKey: P256.Signing.PrivateKey
-    let catalog: MockCatalog
-    /// The scale scenario's index (`ScenarioConfiguration.scaleNotifications`), which the endpoints serve instead of `catalog`.
-    let scale: ScaleCatalog?
-    let attempts = SendAttemptLog()
-    let statistics = MockStatistics()
-    let rateLimiter = MockRateLimiter()
+    /// Every app in every environment: the simulated ones in the order of ``Configuration/apps``
+    /// (the first is today's one app), then the apps in the environments they have no purchases in.
+    let worlds: [AppWorld]
+    let worldsByKey: [AppKey: AppWorld]
+    let statistics: MockStatistics
     let faults: Mutex<FaultConfiguration>
     let tokens: OpaqueToken
     let authenticator: RequestAuthenticator
-    let testNotifications = Mutex<[String: TestNotification]>([:])
     let logger: Logger
     /// Per fault kind, the fraction owed so far: a fault rate of r injects exactly ⌊n·r⌋ faults over
     /// n eligible requests, so tests get the faults they ask for without depending on chance.
     let faultDebt = Mutex<[String: Double]>([:])
+    /// Each listening environment's port, once bound.
+    let boundPorts = Mutex<[AppStoreEnvironment: Int]>([:])
 
     struct TestNotification: Sendable {
         var signedPayload: String
         var attempts: [SendAttemptItem]
     }
 
-    /// Simulates and signs the scenario.
+    /// The first app in its first environment: the one app of a mock without ``Configuration/apps``.
+    var primary: AppWorld { worlds[0] }
+    /// The first world's catalog (the one app's).
+    var catalog: MockCatalog { primary.catalog }
+    /// The first world's scale index (scale mode has one app in one environment).
+    var scale: ScaleCatalog? { primary.scale }
+    /// The first world's rate limiter.
+    var rateLimiter: MockRateLimiter { primary.rateLimiter }
+    /// The worlds that simulate customers (every app in each environment it was given).
+    var simulatedWorlds: [AppWorld] { worlds.filter(\.simulated) }
+
+    /// Simulates and signs the scenario of every app and environment.
     public static func make(configuration: Configuration, logger: Logger = Logger(label: "mock-appstore")) async throws -> MockAppStore {
+        try configuration.validate()
         let seed = "\(configuration.scenario.seed)"
         let earliest = Date(timeIntervalSince1970: Double(min(configuration.scenario.start, Int64(Date().timeIntervalSince1970 * 1000))) / 1000)
         let authority = try SigningCertificateAuthority(
             options: .init(
                 name: "Mock App Store", notValidBefore: earliest.addingTimeInterval(-30 * 86400),
                 notValidAfter: Date().addingTimeInterval(2 * 365 * 86400), seed: seed))
-        if let target = configuration.scenario.scaleNotifications {
-            let scale = try await ScaleCatalog(configuration: configuration.scenario, notifications: target, signer: authority.signer)
-            let catalog = try await MockCatalog(world: ScenarioWorld(), configuration: configuration.scenario, signer: authority.signer)
-            return MockAppStore(configuration: configuration, authority: authority, catalog: catalog, scale: scale, logger: logger)
-        }
-        let world = ScenarioGenerator.generate(configuration.scenario)
-        let catalog = try await MockCatalog(world: world, configuration: configuration.scenario, signer: authority.signer)
-        return MockAppStore(configuration: configuration, authority: authority, catalog: catalog, logger: logger)
+        let worlds = try await worlds(configuration, signer: authority.signer)
+        return MockAppStore(configuration: configuration, authority: authority, worlds: worlds, logger: logger)
     }
 
-    init(configuration: Configuration, authority: SigningCertificateAuthority, catalog: MockCatalog, scale: ScaleCatalog? = nil, logger: Logger) {
+    init(configuration: Configuration, authority: SigningCertificateAuthority, worlds: [AppWorld], logger: Logger) {
         self.configuration = configuration
         self.authority = authority
-        self.catalog = catalog
-        self.scale = scale
+        self.worlds = worlds
+        self.worldsByKey = Dictionary(worlds.map { ($0.key, $0) }, uniquingKeysWith: { first, _ in first })
+        self.statistics = MockStatistics(apps: worlds.filter(\.simulated).map(\.key))
         self.logger = logger
         self.apiKey = SigningCertificateAuthority.key(seed: "\(configuration.scenario.seed)", label: "api-key")
         self.faults = Mutex(configuration.faults)
         self.tokens = OpaqueToken(key: SymmetricKey(data: SHA256.hash(data: Data("mock-token-\(configuration.scenario.seed)".utf8))))
         self.authenticator = RequestAuthenticator(
             publicKey: apiKey.publicKey, keyId: configuration.keyId, issuerId: configuration.issuerId,
-            bundleId: configuration.scenario.bundleId)
+            bundleIds: Set(configuration.servedApps.map(\.bundleId)))
     }
 
-    /// Serves until cancelled or shut down gracefully: binds, writes the credentials, waits for the
-    /// webhook to accept connections, delivers the live traffic, then calls ``Configuration/onReady``.
+    /// Serves until cancelled or shut down gracefully: binds (production and, with apps in the
+    /// sandbox, the sandbox's port), writes the credentials, waits for the webhook to accept
+    /// connections, delivers the live traffic of every app, then calls ``Configuration/onReady``.
     public func run() async throws {
-        let server = MockHTTPServer(host: configuration.host, port: configuration.port) { [self] request in
-            await respond(request)
-        }
+        let listeners = configuration.listeners
         try await cancelWhenGracefulShutdown {
-            try await server.run { [self] port in
-                if let directory = configuration.credentialsDirectory {
-                    try writeCredentials(to: directory, port: port)
-                }
-                logger.info("listening", metadata: ["url": "http://\(configuration.host):\(port)"])
-                await configuration.onListening(port)
-                if let scale {
-                    // The whole scale window is an outage: nothing to deliver.
-                    statistics.update { $0.liveDeliveryComplete = true }
-                    logger.info(
-                        "mock-appstore ready",
-                        metadata: [
-                            "url": "http://\(configuration.host):\(port)", "notifications": "\(scale.entries.count)",
-                            "customers": "\(scale.customerCount)", "environment": "\(configuration.scenario.environment.rawValue)",
-                        ])
-                    await configuration.onReady(port)
-                    return
-                }
-                // Deliver in the background so the API answers meanwhile.
-                Task {
-                    if let webhook = configuration.webhookURL {
-                        await waitForWebhook(webhook, timeout: configuration.webhookWait)
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for listener in listeners {
+                    let server = MockHTTPServer(host: self.configuration.host, port: listener.port) { [self] request in
+                        await respond(request, environment: listener.environment)
                     }
-                    await deliverLiveTraffic()
-                    let snapshot = catalog.snapshot
-                    logger.info(
-                        "mock-appstore ready",
-                        metadata: [
-                            "url": "http://\(configuration.host):\(port)", "notifications": "\(snapshot.notifications.count)",
-                            "purchases": "\(GroundTruth.purchases(snapshot.world).count)",
-                            "environment": "\(configuration.scenario.environment.rawValue)",
-                        ])
-                    await configuration.onReady(port)
+                    group.addTask { [self] in
+                        try await server.run { [self] port in
+                            let all = boundPorts.withLock { ports in
+                                ports[listener.environment] = port
+                                return ports.count == listeners.count ? ports : nil
+                            }
+                            // The last to bind starts the mock: every base URL is known.
+                            if let all { try await start(ports: all) }
+                        }
+                    }
                 }
+                // A server ends only when cancelled or when it fails: either ends the others.
+                defer { group.cancelAll() }
+                _ = try await group.next()
             }
+        }
+    }
+
+    /// Writes the credentials, announces the ports, and delivers the live traffic in the background
+    /// (the API answers meanwhile).
+    private func start(ports: [AppStoreEnvironment: Int]) async throws {
+        let mainEnvironment = configuration.listeners[0].environment
+        let mainPort = ports[mainEnvironment] ?? configuration.port
+        if let directory = configuration.credentialsDirectory {
+            try writeCredentials(to: directory, ports: ports)
+        }
+        for (environment, port) in ports.sorted(by: { $0.key == mainEnvironment && $1.key != mainEnvironment }) {
+            logger.info("listening", metadata: ["url": "http://\(configuration.host):\(port)", "environment": "\(environment.rawValue)"])
+        }
+        await configuration.onListening(mainPort)
+        if !configuration.apps.isEmpty, let sandbox = ports[.sandbox] {
+            await configuration.onSandboxListening(sandbox)
+        }
+        if let scale {
+            // The whole scale window is an outage: nothing to deliver.
+            statistics.update { $0.liveDeliveryComplete = true }
+            logger.info(
+                "mock-appstore ready",
+                metadata: [
+                    "url": "http://\(configuration.host):\(mainPort)", "notifications": "\(scale.entries.count)",
+                    "customers": "\(scale.customerCount)", "environment": "\(primary.scenario.environment.rawValue)",
+                ])
+            await configuration.onReady(mainPort)
+            return
+        }
+        Task {
+            if let webhook = configuration.webhookURL {
+                await waitForWebhook(webhook, timeout: configuration.webhookWait)
+            }
+            await deliverLiveTraffic()
+            for world in simulatedWorlds {
+                let snapshot = world.catalog.snapshot
+                logger.info(
+                    "mock-appstore ready",
+                    metadata: [
+                        "url": "http://\(configuration.host):\(ports[world.scenario.environment] ?? mainPort)",
+                        "notifications": "\(snapshot.notifications.count)", "purchases": "\(GroundTruth.purchases(snapshot.world).count)",
+                        "bundleId": "\(world.scenario.bundleId)", "environment": "\(world.scenario.environment.rawValue)",
+                    ])
+            }
+            await configuration.onReady(mainPort)
         }
     }
 
@@ -193,18 +259,38 @@ public final class MockAppStore: Service, Sendable {
         logger.warning("the webhook never accepted a connection; delivering anyway (attempts will fail)", metadata: ["webhook": "\(webhook)"])
     }
 
-    /// The ground truth as JSON lines, in the shape of `reconciler export`.
+    /// The ground truth of every app and environment as JSON lines, in the shape and order of
+    /// `reconciler export` (by originalTransactionId, then bundleId, then environment).
     /// - Parameter now: the moment `entitled` is judged at, UNIX ms (`GET /mock/truth?at=`).
     public func truthJSONLines(at now: Int64 = Int64(Date().timeIntervalSince1970 * 1000)) throws -> String {
-        guard let scale else { return try GroundTruth.jsonLines(catalog.snapshot.world, at: now) }
-        return try scale.truth(at: now).map { try $0.jsonLine() + "\n" }.joined()
+        try truth(at: now).map { try $0.jsonLine() + "\n" }.joined()
     }
 
-    /// The ground truth.
-    public var truth: [PurchaseState] { scale?.truth() ?? GroundTruth.purchases(catalog.snapshot.world) }
+    /// The ground truth of every app and environment, in `reconciler export`'s order.
+    public var truth: [PurchaseState] { truth(at: Int64(Date().timeIntervalSince1970 * 1000)) }
 
-    /// Every transaction's order ID, by account then purchase.
-    public var orders: [MockOrder] { scale?.orders() ?? catalog.snapshot.orderEntries }
+    func truth(at now: Int64) -> [PurchaseState] {
+        let purchases = simulatedWorlds.flatMap { world in world.scale?.truth(at: now) ?? GroundTruth.purchases(world.catalog.snapshot.world, at: now)
+        }
+        guard simulatedWorlds.count > 1 else { return purchases }
+        return purchases.sorted { a, b in
+            (a.originalTransactionId, a.bundleId ?? "", a.environment ?? "") < (b.originalTransactionId, b.bundleId ?? "", b.environment ?? "")
+        }
+    }
+
+    /// Every transaction's order ID, by app and environment (in the order of the apps), then by
+    /// account, then purchase.
+    public var orders: [MockOrder] {
+        simulatedWorlds.flatMap { world in
+            let key = world.key
+            return (world.scale?.orders() ?? world.catalog.snapshot.orderEntries).map { order in
+                var order = order
+                order.bundleId = key.bundleId
+                order.environment = key.environment.rawValue
+                return order
+            }
+        }
+    }
 
     /// The order IDs as JSON lines (`GET /mock/orders`, `mock-appstore --print-orders`).
     public func ordersJSONLines() throws -> String {
@@ -213,11 +299,12 @@ public final class MockAppStore: Service, Sendable {
         return try orders.map { String(decoding: try encoder.encode($0), as: UTF8.self) + "\n" }.joined()
     }
 
-    /// The variables that point a reconciler at this mock.
+    /// The variables that point a reconciler at this mock's first app in its first environment
+    /// (the one app of a mock without ``Configuration/apps``), whose API is at `port`.
     public func reconcilerEnvironment(port: Int, directory: String) -> [(String, String)] {
-        let scenario = configuration.scenario
+        let scenario = primary.scenario
         return [
-            ("APP_STORE_API_BASE_URL", "http://\(configuration.host == "0.0.0.0" ? "127.0.0.1" : configuration.host):\(port)"),
+            ("APP_STORE_API_BASE_URL", "http://\(advertisedHost):\(port)"),
             ("APP_STORE_KEY_ID", configuration.keyId),
             ("APP_STORE_ISSUER_ID", configuration.issuerId),
             ("APP_STORE_PRIVATE_KEY_PATH", "\(directory)/AuthKey_\(configuration.keyId).p8"),
@@ -230,20 +317,25 @@ public final class MockAppStore: Service, Sendable {
         ]
     }
 
-    /// The terms of the non-renewing subscriptions the mock sells, by product ID (ms).
+    /// The terms of the non-renewing subscriptions the mock sells, by product ID (ms), the same for every app.
     public var nonRenewingTerms: [String: Int64] {
         [MockProduct.seasonPass.productId: MockProduct.seasonPass.periods * configuration.scenario.renewalPeriod]
     }
 
-    func writeCredentials(to directory: String, port: Int) throws {
+    /// Writes `root.pem`, the team key, `reconciler.env` (the first app) and `reconciler.yaml` (every app).
+    func writeCredentials(to directory: String, ports: [AppStoreEnvironment: Int]) throws {
         let absolute = URL(fileURLWithPath: directory).standardizedFileURL.path
         try FileManager.default.createDirectory(atPath: absolute, withIntermediateDirectories: true)
         try authority.rootPEM.write(toFile: "\(absolute)/root.pem", atomically: true, encoding: .utf8)
         let keyPath = "\(absolute)/AuthKey_\(configuration.keyId).p8"
         try apiKey.pemRepresentation.write(toFile: keyPath, atomically: true, encoding: .utf8)
         try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: keyPath)
-        let lines = reconcilerEnvironment(port: port, directory: absolute).map { "\($0.0)=\($0.1)" }
+        let primaryPort = ports[primary.scenario.environment] ?? configuration.port
+        let lines = reconcilerEnvironment(port: primaryPort, directory: absolute).map { "\($0.0)=\($0.1)" }
         try (lines.joined(separator: "\n") + "\n").write(toFile: "\(absolute)/reconciler.env", atomically: true, encoding: .utf8)
+        let baseURLs = ports.mapValues { "http://\(advertisedHost):\($0)" }
+        try reconcilerConfigurationYAML(baseURLs: baseURLs, directory: absolute)
+            .write(toFile: "\(absolute)/reconciler.yaml", atomically: true, encoding: .utf8)
     }
 }
 

@@ -19,10 +19,23 @@ struct MockAppStoreCommand: AsyncParsableCommand {
             production) and prints "ready". It serves Get Notification History, Get Transaction History v2, Get All \
             Subscription Statuses, Look Up Order ID and the test-notification endpoints.
 
-            --credentials-dir receives root.pem, a .p8 key the mock accepts and reconciler.env with the APP_STORE_* \
-            variables that point a reconciler at it. GET /mock/truth returns the final state of every purchase in \
-            the shape of `reconciler export`; GET /mock/orders every transaction's order ID (also printed by \
-            --print-orders); GET /mock/stats what the mock saw.
+            --credentials-dir receives root.pem, a .p8 key the mock accepts, reconciler.env with the APP_STORE_* \
+            variables that point a reconciler at it (the first app in its first environment) and reconciler.yaml, a \
+            configuration file for `reconciler --config` naming every app and environment. GET /mock/truth returns \
+            the final state of every purchase in the shape of `reconciler export`; GET /mock/orders every \
+            transaction's order ID (also printed by --print-orders); GET /mock/stats what the mock saw.
+
+            Several apps, as Apple serves them: --app BUNDLE_ID:APPLE_ID:ENVIRONMENTS (repeatable) replaces \
+            --bundle-id, --app-apple-id and --environment. Each app in each environment is a world of its own: \
+            --customers customers (the first app's first environment keeps --seed; the others' seeds come from \
+            --seed, the app's index and the environment), its own block of transaction IDs (one block for all with \
+            --shared-transaction-ids), its own rate limits (--rate-limit applies per app and environment). One team \
+            key serves every app; the JWT's bid routes each request, and a transaction or order ID of another app \
+            gets Apple's 4040010 (status 1 for an order) and counts as crossAppRequests in /mock/stats. Production \
+            answers on --port, the sandbox on --sandbox-port ("sandbox listening on ..."): 30 days of history, one \
+            delivery attempt, a tenth of production's rate limits. Every app's notifications go to the one --webhook. \
+            --unauthorized-app answers 401 to an app's requests, as a key that does not cover it. --forged payloads \
+            go to the first app's first environment only.
 
             --scale-notifications N (for benchmarks) replaces --customers with customers whose whole lives fall \
             inside the outage window, mostly renewals with every urgent kind among them, until the window holds at \
@@ -33,6 +46,10 @@ struct MockAppStoreCommand: AsyncParsableCommand {
 
               mock-appstore --port 8081 --seed 7 --customers 200 --outage-start now-6h --outage-end now-3h \\
                 --webhook http://127.0.0.1:8080/notifications --credentials-dir /tmp/mock
+
+              mock-appstore --port 8081 --sandbox-port 8082 --app com.example.one:1234567890:production,sandbox \\
+                --app com.example.two:2345678901:production --webhook http://127.0.0.1:8080/notifications \\
+                --credentials-dir /tmp/mock    # then: reconciler --config /tmp/mock/reconciler.yaml ...
             """)
 
     @Option(help: "Port to listen on (0 picks a free one, printed when ready).") var port: Int = 8081
@@ -49,15 +66,28 @@ struct MockAppStoreCommand: AsyncParsableCommand {
     @Option(help: ArgumentHelp("Another outage, START/END (repeatable), e.g. now-30h/now-28h.", valueName: "window"))
     var outage: [String] = []
     @Option(help: "Length of a \"monthly\" period (accelerated like the sandbox).") var renewalPeriod: String = "8h"
-    @Option(help: "production or sandbox.") var environment: String = "production"
-    @Option(help: "The app's bundle id.") var bundleId: String = "com.example.reconciler.mock"
-    @Option(help: "The app's Apple ID.") var appAppleId: Int64 = 1_234_567_890
+    @Option(help: "production or sandbox (default production; without --app).") var environment: String?
+    @Option(help: "The app's bundle id (default com.example.reconciler.mock; without --app).") var bundleId: String?
+    @Option(help: "The app's Apple ID (default 1234567890; without --app).") var appAppleId: Int64?
+    @Option(
+        name: .customLong("app"),
+        help: ArgumentHelp(
+            "An app and the environments to simulate for it (repeatable), e.g. com.example.one:1234567890:production,sandbox.",
+            valueName: "bundle-id:apple-id:environments"))
+    var apps: [String] = []
+    @Option(help: "Port of the sandbox's API, with an --app in the sandbox (default: --port + 1, or a free one with --port 0).")
+    var sandboxPort: Int?
+    @Flag(help: "Every app and environment uses the same transaction IDs (Apple's are unique): purchases must be keyed by app and environment.")
+    var sharedTransactionIds = false
+    @Option(
+        help: ArgumentHelp("Answer 401 to requests whose JWT names this app, as a key that does not cover it (repeatable).", valueName: "bundle-id"))
+    var unauthorizedApp: [String] = []
     @Option(help: "Where to deliver live notifications (POST {\"signedPayload\": ...}).") var webhook: String?
     @Option(help: "Directory that receives root.pem, the .p8 key and reconciler.env.") var credentialsDir: String?
     @Option(help: "Seconds to wait for the webhook to accept connections before delivering.") var webhookWait: Int = 120
     @Option(
         help: """
-            Requests per second per endpoint before 429 (default: Apple's, 50 or 5 in the sandbox; Look Up Order ID never above Apple's 10 or 1).
+            Requests per second per endpoint, per app and environment, before 429 (default: Apple's, 50 or 5 in the sandbox; Look Up Order ID never above Apple's 10 or 1).
             """)
     var rateLimit: Double?
     @Option(help: "Pagination token lifetime in seconds.") var tokenTtl: Int = 600
@@ -109,7 +139,22 @@ struct MockAppStoreCommand: AsyncParsableCommand {
             guard webhook == nil else { throw ValidationError("--scale-notifications delivers nothing live: omit --webhook") }
             guard forged == 0, outage.isEmpty else { throw ValidationError("--scale-notifications takes no --forged and no --outage") }
         }
-        guard ["production", "sandbox"].contains(environment.lowercased()) else { throw ValidationError("--environment is production or sandbox") }
+        if let environment, !["production", "sandbox"].contains(environment.lowercased()) {
+            throw ValidationError("--environment is production or sandbox")
+        }
+        if !apps.isEmpty {
+            guard environment == nil, bundleId == nil, appAppleId == nil else {
+                throw ValidationError(
+                    "--app names each app's bundle ID, Apple ID and environments: omit --bundle-id, --app-apple-id and --environment")
+            }
+            do {
+                _ = try apps.map(MockAppStore.App.init(parsing:))
+            } catch let error as MockAppStore.ConfigurationError {
+                throw ValidationError(error.description)
+            }
+        } else if sandboxPort != nil || sharedTransactionIds {
+            throw ValidationError("--sandbox-port and --shared-transaction-ids go with --app")
+        }
         guard ScenarioConfiguration.HistoryDate(rawValue: historyDate) != nil else {
             let dates = ScenarioConfiguration.HistoryDate.allCases.map(\.rawValue).joined(separator: " or ")
             throw ValidationError("--history-date is \(dates)")
@@ -154,8 +199,9 @@ struct MockAppStoreCommand: AsyncParsableCommand {
         faults.expiredTokenRate = faultExpireTokens
         var scenario = ScenarioConfiguration(
             seed: seed, customers: customers, now: present, span: spanMilliseconds, outageStart: outage?.0, outageEnd: outage?.1,
-            environment: environment.lowercased() == "production" ? .production : .sandbox, bundleId: bundleId,
-            appAppleId: appAppleId, renewalPeriod: period, scriptedOutageCustomers: !noScriptedCustomers, forgedNotifications: forged)
+            environment: environment?.lowercased() == "sandbox" ? .sandbox : .production, bundleId: bundleId ?? "com.example.reconciler.mock",
+            appAppleId: appAppleId ?? 1_234_567_890, renewalPeriod: period, scriptedOutageCustomers: !noScriptedCustomers,
+            forgedNotifications: forged)
         scenario.scaleNotifications = scaleNotifications
         scenario.historyDate = ScenarioConfiguration.HistoryDate(rawValue: historyDate) ?? .firstSendAttempt
         for window in self.outage {
@@ -169,20 +215,30 @@ struct MockAppStoreCommand: AsyncParsableCommand {
         let printOrders = self.printOrders
         // Known once the scenario is signed, printed once the mock listens.
         let orders = OrderLines()
-        let mock = try await MockAppStore.make(
-            configuration: .init(
-                scenario: scenario, host: host, port: port, webhookURL: webhook, credentialsDirectory: credentialsDir, faults: faults,
-                rateLimitPerSecond: rateLimit, paginationTokenLifetime: .seconds(tokenTtl), pageSize: pageSize,
-                webhookWait: .seconds(webhookWait),
-                onListening: { port in
-                    FileHandle.standardOutput.write(Data("mock-appstore listening on http://\(host):\(port)\n".utf8))
-                    if printOrders, let lines = orders.lines.withLock({ $0 }) {
-                        FileHandle.standardOutput.write(Data(lines.utf8))
-                    }
-                },
-                onReady: { _ in
-                    FileHandle.standardOutput.write(Data("mock-appstore ready: live delivery complete\n".utf8))
-                }), logger: logger)
+        let servedApps = try apps.map(MockAppStore.App.init(parsing:))
+        let configuration = MockAppStore.Configuration(
+            scenario: scenario, host: host, port: port, webhookURL: webhook, credentialsDirectory: credentialsDir, faults: faults,
+            rateLimitPerSecond: rateLimit, paginationTokenLifetime: .seconds(tokenTtl), pageSize: pageSize,
+            webhookWait: .seconds(webhookWait), apps: servedApps, sandboxPort: sandboxPort ?? (port == 0 ? 0 : port + 1),
+            sharedTransactionIds: sharedTransactionIds, unauthorizedApps: Set(unauthorizedApp),
+            onListening: { port in
+                FileHandle.standardOutput.write(Data("mock-appstore listening on http://\(host):\(port)\n".utf8))
+                if printOrders, let lines = orders.lines.withLock({ $0 }) {
+                    FileHandle.standardOutput.write(Data(lines.utf8))
+                }
+            },
+            onSandboxListening: { port in
+                FileHandle.standardOutput.write(Data("mock-appstore sandbox listening on http://\(host):\(port)\n".utf8))
+            },
+            onReady: { _ in
+                FileHandle.standardOutput.write(Data("mock-appstore ready: live delivery complete\n".utf8))
+            })
+        let mock: MockAppStore
+        do {
+            mock = try await MockAppStore.make(configuration: configuration, logger: logger)
+        } catch let error as MockAppStore.ConfigurationError {
+            throw ValidationError(error.description)
+        }
         if printOrders {
             let lines = try mock.ordersJSONLines()
             orders.lines.withLock { $0 = lines }

@@ -5,31 +5,38 @@ import NIOCore
 import NIOFoundationCompat
 
 /// Apple's delivery of notifications to the app's webhook, replayed at start-up in the order the
-/// attempts happened: the first attempt shortly after signing, then (production only) retries
-/// 1, 12, 24, 48 and 72 hours after the previous failure. Attempts inside the outage fail;
-/// others are really POSTed to the webhook (or count as delivered when there is none).
+/// attempts happened, every app's and environment's to the one webhook (Apple sends sandbox
+/// notifications to the production URL when no sandbox URL is set): the first attempt shortly
+/// after signing, then (production only) retries 1, 12, 24, 48 and 72 hours after the previous
+/// failure. Attempts inside the outage fail; others are really POSTed to the webhook (or count as
+/// delivered when there is none).
 extension MockAppStore {
     /// Hours between a failed attempt and the next one, in production.
     static let retryDelays: [Int64] = [1, 12, 24, 48, 72].map { $0 * 3_600_000 }
 
     func deliverLiveTraffic() async {
         let scenario = configuration.scenario
-        let notifications = catalog.snapshot.notifications
+        let worlds = simulatedWorlds
+        let notifications = worlds.map { $0.catalog.snapshot.notifications }
         struct Attempt {
             var time: Int64
+            var world: Int
             var index: Int
             var number: Int
         }
-        var queue = notifications.indices.filter { notifications[$0].firstAttemptDate <= scenario.now }
-            .map { Attempt(time: notifications[$0].firstAttemptDate, index: $0, number: 1) }
-            // In history order, which need not be first-attempt order (`HistoryDate.signedDate`).
-            .sorted { ($0.time, $0.index) < ($1.time, $1.index) }
+        var queue = worlds.indices.flatMap { world in
+            notifications[world].indices.filter { notifications[world][$0].firstAttemptDate <= scenario.now }
+                .map { Attempt(time: notifications[world][$0].firstAttemptDate, world: world, index: $0, number: 1) }
+        }
+        // In history order (which need not be first-attempt order: `HistoryDate.signedDate`), app by app at one instant.
+        .sorted { ($0.time, $0.world, $0.index) < ($1.time, $1.world, $1.index) }
         var position = 0
         var delivered = 0
         while position < queue.count {
             let attempt = queue[position]
             position += 1
-            let notification = notifications[attempt.index]
+            let world = worlds[attempt.world]
+            let notification = notifications[attempt.world][attempt.index]
             let uuid = notification.plan.notificationUUID
             let result: SendAttemptResult
             if scenario.isInOutage(attempt.time) {
@@ -39,16 +46,17 @@ extension MockAppStore {
             } else {
                 result = .success
             }
-            attempts.record(uuid, SendAttemptItem(attemptDate: attempt.time, sendAttemptResult: result))
-            statistics.update {
+            world.attempts.record(uuid, SendAttemptItem(attemptDate: attempt.time, sendAttemptResult: result))
+            statistics.update(world.key) {
                 $0.deliveryAttempts += 1
                 if result == .success { $0.deliverySuccesses += 1 } else { $0.deliveryFailures += 1 }
             }
             if result == .success { delivered += 1 }
-            if result != .success, scenario.environment == .production, attempt.number <= Self.retryDelays.count {
+            // The sandbox attempts once.
+            if result != .success, world.scenario.environment == .production, attempt.number <= Self.retryDelays.count {
                 let next = attempt.time + Self.retryDelays[attempt.number - 1]
                 if next <= scenario.now {
-                    let retry = Attempt(time: next, index: attempt.index, number: attempt.number + 1)
+                    let retry = Attempt(time: next, world: attempt.world, index: attempt.index, number: attempt.number + 1)
                     // Keep the remaining queue in time order.
                     var low = position, high = queue.count
                     while low < high {
@@ -59,6 +67,7 @@ extension MockAppStore {
                 }
             }
         }
+        for world in worlds { statistics.update(world.key) { $0.liveDeliveryComplete = true } }
         statistics.update { $0.liveDeliveryComplete = true }
         logger.info(
             "live delivery complete",

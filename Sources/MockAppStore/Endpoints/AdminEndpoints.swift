@@ -2,21 +2,25 @@ import AppStoreServer
 import Foundation
 import NIOFoundationCompat
 
-/// The mock's own endpoints, never sabotaged:
+/// The mock's own endpoints, on every base URL, covering every app and environment, never sabotaged:
 /// - `GET /mock/truth[?at=UNIX_MS]`: the final state of every purchase as JSON lines (`reconciler
-///   export`'s shape), `entitled` as of `at` (default now);
+///   export`'s shape and order: by originalTransactionId, bundleId, environment), `entitled` as of
+///   `at` (default now);
 /// - `GET /mock/orders`: every transaction's order ID as JSON lines ({orderId, transactionId,
-///   originalTransactionId, account, ...}), to pick one for Look Up Order ID;
+///   originalTransactionId, account, bundleId, environment, ...}), to pick one for Look Up Order ID;
 /// - `GET /mock/notifications`: every notification as JSON lines ({notificationUUID,
 ///   notificationType, subtype, signedDate, firstAttemptDate, delivered (a send attempt
-///   succeeded), forged}) in Get Notification History's order, to know which ones Apple failed to
-///   deliver and which ones a window holds;
+///   succeeded), forged, bundleId, environment}) in Get Notification History's order, to know
+///   which ones Apple failed to deliver and which ones a window holds;
 /// - `GET /mock/stats`: what the mock saw (requests, busiest second, 429s, Retry-After violations,
-///   faults injected, deliveries); `POST /mock/stats/reset` clears it;
+///   faults injected, deliveries, cross-app requests), in total and per app and environment;
+///   `POST /mock/stats/reset` clears it;
 /// - `GET /mock/health`: 200 once serving;
-/// - `GET /mock/faults`, `POST /mock/faults`: read or replace the fault configuration;
-/// - `POST /mock/refund?transactionId=...`: refund a transaction now (a new transaction version
-///   and a REFUND notification, delivered to the webhook).
+/// - `GET /mock/faults`, `POST /mock/faults`: read or replace the fault configuration (all apps);
+/// - `POST /mock/refund?transactionId=...[&bundleId=...][&environment=Production|Sandbox]`: refund
+///   a transaction now in the app and environment that has it (a new transaction version and a
+///   REFUND notification, delivered to the webhook); `bundleId` and `environment` choose when
+///   several have it (`--shared-transaction-ids`).
 extension MockAppStore {
     func admin(_ request: MockHTTPRequest) -> MockHTTPResponse {
         switch (request.method, request.path) {
@@ -47,17 +51,36 @@ extension MockAppStore {
         case (.POST, "/mock/refund"):
             guard let transactionId = request.queryValue("transactionId") else { return .text(.badRequest, "transactionId is required") }
             guard scale == nil else { return .text(.badRequest, "refunds at run time are not available in scale mode") }
-            guard let notification = try? catalog.refund(transactionId: transactionId, at: Self.nowMilliseconds) else {
+            let bundleId = request.queryValue("bundleId")
+            let environment = request.queryValue("environment")
+            let owners = simulatedWorlds.filter { world in
+                (bundleId == nil || world.scenario.bundleId == bundleId)
+                    && (environment == nil || world.scenario.environment.rawValue.lowercased() == environment?.lowercased())
+                    && world.has(transactionId: transactionId)
+            }
+            guard owners.count <= 1 else {
+                return .text(
+                    .badRequest,
+                    "transaction \(transactionId) is in \(owners.map(\.key.description).joined(separator: ", ")): choose with &bundleId= and &environment="
+                )
+            }
+            guard let owner = owners.first, let notification = try? owner.catalog.refund(transactionId: transactionId, at: Self.nowMilliseconds)
+            else {
                 return .text(.notFound, "unknown transaction \(transactionId)")
             }
             let webhook = configuration.webhookURL
             Task {
                 let result = webhook == nil ? SendAttemptResult.success : await post(notification.signedPayload, to: webhook!)
-                attempts.record(
+                owner.attempts.record(
                     notification.plan.notificationUUID,
                     SendAttemptItem(attemptDate: notification.firstAttemptDate, sendAttemptResult: result))
             }
-            return .json(.ok, ["notificationUUID": notification.plan.notificationUUID])
+            return .json(
+                .ok,
+                [
+                    "notificationUUID": notification.plan.notificationUUID, "bundleId": owner.scenario.bundleId,
+                    "environment": owner.scenario.environment.rawValue,
+                ])
         default:
             return .text(.notFound, "Not Found")
         }
@@ -74,23 +97,37 @@ extension MockAppStore {
         var firstAttemptDate: Int64
         var delivered: Bool
         var forged: Bool
+        var bundleId: String
+        /// `Production` or `Sandbox`.
+        var environment: String
     }
 
-    /// One line per notification, in history order (by first send attempt or `signedDate`).
+    /// One line per notification of every app and environment, in history order (by first send
+    /// attempt or `signedDate`, then notificationUUID).
     func notificationLines() -> String {
-        let lines =
-            scale?.notificationLines()
-            ?? catalog.snapshot.notifications.map { notification in
+        var keyed: [(key: (Int64, String), line: NotificationLine)] = []
+        for world in simulatedWorlds {
+            let key = world.key
+            if let scale = world.scale {
+                // One world in scale mode: its lines come in history order.
+                keyed += scale.notificationLines(bundleId: key.bundleId, environment: key.environment.rawValue).map { ((0, ""), $0) }
+                continue
+            }
+            keyed += world.catalog.snapshot.notifications.map { notification in
                 let plan = notification.plan
-                return NotificationLine(
+                let line = NotificationLine(
                     notificationUUID: plan.notificationUUID, notificationType: plan.notificationType.rawValue, subtype: plan.subtype?.rawValue,
                     signedDate: plan.signedDate, firstAttemptDate: notification.firstAttemptDate,
-                    delivered: attempts.attempts(plan.notificationUUID).contains { $0.sendAttemptResult == .success }, forged: notification.forged)
+                    delivered: world.attempts.attempts(plan.notificationUUID).contains { $0.sendAttemptResult == .success },
+                    forged: notification.forged, bundleId: key.bundleId, environment: key.environment.rawValue)
+                return (notification.historyKey, line)
             }
+        }
+        if simulatedWorlds.count > 1 { keyed.sort { $0.key < $1.key } }
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys]
         var text = ""
-        for line in lines {
+        for (_, line) in keyed {
             if let data = try? encoder.encode(line) { text += String(decoding: data, as: UTF8.self) + "\n" }
         }
         return text

@@ -7,15 +7,14 @@ import AppStoreServer
 /// conservative reading of a field Apple does not say is always present. With `--forged`, the
 /// orders `FORGED0000`... answer with a transaction signed by a stranger's CA.
 extension MockAppStore {
-    func lookUpOrderId(_ orderId: String) -> MockHTTPResponse {
-        let snapshot =
-            scale.map { $0.snapshot(ofOrder: orderId) ?? MockCatalog.Snapshot(world: ScenarioWorld(), notifications: [], transactionsByAccount: [:]) }
-            ?? catalog.snapshot
+    func lookUpOrderId(_ orderId: String, in app: AppWorld) -> MockHTTPResponse {
+        let snapshot = app.snapshot(forOrder: orderId)
         if let forged = snapshot.forgedOrders[orderId] {
             return .json(.ok, OrderLookupResponse(status: .valid, signedTransactions: [forged.signedTransaction]))
         }
         guard let transactionIds = snapshot.world.orders[orderId], !transactionIds.isEmpty else {
-            statistics.update { $0.unknownOrderIds += 1 }
+            statistics.update(app.key) { $0.unknownOrderIds += 1 }
+            noteCrossApp(orderId: orderId, in: app)
             return .json(.ok, OrderLookupResponse(status: .invalid))
         }
         let signedAt = Self.nowMilliseconds
@@ -23,7 +22,7 @@ extension MockAppStore {
             let signed = try transactionIds.compactMap { snapshot.world.transactionVersions[$0]?.last?.payload }.map { transaction in
                 var transaction = transaction
                 transaction.signedDate = signedAt
-                return try catalog.signer.sign(transaction)
+                return try app.catalog.signer.sign(transaction)
             }
             return .json(.ok, OrderLookupResponse(status: .valid, signedTransactions: signed))
         } catch {

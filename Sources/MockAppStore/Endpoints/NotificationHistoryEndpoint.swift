@@ -40,7 +40,7 @@ extension MockAppStore {
         var expiresAt: Int64
     }
 
-    func notificationHistory(_ request: MockHTTPRequest, faults: FaultConfiguration) -> MockHTTPResponse {
+    func notificationHistory(_ request: MockHTTPRequest, in app: AppWorld, faults: FaultConfiguration) -> MockHTTPResponse {
         let now = Self.nowMilliseconds
         guard let decoded = try? JSONDecoder().decode([String: RawJSON].self, from: Data(buffer: request.body)) else {
             return Self.apiError(.badRequest, 4_000_000, "An error that indicates an invalid request.")
@@ -57,7 +57,7 @@ extension MockAppStore {
         guard start < end else {
             return Self.apiError(.badRequest, 4_000_013, "Start date after end date.")
         }
-        let retentionDays: Int64 = configuration.scenario.environment == .production ? 180 : 30
+        let retentionDays: Int64 = app.scenario.environment == .production ? 180 : 30
         guard start >= now - retentionDays * 86_400_000 else {
             return Self.apiError(.badRequest, 4_000_012, "Start date is too far in the past.")
         }
@@ -82,7 +82,8 @@ extension MockAppStore {
         if let type, Self.subtypesByType[type] == nil {
             return Self.apiError(.badRequest, 4_000_018, "Invalid notification type.")
         }
-        let snapshot = catalog.snapshot
+        let snapshot = app.catalog.snapshot
+        let scale = app.scale
         var account: String?
         var customer: Int?
         if let transactionId {
@@ -96,21 +97,22 @@ extension MockAppStore {
                 account = snapshot.account(ofTransaction: transactionId)
             }
             guard account != nil else {
+                noteCrossApp(transactionId: transactionId, in: app)
                 return Self.apiError(.notFound, 4_040_010, "Transaction id not found.")
             }
         }
-        // The token is bound to the body as sent, so any change to it is detected.
+        // The token is bound to the body as sent, so any change to it is detected, and to the app.
         let query = HistoryQuery(
             startDate: start, endDate: object["endDate"]?.integer ?? end, notificationType: type,
             notificationSubtype: subtype, transactionId: transactionId, onlyFailures: onlyFailures)
-        let queryHash = Self.hash(query)
+        let queryHash = Self.hash(query) + " " + app.key.description
         var after: (Int64, String)?
         if let token = request.queryValue("paginationToken") {
             guard let cursor = tokens.decode(token, as: HistoryCursor.self) else {
                 return Self.apiError(.badRequest, 4_000_014, "Invalid pagination token.")
             }
             if cursor.query != queryHash || cursor.expiresAt < now || roll(faults.expiredTokenRate, "expired token") {
-                statistics.update { $0.expiredTokens += 1 }
+                statistics.update(app.key) { $0.expiredTokens += 1 }
                 return Self.apiError(.badRequest, 4_000_017, "Pagination token expired.")
             }
             after = (cursor.date, cursor.notificationUUID)
@@ -149,7 +151,7 @@ extension MockAppStore {
                 guard plan.subtype?.rawValue == subtype else { continue }
             }
             if let account, plan.accountId != account { continue }
-            let sent = attempts.attempts(plan.notificationUUID)
+            let sent = app.attempts.attempts(plan.notificationUUID)
             if onlyFailures == true, sent.contains(where: { $0.sendAttemptResult == .success }) { continue }
             if page.count == configuration.pageSize {
                 hasMore = true

@@ -5,10 +5,10 @@ import Foundation
 /// group, with its latest transaction, renewal info (both signed now) and status 1 to 5;
 /// repeated `status` parameters filter.
 extension MockAppStore {
-    func subscriptionStatuses(_ request: MockHTTPRequest, anyTransactionId: String) -> MockHTTPResponse {
-        let snapshot = snapshot(forTransaction: anyTransactionId)
+    func subscriptionStatuses(_ request: MockHTTPRequest, anyTransactionId: String, in app: AppWorld) -> MockHTTPResponse {
+        let snapshot = app.snapshot(forTransaction: anyTransactionId)
         let account: String
-        switch Self.account(of: anyTransactionId, in: snapshot) {
+        switch self.account(of: anyTransactionId, in: snapshot, app: app) {
         case .success(let found): account = found
         case .failure(let error): return error.response
         }
@@ -32,13 +32,13 @@ extension MockAppStore {
                 renewal?.signedDate = signedAt
                 groups[latest.subscriptionGroupIdentifier ?? "", default: []].append(
                     LastTransactionsItem(
-                        status: status, originalTransactionId: original, signedTransactionInfo: try catalog.signer.sign(transaction),
-                        signedRenewalInfo: try renewal.map { try catalog.signer.sign($0) }))
+                        status: status, originalTransactionId: original, signedTransactionInfo: try app.catalog.signer.sign(transaction),
+                        signedRenewalInfo: try renewal.map { try app.catalog.signer.sign($0) }))
             }
         } catch {
             return Self.apiError(.internalServerError, 5_000_000, "An unknown error occurred.")
         }
-        let scenario = configuration.scenario
+        let scenario = app.scenario
         return .json(
             .ok,
             StatusResponse(

@@ -4,11 +4,11 @@ import Foundation
 /// Request a Test Notification (a TEST notification sent to the webhook now) and Get Test
 /// Notification Status (its payload and send attempts).
 extension MockAppStore {
-    func requestTestNotification() async -> MockHTTPResponse {
+    func requestTestNotification(in app: AppWorld) async -> MockHTTPResponse {
         guard let webhook = configuration.webhookURL else {
             return Self.apiError(.notFound, 4_040_007, "Server notification URL not found.")
         }
-        let scenario = configuration.scenario
+        let scenario = app.scenario
         var generator = SystemRandomNumberGenerator()
         let uuid = UUID().uuidString.lowercased()
         let payload = ResponseBodyV2DecodedPayload(
@@ -20,18 +20,18 @@ extension MockAppStore {
             return Self.apiError(.internalServerError, 5_000_000, "An unknown error occurred.")
         }
         let token = "\(UInt64.random(in: 1...UInt64.max, using: &generator))_\(uuid)"
-        testNotifications.withLock { $0[token] = TestNotification(signedPayload: signedPayload, attempts: []) }
+        app.testNotifications.withLock { $0[token] = TestNotification(signedPayload: signedPayload, attempts: []) }
         // Apple sends it right away; its status shows no attempt until the first one is done.
         Task {
             let attemptedAt = Self.nowMilliseconds
             let result = await post(signedPayload, to: webhook)
-            testNotifications.withLock { $0[token]?.attempts.append(SendAttemptItem(attemptDate: attemptedAt, sendAttemptResult: result)) }
+            app.testNotifications.withLock { $0[token]?.attempts.append(SendAttemptItem(attemptDate: attemptedAt, sendAttemptResult: result)) }
         }
         return .json(.ok, SendTestNotificationResponse(testNotificationToken: token))
     }
 
-    func testNotificationStatus(token: String) -> MockHTTPResponse {
-        guard let test = testNotifications.withLock({ $0[token] }) else {
+    func testNotificationStatus(token: String, in app: AppWorld) -> MockHTTPResponse {
+        guard let test = app.testNotifications.withLock({ $0[token] }) else {
             return Self.apiError(.notFound, 4_040_008, "Test notification not found.")
         }
         return .json(.ok, CheckTestNotificationResponse(signedPayload: test.signedPayload, sendAttempts: test.attempts))

@@ -9,6 +9,8 @@ import Foundation
 /// Signed transactions are signed at request time, as Apple's are.
 extension MockAppStore {
     struct RevisionCursor: Codable {
+        /// The app and environment (``AppKey``) the revision was issued for.
+        var app: String
         var account: String
         var modifiedAt: Int64
         var transactionId: String
@@ -23,21 +25,15 @@ extension MockAppStore {
     /// Apple's error for a path parameter that is not a transaction id of any customer.
     struct TransactionIdError: Error { var response: MockHTTPResponse }
 
-    /// What the endpoints about one customer read: the whole scenario, or in scale mode the world
-    /// of the customer owning the transaction (an empty one when no customer has it).
-    func snapshot(forTransaction transactionId: String) -> MockCatalog.Snapshot {
-        guard let scale else { return catalog.snapshot }
-        return scale.snapshot(ofTransaction: transactionId)
-            ?? MockCatalog.Snapshot(world: ScenarioWorld(), notifications: [], transactionsByAccount: [:])
-    }
-
-    /// The account a path's transaction id belongs to (any transaction of the customer).
-    static func account(of anyTransactionId: String, in snapshot: MockCatalog.Snapshot) -> Result<String, TransactionIdError> {
+    /// The account a path's transaction id belongs to (any transaction of the customer) in `app`;
+    /// a transaction ID of another app is not found, and counted.
+    func account(of anyTransactionId: String, in snapshot: MockCatalog.Snapshot, app: AppWorld) -> Result<String, TransactionIdError> {
         guard !anyTransactionId.isEmpty, anyTransactionId.allSatisfy(\.isNumber) else {
-            return .failure(.init(response: apiError(.badRequest, 4_000_006, "Invalid transaction id.")))
+            return .failure(.init(response: Self.apiError(.badRequest, 4_000_006, "Invalid transaction id.")))
         }
         guard let account = snapshot.account(ofTransaction: anyTransactionId) else {
-            return .failure(.init(response: apiError(.notFound, 4_040_010, "Transaction id not found.")))
+            noteCrossApp(transactionId: anyTransactionId, in: app)
+            return .failure(.init(response: Self.apiError(.notFound, 4_040_010, "Transaction id not found.")))
         }
         return .success(account)
     }
@@ -54,10 +50,10 @@ extension MockAppStore {
         }
     }
 
-    func transactionHistory(_ request: MockHTTPRequest, anyTransactionId: String) -> MockHTTPResponse {
-        let snapshot = snapshot(forTransaction: anyTransactionId)
+    func transactionHistory(_ request: MockHTTPRequest, anyTransactionId: String, in app: AppWorld) -> MockHTTPResponse {
+        let snapshot = app.snapshot(forTransaction: anyTransactionId)
         let account: String
-        switch Self.account(of: anyTransactionId, in: snapshot) {
+        switch self.account(of: anyTransactionId, in: snapshot, app: app) {
         case .success(let found): account = found
         case .failure(let error): return error.response
         }
@@ -99,7 +95,9 @@ extension MockAppStore {
         }
         var after: RevisionCursor?
         if let revision = request.queryValue("revision") {
-            guard let cursor = tokens.decode(revision, as: RevisionCursor.self), cursor.account == account, cursor.descending == descending else {
+            guard let cursor = tokens.decode(revision, as: RevisionCursor.self), cursor.app == app.key.description, cursor.account == account,
+                cursor.descending == descending
+            else {
                 return Self.apiError(.badRequest, 4_000_005, "Invalid request revision.")
             }
             after = cursor
@@ -134,19 +132,22 @@ extension MockAppStore {
             page.append(entry)
         }
         let last = page.last.map {
-            RevisionCursor(account: account, modifiedAt: $0.modifiedAt, transactionId: $0.payload.transactionId ?? "", descending: descending)
+            RevisionCursor(
+                app: app.key.description, account: account, modifiedAt: $0.modifiedAt, transactionId: $0.payload.transactionId ?? "",
+                descending: descending)
         }
         let revision = tokens.encode(
             last ?? after
                 ?? RevisionCursor(
-                    account: account, modifiedAt: descending ? Int64.max : Int64.min, transactionId: "", descending: descending))
+                    app: app.key.description, account: account, modifiedAt: descending ? Int64.max : Int64.min, transactionId: "",
+                    descending: descending))
         let signedAt = Self.nowMilliseconds
-        let scenario = configuration.scenario
+        let scenario = app.scenario
         do {
             let signed = try page.map { entry in
                 var payload = entry.payload
                 payload.signedDate = signedAt
-                return try catalog.signer.sign(payload)
+                return try app.catalog.signer.sign(payload)
             }
             return .json(
                 .ok,

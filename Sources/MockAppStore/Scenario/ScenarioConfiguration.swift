@@ -42,6 +42,11 @@ public struct ScenarioConfiguration: Sendable {
     /// Which date Get Notification History selects a window on and orders its pages by (Apple
     /// documents neither), and with it how long after signing the first send attempt comes.
     public var historyDate: HistoryDate = .firstSendAttempt
+    /// Which block of transaction IDs (and web order line item IDs) the scenario draws from: block 0
+    /// starts at 2000000100000000, block n ten billion IDs later. The mock gives each app and
+    /// environment its own block, as Apple's IDs are unique across apps (`--shared-transaction-ids`
+    /// gives them all block 0).
+    public var transactionIdBlock: Int = 0
 
     /// The date Get Notification History's `startDate`/`endDate` select on and its pages follow.
     /// Apple documents neither, so a reconciler must be right with both.

@@ -14,12 +14,18 @@ public struct ScenarioGenerator {
     let configuration: ScenarioConfiguration
     var rng: SeededGenerator
     var world = ScenarioWorld()
-    var nextTransactionNumber: Int64 = 2_000_000_100_000_000
-    var nextWebOrderLineItem: Int64 = 120_000_000_000
+    var nextTransactionNumber: Int64
+    var nextWebOrderLineItem: Int64
+
+    /// How many IDs each ``ScenarioConfiguration/transactionIdBlock`` holds.
+    static let transactionIdBlockSize: Int64 = 10_000_000_000
 
     public init(configuration: ScenarioConfiguration) {
         self.configuration = configuration
         self.rng = SeededGenerator(seed: configuration.seed)
+        let offset = Int64(configuration.transactionIdBlock) * Self.transactionIdBlockSize
+        self.nextTransactionNumber = 2_000_000_100_000_000 + offset
+        self.nextWebOrderLineItem = 120_000_000_000 + offset
     }
 
     /// Builds the world.

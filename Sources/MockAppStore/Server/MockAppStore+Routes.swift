@@ -4,7 +4,8 @@ import NIOCore
 import NIOFoundationCompat
 import NIOHTTP1
 
-/// Request dispatch: latency, dropped connections, authentication, the rate limit and injected
+/// Request dispatch: the JWT's `bid` and the base URL the request came to pick the app and
+/// environment; latency, dropped connections, authentication, the app's rate limit and injected
 /// faults apply to the App Store API endpoints, in that order; `/mock/...` is never sabotaged.
 extension MockAppStore {
     enum Endpoint: String {
@@ -36,79 +37,94 @@ extension MockAppStore {
         return nil
     }
 
-    func respond(_ request: MockHTTPRequest) async -> MockHTTPResponse {
+    /// Answers a request that came to `environment`'s base URL.
+    func respond(_ request: MockHTTPRequest, environment: AppStoreEnvironment) async -> MockHTTPResponse {
         if request.path.hasPrefix("/mock/") { return admin(request) }
         guard let (endpoint, parameter) = endpoint(for: request) else {
             return .text(.notFound, "Not Found")
         }
-        let response = await respondToAPI(request, endpoint: endpoint, parameter: parameter)
-        statistics.update { $0.responses[String(response.status.code), default: 0] += 1 }
+        let authentication = authenticator.check(authorization: request.headers.first(name: "Authorization"))
+        // The JWT's `bid` and the base URL route the request to an app in an environment.
+        let world = (try? authentication.get()).flatMap { worldsByKey[AppKey(bundleId: $0, environment: environment)] }
+        let response = await respondToAPI(request, endpoint: endpoint, parameter: parameter, world: world, authentication: authentication)
+        statistics.update(world?.key) { $0.responses[String(response.status.code), default: 0] += 1 }
         return response
     }
 
-    private func respondToAPI(_ request: MockHTTPRequest, endpoint: Endpoint, parameter: String?) async -> MockHTTPResponse {
-        let account = account(namedBy: request, endpoint: endpoint, parameter: parameter)
+    private func respondToAPI(
+        _ request: MockHTTPRequest, endpoint: Endpoint, parameter: String?, world routed: AppWorld?,
+        authentication: Result<String, RequestAuthenticator.Refusal>
+    ) async -> MockHTTPResponse {
+        let account = routed.map { self.account(namedBy: request, endpoint: endpoint, parameter: parameter, in: $0) }
         let historyFilter = endpoint == .notificationHistory ? Self.historyFilter(of: request) : nil
-        statistics.update {
+        statistics.update(routed?.key) {
             $0.requests[endpoint.rawValue, default: 0] += 1
-            $0.requestsByAccount[account, default: 0] += 1
+            if let account { $0.requestsByAccount[account, default: 0] += 1 }
             if let historyFilter { $0.historyRequestsByFilter[historyFilter, default: 0] += 1 }
         }
         let faults = self.faults.withLock { $0 }
         let latency = faults.latencyMilliseconds + (faults.latencyJitterMilliseconds > 0 ? Int.random(in: 0...faults.latencyJitterMilliseconds) : 0)
         if latency > 0 { try? await Task.sleep(for: .milliseconds(latency)) }
         if roll(faults.dropRate, "drop") {
-            statistics.update { $0.droppedConnections += 1 }
+            statistics.update(routed?.key) { $0.droppedConnections += 1 }
             return MockHTTPResponse(status: .ok, delivery: .drop)
         }
-        let authorization = request.headers.first(name: "Authorization")
-        if let problem = authenticator.check(authorization: authorization) {
-            statistics.update { $0.unauthorized += 1 }
-            logger.debug("unauthenticated", metadata: ["reason": "\(problem)"])
+        let problem: String?
+        switch authentication {
+        case .failure(let refusal): problem = refusal.description
+        case .success(let bundleId) where configuration.unauthorizedApps.contains(bundleId): problem = "the key does not cover \(bundleId)"
+        case .success: problem = routed == nil ? "no such app in this environment" : nil
+        }
+        guard let world = routed, problem == nil else {
+            statistics.update(routed?.key) { $0.unauthorized += 1 }
+            logger.debug("unauthenticated", metadata: ["reason": "\(problem ?? "")"])
             return .text(.unauthorized, "Unauthenticated\n\nRequest ID: \(UUID().uuidString.prefix(26)).0.0\n")
         }
-        if let authorization { statistics.sawToken(String(authorization.dropFirst("Bearer ".count))) }
+        if let authorization = request.headers.first(name: "Authorization") {
+            statistics.sawToken(String(authorization.dropFirst("Bearer ".count)), app: world.key)
+        }
 
-        let decision = rateLimiter.decide(endpoint: endpoint.rawValue, limit: limit(for: endpoint), at: request.arrivedAt)
-        statistics.update {
+        let decision = world.rateLimiter.decide(
+            endpoint: endpoint.rawValue, limit: limit(for: endpoint, environment: world.scenario.environment), at: request.arrivedAt)
+        statistics.update(world.key) {
             if decision.violatedRetryAfter { $0.retryAfterViolations += 1 }
             $0.maxRequestsInOneSecond[endpoint.rawValue] = max($0.maxRequestsInOneSecond[endpoint.rawValue] ?? 0, decision.requestsInWindow)
         }
         if !decision.allowed {
-            statistics.update { $0.rateLimited += 1 }
-            return rateLimited(endpoint, until: decision.retryAfter, request: request, format: faults.retryAfterFormat)
+            statistics.update(world.key) { $0.rateLimited += 1 }
+            return rateLimited(endpoint, until: decision.retryAfter, request: request, format: faults.retryAfterFormat, world: world)
         }
         if roll(faults.rateLimitedRate, "429") {
             let ahead = faults.rateLimitedRetryAfterSeconds > 0 ? Int64(faults.rateLimitedRetryAfterSeconds) * 1000 : Int64.random(in: 200...1000)
-            statistics.update {
+            statistics.update(world.key) {
                 $0.rateLimited += 1
                 $0.injectedRateLimits += 1
             }
-            return rateLimited(endpoint, until: Self.nowMilliseconds + ahead, request: request, format: faults.retryAfterFormat)
+            return rateLimited(endpoint, until: Self.nowMilliseconds + ahead, request: request, format: faults.retryAfterFormat, world: world)
         }
         if roll(faults.serverErrorRate, "5xx") {
-            statistics.update { $0.injectedServerErrors += 1 }
+            statistics.update(world.key) { $0.injectedServerErrors += 1 }
             return Self.apiError(.internalServerError, 5_000_001, "An unknown error occurred. Please try again.")
         }
         var response: MockHTTPResponse
         switch endpoint {
-        case .notificationHistory: response = notificationHistory(request, faults: faults)
-        case .transactionHistory: response = transactionHistory(request, anyTransactionId: parameter ?? "")
-        case .subscriptionStatuses: response = subscriptionStatuses(request, anyTransactionId: parameter ?? "")
-        case .lookUpOrderId: response = lookUpOrderId(parameter ?? "")
-        case .requestTestNotification: response = await requestTestNotification()
-        case .testNotificationStatus: response = testNotificationStatus(token: parameter ?? "")
+        case .notificationHistory: response = notificationHistory(request, in: world, faults: faults)
+        case .transactionHistory: response = transactionHistory(request, anyTransactionId: parameter ?? "", in: world)
+        case .subscriptionStatuses: response = subscriptionStatuses(request, anyTransactionId: parameter ?? "", in: world)
+        case .lookUpOrderId: response = lookUpOrderId(parameter ?? "", in: world)
+        case .requestTestNotification: response = await requestTestNotification(in: world)
+        case .testNotificationStatus: response = testNotificationStatus(token: parameter ?? "", in: world)
         }
         if response.status == .ok, roll(faults.truncateRate, "truncate") {
-            statistics.update { $0.truncatedBodies += 1 }
+            statistics.update(world.key) { $0.truncatedBodies += 1 }
             response.delivery = .truncate
         }
         return response
     }
 
     /// The customer a request names, for ``MockStatistics/Counts/requestsByAccount``.
-    func account(namedBy request: MockHTTPRequest, endpoint: Endpoint, parameter: String?) -> String {
-        let snapshot = catalog.snapshot
+    func account(namedBy request: MockHTTPRequest, endpoint: Endpoint, parameter: String?, in world: AppWorld) -> String {
+        let snapshot = world.catalog.snapshot
         let transactionId: String?
         switch endpoint {
         case .transactionHistory, .subscriptionStatuses: transactionId = parameter
@@ -122,6 +138,22 @@ extension MockAppStore {
         return transactionId.flatMap { snapshot.account(ofTransaction: $0) } ?? "?"
     }
 
+    /// Counts a request whose transaction ID this app does not have, when another app has it: a
+    /// client that sent one app's customer under another app's `bid`.
+    func noteCrossApp(transactionId: String, in world: AppWorld) {
+        guard worlds.contains(where: { $0.scenario.bundleId != world.scenario.bundleId && $0.has(transactionId: transactionId) }) else { return }
+        statistics.update(world.key) { $0.crossAppRequests += 1 }
+        logger.warning(
+            "a request named another app's transaction", metadata: ["bid": "\(world.scenario.bundleId)", "transactionId": "\(transactionId)"])
+    }
+
+    /// Counts a Look Up Order ID for an order of another app (see ``noteCrossApp(transactionId:in:)``).
+    func noteCrossApp(orderId: String, in world: AppWorld) {
+        guard worlds.contains(where: { $0.scenario.bundleId != world.scenario.bundleId && $0.has(orderId: orderId) }) else { return }
+        statistics.update(world.key) { $0.crossAppRequests += 1 }
+        logger.warning("a request named another app's order", metadata: ["bid": "\(world.scenario.bundleId)", "orderId": "\(orderId)"])
+    }
+
     /// The filter a Get Notification History body carries, for ``MockStatistics/Counts/historyRequestsByFilter``.
     static func historyFilter(of request: MockHTTPRequest) -> String {
         guard let body = try? JSONDecoder().decode([String: RawJSON].self, from: Data(buffer: request.body)) else { return "?" }
@@ -130,8 +162,9 @@ extension MockAppStore {
         return body["notificationSubtype"]?.string.map { "\(type)/\($0)" } ?? type
     }
 
-    func limit(for endpoint: Endpoint) -> Double {
-        let share = configuration.scenario.environment == .production ? 1.0 : 0.1
+    /// An endpoint's limit per app in `environment` (by default the first app's).
+    func limit(for endpoint: Endpoint, environment: AppStoreEnvironment? = nil) -> Double {
+        let share = (environment ?? primary.scenario.environment) == .production ? 1.0 : 0.1
         switch endpoint {
         case .requestTestNotification, .testNotificationStatus: return 1 * share
         case .lookUpOrderId: return min(configuration.rateLimitPerSecond ?? .infinity, 10 * share)
@@ -143,10 +176,10 @@ extension MockAppStore {
     /// instant the header announces (whole-second forms round up) to count requests that come before it.
     func rateLimited(
         _ endpoint: Endpoint, until instant: Int64, request: MockHTTPRequest,
-        format: FaultConfiguration.RetryAfterFormat
+        format: FaultConfiguration.RetryAfterFormat, world: AppWorld
     ) -> MockHTTPResponse {
         let retryAfter = format.header(for: instant, now: Self.nowMilliseconds)
-        rateLimiter.announce(endpoint: endpoint.rawValue, retryAfter: retryAfter.announced, at: request.arrivedAt)
+        world.rateLimiter.announce(endpoint: endpoint.rawValue, retryAfter: retryAfter.announced, at: request.arrivedAt)
         return Self.apiError(.tooManyRequests, 4_290_000, "Rate limit exceeded.", headers: ["Retry-After": retryAfter.value])
     }
 

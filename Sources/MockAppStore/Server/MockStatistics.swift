@@ -2,7 +2,7 @@ import Synchronization
 
 /// What the mock saw, served by `GET /mock/stats` so tests can check a client's behaviour from
 /// the server's side: requests per endpoint, the busiest second, 429s, and requests that came
-/// before an announced `Retry-After`.
+/// before an announced `Retry-After`; in total and per app and environment (``Counts/apps``).
 public final class MockStatistics: Sendable {
     public struct Counts: Codable, Sendable {
         public var requests: [String: Int] = [:]
@@ -33,29 +33,69 @@ public final class MockStatistics: Sendable {
         public var deliverySuccesses = 0
         public var deliveryFailures = 0
         public var liveDeliveryComplete = false
+        /// Requests whose transaction or order ID belongs to another app than the one their JWT's
+        /// `bid` names (answered as Apple does: 4040010, or status 1 for an order ID). A reconciler
+        /// that keeps apps apart makes none.
+        public var crossAppRequests = 0
+        /// The same counts for each app and environment the mock simulates (`BUNDLE_ID/Production`,
+        /// `BUNDLE_ID/Sandbox`, see ``AppKey``): the requests whose JWT named the app, sent to that
+        /// environment's base URL, and the deliveries of its notifications. The busiest second is
+        /// per app there, and in the total the busiest of any app (each app has its own limiter);
+        /// requests that name no app (no valid JWT) count in the total only. Absent inside an entry.
+        public var apps: [String: Counts]?
     }
 
-    private let counts = Mutex(Counts())
-    private let tokens = Mutex(Set<String>())
+    private struct State {
+        var total = Counts()
+        var apps: [String: Counts] = [:]
+        var tokens: [String: Set<String>] = [:]
+    }
 
-    func update(_ body: (inout Counts) -> Void) { counts.withLock { body(&$0) } }
+    private let state: Mutex<State>
 
-    func sawToken(_ token: String) {
-        let count = tokens.withLock { tokens in
-            tokens.insert(token)
-            return tokens.count
+    /// - Parameter apps: the apps listed in ``Counts/apps`` from the start.
+    init(apps: [AppKey] = []) {
+        var state = State()
+        for app in apps { state.apps[app.description] = Counts() }
+        self.state = Mutex(state)
+    }
+
+    /// Applies `body` to the total, and to `app`'s counts when the event is an app's.
+    func update(_ app: AppKey? = nil, _ body: (inout Counts) -> Void) {
+        state.withLock { state in
+            body(&state.total)
+            if let app { body(&state.apps[app.description, default: Counts()]) }
         }
-        counts.withLock { $0.distinctTokens = count }
     }
 
-    var snapshot: Counts { counts.withLock { $0 } }
+    func sawToken(_ token: String, app: AppKey?) {
+        state.withLock { state in
+            state.tokens["", default: []].insert(token)
+            state.total.distinctTokens = state.tokens[""]?.count ?? 0
+            guard let app else { return }
+            state.tokens[app.description, default: []].insert(token)
+            state.apps[app.description, default: Counts()].distinctTokens = state.tokens[app.description]?.count ?? 0
+        }
+    }
+
+    var snapshot: Counts {
+        state.withLock { state in
+            var counts = state.total
+            counts.apps = state.apps
+            return counts
+        }
+    }
 
     func reset() {
-        tokens.withLock { $0.removeAll() }
-        counts.withLock { counts in
-            let complete = counts.liveDeliveryComplete
-            counts = Counts()
-            counts.liveDeliveryComplete = complete
+        state.withLock { state in
+            func cleared(_ old: Counts) -> Counts {
+                var fresh = Counts()
+                fresh.liveDeliveryComplete = old.liveDeliveryComplete
+                return fresh
+            }
+            state.total = cleared(state.total)
+            state.apps = state.apps.mapValues(cleared)
+            state.tokens = [:]
         }
     }
 }

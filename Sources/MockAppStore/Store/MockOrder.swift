@@ -2,15 +2,19 @@
 /// so a demo or a test can pick an order ID for Look Up Order ID.
 ///
 /// ```json
-/// {"account":"account-3","orderId":"MQ5Q7X2ZYB","originalTransactionId":"2000000100000012","transactionId":"2000000100000012",...}
+/// {"account":"account-3","bundleId":"com.example.reconciler.mock","environment":"Production","orderId":"MQ5Q7X2ZYB",...}
 /// ```
 public struct MockOrder: Codable, Hashable, Sendable {
     /// The ID on the customer's receipt email.
     public var orderId: String
     public var transactionId: String
     public var originalTransactionId: String
-    /// The simulated customer's App Store account (`account-N`).
+    /// The simulated customer's App Store account (`account-N`, numbered within its app and environment).
     public var account: String
+    /// The app the order belongs to (always set in the mock's output).
+    public var bundleId: String?
+    /// `Production` or `Sandbox` (always set in the mock's output).
+    public var environment: String?
     public var productId: String?
     /// The purchase date, UNIX milliseconds.
     public var purchaseDate: Int64?

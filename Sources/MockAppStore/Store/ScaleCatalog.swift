@@ -321,7 +321,7 @@ final class ScaleCatalog: Sendable {
 
     /// Every notification for `GET /mock/notifications`, in history order; none is forged, and
     /// one counts as delivered when an attempt of its schedule fell outside the outage.
-    func notificationLines() -> [MockAppStore.NotificationLine] {
+    func notificationLines(bundleId: String, environment: String) -> [MockAppStore.NotificationLine] {
         let lines = inParallel { customer in
             self.world(ofCustomer: customer).notifications.map { plan in
                 let configuration = self.scenario.configuration
@@ -331,7 +331,7 @@ final class ScaleCatalog: Sendable {
                     notificationUUID: plan.notificationUUID, notificationType: plan.notificationType.rawValue, subtype: plan.subtype?.rawValue,
                     signedDate: plan.signedDate, firstAttemptDate: firstAttemptDate,
                     delivered: self.attemptSchedule(firstAttemptDate: firstAttemptDate).contains { $0.attempt.sendAttemptResult == .success },
-                    forged: false)
+                    forged: false, bundleId: bundleId, environment: environment)
                 return (Key(date: MockCatalog.historyDate(plan, configuration), high: high, low: low), line)
             }
         }
