@@ -22,7 +22,7 @@ struct Rehearsal {
     /// `environment` is added to every `reconciler` process's; `serveArguments` to `reconciler serve`'s.
     static func with(
         customers: Int = 60, seed: UInt64 = 3, mockArguments: [String] = [], databaseServer: String? = nil,
-        environment extra: [String: String] = [:], serveArguments: [String] = [],
+        environment extra: [String: String] = [:], serveArguments: [String] = [], configurationFile: Bool = false,
         _ body: (Rehearsal) async throws -> Void
     ) async throws {
         try await TestDatabase.with(server: databaseServer) { db in
@@ -44,9 +44,14 @@ struct Rehearsal {
                 try await mock.waitForOutput(containing: "listening on http://")
                 let mockURL = String(mock.stdout.split(separator: "\n").first { $0.contains("listening on") }!.split(separator: " ").last!)
                 var environment = ["DATABASE_URL": db.url, "LOG_LEVEL": "warning"].merging(extra) { $1 }
-                for line in try String(contentsOfFile: "\(credentials)/reconciler.env", encoding: .utf8).split(separator: "\n") {
-                    let parts = line.split(separator: "=", maxSplits: 1)
-                    environment[String(parts[0])] = String(parts[1])
+                if configurationFile {
+                    // Every app and environment the mock serves, from the file it writes.
+                    environment["RECONCILER_CONFIG"] = "\(credentials)/reconciler.yaml"
+                } else {
+                    for line in try String(contentsOfFile: "\(credentials)/reconciler.env", encoding: .utf8).split(separator: "\n") {
+                        let parts = line.split(separator: "=", maxSplits: 1)
+                        environment[String(parts[0])] = String(parts[1])
+                    }
                 }
                 let serve = try RunningProcess(
                     "reconciler",
