@@ -83,4 +83,27 @@ import Testing
             #expect(unknown.stderr.contains("com.example.three"), "\(unknown.stderr)")
         }
     }
+
+    /// A key that does not cover one app: that app's 401 is its configuration error (exit 1, named),
+    /// and the other apps and environments are recovered all the same.
+    @Test func aKeyRefusedForOneAppStopsOnlyThatApp() async throws {
+        try await Rehearsal.with(
+            customers: 6, seed: 31, mockArguments: Self.mockArguments + ["--unauthorized-app", Self.two], configurationFile: true
+        ) { rehearsal in
+            let run = try await rehearsal.runWindow()
+            #expect(run.status == 1, "\(run.stdout)\n\(run.stderr)")
+            #expect(run.stdout.contains("\(Self.two) (Production):"), "\(run.stdout)")
+            let recovered = Set(["\(Self.one)/Production", "\(Self.one)/Sandbox"])
+            func lines(_ text: String) throws -> [String] {
+                try text.split(separator: "\n").map(String.init).filter { line in
+                    let object = try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any] ?? [:]
+                    return recovered.contains("\(object["bundleId"] ?? "?")/\(object["environment"] ?? "?")")
+                }
+            }
+            let export = try lines(try await rehearsal.export()).joined(separator: "\n")
+            let truth = try lines(try await rehearsal.truth()).joined(separator: "\n")
+            #expect(!truth.isEmpty)
+            #expect(export == truth, "\(Rehearsal.difference(export, truth))")
+        }
+    }
 }

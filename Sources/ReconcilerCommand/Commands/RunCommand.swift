@@ -428,7 +428,7 @@ struct RunCommand: AsyncParsableCommand {
                 planner: planner, allCustomers: all, refreshStatus: refreshStatus, forwardTo: try ForwardingOptions.target(forwardTo)?.target),
             replayConcurrency: concurrency, gapConcurrency: gapConcurrency,
             lease: .init(duration: .milliseconds(lease), renewalInterval: .milliseconds(max(lease / 6, 500)), wait: wait), fresh: fresh,
-            giveUp: try GiveUpOption.policy(giveUpAfter))
+            giveUp: try GiveUpOption.policy(giveUpAfter, file: app.configurationFile == nil ? nil : try app.configuration().giveUpAfter))
     }
 
     private func requireSchema(_ postgres: PostgresClient, logger: Logger) async throws {

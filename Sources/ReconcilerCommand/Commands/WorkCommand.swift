@@ -60,7 +60,7 @@ struct WorkCommand: AsyncParsableCommand {
         let (holder, runId, concurrency) = (ProcessIdentity.current, self.runId, self.concurrency)
         let target = try await runTarget(logger: logger)
         let (verifier, client) = (target.verifier, target.client)
-        let giveUp = try GiveUpOption.policy(giveUpAfter)
+        let giveUp = try GiveUpOption.policy(giveUpAfter, file: app.configurationFile == nil ? nil : try app.configuration().giveUpAfter)
         let progress = RunProgress()
         do {
             // SIGINT or SIGTERM stop the worker at a checkpoint; its customers go back to the queue.
