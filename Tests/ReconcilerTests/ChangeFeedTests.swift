@@ -88,8 +88,8 @@ import Testing
             for (original, xid) in [("digits-b", 100), ("digits-a", 99)] {
                 try await db.execute(
                     """
-                    INSERT INTO purchase_changes (original_transaction_id, source, after_state, xid)
-                    VALUES (\(original), 'webhook', jsonb_build_object('originalTransactionId', \(original)::text, 'entitled', false),
+                    INSERT INTO purchase_changes (original_transaction_id, bundle_id, environment, source, after_state, xid)
+                    VALUES (\(original), \(TestApp.bundleId), 'Production', 'webhook', jsonb_build_object('originalTransactionId', \(original)::text, 'entitled', false),
                             \(String(xid))::xid8)
                     """)
             }
@@ -125,8 +125,8 @@ import Testing
                     // The older transaction records its change now (as the store does, in one statement): the larger id.
                     try await Self.execute(
                         """
-                        INSERT INTO purchase_changes (original_transaction_id, source, after_state)
-                        VALUES ('ids-2', 'webhook', '{"originalTransactionId": "ids-2", "entitled": true}')
+                        INSERT INTO purchase_changes (original_transaction_id, bundle_id, environment, source, after_state)
+                        VALUES ('ids-2', \(TestApp.bundleId), 'Production', 'webhook', '{"originalTransactionId": "ids-2", "entitled": true}')
                         """, on: older)
                     try await Self.execute("COMMIT", on: older)
                     // The newer transaction cannot put a row before the older one's: it is readable now.

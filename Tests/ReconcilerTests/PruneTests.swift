@@ -119,8 +119,9 @@ import Testing
         // trigger moves it when a forwarder records a 2xx (MetricsTests checks that trigger).
         try await db.execute(
             """
-            INSERT INTO forward_queue (notification_uuid, target_id, target_redacted, status, attempts, queued_at, delivered_at)
-            SELECT 'delivered-' || g, \(target.id), \(target.redacted), 'delivered', 1, now() - interval '2 days', now() - interval '1 day'
+            INSERT INTO forward_queue (notification_uuid, bundle_id, environment, target_id, target_redacted, status, attempts, queued_at, delivered_at)
+            SELECT 'delivered-' || g, \(TestApp.bundleId), 'Production', \(target.id), \(target.redacted), 'delivered', 1, now() - interval '2 days',
+                   now() - interval '1 day'
             FROM generate_series(1, 1000000) g
             """)
         try await db.execute("UPDATE forward_queue_totals SET delivered = delivered + 1000000")

@@ -180,18 +180,19 @@ import Testing
                 """)
             try await db.execute(
                 """
-                INSERT INTO notifications (notification_uuid, notification_type, subtype, signed_date_ms, environment, signed_payload, source,
-                                           run_id, outcome, received_at)
+                INSERT INTO notifications (notification_uuid, notification_type, subtype, signed_date_ms, bundle_id, environment, signed_payload,
+                                           source, run_id, outcome, received_at)
                 SELECT 'n' || i, CASE WHEN i % 4 = 0 THEN 'DID_RENEW' ELSE 'REFUND' END, CASE WHEN i % 8 = 4 THEN 'BILLING_RECOVERY' END,
-                       \(windowStart) + i * 1000, 'Production', 'x', 'history', \(created.runId),
+                       \(windowStart) + i * 1000, 'com.example', 'Production', 'x', 'history', \(created.runId),
                        CASE WHEN i % 10 = 0 THEN 'stale' ELSE 'applied' END, to_timestamp(1900000000) + i * interval '10 milliseconds'
                 FROM generate_series(0, 9999) AS i
                 """)
             try await db.execute(
                 """
-                INSERT INTO notifications (notification_uuid, notification_type, signed_date_ms, environment, signed_payload, source, run_id, outcome)
-                VALUES ('other-run', 'REFUND', \(windowStart), 'Production', 'x', 'history', \(other.runId), 'applied'),
-                       ('live', 'REFUND', \(windowStart), 'Production', 'x', 'webhook', NULL, 'applied')
+                INSERT INTO notifications (notification_uuid, notification_type, signed_date_ms, bundle_id, environment, signed_payload, source,
+                                           run_id, outcome)
+                VALUES ('other-run', 'REFUND', \(windowStart), 'com.example', 'Production', 'x', 'history', \(other.runId), 'applied'),
+                       ('live', 'REFUND', \(windowStart), 'com.example', 'Production', 'x', 'webhook', NULL, 'applied')
                 """)
             let first = APIStatistics.Timeline(
                 entries: (0..<10).map {

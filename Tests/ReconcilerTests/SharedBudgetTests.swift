@@ -90,9 +90,9 @@ import Testing
                 defer { try? FileManager.default.removeItem(atPath: key) }
                 try P256PrivateKey().pemRepresentation.write(toFile: key, atomically: true, encoding: .utf8)
                 let environment = [
-                    "APP_STORE_BUNDLE_ID": mock.configuration.scenario.bundleId, "APP_STORE_KEY_ID": mock.configuration.keyId,
-                    "APP_STORE_ISSUER_ID": mock.configuration.issuerId, "APP_STORE_PRIVATE_KEY_PATH": key, "APP_STORE_API_BASE_URL": baseURL,
-                    "DATABASE_URL": db.url,
+                    "APP_STORE_BUNDLE_ID": mock.configuration.scenario.bundleId, "APP_STORE_ENVIRONMENT": "sandbox",
+                    "APP_STORE_KEY_ID": mock.configuration.keyId, "APP_STORE_ISSUER_ID": mock.configuration.issuerId,
+                    "APP_STORE_PRIVATE_KEY_PATH": key, "APP_STORE_API_BASE_URL": baseURL, "DATABASE_URL": db.url,
                 ]
                 let result = try await runProcess("reconciler", ["detect-outage", "--since", "1d"], environment: environment)
                 #expect(result.status == 1, "\(result.stderr)")
