@@ -27,8 +27,8 @@ import Testing
             now: now, retention: retention)
         #expect(plan.retry.map(\.runId) == [1, 2])
         #expect(plan.lost.isEmpty)
-        #expect(plan.next?.start == now - 3 * hour)
-        #expect(plan.next?.end == now)
+        #expect(plan.next.start == now - 3 * hour)
+        #expect(plan.next.end == now)
         #expect(plan.origin == .previousScheduledWindow)
     }
 
@@ -41,24 +41,26 @@ import Testing
         #expect(plan.retry.isEmpty)
         // The chain's next window would start before retention: it starts at its edge.
         #expect(plan.clippedToRetention)
-        #expect(plan.next?.start == now - retention + 60_000)
+        #expect(plan.next.start == now - retention + 60_000)
     }
 
     @Test func withoutAScheduledRunTheChainStartsFromTheLastFinishedRunOrTheNewestLiveNotification() {
         let fromRun = ScheduleChain.plan(
             .init(unfinished: [], newestScheduled: nil, lastFinishedEnd: now - 2 * hour, newestLiveNotification: now - hour), overlap: hour,
             now: now, retention: retention)
-        #expect(fromRun.next?.start == now - 3 * hour)
+        #expect(fromRun.next.start == now - 3 * hour)
         #expect(fromRun.origin == .lastFinishedRun)
         let fromLive = ScheduleChain.plan(
             .init(unfinished: [], newestScheduled: nil, lastFinishedEnd: nil, newestLiveNotification: now - hour), overlap: hour, now: now,
             retention: retention)
-        #expect(fromLive.next?.start == now - 2 * hour)
+        #expect(fromLive.next.start == now - 2 * hour)
         #expect(fromLive.origin == .newestLiveNotification)
         let nothing = ScheduleChain.plan(
             .init(unfinished: [], newestScheduled: nil, lastFinishedEnd: nil, newestLiveNotification: nil), overlap: hour, now: now,
             retention: retention)
-        #expect(nothing.next == nil)
+        // A new app or a sandbox without traffic: the first window is the overlap before now, not an error.
+        #expect(nothing.next == (now - hour, now))
+        #expect(nothing.origin == .firstWindow)
     }
 
     /// Review 18.1: N failures in a row give up; a permanent failure (Apple refused it, 5000000 among them) at once.

@@ -14,7 +14,7 @@ import Foundation
 /// let plan = ScheduleChain.plan(.init(unfinished: unfinished, newestScheduled: newest, ...), overlap: 3_600_000, now: now)
 /// for run in plan.lost { ... }     // mark lost, loudly
 /// for run in plan.retry { ... }    // rerun in its own window
-/// if let next = plan.next { ... }  // always
+/// recover(plan.next)             // always
 /// ```
 public enum ScheduleChain {
     /// What the ledger knows about the chain.
@@ -41,6 +41,10 @@ public enum ScheduleChain {
         case previousScheduledWindow = "the previous scheduled window"
         case lastFinishedRun = "the last finished run"
         case newestLiveNotification = "the newest live notification"
+        /// No run and no live notification of the app and environment yet (a new app, a sandbox
+        /// without traffic): the chain starts now, less the overlap, so the schedule never fails
+        /// for want of a start; what came before needs a window given by hand.
+        case firstWindow = "nothing yet (the chain starts now, less the overlap)"
     }
 
     public struct Plan: Sendable {
@@ -48,9 +52,9 @@ public enum ScheduleChain {
         public var lost: [RunRecord] = []
         /// Unfinished windows to retry first, oldest first, each in its own window.
         public var retry: [RunRecord] = []
-        /// The newest window; `nil` only when the chain has no start at all (no run and no live notification).
-        public var next: (start: Int64, end: Int64)?
-        public var origin: Origin?
+        /// The newest window: from the chain's end, less the overlap, to now.
+        public var next: (start: Int64, end: Int64) = (0, 0)
+        public var origin: Origin = .firstWindow
         /// The newest window would have started before Apple's retention, and was moved to its edge.
         public var clippedToRetention = false
     }
@@ -65,7 +69,7 @@ public enum ScheduleChain {
         for run in state.unfinished {
             if run.windowStart < oldestServed { plan.lost.append(run) } else { plan.retry.append(run) }
         }
-        let chainEnd: Int64?
+        let chainEnd: Int64
         if let newest = state.newestScheduled {
             (chainEnd, plan.origin) = (newest.windowEnd, .previousScheduledWindow)
         } else if let end = state.lastFinishedEnd {
@@ -73,9 +77,8 @@ public enum ScheduleChain {
         } else if let live = state.newestLiveNotification {
             (chainEnd, plan.origin) = (live, .newestLiveNotification)
         } else {
-            chainEnd = nil
+            (chainEnd, plan.origin) = (now, .firstWindow)
         }
-        guard let chainEnd else { return plan }
         var start = chainEnd - overlap
         if start < oldestServed {
             start = oldestServed

@@ -449,8 +449,9 @@ struct RunCommand: AsyncParsableCommand {
         guard let overlapMilliseconds = TimeArgument.duration(overlap) else {
             throw CommandError.configuration("--overlap: \(overlap) is not a duration such as 1h")
         }
-        let environment = verifier.configuration.environment
-        let (environmentName, bundleId) = (environment.rawValue, verifier.configuration.bundleId)
+        let target = verifier.configuration.target
+        let environment = target.environment
+        let (environmentName, bundleId) = (environment.rawValue, target.bundleId)
         let retention = ReconcileRun.retention(environment)
         let store = PurchaseStore(logger: logger)
         let state = ScheduleChain.State(
@@ -505,8 +506,13 @@ struct RunCommand: AsyncParsableCommand {
             configuration.options.forwardTo = template.options.forwardTo ?? unfinished.options.forwardTo
             try await execute(configuration, database: database, verifier: verifier, client: client, logger: logger, into: &outcome)
         }
-        guard let next = plan.next, let origin = plan.origin else {
-            throw CommandError.configuration("--since-last: there is no earlier run and no live notification yet; give the first window with --start")
+        let (next, origin) = (plan.next, plan.origin)
+        if origin == .firstWindow {
+            logger.notice("the schedule's first window: no earlier run and no live notification yet", metadata: ["app": "\(target)"])
+            print(
+                "first scheduled window for \(target): nothing recorded yet, so it starts \(overlap) ago; "
+                    + "recover anything earlier with `reconciler run --start T --app \(target.bundleId) --environment \(target.environment.rawValue.lowercased())`"
+            )
         }
         if plan.clippedToRetention {
             logger.error(
