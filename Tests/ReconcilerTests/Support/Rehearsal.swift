@@ -17,12 +17,16 @@ struct Rehearsal {
     let outageEnd: String
     /// The live webhook, `reconciler serve`.
     let serve: RunningProcess
+    /// The mock's `--credentials-dir`: root.pem, the key, reconciler.env and reconciler.yaml.
+    let credentials: String
 
     /// Starts everything, waits for live delivery to finish, runs `body`, stops everything.
     /// `environment` is added to every `reconciler` process's; `serveArguments` to `reconciler serve`'s.
+    /// With `configurationFile`, every `reconciler` reads the mock's `reconciler.yaml`
+    /// (RECONCILER_CONFIG: every app and environment the mock serves) instead of `reconciler.env`.
     static func with(
         customers: Int = 60, seed: UInt64 = 3, mockArguments: [String] = [], databaseServer: String? = nil,
-        environment extra: [String: String] = [:], serveArguments: [String] = [],
+        environment extra: [String: String] = [:], serveArguments: [String] = [], configurationFile: Bool = false,
         _ body: (Rehearsal) async throws -> Void
     ) async throws {
         try await TestDatabase.with(server: databaseServer) { db in
@@ -42,11 +46,16 @@ struct Rehearsal {
                     ] + mockArguments)
                 defer { mock.signal(SIGKILL) }
                 try await mock.waitForOutput(containing: "listening on http://")
-                let mockURL = String(mock.stdout.split(separator: "\n").first { $0.contains("listening on") }!.split(separator: " ").last!)
+                let mockURL = String(
+                    mock.stdout.split(separator: "\n").first { $0.hasPrefix("mock-appstore listening on") }!.split(separator: " ").last!)
                 var environment = ["DATABASE_URL": db.url, "LOG_LEVEL": "warning"].merging(extra) { $1 }
-                for line in try String(contentsOfFile: "\(credentials)/reconciler.env", encoding: .utf8).split(separator: "\n") {
-                    let parts = line.split(separator: "=", maxSplits: 1)
-                    environment[String(parts[0])] = String(parts[1])
+                if configurationFile {
+                    environment["RECONCILER_CONFIG"] = "\(credentials)/reconciler.yaml"
+                } else {
+                    for line in try String(contentsOfFile: "\(credentials)/reconciler.env", encoding: .utf8).split(separator: "\n") {
+                        let parts = line.split(separator: "=", maxSplits: 1)
+                        environment[String(parts[0])] = String(parts[1])
+                    }
                 }
                 let serve = try RunningProcess(
                     "reconciler",
@@ -64,7 +73,7 @@ struct Rehearsal {
                 try await body(
                     Rehearsal(
                         db: db, mockURL: mockURL, webhookURL: webhookURL, environment: environment,
-                        outageStart: outageStart, outageEnd: outageEnd, serve: serve))
+                        outageStart: outageStart, outageEnd: outageEnd, serve: serve, credentials: credentials))
                 return
             }
         }
@@ -121,6 +130,14 @@ struct Rehearsal {
     /// The report a `--report-json` file holds.
     static func report(_ path: String) throws -> [String: Any] {
         try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: path))) as? [String: Any] ?? [:]
+    }
+
+    /// A configuration file like the mock's `reconciler.yaml`, changed by `edit`, in the credentials
+    /// directory (removed with it); returns its path.
+    func configurationFile(_ name: String, _ edit: (String) -> String) throws -> String {
+        let path = "\(credentials)/\(name).yaml"
+        try edit(try String(contentsOfFile: "\(credentials)/reconciler.yaml", encoding: .utf8)).write(toFile: path, atomically: true, encoding: .utf8)
+        return path
     }
 
     static func temporaryFile(_ name: String) -> String {

@@ -1,0 +1,120 @@
+import AppStoreServer
+import Foundation
+import MockAppStore
+import ReconcilerShared
+import Testing
+
+@testable import Reconciler
+
+/// Issue 19 point 4: `status`, `export`, `changes`, `rejections`, `forward`, `detect-outage` and
+/// `migrate` cover every app and environment of the configuration file (two apps, one in both
+/// environments), and `--app` and `--environment` narrow them. Real processes (`mock-appstore`,
+/// `reconciler serve` taking every app on one URL, `reconciler run` over all of them), a real
+/// PostgreSQL, every `reconciler` configured only by RECONCILER_CONFIG, as an operator would.
+@Suite(.serialized) struct EveryAppCommandsTests {
+    static let one = "com.example.one"
+    static let two = "com.example.two"
+    /// The mock's apps: one in production and the sandbox, two in production.
+    static let apps = ["--app", "\(one):1234567890:production,sandbox", "--app", "\(two):2345678901:production"]
+    static let targets: Set<String> = ["\(one)/Production", "\(one)/Sandbox", "\(two)/Production"]
+    static let headers: Set<String> = ["\(one) (Production)", "\(one) (Sandbox)", "\(two) (Production)"]
+
+    /// App one's entry in the mock's `reconciler.yaml` ends with this line.
+    static let oneEnvironments = "    environments: [production, sandbox]\n"
+    /// App two's whole entry in the mock's `reconciler.yaml`.
+    static let twoEntry = "  - bundleId: com.example.two\n    appAppleId: 2345678901\n    environments: [production]\n"
+
+    /// The mock's configuration without app two.
+    static func withoutAppTwo(_ yaml: String) -> String {
+        #expect(yaml.contains(twoEntry), "the mock's reconciler.yaml changed: \(yaml)")
+        return yaml.replacingOccurrences(of: twoEntry, with: "")
+    }
+
+    /// Adds `lines` (each indented as a key of the app) to an app's entry.
+    static func adding(_ lines: String, toApp app: String, in yaml: String) -> String {
+        let end = app == one ? oneEnvironments : twoEntry
+        #expect(yaml.contains(end), "the mock's reconciler.yaml changed: \(yaml)")
+        return yaml.replacingOccurrences(of: end, with: end + lines)
+    }
+
+    static func key(_ object: [String: Any]) -> String {
+        "\(object["bundleId"] as? String ?? "-")/\(object["environment"] as? String ?? "-")"
+    }
+
+    static func key(_ state: PurchaseState) -> String { "\(state.bundleId ?? "-")/\(state.environment ?? "-")" }
+
+    static func jsonArray(_ text: String) throws -> [[String: Any]] {
+        try JSONSerialization.jsonObject(with: Data(text.utf8)) as? [[String: Any]] ?? []
+    }
+
+    static func jsonObject(_ text: String) throws -> [String: Any] {
+        try JSONSerialization.jsonObject(with: Data(text.utf8)) as? [String: Any] ?? [:]
+    }
+
+    static func jsonLines(_ text: String) throws -> [[String: Any]] {
+        try text.split(separator: "\n").map { try jsonObject(String($0)) }
+    }
+
+    static func states(_ text: String) throws -> [PurchaseState] {
+        try text.split(separator: "\n").map { try JSONDecoder().decode(PurchaseState.self, from: Data($0.utf8)) }
+    }
+
+    /// The text under each `== bundle (Environment)` header.
+    static func sections(_ text: String) -> [String: String] {
+        var sections: [String: String] = [:]
+        var current: String?
+        for line in text.split(separator: "\n", omittingEmptySubsequences: false) {
+            if line.hasPrefix("== ") {
+                current = String(line.dropFirst(3))
+                sections[current!] = ""
+            } else if let current {
+                sections[current, default: ""] += line + "\n"
+            }
+        }
+        return sections
+    }
+
+    @Test func statusListsEachAppAndEnvironmentsRunsUnderItsOwnHeader() async throws {
+        try await Rehearsal.with(customers: 6, seed: 71, mockArguments: Self.apps, configurationFile: true) { rehearsal in
+            let run = try await rehearsal.runWindow()
+            #expect(run.status == 0, "\(run.stdout)\n\(run.stderr)")
+
+            let json = try await rehearsal.reconciler(["status", "--json"])
+            #expect(json.status == 0, "\(json.stderr)")
+            var runsByTarget: [String: [Int]] = [:]
+            for row in try Self.jsonArray(json.stdout) {
+                let record = row["run"] as? [String: Any] ?? [:]
+                #expect(Self.key(record) == Self.key(row), "a row carries its run's app and environment: \(row)")
+                runsByTarget[Self.key(row), default: []].append(record["runId"] as? Int ?? -1)
+            }
+            #expect(Set(runsByTarget.keys) == Self.targets, "\(json.stdout)")
+
+            // The text: each app and environment's runs under its header, and no other's.
+            let text = try await rehearsal.reconciler(["status"])
+            #expect(text.status == 0, "\(text.stderr)")
+            let sections = Self.sections(text.stdout)
+            #expect(Set(sections.keys) == Self.headers, "\(text.stdout)")
+            func listed(_ runId: Int, in section: String) -> Bool {
+                section.split(separator: "\n").contains { $0.hasPrefix(String(format: "%5d  ", runId)) }
+            }
+            for (target, runIds) in runsByTarget {
+                let parts = target.split(separator: "/")
+                let header = "\(parts[0]) (\(parts[1]))"
+                for (other, section) in sections {
+                    for runId in runIds { #expect(listed(runId, in: section) == (other == header), "run \(runId) of \(target) under \(other)") }
+                }
+            }
+
+            // --app and --environment narrow it; so does a file that names fewer apps.
+            let two = try Self.jsonArray(try await rehearsal.reconciler(["status", "--json", "--app", Self.two]).stdout)
+            #expect(!two.isEmpty && two.allSatisfy { Self.key($0) == "\(Self.two)/Production" }, "\(two)")
+            let sandbox = try Self.jsonArray(try await rehearsal.reconciler(["status", "--json", "--environment", "sandbox"]).stdout)
+            #expect(!sandbox.isEmpty && sandbox.allSatisfy { Self.key($0) == "\(Self.one)/Sandbox" }, "\(sandbox)")
+            let onlyOne = try rehearsal.configurationFile("only-one", Self.withoutAppTwo)
+            let narrowed = try await rehearsal.reconciler(["status", "--json"], environment: ["RECONCILER_CONFIG": onlyOne])
+            #expect(Set(try Self.jsonArray(narrowed.stdout).map(Self.key)) == ["\(Self.one)/Production", "\(Self.one)/Sandbox"])
+            let unknown = try await rehearsal.reconciler(["status", "--app", "com.example.three"])
+            #expect(unknown.status == 1 && unknown.stderr.contains("com.example.three"), "\(unknown.stderr)")
+        }
+    }
+}
