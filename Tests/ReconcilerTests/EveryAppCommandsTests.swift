@@ -117,4 +117,43 @@ import Testing
             #expect(unknown.status == 1 && unknown.stderr.contains("com.example.three"), "\(unknown.stderr)")
         }
     }
+
+    /// Every configured app and environment's purchases, each `entitled` by its own app's rule:
+    /// here app one's sandbox purchases do not entitle (`sandboxEntitles: false`), app two's and
+    /// the production ones follow the mock's truth.
+    @Test func exportCoversEveryConfiguredAppEachJudgedByItsOwnEntitlementRule() async throws {
+        try await Rehearsal.with(customers: 8, seed: 72, mockArguments: Self.apps, configurationFile: true) { rehearsal in
+            let run = try await rehearsal.runWindow()
+            #expect(run.status == 0, "\(run.stdout)\n\(run.stderr)")
+            let truth = try Self.states(try await rehearsal.truth())
+            #expect(Set(truth.map(Self.key)) == Self.targets)
+            let at = ["--at", String(Rehearsal.moment)]
+            #expect(try Self.states(try await rehearsal.reconciler(["export"] + at).stdout) == truth)
+
+            // The mock judges sandbox purchases as production ones; this file says app one's do not entitle.
+            #expect(truth.contains { $0.bundleId == Self.one && $0.environment == "Sandbox" && $0.entitled == true })
+            let file = try rehearsal.configurationFile("no-sandbox-entitlement") {
+                Self.adding("    sandboxEntitles: false\n", toApp: Self.one, in: $0)
+            }
+            let export = try await rehearsal.reconciler(["export"] + at, environment: ["RECONCILER_CONFIG": file])
+            #expect(export.status == 0, "\(export.stderr)")
+            let expected = truth.map { state in
+                var state = state
+                if state.bundleId == Self.one, state.environment == "Sandbox" { state.entitled = false }
+                return state
+            }
+            let exported = try Self.states(export.stdout)
+            let expectedText = try expected.map { try $0.jsonLine() }.joined(separator: "\n")
+            #expect(exported == expected, "\(Rehearsal.difference(export.stdout, expectedText))")
+
+            // --app and --environment narrow it (--environment as before: only that environment's purchases).
+            let two = try Self.states(try await rehearsal.reconciler(["export", "--app", Self.two] + at).stdout)
+            #expect(!two.isEmpty && two == truth.filter { $0.bundleId == Self.two })
+            let sandbox = try Self.states(try await rehearsal.reconciler(["export", "--environment", "sandbox"] + at).stdout)
+            #expect(!sandbox.isEmpty && sandbox == truth.filter { $0.environment == "Sandbox" })
+            let onlyOne = try rehearsal.configurationFile("only-one", Self.withoutAppTwo)
+            let narrowed = try Self.states(try await rehearsal.reconciler(["export"] + at, environment: ["RECONCILER_CONFIG": onlyOne]).stdout)
+            #expect(narrowed == truth.filter { $0.bundleId == Self.one })
+        }
+    }
 }
