@@ -156,4 +156,34 @@ import Testing
             #expect(narrowed == truth.filter { $0.bundleId == Self.one })
         }
     }
+
+    /// The feed of the configured apps and environments only (the live webhook wrote every app's),
+    /// each line naming its app and environment; ids stay one sequence.
+    @Test func changesPrintsOnlyTheConfiguredAppsChangesEachNamingItsApp() async throws {
+        try await Rehearsal.with(customers: 6, seed: 73, mockArguments: Self.apps, configurationFile: true) { rehearsal in
+            let all = try await rehearsal.reconciler(["changes", "--since", "0"])
+            #expect(all.status == 0, "\(all.stderr)")
+            let lines = try Self.jsonLines(all.stdout)
+            #expect(lines.count == (try await rehearsal.db.count("SELECT count(*) FROM purchase_changes")))
+            #expect(Set(lines.map(Self.key)) == Self.targets)
+            for line in lines {
+                #expect(Self.key(line) == Self.key(line["after"] as? [String: Any] ?? [:]), "\(line)")
+            }
+            func ids(_ lines: [[String: Any]]) -> [Int] { lines.map { $0["changeId"] as? Int ?? -1 } }
+
+            let onlyOne = try rehearsal.configurationFile("only-one", Self.withoutAppTwo)
+            let narrowed = try Self.jsonLines(
+                try await rehearsal.reconciler(["changes", "--since", "0"], environment: ["RECONCILER_CONFIG": onlyOne]).stdout)
+            #expect(ids(narrowed) == ids(lines.filter { $0["bundleId"] as? String == Self.one }))
+            let two = try Self.jsonLines(try await rehearsal.reconciler(["changes", "--since", "0", "--app", Self.two]).stdout)
+            #expect(!two.isEmpty && ids(two) == ids(lines.filter { $0["bundleId"] as? String == Self.two }))
+            let sandbox = try Self.jsonLines(try await rehearsal.reconciler(["changes", "--since", "0", "--environment", "sandbox"]).stdout)
+            #expect(!sandbox.isEmpty && ids(sandbox) == ids(lines.filter { $0["environment"] as? String == "Sandbox" }))
+            // A consumer of one app resumes after its own last id.
+            let resumeAt = try #require(ids(two).first)
+            let resumed = try Self.jsonLines(
+                try await rehearsal.reconciler(["changes", "--since", String(resumeAt), "--app", Self.two]).stdout)
+            #expect(ids(resumed) == Array(ids(two).dropFirst()))
+        }
+    }
 }
