@@ -186,4 +186,110 @@ import Testing
             #expect(ids(resumed) == Array(ids(two).dropFirst()))
         }
     }
+
+    /// The quarantine and the given-up customers of every configured app and environment, each
+    /// item naming its app; `--ack` finds the one app a value matches in, and asks for `--app`
+    /// when it matches in two.
+    @Test func rejectionsListsAndAcknowledgesAcrossTheConfiguredApps() async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("every-app-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let file = directory.appendingPathComponent("reconciler.yaml").path
+        try """
+        key: {id: KEY1234567, issuer: 57246542-96fe-1a63-e053-0824d011072a, privateKeyPath: \(directory.path)/AuthKey.p8}
+        apps:
+          - bundleId: \(Self.one)
+            appAppleId: 1234567890
+            environments: [production, sandbox]
+          - bundleId: \(Self.two)
+            appAppleId: 2345678901
+            environments: [production]
+        """.write(toFile: file, atomically: true, encoding: .utf8)
+        try await TestDatabase.with { db in
+            let ledger = RunLedger(database: db.database)
+            let app = try TestApp()
+            let stranger = try SigningCertificateAuthority()
+            let verifier = try SignedDataVerifier(configuration: app.verifierConfiguration)
+            var hashes: [String: String] = [:]
+            var uuids: [String: String] = [:]
+            // One forged payload quarantined by a run of each app and environment, and of an app not configured.
+            let seeded: [(bundleId: String, environment: String)] = [
+                (Self.one, "Production"), (Self.one, "Sandbox"), (Self.two, "Production"), ("com.example.three", "Production"),
+            ]
+            var runs: [String: Int64] = [:]
+            for (bundleId, environment) in seeded {
+                let key = "\(bundleId)/\(environment)"
+                let run = try await ledger.createRun(
+                    kind: .manual, environment: environment, bundleId: bundleId, windowStart: 0, windowEnd: 1, dryRun: false, options: .init(),
+                    shards: [], holder: "test")
+                runs[key] = run.runId
+                let uuid = UUID().uuidString.lowercased()
+                let forged = try app.notification(.didRenew, uuid: uuid, signedDate: app.start, signer: stranger.signer)
+                let error = await #expect(throws: VerificationError.self) { try await verifier.verifyAndDecodeNotification(forged) }
+                let rejection = Rejection(source: .notificationHistory, signedValue: forged, error: try #require(error))
+                _ = try await db.database.transaction { connection in
+                    try await ledger.quarantine(
+                        [rejection], runId: run.runId, environment: environment, bundleId: bundleId, dryRun: false, on: connection)
+                }
+                (hashes[key], uuids[key]) = (rejection.payloadSHA256, uuid)
+            }
+            // The same customer given up in app one and app two (the mock's --shared-transaction-ids), another in one's sandbox.
+            for (key, subject) in [
+                ("\(Self.one)/Production", "2000000000000001"), ("\(Self.two)/Production", "2000000000000001"),
+                ("\(Self.one)/Sandbox", "2000000000000002"),
+            ] {
+                let runId = try #require(runs[key])
+                try await db.database.transaction { connection in
+                    try await ledger.recordGivenUp(
+                        runId: runId, kind: .customer, subject: subject, failureKind: .permanent, reason: "refused", failures: 1, on: connection)
+                }
+            }
+            let environment = ["DATABASE_URL": db.url, "LOG_LEVEL": "warning", "RECONCILER_CONFIG": file]
+            func rejections(_ arguments: [String]) async throws -> ProcessResult {
+                try await runProcess("reconciler", ["rejections"] + arguments, environment: environment)
+            }
+
+            let json = try await rejections(["--json"])
+            #expect(json.status == 0, "\(json.stderr)")
+            let entries = try Self.jsonArray(json.stdout)
+            let payloads = entries.filter { $0["kind"] as? String == "payload" }
+            #expect(
+                Set(payloads.map { "\(Self.key($0)) \($0["payloadSHA256"] as? String ?? "")" }) == Set(Self.targets.map { "\($0) \(hashes[$0]!)" }))
+            let givenUp = entries.filter { $0["kind"] as? String == "customer" }
+            #expect(
+                Set(givenUp.map { "\(Self.key($0)) \($0["subject"] as? String ?? "")" }) == [
+                    "\(Self.one)/Production 2000000000000001", "\(Self.two)/Production 2000000000000001", "\(Self.one)/Sandbox 2000000000000002",
+                ])
+            let text = try await rejections([])
+            #expect(Set(Self.sections(text.stdout).keys) == Self.headers, "\(text.stdout)")
+            #expect(Self.sections(text.stdout)["\(Self.two) (Production)"]?.contains(String(hashes["\(Self.two)/Production"]!.prefix(16))) == true)
+            let onlyTwo = try Self.jsonArray(try await rejections(["--json", "--app", Self.two]).stdout)
+            #expect(onlyTwo.count == 2 && onlyTwo.allSatisfy { Self.key($0) == "\(Self.two)/Production" }, "\(onlyTwo)")
+
+            func acknowledged() async throws -> Set<String> {
+                Set(
+                    try await db.strings(
+                        """
+                        SELECT bundle_id || '/' || environment || ' ' || payload_sha256 FROM quarantined_payloads WHERE acknowledged_at IS NOT NULL
+                        UNION ALL SELECT bundle_id || '/' || environment || ' ' || subject FROM given_up WHERE acknowledged_at IS NOT NULL
+                        """))
+            }
+            // A payload's hash names it in its own app and environment.
+            let sandboxHash = hashes["\(Self.one)/Sandbox"]!
+            let payload = try await rejections(["--ack", String(sandboxHash.prefix(12)), "--note", "forged"])
+            #expect(payload.status == 0, "\(payload.stderr)")
+            #expect(try await acknowledged() == ["\(Self.one)/Sandbox \(sandboxHash)"])
+            // A customer given up in two apps: nothing is acknowledged until --app chooses.
+            let ambiguous = try await rejections(["--ack", "2000000000000001"])
+            #expect(ambiguous.status == 1 && ambiguous.stderr.contains("--app"), "\(ambiguous.stderr)")
+            #expect(try await acknowledged() == ["\(Self.one)/Sandbox \(sandboxHash)"])
+            let chosen = try await rejections(["--ack", "2000000000000001", "--app", Self.two])
+            #expect(chosen.status == 0, "\(chosen.stderr)")
+            #expect(try await acknowledged() == ["\(Self.one)/Sandbox \(sandboxHash)", "\(Self.two)/Production 2000000000000001"])
+            // An app the file does not configure is not looked at.
+            let unconfigured = try await rejections(["--ack", uuids["com.example.three/Production"]!])
+            #expect(unconfigured.status == 1, "\(unconfigured.stdout)")
+            #expect(try await acknowledged().count == 2)
+        }
+    }
 }
