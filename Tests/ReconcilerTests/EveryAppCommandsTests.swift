@@ -292,4 +292,64 @@ import Testing
             #expect(try await acknowledged().count == 2)
         }
     }
+
+    /// One notification of the mock's scenario, as `GET /mock/notifications` lists it.
+    struct MockNotification: Decodable {
+        var notificationUUID: String
+        var bundleId: String
+        var environment: String
+        var firstAttemptDate: Int64
+        var delivered: Bool
+        var forged: Bool
+    }
+
+    /// Each app's queued deliveries go to its own webhook (`forwardTo` in the file); `--app`
+    /// chooses whose.
+    @Test func forwardDeliversEachAppsQueueToItsOwnWebhook() async throws {
+        try await ForwardingTests.withReceiver(.init()) { receiverOne, urlOne in
+            try await ForwardingTests.withReceiver(.init()) { receiverTwo, urlTwo in
+                try await Rehearsal.with(customers: 8, seed: 74, mockArguments: Self.apps, configurationFile: true) { rehearsal in
+                    let file = try rehearsal.configurationFile("webhooks") { yaml in
+                        Self.adding(
+                            "    forwardTo: \(urlTwo)\n", toApp: Self.two, in: Self.adding("    forwardTo: \(urlOne)\n", toApp: Self.one, in: yaml))
+                    }
+                    // Both apps are down while the run queues what Apple did not deliver: each delivery fails once, for good.
+                    receiverOne.setBehaviour(.init(status: 503))
+                    receiverTwo.setBehaviour(.init(status: 503))
+                    let run = try await rehearsal.reconciler(
+                        ["run", "--start", rehearsal.outageStart, "--end", rehearsal.outageEnd, "--forward-attempts", "1"],
+                        environment: ["RECONCILER_CONFIG": file])
+                    #expect(run.status == 0, "\(run.stdout)\n\(run.stderr)")
+
+                    let body = try await HTTP.request(.GET, "\(rehearsal.mockURL)/mock/notifications").body
+                    let notifications = try String(decoding: body, as: UTF8.self).split(separator: "\n").map {
+                        try JSONDecoder().decode(MockNotification.self, from: Data($0.utf8))
+                    }
+                    let formatter = ISO8601DateFormatter()
+                    let start = Int64(try #require(formatter.date(from: rehearsal.outageStart)).timeIntervalSince1970 * 1000)
+                    let end = Int64(try #require(formatter.date(from: rehearsal.outageEnd)).timeIntervalSince1970 * 1000)
+                    let outage = notifications.filter { !$0.forged && !$0.delivered && $0.firstAttemptDate >= start && $0.firstAttemptDate < end }
+                    let forOne = Set(outage.filter { $0.bundleId == Self.one }.map(\.notificationUUID))
+                    let forTwo = Set(outage.filter { $0.bundleId == Self.two }.map(\.notificationUUID))
+                    #expect(!forTwo.isEmpty && outage.contains { $0.bundleId == Self.one && $0.environment == "Sandbox" })
+                    #expect(try await rehearsal.db.count("SELECT count(*) FROM forward_queue WHERE status = 'failed'") == outage.count)
+                    receiverOne.setBehaviour(.init(status: 200))
+                    receiverTwo.setBehaviour(.init(status: 200))
+
+                    let justTwo = try await rehearsal.reconciler(
+                        ["forward", "--once", "--retry-failed", "--app", Self.two], environment: ["RECONCILER_CONFIG": file])
+                    #expect(justTwo.status == 0, "\(justTwo.stdout)\n\(justTwo.stderr)")
+                    #expect(Set(receiverTwo.statistics.acknowledged.keys) == forTwo)
+                    #expect(receiverOne.statistics.acknowledged.isEmpty)
+
+                    let every = try await rehearsal.reconciler(["forward", "--once", "--retry-failed"], environment: ["RECONCILER_CONFIG": file])
+                    #expect(every.status == 0, "\(every.stdout)\n\(every.stderr)")
+                    #expect(Set(receiverOne.statistics.acknowledged.keys) == forOne)
+                    #expect(Set(receiverTwo.statistics.acknowledged.keys) == forTwo)
+                    #expect((Array(receiverOne.statistics.acknowledged.values) + receiverTwo.statistics.acknowledged.values).allSatisfy { $0 == 1 })
+                    #expect(try await rehearsal.db.count("SELECT count(*) FROM forward_queue WHERE status <> 'delivered'") == 0)
+                }
+            }
+        }
+    }
 }
