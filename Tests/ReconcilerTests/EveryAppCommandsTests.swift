@@ -352,4 +352,44 @@ import Testing
             }
         }
     }
+
+    /// Every configured app and environment's failed deliveries, `{"targets": [...]}` with several;
+    /// a key Apple refuses for one app (401) is that app's configuration error, and the others go on.
+    @Test func detectOutageLooksAtEveryConfiguredAppAndEnvironment() async throws {
+        try await Rehearsal.with(
+            customers: 6, seed: 75, mockArguments: Self.apps + ["--unauthorized-app", Self.two], configurationFile: true
+        ) { rehearsal in
+            let detect = try await rehearsal.reconciler(["detect-outage", "--since", "1d", "--json"])
+            #expect(detect.status == 1, "app two's key is refused: \(detect.stderr)")
+            let targets = try Self.jsonObject(detect.stdout)["targets"] as? [[String: Any]] ?? []
+            #expect(Set(targets.map(Self.key)) == Self.targets, "\(detect.stdout)")
+            for target in targets {
+                if target["bundleId"] as? String == Self.two {
+                    #expect(target["exitCode"] as? Int == 1 && (target["error"] as? String)?.isEmpty == false, "\(target)")
+                } else {
+                    #expect((target["windows"] as? [Any])?.isEmpty == false, "\(target)")
+                }
+            }
+
+            let text = try await rehearsal.reconciler(["detect-outage", "--since", "1d"])
+            #expect(text.status == 1)
+            let sections = Self.sections(text.stdout)
+            #expect(Set(sections.keys) == Self.headers, "\(text.stdout)")
+            let sandbox = sections["\(Self.one) (Sandbox)"] ?? ""
+            #expect(sandbox.contains("the sandbox does not retry") && sandbox.contains("--app \(Self.one) --environment sandbox"), "\(sandbox)")
+            #expect(sections["\(Self.two) (Production)"]?.contains("not checked") == true, "\(text.stdout)")
+
+            // --app narrows it: one app in both environments, all well.
+            let one = try await rehearsal.reconciler(["detect-outage", "--since", "1d", "--json", "--app", Self.one])
+            #expect(one.status == 0, "\(one.stderr)")
+            #expect(
+                Set((try Self.jsonObject(one.stdout)["targets"] as? [[String: Any]] ?? []).map(Self.key)) == [
+                    "\(Self.one)/Production", "\(Self.one)/Sandbox",
+                ])
+            // One app and environment: the one-app object, as before.
+            let single = try Self.jsonObject(
+                try await rehearsal.reconciler(["detect-outage", "--since", "1d", "--json", "--app", Self.one, "--environment", "sandbox"]).stdout)
+            #expect(single["targets"] == nil && single["environment"] as? String == "Sandbox" && (single["windows"] as? [Any])?.isEmpty == false)
+        }
+    }
 }
