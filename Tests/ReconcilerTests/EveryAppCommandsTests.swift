@@ -392,4 +392,53 @@ import Testing
             #expect(single["targets"] == nil && single["environment"] as? String == "Sandbox" && (single["windows"] as? [Any])?.isEmpty == false)
         }
     }
+
+    /// Migration 0013 gives rows whose signed data names no app the one configured bundle id (a
+    /// file of one app, in both environments, or APP_STORE_BUNDLE_ID); a file of two apps leaves
+    /// the migration refusing, as without a configuration.
+    @Test func migrateGivesRowsWithoutAnAppTheOneConfiguredBundleId() async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("every-app-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        func file(_ name: String, apps: String) throws -> String {
+            let path = directory.appendingPathComponent("\(name).yaml").path
+            try """
+            key: {id: KEY1234567, issuer: 57246542-96fe-1a63-e053-0824d011072a, privateKeyPath: \(directory.path)/AuthKey.p8}
+            apps:
+            \(apps)
+            """.write(toFile: path, atomically: true, encoding: .utf8)
+            return path
+        }
+        let oneApp = try file("one", apps: "  - {bundleId: \(Self.one), appAppleId: 1234567890, environments: [production, sandbox]}")
+        let twoApps = try file(
+            "two",
+            apps: """
+                  - {bundleId: \(Self.one), appAppleId: 1234567890, environments: [production, sandbox]}
+                  - {bundleId: \(Self.two), appAppleId: 2345678901}
+                """)
+        /// A database of one app before migration 0013, with a purchase whose signed data names no app.
+        func orphanDatabase(_ db: TestDatabase) async throws {
+            try await Migrator(migrations: Migration.embedded.filter { $0.version < 13 }).migrate(db.client, logger: TestDatabase.logger)
+            try await db.execute("INSERT INTO purchases (original_transaction_id, environment) VALUES ('7001', 'Production')")
+        }
+        func migrate(_ db: TestDatabase, _ environment: [String: String]) async throws -> ProcessResult {
+            try await runProcess(
+                "reconciler", ["migrate"], environment: ["DATABASE_URL": db.url, "LOG_LEVEL": "warning"].merging(environment) { $1 })
+        }
+        try await TestDatabase.with(migrate: false) { db in
+            try await orphanDatabase(db)
+            let several = try await migrate(db, ["RECONCILER_CONFIG": twoApps])
+            #expect(several.status == 1 && several.stderr.contains("carry no bundle ID"), "\(several.stderr)")
+            #expect(try await db.count("SELECT count(*) FROM schema_migrations WHERE version = 13") == 0)
+            let one = try await migrate(db, ["RECONCILER_CONFIG": oneApp])
+            #expect(one.status == 0, "\(one.stderr)")
+            #expect(try await db.strings("SELECT bundle_id FROM purchases") == [Self.one])
+        }
+        try await TestDatabase.with(migrate: false) { db in
+            try await orphanDatabase(db)
+            let variables = try await migrate(db, ["APP_STORE_BUNDLE_ID": "com.example.single", "APP_STORE_ENVIRONMENT": "production"])
+            #expect(variables.status == 0, "\(variables.stderr)")
+            #expect(try await db.strings("SELECT bundle_id FROM purchases") == ["com.example.single"])
+        }
+    }
 }
