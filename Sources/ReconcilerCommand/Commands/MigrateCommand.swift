@@ -13,8 +13,8 @@ struct MigrateCommand: AsyncParsableCommand {
 
             Migration 0013 names each stored row's app from its own signed data. Rows whose signed data \
             names none take the configured app when exactly one bundle id is configured (the configuration \
-            file's, or APP_STORE_BUNDLE_ID); with several or none, such rows stop the migration, which then \
-            changes nothing and says so.
+            file's, narrowed by --app, or APP_STORE_BUNDLE_ID); with several or none, such rows stop the \
+            migration, which then changes nothing and says so.
 
               reconciler migrate            # apply what is pending
               reconciler migrate --status   # list migrations and when they were applied
