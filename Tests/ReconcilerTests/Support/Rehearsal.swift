@@ -22,8 +22,6 @@ struct Rehearsal {
 
     /// Starts everything, waits for live delivery to finish, runs `body`, stops everything.
     /// `environment` is added to every `reconciler` process's; `serveArguments` to `reconciler serve`'s.
-    /// With `configurationFile`, every `reconciler` reads the mock's `reconciler.yaml`
-    /// (RECONCILER_CONFIG: every app and environment the mock serves) instead of `reconciler.env`.
     static func with(
         customers: Int = 60, seed: UInt64 = 3, mockArguments: [String] = [], databaseServer: String? = nil,
         environment extra: [String: String] = [:], serveArguments: [String] = [], configurationFile: Bool = false,
@@ -46,10 +44,10 @@ struct Rehearsal {
                     ] + mockArguments)
                 defer { mock.signal(SIGKILL) }
                 try await mock.waitForOutput(containing: "listening on http://")
-                let mockURL = String(
-                    mock.stdout.split(separator: "\n").first { $0.hasPrefix("mock-appstore listening on") }!.split(separator: " ").last!)
+                let mockURL = String(mock.stdout.split(separator: "\n").first { $0.contains("listening on") }!.split(separator: " ").last!)
                 var environment = ["DATABASE_URL": db.url, "LOG_LEVEL": "warning"].merging(extra) { $1 }
                 if configurationFile {
+                    // Every app and environment the mock serves, from the file it writes.
                     environment["RECONCILER_CONFIG"] = "\(credentials)/reconciler.yaml"
                 } else {
                     for line in try String(contentsOfFile: "\(credentials)/reconciler.env", encoding: .utf8).split(separator: "\n") {
