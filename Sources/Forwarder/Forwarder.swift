@@ -66,6 +66,9 @@ public struct Forwarder: Service, Sendable {
         public var pollInterval: Duration
         /// Names this process in the queue.
         public var worker: String
+        /// The ids of the targets this process's other forwarders deliver (one per app's webhook):
+        /// their deliveries are not reported as waiting for another webhook.
+        public var companionTargets: Set<String> = []
 
         public init(
             url: ForwardingURL, concurrency: Int = 4, requestsPerSecond: Double? = nil, timeout: Duration = .seconds(10),
@@ -173,13 +176,13 @@ public struct Forwarder: Service, Sendable {
         return try await summary(runIds: runIds)
     }
 
-    /// Logs, once per target, the deliveries that wait for another webhook than this forwarder's,
-    /// and what delivers them; returns them.
+    /// Logs, once per target, the deliveries that wait for another webhook than this forwarder's
+    /// (and its companions'), and what delivers them; returns them.
     @discardableResult
     public func reportOtherTargets() async throws -> [(target: ForwardingTarget, pending: Int)] {
         let store = self.store
         let others = try await transaction { try await store.waitingTargets(on: $0) }.filter {
-            $0.target.id != configuration.url.target.id
+            $0.target.id != configuration.url.target.id && !configuration.companionTargets.contains($0.target.id)
         }
         let new = reportedTargets.withLock { reported in others.filter { reported.insert($0.target.id).inserted } }
         for (target, pending) in new {

@@ -281,8 +281,8 @@ import Testing
                 let object = try #require(try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any])
                 #expect(
                     Set(object.keys) == [
-                        "changeId", "originalTransactionId", "appAccountToken", "source", "notificationUUID", "runId",
-                        "before", "after", "changedAt",
+                        "changeId", "originalTransactionId", "bundleId", "environment", "appAccountToken", "source", "notificationUUID",
+                        "runId", "before", "after", "changedAt",
                     ])
             }
             #expect(lines[0].contains(#""before":null"#) && lines[0].contains(#""runId":null"#))

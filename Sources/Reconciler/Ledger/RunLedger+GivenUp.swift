@@ -111,6 +111,19 @@ extension RunLedger {
         }
     }
 
+    /// How many given-up customers or shards of an app and environment have `selector` as their
+    /// subject (what ``acknowledgeGivenUp(_:runId:note:environment:bundleId:)`` would acknowledge).
+    public func givenUpCount(matching selector: String, environment: String, bundleId: String) async throws -> Int {
+        try await read { [logger] connection in
+            let rows = try await connection.query(
+                """
+                SELECT count(*) FROM given_up WHERE environment = \(environment) AND bundle_id = \(bundleId) AND subject = \(selector)
+                """, logger: logger)
+            for try await count in rows.decode(Int.self) { return count }
+            return 0
+        }
+    }
+
     /// Acknowledges the given-up customers or shards whose subject is `selector` (a customer's
     /// transaction id, or a shard's whole subject), optionally of one run; returns how many.
     public func acknowledgeGivenUp(_ selector: String, runId: Int64? = nil, note: String?, environment: String, bundleId: String) async throws -> Int

@@ -1,5 +1,6 @@
 import AppStoreServer
 import Foundation
+import Logging
 import PostgresNIO
 
 /// The quarantine: signed values from Apple's API that failed verification. Each is stored once
@@ -162,16 +163,9 @@ extension RunLedger {
     /// characters) of its SHA-256: it stays quarantined and is still reported by runs that meet
     /// it, but no longer counts as unacknowledged for alerts.
     public func acknowledge(_ selector: String, note: String?, environment: String, bundleId: String) async throws -> AcknowledgeResult {
-        let prefix = selector.lowercased()
-        return try await read { [logger] connection in
-            let rows = try await connection.query(
-                """
-                SELECT payload_sha256 FROM quarantined_payloads
-                WHERE environment = \(environment) AND bundle_id = \(bundleId)
-                  AND (notification_uuid = \(selector) OR (length(\(prefix)) >= 8 AND starts_with(payload_sha256, \(prefix))))
-                """, logger: logger)
-            var matches: [String] = []
-            for try await hash in rows.decode(String.self) { matches.append(hash) }
+        try await read { [logger] connection in
+            let matches = try await Self.quarantinedPayloads(
+                matching: selector, environment: environment, bundleId: bundleId, on: connection, logger: logger)
             guard matches.count == 1, let hash = matches.first else {
                 return matches.isEmpty ? .notFound : .ambiguous(count: matches.count)
             }
@@ -182,6 +176,30 @@ extension RunLedger {
                 """, logger: logger)
             return .acknowledged(sha256: hash)
         }
+    }
+
+    /// The SHA-256 of each quarantined payload of an app and environment that `selector` names as
+    /// ``acknowledge(_:note:environment:bundleId:)`` reads it, acknowledging none.
+    public func quarantinedPayloads(matching selector: String, environment: String, bundleId: String) async throws -> [String] {
+        try await read { [logger] connection in
+            try await Self.quarantinedPayloads(matching: selector, environment: environment, bundleId: bundleId, on: connection, logger: logger)
+        }
+    }
+
+    /// A notificationUUID, or a prefix of at least 8 characters of a payload's SHA-256.
+    private static func quarantinedPayloads(
+        matching selector: String, environment: String, bundleId: String, on connection: PostgresConnection, logger: Logger
+    ) async throws -> [String] {
+        let prefix = selector.lowercased()
+        let rows = try await connection.query(
+            """
+            SELECT payload_sha256 FROM quarantined_payloads
+            WHERE environment = \(environment) AND bundle_id = \(bundleId)
+              AND (notification_uuid = \(selector) OR (length(\(prefix)) >= 8 AND starts_with(payload_sha256, \(prefix))))
+            """, logger: logger)
+        var matches: [String] = []
+        for try await hash in rows.decode(String.self) { matches.append(hash) }
+        return matches
     }
 
     /// How many quarantined payloads of an app and environment nobody acknowledged yet.

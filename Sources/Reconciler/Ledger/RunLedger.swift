@@ -67,9 +67,15 @@ public struct RunLedger: Sendable {
         try await runs("SELECT \(unescaped: Self.runColumns) FROM reconcile_runs WHERE run_id = \(id)").first
     }
 
-    /// The most recent runs, newest first.
-    public func recentRuns(limit: Int) async throws -> [RunRecord] {
-        try await runs("SELECT \(unescaped: Self.runColumns) FROM reconcile_runs ORDER BY run_id DESC LIMIT \(limit)")
+    /// The most recent runs, newest first: of one app and environment, or (`nil`) of every one.
+    public func recentRuns(limit: Int, of target: AppTarget? = nil) async throws -> [RunRecord] {
+        let (bundleId, environment) = (target?.bundleId, target?.environment.rawValue)
+        return try await runs(
+            """
+            SELECT \(unescaped: Self.runColumns) FROM reconcile_runs
+            WHERE \(bundleId)::text IS NULL OR (bundle_id = \(bundleId) AND environment = \(environment))
+            ORDER BY run_id DESC LIMIT \(limit)
+            """)
     }
 
     /// The newest window of the schedule's chain (`--since-last`), finished or not.

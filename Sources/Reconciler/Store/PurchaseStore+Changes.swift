@@ -1,3 +1,4 @@
+import AppStoreServer
 import Foundation
 import PostgresNIO
 import ReconcilerShared
@@ -17,10 +18,14 @@ import ReconcilerShared
 extension PurchaseStore {
     /// One row of the change feed, as `reconciler changes` prints it: every key on every line
     /// (absent values `null`), `changedAt` in ISO 8601, `before` and `after` in the `export` shape
-    /// with `entitled` as of the commit.
+    /// with `entitled` as of the commit, and the app and environment of the purchase.
     public struct FeedChange: Sendable, Codable, Hashable {
         public var changeId: Int64
         public var originalTransactionId: String
+        /// The purchase's app (its bundle id); `nil` only in a line written before apps were named.
+        public var bundleId: String?
+        /// The purchase's environment, `Production` or `Sandbox`.
+        public var environment: String?
         public var appAccountToken: String?
         public var source: ChangeSource
         public var notificationUUID: String?
@@ -30,11 +35,13 @@ extension PurchaseStore {
         public var changedAt: Date
 
         public init(
-            changeId: Int64, originalTransactionId: String, appAccountToken: String?, source: ChangeSource, notificationUUID: String?,
-            runId: Int64?, before: PurchaseState?, after: PurchaseState, changedAt: Date
+            changeId: Int64, originalTransactionId: String, bundleId: String? = nil, environment: String? = nil, appAccountToken: String?,
+            source: ChangeSource, notificationUUID: String?, runId: Int64?, before: PurchaseState?, after: PurchaseState, changedAt: Date
         ) {
             self.changeId = changeId
             self.originalTransactionId = originalTransactionId
+            self.bundleId = bundleId ?? after.bundleId
+            self.environment = environment ?? after.environment
             self.appAccountToken = appAccountToken
             self.source = source
             self.notificationUUID = notificationUUID
@@ -45,7 +52,7 @@ extension PurchaseStore {
         }
 
         private enum CodingKeys: String, CodingKey {
-            case changeId, originalTransactionId, appAccountToken, source, notificationUUID, runId, before, after, changedAt
+            case changeId, originalTransactionId, bundleId, environment, appAccountToken, source, notificationUUID, runId, before, after, changedAt
         }
 
         private static let dateStyle = Date.ISO8601FormatStyle(includingFractionalSeconds: true)
@@ -59,6 +66,8 @@ extension PurchaseStore {
             self.init(
                 changeId: try container.decode(Int64.self, forKey: .changeId),
                 originalTransactionId: try container.decode(String.self, forKey: .originalTransactionId),
+                bundleId: try container.decodeIfPresent(String.self, forKey: .bundleId),
+                environment: try container.decodeIfPresent(String.self, forKey: .environment),
                 appAccountToken: try container.decodeIfPresent(String.self, forKey: .appAccountToken),
                 source: try container.decode(ChangeSource.self, forKey: .source),
                 notificationUUID: try container.decodeIfPresent(String.self, forKey: .notificationUUID),
@@ -73,6 +82,8 @@ extension PurchaseStore {
             var container = encoder.container(keyedBy: CodingKeys.self)
             try container.encode(changeId, forKey: .changeId)
             try container.encode(originalTransactionId, forKey: .originalTransactionId)
+            try container.encode(bundleId, forKey: .bundleId)
+            try container.encode(environment, forKey: .environment)
             try container.encode(appAccountToken, forKey: .appAccountToken)
             try container.encode(source, forKey: .source)
             try container.encode(notificationUUID, forKey: .notificationUUID)
@@ -141,9 +152,10 @@ extension PurchaseStore {
         return .start
     }
 
-    /// The changes after `position`, at most `limit`, in feed order; with `appAccountToken`, only
-    /// changes of purchases that belonged to that app user before or after the change (a purchase
-    /// moved to another user shows in both users' feeds); with `runId`, only that run's changes.
+    /// The changes after `position`, at most `limit`, in feed order; with `apps`, only changes of
+    /// purchases of those apps and environments; with `appAccountToken`, only changes of purchases
+    /// that belonged to that app user before or after the change (a purchase moved to another user
+    /// shows in both users' feeds); with `runId`, only that run's changes.
     ///
     /// One statement, so one snapshot, also says how far the feed was pruned then (the last row
     /// deleted, kept in `purchase_changes_pruned`): past `position`, rows this reader never read
@@ -151,16 +163,20 @@ extension PurchaseStore {
     /// the newest row the statement could read, matching or not: everything up to it was looked
     /// at, so a filtered reader moves on with the feed, and a prune behind it is no gap for it.
     public func changes(
-        after position: FeedPosition, limit: Int, appAccountToken: String? = nil, runId: Int64? = nil,
+        after position: FeedPosition, limit: Int, apps: [AppTarget]? = nil, appAccountToken: String? = nil, runId: Int64? = nil,
         on connection: PostgresConnection
     ) async throws -> FeedBatch {
+        let scope = try Self.scope(apps)
         let rows = try await connection.query(
             """
             (SELECT 'change' AS kind, c.change_id, c.xid::text AS xid_text, c.original_transaction_id, c.app_account_token, c.source,
-                    c.notification_uuid, c.run_id, c.before_state::text, c.after_state::text, c.changed_at
+                    c.notification_uuid, c.run_id, c.before_state::text, c.after_state::text, c.changed_at, c.bundle_id, c.environment
              FROM purchase_changes c
              WHERE (c.xid, c.change_id) > (\(position.xid)::xid8, \(position.changeId))
                AND c.xid < pg_snapshot_xmin(pg_current_snapshot())
+               AND (\(scope)::jsonb IS NULL OR EXISTS (
+                    SELECT 1 FROM jsonb_to_recordset(\(scope)::jsonb) AS s (bundle_id text, environment text)
+                    WHERE s.bundle_id = c.bundle_id AND s.environment = c.environment))
                AND (\(appAccountToken)::text IS NULL OR c.app_account_token = \(appAccountToken)
                     OR c.before_state->>'appAccountToken' = \(appAccountToken))
                AND (\(runId)::bigint IS NULL OR c.run_id = \(runId))
@@ -169,21 +185,21 @@ extension PurchaseStore {
              ORDER BY c.xid, c.change_id
              LIMIT \(limit))
             UNION ALL
-            (SELECT 'scanned', c.change_id, c.xid::text, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL
+            (SELECT 'scanned', c.change_id, c.xid::text, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL
              FROM purchase_changes c
              WHERE (c.xid, c.change_id) > (\(position.xid)::xid8, \(position.changeId))
                AND c.xid < pg_snapshot_xmin(pg_current_snapshot())
              ORDER BY c.xid DESC, c.change_id DESC
              LIMIT 1)
             UNION ALL
-            SELECT 'pruned', p.change_id, p.xid::text, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL FROM purchase_changes_pruned p
+            SELECT 'pruned', p.change_id, p.xid::text, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL FROM purchase_changes_pruned p
             """, logger: logger)
         let decoder = JSONDecoder()
         var batch = FeedBatch(changes: [], end: position, missedPrunedRows: false)
         var scannedTo: FeedPosition?
         var positions: [Int64: FeedPosition] = [:]
         for try await row in rows.decode(
-            (String, Int64, String, String?, String?, String?, String?, Int64?, String?, String?, Date?).self)
+            (String, Int64, String, String?, String?, String?, String?, Int64?, String?, String?, Date?, String?, String?).self)
         {
             let rowPosition = FeedPosition(changeId: row.1, xid: row.2)
             switch row.0 {
@@ -202,7 +218,8 @@ extension PurchaseStore {
             }
             batch.changes.append(
                 FeedChange(
-                    changeId: row.1, originalTransactionId: original, appAccountToken: row.4, source: source, notificationUUID: row.6,
+                    changeId: row.1, originalTransactionId: original, bundleId: row.11, environment: row.12, appAccountToken: row.4,
+                    source: source, notificationUUID: row.6,
                     runId: row.7, before: try row.8.map { try decoder.decode(PurchaseState.self, from: Data($0.utf8)) },
                     after: try decoder.decode(PurchaseState.self, from: Data(after.utf8)), changedAt: changedAt))
             positions[row.1] = rowPosition

@@ -851,25 +851,47 @@ public struct PurchaseStore: Sendable {
 
     // MARK: Reading
 
-    /// Every purchase, ordered by originalTransactionId (then app and environment), optionally of
-    /// one app, one environment or one app user (`appAccountToken`), with `entitled` as of `now`
-    /// (UNIX ms) by each app's entitlement choices (`entitlements`, by bundle id; else this store's).
+    /// Every purchase of some apps and environments (`apps`; `nil`: every one the database
+    /// holds), ordered by originalTransactionId (then app and environment), optionally of one
+    /// environment or one app user (`appAccountToken`), with `entitled` as of `now` (UNIX ms) by
+    /// each app and environment's own entitlement choices (`entitlements`; else this store's).
+    ///
+    /// ```swift
+    /// try await store.exportPurchases(apps: [one, two], entitlements: [one: .init(sandboxEntitles: false)], on: client) { print(try $0.jsonLine()) }
+    /// ```
     public func exportPurchases(
-        bundleId: String? = nil, environment: String?, appAccountToken: String? = nil,
-        entitlements: [String: EntitlementPolicy] = [:], at now: Int64 = Int64(Date().timeIntervalSince1970 * 1000),
+        apps: [AppTarget]?, environment: String? = nil, appAccountToken: String? = nil,
+        entitlements: [AppTarget: EntitlementPolicy] = [:], at now: Int64 = Int64(Date().timeIntervalSince1970 * 1000),
         on client: PostgresClient, _ body: (PurchaseState) throws -> Void
     ) async throws {
+        let scope = try Self.scope(apps)
         let rows = try await client.query(
             """
-            SELECT \(unescaped: Self.purchaseColumns) FROM purchases
-            WHERE (\(bundleId)::text IS NULL OR bundle_id = \(bundleId))
+            SELECT \(unescaped: Self.purchaseColumns) FROM purchases p
+            WHERE (\(scope)::jsonb IS NULL OR EXISTS (
+                    SELECT 1 FROM jsonb_to_recordset(\(scope)::jsonb) AS s (bundle_id text, environment text)
+                    WHERE s.bundle_id = p.bundle_id AND s.environment = p.environment))
               AND (\(environment)::text IS NULL OR environment = \(environment))
               AND (\(appAccountToken)::text IS NULL OR app_account_token = \(appAccountToken))
             ORDER BY original_transaction_id, bundle_id, environment
             """, logger: logger)
+        // By bundle id and environment, whatever Apple ID the keys carry.
+        let policies = Dictionary(
+            entitlements.map { (AppTarget(bundleId: $0.key.bundleId, environment: $0.key.environment), $0.value) }, uniquingKeysWith: { $1 })
         for try await row in rows.decode(PurchaseRow.self) {
-            try body(purchaseState(row, now: now, policy: entitlements[row.14] ?? entitlement))
+            let app = row.3.map { AppTarget(bundleId: row.14, environment: AppStoreEnvironment(rawValue: $0)) }
+            try body(purchaseState(row, now: now, policy: app.flatMap { policies[$0] } ?? entitlement))
         }
+    }
+
+    /// Some apps and environments as one bind parameter, a JSON array of `{bundle_id, environment}`
+    /// read with `jsonb_to_recordset`; `nil` (SQL NULL) for every app and environment.
+    static func scope(_ apps: [AppTarget]?) throws -> String? {
+        struct Row: Encodable {
+            var bundle_id: String
+            var environment: String
+        }
+        return try apps.map { apps in try json(apps.map { Row(bundle_id: $0.bundleId, environment: $0.environment.rawValue) }) }
     }
 
     /// When a run's replay recorded the last of the notifications of these types (`received_at`).

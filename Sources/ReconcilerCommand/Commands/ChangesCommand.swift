@@ -1,3 +1,4 @@
+import AppStoreServer
 import ArgumentParser
 import Foundation
 import Logging
@@ -11,11 +12,16 @@ struct ChangesCommand: AsyncParsableCommand {
         abstract: "Print the change feed: every change of a purchase, in commit order, as JSON lines.",
         discussion: """
             Every purchase change (from the webhook, a replay, the gap fill) writes one row in the same \
-            transaction as the change. Each line: changeId, originalTransactionId, appAccountToken, source \
+            transaction as the change. Each line: changeId, originalTransactionId, bundleId, environment, appAccountToken, source \
             (webhook, history, transaction_history, status_refresh), notificationUUID, runId, before and after \
             (the `export` shape, entitled as of the change; before is null for a new purchase) and changedAt \
             (ISO 8601). Lines come in commit order: a change is printed only once no transaction that could \
             still commit an earlier one is running, so resuming after the last id you processed misses nothing.
+
+            It prints the changes of every app and environment of the configuration file (--config, \
+            RECONCILER_CONFIG), or of the one app of the APP_STORE_* variables; --app and --environment narrow \
+            it. With neither, every change stored. Ids are one sequence for every app: a consumer of one app \
+            resumes --since its own last id.
 
             The consumer pattern: process each line, and store its changeId in your own database in the same \
             transaction as the effect; restart with --since that id. Without one transaction, a crash between \
@@ -24,6 +30,7 @@ struct ChangesCommand: AsyncParsableCommand {
 
               reconciler changes --since 0 > feed.jsonl                  # the whole feed, then exit
               reconciler changes --since "$LAST_ID" --follow | my-consumer
+              reconciler changes --app com.example.two --environment production --since "$LAST_ID" --follow
               reconciler changes --app-account-token 6f1c...-...-... --since 0
               reconciler changes --run-id 42                             # every change a run made (its report lists 1,000)
               reconciler changes --newest                                # the newest id, for a new consumer
@@ -80,6 +87,7 @@ struct ChangesCommand: AsyncParsableCommand {
             valueName: "duration"))
     var pruneBefore: String?
 
+    @OptionGroup var app: AppOptions
     @OptionGroup var database: DatabaseOptions
     @OptionGroup var logging: LoggingOptions
 
@@ -126,7 +134,7 @@ struct ChangesCommand: AsyncParsableCommand {
         } else {
             let reader = FeedReader(
                 since: since, follow: follow, limit: limit, batch: batch, pollInterval: .milliseconds(TimeArgument.duration(pollInterval)!),
-                appAccountToken: appAccountToken?.lowercased(), runId: runId, logger: logger)
+                apps: try app.storedScope().appsOnly(), appAccountToken: appAccountToken?.lowercased(), runId: runId, logger: logger)
             do {
                 try await database.runWork(logger: logger) { database in
                     try await Self.requireSchema(database, logger: logger)
@@ -175,6 +183,8 @@ private struct FeedReader: Sendable {
     var limit: Int?
     var batch: Int
     var pollInterval: Duration
+    /// Only these apps and environments' changes (`nil`: every one's).
+    var apps: [AppTarget]?
     var appAccountToken: String?
     var runId: Int64?
     var logger: Logger
@@ -204,8 +214,9 @@ private struct FeedReader: Sendable {
                 let wanted = min(batch, limit.map { $0 - printed } ?? .max)
                 let read: PurchaseStore.FeedBatch
                 do {
-                    read = try await database.transaction { [position, appAccountToken, runId] in
-                        try await store.changes(after: position, limit: wanted, appAccountToken: appAccountToken, runId: runId, on: $0)
+                    read = try await database.transaction { [position, apps, appAccountToken, runId] in
+                        try await store.changes(
+                            after: position, limit: wanted, apps: apps, appAccountToken: appAccountToken, runId: runId, on: $0)
                     }
                 } catch let error as DatabaseUnavailable where follow {
                     // A follower outlives an outage: nothing is skipped, it reads from the same position later.

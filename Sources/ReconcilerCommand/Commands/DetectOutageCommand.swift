@@ -14,8 +14,16 @@ struct DetectOutageCommand: AsyncParsableCommand {
             still retrying (production retries for about 6.5 days; the sandbox never retries). \
             `reconciler run --detected` recovers the windows found.
 
+            It looks at every app and environment of the configuration file (--config, RECONCILER_CONFIG), or the \
+            one app of the APP_STORE_* variables; --app and --environment narrow it. With several, the text has a \
+            `== bundle (Environment)` section for each, and --json prints {"targets": [...]}: each the one-app \
+            object (since, until, environment, windows) with its bundleId, or, where Apple could not be asked, \
+            bundleId, environment, error and exitCode. One app's failure does not stop the others; the exit code \
+            is the worst: 1 a configuration error (a key Apple refuses), 2 Apple unavailable, else 0.
+
               reconciler detect-outage --since 7d
               reconciler detect-outage --since 2d --json
+              reconciler detect-outage --since 2d --app com.example.two
             """)
 
     @Option(help: ArgumentHelp("How far back to look (default 7d; at most 180d, 30d in the sandbox).", valueName: "duration")) var since: String =
@@ -30,37 +38,97 @@ struct DetectOutageCommand: AsyncParsableCommand {
 
     func run() async throws {
         let logger = logging.makeLogger()
-        let target = try app.commandTarget(api: api)
-        let client = target.client
+        let targets = try app.commandTargets(api: api)
         guard let back = TimeArgument.duration(since), back > 0 else {
             throw CommandError.configuration("--since: \(since) is not a duration such as 7d")
         }
         guard let gap = TimeArgument.duration(mergeGap) else { throw CommandError.configuration("--merge-gap: \(mergeGap) is not a duration") }
         let now = Int64(Date().timeIntervalSince1970 * 1000)
-        let detection: OutageDetector.Detection
-        do {
-            // With a database, the requests come out of the budget the app's other processes share.
-            let sharing = [target.sharing([.getNotificationHistory])]
-            detection = try await database.sharingBudgetIfConfigured(logger: logger, sharing: sharing) {
-                try await OutageDetector(client: client, mergeGap: gap).detect(since: now - back, until: now)
+        // With a database, each app's requests come out of the budget its other processes share.
+        let sharing = targets.map { $0.sharing([.getNotificationHistory]) }
+        let outcomes = try await database.sharingBudgetIfConfigured(logger: logger, sharing: sharing) {
+            var outcomes: [Outcome] = []
+            // One app and environment after the other: a 401 or an outage of one does not stop the others.
+            for target in targets {
+                do {
+                    let detection = try await OutageDetector(client: target.client, mergeGap: gap).detect(since: now - back, until: now)
+                    outcomes.append(Outcome(app: target.app, detection: detection))
+                } catch let error as AppStoreServerAPIError {
+                    switch error {
+                    case .unauthorized, .badRequest: outcomes.append(Outcome(app: target.app, error: .configuration(error.operatorDescription)))
+                    default: outcomes.append(Outcome(app: target.app, error: .partial(error.description)))
+                    }
+                }
             }
-        } catch let error as AppStoreServerAPIError {
-            switch error {
-            case .unauthorized, .badRequest: throw CommandError.configuration(error.operatorDescription)
-            default: throw CommandError.partial(error.description)
-            }
+            return outcomes
         }
+        let several = outcomes.count > 1
         if json {
             let encoder = JSONEncoder()
             encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
-            print(String(decoding: try encoder.encode(detection), as: UTF8.self))
-            return
+            if several {
+                print(String(decoding: try encoder.encode(["targets": outcomes]), as: UTF8.self))
+            } else if let detection = outcomes.first?.detection {
+                print(String(decoding: try encoder.encode(detection), as: UTF8.self))
+            }
+        } else {
+            for outcome in outcomes {
+                if several { print("== \(outcome.app)") }
+                if let detection = outcome.detection {
+                    printText(detection, app: several ? outcome.app : nil)
+                } else if several, let error = outcome.error {
+                    print("not checked: \(error.description)")
+                }
+                if several { print("") }
+            }
         }
+        // The worst of the apps and environments decides the exit code: configuration (1) over retryable (2).
+        let errors = outcomes.compactMap(\.error)
+        if let worst = errors.first(where: { $0.exitCode == 1 }) ?? errors.first {
+            throw several
+                ? CommandError(
+                    description: outcomes.compactMap { outcome in outcome.error.map { "\(outcome.app): \($0)" } }.joined(separator: "; "),
+                    exitCode: worst.exitCode) : worst
+        }
+    }
+
+    /// What the detection found for one app and environment, or why it could not look.
+    struct Outcome: Encodable {
+        var app: AppTarget
+        var detection: OutageDetector.Detection?
+        var error: CommandError?
+
+        init(app: AppTarget, detection: OutageDetector.Detection? = nil, error: CommandError? = nil) {
+            self.app = app
+            self.detection = detection
+            self.error = error
+        }
+
+        private enum CodingKeys: String, CodingKey { case bundleId, environment, error, exitCode }
+
+        /// The detection's own keys (`since`, `until`, `environment`, `windows`) with `bundleId`;
+        /// where it could not look, `environment`, `error` and `exitCode`.
+        func encode(to encoder: any Encoder) throws {
+            var container = encoder.container(keyedBy: CodingKeys.self)
+            try container.encode(app.bundleId, forKey: .bundleId)
+            if let detection {
+                try detection.encode(to: encoder)
+            } else {
+                try container.encode(app.environment.rawValue, forKey: .environment)
+                try container.encode(error?.description, forKey: .error)
+                try container.encode(error?.exitCode, forKey: .exitCode)
+            }
+        }
+    }
+
+    /// One app and environment's windows; `app` names it in the command that recovers them (with several).
+    private func printText(_ detection: OutageDetector.Detection, app: AppTarget?) {
         let scope = "since \(TimeArgument.iso8601(detection.since)) (\(detection.environment))"
         guard !detection.windows.isEmpty else {
             print("no failed deliveries \(scope)")
             return
         }
+        let select = app.map { " --app \($0.bundleId) --environment \($0.environment.rawValue.lowercased())" } ?? ""
         print("failed deliveries \(scope): \(detection.windows.count) window\(detection.windows.count == 1 ? "" : "s")")
         for window in detection.windows {
             let retrying =
@@ -71,7 +139,7 @@ struct DetectOutageCommand: AsyncParsableCommand {
                 "  \(TimeArgument.iso8601(window.start)) → \(TimeArgument.iso8601(window.end)): \(window.notifications) notifications not delivered; \(retrying)"
             )
             print("    attempts: " + window.attemptsByResult.sorted { $0.value > $1.value }.map { "\($0.key) \($0.value)" }.joined(separator: ", "))
-            print("    recover:  reconciler run --start \(TimeArgument.iso8601(window.start)) --end \(TimeArgument.iso8601(window.end))")
+            print("    recover:  reconciler run --start \(TimeArgument.iso8601(window.start)) --end \(TimeArgument.iso8601(window.end))\(select)")
         }
     }
 }

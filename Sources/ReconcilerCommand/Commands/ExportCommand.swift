@@ -9,19 +9,23 @@ struct ExportCommand: AsyncParsableCommand {
         abstract: "Print the state of every purchase as JSON lines.",
         discussion: """
             One JSON object per line per subscription or one-time purchase, ordered by \
-            originalTransactionId, with originalTransactionId, latestTransactionId, productId, \
-            environment, purchaseDate, expiresDate, revocationDate, autoRenewStatus and lastSignedDate \
-            (dates in ms since the epoch, null when absent).
+            originalTransactionId, with originalTransactionId, latestTransactionId, productId, bundleId, \
+            environment, purchaseDate, expiresDate, revocationDate, autoRenewStatus, lastSignedDate and \
+            entitled (dates in ms since the epoch, null when absent).
+
+            It covers every app and environment of the configuration file (--config, RECONCILER_CONFIG), each \
+            purchase's `entitled` judged by its own app's choices (sandboxEntitles, nonRenewingTerms, \
+            entitleBillingRetry); --app and --environment narrow it. With the APP_STORE_* variables it covers the \
+            one app in its environment (--environment chooses the other); with neither, every purchase stored.
 
               reconciler export > purchases.jsonl
               reconciler export --environment sandbox --output sandbox.jsonl
+              reconciler export --app com.example.two
             """)
 
+    @OptionGroup var app: AppOptions
     @OptionGroup var database: DatabaseOptions
     @OptionGroup var logging: LoggingOptions
-
-    @Option(name: .long, help: ArgumentHelp("Only this environment: production or sandbox (default: all).", valueName: "env"))
-    var environment: String?
 
     @Option(name: .shortAndLong, help: ArgumentHelp("Write to this file instead of standard output.", valueName: "path"))
     var output: String?
@@ -49,13 +53,7 @@ struct ExportCommand: AsyncParsableCommand {
 
     func run() async throws {
         let logger = logging.makeLogger()
-        let environmentFilter = try environment.map { value -> String in
-            switch value.lowercased() {
-            case "production": return "Production"
-            case "sandbox": return "Sandbox"
-            default: throw CommandError.configuration("unknown environment \(value): use production or sandbox")
-            }
-        }
+        let scope = try app.storedScope()
         let sink: FileHandle
         if let output {
             guard FileManager.default.createFile(atPath: output, contents: nil), let handle = FileHandle(forWritingAtPath: output) else {
@@ -72,14 +70,21 @@ struct ExportCommand: AsyncParsableCommand {
         if let appAccountToken, UUID(uuidString: appAccountToken) == nil {
             throw CommandError.configuration("--app-account-token: \(appAccountToken) is not a UUID (the app's appAccountToken)")
         }
+        // Each app and environment's own choices, with this command's flags added.
         let store = PurchaseStore(
             logger: logger, entitlement: try EntitlementOptions.policy(entitleBillingRetry: entitleBillingRetry, terms: nonRenewingTerm))
-        let (token, environmentName) = (appAccountToken?.lowercased(), environmentFilter)
+        let entitlements = try Dictionary(
+            (scope.targets ?? []).map { target in
+                (target.app, try EntitlementOptions.policy(target.entitlement, entitleBillingRetry: entitleBillingRetry, terms: nonRenewingTerm))
+            }, uniquingKeysWith: { first, _ in first })
+        let (token, apps, environment) = (appAccountToken?.lowercased(), scope.apps, scope.environment?.rawValue)
         let count = try await database.withClient(logger: logger) { client in
             try await Migrator().requireCurrent(client, logger: logger)
             var buffer = Data()
             var count = 0
-            try await store.exportPurchases(environment: environmentName, appAccountToken: token, at: moment, on: client) { purchase in
+            try await store.exportPurchases(
+                apps: apps, environment: environment, appAccountToken: token, entitlements: entitlements, at: moment, on: client
+            ) { purchase in
                 buffer.append(contentsOf: Array(try purchase.jsonLine().utf8))
                 buffer.append(0x0A)
                 count += 1

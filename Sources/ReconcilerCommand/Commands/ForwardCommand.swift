@@ -20,6 +20,11 @@ struct ForwardCommand: AsyncParsableCommand {
             recording the answer leaves that one delivery to be sent again (at-least-once, like Apple: the app \
             dedups by notificationUUID).
 
+            With a configuration file (--config, RECONCILER_CONFIG) and no --forward-to, it delivers to each \
+            configured app's forwardTo at once (each URL once; --app and --environment choose the apps); \
+            --forward-to sends to one URL whatever the app. A URL delivers every delivery queued for it, of \
+            whichever app.
+
             Without --once it runs until SIGTERM or SIGINT. With --once it delivers what is due, waits for retries \
             up to --drain-timeout, prints where the queue stands and exits: 0 nothing left pending for its URL; \
             2 deliveries still pending (retrying); 4 deliveries failed for good during this invocation (after \
@@ -28,6 +33,7 @@ struct ForwardCommand: AsyncParsableCommand {
               reconciler forward --forward-to https://app.internal/apple/notifications
               reconciler forward --once --drain-timeout 10m
               reconciler forward --once --retry-failed
+              reconciler forward --config /etc/reconciler/reconciler.yaml --app com.example.two   # that app's forwardTo
             """)
 
     @Flag(help: "Deliver what is due, wait for retries up to --drain-timeout, then exit.") var once = false
@@ -35,45 +41,66 @@ struct ForwardCommand: AsyncParsableCommand {
     @Flag(help: "First give the deliveries marked failed a new set of attempts (after the app's endpoint was fixed).") var retryFailed = false
     @Option(
         help: ArgumentHelp(
-            "The app's own webhook (env RECONCILER_FORWARD_TO): the URL the deliveries were queued for; required.", valueName: "url"))
+            "The app's own webhook (env RECONCILER_FORWARD_TO): the URL the deliveries were queued for, for every app; without it, each configured app's forwardTo.",
+            valueName: "url"))
     var forwardTo: String?
 
+    @OptionGroup var app: AppOptions
     @OptionGroup var database: DatabaseOptions
     @OptionGroup(title: "Forwarding") var forwarding: ForwardingOptions
     @OptionGroup var logging: LoggingOptions
 
     func run() async throws {
         let logger = logging.makeLogger()
-        guard let url = try ForwardingOptions.target(forwardTo) else {
-            throw CommandError.configuration(
-                "forward needs the app's webhook URL: --forward-to or RECONCILER_FORWARD_TO (the queue keeps only an id of it, never the URL)")
+        let urls = try webhooks()
+        let configurations = try urls.map { url in
+            var configuration = try forwarding.configuration(url: url)
+            configuration.companionTargets = Set(urls.map(\.target.id))
+            return configuration
         }
-        let configuration = try forwarding.configuration(url: url)
         guard let drain = TimeArgument.duration(drainTimeout), drain >= 0 else {
             throw CommandError.configuration("--drain-timeout: \(drainTimeout) is not a duration such as 5m")
         }
-        let (once, retryFailed) = (self.once, self.retryFailed)
+        let (once, retryFailed, targets) = (self.once, self.retryFailed, urls.map(\.target))
         let (before, after, others, pendingHere) = try await database.runWork(logger: logger) { database in
             do {
                 try await Migrator().requireCurrent(database.client, logger: logger)
             } catch let error as Migrator.MigrationError {
                 throw CommandError.configuration(error.description)
             }
-            let forwarder = Forwarder(configuration: configuration, database: database)
+            // One forwarder per webhook, each delivering only what was queued for its URL.
+            let forwarders = configurations.map { Forwarder(configuration: $0, database: database) }
             let store = PurchaseStore(logger: logger)
             if retryFailed {
-                let retried = try await database.transaction { try await store.retryFailedDeliveries(target: url.target, on: $0) }
-                print("retrying \(retried) failed deliveries to \(url.target.redacted)")
+                for target in targets {
+                    let retried = try await database.transaction { try await store.retryFailedDeliveries(target: target, on: $0) }
+                    print("retrying \(retried) failed deliveries to \(target.redacted)")
+                }
             }
-            let before = try await forwarder.summary(runIds: nil)
-            logger.info("forwarding", metadata: ["to": "\(url.target.redacted)", "pending": "\(before.pending)", "failed": "\(before.failed)"])
-            if once {
-                _ = try await forwarder.drain(runIds: nil, upTo: .milliseconds(drain))
-            } else {
-                try await forwarder.run()
+            let before = try await database.transaction { try await store.forwardingSummary(runIds: nil, on: $0) }
+            for target in targets {
+                logger.info("forwarding", metadata: ["to": "\(target.redacted)", "pending": "\(before.pending)", "failed": "\(before.failed)"])
             }
-            let pendingHere = try await database.transaction { try await store.pendingDeliveries(target: url.target, runIds: nil, on: $0) }
-            return (before, try await forwarder.summary(runIds: nil), try await forwarder.reportOtherTargets(), pendingHere)
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for forwarder in forwarders {
+                    group.addTask {
+                        if once {
+                            _ = try await forwarder.drain(runIds: nil, upTo: .milliseconds(drain))
+                        } else {
+                            try await forwarder.run()
+                        }
+                    }
+                }
+                try await group.waitForAll()
+            }
+            var pendingHere = 0
+            for target in targets {
+                pendingHere += try await database.transaction { try await store.pendingDeliveries(target: target, runIds: nil, on: $0) }
+            }
+            let others = try await database.transaction { try await store.waitingTargets(on: $0) }.filter { waiting in
+                !targets.contains { $0.id == waiting.target.id }
+            }
+            return (before, try await database.transaction { try await store.forwardingSummary(runIds: nil, on: $0) }, others, pendingHere)
         }
         let delivered = after.delivered - before.delivered
         print(
@@ -92,5 +119,22 @@ struct ForwardCommand: AsyncParsableCommand {
             throw CommandError.partial(
                 "\(pendingHere) deliveries are still pending; they are retried by `reconciler forward`, the next run or `serve --forward-to`")
         }
+    }
+
+    /// The webhooks to deliver to: --forward-to (or RECONCILER_FORWARD_TO) for every app, else the
+    /// `forwardTo` of each configured app and environment (`--app` and `--environment` choose), each once.
+    private func webhooks() throws -> [ForwardingURL] {
+        if let url = try ForwardingOptions.target(forwardTo) { return [url] }
+        var urls: [ForwardingURL] = []
+        for target in try app.storedScope().targets ?? [] {
+            guard let forwardTo = target.forwardTo, let url = try ForwardingOptions.target(forwardTo) else { continue }
+            if !urls.contains(where: { $0.target.id == url.target.id }) { urls.append(url) }
+        }
+        guard !urls.isEmpty else {
+            throw CommandError.configuration(
+                "forward needs the app's webhook URL: --forward-to or RECONCILER_FORWARD_TO, or forwardTo in the configuration file "
+                    + "(the queue keeps only an id of it, never the URL)")
+        }
+        return urls
     }
 }

@@ -11,10 +11,16 @@ struct MigrateCommand: AsyncParsableCommand {
             checksum in schema_migrations. It refuses to run when an applied file has changed. Two \
             migrate commands at once are safe: the second waits, then finds nothing to do.
 
+            Migration 0013 names each stored row's app from its own signed data. Rows whose signed data \
+            names none take the configured app when exactly one bundle id is configured (the configuration \
+            file's, narrowed by --app, or APP_STORE_BUNDLE_ID); with several or none, such rows stop the \
+            migration, which then changes nothing and says so.
+
               reconciler migrate            # apply what is pending
               reconciler migrate --status   # list migrations and when they were applied
             """)
 
+    @OptionGroup var app: AppOptions
     @OptionGroup var database: DatabaseOptions
     @OptionGroup var logging: LoggingOptions
 
@@ -27,7 +33,7 @@ struct MigrateCommand: AsyncParsableCommand {
     func run() async throws {
         let logger = logging.makeLogger()
         let migrations = try migrationsDir.map { try Migration.load(directory: $0) } ?? Migration.embedded
-        let migrator = Migrator(migrations: migrations)
+        let migrator = Migrator(migrations: migrations, defaultBundleId: try defaultBundleId())
         try await database.withClient(logger: logger) { client in
             do {
                 if status {
@@ -47,5 +53,12 @@ struct MigrateCommand: AsyncParsableCommand {
                 throw CommandError.configuration(error.description)
             }
         }
+    }
+
+    /// The bundle id for rows whose signed data names no app: the configured one, when exactly one is.
+    private func defaultBundleId() throws -> String? {
+        guard app.configurationFile != nil || app.resolvedBundleId != nil else { return nil }
+        let bundleIds = Set(try app.targets(requireAppAppleId: false).map(\.app.bundleId))
+        return bundleIds.count == 1 ? bundleIds.first : nil
     }
 }

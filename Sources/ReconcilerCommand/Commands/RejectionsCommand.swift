@@ -23,6 +23,13 @@ struct RejectionsCommand: AsyncParsableCommand {
               reconciler rejections --all --json
               reconciler rejections --ack 3f2a9c1d --note "forged test payload from the security drill"
               reconciler rejections --ack 2000000100000123 --note "repaired by hand"
+              reconciler rejections --ack 2000000100000123 --app com.example.two --environment production
+
+            It lists every app and environment of the configuration file (--config, RECONCILER_CONFIG), each \
+            under its own `== bundle (Environment)` header, or the one app of the APP_STORE_* variables; --app \
+            and --environment narrow it. --json items carry their bundleId and environment. --ack acknowledges \
+            in the one app and environment where the value matches; where it matches in several (a transaction \
+            id given up in two apps), it acknowledges nothing and asks for --app (and --environment).
             """)
 
     @Flag(help: "Also list acknowledged payloads.") var all = false
@@ -47,10 +54,10 @@ struct RejectionsCommand: AsyncParsableCommand {
 
     func run() async throws {
         let logger = logging.makeLogger()
-        guard let bundleId = app.resolvedBundleId else {
-            throw CommandError.configuration("no bundle id: set APP_STORE_BUNDLE_ID or --bundle-id")
+        guard let targets = try app.storedScope().apps else {
+            throw CommandError.configuration(
+                "no app: give a configuration file (--config, RECONCILER_CONFIG), or set APP_STORE_BUNDLE_ID (or --bundle-id)")
         }
-        let environment = try app.resolvedEnvironment.rawValue
         try await database.withDatabase(logger: logger) { database in
             do { try await Migrator().requireCurrent(database.client, logger: logger) } catch let error as Migrator.MigrationError {
                 throw CommandError.configuration(error.description)
@@ -64,70 +71,126 @@ struct RejectionsCommand: AsyncParsableCommand {
                 return
             }
             if let ack {
-                switch try await ledger.acknowledge(ack, note: note, environment: environment, bundleId: bundleId) {
-                case .acknowledged(let hash): print("acknowledged \(hash)")
-                case .notFound:
-                    let givenUp = try await ledger.acknowledgeGivenUp(ack, note: note, environment: environment, bundleId: bundleId)
-                    guard givenUp == 0 else {
-                        print("acknowledged \(ack) (given up by \(givenUp) run\(givenUp == 1 ? "" : "s"))")
-                        return
-                    }
-                    throw CommandError.configuration(
-                        "nothing of \(bundleId) (\(environment)) matches \(ack): give a payload's notificationUUID or at least 8 characters of its hash, "
-                            + "or a given-up customer's transaction id or shard name")
-                case .ambiguous(let count):
-                    throw CommandError.configuration("\(ack) matches \(count) quarantined payloads: give more of the hash")
-                }
+                try await acknowledge(ack, in: try await owner(of: ack, among: targets, ledger: ledger), ledger: ledger)
                 return
             }
-            let payloads = try await ledger.quarantinedPayloads(environment: environment, bundleId: bundleId, all: all)
-            let givenUp = try await ledger.givenUp(environment: environment, bundleId: bundleId, all: all)
+            var sections: [(app: AppTarget, payloads: [RunLedger.QuarantinedPayload], givenUp: [RunLedger.GivenUp])] = []
+            for target in targets {
+                let (environment, bundleId) = (target.environment.rawValue, target.bundleId)
+                sections.append(
+                    (
+                        target, try await ledger.quarantinedPayloads(environment: environment, bundleId: bundleId, all: all),
+                        try await ledger.givenUp(environment: environment, bundleId: bundleId, all: all)
+                    ))
+            }
             if json {
                 let encoder = JSONEncoder()
                 encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
                 encoder.dateEncodingStrategy = .iso8601
-                let entries = payloads.map(Entry.payload) + givenUp.map(Entry.givenUp)
+                let entries = sections.flatMap { section in
+                    section.payloads.map { Entry(app: section.app, item: .payload($0)) }
+                        + section.givenUp.map { Entry(app: section.app, item: .givenUp($0)) }
+                }
                 print(String(decoding: try encoder.encode(entries), as: UTF8.self))
                 return
             }
-            printGivenUp(givenUp)
-            guard !payloads.isEmpty else {
-                print(all ? "the quarantine is empty" : "no unacknowledged quarantined payloads")
-                return
-            }
-            let iso = ISO8601DateFormatter()
-            print(
-                "sha256            first seen            last seen             seen  source                name                                   reason"
-            )
-            for payload in payloads {
-                let name = payload.notificationUUID ?? payload.typeAndSubtype ?? "-"
-                let acknowledged =
-                    payload.acknowledgedAt.map { "  (acknowledged \(iso.string(from: $0))\(payload.acknowledgedNote.map { ": \($0)" } ?? ""))" } ?? ""
-                print(
-                    "\(payload.payloadSHA256.prefix(16))  \(iso.string(from: payload.firstSeenAt))  \(iso.string(from: payload.lastSeenAt))  "
-                        + String(format: "%4d", payload.timesSeen) + "  \(pad(payload.source.rawValue, 20))  \(pad(name, 38))  "
-                        + "\(payload.reason.rawValue): \(payload.detail)\(acknowledged)")
+            for section in sections {
+                if sections.count > 1 { print("== \(section.app)") }
+                printGivenUp(section.givenUp)
+                printPayloads(section.payloads)
+                if sections.count > 1 { print("") }
             }
         }
     }
 
-    /// One line of `--json`: a quarantined payload (`kind` "payload") or a customer or shard given up (`kind` "customer" or "shard").
-    enum Entry: Encodable {
-        case payload(RunLedger.QuarantinedPayload)
-        case givenUp(RunLedger.GivenUp)
+    /// The one app and environment where `selector` names something: with several, the one it
+    /// matches in, or an error that asks for --app when it matches in more than one.
+    private func owner(of selector: String, among targets: [AppTarget], ledger: RunLedger) async throws -> AppTarget {
+        guard targets.count > 1 else { return targets[0] }
+        var matching: [AppTarget] = []
+        for target in targets {
+            let (environment, bundleId) = (target.environment.rawValue, target.bundleId)
+            let payloads = try await ledger.quarantinedPayloads(matching: selector, environment: environment, bundleId: bundleId)
+            let givenUp = try await ledger.givenUpCount(matching: selector, environment: environment, bundleId: bundleId)
+            if !payloads.isEmpty || givenUp > 0 { matching.append(target) }
+        }
+        guard matching.count <= 1 else {
+            throw CommandError.configuration(
+                "\(selector) matches in \(matching.map(\.description).joined(separator: " and ")): choose one with --app (and --environment); nothing was acknowledged"
+            )
+        }
+        guard let owner = matching.first else {
+            throw CommandError.configuration(
+                "nothing of \(targets.map(\.description).joined(separator: ", ")) matches \(selector): give a payload's notificationUUID or at least 8 characters of its hash, "
+                    + "or a given-up customer's transaction id or shard name")
+        }
+        return owner
+    }
 
-        private enum CodingKeys: String, CodingKey { case kind }
+    /// `--ack` in one app and environment: a quarantined payload, else the customers or shards given up under that name.
+    private func acknowledge(_ selector: String, in target: AppTarget, ledger: RunLedger) async throws {
+        let (environment, bundleId) = (target.environment.rawValue, target.bundleId)
+        switch try await ledger.acknowledge(selector, note: note, environment: environment, bundleId: bundleId) {
+        case .acknowledged(let hash): print("acknowledged \(hash) (\(target))")
+        case .notFound:
+            let givenUp = try await ledger.acknowledgeGivenUp(selector, note: note, environment: environment, bundleId: bundleId)
+            guard givenUp == 0 else {
+                print("acknowledged \(selector) (given up by \(givenUp) run\(givenUp == 1 ? "" : "s"); \(target))")
+                return
+            }
+            throw CommandError.configuration(
+                "nothing of \(bundleId) (\(environment)) matches \(selector): give a payload's notificationUUID or at least 8 characters of its hash, "
+                    + "or a given-up customer's transaction id or shard name")
+        case .ambiguous(let count):
+            throw CommandError.configuration("\(selector) matches \(count) quarantined payloads: give more of the hash")
+        }
+    }
+
+    /// One item of `--json`: a quarantined payload (`kind` "payload") or a customer or shard given up
+    /// (`kind` "customer" or "shard"), with its app's `bundleId` and `environment`.
+    struct Entry: Encodable {
+        enum Item {
+            case payload(RunLedger.QuarantinedPayload)
+            case givenUp(RunLedger.GivenUp)
+        }
+
+        var app: AppTarget
+        var item: Item
+
+        private enum CodingKeys: String, CodingKey { case kind, bundleId, environment }
 
         func encode(to encoder: any Encoder) throws {
             var container = encoder.container(keyedBy: CodingKeys.self)
-            switch self {
+            try container.encode(app.bundleId, forKey: .bundleId)
+            try container.encode(app.environment.rawValue, forKey: .environment)
+            switch item {
             case .payload(let payload):
                 try container.encode("payload", forKey: .kind)
                 try payload.encode(to: encoder)
-            case .givenUp(let item):
-                try container.encode(item.kind.rawValue, forKey: .kind)
-                try item.encode(to: encoder)
+            case .givenUp(let given):
+                try container.encode(given.kind.rawValue, forKey: .kind)
+                try given.encode(to: encoder)
             }
+        }
+    }
+
+    private func printPayloads(_ payloads: [RunLedger.QuarantinedPayload]) {
+        guard !payloads.isEmpty else {
+            print(all ? "the quarantine is empty" : "no unacknowledged quarantined payloads")
+            return
+        }
+        let iso = ISO8601DateFormatter()
+        print(
+            "sha256            first seen            last seen             seen  source                name                                   reason"
+        )
+        for payload in payloads {
+            let name = payload.notificationUUID ?? payload.typeAndSubtype ?? "-"
+            let acknowledged =
+                payload.acknowledgedAt.map { "  (acknowledged \(iso.string(from: $0))\(payload.acknowledgedNote.map { ": \($0)" } ?? ""))" } ?? ""
+            print(
+                "\(payload.payloadSHA256.prefix(16))  \(iso.string(from: payload.firstSeenAt))  \(iso.string(from: payload.lastSeenAt))  "
+                    + String(format: "%4d", payload.timesSeen) + "  \(pad(payload.source.rawValue, 20))  \(pad(name, 38))  "
+                    + "\(payload.reason.rawValue): \(payload.detail)\(acknowledged)")
         }
     }
 

@@ -196,7 +196,13 @@ struct RunCommand: AsyncParsableCommand {
         let forwardURL = try ForwardingOptions.target(forwardTo)
         // Each app's recovered notifications go to its own webhook (`forwardTo` in the file), or all to --forward-to.
         let forwardURLs = try targets.map { target in try forwardURL ?? target.configuration.forwardTo.flatMap(ForwardingOptions.target) }
-        let forwarders = try forwardURLs.map { url in try url.flatMap { url in dryRun ? nil : try forwarding.configuration(url: url) } }
+        let companions = Set(forwardURLs.compactMap { $0?.target.id })
+        let forwarders = try forwardURLs.map { url -> Forwarder.Configuration? in
+            guard let url, !dryRun else { return nil }
+            var configuration = try forwarding.configuration(url: url)
+            configuration.companionTargets = companions
+            return configuration
+        }
         let several = targets.count > 1
         // With several apps and environments, the JSON report and the page cover all of them (below).
         var perTarget = self

@@ -109,9 +109,11 @@ struct ServeCommand: AsyncParsableCommand {
         let migrate = self.migrate
         // The forwarders' own Database waits longer than the webhook's: their queue is durable. One per distinct URL.
         var forwarders: [Forwarder] = []
-        for url in Dictionary(forwardURLs.values.map { ($0.target.id, $0) }, uniquingKeysWith: { first, _ in first }).values {
-            forwarders.append(
-                Forwarder(configuration: try forwarding.configuration(url: url), database: database.with(unavailableTimeout: .seconds(60))))
+        let distinctURLs = Dictionary(forwardURLs.values.map { ($0.target.id, $0) }, uniquingKeysWith: { first, _ in first })
+        for url in distinctURLs.values {
+            var configuration = try forwarding.configuration(url: url)
+            configuration.companionTargets = Set(distinctURLs.keys)
+            forwarders.append(Forwarder(configuration: configuration, database: database.with(unavailableTimeout: .seconds(60))))
         }
         let services: [any Service] = [client] + ledgerMetrics + forwarders
         let migrator = Migrator(defaultBundleId: Set(targets.map(\.app.bundleId)).count == 1 ? targets.first?.app.bundleId : nil)

@@ -11,22 +11,34 @@ struct StatusCommand: AsyncParsableCommand {
         commandName: "status",
         abstract: "Show recent reconcile runs: windows, progress and outcome.",
         discussion: """
+            It lists the runs of every app and environment of the configuration file (--config, \
+            RECONCILER_CONFIG), each under its own `== bundle (Environment)` header, or of the one app of the \
+            APP_STORE_* variables; --app and --environment narrow it. With neither, every run stored, in one \
+            table. --json prints one array of rows, newest first within each app and environment; every row \
+            carries its bundleId and environment. The forward queue is one for every app (its deliveries are \
+            by URL).
+
               reconciler status
               reconciler status --run 42        # one run in detail, with its report
               reconciler status --json
+              reconciler status --app com.example.two --environment production
               reconciler status --run 42 --html run-42.html   # its incident report page
             """)
 
-    @Option(help: "How many runs to list.") var limit: Int = 20
+    @Option(help: "How many runs to list (per app and environment).") var limit: Int = 20
     @Option(name: .customLong("run"), help: ArgumentHelp("Show one run in detail.", valueName: "id")) var runId: Int64?
     @Flag(help: "Print JSON instead of a table.") var json = false
     @Option(help: ArgumentHelp("With --run: also write the run's incident report page, one self-contained HTML file.", valueName: "path"))
     var html: String?
 
+    @OptionGroup var app: AppOptions
     @OptionGroup var database: DatabaseOptions
     @OptionGroup var logging: LoggingOptions
 
     struct Row: Codable {
+        /// The run's app and environment.
+        var bundleId: String
+        var environment: String
         var run: RunRecord
         var shardsDone: Int
         var shardsFailed: Int
@@ -48,34 +60,31 @@ struct StatusCommand: AsyncParsableCommand {
 
     func run() async throws {
         let logger = logging.makeLogger()
+        // --run names one run, whatever its app; otherwise each configured app and environment's runs.
+        let apps = try runId == nil ? app.storedScope().appsOnly() : nil
         try await database.withDatabase(logger: logger) { database in
             do { try await Migrator().requireCurrent(database.client, logger: logger) } catch let error as Migrator.MigrationError {
                 throw CommandError.configuration(error.description)
             }
             let ledger = RunLedger(database: database)
             let store = PurchaseStore(logger: logger)
-            let runs: [RunRecord]
+            // One section per app and environment, each newest first (one of every run without a configured app).
+            var sections: [(app: AppTarget?, rows: [Row])] = []
             if let runId {
                 guard let run = try await ledger.run(id: runId) else { throw CommandError.configuration("there is no run \(runId)") }
-                runs = [run]
+                sections = [(nil, [try await row(of: run, ledger: ledger, store: store, database: database)])]
             } else {
-                runs = try await ledger.recentRuns(limit: limit)
+                for target in apps.map({ $0.map(Optional.some) }) ?? [nil] {
+                    var rows: [Row] = []
+                    for run in try await ledger.recentRuns(limit: limit, of: target) {
+                        rows.append(try await row(of: run, ledger: ledger, store: store, database: database))
+                    }
+                    sections.append((target, rows))
+                }
             }
-            var rows: [Row] = []
-            for run in runs {
-                let shards = try await ledger.shards(runId: run.runId)
-                rows.append(
-                    Row(
-                        run: run, shardsDone: shards.filter { $0.status == .done }.count,
-                        shardsFailed: shards.filter { $0.status == .failed || $0.status == .givenUp }.count, shardsTotal: shards.count,
-                        pages: shards.reduce(0) { $0 + $1.pagesDone }, customers: try await ledger.queueSummary(runId: run.runId),
-                        forwarding: run.options.forwardTo == nil
-                            ? nil
-                            : try await database.transaction { try await store.forwardingSummary(runIds: [run.runId], on: $0) },
-                        givenUp: try await ledger.givenUp(runId: run.runId)))
-            }
+            let rows = sections.flatMap(\.rows)
             if json {
-                if let html, let run = runs.first {
+                if let html, let run = rows.first?.run {
                     let report = try await ReconcileRun.report(run: run, ledger: ledger, finishedAt: run.finishedAt ?? Date())
                     try await ReportPageFile.write(report: report, ledger: ledger, to: html, logger: logger, announce: false)
                 }
@@ -85,40 +94,11 @@ struct StatusCommand: AsyncParsableCommand {
                 print(String(decoding: try encoder.encode(rows), as: UTF8.self))
                 return
             }
-            if rows.isEmpty {
-                print("no runs yet")
-                return
-            }
-            print(
-                "  run  kind       status                     phase     window (UTC)                                         shards       pages  customers      started               by"
-            )
-            for row in rows {
-                let run = row.run
-                let window = "\(TimeArgument.iso8601(run.windowStart)) → \(TimeArgument.iso8601(run.windowEnd))"
-                let shards = "\(row.shardsDone)/\(row.shardsTotal)" + (row.shardsFailed > 0 ? " (\(row.shardsFailed)!)" : "")
-                let customers =
-                    "\(row.customers.done + row.customers.failed + row.customers.givenUp)/\(row.customers.total)"
-                    + (row.customers.failed + row.customers.givenUp > 0 ? " (\(row.customers.failed + row.customers.givenUp)!)" : "")
-                let status = run.status.rawValue + (run.dryRun ? " dry" : "")
-                print(
-                    String(
-                        format: "%5lld  %@ %@ %@ %@ %@ %6d  %@ %@  %@",
-                        run.runId, pad(run.kind.rawValue, 10), pad(status, 26), pad(run.phase.rawValue, 9), pad(window, 52), pad(shards, 12),
-                        row.pages,
-                        pad(customers, 14), pad(ISO8601DateFormatter().string(from: run.startedAt), 20), run.holder ?? "-"))
-            }
-            let givenUp = rows.flatMap(\.givenUp).filter { $0.acknowledgedAt == nil }
-            if !givenUp.isEmpty {
-                print("")
-                print(
-                    "given up: \(givenUp.filter { $0.kind == .customer }.count) customers and \(givenUp.filter { $0.kind == .shard }.count) shards "
-                        + "not acknowledged (`reconciler rejections` lists them with the reason)")
-            }
-            let unfinished = rows.filter { $0.run.kind == .scheduled && !$0.run.dryRun && !$0.run.status.isFinished && $0.run.status != .running }
-            if !unfinished.isEmpty {
-                print(
-                    "unfinished scheduled windows: \(unfinished.map { "run \($0.run.runId)" }.joined(separator: ", ")) "
-                        + "(every `run --since-last` retries them before its newest window)")
+            let several = sections.count > 1
+            for (target, rows) in sections {
+                if several, let target { print("== \(target)") }
+                printTable(rows)
+                if several { print("") }
             }
             let queue = try await database.transaction { try await store.forwardingSummary(runIds: nil, on: $0) }
             if queue.delivered + queue.pending + queue.failed > 0 {
@@ -133,13 +113,65 @@ struct StatusCommand: AsyncParsableCommand {
                         "  \(pending) pending for \(target.redacted): delivered by a forwarder given that URL (--forward-to, RECONCILER_FORWARD_TO)")
                 }
             }
-            if runId != nil, let run = runs.first {
+            if runId != nil, let run = rows.first?.run {
                 var report = try await ReconcileRun.report(run: run, ledger: ledger, finishedAt: run.finishedAt ?? Date())
                 report.forwarding = rows.first?.forwarding
                 print("")
                 print(report.humanSummary(maximumChanges: 100))
                 if let html { try await ReportPageFile.write(report: report, ledger: ledger, to: html, logger: logger) }
             }
+        }
+    }
+
+    /// A run as the table and `--json` show it.
+    private func row(of run: RunRecord, ledger: RunLedger, store: PurchaseStore, database: Database) async throws -> Row {
+        let shards = try await ledger.shards(runId: run.runId)
+        return Row(
+            bundleId: run.bundleId, environment: run.environment, run: run, shardsDone: shards.filter { $0.status == .done }.count,
+            shardsFailed: shards.filter { $0.status == .failed || $0.status == .givenUp }.count, shardsTotal: shards.count,
+            pages: shards.reduce(0) { $0 + $1.pagesDone }, customers: try await ledger.queueSummary(runId: run.runId),
+            forwarding: run.options.forwardTo == nil
+                ? nil
+                : try await database.transaction { try await store.forwardingSummary(runIds: [run.runId], on: $0) },
+            givenUp: try await ledger.givenUp(runId: run.runId))
+    }
+
+    /// The runs of one app and environment (or of every one), what they gave up, and the schedule's unfinished windows.
+    private func printTable(_ rows: [Row]) {
+        if rows.isEmpty {
+            print("no runs yet")
+            return
+        }
+        print(
+            "  run  kind       status                     phase     window (UTC)                                         shards       pages  customers      started               by"
+        )
+        for row in rows {
+            let run = row.run
+            let window = "\(TimeArgument.iso8601(run.windowStart)) → \(TimeArgument.iso8601(run.windowEnd))"
+            let shards = "\(row.shardsDone)/\(row.shardsTotal)" + (row.shardsFailed > 0 ? " (\(row.shardsFailed)!)" : "")
+            let customers =
+                "\(row.customers.done + row.customers.failed + row.customers.givenUp)/\(row.customers.total)"
+                + (row.customers.failed + row.customers.givenUp > 0 ? " (\(row.customers.failed + row.customers.givenUp)!)" : "")
+            let status = run.status.rawValue + (run.dryRun ? " dry" : "")
+            print(
+                String(
+                    format: "%5lld  %@ %@ %@ %@ %@ %6d  %@ %@  %@",
+                    run.runId, pad(run.kind.rawValue, 10), pad(status, 26), pad(run.phase.rawValue, 9), pad(window, 52), pad(shards, 12),
+                    row.pages,
+                    pad(customers, 14), pad(ISO8601DateFormatter().string(from: run.startedAt), 20), run.holder ?? "-"))
+        }
+        let givenUp = rows.flatMap(\.givenUp).filter { $0.acknowledgedAt == nil }
+        if !givenUp.isEmpty {
+            print("")
+            print(
+                "given up: \(givenUp.filter { $0.kind == .customer }.count) customers and \(givenUp.filter { $0.kind == .shard }.count) shards "
+                    + "not acknowledged (`reconciler rejections` lists them with the reason)")
+        }
+        let unfinished = rows.filter { $0.run.kind == .scheduled && !$0.run.dryRun && !$0.run.status.isFinished && $0.run.status != .running }
+        if !unfinished.isEmpty {
+            print(
+                "unfinished scheduled windows: \(unfinished.map { "run \($0.run.runId)" }.joined(separator: ", ")) "
+                    + "(every `run --since-last` retries them before its newest window)")
         }
     }
 

@@ -66,7 +66,9 @@ struct AppOptions: ParsableArguments {
     /// Every app and environment configured, before `--app` and `--environment` narrow them: the
     /// file's, or the one app of the environment variables (`key` comes from ``APIOptions``, which
     /// only commands that call Apple need).
-    func configuration(key: ReconcilerConfiguration.APIKey? = nil, apiBaseURL: String? = nil) throws -> ReconcilerConfiguration {
+    func configuration(
+        key: ReconcilerConfiguration.APIKey? = nil, apiBaseURL: String? = nil, requireAppAppleId: Bool = true
+    ) throws -> ReconcilerConfiguration {
         if let file = configurationFile {
             guard bundleId == nil, appAppleId == nil else {
                 throw CommandError.configuration("--bundle-id and --app-apple-id go without a configuration file; \(file) names the apps (use --app)")
@@ -85,7 +87,7 @@ struct AppOptions: ParsableArguments {
         }
         let environment = try resolvedEnvironment
         let appAppleId = try resolvedAppAppleId()
-        if environment == .production, appAppleId == nil {
+        if requireAppAppleId, environment == .production, appAppleId == nil {
             throw CommandError.configuration(
                 "production needs the app's Apple ID: set APP_STORE_APP_APPLE_ID or --app-apple-id (or use --environment sandbox)")
         }
@@ -99,14 +101,28 @@ struct AppOptions: ParsableArguments {
 
     /// The apps and environments this command works on: `--app` and `--environment` narrow the
     /// configuration's (without a file, `--environment` is the one app's environment).
-    func targets(key: ReconcilerConfiguration.APIKey? = nil, apiBaseURL: String? = nil) throws -> [ReconcilerConfiguration.Target] {
-        let configuration = try configuration(key: key, apiBaseURL: apiBaseURL)
+    func targets(
+        key: ReconcilerConfiguration.APIKey? = nil, apiBaseURL: String? = nil, requireAppAppleId: Bool = true
+    ) throws -> [ReconcilerConfiguration.Target] {
+        let configuration = try configuration(key: key, apiBaseURL: apiBaseURL, requireAppAppleId: requireAppAppleId)
         let environment = try configurationFile == nil ? nil : self.environment.map(Self.environment(named:))
         do {
             return try configuration.targets(app: app, environment: environment)
         } catch let error as ConfigurationError {
             throw CommandError.configuration(error.description)
         }
+    }
+
+    /// What a command that only reads the database covers (`status`, `export`, `changes`,
+    /// `rejections`): the apps and environments ``targets(key:apiBaseURL:requireAppAppleId:)``
+    /// names (an app in production needs no Apple ID here: nothing is verified), or, when nothing
+    /// names an app (no configuration file, no APP_STORE_BUNDLE_ID or --bundle-id), every app and
+    /// environment the database holds, as these commands read it before there were several.
+    func storedScope() throws -> StoredScope {
+        guard configurationFile != nil || resolvedBundleId != nil else {
+            return StoredScope(targets: nil, environment: try environment.map(Self.environment(named:)))
+        }
+        return StoredScope(targets: try targets(requireAppAppleId: false), environment: nil)
     }
 
     static func paths(_ list: String) -> [String] {
@@ -146,5 +162,30 @@ struct AppOptions: ParsableArguments {
             )
         }
         return verifier
+    }
+}
+
+/// The apps and environments a command that only reads the database covers (``AppOptions/storedScope()``).
+struct StoredScope {
+    /// Each app and environment with what the configuration says of it (its entitlement rule, its
+    /// webhook); `nil` when nothing names an app: every app and environment the database holds.
+    var targets: [ReconcilerConfiguration.Target]?
+    /// With no app named: only this environment's rows (`--environment`), when given.
+    var environment: AppStoreEnvironment?
+
+    /// The apps and environments, `nil` for every one the database holds.
+    var apps: [AppTarget]? { targets?.map(\.app) }
+
+    /// Whether the output has a section per app and environment.
+    var several: Bool { (targets?.count ?? 0) > 1 }
+
+    /// The apps and environments of a command that filters by app only: `--environment` without
+    /// an app named is refused rather than ignored.
+    func appsOnly() throws -> [AppTarget]? {
+        if targets == nil, environment != nil {
+            throw CommandError.configuration(
+                "--environment chooses among the configured apps: give a configuration file (--config, RECONCILER_CONFIG) or APP_STORE_BUNDLE_ID")
+        }
+        return apps
     }
 }

@@ -17,12 +17,28 @@ enum EntitlementOptions {
             }
             policy.nonRenewingTerms = parsed
         }
+        policy.nonRenewingTerms.merge(try self.terms(terms)) { $1 }
+        return policy
+    }
+
+    /// A configured app's choices (its configuration file's or the environment's), with a
+    /// command's own flags added.
+    static func policy(_ base: EntitlementPolicy, entitleBillingRetry: Bool, terms: [String]) throws -> EntitlementPolicy {
+        var policy = base
+        policy.billingRetryEntitles = policy.billingRetryEntitles || entitleBillingRetry
+        policy.nonRenewingTerms.merge(try self.terms(terms)) { $1 }
+        return policy
+    }
+
+    /// `--non-renewing-term PRODUCT=DURATION` options.
+    private static func terms(_ terms: [String]) throws -> [String: Int64] {
+        var result: [String: Int64] = [:]
         for term in terms {
             guard let parsed = EntitlementPolicy.parseTerms(term), parsed.count == 1 else {
                 throw CommandError.configuration("--non-renewing-term: \(term) is not PRODUCT=DURATION (e.g. com.example.pass.30d=30d)")
             }
-            policy.nonRenewingTerms.merge(parsed) { $1 }
+            result.merge(parsed) { $1 }
         }
-        return policy
+        return result
     }
 }

@@ -17,6 +17,8 @@ struct Rehearsal {
     let outageEnd: String
     /// The live webhook, `reconciler serve`.
     let serve: RunningProcess
+    /// The mock's `--credentials-dir`: root.pem, the key, reconciler.env and reconciler.yaml.
+    let credentials: String
 
     /// Starts everything, waits for live delivery to finish, runs `body`, stops everything.
     /// `environment` is added to every `reconciler` process's; `serveArguments` to `reconciler serve`'s.
@@ -69,7 +71,7 @@ struct Rehearsal {
                 try await body(
                     Rehearsal(
                         db: db, mockURL: mockURL, webhookURL: webhookURL, environment: environment,
-                        outageStart: outageStart, outageEnd: outageEnd, serve: serve))
+                        outageStart: outageStart, outageEnd: outageEnd, serve: serve, credentials: credentials))
                 return
             }
         }
@@ -126,6 +128,14 @@ struct Rehearsal {
     /// The report a `--report-json` file holds.
     static func report(_ path: String) throws -> [String: Any] {
         try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: path))) as? [String: Any] ?? [:]
+    }
+
+    /// A configuration file like the mock's `reconciler.yaml`, changed by `edit`, in the credentials
+    /// directory (removed with it); returns its path.
+    func configurationFile(_ name: String, _ edit: (String) -> String) throws -> String {
+        let path = "\(credentials)/\(name).yaml"
+        try edit(try String(contentsOfFile: "\(credentials)/reconciler.yaml", encoding: .utf8)).write(toFile: path, atomically: true, encoding: .utf8)
+        return path
     }
 
     static func temporaryFile(_ name: String) -> String {
