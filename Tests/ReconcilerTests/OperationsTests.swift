@@ -218,8 +218,10 @@ import Testing
     @Test func aRunStoppedBeforeAnyWindowWritesItsExitCode() async throws {
         try await TestDatabase.with { db in
             let metrics = Rehearsal.temporaryFile("stopped.prom")
+            defer { try? FileManager.default.removeItem(atPath: metrics) }
             let result = try await runProcess(
-                "reconciler", ["run", "--since-last", "--metrics-file", metrics],
+                // An overlap that is no duration stops the schedule before its first window.
+                "reconciler", ["run", "--since-last", "--overlap", "soon", "--metrics-file", metrics],
                 environment: [
                     "DATABASE_URL": db.url, "APP_STORE_BUNDLE_ID": "com.example", "APP_STORE_ENVIRONMENT": "sandbox",
                     "APP_STORE_KEY_ID": "K", "APP_STORE_ISSUER_ID": "I", "APP_STORE_PRIVATE_KEY_PATH": try writeKey(),
