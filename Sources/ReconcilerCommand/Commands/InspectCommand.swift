@@ -40,7 +40,7 @@ struct InspectCommand: AsyncParsableCommand {
         let appChecks = app.resolvedBundleId != nil || app.configurationFile != nil
         let verifiers =
             try appChecks
-            ? app.verifiers(for: try app.targets(), roots: try app.configuration().rootCertificates)
+            ? app.verifyingTargets().verifiers
             : [
                 SignedDataVerifier(
                     configuration: .init(

@@ -191,8 +191,9 @@ struct RunCommand: AsyncParsableCommand {
     /// after the other in one process and database pool, each in its own runs with its own lease
     /// and its own share of its app's budget: a 401 or an outage of one does not stop the others.
     private func invoke(metrics: MetricsRegistry?, logger: Logger) async throws -> [Outcome] {
-        let targets = try app.commandTargets(api: api)
-        let template = try runTemplate()
+        let loaded = try app.loadTargets(api: api)
+        let targets = loaded.targets
+        let template = try runTemplate(giveUpAfterInFile: loaded.configuration.giveUpAfter)
         let forwardURL = try ForwardingOptions.target(forwardTo)
         // Each app's recovered notifications go to its own webhook (`forwardTo` in the file), or all to --forward-to.
         let forwardURLs = try targets.map { target in try forwardURL ?? target.configuration.forwardTo.flatMap(ForwardingOptions.target) }
@@ -268,7 +269,6 @@ struct RunCommand: AsyncParsableCommand {
         target: CommandTarget, database: Database, template: ReconcileRun.Configuration, forwarder: Forwarder?, metrics: MetricsRegistry?,
         logger: Logger
     ) async throws -> Outcome {
-        let (verifier, client) = (target.verifier, target.client)
         var outcome: Outcome
         if let forwarder {
             let windowsDone = Locked(false)
@@ -409,7 +409,7 @@ struct RunCommand: AsyncParsableCommand {
     }
 
     /// The options every window of this invocation runs with.
-    private func runTemplate() throws -> ReconcileRun.Configuration {
+    private func runTemplate(giveUpAfterInFile: Int?) throws -> ReconcileRun.Configuration {
         var planner = ReplayPlanner.Configuration(maximumShardsPerQuery: maxShards)
         if let shardDuration {
             guard let shard = TimeArgument.duration(shardDuration), shard >= 1000 else {
@@ -434,7 +434,7 @@ struct RunCommand: AsyncParsableCommand {
                 planner: planner, allCustomers: all, refreshStatus: refreshStatus, forwardTo: try ForwardingOptions.target(forwardTo)?.target),
             replayConcurrency: concurrency, gapConcurrency: gapConcurrency,
             lease: .init(duration: .milliseconds(lease), renewalInterval: .milliseconds(max(lease / 6, 500)), wait: wait), fresh: fresh,
-            giveUp: try GiveUpOption.policy(giveUpAfter, file: app.configurationFile == nil ? nil : try app.configuration().giveUpAfter))
+            giveUp: try GiveUpOption.policy(giveUpAfter, file: giveUpAfterInFile))
     }
 
     private func requireSchema(_ postgres: PostgresClient, logger: Logger) async throws {

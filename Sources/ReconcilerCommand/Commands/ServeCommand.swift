@@ -65,9 +65,7 @@ struct ServeCommand: AsyncParsableCommand {
 
     func run() async throws {
         let logger = logging.makeLogger()
-        let configuration = try app.configuration()
-        let targets = try app.targets()
-        let verifiers = try app.verifiers(for: targets, roots: configuration.rootCertificates)
+        let (targets, verifiers) = try app.verifyingTargets()
         let settings = try database.settings()
         let port =
             try self.port ?? Env.value("PORT").map { value in

@@ -43,11 +43,12 @@ struct WorkCommand: AsyncParsableCommand {
 
     /// The app and environment of the run this worker joins: the run's record names them, so a
     /// worker of a deployment with several apps needs no `--app`.
-    private func runTarget(logger: Logger) async throws -> CommandTarget {
-        let targets = try app.commandTargets(api: api)
-        guard targets.count > 1 else { return try app.commandTarget(api: api) }
+    private func runTarget(_ configuration: LoadedTargets, logger: Logger) async throws -> CommandTarget {
+        let targets = configuration.targets
+        guard targets.count > 1 else { return try configuration.onlyTarget() }
+        // A short read before the work: the worker's own client, lifecycle and budget start after.
         let runId = self.runId
-        let run = try await database.runWork(logger: logger) { database in try await RunLedger(database: database).run(id: runId) }
+        let run = try await database.withDatabase(logger: logger) { database in try await RunLedger(database: database).run(id: runId) }
         guard let run else { throw CommandError.configuration("there is no run \(runId)") }
         guard let target = targets.first(where: { $0.app.bundleId == run.bundleId && $0.app.environment.rawValue == run.environment }) else {
             throw CommandError.configuration("run \(runId) is for \(run.bundleId) in \(run.environment), which the configuration does not list")
@@ -58,9 +59,10 @@ struct WorkCommand: AsyncParsableCommand {
     func run() async throws {
         let logger = logging.makeLogger()
         let (holder, runId, concurrency) = (ProcessIdentity.current, self.runId, self.concurrency)
-        let target = try await runTarget(logger: logger)
+        let configuration = try app.loadTargets(api: api)
+        let target = try await runTarget(configuration, logger: logger)
         let (verifier, client) = (target.verifier, target.client)
-        let giveUp = try GiveUpOption.policy(giveUpAfter, file: app.configurationFile == nil ? nil : try app.configuration().giveUpAfter)
+        let giveUp = try GiveUpOption.policy(giveUpAfter, file: configuration.configuration.giveUpAfter)
         let progress = RunProgress()
         do {
             // SIGINT or SIGTERM stop the worker at a checkpoint; its customers go back to the queue.

@@ -1,5 +1,6 @@
 import AppStoreServer
 import ArgumentParser
+import Crypto
 import Foundation
 import Reconciler
 import ReconcilerConfiguration
@@ -60,17 +61,29 @@ struct APIOptions: ParsableArguments {
         return baseURL
     }
 
+    /// The private keys read so far, by path: a team key serves several apps from one file.
+    struct PrivateKeys {
+        private var byPath: [String: P256.Signing.PrivateKey] = [:]
+
+        mutating func key(at path: String) throws -> P256.Signing.PrivateKey {
+            if let key = byPath[path] { return key }
+            let key = try Result { try APIAuthenticationTokens.loadPrivateKey(path: path) }.mapError { CommandError.configuration("\($0)") }.get()
+            byPath[path] = key
+            return key
+        }
+    }
+
     /// The App Store Server API client of one app in one environment: its JWT names the app
-    /// (`bid`), and it spends that app's budget.
-    func client(for target: ReconcilerConfiguration.Target) throws -> AppStoreServerAPIClient {
+    /// (`bid`), and it spends that app's budget (``requestBudget(for:)``).
+    func client(
+        for target: ReconcilerConfiguration.Target, budget: RequestBudget, keys: inout PrivateKeys
+    ) throws -> AppStoreServerAPIClient {
         guard let apiKey = target.key else {
             throw CommandError.configuration(
                 "no In-App Purchase key for \(target.app): set key in the configuration file, or APP_STORE_KEY_ID, APP_STORE_ISSUER_ID and APP_STORE_PRIVATE_KEY_PATH"
             )
         }
-        let key = try Result { try APIAuthenticationTokens.loadPrivateKey(path: apiKey.privateKeyPath) }
-            .mapError { CommandError.configuration("\($0)") }.get()
-        let budget = try requestBudget(for: target)
+        let key = try keys.key(at: apiKey.privateKeyPath)
         var retryPolicy = AppStoreServerAPIClient.RetryPolicy()
         if let seconds = try maximumRetryAfterSeconds() {
             retryPolicy.maximumRetryAfter = .milliseconds(Int64(seconds * 1000))

@@ -104,7 +104,11 @@ struct AppOptions: ParsableArguments {
     func targets(
         key: ReconcilerConfiguration.APIKey? = nil, apiBaseURL: String? = nil, requireAppAppleId: Bool = true
     ) throws -> [ReconcilerConfiguration.Target] {
-        let configuration = try configuration(key: key, apiBaseURL: apiBaseURL, requireAppAppleId: requireAppAppleId)
+        try targets(in: try configuration(key: key, apiBaseURL: apiBaseURL, requireAppAppleId: requireAppAppleId))
+    }
+
+    /// The targets of an already loaded configuration that `--app` and `--environment` leave.
+    func targets(in configuration: ReconcilerConfiguration) throws -> [ReconcilerConfiguration.Target] {
         let environment = try configurationFile == nil ? nil : self.environment.map(Self.environment(named:))
         do {
             return try configuration.targets(app: app, environment: environment)
@@ -138,6 +142,14 @@ struct AppOptions: ParsableArguments {
         }
     }
 
+    /// The targets `--app` and `--environment` leave of the configuration (read once) and their
+    /// verifiers: commands that verify without calling Apple (`serve`, `inspect`).
+    func verifyingTargets() throws -> (targets: [ReconcilerConfiguration.Target], verifiers: [SignedDataVerifier]) {
+        let configuration = try configuration()
+        let targets = try targets(in: configuration)
+        return (targets, try verifiers(for: targets, roots: configuration.rootCertificates))
+    }
+
     /// One verifier per target, sharing one cache of verified chains.
     func verifiers(for targets: [ReconcilerConfiguration.Target], roots paths: [String]?) throws -> [SignedDataVerifier] {
         guard let first = targets.first else { return [] }
@@ -150,18 +162,6 @@ struct AppOptions: ParsableArguments {
         } catch let error as SignedDataVerifier.ConfigurationError {
             throw CommandError.configuration(error.description)
         }
-    }
-
-    /// The verifier of the one app and environment this command works on (commands that serve one).
-    func verifier() throws -> SignedDataVerifier {
-        let configuration = try configuration()
-        let targets = try self.targets()
-        guard targets.count == 1, let verifier = try verifiers(for: targets, roots: configuration.rootCertificates).first else {
-            throw CommandError.configuration(
-                "\(configuration.source) configures \(targets.map(\.app.description).joined(separator: ", ")): choose one with --app and --environment"
-            )
-        }
-        return verifier
     }
 }
 

@@ -19,26 +19,48 @@ struct CommandTarget: Sendable {
     }
 }
 
-extension AppOptions {
-    /// Every app and environment this command works on, ready to call Apple.
-    func commandTargets(api: APIOptions) throws -> [CommandTarget] {
-        let configuration = try self.configuration(key: try api.environmentKey(), apiBaseURL: api.baseURLOverride())
-        let targets = try self.targets(key: try api.environmentKey(), apiBaseURL: api.baseURLOverride())
-        let verifiers = try verifiers(for: targets, roots: configuration.rootCertificates)
-        return try zip(targets, verifiers).map { target, verifier in
-            CommandTarget(configuration: target, verifier: verifier, client: try api.client(for: target), budget: try api.requestBudget(for: target))
-        }
-    }
+/// The configuration a command that calls Apple loaded, and its targets ready to call Apple.
+struct LoadedTargets: Sendable {
+    /// Everything the file (or the APP_STORE_* variables) says, before `--app` and `--environment`.
+    let configuration: ReconcilerConfiguration
+    /// What `--app` and `--environment` leave of it.
+    let targets: [CommandTarget]
 
-    /// The one app and environment of a command that works on one: `--app` and `--environment`
-    /// choose it when the configuration has several.
-    func commandTarget(api: APIOptions) throws -> CommandTarget {
-        let targets = try commandTargets(api: api)
+    /// The one target of a command that works on one.
+    func onlyTarget() throws -> CommandTarget {
         guard targets.count == 1, let target = targets.first else {
             throw CommandError.configuration(
                 "several apps and environments are configured (\(targets.map(\.app.description).joined(separator: ", "))): choose one with --app and --environment"
             )
         }
         return target
+    }
+}
+
+extension AppOptions {
+    /// The configuration, read once, and every app and environment this command works on, ready
+    /// to call Apple (apps that share a key file share its one read).
+    func loadTargets(api: APIOptions) throws -> LoadedTargets {
+        let configuration = try self.configuration(key: try api.environmentKey(), apiBaseURL: api.baseURLOverride())
+        let targets = try self.targets(in: configuration)
+        let verifiers = try verifiers(for: targets, roots: configuration.rootCertificates)
+        var keys = APIOptions.PrivateKeys()
+        let commandTargets = try zip(targets, verifiers).map { target, verifier in
+            let budget = try api.requestBudget(for: target)
+            return CommandTarget(
+                configuration: target, verifier: verifier, client: try api.client(for: target, budget: budget, keys: &keys), budget: budget)
+        }
+        return LoadedTargets(configuration: configuration, targets: commandTargets)
+    }
+
+    /// Every app and environment this command works on, ready to call Apple.
+    func commandTargets(api: APIOptions) throws -> [CommandTarget] {
+        try loadTargets(api: api).targets
+    }
+
+    /// The one app and environment of a command that works on one: `--app` and `--environment`
+    /// choose it when the configuration has several.
+    func commandTarget(api: APIOptions) throws -> CommandTarget {
+        try loadTargets(api: api).onlyTarget()
     }
 }
