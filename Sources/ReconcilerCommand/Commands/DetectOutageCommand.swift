@@ -82,9 +82,10 @@ struct DetectOutageCommand: AsyncParsableCommand {
                 if several { print("") }
             }
         }
-        // The worst of the apps and environments decides the exit code: configuration (1) over retryable (2).
+        // The worst of the apps and environments decides the exit code (``CommandError/mostPressing(_:)``).
         let errors = outcomes.compactMap(\.error)
-        if let worst = errors.first(where: { $0.exitCode == 1 }) ?? errors.first {
+        if let index = CommandError.mostPressing(errors.map(\.exitCode)) ?? errors.indices.first {
+            let worst = errors[index]
             throw several
                 ? CommandError(
                     description: outcomes.compactMap { outcome in outcome.error.map { "\(outcome.app): \($0)" } }.joined(separator: "; "),

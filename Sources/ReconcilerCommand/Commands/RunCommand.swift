@@ -235,12 +235,16 @@ struct RunCommand: AsyncParsableCommand {
                             metrics: metrics?.scoped(environment: target.app.environment.rawValue, bundleId: target.app.bundleId),
                             logger: targetLogger))
                 }
-                // The page shows the most pressing app's run (the JSON report lists each).
-                if several, let reportHtml, let worst = Outcome.worst(outcomes, several: several) ?? outcomes.last, let report = worst.reports.last {
+                // The page shows the most pressing app's run (the JSON report lists each); a page
+                // that cannot be written is a configuration error, as with one app.
+                if several, let reportHtml, let index = Outcome.worstIndex(outcomes, several: several) ?? outcomes.indices.last,
+                    let report = outcomes[index].reports.last
+                {
                     do {
                         try await ReportPageFile.write(report: report, ledger: RunLedger(database: database), to: reportHtml, logger: logger)
                     } catch {
-                        print("cannot write the report page to \(reportHtml): \(error)")
+                        let stop = (error as? CommandError) ?? .configuration("cannot write the report page to \(reportHtml): \(error)")
+                        outcomes[index].stop = outcomes[index].stop ?? stop
                     }
                 }
                 return outcomes
@@ -388,11 +392,11 @@ struct RunCommand: AsyncParsableCommand {
         /// several apps and environments, one whose lease another run holds is being recovered
         /// there, and counts as done here.
         static func worst(_ outcomes: [Outcome], several: Bool) -> Outcome? {
-            let counted = outcomes.filter { !(several && $0.leaseHeld) }
-            for code: Int32 in [1, 2, 4] {
-                if let outcome = counted.first(where: { $0.exitCode == code }) { return outcome }
-            }
-            return nil
+            worstIndex(outcomes, several: several).map { outcomes[$0] }
+        }
+
+        static func worstIndex(_ outcomes: [Outcome], several: Bool) -> Int? {
+            CommandError.mostPressing(outcomes.map { several && $0.leaseHeld ? 0 : $0.exitCode })
         }
 
         var error: CommandError {
