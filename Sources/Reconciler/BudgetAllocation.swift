@@ -25,9 +25,6 @@ public enum BudgetAllocation {
             self.appBudget = appBudget
             self.cap = cap
         }
-
-        /// What this process spends on the endpoint when no other process uses it.
-        public var alone: Double { min(appBudget, cap ?? appBudget) }
     }
 
     /// What a process declares: a claim for each endpoint it calls, by endpoint name.

@@ -61,6 +61,9 @@ public final class SharedBudget: RateLimiter.Observer, Sendable {
         var processes = 1
         /// Renewals that failed since the last one that succeeded.
         var failedRenewals = 0
+
+        /// Whether the lease holds at `now`: the others count this process until it runs out.
+        func holds(at now: Duration) -> Bool { expires.map { now < $0 } ?? false }
     }
 
     public let configuration: Configuration
@@ -132,7 +135,7 @@ public final class SharedBudget: RateLimiter.Observer, Sendable {
         let started = configuration.clock.now
         let declaration = Dictionary(uniqueKeysWithValues: configuration.claims.map { ($0.key.name, $0.value) })
         // A process the others may have divided the budget without tells them it is back.
-        let rejoining = lease.withLock { $0.expires.map { $0 <= started } ?? true }
+        let rejoining = lease.withLock { !$0.holds(at: started) }
         do {
             let live = try await (ledger ?? self.ledger).renewBudgetLease(
                 environment: environment, bundleId: bundleId, process: configuration.process, declaration: declaration,
@@ -161,7 +164,7 @@ public final class SharedBudget: RateLimiter.Observer, Sendable {
     /// it has joined and once its lease has run out without a successful renewal.
     func share(at now: Duration) -> RateLimiter.Share {
         lease.withLock { lease in
-            guard let expires = lease.expires, now < expires else {
+            guard lease.holds(at: now) else {
                 return RateLimiter.Share(requestsPerSecond: [:], paused: Set(configuration.claims.keys))
             }
             // A share of nothing (this process missing from the live ones) pauses the endpoint too.
@@ -190,7 +193,7 @@ public final class SharedBudget: RateLimiter.Observer, Sendable {
     }
 
     /// Whether the lease has run out (this process spends nothing until it renews).
-    private var paused: Bool { lease.withLock { $0.expires.map { $0 <= configuration.clock.now } ?? true } }
+    private var paused: Bool { lease.withLock { !$0.holds(at: configuration.clock.now) } }
 
     /// Pauses this process's endpoints when its lease runs out without a successful renewal, even
     /// while a renewal still waits for the database.

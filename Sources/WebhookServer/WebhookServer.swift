@@ -52,6 +52,10 @@ public struct WebhookServer: Sendable {
     let forwarding: [AppTarget: ForwardingTarget]
     /// What requests that name no app yet count into (a body that is not a notification, a forged one).
     public let metrics: WebhookMetrics
+    /// The counters of each app and environment the router serves, made once: their store
+    /// failures start at 0 with the server (so `increase()` sees the first), and a request only
+    /// looks its app's up.
+    private let appMetrics: [AppTarget: WebhookMetrics]
     let logger: Logger
 
     /// One app in one environment; without `metrics`, the server counts into a registry of its
@@ -77,6 +81,11 @@ public struct WebhookServer: Sendable {
         self.router = router
         self.forwarding = forwarding
         self.metrics = metrics
+        self.appMetrics = Dictionary(
+            router.handlers.map { handler in
+                let target = handler.verifier.configuration.target
+                return (target, metrics.scoped(environment: target.environment.rawValue, bundleId: target.bundleId))
+            }, uniquingKeysWith: { first, _ in first })
         self.logger = logger
     }
 
@@ -151,7 +160,7 @@ public struct WebhookServer: Sendable {
             return Self.json(.badRequest, ["error": "INVALID_PAYLOAD", "detail": "the notification could not be verified"])
         }
         let target = handler.verifier.configuration.target
-        let appMetrics = metrics(of: target.bundleId, target.environment)
+        let appMetrics = appMetrics[target] ?? metrics(of: target.bundleId, target.environment)
         let result: HandlingResult
         do {
             result = try await handler.handle(notification, source: .webhook, forwarding: forwarding[target].map { .init(target: $0) })

@@ -151,6 +151,36 @@ import X509
         #expect(decoded.data?.status?.rawValue == 9)
     }
 
+    /// A notification verified before its app is known (a webhook serving several apps) must still
+    /// name itself and its kind, whichever app it is for; the app's verifier then accepts only its own.
+    @Test func aNotificationOfAnyAppNamesItselfAndIsAcceptedOnlyByItsApp() async throws {
+        func reason(_ payload: ResponseBodyV2DecodedPayload) async throws -> VerificationError.Reason? {
+            do {
+                _ = try await verifier.verifyNotificationOfAnyApp(try authority.signer.sign(payload))
+                return nil
+            } catch let error as VerificationError {
+                return error.reason
+            }
+        }
+        var withoutUUID = notification(bundleId: "com.other.app")
+        withoutUUID.notificationUUID = nil
+        #expect(try await reason(withoutUUID) == .invalidPayload)
+        var withoutType = notification(bundleId: "com.other.app")
+        withoutType.notificationType = nil
+        #expect(try await reason(withoutType) == .invalidPayload)
+        #expect(try await reason(notification(bundleId: "com.other.app")) == nil)
+
+        let other = try await verifier.verifyNotificationOfAnyApp(try authority.signer.sign(notification(bundleId: "com.other.app")))
+        #expect(other.bundleId == "com.other.app")
+        let refused = #expect(throws: VerificationError.self) { _ = try verifier.accept(other) }
+        #expect(refused?.reason == .invalidBundleId)
+        let otherVerifier = try verifier.verifier(for: AppTarget(bundleId: "com.other.app", environment: .production, appAppleId: Self.appAppleId))
+        #expect(try otherVerifier.accept(other).payload == other.payload)
+        let own = notification()
+        let accepted = try verifier.accept(try await verifier.verifyNotificationOfAnyApp(try authority.signer.sign(own)))
+        #expect(accepted.payload == own)
+    }
+
     @Test func productionRequiresTheAppAppleId() {
         #expect(throws: SignedDataVerifier.ConfigurationError.self) {
             _ = try SignedDataVerifier(configuration: .init(bundleId: Self.bundleId, environment: .production))

@@ -5,6 +5,7 @@ import Hummingbird
 import HummingbirdTesting
 import MockAppStore
 import Reconciler
+import ReconcilerMetrics
 import Testing
 import WebhookServer
 
@@ -189,6 +190,42 @@ import WebhookServer
                 #expect(reply.json["error"] as? String == "CERTIFICATE_NOT_VALID_AT_SIGNED_DATE")
             }
             #expect(try await db.count("SELECT count(*) FROM notifications") == 0)
+        }
+    }
+
+    /// One server for an app in both environments (the sandbox's notifications come to the
+    /// production URL): each environment's counters exist from the start, the store failures at 0,
+    /// and a notification is counted under the environment it names.
+    @Test func everyAppsCountersStartWithTheServer() async throws {
+        try await TestDatabase.with { db in
+            let production = try app.handler(db)
+            let sandbox = NotificationHandler(
+                verifier: try production.verifier.verifier(for: AppTarget(bundleId: TestApp.bundleId, environment: .sandbox)), database: db.database)
+            // As `serve` makes it for several apps: the process's registry names no app.
+            let server = WebhookServer(
+                configuration: .init(), router: try NotificationRouter(handlers: [production, sandbox]),
+                metrics: WebhookMetrics(registry: MetricsRegistry(environment: "", bundleId: "")), logger: TestDatabase.logger)
+            try await server.makeApplication().test(.router) { client in
+                func metrics() async throws -> PrometheusText {
+                    try PrometheusText(parsing: String(buffer: try await client.execute(uri: "/metrics", method: .get).body))
+                }
+                let before = try await metrics()
+                for environment in ["Production", "Sandbox"] {
+                    #expect(
+                        before.value("reconciler_webhook_store_failures_total", ["bundle_id": TestApp.bundleId, "environment": environment]) == 0,
+                        "\(environment)")
+                }
+                var transaction = app.subscription(original: "9300", period: 0, signedDate: app.start)
+                transaction.environment = .sandbox
+                let payload = try app.notification(.subscribed, .initialBuy, signedDate: app.start, transaction: transaction, environment: .sandbox)
+                let reply = try await RouterClient(client: client).postNotification("/notifications", signedPayload: payload)
+                #expect(reply.status == 200, "\(String(decoding: reply.body, as: UTF8.self))")
+                let after = try await metrics()
+                let sandboxStored = ["bundle_id": TestApp.bundleId, "environment": "Sandbox", "type": "SUBSCRIBED/INITIAL_BUY", "outcome": "applied"]
+                #expect(after.value("reconciler_webhook_notifications_total", sandboxStored) == 1)
+                #expect(after.samples("reconciler_webhook_notifications_total").count == 1)
+            }
+            #expect(try await db.count("SELECT count(*) FROM purchases WHERE environment = 'Sandbox' AND original_transaction_id = '9300'") == 1)
         }
     }
 

@@ -98,19 +98,15 @@ public struct SignedDataVerifier: Sendable {
     /// a deployment that serves several: the result names its app, and that app's verifier accepts it.
     public func verifyNotificationOfAnyApp(_ signedPayload: String) async throws -> UnroutedNotification {
         let notification = try await chains.verify(signedPayload, as: ResponseBodyV2DecodedPayload.self)
-        guard let uuid = notification.notificationUUID, !uuid.isEmpty else {
-            throw VerificationError(.invalidPayload, "the notification has no notificationUUID")
-        }
-        guard notification.notificationType != nil else {
-            throw VerificationError(.invalidPayload, "the notification has no notificationType")
-        }
+        try Self.checkIdentity(of: notification)
         return UnroutedNotification(payload: notification, signedPayload: signedPayload)
     }
 
     /// Takes a notification verified by ``verifyNotificationOfAnyApp(_:)`` (of a verifier with the
-    /// same roots) as this verifier's, checking its app and environment as ``verifyNotification(_:)`` does.
+    /// same roots) as this verifier's, checking its app and environment as ``verifyNotification(_:)`` does
+    /// (its UUID and type were checked when it was verified: only the verifier makes one).
     public func accept(_ notification: UnroutedNotification) throws -> Verified<ResponseBodyV2DecodedPayload> {
-        try checkApp(of: notification.payload)
+        try checkApp(named: notification.payload.appIdentity)
         return Verified(notification.payload, signedValue: notification.signedPayload)
     }
 
@@ -165,13 +161,22 @@ public struct SignedDataVerifier: Sendable {
     // MARK: App and environment, once the signature is verified
 
     func checkApp(of notification: ResponseBodyV2DecodedPayload) throws {
+        try Self.checkIdentity(of: notification)
+        try checkApp(named: notification.appIdentity)
+    }
+
+    /// A notification names itself (`notificationUUID`) and its kind, whichever app it is for.
+    private static func checkIdentity(of notification: ResponseBodyV2DecodedPayload) throws {
         guard let uuid = notification.notificationUUID, !uuid.isEmpty else {
             throw VerificationError(.invalidPayload, "the notification has no notificationUUID")
         }
         guard notification.notificationType != nil else {
             throw VerificationError(.invalidPayload, "the notification has no notificationType")
         }
-        let identity = notification.appIdentity
+    }
+
+    /// The app and environment a notification names are this verifier's.
+    private func checkApp(named identity: (bundleId: String?, appAppleId: Int64?, environment: AppStoreEnvironment?)) throws {
         try checkBundleId(identity.bundleId)
         try checkAppAppleId(identity.appAppleId)
         try checkEnvironment(identity.environment)

@@ -17,7 +17,7 @@ extension RunLedger {
         announce: Bool
     ) async throws -> [String: BudgetAllocation.Declaration] {
         let declared = String(decoding: try JSONEncoder().encode(declaration), as: UTF8.self)
-        let milliseconds = duration.components.seconds * 1000 + duration.components.attoseconds / 1_000_000_000_000_000
+        let milliseconds = duration.milliseconds
         return try await read { [logger] connection in
             try await connection.query(
                 """

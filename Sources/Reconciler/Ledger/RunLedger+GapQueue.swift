@@ -97,7 +97,7 @@ extension RunLedger {
     /// out), touched customers first, then in the order they were queued; `nil` when there is
     /// none right now. The lease's start is when this read of the customer's history begins.
     func leaseCustomer(runId: Int64, worker: String, leaseDuration: Duration) async throws -> String? {
-        let milliseconds = leaseDuration.components.seconds * 1000 + leaseDuration.components.attoseconds / 1_000_000_000_000_000
+        let milliseconds = leaseDuration.milliseconds
         return try await read { [logger] connection in
             let rows = try await connection.query(
                 """
@@ -120,7 +120,7 @@ extension RunLedger {
         runId: Int64, anchor: String, worker: String, leaseDuration: Duration,
         on connection: PostgresConnection
     ) async throws -> Bool {
-        let milliseconds = leaseDuration.components.seconds * 1000 + leaseDuration.components.attoseconds / 1_000_000_000_000_000
+        let milliseconds = leaseDuration.milliseconds
         let rows = try await connection.query(
             """
             UPDATE gap_queue SET lease_until = now() + \(milliseconds) * interval '1 millisecond', updated_at = now()

@@ -17,7 +17,7 @@ extension RunLedger {
         environment: String, bundleId: String, holder: String, duration: Duration,
         replacing deadHolder: String? = nil
     ) async throws -> LeaseHolder? {
-        let milliseconds = duration.components.seconds * 1000 + duration.components.attoseconds / 1_000_000_000_000_000
+        let milliseconds = duration.milliseconds
         return try await read { [logger] connection in
             let taken = try await connection.query(
                 """
@@ -42,7 +42,7 @@ extension RunLedger {
 
     /// Extends the lease; `false` when this holder no longer has it.
     func renewRunLease(environment: String, bundleId: String, holder: String, duration: Duration, runId: Int64?) async throws -> Bool {
-        let milliseconds = duration.components.seconds * 1000 + duration.components.attoseconds / 1_000_000_000_000_000
+        let milliseconds = duration.milliseconds
         return try await read { [logger] connection in
             let rows = try await connection.query(
                 """

@@ -180,9 +180,9 @@ public struct PurchaseStore: Sendable {
         let keys =
             Set(originalTransactionIds).sorted().map { LockKey(original_transaction_id: $0) }
             + purchasesByNotification.keys.sorted().map { LockKey(original_transaction_id: purchasesByNotification[$0]!, notification_uuid: $0) }
-        // Purchases of different apps may share an id: the lock is on the app's purchase.
-        let app = keys.isEmpty ? "" : "\(try bundleId) \(try environment) "
         if !keys.isEmpty {
+            // Purchases of different apps may share an id: the lock is on the app's purchase.
+            let app = "\(try bundleId) \(try environment) "
             let rows = try await connection.query(
                 """
                 SELECT pg_advisory_xact_lock(727002, k)::text, pg_current_xact_id_if_assigned() IS NULL

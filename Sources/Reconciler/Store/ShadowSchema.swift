@@ -117,31 +117,30 @@ struct ShadowSchema: Sendable, Hashable {
                         ON CONFLICT DO NOTHING
                         """, binds: bindings), logger: logger)
         }
+        // Notification UUIDs are unique across apps; a customer's revision is keyed by its app too.
         try await copy("notifications", where: "notification_uuid", in: notifications, on: connection, logger: logger)
-        if !anchors.isEmpty {
-            var bindings = PostgresBindings()
-            bindings.append(anchors)
-            bindings.append(target.bundleId)
-            bindings.append(target.environment.rawValue)
-            try await connection.query(
-                PostgresQuery(
-                    unsafeSQL: """
-                        INSERT INTO \(name).history_revisions SELECT * FROM \(realSchemaIdentifier).history_revisions
-                        WHERE bundle_id = $2 AND environment = $3 AND anchor_transaction_id = ANY($1::text[])
-                        ON CONFLICT DO NOTHING
-                        """, binds: bindings), logger: logger)
-        }
+        try await copy("history_revisions", where: "anchor_transaction_id", in: anchors, of: target, on: connection, logger: logger)
     }
 
-    /// Copies the real rows whose `key` is one of `values`, unless the shadow table has them.
-    private func copy(_ table: String, where key: String, in values: [String], on connection: PostgresConnection, logger: Logger) async throws {
+    /// Copies the real rows whose `key` is one of `values` (of `target`'s app and environment,
+    /// when given), unless the shadow table has them.
+    private func copy(
+        _ table: String, where key: String, in values: [String], of target: AppTarget? = nil, on connection: PostgresConnection,
+        logger: Logger
+    ) async throws {
         guard !values.isEmpty else { return }
         var bindings = PostgresBindings()
         bindings.append(values)
+        var app = ""
+        if let target {
+            bindings.append(target.bundleId)
+            bindings.append(target.environment.rawValue)
+            app = "bundle_id = $2 AND environment = $3 AND "
+        }
         try await connection.query(
             PostgresQuery(
                 unsafeSQL: """
-                    INSERT INTO \(name).\(table) SELECT * FROM \(realSchemaIdentifier).\(table) WHERE \(key) = ANY($1::text[])
+                    INSERT INTO \(name).\(table) SELECT * FROM \(realSchemaIdentifier).\(table) WHERE \(app)\(key) = ANY($1::text[])
                     ON CONFLICT DO NOTHING
                     """, binds: bindings), logger: logger)
     }
