@@ -155,9 +155,11 @@ public struct WebhookServer: Sendable {
                 ])
             return Self.json(.serviceUnavailable, ["error": "APP_NOT_CONFIGURED", "detail": error.description])
         } catch {
-            metrics.rejected(reason: VerificationError.Reason.invalidPayload.rawValue)
-            logger.warning("notification rejected", metadata: ["reason": "INVALID_PAYLOAD", "detail": "\(String(describing: type(of: error)))"])
-            return Self.json(.badRequest, ["error": "INVALID_PAYLOAD", "detail": "the notification could not be verified"])
+            // Not a verdict on the payload (a cancellation at shutdown, say): 503 so Apple delivers it
+            // again, as before routing existed; a 400 would lose it.
+            metrics.storeFailed()
+            logger.error("notification not stored", metadata: ["error": "\(String(describing: type(of: error)))"])
+            return Self.json(.serviceUnavailable, ["error": "STORE_UNAVAILABLE", "detail": "the notification was not stored; retry later"])
         }
         let target = handler.verifier.configuration.target
         let appMetrics = appMetrics[target] ?? metrics(of: target.bundleId, target.environment)
