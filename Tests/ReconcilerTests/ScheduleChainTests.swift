@@ -77,4 +77,21 @@ import Testing
         #expect(generalInternal.failureKind == .permanent)
         #expect(retryable.failureKind == .retryable)
     }
+
+    /// An unfinished window in the last tenth of retention is warned about before it is lost.
+    @Test func anUnfinishedWindowNearTheRetentionEdgeIsNamedBeforeItIsLost() {
+        let nearEdge = run(1, now - retention + 10 * day, now - retention + 11 * day, .partial)
+        let recent = run(2, now - 5 * day, now - 4 * day, .partial)
+        let plan = ScheduleChain.plan(
+            .init(unfinished: [nearEdge, recent], newestScheduled: recent, lastFinishedEnd: nil, newestLiveNotification: nil), overlap: hour,
+            now: now, retention: retention)
+        #expect(plan.retry.map(\.runId) == [1, 2])
+        #expect(plan.nearingRetentionEdge.map(\.runId) == [1])
+        let sandbox = ScheduleChain.plan(
+            .init(
+                unfinished: [run(3, now - 28 * day, now - 27 * day, .partial)], newestScheduled: nil, lastFinishedEnd: nil,
+                newestLiveNotification: nil),
+            overlap: hour, now: now, retention: 30 * day)
+        #expect(sandbox.nearingRetentionEdge.map(\.runId) == [3])
+    }
 }

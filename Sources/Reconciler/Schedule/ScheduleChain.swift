@@ -52,6 +52,9 @@ public enum ScheduleChain {
         public var lost: [RunRecord] = []
         /// Unfinished windows to retry first, oldest first, each in its own window.
         public var retry: [RunRecord] = []
+        /// The windows of ``retry`` in the last tenth of Apple's retention (3 days in the sandbox,
+        /// 18 in production): warned about while there is time to act.
+        public var nearingRetentionEdge: [RunRecord] = []
         /// The newest window: from the chain's end, less the overlap, to now.
         public var next: (start: Int64, end: Int64) = (0, 0)
         public var origin: Origin = .firstWindow
@@ -67,7 +70,12 @@ public enum ScheduleChain {
         let oldestServed = now - retention + 60_000
         var plan = Plan()
         for run in state.unfinished {
-            if run.windowStart < oldestServed { plan.lost.append(run) } else { plan.retry.append(run) }
+            if run.windowStart < oldestServed {
+                plan.lost.append(run)
+            } else {
+                plan.retry.append(run)
+                if run.windowStart < now - retention + retention / 10 { plan.nearingRetentionEdge.append(run) }
+            }
         }
         let chainEnd: Int64
         if let newest = state.newestScheduled {

@@ -490,8 +490,7 @@ struct RunCommand: AsyncParsableCommand {
                     + "checks every customer's transaction history")
             outcome.lost.append(lost)
         }
-        for unfinished in plan.retry where unfinished.windowStart < now - retention + retention / 10 {
-            // Warned while there is time to act: the last tenth of the retention (3 days in the sandbox, 18 in production).
+        for unfinished in plan.nearingRetentionEdge {
             let daysLeft = max(0, (unfinished.windowStart + retention - now) / 86_400_000)
             logger.warning(
                 "an unfinished scheduled window nears the edge of Apple's retention",
