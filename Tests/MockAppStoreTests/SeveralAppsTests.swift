@@ -272,13 +272,7 @@ import Testing
                         && purchases.last?.bundleId == "com.example.two" && purchases.last?.revocationDate == nil
                 })
 
-            struct Line: Decodable {
-                var notificationUUID: String
-                var firstAttemptDate: Int64
-                var bundleId: String
-                var environment: String
-            }
-            let notifications = try lines(try await get("\(baseURL)/mock/notifications").body, as: Line.self)
+            let notifications = try lines(try await get("\(baseURL)/mock/notifications").body, as: MockAppStore.NotificationLine.self)
             #expect(
                 Set(notifications.map { "\($0.bundleId)/\($0.environment)" }) == [oneProduction, oneSandbox, twoProduction].map(\.description).set)
             let sent = mock.simulatedWorlds.map { mock.sentNotifications(bundleId: $0.key.bundleId, environment: $0.key.environment).count }
@@ -332,13 +326,7 @@ import Testing
             let port = try #require(await iterator.next())
             let webhook = "http://127.0.0.1:\(port)/notifications"
             try await MockAppStore.withRunning(configuration { $0.webhookURL = webhook }) { mock, baseURL in
-                struct Line: Decodable {
-                    var notificationUUID: String
-                    var delivered: Bool
-                    var bundleId: String
-                    var environment: String
-                }
-                let notifications = try lines(try await get("\(baseURL)/mock/notifications").body, as: Line.self)
+                let notifications = try lines(try await get("\(baseURL)/mock/notifications").body, as: MockAppStore.NotificationLine.self)
                 let delivered = notifications.filter(\.delivered)
                 #expect(
                     Set(delivered.map { "\($0.bundleId)/\($0.environment)" }) == [oneProduction, oneSandbox, twoProduction].map(\.description).set)

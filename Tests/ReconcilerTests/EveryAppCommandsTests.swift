@@ -301,16 +301,6 @@ import Testing
         }
     }
 
-    /// One notification of the mock's scenario, as `GET /mock/notifications` lists it.
-    struct MockNotification: Decodable {
-        var notificationUUID: String
-        var bundleId: String
-        var environment: String
-        var firstAttemptDate: Int64
-        var delivered: Bool
-        var forged: Bool
-    }
-
     /// Each app's queued deliveries go to its own webhook (`forwardTo` in the file); `--app`
     /// chooses whose.
     @Test func forwardDeliversEachAppsQueueToItsOwnWebhook() async throws {
@@ -329,10 +319,7 @@ import Testing
                         environment: ["RECONCILER_CONFIG": file])
                     #expect(run.status == 0, "\(run.stdout)\n\(run.stderr)")
 
-                    let body = try await HTTP.request(.GET, "\(rehearsal.mockURL)/mock/notifications").body
-                    let notifications = try String(decoding: body, as: UTF8.self).split(separator: "\n").map {
-                        try JSONDecoder().decode(MockNotification.self, from: Data($0.utf8))
-                    }
+                    let notifications = try await rehearsal.mockNotifications()
                     let formatter = ISO8601DateFormatter()
                     let start = Int64(try #require(formatter.date(from: rehearsal.outageStart)).timeIntervalSince1970 * 1000)
                     let end = Int64(try #require(formatter.date(from: rehearsal.outageEnd)).timeIntervalSince1970 * 1000)

@@ -1,4 +1,5 @@
 import Foundation
+import MockAppStore
 import Testing
 
 /// `mock-appstore` as a real process without a webhook (no live traffic to wait for, no `reconciler
@@ -15,18 +16,6 @@ struct HistoryMock {
     let db: TestDatabase
     let url: String
     let environment: [String: String]
-
-    /// A line of `GET /mock/notifications`.
-    struct Notification: Decodable {
-        var notificationUUID: String
-        var notificationType: String
-        var subtype: String?
-        var signedDate: Int64
-        var firstAttemptDate: Int64
-
-        /// The filter of a typed query that selects it: `TYPE`, or `TYPE/SUBTYPE`.
-        var kind: String { subtype.map { "\(notificationType)/\($0)" } ?? notificationType }
-    }
 
     /// Starts the mock with `arguments` (port, credentials and log level are set here), waits until
     /// it is ready, runs `body`, then stops it and removes its credentials.
@@ -54,11 +43,8 @@ struct HistoryMock {
     }
 
     /// Every notification of the scenario, as the mock lists them.
-    func notifications() async throws -> [Notification] {
-        let body = try await HTTP.request(.GET, "\(url)/mock/notifications").body
-        return try String(decoding: body, as: UTF8.self).split(separator: "\n").map {
-            try JSONDecoder().decode(Notification.self, from: Data($0.utf8))
-        }
+    func notifications() async throws -> [MockAppStore.NotificationLine] {
+        try await MockAppStoreProcess.notifications(url)
     }
 
     /// Get Notification History requests the mock answered, by the filter they carried (`*`: none).

@@ -1,6 +1,7 @@
 import AppStoreServer
 import AsyncHTTPClient
 import Foundation
+import MockAppStore
 import NIOCore
 import NIOFoundationCompat
 import Testing
@@ -103,6 +104,11 @@ struct Rehearsal {
         let result = try await reconciler(["export", "--at", String(Self.moment)])
         #expect(result.status == 0, "export: \(result.stderr)")
         return result.stdout
+    }
+
+    /// Every notification of the mock's scenario, as `GET /mock/notifications` lists them.
+    func mockNotifications() async throws -> [MockAppStore.NotificationLine] {
+        try await MockAppStoreProcess.notifications(mockURL)
     }
 
     func mockStatistics() async throws -> [String: Any] {
