@@ -27,12 +27,10 @@ struct HistoryMock {
                 "mock-appstore", ["--port", "0", "--credentials-dir", credentials, "--log-level", "warning"] + arguments)
             defer { mock.signal(SIGKILL) }
             try await mock.waitForOutput(containing: "mock-appstore ready", timeout: .seconds(300))
-            let url = String(mock.stdout.split(separator: "\n").first { $0.contains("listening on") }!.split(separator: " ").last!)
-            var environment = ["DATABASE_URL": db.url, "LOG_LEVEL": "warning"]
-            for line in try String(contentsOfFile: "\(credentials)/reconciler.env", encoding: .utf8).split(separator: "\n") {
-                let parts = line.split(separator: "=", maxSplits: 1)
-                environment[String(parts[0])] = String(parts[1])
-            }
+            let url = try MockAppStoreProcess.url(mock)
+            let environment = try MockAppStoreProcess.reconcilerEnvironment(credentials: credentials).merging([
+                "DATABASE_URL": db.url, "LOG_LEVEL": "warning",
+            ]) { $1 }
             try await body(HistoryMock(db: db, url: url, environment: environment))
         }
     }
