@@ -196,6 +196,9 @@ import Testing
             #expect(lines.map(\.firstAttemptDate) == all.map(\.firstAttempt))
             #expect(lines.map(\.subtype) == all.map { $0.plan.subtype?.rawValue })
             #expect(!lines.contains { $0.forged })
+            // Nothing to deliver live: the one app's statistics say so too, as the total's do.
+            #expect(mock.statisticsSnapshot.liveDeliveryComplete)
+            #expect(mock.statisticsSnapshot.apps?.mapValues(\.liveDeliveryComplete) == [mock.primary.key.description: true])
 
             let client = mock.client(baseURL: baseURL)
             let verifier = try mock.verifier()

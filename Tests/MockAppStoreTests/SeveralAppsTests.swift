@@ -332,6 +332,9 @@ import Testing
                     Set(delivered.map { "\($0.bundleId)/\($0.environment)" }) == [oneProduction, oneSandbox, twoProduction].map(\.description).set)
                 #expect(Set(receiver.statistics.acknowledged.keys) == Set(delivered.map(\.notificationUUID)))
                 #expect(
+                    mock.statisticsSnapshot.apps?.mapValues(\.liveDeliveryComplete)
+                        == [oneProduction, oneSandbox, twoProduction].reduce(into: [:]) { $0[$1.description] = true })
+                #expect(
                     mock.statisticsSnapshot.apps?[oneSandbox.description]?.deliverySuccesses == delivered.filter { $0.environment == "Sandbox" }.count
                 )
             }

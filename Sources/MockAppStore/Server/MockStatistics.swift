@@ -68,6 +68,14 @@ public final class MockStatistics: Sendable {
         }
     }
 
+    /// Live delivery is over (or there was none, in scale mode): in the total and for every app.
+    func liveDeliveryCompleted() {
+        state.withLock { state in
+            state.total.liveDeliveryComplete = true
+            for app in state.apps.keys { state.apps[app]?.liveDeliveryComplete = true }
+        }
+    }
+
     func sawToken(_ token: String, app: AppKey?) {
         state.withLock { state in
             state.tokens["", default: []].insert(token)
