@@ -125,6 +125,15 @@ import Testing
         try await Rehearsal.with(customers: 8, seed: 72, mockArguments: Self.apps, configurationFile: true) { rehearsal in
             let run = try await rehearsal.runWindow()
             #expect(run.status == 0, "\(run.stdout)\n\(run.stderr)")
+            // Each app's transaction IDs are its own here (no --shared-transaction-ids), so a request for one app's
+            // customer under another app's `bid` is a 4040010 the mock counts: none, while every app's customers were asked for.
+            let statistics = try await rehearsal.mockStatistics()
+            #expect(statistics["crossAppRequests"] as? Int == 0, "\(statistics)")
+            let byApp = statistics["apps"] as? [String: [String: Any]] ?? [:]
+            for target in Self.targets {
+                let requests = byApp[target]?["requests"] as? [String: Int] ?? [:]
+                #expect(requests["Get Transaction History", default: 0] > 0, "\(target): \(byApp[target] ?? [:])")
+            }
             let truth = try Self.states(try await rehearsal.truth())
             #expect(Set(truth.map(Self.key)) == Self.targets)
             let at = ["--at", String(Rehearsal.moment)]
