@@ -130,6 +130,11 @@ import Testing
             #expect(mock.statisticsSnapshot.crossAppRequests == 0)
             #expect(mock.statisticsSnapshot.apps?[twoProduction.description]?.requests["Get Transaction History"] == 1)
             #expect(mock.statisticsSnapshot.apps?[oneProduction.description]?.requests["Get Transaction History"] == nil)
+            // Each app's JWTs are its own (the `bid` differs): the total's distinct tokens are the sum of the apps'.
+            let tokens = mock.statisticsSnapshot
+            #expect(tokens.apps?[oneProduction.description]?.distinctTokens == 1)
+            #expect(tokens.apps?[oneSandbox.description]?.distinctTokens == 1)
+            #expect(tokens.distinctTokens == tokens.apps?.values.map(\.distinctTokens).reduce(0, +))
         }
     }
 

@@ -48,7 +48,9 @@ public final class MockStatistics: Sendable {
     private struct State {
         var total = Counts()
         var apps: [String: Counts] = [:]
-        var tokens: [String: Set<String>] = [:]
+        /// The distinct tokens behind ``Counts/distinctTokens``: of any app, and of each.
+        var tokens = Set<String>()
+        var tokensByApp: [String: Set<String>] = [:]
     }
 
     private let state: Mutex<State>
@@ -76,13 +78,13 @@ public final class MockStatistics: Sendable {
         }
     }
 
-    func sawToken(_ token: String, app: AppKey?) {
+    /// Counts an authenticated request's token, in the total and for its app.
+    func sawToken(_ token: String, app: AppKey) {
         state.withLock { state in
-            state.tokens["", default: []].insert(token)
-            state.total.distinctTokens = state.tokens[""]?.count ?? 0
-            guard let app else { return }
-            state.tokens[app.description, default: []].insert(token)
-            state.apps[app.description, default: Counts()].distinctTokens = state.tokens[app.description]?.count ?? 0
+            state.tokens.insert(token)
+            state.total.distinctTokens = state.tokens.count
+            state.tokensByApp[app.description, default: []].insert(token)
+            state.apps[app.description, default: Counts()].distinctTokens = state.tokensByApp[app.description]?.count ?? 0
         }
     }
 
@@ -103,7 +105,8 @@ public final class MockStatistics: Sendable {
             }
             state.total = cleared(state.total)
             state.apps = state.apps.mapValues(cleared)
-            state.tokens = [:]
+            state.tokens = []
+            state.tokensByApp = [:]
         }
     }
 }
