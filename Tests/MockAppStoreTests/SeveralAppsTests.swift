@@ -265,6 +265,11 @@ import Testing
             let truth = try lines(try await get("\(baseURL)/mock/truth?at=\(now)").body, as: PurchaseState.self)
             let expected = mock.simulatedWorlds.map { GroundTruth.purchases($0.catalog.snapshot.world, at: now).count }.reduce(0, +)
             #expect(truth.count == expected)
+            // Each world's purchases, under its own app and environment, exactly as its own scenario has them.
+            for world in mock.simulatedWorlds {
+                let own = truth.filter { $0.bundleId == world.key.bundleId && $0.environment == world.key.environment.rawValue }
+                #expect(own == GroundTruth.purchases(world.catalog.snapshot.world, at: now), "\(world.key)")
+            }
             #expect(
                 Set(truth.map { "\($0.bundleId ?? "")/\($0.environment ?? "")" })
                     == [oneProduction, oneSandbox, twoProduction].map(\.description).set)
