@@ -35,10 +35,12 @@ public final class MockStatistics: Sendable {
         public var liveDeliveryComplete = false
         /// Requests whose transaction or order ID belongs to another app than the one their JWT's
         /// `bid` names (answered as Apple does: 4040010, or status 1 for an order ID). A reconciler
-        /// that keeps apps apart makes none.
+        /// that keeps apps apart makes none. Only an ID the asking app lacks is seen: with
+        /// `--shared-transaction-ids` most such requests find the asking app's own purchase.
         public var crossAppRequests = 0
         /// The same counts for each app and environment the mock simulates (`BUNDLE_ID/Production`,
-        /// `BUNDLE_ID/Sandbox`, see ``AppKey``): the requests whose JWT named the app, sent to that
+        /// `BUNDLE_ID/Sandbox`, see ``AppKey``), and for one it serves without purchases once a
+        /// request reaches it: the requests whose JWT named the app, sent to that
         /// environment's base URL, and the deliveries of its notifications. The busiest second is
         /// per app there, and in the total the busiest of any app (each app has its own limiter);
         /// requests that name no app (no valid JWT) count in the total only. Absent inside an entry.
