@@ -213,7 +213,7 @@ public final class MockAppStore: Service, Sendable {
         }
         if let scale {
             // The whole scale window is an outage: nothing to deliver.
-            statistics.update { $0.liveDeliveryComplete = true }
+            statistics.liveDeliveryCompleted()
             logger.info(
                 "mock-appstore ready",
                 metadata: [

@@ -349,6 +349,35 @@ import Testing
         }
     }
 
+    /// `/mock/stats` counts each Get Notification History request by the filter its body carries
+    /// and by the customer it names (`*`: none; `?`: a body that is not JSON, which gets 400).
+    @Test func statisticsCountHistoryRequestsByFilterAndCustomer() async throws {
+        try await MockAppStore.withRunning(world: world(), configuration) { mock, baseURL in
+            let client = mock.client(baseURL: baseURL)
+            func query(_ edit: (inout NotificationHistoryRequest) -> Void) async throws {
+                var request = window
+                edit(&request)
+                _ = try await client.getNotificationHistory(request)
+            }
+            try await query { _ in }
+            try await query { $0.notificationType = .didRenew }
+            try await query {
+                $0.notificationType = .didRenew
+                $0.notificationSubtype = .billingRecovery
+            }
+            try await query { $0.transactionId = "1001" }
+            var request = HTTPClientRequest(url: "\(baseURL)/inApps/v1/notifications/history")
+            request.method = .POST
+            request.headers.add(name: "Authorization", value: "Bearer \(try tokens(mock).token())")
+            request.body = .bytes(ByteBuffer(string: "not json"))
+            #expect(try await HTTPClient.shared.execute(request, timeout: .seconds(10)).status.code == 400)
+            let statistics = mock.statisticsSnapshot
+            #expect(statistics.historyRequestsByFilter == ["*": 1, "DID_RENEW": 1, "DID_RENEW/BILLING_RECOVERY": 1, "transactionId": 1, "?": 1])
+            #expect(statistics.requestsByAccount == ["*": 4, "A": 1])
+            #expect(statistics.apps?[mock.primary.key.description]?.historyRequestsByFilter == statistics.historyRequestsByFilter)
+        }
+    }
+
     @Test func everyRequestNeedsAValidJWT() async throws {
         try await MockAppStore.withRunning(world: world(), configuration) { mock, baseURL in
             var request = HTTPClientRequest(url: "\(baseURL)/inApps/v1/subscriptions/1000")

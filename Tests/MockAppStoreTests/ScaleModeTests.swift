@@ -187,23 +187,18 @@ import Testing
     /// order, none forged, delivered exactly when Get Notification History shows a successful attempt.
     @Test func notificationListMatchesTheHistory() async throws {
         try await MockAppStore.withRunning(.init(scenario: scenario)) { mock, baseURL in
-            struct Line: Decodable {
-                var notificationUUID: String
-                var notificationType: String
-                var subtype: String?
-                var firstAttemptDate: Int64
-                var delivered: Bool
-                var forged: Bool
-            }
             let scale = try #require(mock.scale)
             let response = try await HTTPClient.shared.execute(HTTPClientRequest(url: "\(baseURL)/mock/notifications"), timeout: .seconds(30))
             let body = String(buffer: try await response.body.collect(upTo: 1 << 26))
-            let lines = try body.split(separator: "\n").map { try JSONDecoder().decode(Line.self, from: Data($0.utf8)) }
+            let lines = try body.split(separator: "\n").map { try JSONDecoder().decode(MockAppStore.NotificationLine.self, from: Data($0.utf8)) }
             let all = reference(scale.scenario, customers: scale.customerCount)
             #expect(lines.map(\.notificationUUID) == all.map(\.plan.notificationUUID))
             #expect(lines.map(\.firstAttemptDate) == all.map(\.firstAttempt))
             #expect(lines.map(\.subtype) == all.map { $0.plan.subtype?.rawValue })
             #expect(!lines.contains { $0.forged })
+            // Nothing to deliver live: the one app's statistics say so too, as the total's do.
+            #expect(mock.statisticsSnapshot.liveDeliveryComplete)
+            #expect(mock.statisticsSnapshot.apps?.mapValues(\.liveDeliveryComplete) == [mock.primary.key.description: true])
 
             let client = mock.client(baseURL: baseURL)
             let verifier = try mock.verifier()

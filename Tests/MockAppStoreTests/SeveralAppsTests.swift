@@ -130,6 +130,11 @@ import Testing
             #expect(mock.statisticsSnapshot.crossAppRequests == 0)
             #expect(mock.statisticsSnapshot.apps?[twoProduction.description]?.requests["Get Transaction History"] == 1)
             #expect(mock.statisticsSnapshot.apps?[oneProduction.description]?.requests["Get Transaction History"] == nil)
+            // Each app's JWTs are its own (the `bid` differs): the total's distinct tokens are the sum of the apps'.
+            let tokens = mock.statisticsSnapshot
+            #expect(tokens.apps?[oneProduction.description]?.distinctTokens == 1)
+            #expect(tokens.apps?[oneSandbox.description]?.distinctTokens == 1)
+            #expect(tokens.distinctTokens == tokens.apps?.values.map(\.distinctTokens).reduce(0, +))
         }
     }
 
@@ -260,6 +265,11 @@ import Testing
             let truth = try lines(try await get("\(baseURL)/mock/truth?at=\(now)").body, as: PurchaseState.self)
             let expected = mock.simulatedWorlds.map { GroundTruth.purchases($0.catalog.snapshot.world, at: now).count }.reduce(0, +)
             #expect(truth.count == expected)
+            // Each world's purchases, under its own app and environment, exactly as its own scenario has them.
+            for world in mock.simulatedWorlds {
+                let own = truth.filter { $0.bundleId == world.key.bundleId && $0.environment == world.key.environment.rawValue }
+                #expect(own == GroundTruth.purchases(world.catalog.snapshot.world, at: now), "\(world.key)")
+            }
             #expect(
                 Set(truth.map { "\($0.bundleId ?? "")/\($0.environment ?? "")" })
                     == [oneProduction, oneSandbox, twoProduction].map(\.description).set)
@@ -272,13 +282,7 @@ import Testing
                         && purchases.last?.bundleId == "com.example.two" && purchases.last?.revocationDate == nil
                 })
 
-            struct Line: Decodable {
-                var notificationUUID: String
-                var firstAttemptDate: Int64
-                var bundleId: String
-                var environment: String
-            }
-            let notifications = try lines(try await get("\(baseURL)/mock/notifications").body, as: Line.self)
+            let notifications = try lines(try await get("\(baseURL)/mock/notifications").body, as: MockAppStore.NotificationLine.self)
             #expect(
                 Set(notifications.map { "\($0.bundleId)/\($0.environment)" }) == [oneProduction, oneSandbox, twoProduction].map(\.description).set)
             let sent = mock.simulatedWorlds.map { mock.sentNotifications(bundleId: $0.key.bundleId, environment: $0.key.environment).count }
@@ -332,17 +336,14 @@ import Testing
             let port = try #require(await iterator.next())
             let webhook = "http://127.0.0.1:\(port)/notifications"
             try await MockAppStore.withRunning(configuration { $0.webhookURL = webhook }) { mock, baseURL in
-                struct Line: Decodable {
-                    var notificationUUID: String
-                    var delivered: Bool
-                    var bundleId: String
-                    var environment: String
-                }
-                let notifications = try lines(try await get("\(baseURL)/mock/notifications").body, as: Line.self)
+                let notifications = try lines(try await get("\(baseURL)/mock/notifications").body, as: MockAppStore.NotificationLine.self)
                 let delivered = notifications.filter(\.delivered)
                 #expect(
                     Set(delivered.map { "\($0.bundleId)/\($0.environment)" }) == [oneProduction, oneSandbox, twoProduction].map(\.description).set)
                 #expect(Set(receiver.statistics.acknowledged.keys) == Set(delivered.map(\.notificationUUID)))
+                #expect(
+                    mock.statisticsSnapshot.apps?.mapValues(\.liveDeliveryComplete)
+                        == [oneProduction, oneSandbox, twoProduction].reduce(into: [:]) { $0[$1.description] = true })
                 #expect(
                     mock.statisticsSnapshot.apps?[oneSandbox.description]?.deliverySuccesses == delivered.filter { $0.environment == "Sandbox" }.count
                 )

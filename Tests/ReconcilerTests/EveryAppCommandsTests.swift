@@ -125,6 +125,15 @@ import Testing
         try await Rehearsal.with(customers: 8, seed: 72, mockArguments: Self.apps, configurationFile: true) { rehearsal in
             let run = try await rehearsal.runWindow()
             #expect(run.status == 0, "\(run.stdout)\n\(run.stderr)")
+            // Each app's transaction IDs are its own here (no --shared-transaction-ids), so a request for one app's
+            // customer under another app's `bid` is a 4040010 the mock counts: none, while every app's customers were asked for.
+            let statistics = try await rehearsal.mockStatistics()
+            #expect(statistics["crossAppRequests"] as? Int == 0, "\(statistics)")
+            let byApp = statistics["apps"] as? [String: [String: Any]] ?? [:]
+            for target in Self.targets {
+                let requests = byApp[target]?["requests"] as? [String: Int] ?? [:]
+                #expect(requests["Get Transaction History", default: 0] > 0, "\(target): \(byApp[target] ?? [:])")
+            }
             let truth = try Self.states(try await rehearsal.truth())
             #expect(Set(truth.map(Self.key)) == Self.targets)
             let at = ["--at", String(Rehearsal.moment)]
@@ -301,16 +310,6 @@ import Testing
         }
     }
 
-    /// One notification of the mock's scenario, as `GET /mock/notifications` lists it.
-    struct MockNotification: Decodable {
-        var notificationUUID: String
-        var bundleId: String
-        var environment: String
-        var firstAttemptDate: Int64
-        var delivered: Bool
-        var forged: Bool
-    }
-
     /// Each app's queued deliveries go to its own webhook (`forwardTo` in the file); `--app`
     /// chooses whose.
     @Test func forwardDeliversEachAppsQueueToItsOwnWebhook() async throws {
@@ -329,10 +328,7 @@ import Testing
                         environment: ["RECONCILER_CONFIG": file])
                     #expect(run.status == 0, "\(run.stdout)\n\(run.stderr)")
 
-                    let body = try await HTTP.request(.GET, "\(rehearsal.mockURL)/mock/notifications").body
-                    let notifications = try String(decoding: body, as: UTF8.self).split(separator: "\n").map {
-                        try JSONDecoder().decode(MockNotification.self, from: Data($0.utf8))
-                    }
+                    let notifications = try await rehearsal.mockNotifications()
                     let formatter = ISO8601DateFormatter()
                     let start = Int64(try #require(formatter.date(from: rehearsal.outageStart)).timeIntervalSince1970 * 1000)
                     let end = Int64(try #require(formatter.date(from: rehearsal.outageEnd)).timeIntervalSince1970 * 1000)

@@ -44,7 +44,9 @@ import Testing
             #expect(export == truth, "\(Rehearsal.difference(export, truth))")
             #expect(Set(try Self.groups(truth).keys) == Set(expected))
 
-            // No request for one app's customer carried another app's `bid`.
+            // No request for one app's customer carried another app's `bid`. With shared IDs the mock sees such a
+            // request only for an ID the other app lacks; the export's equality with the truth is what catches the rest,
+            // and EveryAppCommandsTests checks the counter with every app's IDs its own.
             let statistics = try await rehearsal.mockStatistics()
             #expect(statistics["crossAppRequests"] as? Int == 0, "\(statistics)")
 

@@ -67,8 +67,7 @@ extension MockAppStore {
                 }
             }
         }
-        for world in worlds { statistics.update(world.key) { $0.liveDeliveryComplete = true } }
-        statistics.update { $0.liveDeliveryComplete = true }
+        statistics.liveDeliveryCompleted()
         logger.info(
             "live delivery complete",
             metadata: [

@@ -88,18 +88,28 @@ extension MockAppStore {
 }
 
 extension MockAppStore {
-    /// A line of `GET /mock/notifications`.
-    struct NotificationLine: Encodable, Sendable {
-        var notificationUUID: String
-        var notificationType: String
-        var subtype: String?
-        var signedDate: Int64
-        var firstAttemptDate: Int64
-        var delivered: Bool
-        var forged: Bool
-        var bundleId: String
+    /// A line of `GET /mock/notifications`: what a test decodes to know which notifications a
+    /// window holds and which ones Apple failed to deliver.
+    ///
+    /// ```swift
+    /// let lines = try text.split(separator: "\n").map { try JSONDecoder().decode(MockAppStore.NotificationLine.self, from: Data($0.utf8)) }
+    /// let undelivered = lines.filter { !$0.delivered && !$0.forged }
+    /// ```
+    public struct NotificationLine: Codable, Hashable, Sendable {
+        public var notificationUUID: String
+        public var notificationType: String
+        public var subtype: String?
+        /// UNIX ms, as the signed payload says.
+        public var signedDate: Int64
+        /// When the App Store first tried to send it, UNIX ms.
+        public var firstAttemptDate: Int64
+        /// A send attempt succeeded.
+        public var delivered: Bool
+        /// Signed by a stranger's CA (`--forged`): a reconciler must quarantine it.
+        public var forged: Bool
+        public var bundleId: String
         /// `Production` or `Sandbox`.
-        var environment: String
+        public var environment: String
     }
 
     /// One line per notification of every app and environment, in history order (by first send

@@ -55,8 +55,11 @@ extension MockAppStore {
         _ request: MockHTTPRequest, endpoint: Endpoint, parameter: String?, world routed: AppWorld?,
         authentication: Result<String, RequestAuthenticator.Refusal>
     ) async -> MockHTTPResponse {
-        let account = routed.map { self.account(namedBy: request, endpoint: endpoint, parameter: parameter, in: $0) }
-        let historyFilter = endpoint == .notificationHistory ? Self.historyFilter(of: request) : nil
+        // A history request's body, read once for both counts (`nil`: not JSON).
+        let historyBody =
+            endpoint == .notificationHistory ? try? JSONDecoder().decode([String: RawJSON].self, from: Data(buffer: request.body)) : nil
+        let account = routed.map { self.account(namedBy: endpoint, parameter: parameter, historyBody: historyBody, in: $0) }
+        let historyFilter = endpoint == .notificationHistory ? Self.historyFilter(historyBody) : nil
         statistics.update(routed?.key) {
             $0.requests[endpoint.rawValue, default: 0] += 1
             if let account { $0.requestsByAccount[account, default: 0] += 1 }
@@ -122,16 +125,16 @@ extension MockAppStore {
         return response
     }
 
-    /// The customer a request names, for ``MockStatistics/Counts/requestsByAccount``.
-    func account(namedBy request: MockHTTPRequest, endpoint: Endpoint, parameter: String?, in world: AppWorld) -> String {
+    /// The customer a request names, for ``MockStatistics/Counts/requestsByAccount``; `historyBody`
+    /// is a Get Notification History request's body.
+    func account(namedBy endpoint: Endpoint, parameter: String?, historyBody: [String: RawJSON]?, in world: AppWorld) -> String {
         let snapshot = world.catalog.snapshot
         let transactionId: String?
         switch endpoint {
         case .transactionHistory, .subscriptionStatuses: transactionId = parameter
         case .lookUpOrderId: transactionId = parameter.flatMap { snapshot.world.orders[$0]?.first }
         case .notificationHistory:
-            let body = try? JSONDecoder().decode([String: RawJSON].self, from: Data(buffer: request.body))
-            guard let filter = body?["transactionId"]?.string else { return "*" }
+            guard let filter = historyBody?["transactionId"]?.string else { return "*" }
             transactionId = filter
         case .requestTestNotification, .testNotificationStatus: return "*"
         }
@@ -155,8 +158,8 @@ extension MockAppStore {
     }
 
     /// The filter a Get Notification History body carries, for ``MockStatistics/Counts/historyRequestsByFilter``.
-    static func historyFilter(of request: MockHTTPRequest) -> String {
-        guard let body = try? JSONDecoder().decode([String: RawJSON].self, from: Data(buffer: request.body)) else { return "?" }
+    static func historyFilter(_ body: [String: RawJSON]?) -> String {
+        guard let body else { return "?" }
         if body["transactionId"]?.string != nil { return "transactionId" }
         guard let type = body["notificationType"]?.string else { return "*" }
         return body["notificationSubtype"]?.string.map { "\(type)/\($0)" } ?? type

@@ -35,10 +35,12 @@ public final class MockStatistics: Sendable {
         public var liveDeliveryComplete = false
         /// Requests whose transaction or order ID belongs to another app than the one their JWT's
         /// `bid` names (answered as Apple does: 4040010, or status 1 for an order ID). A reconciler
-        /// that keeps apps apart makes none.
+        /// that keeps apps apart makes none. Only an ID the asking app lacks is seen: with
+        /// `--shared-transaction-ids` most such requests find the asking app's own purchase.
         public var crossAppRequests = 0
         /// The same counts for each app and environment the mock simulates (`BUNDLE_ID/Production`,
-        /// `BUNDLE_ID/Sandbox`, see ``AppKey``): the requests whose JWT named the app, sent to that
+        /// `BUNDLE_ID/Sandbox`, see ``AppKey``), and for one it serves without purchases once a
+        /// request reaches it: the requests whose JWT named the app, sent to that
         /// environment's base URL, and the deliveries of its notifications. The busiest second is
         /// per app there, and in the total the busiest of any app (each app has its own limiter);
         /// requests that name no app (no valid JWT) count in the total only. Absent inside an entry.
@@ -48,7 +50,9 @@ public final class MockStatistics: Sendable {
     private struct State {
         var total = Counts()
         var apps: [String: Counts] = [:]
-        var tokens: [String: Set<String>] = [:]
+        /// The distinct tokens behind ``Counts/distinctTokens``: of any app, and of each.
+        var tokens = Set<String>()
+        var tokensByApp: [String: Set<String>] = [:]
     }
 
     private let state: Mutex<State>
@@ -68,13 +72,21 @@ public final class MockStatistics: Sendable {
         }
     }
 
-    func sawToken(_ token: String, app: AppKey?) {
+    /// Live delivery is over (or there was none, in scale mode): in the total and for every app.
+    func liveDeliveryCompleted() {
         state.withLock { state in
-            state.tokens["", default: []].insert(token)
-            state.total.distinctTokens = state.tokens[""]?.count ?? 0
-            guard let app else { return }
-            state.tokens[app.description, default: []].insert(token)
-            state.apps[app.description, default: Counts()].distinctTokens = state.tokens[app.description]?.count ?? 0
+            state.total.liveDeliveryComplete = true
+            for app in state.apps.keys { state.apps[app]?.liveDeliveryComplete = true }
+        }
+    }
+
+    /// Counts an authenticated request's token, in the total and for its app.
+    func sawToken(_ token: String, app: AppKey) {
+        state.withLock { state in
+            state.tokens.insert(token)
+            state.total.distinctTokens = state.tokens.count
+            state.tokensByApp[app.description, default: []].insert(token)
+            state.apps[app.description, default: Counts()].distinctTokens = state.tokensByApp[app.description]?.count ?? 0
         }
     }
 
@@ -95,7 +107,8 @@ public final class MockStatistics: Sendable {
             }
             state.total = cleared(state.total)
             state.apps = state.apps.mapValues(cleared)
-            state.tokens = [:]
+            state.tokens = []
+            state.tokensByApp = [:]
         }
     }
 }

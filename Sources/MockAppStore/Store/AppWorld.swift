@@ -70,14 +70,16 @@ final class AppWorld: Sendable {
     /// of the customer owning the transaction (an empty one when no customer has it).
     func snapshot(forTransaction transactionId: String) -> MockCatalog.Snapshot {
         guard let scale else { return catalog.snapshot }
-        return scale.snapshot(ofTransaction: transactionId)
-            ?? MockCatalog.Snapshot(world: ScenarioWorld(), notifications: [], transactionsByAccount: [:])
+        return scale.snapshot(ofTransaction: transactionId) ?? Self.noCustomer
     }
+
+    /// What a scale-mode request reads when no customer has its ID.
+    private static let noCustomer = MockCatalog.Snapshot(world: ScenarioWorld(), notifications: [], transactionsByAccount: [:])
 
     /// What Look Up Order ID reads for `orderId`.
     func snapshot(forOrder orderId: String) -> MockCatalog.Snapshot {
         guard let scale else { return catalog.snapshot }
-        return scale.snapshot(ofOrder: orderId) ?? MockCatalog.Snapshot(world: ScenarioWorld(), notifications: [], transactionsByAccount: [:])
+        return scale.snapshot(ofOrder: orderId) ?? Self.noCustomer
     }
 
     /// Whether a customer of this world has the transaction ID.

@@ -1,4 +1,5 @@
 import Foundation
+import MockAppStore
 import Testing
 
 /// `mock-appstore` as a real process without a webhook (no live traffic to wait for, no `reconciler
@@ -16,18 +17,6 @@ struct HistoryMock {
     let url: String
     let environment: [String: String]
 
-    /// A line of `GET /mock/notifications`.
-    struct Notification: Decodable {
-        var notificationUUID: String
-        var notificationType: String
-        var subtype: String?
-        var signedDate: Int64
-        var firstAttemptDate: Int64
-
-        /// The filter of a typed query that selects it: `TYPE`, or `TYPE/SUBTYPE`.
-        var kind: String { subtype.map { "\(notificationType)/\($0)" } ?? notificationType }
-    }
-
     /// Starts the mock with `arguments` (port, credentials and log level are set here), waits until
     /// it is ready, runs `body`, then stops it and removes its credentials.
     static func with(_ arguments: [String], _ body: (HistoryMock) async throws -> Void) async throws {
@@ -38,12 +27,10 @@ struct HistoryMock {
                 "mock-appstore", ["--port", "0", "--credentials-dir", credentials, "--log-level", "warning"] + arguments)
             defer { mock.signal(SIGKILL) }
             try await mock.waitForOutput(containing: "mock-appstore ready", timeout: .seconds(300))
-            let url = String(mock.stdout.split(separator: "\n").first { $0.contains("listening on") }!.split(separator: " ").last!)
-            var environment = ["DATABASE_URL": db.url, "LOG_LEVEL": "warning"]
-            for line in try String(contentsOfFile: "\(credentials)/reconciler.env", encoding: .utf8).split(separator: "\n") {
-                let parts = line.split(separator: "=", maxSplits: 1)
-                environment[String(parts[0])] = String(parts[1])
-            }
+            let url = try MockAppStoreProcess.url(mock)
+            let environment = try MockAppStoreProcess.reconcilerEnvironment(credentials: credentials).merging([
+                "DATABASE_URL": db.url, "LOG_LEVEL": "warning",
+            ]) { $1 }
             try await body(HistoryMock(db: db, url: url, environment: environment))
         }
     }
@@ -54,11 +41,8 @@ struct HistoryMock {
     }
 
     /// Every notification of the scenario, as the mock lists them.
-    func notifications() async throws -> [Notification] {
-        let body = try await HTTP.request(.GET, "\(url)/mock/notifications").body
-        return try String(decoding: body, as: UTF8.self).split(separator: "\n").map {
-            try JSONDecoder().decode(Notification.self, from: Data($0.utf8))
-        }
+    func notifications() async throws -> [MockAppStore.NotificationLine] {
+        try await MockAppStoreProcess.notifications(url)
     }
 
     /// Get Notification History requests the mock answered, by the filter they carried (`*`: none).

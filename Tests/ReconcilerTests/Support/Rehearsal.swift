@@ -1,6 +1,7 @@
 import AppStoreServer
 import AsyncHTTPClient
 import Foundation
+import MockAppStore
 import NIOCore
 import NIOFoundationCompat
 import Testing
@@ -44,16 +45,13 @@ struct Rehearsal {
                     ] + mockArguments)
                 defer { mock.signal(SIGKILL) }
                 try await mock.waitForOutput(containing: "listening on http://")
-                let mockURL = String(mock.stdout.split(separator: "\n").first { $0.contains("listening on") }!.split(separator: " ").last!)
+                let mockURL = try MockAppStoreProcess.url(mock)
                 var environment = ["DATABASE_URL": db.url, "LOG_LEVEL": "warning"].merging(extra) { $1 }
                 if configurationFile {
                     // Every app and environment the mock serves, from the file it writes.
                     environment["RECONCILER_CONFIG"] = "\(credentials)/reconciler.yaml"
                 } else {
-                    for line in try String(contentsOfFile: "\(credentials)/reconciler.env", encoding: .utf8).split(separator: "\n") {
-                        let parts = line.split(separator: "=", maxSplits: 1)
-                        environment[String(parts[0])] = String(parts[1])
-                    }
+                    environment.merge(try MockAppStoreProcess.reconcilerEnvironment(credentials: credentials)) { $1 }
                 }
                 let serve = try RunningProcess(
                     "reconciler",
@@ -103,6 +101,11 @@ struct Rehearsal {
         let result = try await reconciler(["export", "--at", String(Self.moment)])
         #expect(result.status == 0, "export: \(result.stderr)")
         return result.stdout
+    }
+
+    /// Every notification of the mock's scenario, as `GET /mock/notifications` lists them.
+    func mockNotifications() async throws -> [MockAppStore.NotificationLine] {
+        try await MockAppStoreProcess.notifications(mockURL)
     }
 
     func mockStatistics() async throws -> [String: Any] {
