@@ -152,6 +152,63 @@ import Testing
         }
     }
 
+    // MARK: The follower, in process
+
+    /// ``ChangeFeedFollower`` hands on each change once, in commit order, stops at its limit, and
+    /// resumes after the last id it handed on.
+    @Test func aFollowerHandsOnEachChangeOnceInOrderUpToItsLimit() async throws {
+        try await TestDatabase.with { db in
+            let handler = try app.handler(db)
+            for original in ["follow-1", "follow-2", "follow-3"] {
+                _ = try await handler.handle(signedPayload: try subscribed(original), source: .webhook)
+            }
+            try await eventually("three changes readable") { try await Self.feed(db).count == 3 }
+            let collected = Locked<[PurchaseStore.FeedChange]>([])
+            let first = ChangeFeedFollower(configuration: .init(limit: 2, batch: 1), database: db.database, logger: Self.logger)
+            try await first.run { change in collected.withLock { $0.append(change) } }
+            #expect(collected.withLock { $0.map(\.originalTransactionId) } == ["follow-1", "follow-2"])
+            let resumed = ChangeFeedFollower(
+                configuration: .init(since: collected.withLock { $0.last!.changeId }), database: db.database, logger: Self.logger)
+            try await resumed.run { change in collected.withLock { $0.append(change) } }
+            #expect(collected.withLock { $0.map(\.originalTransactionId) } == ["follow-1", "follow-2", "follow-3"])
+        }
+    }
+
+    /// A following follower wakes for a change committed after it caught up; one whose position
+    /// was pruned throws ``ChangeFeedFollower/PositionPruned`` with that position.
+    @Test func aFollowerWakesForANewChangeAndAPrunedPositionIsNamed() async throws {
+        try await TestDatabase.with { db in
+            let handler = try app.handler(db)
+            _ = try await handler.handle(signedPayload: try subscribed("wake-1"), source: .webhook)
+            try await eventually("the first change readable") { try await Self.feed(db).count == 1 }
+            let (changes, delivered) = AsyncStream<PurchaseStore.FeedChange>.makeStream()
+            let follower = ChangeFeedFollower(
+                configuration: .init(follow: true, pollInterval: .seconds(1)), database: db.database, logger: Self.logger)
+            // The stream ends when the follower does, so a follower that fails ends the test instead of hanging it.
+            let following = Task {
+                defer { delivered.finish() }
+                try await follower.run { delivered.yield($0) }
+            }
+            defer { following.cancel() }
+            var iterator = changes.makeAsyncIterator()
+            let first = await iterator.next()
+            #expect(first?.originalTransactionId == "wake-1")
+            // LISTEN wakes it, or the poll once another test's transaction stops holding the change back.
+            _ = try await handler.handle(signedPayload: try subscribed("wake-2"), source: .webhook)
+            let second = await iterator.next()
+            #expect(second?.originalTransactionId == "wake-2")
+            following.cancel()
+            // Cancelled while waiting or while reading: either way it ends, and nothing is asked of how.
+            _ = await following.result
+
+            // Prune all but the newest change: a follower from the first one's id was left behind.
+            _ = try await Pruner(database: db.database).prune(.changes, before: Date(timeIntervalSinceNow: 3600))
+            let behind = ChangeFeedFollower(configuration: .init(since: try #require(first).changeId), database: db.database, logger: Self.logger)
+            let error = await #expect(throws: ChangeFeedFollower.PositionPruned.self) { try await behind.run { _ in } }
+            #expect(error?.changeId == first?.changeId)
+        }
+    }
+
     // MARK: A rehearsal: one row per change, and a follower killed and restarted
 
     /// Live traffic, an outage and a run over it: the feed chains each purchase's states from

@@ -4,7 +4,6 @@ import Foundation
 import Logging
 import Reconciler
 import ReconcilerShared
-import Synchronization
 
 struct ChangesCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
@@ -132,14 +131,18 @@ struct ChangesCommand: AsyncParsableCommand {
             }
             print(position.changeId)
         } else {
-            let reader = FeedReader(
+            let follower = ChangeFeedFollower.Configuration(
                 since: since, follow: follow, limit: limit, batch: batch, pollInterval: .milliseconds(TimeArgument.duration(pollInterval)!),
-                apps: try app.storedScope().appsOnly(), appAccountToken: appAccountToken?.lowercased(), runId: runId, logger: logger)
+                apps: try app.storedScope().appsOnly(), appAccountToken: appAccountToken?.lowercased(), runId: runId)
             do {
                 try await database.runWork(logger: logger) { database in
                     try await Self.requireSchema(database, logger: logger)
-                    try await reader.run(database: database)
+                    try await ChangeFeedFollower(configuration: follower, database: database, logger: logger).run { change in
+                        try FileHandle.standardOutput.write(contentsOf: Data((try change.jsonLine() + "\n").utf8))
+                    }
                 }
+            } catch let pruned as ChangeFeedFollower.PositionPruned {
+                throw Self.prunedError(after: pruned.changeId)
             } catch is Interrupted {
                 // SIGTERM or SIGINT: every line printed is whole, and the consumer resumes after the last one.
             }
@@ -171,101 +174,6 @@ struct ChangesCommand: AsyncParsableCommand {
     private static func requireSchema(_ database: Database, logger: Logger) async throws {
         do { try await Migrator().requireCurrent(database.client, logger: logger) } catch let error as Migrator.MigrationError {
             throw CommandError.configuration(error.description)
-        }
-    }
-}
-
-/// Prints the feed from a change id, in batches, each line as soon as it is read; with `follow`,
-/// reads again whenever a change is notified and every `pollInterval`.
-private struct FeedReader: Sendable {
-    var since: Int64
-    var follow: Bool
-    var limit: Int?
-    var batch: Int
-    var pollInterval: Duration
-    /// Only these apps and environments' changes (`nil`: every one's).
-    var apps: [AppTarget]?
-    var appAccountToken: String?
-    var runId: Int64?
-    var logger: Logger
-
-    func run(database: Database) async throws {
-        let store = PurchaseStore(logger: logger)
-        guard var position = try await database.transaction({ [since] in try await store.position(of: since, on: $0) }) else {
-            throw ChangesCommand.prunedError(after: since)
-        }
-        // --since 0 reads from the oldest change kept, wherever pruning has left that.
-        var fromOldestKept = since == 0
-        let (wakeups, wake) = AsyncStream<Void>.makeStream(bufferingPolicy: .bufferingNewest(1))
-        try await withThrowingTaskGroup(of: Void.self) { group in
-            if follow {
-                group.addTask { await listen(database: database, wake: wake) }
-                group.addTask { [pollInterval] in
-                    while true {
-                        try await Task.sleep(for: pollInterval)
-                        wake.yield()
-                    }
-                }
-            }
-            defer { group.cancelAll() }
-            var printed = 0
-            var wakeup = wakeups.makeAsyncIterator()
-            while !Task.isCancelled {
-                let wanted = min(batch, limit.map { $0 - printed } ?? .max)
-                let read: PurchaseStore.FeedBatch
-                do {
-                    read = try await database.transaction { [position, apps, appAccountToken, runId] in
-                        try await store.changes(
-                            after: position, limit: wanted, apps: apps, appAccountToken: appAccountToken, runId: runId, on: $0)
-                    }
-                } catch let error as DatabaseUnavailable where follow {
-                    // A follower outlives an outage: nothing is skipped, it reads from the same position later.
-                    logger.warning("the database is unreachable; reading again later", metadata: ["error": "\(error)"])
-                    _ = await wakeup.next()
-                    continue
-                }
-                // Rows after this reader's position were pruned before it read them: it must resync,
-                // as it would be told at start. (The first read from 0 starts at the oldest row kept.)
-                if read.missedPrunedRows, !fromOldestKept { throw ChangesCommand.prunedError(after: position.changeId) }
-                fromOldestKept = false
-                for change in read.changes {
-                    // A signal ends the feed between lines: every line printed is whole.
-                    if Task.isCancelled { return }
-                    try FileHandle.standardOutput.write(contentsOf: Data((try change.jsonLine() + "\n").utf8))
-                    printed += 1
-                }
-                position = read.end
-                if let limit, printed >= limit { return }
-                // A full batch: more is waiting now.
-                if read.changes.count == wanted { continue }
-                guard follow else { return }
-                guard await wakeup.next() != nil else { return }
-            }
-        }
-    }
-
-    /// Wakes the reader on every notification of a committed change, on a connection of its own,
-    /// reconnecting after a failure; each (re)connection wakes it once too, for what committed meanwhile.
-    private func listen(database: Database, wake: AsyncStream<Void>.Continuation) async {
-        var failures = 0
-        while !Task.isCancelled {
-            let connected = Mutex(false)
-            do {
-                try await database.listen(on: PurchaseStore.changeChannel) { notifications in
-                    connected.withLock { $0 = true }
-                    wake.yield()
-                    for try await _ in notifications { wake.yield() }
-                }
-            } catch is CancellationError {
-                return
-            } catch {
-                failures = connected.withLock { $0 } ? 1 : failures + 1
-                logger.warning(
-                    "lost the LISTEN connection; reconnecting (changes are still read every poll interval)",
-                    metadata: ["error": "\(error)"])
-            }
-            // Backs off while the database is away; polling keeps the feed moving meanwhile.
-            try? await Task.sleep(for: .milliseconds(min(30_000, 500 << min(failures, 6))))
         }
     }
 }
