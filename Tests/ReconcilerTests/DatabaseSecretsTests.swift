@@ -65,7 +65,7 @@ import Testing
         let encoded = try DatabaseSettings(url: "postgres://alice:\(Self.secret("%25t%23%40%2F%3F%20"))@db/iap")
         #expect(encoded.password == Self.secret("%t#@/? "))
         let inQuery = try DatabaseSettings(url: "postgres://db/iap?user=alice&password=\(Self.secret("%26"))&sslmode=require")
-        #expect(inQuery.password == Self.secret("&") && inQuery.username == "alice" && inQuery.sslMode == "require")
+        #expect(inQuery.password == Self.secret("&") && inQuery.username == "alice" && inQuery.sslMode == .require)
         #expect(!Self.leaks(inQuery.description))
         // Unencoded '@', '/', '#', '%', spaces: a reader could split these differently, so they are refused.
         for middle in ["@", "/", "#", "%t", " ", "%zz"] {
@@ -104,6 +104,19 @@ import Testing
         }
     }
 
+    /// `sslmode` takes libpq's six names and no other; only `disable` and `allow` connect without TLS.
+    @Test func everySSLModeOfLibpqParsesAndNoOtherDoes() throws {
+        let modes = try DatabaseSettings.SSLMode.allCases.map { try DatabaseSettings(url: "postgres://db/iap?sslmode=\($0.rawValue)") }
+        #expect(modes.map(\.sslMode.rawValue) == ["disable", "allow", "prefer", "require", "verify-ca", "verify-full"])
+        #expect(modes.map { $0.tlsConfiguration != nil } == [false, false, true, true, true, true])
+        #expect(try DatabaseSettings(url: "postgres://db/iap").sslMode == .prefer)
+        for unknown in ["verify_full", "VERIFY-FULL", ""] {
+            #expect {
+                try DatabaseSettings(url: "postgres://db/iap?sslmode=\(unknown)")
+            } throws: { ($0 as? DatabaseSettings.InvalidURL)?.code == .invalidSSLMode }
+        }
+    }
+
     @Test func tlsFilesAreCheckedWhenTheSettingsAreMade() throws {
         let missing = "/nonexistent/\(UUID().uuidString)/ca.pem"
         #expect {
@@ -120,7 +133,7 @@ import Testing
         #expect {
             try DatabaseSettings(url: "postgres://db/iap?sslmode=require&sslrootcert=system")
         } throws: { ($0 as? DatabaseSettings.InvalidURL)?.code == .invalidSSLMode }
-        #expect(try DatabaseSettings(url: "postgres://db/iap?sslrootcert=system").sslMode == "verify-full")
+        #expect(try DatabaseSettings(url: "postgres://db/iap?sslrootcert=system").sslMode == .verifyFull)
         #expect {
             try DatabaseSettings(url: "postgres://db/iap?sslmode=verify-full&sslcert=\(notPEM)")
         } throws: { ($0 as? DatabaseSettings.InvalidURL)?.code == .unreadableTLSFile }

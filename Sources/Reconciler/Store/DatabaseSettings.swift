@@ -33,7 +33,7 @@ public struct DatabaseSettings: Sendable, CustomStringConvertible {
     public var username: String
     public var password: String?
     public var database: String
-    public var sslMode: String
+    public var sslMode: SSLMode
     public var unixSocketPath: String?
     public var maximumConnections: Int
     /// libpq's `hostaddr`: the address to connect to, while `host` names the server for TLS verification.
@@ -71,7 +71,17 @@ public struct DatabaseSettings: Sendable, CustomStringConvertible {
         }
     }
 
-    public static let sslModes = ["disable", "allow", "prefer", "require", "verify-ca", "verify-full"]
+    /// libpq's `sslmode`, with libpq's names as raw values.
+    public enum SSLMode: String, CaseIterable, Sendable, CustomStringConvertible {
+        case disable, allow, prefer, require
+        case verifyCA = "verify-ca"
+        case verifyFull = "verify-full"
+
+        public var description: String { rawValue }
+        /// Whether the connection is encrypted at all (libpq's `allow` tries without TLS first, and
+        /// PostgresNIO has no such mode: it connects without).
+        var usesTLS: Bool { self != .disable && self != .allow }
+    }
 
     public init(url: String, maximumConnections: Int = 20) throws {
         let parts = try URLParts(url)
@@ -108,13 +118,19 @@ public struct DatabaseSettings: Sendable, CustomStringConvertible {
 
         self.sslRootCertificate = query["sslrootcert"].flatMap { $0.isEmpty ? nil : $0 }
         let systemRoots = sslRootCertificate == "system"
-        self.sslMode = query["sslmode"] ?? (systemRoots ? "verify-full" : "prefer")
-        guard Self.sslModes.contains(sslMode) else {
-            throw InvalidURL(
-                code: .invalidSSLMode,
-                description: "unknown sslmode in DATABASE_URL: use one of \(Self.sslModes.joined(separator: ", "))")
+        let sslMode: SSLMode
+        if let named = query["sslmode"] {
+            guard let mode = SSLMode(rawValue: named) else {
+                throw InvalidURL(
+                    code: .invalidSSLMode,
+                    description: "unknown sslmode in DATABASE_URL: use one of \(SSLMode.allCases.map(\.rawValue).joined(separator: ", "))")
+            }
+            sslMode = mode
+        } else {
+            sslMode = systemRoots ? .verifyFull : .prefer
         }
-        if systemRoots, sslMode != "verify-full" {
+        self.sslMode = sslMode
+        if systemRoots, sslMode != .verifyFull {
             throw InvalidURL(
                 code: .invalidSSLMode,
                 description: "sslrootcert=system needs sslmode=verify-full (as in libpq), not \(sslMode)")
@@ -161,13 +177,13 @@ public struct DatabaseSettings: Sendable, CustomStringConvertible {
 
     /// The TLS settings `sslmode`, `sslrootcert`, `sslcert` and `sslkey` ask for, or nil without TLS.
     public var tlsConfiguration: TLSConfiguration? {
-        guard !["disable", "allow"].contains(sslMode), unixSocketPath == nil else { return nil }
+        guard sslMode.usesTLS, unixSocketPath == nil else { return nil }
         var tls = TLSConfiguration.makeClientConfiguration()
         if let trustedRoots { tls.trustRoots = trustedRoots }
         switch sslMode {
-        case "verify-full":
+        case .verifyFull:
             tls.certificateVerification = .fullVerification
-        case "verify-ca":
+        case .verifyCA:
             tls.certificateVerification = .noHostnameVerification
         default:
             // libpq: with a root certificate, `prefer` and `require` check the chain (not the name).
@@ -187,7 +203,7 @@ public struct DatabaseSettings: Sendable, CustomStringConvertible {
         } else {
             let mode: PostgresClient.Configuration.TLS
             if let tls = tlsConfiguration {
-                mode = sslMode == "prefer" ? .prefer(tls) : .require(tls)
+                mode = sslMode == .prefer ? .prefer(tls) : .require(tls)
             } else {
                 mode = .disable
             }
@@ -209,7 +225,7 @@ public struct DatabaseSettings: Sendable, CustomStringConvertible {
             let mode: PostgresConnection.Configuration.TLS
             if let tls = tlsConfiguration {
                 let context = try NIOSSLContext(configuration: tls)
-                mode = sslMode == "prefer" ? .prefer(context) : .require(context)
+                mode = sslMode == .prefer ? .prefer(context) : .require(context)
             } else {
                 mode = .disable
             }
@@ -558,7 +574,7 @@ extension DatabaseSettings {
                 do { context = try NIOSSLContext(configuration: tls) } catch {
                     throw ConnectionFailure(code: .tls, description: "database \(self): cannot set up TLS (\(scrubbed("\(error)")))")
                 }
-                mode = sslMode == "prefer" ? .prefer(context) : .require(context)
+                mode = sslMode == .prefer ? .prefer(context) : .require(context)
             }
             configuration = .init(host: hostAddress ?? host, port: port, username: username, password: password, database: database, tls: mode)
             if hostAddress != nil, !Self.isIPAddress(host) { configuration.options.tlsServerName = host }
