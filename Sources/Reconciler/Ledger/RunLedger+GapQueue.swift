@@ -258,7 +258,7 @@ extension RunLedger {
                 "SELECT status, count(*) FROM gap_queue WHERE run_id = \(runId) GROUP BY status", logger: logger)
             var counts: [QueueStatus: Int] = [:]
             for try await (status, count) in rows.decode((String, Int).self) {
-                if let status = QueueStatus(rawValue: status) { counts[status] = count }
+                counts[try PurchaseStoreError.stored(status, in: "gap_queue.status", as: QueueStatus.self)] = count
             }
             return QueueSummary(
                 pending: counts[.pending] ?? 0, leased: counts[.leased] ?? 0, done: counts[.done] ?? 0, failed: counts[.failed] ?? 0,
@@ -281,7 +281,8 @@ extension RunLedger {
                 """, logger: logger)
             var result: [FailedCustomer] = []
             for try await (anchor, kind, error) in rows.decode((String, String, String).self) {
-                result.append(.init(anchorTransactionId: anchor, kind: FailureKind(rawValue: kind) ?? .retryable, error: error))
+                result.append(
+                    .init(anchorTransactionId: anchor, kind: try PurchaseStoreError.stored(kind, in: "gap_queue.failure_kind"), error: error))
             }
             return result
         }

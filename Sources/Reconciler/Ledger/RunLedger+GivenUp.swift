@@ -67,12 +67,11 @@ extension RunLedger {
             var result: [GivenUp] = []
             let rows = try await connection.query(query, logger: logger)
             for try await row in rows.decode((Int64, String, String, String, String, Int, Date, Date?, String?).self) {
-                guard let kind = GivenUp.Kind(rawValue: row.1), let failureKind = FailureKind(rawValue: row.3) else {
-                    throw PurchaseStoreError(description: "given_up holds a kind this version does not know (\(row.1), \(row.3))")
-                }
                 result.append(
                     GivenUp(
-                        runId: row.0, kind: kind, subject: row.2, failureKind: failureKind, reason: row.4, failures: row.5, givenUpAt: row.6,
+                        runId: row.0, kind: try PurchaseStoreError.stored(row.1, in: "given_up.kind"), subject: row.2,
+                        failureKind: try PurchaseStoreError.stored(row.3, in: "given_up.failure_kind"), reason: row.4, failures: row.5,
+                        givenUpAt: row.6,
                         acknowledgedAt: row.7, acknowledgedNote: row.8))
             }
             return result
@@ -105,7 +104,7 @@ extension RunLedger {
                 """, logger: logger)
             var counts = Dictionary(uniqueKeysWithValues: GivenUp.Kind.allCases.map { ($0, 0) })
             for try await (kind, count) in rows.decode((String, Int).self) {
-                if let kind = GivenUp.Kind(rawValue: kind) { counts[kind] = count }
+                counts[try PurchaseStoreError.stored(kind, in: "given_up.kind", as: GivenUp.Kind.self)] = count
             }
             return counts
         }

@@ -20,7 +20,8 @@ extension RunLedger {
                             queryIndex: row.0, filter: .init(row.1.map(NotificationTypeV2.init(rawValue:)), row.2.map(Subtype.init(rawValue:))),
                             start: row.3, end: row.4),
                         paginationToken: row.5, pagesDone: row.6, notificationsSeen: row.7, restarts: row.8,
-                        status: ShardRecord.Status(rawValue: row.9) ?? .pending, failureKind: row.10.flatMap(FailureKind.init(rawValue:)),
+                        status: try PurchaseStoreError.stored(row.9, in: "run_shards.status"),
+                        failureKind: try row.10.map { try PurchaseStoreError.stored($0, in: "run_shards.failure_kind") },
                         lastError: row.11))
             }
             return shards

@@ -211,11 +211,10 @@ extension PurchaseStore {
                 continue
             default: break
             }
-            guard let original = row.3, let sourceName = row.5, let source = ChangeSource(rawValue: sourceName), let after = row.9,
-                let changedAt = row.10
-            else {
-                throw PurchaseStoreError(description: "change \(row.1) has an unknown source \(row.5 ?? "null")")
+            guard let original = row.3, let sourceName = row.5, let after = row.9, let changedAt = row.10 else {
+                throw PurchaseStoreError(code: .missingRow, description: "change \(row.1) was read without its purchase's columns")
             }
+            let source = try PurchaseStoreError.stored(sourceName, in: "purchase_changes.source", as: ChangeSource.self)
             batch.changes.append(
                 FeedChange(
                     changeId: row.1, originalTransactionId: original, bundleId: row.11, environment: row.12, appAccountToken: row.4,

@@ -187,13 +187,12 @@ extension PurchaseStore {
             """, logger: logger)
         var summary = ForwardingSummary()
         for try await (status, count, oldest) in rows.decode((String, Int, Date).self) {
-            switch DeliveryStatus(rawValue: status) {
+            switch try PurchaseStoreError.stored(status, in: "forward_queue.status", as: DeliveryStatus.self) {
             case .delivered: summary.delivered += count
             case .failed: summary.failed += count
             case .pending, .leased:
                 summary.pending += count
                 summary.oldestPending = min(summary.oldestPending ?? oldest, oldest)
-            case nil: continue
             }
         }
         return summary

@@ -46,7 +46,9 @@ public struct PurchaseStore: Sendable {
     /// The app and environment a write or a read of one purchase is for.
     var scope: AppTarget {
         get throws {
-            guard let target else { throw PurchaseStoreError(description: "a purchase was read or written without naming its app") }
+            guard let target else {
+                throw PurchaseStoreError(code: .missingApp, description: "a purchase was read or written without naming its app")
+            }
             return target
         }
     }
@@ -197,7 +199,8 @@ public struct PurchaseStore: Sendable {
             var wroteBefore = false
             for try await (_, unwritten) in rows.decode((String, Bool).self) where !unwritten { wroteBefore = true }
             if wroteBefore {
-                throw PurchaseStoreError(description: "purchases locked after the transaction wrote: the change feed would misorder their changes")
+                throw PurchaseStoreError(
+                    code: .lockOrder, description: "purchases locked after the transaction wrote: the change feed would misorder their changes")
             }
         }
         if let shadow {
@@ -950,6 +953,43 @@ public struct PurchaseChange: Sendable, Hashable, Codable {
     }
 }
 
+/// The store found something it cannot have written, or was asked for what it cannot do. Match
+/// ``code``; ``description`` names columns and the reconciler's own state names, never stored data.
 public struct PurchaseStoreError: Error, CustomStringConvertible, Sendable {
+    public struct Code: Hashable, Sendable, CustomStringConvertible {
+        private let name: String
+        private init(_ name: String) { self.name = name }
+        public var description: String { name }
+
+        /// A column the reconciler itself writes (a run's status or phase, a shard's or a queue
+        /// row's status, a failure kind, a rejection's source) holds a value this version does not
+        /// know: written by a newer version or by hand. It is not guessed.
+        public static let unknownStoredValue = Code("unknownStoredValue")
+        /// A purchase read or written without naming its app and environment.
+        public static let missingApp = Code("missingApp")
+        /// Purchases were locked in an order that would misorder the change feed.
+        public static let lockOrder = Code("lockOrder")
+        /// A row the store had just written was not there.
+        public static let missingRow = Code("missingRow")
+    }
+
+    public var code: Code
     public var description: String
+
+    public init(code: Code, description: String) {
+        self.code = code
+        self.description = description
+    }
+
+    /// Reads a state the reconciler itself stored in `column`; a value it does not know throws
+    /// ``Code/unknownStoredValue`` instead of falling back to a guess.
+    static func stored<State: RawRepresentable>(_ raw: String, in column: String, as state: State.Type = State.self) throws -> State
+    where State.RawValue == String {
+        guard let value = State(rawValue: raw) else {
+            throw PurchaseStoreError(
+                code: .unknownStoredValue,
+                description: "\(column) holds \"\(raw)\", which this version does not know (written by a newer version, or by hand)")
+        }
+        return value
+    }
 }
