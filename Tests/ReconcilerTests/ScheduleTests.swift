@@ -2,6 +2,7 @@ import AppStoreServer
 import Foundation
 import Logging
 import MockAppStore
+import NIOHTTP1
 import PostgresNIO
 import Testing
 
