@@ -4,6 +4,7 @@ import Logging
 import MockAppStore
 import NIOHTTP1
 import PostgresNIO
+import ReconcilerShared
 import Testing
 
 @testable import Reconciler
