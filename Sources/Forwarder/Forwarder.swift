@@ -1,12 +1,13 @@
-import AsyncHTTPClient
+public import AsyncHTTPClient
 import Crypto
-import Foundation
+public import Foundation
 import Logging
 import NIOCore
 import NIOFoundationCompat
+import NIOHTTP1
 import PostgresNIO
-import Reconciler
-import ServiceLifecycle
+public import Reconciler
+public import ServiceLifecycle
 
 /// Delivers queued notifications to the app's own webhook, as Apple would have: a POST of Apple's
 /// exact body `{"signedPayload": "..."}`, so the app's handler processes it as if Apple had sent

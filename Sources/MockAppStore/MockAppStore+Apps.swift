@@ -1,6 +1,7 @@
-import AppStoreServer
+public import AppStoreServer
 import Foundation
 import ReconcilerShared
+import Synchronization
 
 extension MockAppStore {
     /// An app the mock serves, in the environments it simulates for it (`--app BUNDLE_ID:APPLE_ID:ENVIRONMENTS`).

@@ -1,6 +1,8 @@
-import AppStoreServer
-import Crypto
+public import AppStoreServer
+public import Crypto
 import Foundation
+import Logging
+import Synchronization
 
 extension MockAppStore {
     /// Runs the mock in this process for the duration of `body`, which receives its base URL

@@ -1,9 +1,9 @@
 import AppStoreServer
-import Crypto
-import Foundation
-import Logging
-import ReconcilerShared
-import ServiceLifecycle
+public import Crypto
+public import Foundation
+public import Logging
+public import ReconcilerShared
+public import ServiceLifecycle
 import Synchronization
 
 /// A local App Store imitation for tests, demos and rehearsals: it simulates the customers of one

@@ -6,6 +6,7 @@ import MockAppStore
 import ReconcilerShared
 import ServiceLifecycle
 import Synchronization
+import UnixSignals
 
 /// `mock-appstore [simulate]`: the App Store imitation (the default subcommand).
 struct MockAppStoreCommand: AsyncParsableCommand {

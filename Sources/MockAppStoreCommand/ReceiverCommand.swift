@@ -3,6 +3,7 @@ import Foundation
 import Logging
 import MockAppStore
 import ServiceLifecycle
+import UnixSignals
 
 /// `mock-appstore receiver`: the app's own notification handler, imitated, for `--forward-to`.
 struct ReceiverCommand: AsyncParsableCommand {

@@ -1,4 +1,4 @@
-import AppStoreServer
+public import AppStoreServer
 
 /// How the app's request budget is divided among its live processes (``SharedBudget``), as pure
 /// functions: no database, no time.

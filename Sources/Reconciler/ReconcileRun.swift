@@ -1,5 +1,5 @@
-import AppStoreServer
-import Foundation
+public import AppStoreServer
+public import Foundation
 import Logging
 import PostgresNIO
 import ReconcilerShared

@@ -1,4 +1,4 @@
-import AppStoreServer
+public import AppStoreServer
 import Foundation
 import Logging
 

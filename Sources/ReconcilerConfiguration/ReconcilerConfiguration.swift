@@ -1,6 +1,6 @@
-import AppStoreServer
+public import AppStoreServer
 import Foundation
-import ReconcilerShared
+public import ReconcilerShared
 import Yams
 
 /// Every app and environment one deployment serves, with what each needs: its In-App Purchase

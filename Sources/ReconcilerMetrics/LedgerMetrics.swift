@@ -3,8 +3,8 @@ import CoreMetrics
 import Foundation
 import Logging
 import PostgresNIO
-import Reconciler
-import ServiceLifecycle
+public import Reconciler
+public import ServiceLifecycle
 
 /// The gauges alerts watch that live in the database, not in one process: unacknowledged
 /// quarantined payloads and given-up customers and shards, the schedule's unfinished windows,

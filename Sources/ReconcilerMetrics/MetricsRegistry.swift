@@ -1,6 +1,6 @@
-import CoreMetrics
+public import CoreMetrics
 import Foundation
-import Prometheus
+public import Prometheus
 import Synchronization
 
 #if canImport(Glibc)

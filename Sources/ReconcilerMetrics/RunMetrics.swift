@@ -1,6 +1,7 @@
+import AppStoreServer
 import CoreMetrics
-import Foundation
-import Reconciler
+public import Foundation
+public import Reconciler
 
 /// The last `run` invocation as gauges, for `run --metrics-file` (node_exporter's textfile
 /// collector): its exit code and end always, and the figures of its last report when it made one

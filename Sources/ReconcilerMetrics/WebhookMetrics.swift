@@ -1,7 +1,7 @@
 import AppStoreServer
 import CoreMetrics
-import Foundation
-import Reconciler
+public import Foundation
+public import Reconciler
 
 /// What the live webhook counts, in its process's ``MetricsRegistry``: notifications stored by
 /// type and outcome, rejections by reason, store failures, and the newest live notification's time

@@ -1,4 +1,4 @@
-import Foundation
+public import Foundation
 
 /// Parses the times and durations operators type: ISO 8601 (`2026-11-20T03:10:00Z`, with or
 /// without fractional seconds or an offset; without an offset it is UTC; a plain date is its

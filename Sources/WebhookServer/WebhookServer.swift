@@ -1,11 +1,12 @@
-import AppStoreServer
+public import AppStoreServer
 import Foundation
-import Hummingbird
-import Logging
+public import Hummingbird
+public import Logging
+import NIOFoundationCompat
 import PostgresNIO
-import Reconciler
-import ReconcilerMetrics
-import ServiceLifecycle
+public import Reconciler
+public import ReconcilerMetrics
+public import ServiceLifecycle
 
 /// The live endpoint App Store Server Notifications V2 are delivered to, for every app and
 /// environment the deployment serves (Apple sends sandbox notifications to the production URL

@@ -3,6 +3,8 @@ import AsyncHTTPClient
 import Crypto
 import Foundation
 import MockAppStore
+import NIOCore
+import NIOHTTP1
 import Testing
 
 /// The API client against the mock App Store over real HTTP.

@@ -3,6 +3,7 @@ import AsyncHTTPClient
 import Foundation
 import NIOCore
 import NIOFoundationCompat
+import ReconcilerShared
 import Testing
 
 @testable import MockAppStore

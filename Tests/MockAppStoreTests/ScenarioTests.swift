@@ -1,5 +1,6 @@
 import AppStoreServer
 import Foundation
+import ReconcilerShared
 import Testing
 
 @testable import MockAppStore

@@ -1,6 +1,7 @@
 import AppStoreServer
 import Foundation
 import ReconcilerConfiguration
+import ReconcilerShared
 import Testing
 
 /// The configuration file, without a database: the example loads and means what it says;

@@ -1,4 +1,5 @@
 import Foundation
+import PostgresNIO
 import Testing
 
 /// Two apps under one team key, one of them in both environments, on one `serve` URL and one

@@ -1,6 +1,8 @@
 import AppStoreServer
 import Foundation
 import MockAppStore
+import NIOHTTP1
+import PostgresNIO
 import Testing
 
 @testable import Reconciler

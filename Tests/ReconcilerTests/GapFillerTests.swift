@@ -1,6 +1,7 @@
 import AppStoreServer
 import Foundation
 import MockAppStore
+import PostgresNIO
 import Testing
 
 @testable import Reconciler

@@ -1,6 +1,7 @@
 import AppStoreServer
 import Foundation
 import MockAppStore
+import NIOHTTP1
 import Reconciler
 import ReconcilerShared
 import Testing

@@ -1,5 +1,7 @@
 import AppStoreServer
+import CoreMetrics
 import Foundation
+import PostgresNIO
 import Reconciler
 import ReconcilerMetrics
 import Testing

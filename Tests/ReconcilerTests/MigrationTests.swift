@@ -1,4 +1,6 @@
+import AppStoreServer
 import Foundation
+import MockAppStore
 import PostgresNIO
 import Reconciler
 import Testing

@@ -1,6 +1,9 @@
 import AppStoreServer
+import Crypto
 import Foundation
 import MockAppStore
+import NIOHTTP1
+import PostgresNIO
 import Testing
 
 /// Cron and on-call features end to end: --since-last, detect-outage and --detected,

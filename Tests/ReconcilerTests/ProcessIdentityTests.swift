@@ -1,4 +1,5 @@
 import AppStoreServer
+import CoreFoundation
 import Foundation
 import Testing
 

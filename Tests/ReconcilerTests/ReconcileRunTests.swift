@@ -1,4 +1,5 @@
 import Foundation
+import PostgresNIO
 import Testing
 
 /// `reconciler run` end to end: real processes, a real PostgreSQL, the mock App Store over HTTP.

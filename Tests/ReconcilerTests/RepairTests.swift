@@ -1,5 +1,7 @@
 import Foundation
 import MockAppStore
+import NIOHTTP1
+import PostgresNIO
 import ReconcilerShared
 import Testing
 

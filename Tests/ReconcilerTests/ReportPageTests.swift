@@ -1,5 +1,6 @@
 import AppStoreServer
 import Foundation
+import PostgresNIO
 import ReconcilerShared
 import Testing
 

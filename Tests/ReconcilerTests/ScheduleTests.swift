@@ -2,7 +2,9 @@ import AppStoreServer
 import Foundation
 import Logging
 import MockAppStore
+import NIOHTTP1
 import PostgresNIO
+import ReconcilerShared
 import Testing
 
 @testable import Reconciler

@@ -1,4 +1,6 @@
 import Foundation
+import MockAppStore
+import PostgresNIO
 import Testing
 
 @testable import Reconciler

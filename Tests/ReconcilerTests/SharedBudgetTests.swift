@@ -1,6 +1,8 @@
 import AppStoreServer
+import Crypto
 import Foundation
 import MockAppStore
+import PostgresNIO
 import Testing
 
 @testable import Reconciler

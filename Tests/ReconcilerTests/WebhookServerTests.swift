@@ -1,9 +1,13 @@
 import AppStoreServer
 import AsyncHTTPClient
+import Crypto
 import Foundation
 import Hummingbird
 import HummingbirdTesting
 import MockAppStore
+import NIOFoundationCompat
+import NIOHTTP1
+import PostgresNIO
 import Reconciler
 import ReconcilerMetrics
 import Testing

@@ -1,5 +1,5 @@
-import Crypto
-import Foundation
+public import Crypto
+public import Foundation
 import Synchronization
 
 /// Signs the ES256 JWTs the App Store Server API expects, and reuses one until shortly before

@@ -1,7 +1,7 @@
-import AsyncHTTPClient
+public import AsyncHTTPClient
 import Crypto
 import Foundation
-import Logging
+public import Logging
 import NIOCore
 import NIOFoundationCompat
 import NIOHTTP1

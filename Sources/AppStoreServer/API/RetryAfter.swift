@@ -1,4 +1,4 @@
-import Foundation
+public import Foundation
 
 /// The instant a 429's `Retry-After` header names, whichever of its three forms it came in:
 ///

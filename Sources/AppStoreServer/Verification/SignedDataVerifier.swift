@@ -2,7 +2,7 @@ import Crypto
 import Foundation
 import SwiftASN1
 import Synchronization
-@_spi(FixedExpiryValidationTime) import X509
+@_spi(FixedExpiryValidationTime) public import X509
 
 /// Verifies and decodes data signed by the App Store: notifications, transactions, renewal info and
 /// app transactions.

@@ -1,5 +1,6 @@
 import Foundation
-import X509
+import SwiftASN1
+public import X509
 
 /// Root certificates that signed data must chain to.
 public enum TrustedRoots {

@@ -1,8 +1,10 @@
 import AppStoreServer
 import AsyncHTTPClient
 import Foundation
+import Logging
 import NIOCore
 import NIOFoundationCompat
+import NIOHTTP1
 
 /// Apple's delivery of notifications to the app's webhook, replayed at start-up in the order the
 /// attempts happened, every app's and environment's to the one webhook (Apple sends sandbox

@@ -1,6 +1,8 @@
 import AppStoreServer
 import Foundation
 import NIOFoundationCompat
+import NIOHTTP1
+import Synchronization
 
 /// The mock's own endpoints, on every base URL, covering every app and environment, never sabotaged:
 /// - `GET /mock/truth[?at=UNIX_MS]`: the final state of every purchase as JSON lines (`reconciler

@@ -1,4 +1,5 @@
 import AppStoreServer
+import NIOHTTP1
 
 /// Look Up Order ID: the order's transactions (newest version of each, signed now, as Apple's
 /// are) with status 0, or status 1 and no transactions for an order ID the app does not know.

@@ -1,6 +1,7 @@
 import AppStoreServer
 import Foundation
 import NIOFoundationCompat
+import NIOHTTP1
 
 /// Get Notification History with Apple's semantics: a window on the first send attempt (or, with
 /// ``ScenarioConfiguration/HistoryDate/signedDate``, on `signedDate`: Apple documents neither), 20 per

@@ -1,5 +1,6 @@
 import AppStoreServer
 import Foundation
+import NIOHTTP1
 
 /// Get All Subscription Statuses: for the account, every subscription grouped by subscription
 /// group, with its latest transaction, renewal info (both signed now) and status 1 to 5;

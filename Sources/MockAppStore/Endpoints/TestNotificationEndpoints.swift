@@ -1,5 +1,7 @@
 import AppStoreServer
 import Foundation
+import NIOHTTP1
+import Synchronization
 
 /// Request a Test Notification (a TEST notification sent to the webhook now) and Get Test
 /// Notification Status (its payload and send attempts).

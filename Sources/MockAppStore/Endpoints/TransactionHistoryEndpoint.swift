@@ -1,5 +1,7 @@
 import AppStoreServer
 import Foundation
+import NIOHTTP1
+import Synchronization
 
 /// Get Transaction History (v2): every transaction of the customer's account (any of its
 /// transaction ids names the account), newest version of each, sorted by modification date; a

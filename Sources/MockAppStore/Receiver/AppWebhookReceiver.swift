@@ -5,7 +5,7 @@ import Logging
 import NIOCore
 import NIOFoundationCompat
 import NIOHTTP1
-import ServiceLifecycle
+public import ServiceLifecycle
 import Synchronization
 
 /// The app's own notification handler, imitated: where `reconciler run --forward-to` and `serve

@@ -1,6 +1,6 @@
-import AppStoreServer
-import Foundation
-import ReconcilerShared
+public import AppStoreServer
+public import Foundation
+public import ReconcilerShared
 
 /// The final state of every purchase of a scenario, derived the way ``PurchaseState`` documents,
 /// computed independently of the reconciler: this is what a correct reconciliation must export.

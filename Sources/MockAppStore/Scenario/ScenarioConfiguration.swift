@@ -1,5 +1,5 @@
-import AppStoreServer
-import Foundation
+public import AppStoreServer
+public import Foundation
 
 /// What the mock App Store simulates: customers of one app, their purchases over a span of time
 /// ending now, and an outage of the app's webhook during which deliveries fail.

@@ -1,4 +1,4 @@
-import AppStoreServer
+public import AppStoreServer
 
 /// Everything a scenario simulated, before signing: accounts, every version of every
 /// transaction, and the notifications Apple sent, each with the snapshot it carried.

@@ -1,8 +1,10 @@
 import AppStoreServer
 import Foundation
+import Logging
 import NIOCore
 import NIOFoundationCompat
 import NIOHTTP1
+import Synchronization
 
 /// Request dispatch: the JWT's `bid` and the base URL the request came to pick the app and
 /// environment; latency, dropped connections, authentication, the app's rate limit and injected

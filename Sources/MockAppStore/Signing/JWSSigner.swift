@@ -1,8 +1,8 @@
 import AppStoreServer
-import Crypto
-import Foundation
+public import Crypto
+public import Foundation
 import SwiftASN1
-import X509
+public import X509
 
 /// Signs payloads as the App Store does: compact JWS, ES256, with `x5c` = [leaf, intermediate, root].
 ///

@@ -1,8 +1,8 @@
 import AppStoreServer
-import Crypto
-import Foundation
-import SwiftASN1
-import X509
+public import Crypto
+public import Foundation
+public import SwiftASN1
+public import X509
 
 /// A three-level certificate authority shaped like Apple's (root, intermediate, leaf, all
 /// P-256), whose certificates carry Apple's OIDs, for the mock App Store and for tests.

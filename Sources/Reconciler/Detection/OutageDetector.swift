@@ -1,4 +1,4 @@
-import AppStoreServer
+public import AppStoreServer
 import Foundation
 
 /// Finds webhook outages from the App Store's side: Get Notification History with

@@ -1,4 +1,4 @@
-import AppStoreServer
+public import AppStoreServer
 import Logging
 import PostgresNIO
 import ReconcilerShared

@@ -1,4 +1,4 @@
-import AppStoreServer
+public import AppStoreServer
 
 /// Sends each live notification to the handler of the app and environment it names, for one
 /// `serve` that receives every app's notifications (Apple sends sandbox ones to the production URL

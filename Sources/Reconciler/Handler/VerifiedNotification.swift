@@ -1,4 +1,4 @@
-import AppStoreServer
+public import AppStoreServer
 
 /// A notification whose signature, chain, app, environment and nested signed values have all
 /// been verified: the only kind of notification the store accepts. Only the handler makes one.

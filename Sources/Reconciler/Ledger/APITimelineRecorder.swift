@@ -1,4 +1,4 @@
-import AppStoreServer
+public import AppStoreServer
 import Foundation
 
 /// Writes a process's API requests per endpoint per second on a run to the run's ledger, with the

@@ -1,5 +1,5 @@
 import AppStoreServer
-import Foundation
+public import Foundation
 import PostgresNIO
 import ReconcilerShared
 

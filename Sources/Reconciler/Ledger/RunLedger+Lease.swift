@@ -1,4 +1,4 @@
-import Foundation
+public import Foundation
 import PostgresNIO
 
 /// The run lease: one row per app and environment that the running process renews. Times are the

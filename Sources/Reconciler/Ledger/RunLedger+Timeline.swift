@@ -1,5 +1,5 @@
-import AppStoreServer
-import Foundation
+public import AppStoreServer
+public import Foundation
 import PostgresNIO
 
 /// A run over time, for the incident report page: its API requests per endpoint per second (each

@@ -1,6 +1,6 @@
-import AppStoreServer
-import Foundation
-import Logging
+public import AppStoreServer
+public import Foundation
+public import Logging
 import PostgresNIO
 import ReconcilerShared
 

@@ -1,5 +1,5 @@
-import AppStoreServer
-import Foundation
+public import AppStoreServer
+public import Foundation
 
 /// How a run was asked to work; stored with it so a resumed run keeps its plan.
 public struct RunOptions: Sendable, Codable, Hashable {

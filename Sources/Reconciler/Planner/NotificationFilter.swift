@@ -1,4 +1,5 @@
-import AppStoreServer
+public import AppStoreServer
+import Foundation
 
 /// One Get Notification History filter: a type with a subtype, a type alone (which, by Apple's
 /// rule, returns only notifications of that type without a subtype), or nothing (everything).

@@ -1,4 +1,4 @@
-import AppStoreServer
+public import AppStoreServer
 
 /// Turns an outage window into Get Notification History queries.
 ///

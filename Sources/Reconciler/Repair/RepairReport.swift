@@ -1,5 +1,5 @@
-import AppStoreServer
-import Foundation
+public import AppStoreServer
+public import Foundation
 import ReconcilerShared
 
 /// What `reconciler repair` did for one customer, for people (``humanSummary()``) and tools

@@ -1,5 +1,5 @@
 import AppStoreServer
-import Foundation
+public import Foundation
 import ReconcilerShared
 
 /// The incident report page of a run: one self-contained HTML file an on-call engineer attaches

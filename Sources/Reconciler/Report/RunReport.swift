@@ -1,6 +1,6 @@
-import AppStoreServer
-import Foundation
-import ReconcilerShared
+public import AppStoreServer
+public import Foundation
+public import ReconcilerShared
 
 /// What a run did, for people (``humanSummary``) and machines (JSON with the same content).
 public struct RunReport: Sendable, Codable {

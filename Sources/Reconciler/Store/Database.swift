@@ -1,7 +1,7 @@
 import Foundation
-import Logging
-import PostgresNIO
-import ReconcilerShared
+public import Logging
+public import PostgresNIO
+public import ReconcilerShared
 import Synchronization
 
 /// Runs work in short PostgreSQL transactions on a `PostgresClient`, and rides out a database

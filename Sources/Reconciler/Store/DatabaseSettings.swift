@@ -1,6 +1,6 @@
 import Foundation
-import Logging
-import PostgresNIO
+public import Logging
+public import PostgresNIO
 
 /// The PostgreSQL connection settings, from a `postgres://` URL such as `DATABASE_URL`.
 ///

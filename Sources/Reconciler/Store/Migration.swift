@@ -1,7 +1,7 @@
 import Crypto
-import Foundation
-import Logging
-import PostgresNIO
+public import Foundation
+public import Logging
+public import PostgresNIO
 
 /// One numbered SQL file of `migrations/`.
 public struct Migration: Sendable, Hashable {

@@ -1,7 +1,7 @@
-import AppStoreServer
-import Foundation
-import PostgresNIO
-import ReconcilerShared
+public import AppStoreServer
+public import Foundation
+public import PostgresNIO
+public import ReconcilerShared
 
 /// Reading the change feed. A row is returned only once no transaction that could still add a row
 /// before it is running: rows come in the order of the transactions that wrote them (their `xid`,

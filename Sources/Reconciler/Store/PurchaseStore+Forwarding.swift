@@ -1,5 +1,5 @@
-import Foundation
-import PostgresNIO
+public import Foundation
+public import PostgresNIO
 
 /// The queue of notifications to deliver to the app's own webhook, written by the statement that
 /// records each notification (``insertNotifications(_:source:forwarding:on:)``); forwarders lease

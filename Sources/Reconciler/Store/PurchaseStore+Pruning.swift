@@ -1,5 +1,5 @@
-import Foundation
-import PostgresNIO
+public import Foundation
+public import PostgresNIO
 
 /// One kind of row `reconciler prune` removes, each by its own age. A part is one case here, its
 /// statement in the store (``PurchaseStore/prune(_:before:limit:dryRun:on:)``), and one option of

@@ -1,8 +1,8 @@
-import AppStoreServer
-import Foundation
-import Logging
-import PostgresNIO
-import ReconcilerShared
+public import AppStoreServer
+public import Foundation
+public import Logging
+public import PostgresNIO
+public import ReconcilerShared
 
 /// The SQL that writes verified App Store data and reads purchase state: `notifications`,
 /// `transactions`, `purchases` and `history_revisions` are written here and nowhere else. Every

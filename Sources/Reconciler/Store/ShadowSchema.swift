@@ -1,4 +1,5 @@
 import AppStoreServer
+import Foundation
 import Logging
 import PostgresNIO
 

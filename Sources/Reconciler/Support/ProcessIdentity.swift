@@ -1,3 +1,4 @@
+import CoreFoundation  // stat() and st_ino, as Foundation imports them on Linux
 import Foundation
 
 /// Names this process in leases (the run lease, the customer queue, forwarding deliveries, the

@@ -2,6 +2,7 @@ import AppStoreServer
 import ArgumentParser
 import Foundation
 import Logging
+import PostgresNIO
 import Reconciler
 import ReconcilerShared
 

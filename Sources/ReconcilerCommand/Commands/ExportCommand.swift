@@ -1,6 +1,8 @@
+import AppStoreServer
 import ArgumentParser
 import Foundation
 import Reconciler
+import ReconcilerConfiguration
 import ReconcilerShared
 
 struct ExportCommand: AsyncParsableCommand {

@@ -3,6 +3,7 @@ import Forwarder
 import Foundation
 import Logging
 import Reconciler
+import ReconcilerConfiguration
 import ReconcilerShared
 
 struct ForwardCommand: AsyncParsableCommand {

@@ -1,6 +1,8 @@
+import AppStoreServer
 import ArgumentParser
 import Foundation
 import Reconciler
+import ReconcilerConfiguration
 
 struct MigrateCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(

@@ -6,6 +6,7 @@ import Foundation
 import Logging
 import PostgresNIO
 import Reconciler
+import ReconcilerConfiguration
 import ReconcilerMetrics
 import ReconcilerShared
 import ServiceLifecycle

@@ -1,3 +1,4 @@
+import AppStoreServer
 import ArgumentParser
 import CoreMetrics
 import Forwarder
@@ -5,6 +6,7 @@ import Foundation
 import Hummingbird
 import PostgresNIO
 import Reconciler
+import ReconcilerConfiguration
 import ReconcilerMetrics
 import ReconcilerShared
 import ServiceLifecycle

@@ -4,6 +4,7 @@ import PostgresNIO
 import Reconciler
 import ServiceLifecycle
 import Synchronization
+import UnixSignals
 
 /// A batch command's work (a run, a worker) as a service beside the `PostgresClient`, in one
 /// `ServiceGroup` that SIGTERM and SIGINT shut down gracefully: the work first (it is cancelled,

@@ -1,5 +1,6 @@
 import Foundation
 import MockAppStore
+import NIOHTTP1
 import Testing
 
 /// `mock-appstore` as a real process without a webhook (no live traffic to wait for, no `reconciler

@@ -1,5 +1,6 @@
 import Foundation
 import MockAppStore
+import NIOHTTP1
 
 /// What the tests read from a `mock-appstore` process: its URL, the variables it writes for a
 /// reconciler, and its own list of notifications (``Rehearsal`` and ``HistoryMock`` share these).

@@ -4,6 +4,7 @@ import Foundation
 import MockAppStore
 import NIOCore
 import NIOFoundationCompat
+import NIOHTTP1
 import Testing
 
 /// A rehearsal of an outage with real processes: a fresh database, `mock-appstore` delivering
