@@ -1,6 +1,7 @@
-import AppStoreServer
+public import AppStoreServer
 import Foundation
-import Logging
+public import Logging
+import PostgresNIO
 import Synchronization
 
 /// Reads the change feed from a change id in commit order, in batches, handing each change on as
