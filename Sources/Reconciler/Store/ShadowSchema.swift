@@ -63,7 +63,7 @@ struct ShadowSchema: Sendable, Hashable {
     /// Drops the shadow tables.
     func drop(on database: Database) async throws {
         try await database.shadowed(by: nil).transaction { connection in
-            try await connection.query(PostgresQuery(unsafeSQL: "DROP SCHEMA IF EXISTS \(name) CASCADE"), logger: database.logger)
+            _ = try await connection.query(PostgresQuery(unsafeSQL: "DROP SCHEMA IF EXISTS \(name) CASCADE"), logger: database.logger)
         }
     }
 

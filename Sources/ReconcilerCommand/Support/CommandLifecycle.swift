@@ -67,7 +67,7 @@ private struct BudgetService: Service {
     let budget: SharedBudget
 
     func run() async throws {
-        try await cancelWhenGracefulShutdown { await budget.keepShared() }
+        await cancelWhenGracefulShutdown { await budget.keepShared() }
     }
 }
 
