@@ -2,7 +2,6 @@ import AppStoreServer
 import CoreMetrics
 import Foundation
 import Logging
-import PostgresNIO
 public import Reconciler
 public import ServiceLifecycle
 
@@ -95,10 +94,9 @@ public struct LedgerMetrics: Service {
                 } catch {
                     failures.increment()
                     if !failing {
-                        let description =
-                            (error as? DatabaseUnavailable)?.description ?? (error as? PSQLError)?.briefDescription
-                            ?? String(describing: type(of: error))
-                        logger.warning("metrics: cannot read the ledger gauges; they keep their last values", metadata: ["error": "\(description)"])
+                        logger.warning(
+                            "metrics: cannot read the ledger gauges; they keep their last values",
+                            metadata: ["error": "\(Database.operatorDescription(of: error))"])
                     }
                     failing = true
                 }

@@ -3,7 +3,6 @@ import Foundation
 public import Hummingbird
 public import Logging
 import NIOFoundationCompat
-import PostgresNIO
 public import Reconciler
 public import ReconcilerMetrics
 public import ServiceLifecycle
@@ -169,8 +168,7 @@ public struct WebhookServer: Sendable {
             result = try await handler.handle(notification, source: .webhook, forwarding: forwarding[target].map { .init(target: $0) })
         } catch {
             appMetrics.storeFailed()
-            let description = (error as? PSQLError)?.briefDescription ?? String(describing: type(of: error))
-            logger.error("notification not stored", metadata: ["error": "\(description)"])
+            logger.error("notification not stored", metadata: ["error": "\(Database.operatorDescription(of: error))"])
             return Self.json(.serviceUnavailable, ["error": "STORE_UNAVAILABLE", "detail": "the notification was not stored; retry later"])
         }
         appMetrics.stored(result)

@@ -117,6 +117,18 @@ import Testing
         }
     }
 
+    /// What the webhook and the metrics log of a store failure: the database's brief message or the
+    /// failure's kind, never the text of an error that could carry a secret.
+    @Test func aStoreFailureIsDescribedByItsKindNotItsText() {
+        struct CarriesASecret: Error, CustomStringConvertible {
+            var description: String { "postgres://alice:\(DatabaseSecretsTests.secret("x"))@db/iap" }
+        }
+        let described = Database.operatorDescription(of: CarriesASecret())
+        #expect(described == "CarriesASecret" && !Self.leaks(described))
+        let unknown = PurchaseStoreError(code: .unknownStoredValue, description: "runs.status holds \"archived\"")
+        #expect(Database.operatorDescription(of: unknown).hasPrefix("unknownStoredValue: "))
+    }
+
     @Test func tlsFilesAreCheckedWhenTheSettingsAreMade() throws {
         let missing = "/nonexistent/\(UUID().uuidString)/ca.pem"
         #expect {

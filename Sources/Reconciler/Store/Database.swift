@@ -255,6 +255,17 @@ public struct Database: Sendable {
     static func brief(_ error: any Error) -> String {
         (error as? PSQLError)?.briefDescription ?? String(describing: type(of: error))
     }
+
+    /// What an error of a store operation says to an operator, for a log line: the database's
+    /// own message, or the failure's kind; never a query, a bind value or a connection secret.
+    /// The webhook and the metrics log store failures through this, knowing nothing of PostgreSQL.
+    public static func operatorDescription(of error: any Error) -> String {
+        switch error {
+        case let error as DatabaseUnavailable: error.description
+        case let error as PurchaseStoreError: "\(error.code): \(error.description)"
+        default: brief(error)
+        }
+    }
 }
 
 /// A `Database` printed anywhere (a log line, ServiceLifecycle's list of the services that hold
