@@ -5,7 +5,6 @@ import Logging
 import NIOCore
 import NIOFoundationCompat
 import NIOHTTP1
-import PostgresNIO
 public import Reconciler
 public import ServiceLifecycle
 
@@ -93,7 +92,8 @@ public struct Forwarder: Service, Sendable {
 
     public let configuration: Configuration
     let database: Database
-    let store: PurchaseStore
+    /// The queue's operations, each a short transaction of its own.
+    let queue: ForwardQueue
     let httpClient: HTTPClient
     let logger: Logger
     let pacer: Pacer
@@ -105,18 +105,15 @@ public struct Forwarder: Service, Sendable {
     public init(configuration: Configuration, database: Database, httpClient: HTTPClient = .shared) {
         self.configuration = configuration
         self.database = database
-        self.store = PurchaseStore(logger: database.logger)
+        self.queue = ForwardQueue(database: database)
         self.httpClient = httpClient
         self.logger = database.logger
         self.pacer = Pacer(perSecond: configuration.requestsPerSecond)
     }
 
-    /// A transaction of this forwarder's, after the one before it ended.
-    private func transaction<Result: Sendable>(
-        on database: Database? = nil, _ body: @escaping @Sendable (PostgresConnection) async throws -> Result
-    ) async throws -> Result {
-        let database = database ?? self.database
-        return try await oneAtATime.run { try await database.transaction(body) }
+    /// One operation on the queue (one transaction), after the one before it ended.
+    private func transaction<Result: Sendable>(_ body: @escaping @Sendable () async throws -> Result) async throws -> Result {
+        try await oneAtATime.run(body)
     }
 
     /// Delivers what is due, and what falls due, until a graceful shutdown or cancellation; a
@@ -156,7 +153,7 @@ public struct Forwarder: Service, Sendable {
 
     /// Where the deliveries of `runIds` stand (`nil`: the whole queue), whatever their target.
     public func summary(runIds: [Int64]?) async throws -> PurchaseStore.ForwardingSummary {
-        try await transaction { [store] in try await store.forwardingSummary(runIds: runIds, on: $0) }
+        try await transaction { [queue] in try await queue.summary(runIds: runIds) }
     }
 
     /// Delivers until this forwarder's deliveries of `runIds` (`nil`: the whole queue) are all
@@ -165,10 +162,10 @@ public struct Forwarder: Service, Sendable {
     /// `runIds` stand, whatever their target.
     public func drain(runIds: [Int64]?, upTo time: Duration) async throws -> PurchaseStore.ForwardingSummary {
         let deadline = ContinuousClock.now + time
-        let (store, target) = (self.store, configuration.url.target)
+        let (queue, target) = (self.queue, configuration.url.target)
         try await reportOtherTargets()
         while ContinuousClock.now < deadline, !Task.isCancelled {
-            let pending = try await transaction { try await store.pendingDeliveries(target: target, runIds: runIds, on: $0) }
+            let pending = try await transaction { try await queue.pending(target: target, runIds: runIds) }
             guard pending > 0 else { break }
             if try await deliverDue() == 0 {
                 try? await Task.sleep(for: min(.milliseconds(200), max(deadline - ContinuousClock.now, .milliseconds(1))))
@@ -181,8 +178,8 @@ public struct Forwarder: Service, Sendable {
     /// (and its companions'), and what delivers them; returns them.
     @discardableResult
     public func reportOtherTargets() async throws -> [(target: ForwardingTarget, pending: Int)] {
-        let store = self.store
-        let others = try await transaction { try await store.waitingTargets(on: $0) }.filter {
+        let queue = self.queue
+        let others = try await transaction { try await queue.waitingTargets() }.filter {
             $0.target.id != configuration.url.target.id && !configuration.companionTargets.contains($0.target.id)
         }
         let new = reportedTargets.withLock { reported in others.filter { reported.insert($0.target.id).inserted } }
@@ -202,10 +199,8 @@ public struct Forwarder: Service, Sendable {
     /// were sent. Answers are recorded as they come and the leases in flight renewed beside them,
     /// one transaction at a time (one pooled connection).
     func deliverDue() async throws -> Int {
-        let (store, configuration, leases) = (self.store, self.configuration, DeliveryLeases())
-        try await transaction { connection in
-            try await store.releaseDeliveries(where: ProcessIdentity.isDeadOnThisHost, on: connection)
-        }
+        let (queue, configuration, leases) = (self.queue, self.configuration, DeliveryLeases())
+        try await transaction { try await queue.release(where: ProcessIdentity.isDeadOnThisHost) }
         return try await withThrowingTaskGroup(of: (PurchaseStore.Delivery, PurchaseStore.DeliveryResult?)?.self) { group in
             group.addTask {
                 await renewLeases(leases)
@@ -223,10 +218,10 @@ public struct Forwarder: Service, Sendable {
                 let leasedAt = ContinuousClock.now
                 let token = UUID()
                 guard
-                    let delivery = try await transaction({ connection in
-                        try await store.leaseDelivery(
+                    let delivery = try await transaction({
+                        try await queue.lease(
                             target: configuration.url.target, worker: configuration.worker, token: token,
-                            leaseDuration: configuration.leaseDuration, on: connection)
+                            leaseDuration: configuration.leaseDuration)
                     })
                 else { break }
                 await leases.add(token, validUntil: leasedAt + configuration.leaseDuration)
@@ -261,9 +256,9 @@ public struct Forwarder: Service, Sendable {
     /// Renews the leases in flight every quarter of the lease duration until cancelled; a lease
     /// the database no longer gives this forwarder is marked lost, and its request is cancelled.
     private func renewLeases(_ leases: DeliveryLeases) async {
-        let (store, configuration) = (self.store, self.configuration)
+        let configuration = self.configuration
         // A renewal that waits longer than its interval is no use: the next one tries again.
-        let database = self.database.with(unavailableTimeout: configuration.leaseDuration / 4)
+        let renewing = queue.with(database: database.with(unavailableTimeout: configuration.leaseDuration / 4))
         while !Task.isCancelled {
             do {
                 try await Task.sleep(for: configuration.leaseDuration / 4)
@@ -274,9 +269,8 @@ public struct Forwarder: Service, Sendable {
             guard !tokens.isEmpty else { continue }
             let startedAt = ContinuousClock.now
             do {
-                let held = try await transaction(on: database) { connection in
-                    try await store.renewDeliveryLeases(
-                        tokens, worker: configuration.worker, leaseDuration: configuration.leaseDuration, on: connection)
+                let held = try await transaction {
+                    try await renewing.renew(tokens, worker: configuration.worker, leaseDuration: configuration.leaseDuration)
                 }
                 await leases.renewed(tokens, held: held, validUntil: startedAt + configuration.leaseDuration)
             } catch {
@@ -320,8 +314,8 @@ public struct Forwarder: Service, Sendable {
                     "status": "\(code.map(String.init) ?? "none")", "error": "\(error)", "attempt": "\(delivery.attempts + 1)",
                 ])
         }
-        let (store, worker) = (self.store, configuration.worker)
-        let recorded = try await transaction { try await store.recordDelivery(delivery, worker: worker, result: result, on: $0) }
+        let (queue, worker) = (self.queue, configuration.worker)
+        let recorded = try await transaction { try await queue.record(delivery, worker: worker, result: result) }
         if !recorded {
             logger.warning(
                 "the answer to a delivery was not recorded: its lease had passed to another forwarder",
