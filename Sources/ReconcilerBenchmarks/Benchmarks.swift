@@ -3,7 +3,6 @@ import ArgumentParser
 import Foundation
 import Logging
 import MockAppStore
-import PostgresNIO
 import Reconciler
 
 /// `reconciler-bench`: the measurements behind BENCHMARKS.md. Run it through
@@ -124,14 +123,12 @@ struct ApplyBenchmark: AsyncParsableCommand {
         let logger = quietLogger()
         let (mock, payloads) = try await signedNotifications(customers: customers, seed: 99)
         guard let url = ProcessInfo.processInfo.environment["DATABASE_URL"] else { throw ValidationError("DATABASE_URL is required") }
-        let client = PostgresClient(
-            configuration: try DatabaseSettings(url: url, maximumConnections: concurrency + 4).clientConfiguration,
-            backgroundLogger: logger)
+        let database = try Database(settings: try DatabaseSettings(url: url, maximumConnections: concurrency + 4), logger: logger)
         try await withThrowingTaskGroup(of: Void.self) { group in
-            group.addTask { await client.run() }
+            group.addTask { try await database.run() }
             defer { group.cancelAll() }
-            try await Migrator().migrate(client, logger: logger)
-            let handler = NotificationHandler(verifier: try mock.verifier(), database: Database(client: client, logger: logger))
+            try await Migrator().migrate(database)
+            let handler = NotificationHandler(verifier: try mock.verifier(), database: database)
             // Verification first, on every core, as the run's shards verify their pages.
             let cpuBeforeVerifying = processCPUSeconds()
             let (verifiedPages, verifySeconds) = try await elapsed {
@@ -175,11 +172,7 @@ struct ApplyBenchmark: AsyncParsableCommand {
             }
             let applyCPU = cpuAtStart.distance(to: processCPUSeconds())
             // What the pages wrote besides the notifications: the change feed and the forward queue.
-            var counts: [Int] = []
-            for table in ["notifications", "purchase_changes", "forward_queue"] {
-                let rows = try await client.query(PostgresQuery(unsafeSQL: "SELECT count(*)::bigint FROM \(table)"), logger: logger)
-                for try await count in rows.decode(Int64.self) { counts.append(Int(count)) }
-            }
+            let stored = try await PurchaseStore(logger: logger).storedRows(in: database)
             print(
                 String(
                     format: "verify: %d notifications (each with its transaction and renewal info) in %.2f s = %.0f notifications/s, %.1f s of CPU",
@@ -193,7 +186,7 @@ struct ApplyBenchmark: AsyncParsableCommand {
             print(
                 String(
                     format: "  rows written: %d notifications, %d change-feed rows, %d forward-queue rows; this process used %.1f s of CPU applying",
-                    counts[0], counts[1], counts[2], applyCPU))
+                    stored.notifications, stored.changes, stored.forwards, applyCPU))
             print(
                 String(
                     format: "  verify + apply one after the other: %.0f notifications/s", Double(payloads.count) / (verifySeconds + seconds)))

@@ -172,7 +172,7 @@ struct ChangesCommand: AsyncParsableCommand {
     }
 
     private static func requireSchema(_ database: Database, logger: Logger) async throws {
-        do { try await Migrator().requireCurrent(database.client, logger: logger) } catch let error as Migrator.MigrationError {
+        do { try await Migrator().requireCurrent(database) } catch let error as Migrator.MigrationError {
             throw CommandError.configuration(error.description)
         }
     }

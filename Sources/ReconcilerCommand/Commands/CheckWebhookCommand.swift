@@ -2,7 +2,6 @@ import AppStoreServer
 import ArgumentParser
 import Foundation
 import Logging
-import PostgresNIO
 import Reconciler
 import ReconcilerShared
 

@@ -80,12 +80,12 @@ struct ExportCommand: AsyncParsableCommand {
                 (target.app, try EntitlementOptions.policy(target.entitlement, entitleBillingRetry: entitleBillingRetry, terms: nonRenewingTerm))
             }, uniquingKeysWith: { first, _ in first })
         let (token, apps, environment) = (appAccountToken?.lowercased(), scope.apps, scope.environment?.rawValue)
-        let count = try await database.withClient(logger: logger) { client in
-            try await Migrator().requireCurrent(client, logger: logger)
+        let count = try await database.withDatabase(logger: logger) { database in
+            try await Migrator().requireCurrent(database)
             var buffer = Data()
             var count = 0
             try await store.exportPurchases(
-                apps: apps, environment: environment, appAccountToken: token, entitlements: entitlements, at: moment, on: client
+                apps: apps, environment: environment, appAccountToken: token, entitlements: entitlements, at: moment, in: database
             ) { purchase in
                 buffer.append(contentsOf: Array(try purchase.jsonLine().utf8))
                 buffer.append(0x0A)

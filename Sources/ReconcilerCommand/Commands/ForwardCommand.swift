@@ -65,7 +65,7 @@ struct ForwardCommand: AsyncParsableCommand {
         let (once, retryFailed, targets) = (self.once, self.retryFailed, urls.map(\.target))
         let (before, after, others, pendingHere) = try await database.runWork(logger: logger) { database in
             do {
-                try await Migrator().requireCurrent(database.client, logger: logger)
+                try await Migrator().requireCurrent(database)
             } catch let error as Migrator.MigrationError {
                 throw CommandError.configuration(error.description)
             }

@@ -36,16 +36,16 @@ struct MigrateCommand: AsyncParsableCommand {
         let logger = logging.makeLogger()
         let migrations = try migrationsDir.map { try Migration.load(directory: $0) } ?? Migration.embedded
         let migrator = Migrator(migrations: migrations, defaultBundleId: try defaultBundleId())
-        try await database.withClient(logger: logger) { client in
+        try await database.withDatabase(logger: logger) { database in
             do {
                 if status {
-                    for entry in try await migrator.status(client, logger: logger) {
+                    for entry in try await migrator.status(database) {
                         let applied = entry.appliedAt.map { "applied \(ISO8601DateFormatter().string(from: $0))" } ?? "pending"
                         print("\(entry.migration.fileName)  \(applied)")
                     }
                     return
                 }
-                let applied = try await migrator.migrate(client, logger: logger)
+                let applied = try await migrator.migrate(database)
                 if applied.isEmpty {
                     print("schema is current (\(migrations.count) migration\(migrations.count == 1 ? "" : "s") applied)")
                 } else {

@@ -59,7 +59,7 @@ struct RejectionsCommand: AsyncParsableCommand {
                 "no app: give a configuration file (--config, RECONCILER_CONFIG), or set APP_STORE_BUNDLE_ID (or --bundle-id)")
         }
         try await database.withDatabase(logger: logger) { database in
-            do { try await Migrator().requireCurrent(database.client, logger: logger) } catch let error as Migrator.MigrationError {
+            do { try await Migrator().requireCurrent(database) } catch let error as Migrator.MigrationError {
                 throw CommandError.configuration(error.description)
             }
             let ledger = RunLedger(database: database)

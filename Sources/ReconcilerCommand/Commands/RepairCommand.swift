@@ -4,7 +4,6 @@ import CoreMetrics
 import Forwarder
 import Foundation
 import Logging
-import PostgresNIO
 import Reconciler
 import ReconcilerMetrics
 import ReconcilerShared
@@ -177,7 +176,7 @@ struct RepairCommand: AsyncParsableCommand {
             ]
             return try await database.runWork(logger: logger, sharing: sharing) { database in
                 do {
-                    try await Migrator().requireCurrent(database.client, logger: logger)
+                    try await Migrator().requireCurrent(database)
                 } catch let error as Migrator.MigrationError {
                     throw CommandError.configuration(error.description)
                 }

@@ -4,7 +4,6 @@ import CoreMetrics
 import Forwarder
 import Foundation
 import Logging
-import PostgresNIO
 import Reconciler
 import ReconcilerConfiguration
 import ReconcilerMetrics
@@ -216,7 +215,7 @@ struct RunCommand: AsyncParsableCommand {
             // statuses (a resumed run keeps the --refresh-status it started with).
             let sharing = targets.map { $0.sharing([.getNotificationHistory, .getTransactionHistory, .getAllSubscriptionStatuses]) }
             return try await database.runWork(logger: logger, sharing: sharing) { database in
-                try await command.requireSchema(database.client, logger: logger)
+                try await command.requireSchema(database)
                 var outcomes: [Outcome] = []
                 for (index, target) in targets.enumerated() {
                     if Task.isShuttingDownGracefully || Task.isCancelled { break }
@@ -442,9 +441,9 @@ struct RunCommand: AsyncParsableCommand {
             giveUp: try GiveUpOption.policy(giveUpAfter, file: giveUpAfterInFile))
     }
 
-    private func requireSchema(_ postgres: PostgresClient, logger: Logger) async throws {
+    private func requireSchema(_ database: Database) async throws {
         do {
-            try await Migrator().requireCurrent(postgres, logger: logger)
+            try await Migrator().requireCurrent(database)
         } catch let error as Migrator.MigrationError {
             throw CommandError.configuration(error.description)
         }
@@ -589,8 +588,9 @@ struct RunCommand: AsyncParsableCommand {
             try stop(nil, .partial("the run stopped: \(error); rerun the same command to resume"))
         } catch let error as DatabaseUnavailable {
             try stop(nil, .partial("the run stopped: \(error); rerun the same command to resume"))
-        } catch let error as PSQLError {
-            try stop(nil, .partial("the database failed during the run (\(error.briefDescription)); rerun the same command to resume"))
+        } catch let error where Database.isDatabaseFailure(error) {
+            try stop(
+                nil, .partial("the database failed during the run (\(Database.operatorDescription(of: error))); rerun the same command to resume"))
         }
     }
 

@@ -4,7 +4,7 @@ import CoreMetrics
 import Forwarder
 import Foundation
 import Hummingbird
-import PostgresNIO
+import Logging
 import Reconciler
 import ReconcilerConfiguration
 import ReconcilerMetrics
@@ -77,10 +77,8 @@ struct ServeCommand: AsyncParsableCommand {
         guard let metricsInterval = TimeArgument.duration(self.metricsInterval), metricsInterval >= 1000 else {
             throw CommandError.configuration("--metrics-interval: \(self.metricsInterval) is not a duration of at least 1s, such as 60s")
         }
-        let client = PostgresClient(configuration: settings.clientConfiguration, backgroundLogger: logger)
         // Apple waits only so long for an answer: a database that is away gets a quick 503 (Apple retries).
-        let database = Database(
-            client: client, logger: logger, configuration: try self.database.databaseConfiguration(settings, unavailableTimeout: .seconds(5)))
+        let database = try self.database.database(settings, logger: logger, unavailableTimeout: .seconds(5))
         let forwardTo = try ForwardingOptions.target(forwardTo)
         // One registry for the process: the webhook's counters, the ledger gauges, and any library's
         // swift-metrics; each app's series carry its labels (one app: every series, as before).
@@ -115,7 +113,7 @@ struct ServeCommand: AsyncParsableCommand {
             configuration.companionTargets = Set(distinctURLs.keys)
             forwarders.append(Forwarder(configuration: configuration, database: database.with(unavailableTimeout: .seconds(60))))
         }
-        let services: [any Service] = [client] + ledgerMetrics + forwarders
+        let services: [any Service] = [database] + ledgerMetrics + forwarders
         let migrator = Migrator(defaultBundleId: Set(targets.map(\.app.bundleId)).count == 1 ? targets.first?.app.bundleId : nil)
         let application = server.makeApplication(services: services) { boundPort in
             logger.info(
@@ -133,14 +131,15 @@ struct ServeCommand: AsyncParsableCommand {
             group.addTask {
                 do {
                     if migrate {
-                        try await migrator.migrate(client, logger: logger)
+                        try await migrator.migrate(database)
                     } else {
-                        try await migrator.requireCurrent(client, logger: logger)
+                        try await migrator.requireCurrent(database)
                     }
                 } catch let error as Migrator.MigrationError {
                     throw CommandError.configuration(error.description)
-                } catch let error as PSQLError {
-                    logger.warning("database unreachable at startup; /health reports it", metadata: ["error": "\(error.briefDescription)"])
+                } catch let error where Database.isDatabaseFailure(error) {
+                    logger.warning(
+                        "database unreachable at startup; /health reports it", metadata: ["error": "\(Database.operatorDescription(of: error))"])
                 }
             }
             try await group.next()

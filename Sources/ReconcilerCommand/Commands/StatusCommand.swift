@@ -2,7 +2,6 @@ import AppStoreServer
 import ArgumentParser
 import Foundation
 import Logging
-import PostgresNIO
 import Reconciler
 import ReconcilerShared
 
@@ -63,7 +62,7 @@ struct StatusCommand: AsyncParsableCommand {
         // --run names one run, whatever its app; otherwise each configured app and environment's runs.
         let apps = try runId == nil ? app.storedScope().appsOnly() : nil
         try await database.withDatabase(logger: logger) { database in
-            do { try await Migrator().requireCurrent(database.client, logger: logger) } catch let error as Migrator.MigrationError {
+            do { try await Migrator().requireCurrent(database) } catch let error as Migrator.MigrationError {
                 throw CommandError.configuration(error.description)
             }
             let ledger = RunLedger(database: database)

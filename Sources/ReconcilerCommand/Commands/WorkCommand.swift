@@ -69,7 +69,7 @@ struct WorkCommand: AsyncParsableCommand {
             // SIGINT or SIGTERM stop the worker at a checkpoint; its customers go back to the queue.
             let sharing = [target.sharing([.getTransactionHistory, .getAllSubscriptionStatuses])]
             try await database.runWork(logger: logger, sharing: sharing) { database in
-                try await Migrator().requireCurrent(database.client, logger: logger)
+                try await Migrator().requireCurrent(database)
                 let worker = RunWorker(
                     configuration: .init(runId: runId, concurrency: concurrency, worker: holder, giveUp: giveUp),
                     database: database, verifier: verifier, client: client)

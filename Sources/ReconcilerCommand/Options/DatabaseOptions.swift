@@ -1,7 +1,6 @@
 import AppStoreServer
 import ArgumentParser
 import Logging
-import PostgresNIO
 import Reconciler
 import ReconcilerShared
 
@@ -35,16 +34,13 @@ struct DatabaseOptions: ParsableArguments {
     /// The ``Database`` settings every command shares: the name errors show, a connection of its own
     /// for listeners, and the app's entitlement choices (RECONCILER_ENTITLE_BILLING_RETRY,
     /// RECONCILER_NON_RENEWING_TERMS) for the `entitled` the change feed records.
-    func databaseConfiguration(_ settings: DatabaseSettings, unavailableTimeout: Duration = .seconds(60)) throws -> Database.Configuration {
-        let dedicated: PostgresConnection.Configuration
+    func database(_ settings: DatabaseSettings, logger: Logger, unavailableTimeout: Duration = .seconds(60)) throws -> Database {
+        let configuration = Database.Configuration(unavailableTimeout: unavailableTimeout, entitlement: try EntitlementOptions.policy())
         do {
-            dedicated = try settings.connectionConfiguration()
+            return try Database(settings: settings, logger: logger, configuration: configuration)
         } catch {
             throw CommandError.configuration("database \(settings): the TLS settings do not load: \(error)")
         }
-        return Database.Configuration(
-            name: settings.description, unavailableTimeout: unavailableTimeout,
-            entitlement: try EntitlementOptions.policy(), dedicatedConnection: dedicated)
     }
 
     /// Runs a batch command's `work` (a run, a worker) with a ``Database`` that rides out restarts
@@ -62,9 +58,7 @@ struct DatabaseOptions: ParsableArguments {
             throw CommandError.configuration("--database-timeout: \(databaseTimeout) is not a duration of at least 1s, such as 60s or 5m")
         }
         try await checkConnection(settings, logger: logger)
-        let client = PostgresClient(configuration: settings.clientConfiguration, backgroundLogger: logger)
-        let database = Database(
-            client: client, logger: logger, configuration: try databaseConfiguration(settings, unavailableTimeout: .milliseconds(timeout)))
+        let database = try self.database(settings, logger: logger, unavailableTimeout: .milliseconds(timeout))
         do {
             // One shared budget per app and environment the work calls Apple for (Apple limits each app apart).
             let budgets = sharing.map { api in
@@ -72,7 +66,7 @@ struct DatabaseOptions: ParsableArguments {
                     configuration: .init(claims: api.budget.claims(api.endpoints)), database: database, limiter: api.client.rateLimiter,
                     environment: api.target.environment, bundleId: api.target.bundleId)
             }
-            return try await CommandLifecycle(client: client, logger: logger, budgets: budgets).run { try await work(database) }
+            return try await CommandLifecycle(database: database, logger: logger, budgets: budgets).run { try await work(database) }
         } catch {
             throw Self.commandError(error, settings: settings)
         }
@@ -100,24 +94,17 @@ struct DatabaseOptions: ParsableArguments {
     }
 
     /// Runs a short command's `body` with a ``Database`` (no signal handling: it has nothing to resume).
+    /// A TLS or login misconfiguration ends the command at once with exit 1; an unreachable server
+    /// is left to the pool, as before.
     func withDatabase<T: Sendable>(logger: Logger, _ body: (Database) async throws -> T) async throws -> T {
         let settings = try settings()
-        return try await withClient(logger: logger) { client in
-            try await body(Database(client: client, logger: logger, configuration: try databaseConfiguration(settings)))
-        }
-    }
-
-    /// Runs `body` with a running `PostgresClient`, then shuts it down. A TLS or login misconfiguration
-    /// ends the command at once with exit 1; an unreachable server is left to the pool, as before.
-    func withClient<T: Sendable>(logger: Logger, _ body: (PostgresClient) async throws -> T) async throws -> T {
-        let settings = try settings()
         try await checkConnection(settings, logger: logger)
-        let client = PostgresClient(configuration: settings.clientConfiguration, backgroundLogger: logger)
+        let database = try self.database(settings, logger: logger)
         return try await withThrowingTaskGroup(of: Void.self) { group in
-            group.addTask { await client.run() }
+            group.addTask { try await database.run() }
             defer { group.cancelAll() }
             do {
-                return try await body(client)
+                return try await body(database)
             } catch {
                 throw Self.commandError(error, settings: settings)
             }
@@ -139,8 +126,9 @@ struct DatabaseOptions: ParsableArguments {
     /// The database's errors in the command's words and exit codes.
     private static func commandError(_ error: any Error, settings: DatabaseSettings) -> any Error {
         switch error {
-        case let error as PSQLError: CommandError.configuration("database \(settings): \(error.briefDescription)")
         case let error as DatabaseUnavailable: CommandError.partial("\(error); rerun when it is back")
+        case let error where Database.isDatabaseFailure(error):
+            CommandError.configuration("database \(settings): \(Database.operatorDescription(of: error))")
         default: error
         }
     }

@@ -1,22 +1,22 @@
 import Foundation
 import Logging
-import PostgresNIO
 import Reconciler
 import ServiceLifecycle
 import Synchronization
 import UnixSignals
 
-/// A batch command's work (a run, a worker) as a service beside the `PostgresClient`, in one
+/// A batch command's work (a run, a worker) as a service beside the ``Database``'s pool, in one
 /// `ServiceGroup` that SIGTERM and SIGINT shut down gracefully: the work first (it is cancelled,
-/// stops at a checkpoint and records how it stopped while the pool still runs), then the client.
+/// stops at a checkpoint and records how it stopped while the pool still runs), then the pool.
 /// Whatever the work waits on, the process ends within `stopTimeout` of the signal: if it has not
 /// stopped by then it exits with status 2, which loses nothing a killed run would not.
 ///
 /// ```swift
-/// let report = try await CommandLifecycle(client: client, logger: logger).run { try await run.reconcile(progress: progress) }
+/// let report = try await CommandLifecycle(database: database, logger: logger).run { try await run.reconcile(progress: progress) }
 /// ```
 struct CommandLifecycle: Sendable {
-    let client: PostgresClient
+    /// The database the work uses; its pool runs as a service of the group.
+    let database: Database
     let logger: Logger
     /// The request budgets shared with each app's other processes, when the work calls Apple.
     var budgets: [SharedBudget] = []
@@ -24,7 +24,7 @@ struct CommandLifecycle: Sendable {
 
     /// Runs `work` to its end; a signal cancels it (a bare cancellation becomes ``Interrupted``).
     func run<Result: Sendable>(_ work: @escaping @Sendable () async throws -> Result) async throws -> Result {
-        let (budgets, logger, client) = (self.budgets, self.logger, self.client)
+        let (budgets, logger, database) = (self.budgets, self.logger, self.database)
         let service = WorkService(
             work: {
                 do {
@@ -34,7 +34,7 @@ struct CommandLifecycle: Sendable {
                     logger.error("could not join the request budget shared with the app's other processes", metadata: ["error": "\(error)"])
                     // The likeliest cause is a database not migrated yet: say so.
                     do {
-                        try await Migrator().requireCurrent(client, logger: logger)
+                        try await Migrator().requireCurrent(database)
                     } catch let schema as Migrator.MigrationError {
                         throw CommandError.configuration(schema.description)
                     } catch {}
@@ -42,7 +42,7 @@ struct CommandLifecycle: Sendable {
                 }
                 return try await work()
             }, stopTimeout: stopTimeout)
-        var services: [ServiceGroupConfiguration.ServiceConfiguration] = [.init(service: client)]
+        var services: [ServiceGroupConfiguration.ServiceConfiguration] = [.init(service: database)]
         for budget in budgets {
             // The share and the closures are known before the first request; the budget is left after the work.
             services.append(.init(service: BudgetService(budget: budget)))
@@ -105,7 +105,7 @@ private final class WorkService<Result: Sendable>: Service, Sendable {
             }
             outcome.withLock { $0 = .success(result) }
         } catch {
-            // The group must still shut the client down after the work, so the error is kept, not thrown.
+            // The group must still shut the pool down after the work, so the error is kept, not thrown.
             outcome.withLock { $0 = .failure(error) }
         }
     }
