@@ -82,9 +82,9 @@ struct DetectOutageCommand: AsyncParsableCommand {
                 if several { print("") }
             }
         }
-        // The worst of the apps and environments decides the exit code (``CommandError/mostPressing(_:)``).
+        // The worst of the apps and environments decides the exit code (``ExitClass/mostPressing(_:)``).
         let errors = outcomes.compactMap(\.error)
-        if let index = CommandError.mostPressing(errors.map(\.exitCode)) ?? errors.indices.first {
+        if let index = ExitClass.mostPressing(errors.map(\.exitCode)) ?? errors.indices.first {
             let worst = errors[index]
             throw several
                 ? CommandError(

@@ -379,12 +379,11 @@ struct RunCommand: AsyncParsableCommand {
         /// Another run of this app and environment held the lease, so this one did nothing.
         var leaseHeld = false
 
-        /// The most pressing of the reports: configuration (1) over retryable (2) over attention (4).
+        /// The most pressing of the reports (``ExitClass/mostPressing(_:)-([ExitClass])``); windows lost to retention need a person.
         var exitCode: Int32 {
             if let stop { return stop.exitCode }
-            if reports.contains(where: { $0.status == .partial || $0.status == .interrupted || $0.status == .failed }) { return 2 }
-            if !lost.isEmpty || reports.contains(where: { $0.status == .succeededWithRejections }) { return 4 }
-            return 0
+            let classes = reports.map { ExitClass(runStatus: $0.status) } + (lost.isEmpty ? [] : [.attention])
+            return ExitClass.mostPressing(classes).map { classes[$0].rawValue } ?? 0
         }
 
         /// The outcome that decides a whole invocation's exit code: configuration (1) over
@@ -396,7 +395,7 @@ struct RunCommand: AsyncParsableCommand {
         }
 
         static func worstIndex(_ outcomes: [Outcome], several: Bool) -> Int? {
-            CommandError.mostPressing(outcomes.map { several && $0.leaseHeld ? 0 : $0.exitCode })
+            ExitClass.mostPressing(outcomes.map { several && $0.leaseHeld ? 0 : $0.exitCode })
         }
 
         var error: CommandError {

@@ -26,16 +26,6 @@ struct CommandError: Error, CustomStringConvertible {
     static func rejected(_ message: String) -> CommandError {
         CommandError(description: message, exitCode: 3)
     }
-
-    /// The index of the most pressing of several exit codes (one per app and environment a
-    /// command covered): configuration (1) over retryable (2) over attention (4); `nil` when every
-    /// one is 0.
-    static func mostPressing(_ exitCodes: [Int32]) -> Int? {
-        for code: Int32 in [1, 2, 4] {
-            if let index = exitCodes.firstIndex(of: code) { return index }
-        }
-        return nil
-    }
 }
 
 extension AppStoreServerAPIError {
