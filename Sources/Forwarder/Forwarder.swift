@@ -258,7 +258,7 @@ public struct Forwarder: Service, Sendable {
     private func renewLeases(_ leases: DeliveryLeases) async {
         let configuration = self.configuration
         // A renewal that waits longer than its interval is no use: the next one tries again.
-        let renewing = queue.with(database: database.with(unavailableTimeout: configuration.leaseDuration / 4))
+        let renewing = ForwardQueue(database: database.with(unavailableTimeout: configuration.leaseDuration / 4))
         while !Task.isCancelled {
             do {
                 try await Task.sleep(for: configuration.leaseDuration / 4)

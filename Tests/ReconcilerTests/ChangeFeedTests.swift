@@ -181,31 +181,27 @@ import Testing
             let handler = try app.handler(db)
             _ = try await handler.handle(signedPayload: try subscribed("wake-1"), source: .webhook)
             try await eventually("the first change readable") { try await Self.feed(db).count == 1 }
-            let (changes, delivered) = AsyncStream<PurchaseStore.FeedChange>.makeStream()
+            let delivered = Locked<[PurchaseStore.FeedChange]>([])
             let follower = ChangeFeedFollower(
                 configuration: .init(follow: true, pollInterval: .seconds(1)), database: db.database, logger: Self.logger)
-            // The stream ends when the follower does, so a follower that fails ends the test instead of hanging it.
-            let following = Task {
-                defer { delivered.finish() }
-                try await follower.run { delivered.yield($0) }
-            }
+            let following = Task { try await follower.run { change in delivered.withLock { $0.append(change) } } }
             defer { following.cancel() }
-            var iterator = changes.makeAsyncIterator()
-            let first = await iterator.next()
-            #expect(first?.originalTransactionId == "wake-1")
+            try await eventually("the first change handed on") { delivered.withLock { $0.count } == 1 }
+            let first = try #require(delivered.withLock { $0.first })
+            #expect(first.originalTransactionId == "wake-1")
             // LISTEN wakes it, or the poll once another test's transaction stops holding the change back.
             _ = try await handler.handle(signedPayload: try subscribed("wake-2"), source: .webhook)
-            let second = await iterator.next()
-            #expect(second?.originalTransactionId == "wake-2")
+            try await eventually("the new change handed on") { delivered.withLock { $0.count } == 2 }
+            #expect(delivered.withLock { $0.map(\.originalTransactionId) } == ["wake-1", "wake-2"])
             following.cancel()
             // Cancelled while waiting or while reading: either way it ends, and nothing is asked of how.
             _ = await following.result
 
             // Prune all but the newest change: a follower from the first one's id was left behind.
             _ = try await Pruner(database: db.database).prune(.changes, before: Date(timeIntervalSinceNow: 3600))
-            let behind = ChangeFeedFollower(configuration: .init(since: try #require(first).changeId), database: db.database, logger: Self.logger)
+            let behind = ChangeFeedFollower(configuration: .init(since: first.changeId), database: db.database, logger: Self.logger)
             let error = await #expect(throws: ChangeFeedFollower.PositionPruned.self) { try await behind.run { _ in } }
-            #expect(error?.changeId == first?.changeId)
+            #expect(error?.changeId == first.changeId)
         }
     }
 

@@ -54,19 +54,6 @@ extension Migrator {
 }
 
 extension PurchaseStore {
-    /// ``exportPurchases(apps:environment:appAccountToken:entitlements:at:on:_:)`` on a ``Database``'s pool.
-    public func exportPurchases(
-        apps: [AppTarget]?, environment: String? = nil, appAccountToken: String? = nil,
-        entitlements: [AppTarget: EntitlementPolicy] = [:], at now: Int64 = Int64(Date().timeIntervalSince1970 * 1000),
-        in database: Database, _ body: (PurchaseState) throws -> Void
-    ) async throws {
-        try await exportPurchases(
-            apps: apps, environment: environment, appAccountToken: appAccountToken, entitlements: entitlements, at: now, on: database.client,
-            body)
-    }
-}
-
-extension PurchaseStore {
     /// How many rows the notification path has written: notifications, change-feed rows and
     /// forwarding deliveries (for benchmarks and checks).
     public struct StoredRows: Sendable, Hashable {

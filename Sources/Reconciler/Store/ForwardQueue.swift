@@ -19,9 +19,6 @@ public struct ForwardQueue: Sendable {
         self.store = PurchaseStore(logger: database.logger)
     }
 
-    /// The same queue through another `Database` (another wait for an unavailable database).
-    public func with(database: Database) -> ForwardQueue { ForwardQueue(database: database) }
-
     /// Leases the oldest due delivery for `target` with `token` (``PurchaseStore/leaseDelivery(target:worker:token:leaseDuration:on:)``).
     public func lease(target: ForwardingTarget, worker: String, token: UUID, leaseDuration: Duration) async throws -> PurchaseStore.Delivery? {
         try await database.transaction { [store] in

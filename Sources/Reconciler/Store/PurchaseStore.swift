@@ -860,15 +860,16 @@ public struct PurchaseStore: Sendable {
     /// each app and environment's own entitlement choices (`entitlements`; else this store's).
     ///
     /// ```swift
-    /// try await store.exportPurchases(apps: [one, two], entitlements: [one: .init(sandboxEntitles: false)], on: client) { print(try $0.jsonLine()) }
+    /// try await store.exportPurchases(apps: [one, two], entitlements: [one: .init(sandboxEntitles: false)], in: database) { print(try $0.jsonLine()) }
     /// ```
     public func exportPurchases(
         apps: [AppTarget]?, environment: String? = nil, appAccountToken: String? = nil,
         entitlements: [AppTarget: EntitlementPolicy] = [:], at now: Int64 = Int64(Date().timeIntervalSince1970 * 1000),
-        on client: PostgresClient, _ body: (PurchaseState) throws -> Void
+        in database: Database, _ body: (PurchaseState) throws -> Void
     ) async throws {
         let scope = try Self.scope(apps)
-        let rows = try await client.query(
+        // Streamed outside a transaction: a whole export is one statement, read as it comes.
+        let rows = try await database.client.query(
             """
             SELECT \(unescaped: Self.purchaseColumns) FROM purchases p
             WHERE (\(scope)::jsonb IS NULL OR EXISTS (

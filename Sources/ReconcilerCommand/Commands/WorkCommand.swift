@@ -44,9 +44,9 @@ struct WorkCommand: AsyncParsableCommand {
 
     /// The app and environment of the run this worker joins: the run's record names them, so a
     /// worker of a deployment with several apps needs no `--app`.
-    private func runTarget(_ configuration: LoadedTargets, logger: Logger) async throws -> CommandTarget {
-        let targets = configuration.targets
-        guard targets.count > 1 else { return try configuration.onlyTarget() }
+    private func runTarget(_ loaded: LoadedTargets, logger: Logger) async throws -> CommandTarget {
+        let targets = loaded.targets
+        guard targets.count > 1 else { return try loaded.onlyTarget() }
         // A short read before the work: the worker's own client, lifecycle and budget start after.
         let runId = self.runId
         let run = try await database.withDatabase(logger: logger) { database in try await RunLedger(database: database).run(id: runId) }
@@ -60,10 +60,10 @@ struct WorkCommand: AsyncParsableCommand {
     func run() async throws {
         let logger = logging.makeLogger()
         let (holder, runId, concurrency) = (ProcessIdentity.current, self.runId, self.concurrency)
-        let configuration = try app.loadTargets(api: api)
-        let target = try await runTarget(configuration, logger: logger)
+        let loaded = try app.loadTargets(api: api)
+        let target = try await runTarget(loaded, logger: logger)
         let (verifier, client) = (target.verifier, target.client)
-        let giveUp = try GiveUpOption.policy(giveUpAfter, file: configuration.configuration.giveUpAfter)
+        let giveUp = try GiveUpOption.policy(giveUpAfter, file: loaded.configuration.giveUpAfter)
         let progress = RunProgress()
         do {
             // SIGINT or SIGTERM stop the worker at a checkpoint; its customers go back to the queue.
