@@ -32,8 +32,6 @@ let package = Package(
         .executable(name: "mock-appstore", targets: ["MockAppStoreCommand"]),
         .executable(name: "reconciler-bench", targets: ["ReconcilerBenchmarks"]),
         .library(name: "AppStoreServer", targets: ["AppStoreServer"]),
-        .library(name: "Reconciler", targets: ["Reconciler"]),
-        .library(name: "MockAppStore", targets: ["MockAppStore"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
@@ -75,10 +73,29 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         .target(
-            name: "Reconciler",
+            name: "ReconcilerDomain",
             dependencies: [
                 "AppStoreServer", "ReconcilerShared",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Crypto", package: "swift-crypto"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .target(
+            name: "ReconcilerStore",
+            dependencies: [
+                "AppStoreServer", "ReconcilerShared", "ReconcilerDomain",
                 .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .target(
+            name: "Reconciler",
+            dependencies: [
+                "AppStoreServer", "ReconcilerShared", "ReconcilerDomain", "ReconcilerStore",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -88,7 +105,7 @@ let package = Package(
         .target(
             name: "Forwarder",
             dependencies: [
-                "Reconciler",
+                "Reconciler", "ReconcilerDomain", "ReconcilerStore",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "NIOCore", package: "swift-nio"),
@@ -102,7 +119,7 @@ let package = Package(
         .target(
             name: "ReconcilerMetrics",
             dependencies: [
-                "Reconciler",
+                "Reconciler", "ReconcilerDomain", "ReconcilerStore",
                 "AppStoreServer",
                 .product(name: "CoreMetrics", package: "swift-metrics"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
@@ -114,7 +131,7 @@ let package = Package(
         .target(
             name: "WebhookServer",
             dependencies: [
-                "Reconciler",
+                "Reconciler", "ReconcilerDomain", "ReconcilerStore",
                 "ReconcilerMetrics",
                 "AppStoreServer",
                 .product(name: "Hummingbird", package: "hummingbird"),
@@ -144,7 +161,7 @@ let package = Package(
         .executableTarget(
             name: "ReconcilerCommand",
             dependencies: [
-                "Reconciler", "ReconcilerShared", "ReconcilerConfiguration", "Forwarder",
+                "Reconciler", "ReconcilerDomain", "ReconcilerStore", "ReconcilerShared", "ReconcilerConfiguration", "Forwarder",
                 "ReconcilerMetrics",
                 "WebhookServer",
                 "AppStoreServer",
@@ -174,7 +191,7 @@ let package = Package(
         .executableTarget(
             name: "ReconcilerBenchmarks",
             dependencies: [
-                "Reconciler",
+                "Reconciler", "ReconcilerDomain", "ReconcilerStore",
                 "AppStoreServer",
                 "MockAppStore",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
@@ -209,7 +226,8 @@ let package = Package(
         .testTarget(
             name: "ReconcilerTests",
             dependencies: [
-                "Reconciler", "ReconcilerShared", "ReconcilerConfiguration", "Forwarder", "ReconcilerMetrics", "WebhookServer",
+                "Reconciler", "ReconcilerDomain", "ReconcilerStore", "ReconcilerShared", "ReconcilerConfiguration", "Forwarder", "ReconcilerMetrics",
+                "WebhookServer",
                 "AppStoreServer", "MockAppStore",
                 "ReconcilerCommand", "MockAppStoreCommand",
                 .product(name: "PostgresNIO", package: "postgres-nio"),

@@ -1,12 +1,14 @@
-public import AsyncHTTPClient
+package import AsyncHTTPClient
 import Crypto
-public import Foundation
+package import Foundation
 import Logging
 import NIOCore
 import NIOFoundationCompat
 import NIOHTTP1
-public import Reconciler
-public import ServiceLifecycle
+import Reconciler
+import ReconcilerDomain
+package import ReconcilerStore
+import ServiceLifecycle
 
 /// Delivers queued notifications to the app's own webhook, as Apple would have: a POST of Apple's
 /// exact body `{"signedPayload": "..."}`, so the app's handler processes it as if Apple had sent
@@ -40,37 +42,37 @@ public import ServiceLifecycle
 ///     configuration: .init(url: ForwardingURL("https://app.internal/apple"), secret: ForwardingSecret("s3cret")), database: database)
 /// let left = try await forwarder.drain(runIds: [run.runId], upTo: .seconds(60))
 /// ```
-public struct Forwarder: Service, Sendable {
-    public struct Configuration: Sendable {
+package struct Forwarder: Service, Sendable {
+    package struct Configuration: Sendable {
         /// The app's webhook; only deliveries queued for its target are sent.
-        public var url: ForwardingURL
+        package var url: ForwardingURL
         /// Deliveries in flight at once.
-        public var concurrency: Int
+        package var concurrency: Int
         /// Deliveries started per second at most by this forwarder (`nil`: no limit). Per process:
         /// several forwarders of one app together send up to the sum of theirs.
-        public var requestsPerSecond: Double?
+        package var requestsPerSecond: Double?
         /// How long the app may take to answer.
-        public var timeout: Duration
+        package var timeout: Duration
         /// How long a lease lasts without renewal; renewed every quarter of it while a delivery is
         /// in flight, so it bounds how long a dead forwarder's delivery waits, not how long the
         /// app may take.
-        public var leaseDuration: Duration
+        package var leaseDuration: Duration
         /// Tries before a delivery is marked failed.
-        public var maximumAttempts: Int
+        package var maximumAttempts: Int
         /// The first retry's delay; each further one doubles, up to `maximumBackoff`.
-        public var initialBackoff: Duration
-        public var maximumBackoff: Duration
+        package var initialBackoff: Duration
+        package var maximumBackoff: Duration
         /// The shared secret of the `Reconciler-Signature` header.
-        public var secret: ForwardingSecret?
+        package var secret: ForwardingSecret?
         /// How often an idle forwarder looks for due deliveries.
-        public var pollInterval: Duration
+        package var pollInterval: Duration
         /// Names this process in the queue.
-        public var worker: String
+        package var worker: String
         /// The ids of the targets this process's other forwarders deliver (one per app's webhook):
         /// their deliveries are not reported as waiting for another webhook.
-        public var companionTargets: Set<String> = []
+        package var companionTargets: Set<String> = []
 
-        public init(
+        package init(
             url: ForwardingURL, concurrency: Int = 4, requestsPerSecond: Double? = nil, timeout: Duration = .seconds(10),
             leaseDuration: Duration = .seconds(30), maximumAttempts: Int = 12, initialBackoff: Duration = .seconds(5),
             maximumBackoff: Duration = .seconds(3600), secret: ForwardingSecret? = nil, pollInterval: Duration = .seconds(1),
@@ -90,7 +92,7 @@ public struct Forwarder: Service, Sendable {
         }
     }
 
-    public let configuration: Configuration
+    package let configuration: Configuration
     let database: Database
     /// The queue's operations, each a short transaction of its own.
     let queue: ForwardQueue
@@ -102,7 +104,7 @@ public struct Forwarder: Service, Sendable {
     /// One transaction at a time (leases, answers, renewals): the forwarder needs one pooled connection.
     private let oneAtATime = OneAtATime()
 
-    public init(configuration: Configuration, database: Database, httpClient: HTTPClient = .shared) {
+    package init(configuration: Configuration, database: Database, httpClient: HTTPClient = .shared) {
         self.configuration = configuration
         self.database = database
         self.queue = ForwardQueue(database: database)
@@ -118,13 +120,13 @@ public struct Forwarder: Service, Sendable {
 
     /// Delivers what is due, and what falls due, until a graceful shutdown or cancellation; a
     /// database that stays away is logged and waited for, not fatal (the queue is durable).
-    public func run() async throws {
+    package func run() async throws {
         await run(until: { Task.isShuttingDownGracefully })
     }
 
     /// Delivers until `isStopping` says so (checked between batches, so deliveries in flight
     /// finish and their answers are recorded) or the task is cancelled.
-    public func run(until isStopping: @escaping @Sendable () -> Bool) async {
+    package func run(until isStopping: @escaping @Sendable () -> Bool) async {
         var idleRounds = 0
         while !Task.isCancelled, !isStopping() {
             var sent = 0
@@ -152,7 +154,7 @@ public struct Forwarder: Service, Sendable {
     }
 
     /// Where the deliveries of `runIds` stand (`nil`: the whole queue), whatever their target.
-    public func summary(runIds: [Int64]?) async throws -> PurchaseStore.ForwardingSummary {
+    package func summary(runIds: [Int64]?) async throws -> PurchaseStore.ForwardingSummary {
         try await transaction { [queue] in try await queue.summary(runIds: runIds) }
     }
 
@@ -160,7 +162,7 @@ public struct Forwarder: Service, Sendable {
     /// delivered or failed, or `time` is up (retries are waited for within it); anything else
     /// that is due for its target is delivered on the way. Returns where the deliveries of
     /// `runIds` stand, whatever their target.
-    public func drain(runIds: [Int64]?, upTo time: Duration) async throws -> PurchaseStore.ForwardingSummary {
+    package func drain(runIds: [Int64]?, upTo time: Duration) async throws -> PurchaseStore.ForwardingSummary {
         let deadline = ContinuousClock.now + time
         let (queue, target) = (self.queue, configuration.url.target)
         try await reportOtherTargets()
@@ -177,7 +179,7 @@ public struct Forwarder: Service, Sendable {
     /// Logs, once per target, the deliveries that wait for another webhook than this forwarder's
     /// (and its companions'), and what delivers them; returns them.
     @discardableResult
-    public func reportOtherTargets() async throws -> [(target: ForwardingTarget, pending: Int)] {
+    package func reportOtherTargets() async throws -> [(target: ForwardingTarget, pending: Int)] {
         let queue = self.queue
         let others = try await transaction { try await queue.waitingTargets() }.filter {
             $0.target.id != configuration.url.target.id && !configuration.companionTargets.contains($0.target.id)
@@ -363,7 +365,7 @@ public struct Forwarder: Service, Sendable {
     }
 
     /// `t=<UNIX seconds>,v1=<hex HMAC-SHA256 of "<t>.<body>">`.
-    public static func signature(body: Data, secret: ForwardingSecret, at time: Date) -> String {
+    package static func signature(body: Data, secret: ForwardingSecret, at time: Date) -> String {
         let timestamp = String(Int64(time.timeIntervalSince1970))
         let mac = HMAC<SHA256>.authenticationCode(
             for: Data(timestamp.utf8) + Data(".".utf8) + body, using: SymmetricKey(data: Data(secret.value.utf8)))
@@ -373,13 +375,13 @@ public struct Forwarder: Service, Sendable {
 
 /// The shared secret of forwarded deliveries' signatures; it prints as `<redacted>` wherever it
 /// is interpolated, so no log line or report can carry it.
-public struct ForwardingSecret: Sendable, CustomStringConvertible, CustomDebugStringConvertible {
+package struct ForwardingSecret: Sendable, CustomStringConvertible, CustomDebugStringConvertible {
     let value: String
 
-    public init(_ value: String) { self.value = value }
+    package init(_ value: String) { self.value = value }
 
-    public var description: String { "<redacted>" }
-    public var debugDescription: String { "ForwardingSecret(<redacted>)" }
+    package var description: String { "<redacted>" }
+    package var debugDescription: String { "ForwardingSecret(<redacted>)" }
 }
 
 /// The leases of the deliveries one ``Forwarder/deliverDue()`` has in flight: until when each is

@@ -1,4 +1,4 @@
-public import AppStoreServer
+package import AppStoreServer
 import Foundation
 import ReconcilerShared
 import Synchronization
@@ -9,20 +9,20 @@ extension MockAppStore {
     /// ```swift
     /// let app = try MockAppStore.App(parsing: "com.example.one:1234567890:production,sandbox")
     /// ```
-    public struct App: Sendable, Hashable {
-        public var bundleId: String
-        public var appAppleId: Int64
+    package struct App: Sendable, Hashable {
+        package var bundleId: String
+        package var appAppleId: Int64
         /// Each is simulated as a world of its own, in this order (the first app's first one keeps the scenario's seed).
-        public var environments: [AppStoreEnvironment]
+        package var environments: [AppStoreEnvironment]
 
-        public init(bundleId: String, appAppleId: Int64, environments: [AppStoreEnvironment]) {
+        package init(bundleId: String, appAppleId: Int64, environments: [AppStoreEnvironment]) {
             self.bundleId = bundleId
             self.appAppleId = appAppleId
             self.environments = environments
         }
 
         /// Reads `BUNDLE_ID:APPLE_ID:ENVIRONMENTS`, the environments comma-separated (`production`, `sandbox`).
-        public init(parsing text: String) throws {
+        package init(parsing text: String) throws {
             let parts = text.split(separator: ":", omittingEmptySubsequences: false).map(String.init)
             guard parts.count == 3 else {
                 throw ConfigurationError(
@@ -47,23 +47,23 @@ extension MockAppStore {
     }
 
     /// A mock configuration that cannot be served, with a message that names the setting.
-    public struct ConfigurationError: Error, CustomStringConvertible, Sendable {
-        public struct Code: RawRepresentable, Hashable, Sendable {
-            public var rawValue: String
-            public init(rawValue: String) { self.rawValue = rawValue }
+    package struct ConfigurationError: Error, CustomStringConvertible, Sendable {
+        package struct Code: RawRepresentable, Hashable, Sendable {
+            package var rawValue: String
+            package init(rawValue: String) { self.rawValue = rawValue }
 
             /// An `--app` that does not read, or names no environment or one twice.
-            public static let invalidApp = Code(rawValue: "invalidApp")
+            package static let invalidApp = Code(rawValue: "invalidApp")
             /// Two `--app`s with the same bundle ID.
-            public static let duplicateApp = Code(rawValue: "duplicateApp")
+            package static let duplicateApp = Code(rawValue: "duplicateApp")
             /// `--unauthorized-app` names an app that no `--app` names.
-            public static let unknownUnauthorizedApp = Code(rawValue: "unknownUnauthorizedApp")
+            package static let unknownUnauthorizedApp = Code(rawValue: "unknownUnauthorizedApp")
             /// The scale mode simulates one app in one environment.
-            public static let scaleWithSeveralApps = Code(rawValue: "scaleWithSeveralApps")
+            package static let scaleWithSeveralApps = Code(rawValue: "scaleWithSeveralApps")
         }
 
-        public var code: Code
-        public var description: String
+        package var code: Code
+        package var description: String
 
         init(_ code: Code, _ description: String) {
             self.code = code
@@ -163,7 +163,7 @@ extension MockAppStore {
     /// The base URL of an environment's API, once the mock listens (`nil` before, or for an
     /// environment it does not serve). Production is `http://HOST:PORT`; with ``Configuration/apps``
     /// naming the sandbox, the sandbox has its own port, as Apple has a host per environment.
-    public func baseURL(for environment: AppStoreEnvironment) -> String? {
+    package func baseURL(for environment: AppStoreEnvironment) -> String? {
         boundPorts.withLock { $0[environment] }.map { "http://\(advertisedHost):\($0)" }
     }
 
@@ -171,7 +171,7 @@ extension MockAppStore {
     var advertisedHost: String { configuration.host == "0.0.0.0" ? "127.0.0.1" : configuration.host }
 
     /// The apps the mock serves, as configured (one without ``Configuration/apps``).
-    public var apps: [App] { configuration.servedApps }
+    package var apps: [App] { configuration.servedApps }
 
     /// The configuration file (`reconciler --config`) that points a reconciler at this mock for
     /// every app and environment, in the format of the reconciler's README: the team key, both base
@@ -181,7 +181,7 @@ extension MockAppStore {
     /// - Parameters:
     ///   - baseURLs: each served environment's base URL.
     ///   - directory: where `root.pem` and the key are.
-    public func reconcilerConfigurationYAML(baseURLs: [AppStoreEnvironment: String], directory: String) -> String {
+    package func reconcilerConfigurationYAML(baseURLs: [AppStoreEnvironment: String], directory: String) -> String {
         func environments(_ list: [AppStoreEnvironment]) -> String {
             "[" + list.map { $0 == .sandbox ? "sandbox" : "production" }.joined(separator: ", ") + "]"
         }

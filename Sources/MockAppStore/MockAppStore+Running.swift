@@ -1,5 +1,5 @@
-public import AppStoreServer
-public import Crypto
+package import AppStoreServer
+package import Crypto
 import Foundation
 import Logging
 import Synchronization
@@ -13,7 +13,7 @@ extension MockAppStore {
     ///     let client = mock.client(baseURL: baseURL)
     /// }
     /// ```
-    public static func withRunning<Result: Sendable>(
+    package static func withRunning<Result: Sendable>(
         _ configuration: Configuration, _ body: (MockAppStore, String) async throws -> Result
     ) async throws -> Result {
         let (configuration, ports) = signallingReadiness(configuration)
@@ -62,7 +62,7 @@ extension MockAppStore {
 
     /// A client configured to call this mock with the key it accepts, for an app in an environment
     /// (by default the first app in its first environment, whose API must be at `baseURL`).
-    public func client(
+    package func client(
         baseURL: String, requestsPerSecond: Double? = nil, retryPolicy: AppStoreServerAPIClient.RetryPolicy = .init(),
         requestTimeout: Duration = .seconds(10), keyId: String? = nil, privateKey: P256PrivateKey? = nil, bundleId: String? = nil,
         environment: AppStoreEnvironment? = nil
@@ -86,7 +86,7 @@ extension MockAppStore {
     /// ```swift
     /// let sandbox = try mock.client(bundleId: "com.example.one", environment: .sandbox)
     /// ```
-    public func client(
+    package func client(
         bundleId: String, environment: AppStoreEnvironment, requestsPerSecond: Double? = nil,
         retryPolicy: AppStoreServerAPIClient.RetryPolicy = .init(), requestTimeout: Duration = .seconds(10)
     ) throws -> AppStoreServerAPIClient {
@@ -100,7 +100,7 @@ extension MockAppStore {
 
     /// A verifier that trusts this mock's root, for an app and environment (by default the first
     /// app in its first environment).
-    public func verifier(bundleId: String? = nil, environment: AppStoreEnvironment? = nil) throws -> SignedDataVerifier {
+    package func verifier(bundleId: String? = nil, environment: AppStoreEnvironment? = nil) throws -> SignedDataVerifier {
         let app = apps.first { $0.bundleId == (bundleId ?? primary.scenario.bundleId) }
         return try SignedDataVerifier(
             configuration: .init(
@@ -109,20 +109,20 @@ extension MockAppStore {
     }
 
     /// What the mock saw so far.
-    public var statisticsSnapshot: MockStatisticsSnapshot { statistics.snapshot }
+    package var statisticsSnapshot: MockStatisticsSnapshot { statistics.snapshot }
 
     /// Replaces the fault configuration while running.
-    public func setFaults(_ faults: FaultConfiguration) { self.faults.withLock { $0 = faults } }
+    package func setFaults(_ faults: FaultConfiguration) { self.faults.withLock { $0 = faults } }
 
     /// The notifications of the first app in its first environment with their first send attempt,
     /// in Get Notification History's order (by first send attempt, or by `signedDate` in that mode).
-    public var sentNotifications: [(notification: ScenarioWorld.PlannedNotification, firstAttemptDate: Int64)] {
+    package var sentNotifications: [(notification: ScenarioWorld.PlannedNotification, firstAttemptDate: Int64)] {
         catalog.snapshot.notifications.map { ($0.plan, $0.firstAttemptDate) }
     }
 
     /// The notifications of an app in an environment (none for one the mock does not simulate),
     /// as ``sentNotifications`` lists them.
-    public func sentNotifications(
+    package func sentNotifications(
         bundleId: String, environment: AppStoreEnvironment
     ) -> [(notification: ScenarioWorld.PlannedNotification, firstAttemptDate: Int64)] {
         guard let world = worldsByKey[AppKey(bundleId: bundleId, environment: environment)] else { return [] }
@@ -130,10 +130,10 @@ extension MockAppStore {
     }
 
     /// The send attempts recorded for a notification, whichever app's it is.
-    public func sendAttempts(notificationUUID: String) -> [SendAttemptItem] {
+    package func sendAttempts(notificationUUID: String) -> [SendAttemptItem] {
         worlds.lazy.map { $0.attempts.attempts(notificationUUID) }.first { !$0.isEmpty } ?? []
     }
 }
 
-public typealias P256PrivateKey = P256.Signing.PrivateKey
-public typealias MockStatisticsSnapshot = MockStatistics.Counts
+package typealias P256PrivateKey = P256.Signing.PrivateKey
+package typealias MockStatisticsSnapshot = MockStatistics.Counts

@@ -1,9 +1,9 @@
 import AppStoreServer
-public import Crypto
-public import Foundation
-public import Logging
-public import ReconcilerShared
-public import ServiceLifecycle
+package import Crypto
+import Foundation
+package import Logging
+package import ReconcilerShared
+import ServiceLifecycle
 import Synchronization
 
 /// A local App Store imitation for tests, demos and rehearsals: it simulates the customers of one
@@ -27,51 +27,51 @@ import Synchronization
 ///
 /// `GET /mock/truth` returns the final state of every purchase in the shape of `reconciler export`;
 /// `GET /mock/orders` every transaction's order ID.
-public final class MockAppStore: Service, Sendable {
-    public struct Configuration: Sendable {
-        public var scenario: ScenarioConfiguration
-        public var host: String
+package final class MockAppStore: Service, Sendable {
+    package struct Configuration: Sendable {
+        package var scenario: ScenarioConfiguration
+        package var host: String
         /// 0 picks a free port; see ``onReady``.
-        public var port: Int
+        package var port: Int
         /// Where live notifications go (`nil`: deliveries outside the outage count as successful).
-        public var webhookURL: String?
+        package var webhookURL: String?
         /// Receives `root.pem`, the API key (`.p8`), `reconciler.env` (the first app in its first
         /// environment) and `reconciler.yaml` (every app and environment, for `reconciler --config`).
-        public var credentialsDirectory: String?
-        public var faults: FaultConfiguration
+        package var credentialsDirectory: String?
+        package var faults: FaultConfiguration
         /// Requests per second per endpoint, per app and environment, before 429 (`nil`: Apple's, 50
         /// in production, 5 in the sandbox). Look Up Order ID never allows more than Apple's 10 (1 in
         /// the sandbox), the test endpoints 1 (0.1).
-        public var rateLimitPerSecond: Double?
+        package var rateLimitPerSecond: Double?
         /// How long a pagination token stays valid.
-        public var paginationTokenLifetime: Duration
+        package var paginationTokenLifetime: Duration
         /// Entries per page of both histories: Apple sends up to 20; fewer makes tests page more.
-        public var pageSize: Int
-        public var keyId: String
-        public var issuerId: String
+        package var pageSize: Int
+        package var keyId: String
+        package var issuerId: String
         /// How long to wait for the webhook to accept connections before delivering.
-        public var webhookWait: Duration
+        package var webhookWait: Duration
         /// The apps to serve, each in its environments (empty: the scenario's one app, in its
         /// environment, on ``port``). The scenario's `bundleId`, `appAppleId` and `environment` then
         /// give way to each app's; everything else (seed, customers per world, outage, period) applies
         /// to every app and environment.
-        public var apps: [App]
+        package var apps: [App]
         /// Where the sandbox's API listens when ``apps`` name the sandbox (0 picks a free port).
-        public var sandboxPort: Int
+        package var sandboxPort: Int
         /// Every app and environment draws its transaction IDs from the same block, so two apps have
         /// purchases with the same IDs (Apple's are unique; this proves a reconciler keys purchases by
         /// app and environment). `/mock/refund` then needs `bundleId` (and `environment`).
-        public var sharedTransactionIds: Bool
+        package var sharedTransactionIds: Bool
         /// Apps whose requests are answered 401, as with a key that does not cover them.
-        public var unauthorizedApps: Set<String>
+        package var unauthorizedApps: Set<String>
         /// Called with the bound port as soon as the mock listens (credentials are written).
-        public var onListening: @Sendable (Int) async -> Void
+        package var onListening: @Sendable (Int) async -> Void
         /// Called with the sandbox's port as soon as the mock listens, when ``apps`` name the sandbox.
-        public var onSandboxListening: @Sendable (Int) async -> Void
+        package var onSandboxListening: @Sendable (Int) async -> Void
         /// Called with the bound port once live delivery is complete.
-        public var onReady: @Sendable (Int) async -> Void
+        package var onReady: @Sendable (Int) async -> Void
 
-        public init(
+        package init(
             scenario: ScenarioConfiguration = .init(), host: String = "127.0.0.1", port: Int = 0,
             webhookURL: String? = nil, credentialsDirectory: String? = nil, faults: FaultConfiguration = .init(),
             rateLimitPerSecond: Double? = nil, paginationTokenLifetime: Duration = .seconds(600), pageSize: Int = 20,
@@ -103,11 +103,11 @@ public final class MockAppStore: Service, Sendable {
         }
     }
 
-    public let configuration: Configuration
+    package let configuration: Configuration
     /// The CA that signs everything, for every app; trust its root.
-    public let authority: SigningCertificateAuthority
+    package let authority: SigningCertificateAuthority
     /// The team's In-App Purchase key the mock accepts, for every app.
-    public let apiKey: P256.Signing.PrivateKey
+    package let apiKey: P256.Signing.PrivateKey
     /// Every app in every environment: the simulated ones in the order of ``Configuration/apps``
     /// (the first is today's one app), then the apps in the environments they have no purchases in.
     let worlds: [AppWorld]
@@ -140,7 +140,7 @@ public final class MockAppStore: Service, Sendable {
     var simulatedWorlds: [AppWorld] { worlds.filter(\.simulated) }
 
     /// Simulates and signs the scenario of every app and environment.
-    public static func make(configuration: Configuration, logger: Logger = Logger(label: "mock-appstore")) async throws -> MockAppStore {
+    package static func make(configuration: Configuration, logger: Logger = Logger(label: "mock-appstore")) async throws -> MockAppStore {
         try configuration.validate()
         let seed = "\(configuration.scenario.seed)"
         let earliest = Date(timeIntervalSince1970: Double(min(configuration.scenario.start, Int64(Date().timeIntervalSince1970 * 1000))) / 1000)
@@ -170,7 +170,7 @@ public final class MockAppStore: Service, Sendable {
     /// Serves until cancelled or shut down gracefully: binds (production and, with apps in the
     /// sandbox, the sandbox's port), writes the credentials, waits for the webhook to accept
     /// connections, delivers the live traffic of every app, then calls ``Configuration/onReady``.
-    public func run() async throws {
+    package func run() async throws {
         let listeners = configuration.listeners
         try await cancelWhenGracefulShutdown {
             try await withThrowingTaskGroup(of: Void.self) { group in
@@ -262,12 +262,12 @@ public final class MockAppStore: Service, Sendable {
     /// The ground truth of every app and environment as JSON lines, in the shape and order of
     /// `reconciler export` (by originalTransactionId, then bundleId, then environment).
     /// - Parameter now: the moment `entitled` is judged at, UNIX ms (`GET /mock/truth?at=`).
-    public func truthJSONLines(at now: Int64 = Int64(Date().timeIntervalSince1970 * 1000)) throws -> String {
+    package func truthJSONLines(at now: Int64 = Int64(Date().timeIntervalSince1970 * 1000)) throws -> String {
         try truth(at: now).map { try $0.jsonLine() + "\n" }.joined()
     }
 
     /// The ground truth of every app and environment, in `reconciler export`'s order.
-    public var truth: [PurchaseState] { truth(at: Int64(Date().timeIntervalSince1970 * 1000)) }
+    package var truth: [PurchaseState] { truth(at: Int64(Date().timeIntervalSince1970 * 1000)) }
 
     func truth(at now: Int64) -> [PurchaseState] {
         let purchases = simulatedWorlds.flatMap { world in world.scale?.truth(at: now) ?? GroundTruth.purchases(world.catalog.snapshot.world, at: now)
@@ -280,7 +280,7 @@ public final class MockAppStore: Service, Sendable {
 
     /// Every transaction's order ID, by app and environment (in the order of the apps), then by
     /// account, then purchase.
-    public var orders: [MockOrder] {
+    package var orders: [MockOrder] {
         simulatedWorlds.flatMap { world in
             let key = world.key
             return (world.scale?.orders() ?? world.catalog.snapshot.orderEntries).map { order in
@@ -293,7 +293,7 @@ public final class MockAppStore: Service, Sendable {
     }
 
     /// The order IDs as JSON lines (`GET /mock/orders`, `mock-appstore --print-orders`).
-    public func ordersJSONLines() throws -> String {
+    package func ordersJSONLines() throws -> String {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
         return try orders.map { String(decoding: try encoder.encode($0), as: UTF8.self) + "\n" }.joined()
@@ -301,7 +301,7 @@ public final class MockAppStore: Service, Sendable {
 
     /// The variables that point a reconciler at this mock's first app in its first environment
     /// (the one app of a mock without ``Configuration/apps``), whose API is at `port`.
-    public func reconcilerEnvironment(port: Int, directory: String) -> [(String, String)] {
+    package func reconcilerEnvironment(port: Int, directory: String) -> [(String, String)] {
         let scenario = primary.scenario
         return [
             ("APP_STORE_API_BASE_URL", "http://\(advertisedHost):\(port)"),
@@ -318,7 +318,7 @@ public final class MockAppStore: Service, Sendable {
     }
 
     /// The terms of the non-renewing subscriptions the mock sells, by product ID (ms), the same for every app.
-    public var nonRenewingTerms: [String: Int64] {
+    package var nonRenewingTerms: [String: Int64] {
         [MockProduct.seasonPass.productId: MockProduct.seasonPass.periods * configuration.scenario.renewalPeriod]
     }
 

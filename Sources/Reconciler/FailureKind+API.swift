@@ -1,4 +1,5 @@
 import AppStoreServer
+import ReconcilerStore
 
 extension AppStoreServerAPIError {
     /// Whether the next run should retry the shard or customer this error failed: Apple refusing

@@ -1,8 +1,9 @@
-public import AppStoreServer
-public import Foundation
+package import AppStoreServer
+package import Foundation
 import Logging
-import PostgresNIO
+import ReconcilerDomain
 import ReconcilerShared
+package import ReconcilerStore
 
 /// The main job: replay an outage window's notifications (phase 1), then fill the remaining gaps
 /// per customer (phase 2), one run at a time per app and environment, resumable after any crash.
@@ -17,23 +18,23 @@ import ReconcilerShared
 /// unfinished ones continue from their checkpoint, failed shards and customers are retried.
 /// After a run finished, the same window starts a new run, which finds only duplicates and
 /// unchanged revisions. A run that cannot finish throws ``RunStopped`` with what it recorded.
-public struct ReconcileRun: Sendable {
-    public struct Configuration: Sendable {
-        public var windowStart: Int64
-        public var windowEnd: Int64
-        public var kind: RunRecord.Kind
-        public var dryRun: Bool
-        public var options: RunOptions
-        public var replayConcurrency: Int
-        public var gapConcurrency: Int
+package struct ReconcileRun: Sendable {
+    package struct Configuration: Sendable {
+        package var windowStart: Int64
+        package var windowEnd: Int64
+        package var kind: RunRecord.Kind
+        package var dryRun: Bool
+        package var options: RunOptions
+        package var replayConcurrency: Int
+        package var gapConcurrency: Int
         /// The run lease: how long, how often renewed, and whether to wait for another run's.
-        public var lease: RunLease.Configuration
+        package var lease: RunLease.Configuration
         /// Start a new run even if an unfinished one exists for the window.
-        public var fresh: Bool
+        package var fresh: Bool
         /// When a customer or shard that keeps failing is given up, so the window can finish.
-        public var giveUp: GiveUpPolicy
+        package var giveUp: GiveUpPolicy
 
-        public init(
+        package init(
             windowStart: Int64, windowEnd: Int64, kind: RunRecord.Kind = .manual, dryRun: Bool = false, options: RunOptions = .init(),
             replayConcurrency: Int = 8, gapConcurrency: Int = 8, lease: RunLease.Configuration = .init(), fresh: Bool = false,
             giveUp: GiveUpPolicy = .init()
@@ -52,17 +53,17 @@ public struct ReconcileRun: Sendable {
 
         /// The connections a run of this configuration uses at once: one per shard and customer
         /// worked on, one for its lease, one for its bookkeeping.
-        public var connectionsNeeded: Int { replayConcurrency + gapConcurrency + 2 }
+        package var connectionsNeeded: Int { replayConcurrency + gapConcurrency + 2 }
     }
 
     /// A window the App Store cannot serve.
-    public struct InvalidWindow: Error, CustomStringConvertible, Sendable {
-        public var description: String
+    package struct InvalidWindow: Error, CustomStringConvertible, Sendable {
+        package var description: String
     }
 
     /// The run stopped before it finished; `report` is what it recorded (when it could record).
-    public struct RunStopped: Error, CustomStringConvertible, Sendable {
-        public enum Reason: Sendable {
+    package struct RunStopped: Error, CustomStringConvertible, Sendable {
+        package enum Reason: Sendable {
             /// SIGINT or SIGTERM.
             case interrupted
             /// The configuration is wrong (Apple's data is for another app, untrusted chains, bad credentials).
@@ -71,12 +72,12 @@ public struct ReconcileRun: Sendable {
             case unavailable(String)
         }
 
-        public var reason: Reason
-        public var report: RunReport?
+        package var reason: Reason
+        package var report: RunReport?
         /// The error that stopped the run, for a caller that words it for its users.
-        public var cause: (any Error)?
+        package var cause: (any Error)?
 
-        public var description: String {
+        package var description: String {
             switch reason {
             case .interrupted: "interrupted"
             case .configuration(let text): text
@@ -85,7 +86,7 @@ public struct ReconcileRun: Sendable {
         }
     }
 
-    public let configuration: Configuration
+    package let configuration: Configuration
     let handler: NotificationHandler
     let client: AppStoreServerAPIClient
     let ledger: RunLedger
@@ -93,7 +94,7 @@ public struct ReconcileRun: Sendable {
     /// The app and environment the run is for (the verifier's).
     let app: SignedDataVerifier.Configuration
 
-    public init(configuration: Configuration, database: Database, verifier: SignedDataVerifier, client: AppStoreServerAPIClient) {
+    package init(configuration: Configuration, database: Database, verifier: SignedDataVerifier, client: AppStoreServerAPIClient) {
         self.configuration = configuration
         self.handler = NotificationHandler(verifier: verifier, database: database)
         self.client = client
@@ -106,12 +107,12 @@ public struct ReconcileRun: Sendable {
     var bundleId: String { app.bundleId }
 
     /// How far back Apple keeps notification history.
-    public static func retention(_ environment: AppStoreEnvironment) -> Int64 {
+    package static func retention(_ environment: AppStoreEnvironment) -> Int64 {
         (environment == .production ? 180 : 30) * 86_400_000
     }
 
     /// Checks the window against Apple's limits before anything is locked or written.
-    public static func validate(
+    package static func validate(
         windowStart: Int64, windowEnd: Int64, environment: AppStoreEnvironment,
         now: Int64 = Int64(Date().timeIntervalSince1970 * 1000)
     ) throws {
@@ -132,7 +133,7 @@ public struct ReconcileRun: Sendable {
     }
 
     /// Runs (or resumes) the run for the window and returns its report.
-    public func reconcile(progress: RunProgress, onWait: @Sendable () -> Void = {}) async throws -> RunReport {
+    package func reconcile(progress: RunProgress, onWait: @Sendable () -> Void = {}) async throws -> RunReport {
         try Self.validate(windowStart: configuration.windowStart, windowEnd: configuration.windowEnd, environment: app.environment)
         let lease = RunLease(configuration: configuration.lease, ledger: ledger)
         do {
@@ -249,11 +250,11 @@ public struct ReconcileRun: Sendable {
         let context = RunContext(
             run: run, handler: handler, client: client, ledger: ledger, progress: progress, tally: VerificationTally(),
             logger: logger, giveUp: configuration.giveUp)
-        let due = try await handler.database.transaction { [store = handler.store] connection in
-            try await store.dueAnchors(windowEnd: run.windowEnd, all: run.options.allCustomers, on: connection)
+        let due = try await handler.database.transaction { [store = handler.store] transaction in
+            try await store.dueAnchors(windowEnd: run.windowEnd, all: run.options.allCustomers, on: transaction)
         }
-        try await ledger.database.transaction { [ledger] connection in
-            try await ledger.enqueue(runId: run.runId, anchors: due, reason: run.options.allCustomers ? .all : .due, on: connection)
+        try await ledger.database.transaction { [ledger] transaction in
+            try await ledger.enqueue(runId: run.runId, anchors: due, reason: run.options.allCustomers ? .all : .due, on: transaction)
         }
         // Customers a killed process of this machine still held need not wait for their lease to run out.
         try await ledger.releaseCustomers(runId: run.runId, ofWorkers: { ProcessIdentity.isDeadOnThisHost($0) })
@@ -287,8 +288,9 @@ public struct ReconcileRun: Sendable {
 
     /// Builds the report of a run from its ledger (so it covers every process that worked on it).
     /// `database` is where its notifications are (a dry run's shadow tables while it runs).
-    public static func report(run: RunRecord, ledger: RunLedger, finishedAt: Date, extraAPI: APIStatistics.Snapshot = .zero) async throws -> RunReport
-    {
+    package static func report(
+        run: RunRecord, ledger: RunLedger, finishedAt: Date, extraAPI: APIStatistics.Snapshot = .zero
+    ) async throws -> RunReport {
         try await report(run: run, ledger: ledger, database: ledger.database, finishedAt: finishedAt, extraAPI: extraAPI)
     }
 
@@ -315,8 +317,8 @@ public struct ReconcileRun: Sendable {
         }
         let gapFill = try await ledger.gapFillTotals(runId: run.runId)
         let store = PurchaseStore(database: database, target: nil)
-        let urgent = try await database.transaction { connection in
-            try await store.lastRecorded(runId: run.runId, types: Self.urgentTypes, on: connection)
+        let urgent = try await database.transaction { transaction in
+            try await store.lastRecorded(runId: run.runId, types: Self.urgentTypes, on: transaction)
         }
         return RunReport(
             runId: run.runId, kind: run.kind, environment: run.environment, bundleId: run.bundleId, windowStart: run.windowStart,

@@ -1,20 +1,21 @@
 import AppStoreServer
+import ReconcilerDomain
 
 /// What Apple sent says this configuration is wrong, not that a payload is bad: signed data for
 /// another app or environment, or a window where most signed values fail their chain (the wrong
 /// root certificates). The run stops, nothing is quarantined, and `--since-last` does not move.
-public struct RunConfigurationError: Error, CustomStringConvertible, Sendable {
-    public struct Code: Hashable, Sendable, CustomStringConvertible {
+package struct RunConfigurationError: Error, CustomStringConvertible, Sendable {
+    package struct Code: Hashable, Sendable, CustomStringConvertible {
         let base: String
         /// Signed data names another bundle id, app Apple ID or environment.
-        public static let appMismatch = Code(base: "appMismatch")
+        package static let appMismatch = Code(base: "appMismatch")
         /// Most signed values fail their certificate chain.
-        public static let untrustedChains = Code(base: "untrustedChains")
-        public var description: String { base }
+        package static let untrustedChains = Code(base: "untrustedChains")
+        package var description: String { base }
     }
 
-    public var code: Code
-    public var description: String
+    package var code: Code
+    package var description: String
 
     /// The configuration error a verification failure means, if it means one.
     static func appMismatch(_ error: VerificationError) -> RunConfigurationError? {

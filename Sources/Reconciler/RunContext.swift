@@ -1,5 +1,7 @@
 import AppStoreServer
 import Logging
+import ReconcilerDomain
+import ReconcilerStore
 
 /// What both phases of a run work with: the run, the handler that writes its results (in a dry
 /// run, the one writing the shadow tables), the App Store client, the ledger, the progress shown

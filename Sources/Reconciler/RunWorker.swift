@@ -1,6 +1,8 @@
-public import AppStoreServer
+package import AppStoreServer
 import Foundation
 import Logging
+import ReconcilerDomain
+package import ReconcilerStore
 
 /// Joins a run's phase 2 from another process or machine (`reconciler work`): leases customers
 /// from the run's queue in PostgreSQL and recovers them exactly as the run does, until none is
@@ -10,17 +12,17 @@ import Logging
 /// let worker = RunWorker(configuration: .init(runId: 42), database: database, verifier: verifier, client: client)
 /// try await worker.work(progress: RunProgress())
 /// ```
-public struct RunWorker: Sendable {
-    public struct Configuration: Sendable {
-        public var runId: Int64
+package struct RunWorker: Sendable {
+    package struct Configuration: Sendable {
+        package var runId: Int64
         /// Customers processed at once.
-        public var concurrency: Int
+        package var concurrency: Int
         /// Names this process in the queue.
-        public var worker: String
+        package var worker: String
         /// When a customer that keeps failing is given up.
-        public var giveUp: GiveUpPolicy
+        package var giveUp: GiveUpPolicy
 
-        public init(runId: Int64, concurrency: Int = 8, worker: String = ProcessIdentity.current, giveUp: GiveUpPolicy = .init()) {
+        package init(runId: Int64, concurrency: Int = 8, worker: String = ProcessIdentity.current, giveUp: GiveUpPolicy = .init()) {
             self.runId = runId
             self.concurrency = concurrency
             self.worker = worker
@@ -29,17 +31,17 @@ public struct RunWorker: Sendable {
     }
 
     /// The run cannot be joined.
-    public struct CannotJoin: Error, CustomStringConvertible, Sendable {
-        public var description: String
+    package struct CannotJoin: Error, CustomStringConvertible, Sendable {
+        package var description: String
     }
 
-    public let configuration: Configuration
+    package let configuration: Configuration
     let handler: NotificationHandler
     let client: AppStoreServerAPIClient
     let ledger: RunLedger
     let logger: Logger
 
-    public init(configuration: Configuration, database: Database, verifier: SignedDataVerifier, client: AppStoreServerAPIClient) {
+    package init(configuration: Configuration, database: Database, verifier: SignedDataVerifier, client: AppStoreServerAPIClient) {
         self.configuration = configuration
         self.handler = NotificationHandler(verifier: verifier, database: database)
         self.client = client
@@ -48,7 +50,7 @@ public struct RunWorker: Sendable {
     }
 
     /// Works through the run's queue; returns when no customer is left for this process.
-    public func work(progress: RunProgress) async throws {
+    package func work(progress: RunProgress) async throws {
         let runId = configuration.runId
         guard let run = try await ledger.run(id: runId) else { throw CannotJoin(description: "there is no run \(runId)") }
         let verifier = handler.verifier.configuration

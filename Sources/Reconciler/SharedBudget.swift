@@ -1,7 +1,8 @@
-public import AppStoreServer
+package import AppStoreServer
 import Foundation
 import Logging
-import PostgresNIO
+package import ReconcilerDomain
+package import ReconcilerStore
 
 /// One App Store request budget for every process of an app and environment (`run`, `work`,
 /// `repair`, `detect-outage`, `check-webhook`), kept in PostgreSQL: each live process holds a
@@ -23,20 +24,20 @@ import PostgresNIO
 /// try await budget.join()          // before the first request
 /// try await budget.keepShared()    // until cancelled; then budget.leave()
 /// ```
-public final class SharedBudget: RateLimiter.Observer, Sendable {
-    public struct Configuration: Sendable {
+package final class SharedBudget: RateLimiter.Observer, Sendable {
+    package struct Configuration: Sendable {
         /// The endpoints this process calls, each with the app's budget and this process's cap.
-        public var claims: [AppStoreServerAPIEndpoint: BudgetAllocation.Claim]
+        package var claims: [AppStoreServerAPIEndpoint: BudgetAllocation.Claim]
         /// How long a process's lease lasts without renewal.
-        public var leaseDuration: Duration
+        package var leaseDuration: Duration
         /// How often it is renewed and the share recomputed.
-        public var renewalInterval: Duration
+        package var renewalInterval: Duration
         /// Names this process.
-        public var process: String
+        package var process: String
         /// The time renewals and the lease's end are judged by.
-        public var clock: any ReconcilerClock
+        package var clock: any ReconcilerClock
 
-        public init(
+        package init(
             claims: [AppStoreServerAPIEndpoint: BudgetAllocation.Claim], leaseDuration: Duration = .seconds(5),
             renewalInterval: Duration = .seconds(1), process: String = ProcessIdentity.current, clock: any ReconcilerClock = .system
         ) {
@@ -66,7 +67,7 @@ public final class SharedBudget: RateLimiter.Observer, Sendable {
         func holds(at now: Duration) -> Bool { expires.map { now < $0 } ?? false }
     }
 
-    public let configuration: Configuration
+    package let configuration: Configuration
     /// Renewals wait for the database no longer than the lease lasts.
     let ledger: RunLedger
     /// Joining waits for the database as long as any of the process's work does.
@@ -77,7 +78,7 @@ public final class SharedBudget: RateLimiter.Observer, Sendable {
     let logger: Logger
     let lease = Locked(Lease())
 
-    public init(configuration: Configuration, database: Database, limiter: RateLimiter, environment: AppStoreEnvironment, bundleId: String) {
+    package init(configuration: Configuration, database: Database, limiter: RateLimiter, environment: AppStoreEnvironment, bundleId: String) {
         self.configuration = configuration
         self.ledger = RunLedger(database: database.with(unavailableTimeout: configuration.leaseDuration))
         self.joiningLedger = RunLedger(database: database)
@@ -94,14 +95,14 @@ public final class SharedBudget: RateLimiter.Observer, Sendable {
     /// before the first request; tells the others to re-divide. When it cannot (it waits for the
     /// database as long as the database's `unavailableTimeout`), it throws and the endpoints this
     /// process calls stay paused: a process that has not joined must not call Apple.
-    public func join() async throws {
+    package func join() async throws {
         await limiter.observe(with: self)
         try await renew(announce: true, through: joiningLedger)
     }
 
     /// Renews the lease and follows the others (closures, processes joining and leaving) until
     /// cancelled, then leaves. Pauses this process's endpoints once its lease runs out unrenewed.
-    public func keepShared() async {
+    package func keepShared() async {
         await withTaskGroup(of: Void.self) { group in
             group.addTask { await self.listen() }
             group.addTask { await self.keepRenewing() }
@@ -113,7 +114,7 @@ public final class SharedBudget: RateLimiter.Observer, Sendable {
     }
 
     /// Gives the lease up (briefly: a lease that cannot be released runs out by itself).
-    public func leave() async {
+    package func leave() async {
         let (ledger, environment, bundleId, process) = (
             RunLedger(database: ledger.database.with(unavailableTimeout: .seconds(2))), self.environment, self.bundleId, configuration.process
         )
@@ -121,7 +122,7 @@ public final class SharedBudget: RateLimiter.Observer, Sendable {
     }
 
     /// A 429 here closes the endpoint for every process of the app.
-    public func endpointClosed(_ endpoint: AppStoreServerAPIEndpoint, untilUNIXMilliseconds milliseconds: Int64) async {
+    package func endpointClosed(_ endpoint: AppStoreServerAPIEndpoint, untilUNIXMilliseconds milliseconds: Int64) async {
         do {
             try await ledger.closeEndpoint(environment: environment, bundleId: bundleId, endpoint: endpoint.name, untilMilliseconds: milliseconds)
         } catch {
@@ -229,7 +230,7 @@ public final class SharedBudget: RateLimiter.Observer, Sendable {
             do {
                 try await ledger.database.listen(on: RunLedger.budgetChannel) { notifications in
                     for try await notification in notifications {
-                        if notification.payload.hasPrefix("closed") { try await applyClosures() } else { try await renew(announce: false) }
+                        if notification.hasPrefix("closed") { try await applyClosures() } else { try await renew(announce: false) }
                     }
                 }
             } catch is CancellationError {

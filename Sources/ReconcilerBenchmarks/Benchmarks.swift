@@ -4,6 +4,8 @@ import Foundation
 import Logging
 import MockAppStore
 import Reconciler
+import ReconcilerDomain
+import ReconcilerStore
 
 /// `reconciler-bench`: the measurements behind BENCHMARKS.md. Run it through
 /// `jobs/dev/benchmark`, which builds it in release mode against a throwaway PostgreSQL.
@@ -156,7 +158,7 @@ struct ApplyBenchmark: AsyncParsableCommand {
                     PageQueue(stride(from: worker, to: verifiedPages.count, by: concurrency).map { verifiedPages[$0] })
                 }
             }
-            let forwarding = forwardTo.map { NotificationHandler.Forwarding(target: ForwardingTarget(url: $0)) }
+            let forwarding = forwardTo.map { PurchaseStore.Forwarding(target: ForwardingTarget(url: $0)) }
             let cpuAtStart = processCPUSeconds()
             let (_, seconds) = try await elapsed {
                 try await withThrowingTaskGroup(of: Void.self) { workers in

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import Reconciler
+import ReconcilerStore
 
 /// `reconciler`: brings in-app-purchase records back in line with the App Store after the
 /// notification webhook was down.

@@ -1,6 +1,6 @@
-public import AppStoreServer
+package import AppStoreServer
 import Foundation
-public import ReconcilerShared
+package import ReconcilerShared
 import Yams
 
 /// Every app and environment one deployment serves, with what each needs: its In-App Purchase
@@ -12,38 +12,38 @@ import Yams
 /// let configuration = try ReconcilerConfiguration.load(file: "/etc/reconciler/reconciler.yaml")
 /// for target in try configuration.targets(app: nil, environment: nil) { print(target.app) }
 /// ```
-public struct ReconcilerConfiguration: Sendable {
+package struct ReconcilerConfiguration: Sendable {
     /// An In-App Purchase key: the `.p8` file's path, never its contents.
-    public struct APIKey: Sendable, Hashable, CustomStringConvertible {
-        public var id: String
-        public var issuer: String
-        public var privateKeyPath: String
+    package struct APIKey: Sendable, Hashable, CustomStringConvertible {
+        package var id: String
+        package var issuer: String
+        package var privateKeyPath: String
 
-        public init(id: String, issuer: String, privateKeyPath: String) {
+        package init(id: String, issuer: String, privateKeyPath: String) {
             self.id = id
             self.issuer = issuer
             self.privateKeyPath = privateKeyPath
         }
 
-        public var description: String { "key \(id) (\(privateKeyPath))" }
+        package var description: String { "key \(id) (\(privateKeyPath))" }
     }
 
     /// One app in one environment, and what its processes need.
-    public struct Target: Sendable, CustomStringConvertible {
-        public var app: AppTarget
+    package struct Target: Sendable, CustomStringConvertible {
+        package var app: AppTarget
         /// The In-App Purchase key for the App Store Server API; `nil` when no key is configured
         /// (only commands that call Apple need one).
-        public var key: APIKey?
+        package var key: APIKey?
         /// `nil`: Apple's host for the environment.
-        public var apiBaseURL: String?
+        package var apiBaseURL: String?
         /// The app's request budget per endpoint in this environment (requests per second); `nil`:
         /// the default (80% of Apple's limit).
-        public var rateLimit: Double?
-        public var entitlement: EntitlementPolicy
+        package var rateLimit: Double?
+        package var entitlement: EntitlementPolicy
         /// The app's own webhook, when its notifications are forwarded there.
-        public var forwardTo: String?
+        package var forwardTo: String?
 
-        public init(
+        package init(
             app: AppTarget, key: APIKey?, apiBaseURL: String? = nil, rateLimit: Double? = nil, entitlement: EntitlementPolicy = .init(),
             forwardTo: String? = nil
         ) {
@@ -55,18 +55,18 @@ public struct ReconcilerConfiguration: Sendable {
             self.forwardTo = forwardTo
         }
 
-        public var description: String { app.description }
+        package var description: String { app.description }
     }
 
-    public var targets: [Target]
+    package var targets: [Target]
     /// Trusted roots, PEM or DER files or directories; `nil`: the bundled Apple Root CA - G3.
-    public var rootCertificates: [String]?
+    package var rootCertificates: [String]?
     /// When a customer or shard that keeps failing is given up (`nil`: the default).
-    public var giveUpAfter: Int?
+    package var giveUpAfter: Int?
     /// Where it came from, for messages: the file's path, or "the environment".
-    public var source: String
+    package var source: String
 
-    public init(targets: [Target], rootCertificates: [String]? = nil, giveUpAfter: Int? = nil, source: String) {
+    package init(targets: [Target], rootCertificates: [String]? = nil, giveUpAfter: Int? = nil, source: String) {
         self.targets = targets
         self.rootCertificates = rootCertificates
         self.giveUpAfter = giveUpAfter
@@ -75,7 +75,7 @@ public struct ReconcilerConfiguration: Sendable {
 
     /// The targets `--app` and `--environment` select (all when neither is given); an error when
     /// the selection matches none.
-    public func targets(app bundleId: String?, environment: AppStoreEnvironment?) throws -> [Target] {
+    package func targets(app bundleId: String?, environment: AppStoreEnvironment?) throws -> [Target] {
         let selected = targets.filter { target in
             (bundleId == nil || target.app.bundleId == bundleId) && (environment == nil || target.app.environment == environment)
         }
@@ -90,7 +90,7 @@ public struct ReconcilerConfiguration: Sendable {
 
     /// The target signed data names, if configured: the bundle id and environment, and in
     /// production the app's Apple ID.
-    public func target(bundleId: String?, environment: AppStoreEnvironment?, appAppleId: Int64?) -> Target? {
+    package func target(bundleId: String?, environment: AppStoreEnvironment?, appAppleId: Int64?) -> Target? {
         targets.first { $0.app.owns(bundleId: bundleId, environment: environment, appAppleId: appAppleId) }
     }
 
@@ -98,7 +98,7 @@ public struct ReconcilerConfiguration: Sendable {
 
     /// Reads and checks a configuration file. Errors name the file and the key, never a secret
     /// (the file holds the key's path, not the key).
-    public static func load(file path: String) throws -> ReconcilerConfiguration {
+    package static func load(file path: String) throws -> ReconcilerConfiguration {
         let text: String
         do {
             text = try String(contentsOfFile: path, encoding: .utf8)
@@ -263,25 +263,25 @@ public struct ReconcilerConfiguration: Sendable {
 
 /// A configuration that cannot be used: which file and key, and what is wrong. Its description
 /// names keys and values a person wrote, never a secret (the file holds no key, only its path).
-public struct ConfigurationError: Error, CustomStringConvertible, Sendable {
+package struct ConfigurationError: Error, CustomStringConvertible, Sendable {
     /// What kind of problem; match this, not the text.
-    public struct Code: Hashable, Sendable, CustomStringConvertible {
+    package struct Code: Hashable, Sendable, CustomStringConvertible {
         let name: String
-        public static let unreadable = Code(name: "unreadable")
-        public static let invalidYAML = Code(name: "invalidYAML")
-        public static let unknownKey = Code(name: "unknownKey")
-        public static let missingKey = Code(name: "missingKey")
-        public static let invalidValue = Code(name: "invalidValue")
-        public static let duplicateApp = Code(name: "duplicateApp")
-        public static let noSuchApp = Code(name: "noSuchApp")
-        public var description: String { name }
+        package static let unreadable = Code(name: "unreadable")
+        package static let invalidYAML = Code(name: "invalidYAML")
+        package static let unknownKey = Code(name: "unknownKey")
+        package static let missingKey = Code(name: "missingKey")
+        package static let invalidValue = Code(name: "invalidValue")
+        package static let duplicateApp = Code(name: "duplicateApp")
+        package static let noSuchApp = Code(name: "noSuchApp")
+        package var description: String { name }
     }
 
-    public var code: Code
+    package var code: Code
     /// The file (or "the environment").
-    public var source: String
+    package var source: String
     /// The key, as a path (`apps[1].appAppleId`), when one is at fault.
-    public var key: String?
+    package var key: String?
     var detail: String
 
     init(_ code: Code, source: String, key: String? = nil, detail: String) {
@@ -291,5 +291,5 @@ public struct ConfigurationError: Error, CustomStringConvertible, Sendable {
         self.detail = detail
     }
 
-    public var description: String { detail }
+    package var description: String { detail }
 }

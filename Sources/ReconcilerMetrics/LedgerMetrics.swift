@@ -2,8 +2,9 @@ import AppStoreServer
 import CoreMetrics
 import Foundation
 import Logging
-public import Reconciler
-public import ServiceLifecycle
+import Reconciler
+package import ReconcilerStore
+import ServiceLifecycle
 
 /// The gauges alerts watch that live in the database, not in one process: unacknowledged
 /// quarantined payloads and given-up customers and shards, the schedule's unfinished windows,
@@ -20,23 +21,23 @@ public import ServiceLifecycle
 /// try await ledgerMetrics.refresh()                                   // once (run)
 /// let app = server.makeApplication(services: [client, ledgerMetrics]) // periodically (serve)
 /// ```
-public struct LedgerMetrics: Service {
-    public struct Configuration: Sendable {
+package struct LedgerMetrics: Service {
+    package struct Configuration: Sendable {
         /// Between two reads in ``run()``.
-        public var interval: Duration
+        package var interval: Duration
 
-        public init(interval: Duration = .seconds(60)) {
+        package init(interval: Duration = .seconds(60)) {
             self.interval = interval
         }
     }
 
-    public let ledger: RunLedger
-    public let environment: String
-    public let bundleId: String
-    public let registry: MetricsRegistry
-    public let configuration: Configuration
+    package let ledger: RunLedger
+    package let environment: String
+    package let bundleId: String
+    package let registry: MetricsRegistry
+    package let configuration: Configuration
 
-    public init(ledger: RunLedger, environment: String, bundleId: String, registry: MetricsRegistry, configuration: Configuration = .init()) {
+    package init(ledger: RunLedger, environment: String, bundleId: String, registry: MetricsRegistry, configuration: Configuration = .init()) {
         self.ledger = ledger
         self.environment = environment
         self.bundleId = bundleId
@@ -46,7 +47,7 @@ public struct LedgerMetrics: Service {
 
     /// Reads the values and sets their gauges; a value the database does not have yet (no
     /// finished run, no live notification) leaves its series absent.
-    public func refresh() async throws {
+    package func refresh() async throws {
         let quarantined = try await ledger.unacknowledgedQuarantineCount(environment: environment, bundleId: bundleId)
         MetricDefinition.quarantineUnacknowledged.gauge(in: registry).record(quarantined)
         for (kind, count) in try await ledger.unacknowledgedGivenUpCount(environment: environment, bundleId: bundleId) {
@@ -79,7 +80,7 @@ public struct LedgerMetrics: Service {
 
     /// Refreshes now and then every ``Configuration/interval`` until graceful shutdown; a failed
     /// read is counted and logged once until a read succeeds again, and the gauges keep their values.
-    public func run() async throws {
+    package func run() async throws {
         let failures = MetricDefinition.ledgerRefreshFailures.counter(in: registry)
         let (interval, logger) = (configuration.interval, ledger.logger)
         await cancelWhenGracefulShutdown {

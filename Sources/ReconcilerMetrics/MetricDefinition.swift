@@ -10,27 +10,27 @@
 /// let metrics = MetricsRegistry(environment: "Production", bundleId: "com.example.app")
 /// MetricDefinition.webhookNotifications.counter(["SUBSCRIBED/INITIAL_BUY", "applied"], in: metrics).increment()
 /// ```
-public struct MetricDefinition: Sendable, Hashable, CustomStringConvertible {
-    public enum Kind: String, Sendable, Hashable {
+package struct MetricDefinition: Sendable, Hashable, CustomStringConvertible {
+    package enum Kind: String, Sendable, Hashable {
         case counter, gauge
     }
 
     /// The `reconciler` commands whose output carries the family.
-    public enum Process: String, Sendable, Hashable, CaseIterable {
+    package enum Process: String, Sendable, Hashable, CaseIterable {
         /// `reconciler serve`, `GET /metrics`.
         case serve
         /// `reconciler run --metrics-file`, node_exporter's textfile collector.
         case run
     }
 
-    public var name: String
-    public var kind: Kind
+    package var name: String
+    package var kind: Kind
     /// The family's own labels, after the constant ones, in this order.
-    public var labels: [String]
-    public var help: String
-    public var processes: Set<Process>
+    package var labels: [String]
+    package var help: String
+    package var processes: Set<Process>
 
-    public init(_ name: String, _ kind: Kind, labels: [String] = [], help: String, processes: Set<Process>) {
+    package init(_ name: String, _ kind: Kind, labels: [String] = [], help: String, processes: Set<Process>) {
         self.name = name
         self.kind = kind
         self.labels = labels
@@ -38,31 +38,31 @@ public struct MetricDefinition: Sendable, Hashable, CustomStringConvertible {
         self.processes = processes
     }
 
-    public var description: String { name }
+    package var description: String { name }
 }
 
 extension MetricDefinition {
     // MARK: serve: the live webhook
 
-    public static let webhookNotifications = MetricDefinition(
+    package static let webhookNotifications = MetricDefinition(
         "reconciler_webhook_notifications_total", .counter, labels: ["type", "outcome"],
         help: "Notifications the webhook stored, by TYPE/SUBTYPE and outcome (applied, stale, recorded, duplicate).",
         processes: [.serve])
-    public static let webhookRejected = MetricDefinition(
+    package static let webhookRejected = MetricDefinition(
         "reconciler_webhook_rejected_total", .counter, labels: ["reason"],
         help: "Requests the webhook rejected (400 or 413), by reason; nothing was stored.",
         processes: [.serve])
-    public static let webhookUnconfiguredApp = MetricDefinition(
+    package static let webhookUnconfiguredApp = MetricDefinition(
         "reconciler_webhook_unconfigured_app_total", .counter,
         help: "Authentic notifications for an app or environment the configuration does not name (503 APP_NOT_CONFIGURED; "
             + "not stored, Apple delivers them again), by the app and environment they name.",
         processes: [.serve])
-    public static let webhookStoreFailures = MetricDefinition(
+    package static let webhookStoreFailures = MetricDefinition(
         "reconciler_webhook_store_failures_total", .counter,
         help: "Notifications the webhook could not store because the database failed (503; Apple retries them).",
         processes: [.serve])
     /// The "last received" health signal.
-    public static let webhookLastNotification = MetricDefinition(
+    package static let webhookLastNotification = MetricDefinition(
         "reconciler_webhook_last_notification_timestamp_seconds", .gauge,
         help: "The newest live notification: the newest signedDate the webhook stored, per the database, "
             + "or when this serve process last stored one, whichever is later.",
@@ -70,126 +70,126 @@ extension MetricDefinition {
 
     // MARK: both: the ledger, read from the database
 
-    public static let quarantineUnacknowledged = MetricDefinition(
+    package static let quarantineUnacknowledged = MetricDefinition(
         "reconciler_quarantined_payloads_unacknowledged", .gauge,
         help: "Quarantined payloads (signed values that failed verification) nobody acknowledged yet (reconciler rejections --ack).",
         processes: [.serve, .run])
-    public static let lastFinishedRun = MetricDefinition(
+    package static let lastFinishedRun = MetricDefinition(
         "reconciler_last_finished_run_timestamp_seconds", .gauge,
         help: "When the newest finished run (succeeded or succeeded_with_rejections, not a dry run, any kind but repair) finished.",
         processes: [.serve, .run])
-    public static let givenUpUnacknowledged = MetricDefinition(
+    package static let givenUpUnacknowledged = MetricDefinition(
         "reconciler_given_up_unacknowledged", .gauge, labels: ["kind"],
         help: "Customers and shards runs gave up on (Apple refused them, or they failed in --give-up-after attempts in a row) "
             + "nobody acknowledged yet (reconciler rejections --ack), by kind (customer, shard).",
         processes: [.serve, .run])
-    public static let scheduleUnfinishedWindows = MetricDefinition(
+    package static let scheduleUnfinishedWindows = MetricDefinition(
         "reconciler_schedule_unfinished_windows", .gauge,
         help: "Scheduled windows (run --since-last) not finished yet; every run --since-last retries them before its newest window.",
         processes: [.serve, .run])
-    public static let scheduleOldestUnfinishedWindowStart = MetricDefinition(
+    package static let scheduleOldestUnfinishedWindowStart = MetricDefinition(
         "reconciler_schedule_oldest_unfinished_window_start_timestamp_seconds", .gauge,
         help: "Start of the oldest unfinished scheduled window; 0 when none. It is lost once it leaves Apple's retention.",
         processes: [.serve, .run])
-    public static let ledgerRefreshFailures = MetricDefinition(
+    package static let ledgerRefreshFailures = MetricDefinition(
         "reconciler_ledger_refresh_failures_total", .counter,
         help: "Periodic database reads for the ledger gauges that failed; the gauges keep their last value.",
         processes: [.serve])
-    public static let forwardQueueDeliveries = MetricDefinition(
+    package static let forwardQueueDeliveries = MetricDefinition(
         "reconciler_forward_queue_deliveries", .gauge, labels: ["status"],
         help: "Deliveries to the app's own webhook in the forwarding queue, by status: pending (waiting or being sent), "
             + "failed (out of attempts; reconciler forward --retry-failed), delivered (the app answered 2xx).",
         processes: [.serve, .run])
-    public static let forwardQueueOldestPending = MetricDefinition(
+    package static let forwardQueueOldestPending = MetricDefinition(
         "reconciler_forward_queue_oldest_pending_timestamp_seconds", .gauge,
         help: "When the oldest delivery still waiting for the app's webhook was queued; 0 when none waits.",
         processes: [.serve, .run])
 
     // MARK: run: the last invocation, for node_exporter's textfile collector
 
-    public static let runExitCode = MetricDefinition(
+    package static let runExitCode = MetricDefinition(
         "reconciler_run_exit_code", .gauge, labels: ["kind"],
         help: "Exit code of the last run invocation: 0 done, 4 done but needs a person, 2 partial or interrupted, 1 configuration error.",
         processes: [.run])
-    public static let runEnd = MetricDefinition(
+    package static let runEnd = MetricDefinition(
         "reconciler_run_end_timestamp_seconds", .gauge, labels: ["kind"],
         help: "When the last run invocation ended, whatever its outcome.",
         processes: [.run])
-    public static let runStatus = MetricDefinition(
+    package static let runStatus = MetricDefinition(
         "reconciler_run_status", .gauge, labels: ["kind", "status"],
         help: "1 for the status of the last run's report, 0 for the other statuses.",
         processes: [.run])
-    public static let runDryRun = MetricDefinition(
+    package static let runDryRun = MetricDefinition(
         "reconciler_run_dry_run", .gauge,
         help: "1 when the last run was a dry run (it changed nothing).",
         processes: [.run])
-    public static let runDuration = MetricDefinition(
+    package static let runDuration = MetricDefinition(
         "reconciler_run_duration_seconds", .gauge,
         help: "Duration of the last run.",
         processes: [.run])
-    public static let runUrgentRecovery = MetricDefinition(
+    package static let runUrgentRecovery = MetricDefinition(
         "reconciler_run_urgent_recovery_seconds", .gauge,
         help: "When the last run applied its last new DID_RENEW or EXPIRED notification, in seconds after it started (absent when there was none).",
         processes: [.run])
-    public static let runWindowStart = MetricDefinition(
+    package static let runWindowStart = MetricDefinition(
         "reconciler_run_window_start_timestamp_seconds", .gauge,
         help: "Start of the last run's window.",
         processes: [.run])
-    public static let runWindowEnd = MetricDefinition(
+    package static let runWindowEnd = MetricDefinition(
         "reconciler_run_window_end_timestamp_seconds", .gauge,
         help: "End of the last run's window.",
         processes: [.run])
-    public static let runNotifications = MetricDefinition(
+    package static let runNotifications = MetricDefinition(
         "reconciler_run_notifications", .gauge, labels: ["type", "outcome"],
         help: "Notifications the last run saw, by TYPE/SUBTYPE and outcome (applied, stale, recorded, duplicate, rejected).",
         processes: [.run])
-    public static let runPurchasesChanged = MetricDefinition(
+    package static let runPurchasesChanged = MetricDefinition(
         "reconciler_run_purchases_changed", .gauge,
         help: "Purchases whose exported state the last run changed.",
         processes: [.run])
-    public static let runCustomersChecked = MetricDefinition(
+    package static let runCustomersChecked = MetricDefinition(
         "reconciler_run_customers_checked", .gauge,
         help: "Customers the last run checked by transaction history.",
         processes: [.run])
-    public static let runCustomersFailed = MetricDefinition(
+    package static let runCustomersFailed = MetricDefinition(
         "reconciler_run_customers_failed", .gauge,
         help: "Customers the last run could not check.",
         processes: [.run])
-    public static let runShardsFailed = MetricDefinition(
+    package static let runShardsFailed = MetricDefinition(
         "reconciler_run_shards_failed", .gauge,
         help: "Notification history shards the last run could not page.",
         processes: [.run])
-    public static let runRejections = MetricDefinition(
+    package static let runRejections = MetricDefinition(
         "reconciler_run_rejections", .gauge, labels: ["new"],
         help: "Signed values the last run met that failed verification: quarantined for the first time (new=\"true\") or already.",
         processes: [.run])
-    public static let runAPIRequests = MetricDefinition(
+    package static let runAPIRequests = MetricDefinition(
         "reconciler_run_api_requests", .gauge,
         help: "App Store Server API requests of the last run, retries included.",
         processes: [.run])
-    public static let runAPIRetries = MetricDefinition(
+    package static let runAPIRetries = MetricDefinition(
         "reconciler_run_api_retries", .gauge,
         help: "Requests of the last run that repeated a failed one.",
         processes: [.run])
-    public static let runAPIRateLimited = MetricDefinition(
+    package static let runAPIRateLimited = MetricDefinition(
         "reconciler_run_api_rate_limited", .gauge,
         help: "429 responses the last run received.",
         processes: [.run])
-    public static let runAPIServerErrors = MetricDefinition(
+    package static let runAPIServerErrors = MetricDefinition(
         "reconciler_run_api_server_errors", .gauge,
         help: "5xx responses the last run received.",
         processes: [.run])
-    public static let runAPITransportErrors = MetricDefinition(
+    package static let runAPITransportErrors = MetricDefinition(
         "reconciler_run_api_transport_errors", .gauge,
         help: "Connection failures, timeouts and truncated bodies the last run met.",
         processes: [.run])
-    public static let runAPIFailedCalls = MetricDefinition(
+    package static let runAPIFailedCalls = MetricDefinition(
         "reconciler_run_api_failed_calls", .gauge,
         help: "App Store Server API calls of the last run that failed for good (after their retries).",
         processes: [.run])
 
     /// Every family, in the order the README's table lists them.
-    public static let all: [MetricDefinition] = [
+    package static let all: [MetricDefinition] = [
         webhookNotifications, webhookRejected, webhookUnconfiguredApp, webhookStoreFailures, webhookLastNotification,
         quarantineUnacknowledged, givenUpUnacknowledged, scheduleUnfinishedWindows, scheduleOldestUnfinishedWindowStart, lastFinishedRun,
         ledgerRefreshFailures, forwardQueueDeliveries, forwardQueueOldestPending,
@@ -199,7 +199,7 @@ extension MetricDefinition {
     ]
 
     /// The family named `name`, if it is one of ``all``.
-    public static func named(_ name: String) -> MetricDefinition? { byName[name] }
+    package static func named(_ name: String) -> MetricDefinition? { byName[name] }
 
     private static let byName: [String: MetricDefinition] = Dictionary(uniqueKeysWithValues: all.map { ($0.name, $0) })
 }

@@ -1,6 +1,6 @@
-public import CoreMetrics
+package import CoreMetrics
 import Foundation
-public import Prometheus
+package import Prometheus
 import Synchronization
 
 #if canImport(Glibc)
@@ -22,22 +22,22 @@ import Darwin
 /// MetricDefinition.runExitCode.gauge(["scheduled"], in: metrics).record(0)
 /// try metrics.writeTextfile(to: "/var/lib/node_exporter/textfile_collector/reconciler.prom")
 /// ```
-public final class MetricsRegistry: Sendable {
+package final class MetricsRegistry: Sendable {
     /// The labels every series carries, first, in this order.
-    public static let constantLabelNames = ["environment", "bundle_id"]
+    package static let constantLabelNames = ["environment", "bundle_id"]
 
-    public let prometheus: PrometheusCollectorRegistry
-    public let factory: CatalogMetricsFactory
-    public let environment: String
-    public let bundleId: String
+    package let prometheus: PrometheusCollectorRegistry
+    package let factory: CatalogMetricsFactory
+    package let environment: String
+    package let bundleId: String
     /// The newest live notification's time: fed by the database (``LedgerMetrics``) and, in
     /// `serve`, by every notification the webhook stores (``WebhookMetrics``).
-    public let newestLiveNotification: ForwardGauge
+    package let newestLiveNotification: ForwardGauge
 
     /// The registries of the other apps and environments this process serves, by their labels.
     private let scopes: Mutex<[String: MetricsRegistry]>
 
-    public convenience init(environment: String, bundleId: String) {
+    package convenience init(environment: String, bundleId: String) {
         self.init(prometheus: PrometheusCollectorRegistry(), environment: environment, bundleId: bundleId)
     }
 
@@ -53,7 +53,7 @@ public final class MetricsRegistry: Sendable {
     /// The same process's metrics for another app and environment: one Prometheus registry, one
     /// exposition, series labelled with that app's `environment` and `bundle_id` (a `serve` or a
     /// `run` of several apps). The same labels always give the same registry.
-    public func scoped(environment: String, bundleId: String) -> MetricsRegistry {
+    package func scoped(environment: String, bundleId: String) -> MetricsRegistry {
         if environment == self.environment, bundleId == self.bundleId { return self }
         return scopes.withLock { scopes in
             let key = "\(environment)\u{0}\(bundleId)"
@@ -67,7 +67,7 @@ public final class MetricsRegistry: Sendable {
     /// Prometheus text exposition format (version 0.0.4) of every metric created so far, families
     /// sorted by name and the series of a counter or gauge by their labels (the registry emits
     /// them in hash order), so the same state always reads the same.
-    public func exposition() -> String {
+    package func exposition() -> String {
         // The registry writes each family as one block: `# HELP` (when it has help), `# TYPE`, samples.
         var blocks: [(name: String, type: String, lines: [Substring])] = []
         for line in prometheus.emitToString().split(separator: "\n") {
@@ -94,12 +94,12 @@ public final class MetricsRegistry: Sendable {
     }
 
     /// The content type of ``exposition()``.
-    public static let contentType = "text/plain; version=0.0.4; charset=utf-8"
+    package static let contentType = "text/plain; version=0.0.4; charset=utf-8"
 
     /// Writes ``exposition()`` to `path` as node_exporter's textfile collector needs it: into a
     /// temporary file beside it (same directory, a name the collector ignores), flushed, then
     /// renamed over `path`, so a scrape sees the old file or the new one, never half of one.
-    public func writeTextfile(to path: String) throws {
+    package func writeTextfile(to path: String) throws {
         let target = URL(fileURLWithPath: path)
         let temporary = target.deletingLastPathComponent()
             .appendingPathComponent(".\(target.lastPathComponent).\(ProcessInfo.processInfo.processIdentifier).tmp")
@@ -128,16 +128,16 @@ public final class MetricsRegistry: Sendable {
     }
 
     /// The metrics file could not be written.
-    public struct TextfileError: Error, CustomStringConvertible {
-        public var path: String
-        public var reason: String
-        public var description: String { "cannot write the metrics file \(path): \(reason)" }
+    package struct TextfileError: Error, CustomStringConvertible {
+        package var path: String
+        package var reason: String
+        package var description: String { "cannot write the metrics file \(path): \(reason)" }
     }
 }
 
 /// A gauge that only moves forward (a time fed from several sources), created with its first
 /// value: until then the series is absent, since a gauge at 0 would read as "in 1970".
-public final class ForwardGauge: Sendable {
+package final class ForwardGauge: Sendable {
     private let definition: MetricDefinition
     private let factory: CatalogMetricsFactory
     private let state = Mutex<(value: Double, gauge: CoreMetrics.Gauge?)>((0, nil))
@@ -148,10 +148,10 @@ public final class ForwardGauge: Sendable {
     }
 
     /// The value, once there is one.
-    public var value: Double? { state.withLock { $0.gauge == nil ? nil : $0.value } }
+    package var value: Double? { state.withLock { $0.gauge == nil ? nil : $0.value } }
 
     /// Sets the gauge to `value` unless it already holds a later one.
-    public func advance(to value: Double) {
+    package func advance(to value: Double) {
         state.withLock { state in
             guard state.gauge == nil || value > state.value else { return }
             let gauge = state.gauge ?? CoreMetrics.Gauge(label: definition.name, dimensions: [], factory: factory)
@@ -163,13 +163,13 @@ public final class ForwardGauge: Sendable {
 
 extension MetricDefinition {
     /// This family's counter with these label values (in the order of ``labels``).
-    public func counter(_ labelValues: [String] = [], in metrics: MetricsRegistry) -> CoreMetrics.Counter {
+    package func counter(_ labelValues: [String] = [], in metrics: MetricsRegistry) -> CoreMetrics.Counter {
         assert(kind == .counter, "\(name) is a \(kind.rawValue)")
         return CoreMetrics.Counter(label: name, dimensions: dimensions(labelValues), factory: metrics.factory)
     }
 
     /// This family's gauge with these label values (in the order of ``labels``).
-    public func gauge(_ labelValues: [String] = [], in metrics: MetricsRegistry) -> CoreMetrics.Gauge {
+    package func gauge(_ labelValues: [String] = [], in metrics: MetricsRegistry) -> CoreMetrics.Gauge {
         assert(kind == .gauge, "\(name) is a \(kind.rawValue)")
         return CoreMetrics.Gauge(label: name, dimensions: dimensions(labelValues), factory: metrics.factory)
     }
@@ -184,7 +184,7 @@ extension MetricDefinition {
 /// labels to every metric and gives the reconciler's own families (``MetricDefinition/all``)
 /// their help text; anything else (a library's metrics) goes through swift-prometheus's
 /// `PrometheusMetricsFactory` unchanged but for the constant labels.
-public struct CatalogMetricsFactory: MetricsFactory, Sendable {
+package struct CatalogMetricsFactory: MetricsFactory, Sendable {
     let registry: PrometheusCollectorRegistry
     let constantLabels: [(String, String)]
     private let fallback: PrometheusMetricsFactory
@@ -210,41 +210,41 @@ public struct CatalogMetricsFactory: MetricsFactory, Sendable {
         var labels: [(String, String)]
     }
 
-    public func makeCounter(label: String, dimensions: [(String, String)]) -> any CounterHandler {
+    package func makeCounter(label: String, dimensions: [(String, String)]) -> any CounterHandler {
         guard let known = definition(label, .counter, dimensions) else {
             return fallback.makeCounter(label: label, dimensions: constantLabels + dimensions)
         }
         return registry.makeCounter(descriptor: known.name, labels: known.labels)
     }
 
-    public func makeFloatingPointCounter(label: String, dimensions: [(String, String)]) -> any FloatingPointCounterHandler {
+    package func makeFloatingPointCounter(label: String, dimensions: [(String, String)]) -> any FloatingPointCounterHandler {
         guard let known = definition(label, .counter, dimensions) else {
             return fallback.makeFloatingPointCounter(label: label, dimensions: constantLabels + dimensions)
         }
         return registry.makeCounter(descriptor: known.name, labels: known.labels)
     }
 
-    public func makeRecorder(label: String, dimensions: [(String, String)], aggregate: Bool) -> any RecorderHandler {
+    package func makeRecorder(label: String, dimensions: [(String, String)], aggregate: Bool) -> any RecorderHandler {
         guard !aggregate, let known = definition(label, .gauge, dimensions) else {
             return fallback.makeRecorder(label: label, dimensions: constantLabels + dimensions, aggregate: aggregate)
         }
         return registry.makeGauge(descriptor: known.name, labels: known.labels)
     }
 
-    public func makeMeter(label: String, dimensions: [(String, String)]) -> any MeterHandler {
+    package func makeMeter(label: String, dimensions: [(String, String)]) -> any MeterHandler {
         guard let known = definition(label, .gauge, dimensions) else {
             return fallback.makeMeter(label: label, dimensions: constantLabels + dimensions)
         }
         return registry.makeGauge(descriptor: known.name, labels: known.labels)
     }
 
-    public func makeTimer(label: String, dimensions: [(String, String)]) -> any TimerHandler {
+    package func makeTimer(label: String, dimensions: [(String, String)]) -> any TimerHandler {
         fallback.makeTimer(label: label, dimensions: constantLabels + dimensions)
     }
 
-    public func destroyCounter(_ handler: any CounterHandler) { fallback.destroyCounter(handler) }
-    public func destroyFloatingPointCounter(_ handler: any FloatingPointCounterHandler) { fallback.destroyFloatingPointCounter(handler) }
-    public func destroyRecorder(_ handler: any RecorderHandler) { fallback.destroyRecorder(handler) }
-    public func destroyMeter(_ handler: any MeterHandler) { fallback.destroyMeter(handler) }
-    public func destroyTimer(_ handler: any TimerHandler) { fallback.destroyTimer(handler) }
+    package func destroyCounter(_ handler: any CounterHandler) { fallback.destroyCounter(handler) }
+    package func destroyFloatingPointCounter(_ handler: any FloatingPointCounterHandler) { fallback.destroyFloatingPointCounter(handler) }
+    package func destroyRecorder(_ handler: any RecorderHandler) { fallback.destroyRecorder(handler) }
+    package func destroyMeter(_ handler: any MeterHandler) { fallback.destroyMeter(handler) }
+    package func destroyTimer(_ handler: any TimerHandler) { fallback.destroyTimer(handler) }
 }

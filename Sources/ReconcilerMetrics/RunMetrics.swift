@@ -1,7 +1,8 @@
 import AppStoreServer
 import CoreMetrics
-public import Foundation
-public import Reconciler
+package import Foundation
+package import Reconciler
+package import ReconcilerStore
 
 /// The last `run` invocation as gauges, for `run --metrics-file` (node_exporter's textfile
 /// collector): its exit code and end always, and the figures of its last report when it made one
@@ -13,7 +14,7 @@ public import Reconciler
 /// try? await LedgerMetrics(ledger: ledger, environment: "Production", bundleId: "com.example.app", registry: metrics).refresh()
 /// try metrics.writeTextfile(to: "/var/lib/node_exporter/textfile_collector/reconciler.prom")
 /// ```
-public enum RunMetrics {
+package enum RunMetrics {
     /// The outcomes `reconciler_run_notifications` counts, as the report names them.
     static func outcomes(_ counts: RunReport.NotificationCounts) -> [(String, Int)] {
         [
@@ -22,7 +23,7 @@ public enum RunMetrics {
         ]
     }
 
-    public static func record(exitCode: Int32, kind: RunRecord.Kind, report: RunReport?, endedAt: Date = Date(), in metrics: MetricsRegistry) {
+    package static func record(exitCode: Int32, kind: RunRecord.Kind, report: RunReport?, endedAt: Date = Date(), in metrics: MetricsRegistry) {
         recordOutcome(exitCode: exitCode, kind: kind, status: report?.status, endedAt: endedAt, in: metrics)
         guard let report else { return }
         func set(_ definition: MetricDefinition, _ value: Double) { definition.gauge(in: metrics).record(value) }
@@ -55,7 +56,7 @@ public enum RunMetrics {
     /// Only the series labelled by `kind`: the exit code, the end and the status. `repair
     /// --metrics-file` writes just these, so its file can sit beside the scheduled run's in
     /// node_exporter's directory without two files carrying the same series.
-    public static func recordOutcome(
+    package static func recordOutcome(
         exitCode: Int32, kind: RunRecord.Kind, status: RunRecord.Status?, endedAt: Date = Date(),
         in metrics: MetricsRegistry
     ) {

@@ -1,7 +1,8 @@
 import AppStoreServer
 import CoreMetrics
-public import Foundation
-public import Reconciler
+package import Foundation
+import Reconciler
+package import ReconcilerDomain
 
 /// What the live webhook counts, in its process's ``MetricsRegistry``: notifications stored by
 /// type and outcome, rejections by reason, store failures, and the newest live notification's time
@@ -12,14 +13,14 @@ public import Reconciler
 /// metrics.stored(result)                       // after the handler stored a notification
 /// metrics.rejected(reason: "INVALID_SIGNATURE")
 /// ```
-public final class WebhookMetrics: Sendable {
-    public let registry: MetricsRegistry
+package final class WebhookMetrics: Sendable {
+    package let registry: MetricsRegistry
     private let storeFailures: CoreMetrics.Counter
 
     /// Reasons the webhook can reject a request with besides the verifier's.
-    public static let requestRejections = ["BODY_TOO_LARGE", "MALFORMED_BODY"]
+    package static let requestRejections = ["BODY_TOO_LARGE", "MALFORMED_BODY"]
 
-    public convenience init(registry: MetricsRegistry) {
+    package convenience init(registry: MetricsRegistry) {
         self.init(registry: registry, countsRejections: true)
     }
 
@@ -34,28 +35,28 @@ public final class WebhookMetrics: Sendable {
 
     /// The counters of another app and environment the webhook serves, in the same registry.
     /// Rejections are counted before a payload is known to belong to any app, so only here.
-    public func scoped(environment: String, bundleId: String) -> WebhookMetrics {
+    package func scoped(environment: String, bundleId: String) -> WebhookMetrics {
         let scoped = registry.scoped(environment: environment, bundleId: bundleId)
         return scoped === registry ? self : WebhookMetrics(registry: scoped, countsRejections: false)
     }
 
     /// The handler stored a notification (a duplicate included: Apple delivered it again).
-    public func stored(_ result: HandlingResult, at date: Date = Date()) {
+    package func stored(_ result: HandlingResult, at date: Date = Date()) {
         MetricDefinition.webhookNotifications.counter([result.typeAndSubtype, result.outcome.rawValue], in: registry).increment()
         registry.newestLiveNotification.advance(to: date.timeIntervalSince1970)
     }
 
-    public func rejected(reason: String) {
+    package func rejected(reason: String) {
         MetricDefinition.webhookRejected.counter([reason], in: registry).increment()
     }
 
     /// An authentic notification named an app or environment the configuration does not (this
     /// registry is scoped to the app it named).
-    public func unconfiguredApp() {
+    package func unconfiguredApp() {
         MetricDefinition.webhookUnconfiguredApp.counter(in: registry).increment()
     }
 
-    public func storeFailed() {
+    package func storeFailed() {
         storeFailures.increment()
     }
 }

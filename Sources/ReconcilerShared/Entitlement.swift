@@ -20,21 +20,21 @@ import Foundation
 /// let policy = EntitlementPolicy(nonRenewingTerms: ["com.example.pass.30d": 30 * 86_400_000])
 /// let entitled = Entitlement.isEntitled(.init(productType: "Non-Renewing Subscription", productId: "com.example.pass.30d", purchaseDate: p), at: now, policy: policy)
 /// ```
-public enum Entitlement {
+package enum Entitlement {
     /// What the rule reads of a purchase.
-    public struct Facts: Sendable, Hashable {
+    package struct Facts: Sendable, Hashable {
         /// Apple's `type`: "Auto-Renewable Subscription", "Non-Renewing Subscription", "Non-Consumable", "Consumable".
-        public var productType: String?
-        public var productId: String?
+        package var productType: String?
+        package var productId: String?
         /// `Sandbox` or `Production`: sandbox purchases (TestFlight, App Review) entitle only when the app says so.
-        public var environment: String?
-        public var purchaseDate: Int64?
-        public var expiresDate: Int64?
-        public var revocationDate: Int64?
-        public var gracePeriodExpiresDate: Int64?
-        public var isInBillingRetryPeriod: Bool?
+        package var environment: String?
+        package var purchaseDate: Int64?
+        package var expiresDate: Int64?
+        package var revocationDate: Int64?
+        package var gracePeriodExpiresDate: Int64?
+        package var isInBillingRetryPeriod: Bool?
 
-        public init(
+        package init(
             productType: String?, productId: String? = nil, environment: String? = nil, purchaseDate: Int64? = nil, expiresDate: Int64? = nil,
             revocationDate: Int64? = nil, gracePeriodExpiresDate: Int64? = nil, isInBillingRetryPeriod: Bool? = nil
         ) {
@@ -54,7 +54,7 @@ public enum Entitlement {
     ///   - policy: the app's choices (billing retry, non-renewing terms).
     /// - Returns: whether the purchase entitles now, or `nil` when that cannot be known (a
     ///   non-renewing subscription whose term the app did not configure).
-    public static func isEntitled(_ facts: Facts, at now: Int64, policy: EntitlementPolicy = .init()) -> Bool? {
+    package static func isEntitled(_ facts: Facts, at now: Int64, policy: EntitlementPolicy = .init()) -> Bool? {
         guard facts.revocationDate == nil else { return false }
         if facts.environment == "Sandbox", !policy.sandboxEntitles { return false }
         switch facts.productType {
@@ -77,17 +77,17 @@ public enum Entitlement {
 }
 
 /// What the app decides about entitlement that Apple's data does not say.
-public struct EntitlementPolicy: Sendable, Hashable, Codable {
+package struct EntitlementPolicy: Sendable, Hashable, Codable {
     /// Whether a subscription in Apple's billing retry still entitles (env RECONCILER_ENTITLE_BILLING_RETRY).
-    public var billingRetryEntitles: Bool
+    package var billingRetryEntitles: Bool
     /// How long each non-renewing subscription lasts from its purchase, by product ID, in
     /// milliseconds (env RECONCILER_NON_RENEWING_TERMS, e.g. `com.example.pass.30d=30d`).
-    public var nonRenewingTerms: [String: Int64]
+    package var nonRenewingTerms: [String: Int64]
     /// Whether sandbox purchases (TestFlight, App Review) entitle; default yes, so testers and
     /// Apple's reviewers get what they bought.
-    public var sandboxEntitles: Bool
+    package var sandboxEntitles: Bool
 
-    public init(billingRetryEntitles: Bool = false, nonRenewingTerms: [String: Int64] = [:], sandboxEntitles: Bool = true) {
+    package init(billingRetryEntitles: Bool = false, nonRenewingTerms: [String: Int64] = [:], sandboxEntitles: Bool = true) {
         self.billingRetryEntitles = billingRetryEntitles
         self.nonRenewingTerms = nonRenewingTerms
         self.sandboxEntitles = sandboxEntitles
@@ -95,7 +95,7 @@ public struct EntitlementPolicy: Sendable, Hashable, Codable {
 
     /// Parses `PRODUCT=DURATION[,PRODUCT=DURATION...]` (durations as ``TimeArgument/duration(_:)``
     /// reads them: 30d, 12h, 90m); `nil` when an entry is not of that form.
-    public static func parseTerms(_ text: String) -> [String: Int64]? {
+    package static func parseTerms(_ text: String) -> [String: Int64]? {
         var terms: [String: Int64] = [:]
         for entry in text.split(separator: ",") {
             let parts = entry.split(separator: "=", maxSplits: 1).map { $0.trimmingCharacters(in: .whitespaces) }
@@ -106,7 +106,7 @@ public struct EntitlementPolicy: Sendable, Hashable, Codable {
     }
 
     /// The terms as `parseTerms` reads them, sorted by product ID.
-    public static func formatTerms(_ terms: [String: Int64]) -> String {
+    package static func formatTerms(_ terms: [String: Int64]) -> String {
         terms.keys.sorted().map { "\($0)=\(TimeArgument.formatDuration(terms[$0]!))" }.joined(separator: ",")
     }
 }

@@ -17,26 +17,26 @@ import Foundation
 ///   from a notification or Get All Subscription Statuses; `null` for one-time purchases;
 /// - `lastSignedDate`: the newest `signedDate` of a notification about this purchase;
 /// - `entitled`: ``Entitlement`` at the moment the state is read (`null`: unknown).
-public struct PurchaseState: Codable, Hashable, Sendable {
-    public var originalTransactionId: String
-    public var latestTransactionId: String?
-    public var productId: String?
+package struct PurchaseState: Codable, Hashable, Sendable {
+    package var originalTransactionId: String
+    package var latestTransactionId: String?
+    package var productId: String?
     /// The app the purchase belongs to.
-    public var bundleId: String?
-    public var environment: String?
-    public var purchaseDate: Int64?
-    public var expiresDate: Int64?
-    public var revocationDate: Int64?
-    public var autoRenewStatus: Int32?
-    public var lastSignedDate: Int64?
+    package var bundleId: String?
+    package var environment: String?
+    package var purchaseDate: Int64?
+    package var expiresDate: Int64?
+    package var revocationDate: Int64?
+    package var autoRenewStatus: Int32?
+    package var lastSignedDate: Int64?
     /// The app's own user id for the purchase (`appAccountToken`), when the app set one.
-    public var appAccountToken: String?
-    public var status: Int32?
+    package var appAccountToken: String?
+    package var status: Int32?
     /// Whether the customer has what they paid for now; see ``Entitlement``. `null` when that
     /// cannot be known (a non-renewing subscription whose term the app did not configure).
-    public var entitled: Bool?
+    package var entitled: Bool?
 
-    public init(
+    package init(
         originalTransactionId: String, latestTransactionId: String? = nil, productId: String? = nil, bundleId: String? = nil,
         environment: String? = nil, purchaseDate: Int64? = nil, expiresDate: Int64? = nil,
         revocationDate: Int64? = nil, autoRenewStatus: Int32? = nil, lastSignedDate: Int64? = nil,
@@ -62,7 +62,7 @@ public struct PurchaseState: Codable, Hashable, Sendable {
             revocationDate, autoRenewStatus, lastSignedDate, appAccountToken, status, entitled
     }
 
-    public init(from decoder: any Decoder) throws {
+    package init(from decoder: any Decoder) throws {
         let container = try decoder.container(keyedBy: CodingKeys.self)
         self.init(
             originalTransactionId: try container.decode(String.self, forKey: .originalTransactionId),
@@ -82,7 +82,7 @@ public struct PurchaseState: Codable, Hashable, Sendable {
     }
 
     /// Encodes every field, absent ones as `null`, so each line has the same keys.
-    public func encode(to encoder: any Encoder) throws {
+    package func encode(to encoder: any Encoder) throws {
         var container = encoder.container(keyedBy: CodingKeys.self)
         try container.encode(originalTransactionId, forKey: .originalTransactionId)
         try container.encode(latestTransactionId, forKey: .latestTransactionId)
@@ -100,14 +100,14 @@ public struct PurchaseState: Codable, Hashable, Sendable {
     }
 
     /// One JSON line (keys sorted, no trailing newline).
-    public func jsonLine() throws -> String {
+    package func jsonLine() throws -> String {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
         return String(decoding: try encoder.encode(self), as: UTF8.self)
     }
 
     /// The fields that differ between two states, by name, for reports.
-    public func changedFields(from before: PurchaseState?) -> [String] {
+    package func changedFields(from before: PurchaseState?) -> [String] {
         let before = before ?? PurchaseState(originalTransactionId: originalTransactionId)
         var fields: [String] = []
         if latestTransactionId != before.latestTransactionId { fields.append("latestTransactionId") }

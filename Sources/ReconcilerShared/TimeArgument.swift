@@ -1,12 +1,12 @@
-public import Foundation
+import Foundation
 
 /// Parses the times and durations operators type: ISO 8601 (`2026-11-20T03:10:00Z`, with or
 /// without fractional seconds or an offset; without an offset it is UTC; a plain date is its
 /// midnight UTC), UNIX milliseconds (`1763608200000`), `now`, and `now-6h` style offsets.
 /// Durations: `90s`, `45m`, `6h`, `7d`, or a bare number of milliseconds.
-public enum TimeArgument {
+package enum TimeArgument {
     /// UNIX milliseconds, or `nil` when the text is not a time.
-    public static func parse(_ text: String, now: Int64 = Int64(Date().timeIntervalSince1970 * 1000)) -> Int64? {
+    package static func parse(_ text: String, now: Int64 = Int64(Date().timeIntervalSince1970 * 1000)) -> Int64? {
         let trimmed = text.trimmingCharacters(in: .whitespaces)
         if trimmed == "now" { return now }
         if trimmed.hasPrefix("now-") || trimmed.hasPrefix("now+") {
@@ -32,7 +32,7 @@ public enum TimeArgument {
     }
 
     /// A duration in milliseconds (250ms, 90s, 45m, 6h, 3d, 1w, or plain milliseconds), or `nil`.
-    public static func duration(_ text: String) -> Int64? {
+    package static func duration(_ text: String) -> Int64? {
         let trimmed = text.trimmingCharacters(in: .whitespaces)
         if trimmed.hasSuffix("ms"), let value = Double(trimmed.dropLast(2)), value >= 0 { return Int64(value) }
         guard let unit = trimmed.last else { return nil }
@@ -46,7 +46,7 @@ public enum TimeArgument {
     }
 
     /// A duration as ``duration(_:)`` reads it, in the largest unit that divides it (30d, 8h, 90s, 250ms).
-    public static func formatDuration(_ milliseconds: Int64) -> String {
+    package static func formatDuration(_ milliseconds: Int64) -> String {
         for (unit, size) in [("d", Int64(86_400_000)), ("h", 3_600_000), ("m", 60_000), ("s", 1000)]
         where milliseconds > 0 && milliseconds % size == 0 {
             return "\(milliseconds / size)\(unit)"
@@ -55,7 +55,7 @@ public enum TimeArgument {
     }
 
     /// ISO 8601 with milliseconds, in UTC.
-    public static func iso8601(_ milliseconds: Int64) -> String {
+    package static func iso8601(_ milliseconds: Int64) -> String {
         let formatter = ISO8601DateFormatter()
         formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
         return formatter.string(from: Date(timeIntervalSince1970: Double(milliseconds) / 1000))

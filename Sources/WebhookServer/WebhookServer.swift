@@ -1,11 +1,13 @@
-public import AppStoreServer
+package import AppStoreServer
 import Foundation
-public import Hummingbird
-public import Logging
+package import Hummingbird
+package import Logging
 import NIOFoundationCompat
-public import Reconciler
-public import ReconcilerMetrics
-public import ServiceLifecycle
+package import Reconciler
+import ReconcilerDomain
+package import ReconcilerMetrics
+package import ReconcilerStore
+package import ServiceLifecycle
 
 /// The live endpoint App Store Server Notifications V2 are delivered to, for every app and
 /// environment the deployment serves (Apple sends sandbox notifications to the production URL
@@ -28,17 +30,17 @@ public import ServiceLifecycle
 /// let app = server.makeApplication(services: [postgresClient])
 /// try await app.runService()   // graceful shutdown on SIGTERM and SIGINT
 /// ```
-public struct WebhookServer: Sendable {
-    public struct Configuration: Sendable {
-        public var host: String
-        public var port: Int
+package struct WebhookServer: Sendable {
+    package struct Configuration: Sendable {
+        package var host: String
+        package var port: Int
         /// Larger bodies get 413 without being read; Apple's notifications are a few tens of KB.
-        public var maximumBodySize: Int
+        package var maximumBodySize: Int
         /// The app's own webhook: every notification stored for the first time is queued for it,
         /// in the same transaction (`serve --forward-to`); a forwarder service delivers the queue.
-        public var forwardTo: ForwardingTarget?
+        package var forwardTo: ForwardingTarget?
 
-        public init(host: String = "0.0.0.0", port: Int = 8080, maximumBodySize: Int = 256 * 1024, forwardTo: ForwardingTarget? = nil) {
+        package init(host: String = "0.0.0.0", port: Int = 8080, maximumBodySize: Int = 256 * 1024, forwardTo: ForwardingTarget? = nil) {
             self.host = host
             self.port = port
             self.maximumBodySize = maximumBodySize
@@ -46,12 +48,12 @@ public struct WebhookServer: Sendable {
         }
     }
 
-    public let configuration: Configuration
-    public let router: NotificationRouter
+    package let configuration: Configuration
+    package let router: NotificationRouter
     /// Each app's own webhook, where its notifications stored for the first time are queued.
     let forwarding: [AppTarget: ForwardingTarget]
     /// What requests that name no app yet count into (a body that is not a notification, a forged one).
-    public let metrics: WebhookMetrics
+    package let metrics: WebhookMetrics
     /// The counters of each app and environment the router serves, made once: their store
     /// failures start at 0 with the server (so `increase()` sees the first), and a request only
     /// looks its app's up.
@@ -60,7 +62,7 @@ public struct WebhookServer: Sendable {
 
     /// One app in one environment; without `metrics`, the server counts into a registry of its
     /// own, labelled with the handler's app and environment.
-    public init(configuration: Configuration, handler: NotificationHandler, metrics: WebhookMetrics? = nil, logger: Logger) {
+    package init(configuration: Configuration, handler: NotificationHandler, metrics: WebhookMetrics? = nil, logger: Logger) {
         self.init(
             configuration: configuration, router: try! NotificationRouter(handlers: [handler]),
             forwarding: configuration.forwardTo.map { [handler.verifier.configuration.target: $0] } ?? [:],
@@ -73,7 +75,7 @@ public struct WebhookServer: Sendable {
 
     /// Every app and environment of `router`; `metrics` counts what names no app, and each app's
     /// counters go to its scope of the same registry (``MetricsRegistry/scoped(environment:bundleId:)``).
-    public init(
+    package init(
         configuration: Configuration, router: NotificationRouter, forwarding: [AppTarget: ForwardingTarget] = [:], metrics: WebhookMetrics,
         logger: Logger
     ) {
@@ -95,7 +97,7 @@ public struct WebhookServer: Sendable {
     }
 
     /// The Hummingbird application; `onServerRunning` receives the bound port (useful with port 0).
-    public func makeApplication(
+    package func makeApplication(
         services: [any Service] = [], onServerRunning: @escaping @Sendable (Int) async -> Void = { _ in }
     ) -> some ApplicationProtocol {
         let router = Router()

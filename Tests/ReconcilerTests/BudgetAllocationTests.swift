@@ -1,7 +1,9 @@
 import AppStoreServer
+import ReconcilerDomain
 import Testing
 
 @testable import Reconciler
+@testable import ReconcilerStore
 
 /// Review point 8: how the app's budget is divided (pure functions: no database, no time).
 @Suite struct BudgetAllocationTests {

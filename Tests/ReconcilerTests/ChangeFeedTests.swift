@@ -2,10 +2,12 @@ import AppStoreServer
 import Foundation
 import Logging
 import PostgresNIO
+import ReconcilerDomain
 import ReconcilerShared
 import Testing
 
 @testable import Reconciler
+@testable import ReconcilerStore
 
 /// The change feed (issue 11) against a real PostgreSQL and real processes: commit order, one row
 /// per change through an outage rehearsal, a `changes --follow` consumer killed and restarted,
@@ -63,9 +65,9 @@ import Testing
             try await db.client.withConnection { a in
                 try await db.client.withConnection { b in
                     try await Self.execute("BEGIN", on: a)
-                    _ = try await handler.apply([early], source: .webhook, on: a)
+                    _ = try await handler.apply([early], source: .webhook, on: DatabaseTransaction(a))
                     try await Self.execute("BEGIN", on: b)
-                    _ = try await handler.apply([late], source: .webhook, on: b)
+                    _ = try await handler.apply([late], source: .webhook, on: DatabaseTransaction(b))
                     try await Self.execute("COMMIT", on: b)
                     #expect(try await db.count("SELECT count(*) FROM purchase_changes") == 1)
                     #expect(try await Self.feed(db).isEmpty, "a change was readable while a smaller one could still commit")
@@ -121,7 +123,7 @@ import Testing
                     try await Self.execute("BEGIN", on: older)
                     try await Self.execute("SELECT pg_current_xact_id()", on: older)
                     try await Self.execute("BEGIN", on: newer)
-                    _ = try await handler.apply([first], source: .webhook, on: newer)  // the smaller id
+                    _ = try await handler.apply([first], source: .webhook, on: DatabaseTransaction(newer))  // the smaller id
                     // The older transaction records its change now (as the store does, in one statement): the larger id.
                     try await Self.execute(
                         """

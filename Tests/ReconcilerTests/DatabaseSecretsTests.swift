@@ -4,6 +4,8 @@ import PostgresNIO
 import Reconciler
 import Testing
 
+@testable import ReconcilerStore
+
 /// Database passwords never reach output, whatever the URL looks like (issue 8, point 9). Every password
 /// here is two distinctive halves around the characters that break URL parsers, so a test sees a partial
 /// leak too: neither half may appear.
@@ -90,9 +92,7 @@ import Testing
     @Test func aDatabasePrintedAnywhereShowsNoPassword() throws {
         struct Holder { let database: Database }
         let settings = try DatabaseSettings(url: "postgres://alice:\(Self.secret("pw"))@127.0.0.1:1/db")
-        let database = Database(
-            client: PostgresClient(configuration: settings.clientConfiguration, backgroundLogger: TestDatabase.logger), logger: TestDatabase.logger,
-            configuration: .init(name: settings.description, dedicatedConnection: try settings.connectionConfiguration()))
+        let database = try Database(settings: settings, logger: TestDatabase.logger)
         var dumped = ""
         dump(Holder(database: database), to: &dumped)
         for text in [

@@ -6,6 +6,7 @@ import ReconcilerShared
 import Testing
 
 @testable import Reconciler
+@testable import ReconcilerStore
 
 /// Issue 19 point 4: `status`, `export`, `changes`, `rejections`, `forward`, `detect-outage` and
 /// `migrate` cover every app and environment of the configuration file (two apps, one in both

@@ -1,6 +1,8 @@
 import Reconciler
 import Testing
 
+@testable import ReconcilerStore
+
 /// Which outcome decides an exit code (no database): configuration over retryable over attention,
 /// and what a run's stored status says.
 @Suite struct ExitClassTests {

@@ -2,10 +2,12 @@ import AppStoreServer
 import Foundation
 import MockAppStore
 import PostgresNIO
+import ReconcilerDomain
 import Testing
 
 @testable import Forwarder
 @testable import Reconciler
+@testable import ReconcilerStore
 
 /// Review point 5: forwarders sharing one queue never have the same delivery in flight at once.
 /// The app's webhook is ``AppWebhookReceiver`` holding every delivery unanswered until the test

@@ -5,6 +5,7 @@ import PostgresNIO
 import Testing
 
 @testable import Reconciler
+@testable import ReconcilerStore
 
 /// Phase 2's queue shared by several workers (as `reconciler work` on other machines would).
 @Suite struct GapFillerTests {

@@ -3,8 +3,11 @@ import CoreMetrics
 import Foundation
 import PostgresNIO
 import Reconciler
+import ReconcilerDomain
 import ReconcilerMetrics
 import Testing
+
+@testable import ReconcilerStore
 
 /// The metrics catalog, its rendering (one registry, Prometheus text, the textfile), the gauges read
 /// from the database, and that the README, the alert rules and the Grafana dashboard name only

@@ -5,6 +5,8 @@ import PostgresNIO
 import Reconciler
 import Testing
 
+@testable import ReconcilerStore
+
 @Suite struct MigrationTests {
     static let migrationsDirectory = URL(fileURLWithPath: #filePath)
         .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()

@@ -2,10 +2,12 @@ import AppStoreServer
 import Foundation
 import MockAppStore
 import PostgresNIO
+import ReconcilerDomain
 import ReconcilerShared
 import Testing
 
 @testable import Reconciler
+@testable import ReconcilerStore
 
 /// The handler against a real PostgreSQL: dedup, no regression, concurrency, forgeries.
 @Suite struct NotificationHandlerTests {

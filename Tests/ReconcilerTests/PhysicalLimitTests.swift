@@ -3,9 +3,11 @@ import Foundation
 import Logging
 import MockAppStore
 import PostgresNIO
+import ReconcilerDomain
 import Testing
 
 @testable import Reconciler
+@testable import ReconcilerStore
 
 /// Issue 10: a run at Apple's limit: both phases at once, shards that adapt to the data, one
 /// request budget for every process of an app. Real processes, PostgreSQL and the mock over HTTP.

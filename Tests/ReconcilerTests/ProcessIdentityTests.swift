@@ -1,9 +1,11 @@
 import AppStoreServer
 import CoreFoundation
 import Foundation
+import ReconcilerDomain
 import Testing
 
 @testable import Reconciler
+@testable import ReconcilerStore
 
 /// Review point 10: processes judged dead by their PID only within their own PID namespace.
 @Suite struct ProcessIdentityTests {

@@ -4,6 +4,7 @@ import PostgresNIO
 import Testing
 
 @testable import Reconciler
+@testable import ReconcilerStore
 
 /// Review point 11: `reconciler prune` removes delivered forwarding rows and old change-feed rows,
 /// its dry run counts exactly what it then removes, and the queue's gauges never scan the table.

@@ -3,10 +3,12 @@ import Foundation
 import MockAppStore
 import NIOHTTP1
 import PostgresNIO
+import ReconcilerDomain
 import ReconcilerShared
 import Testing
 
 @testable import Reconciler
+@testable import ReconcilerStore
 
 /// What the store decides about a purchase that Apple's data leaves open: how long a non-renewing
 /// subscription entitles, which of a snapshot and a notification wins, and when a customer is due.

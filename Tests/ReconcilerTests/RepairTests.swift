@@ -2,10 +2,12 @@ import Foundation
 import MockAppStore
 import NIOHTTP1
 import PostgresNIO
+import ReconcilerDomain
 import ReconcilerShared
 import Testing
 
 @testable import Reconciler
+@testable import ReconcilerStore
 
 /// Issue 14: `reconciler repair` end to end: real processes, a real PostgreSQL, the mock App Store
 /// over HTTP, after an outage the webhook missed.

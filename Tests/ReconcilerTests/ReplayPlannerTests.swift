@@ -1,7 +1,9 @@
 import AppStoreServer
+import ReconcilerDomain
 import Testing
 
 @testable import Reconciler
+@testable import ReconcilerStore
 
 @Suite struct ReplayPlannerTests {
     @Test func urgentQueriesComeFirstAndTheSweepLast() {

@@ -1,10 +1,12 @@
 import AppStoreServer
 import Foundation
 import PostgresNIO
+import ReconcilerDomain
 import ReconcilerShared
 import Testing
 
 @testable import Reconciler
+@testable import ReconcilerStore
 
 /// Issue 12.3: the incident report page, written by real `reconciler` processes from a real
 /// PostgreSQL after a rehearsed outage, loaded from disk by headless Chromium.

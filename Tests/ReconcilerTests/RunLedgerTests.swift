@@ -1,8 +1,10 @@
 import Foundation
 import PostgresNIO
+import ReconcilerDomain
 import Testing
 
 @testable import Reconciler
+@testable import ReconcilerStore
 
 /// The run ledger reads back only the states it writes: a value this version does not know (a
 /// newer version's, or a hand edit's) is refused with a code, never guessed.

@@ -3,6 +3,7 @@ import Foundation
 import Testing
 
 @testable import Reconciler
+@testable import ReconcilerStore
 
 /// The schedule's chain of windows, without a database: which windows an invocation retries, gives
 /// up as lost, and the newest window it always recovers.

@@ -8,6 +8,7 @@ import ReconcilerShared
 import Testing
 
 @testable import Reconciler
+@testable import ReconcilerStore
 
 /// Issue 8: the hundredth scheduled run is as correct, as cheap and as harmless as the first.
 /// Real processes, a real PostgreSQL, the mock App Store over HTTP.

@@ -1,6 +1,7 @@
 import Foundation
 import MockAppStore
 import PostgresNIO
+import ReconcilerDomain
 import Testing
 
 @testable import Reconciler

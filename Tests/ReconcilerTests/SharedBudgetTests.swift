@@ -3,6 +3,7 @@ import Crypto
 import Foundation
 import MockAppStore
 import PostgresNIO
+import ReconcilerDomain
 import Testing
 
 @testable import Reconciler

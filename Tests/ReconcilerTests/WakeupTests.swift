@@ -1,3 +1,4 @@
+import ReconcilerDomain
 import Testing
 
 @testable import Reconciler

@@ -97,21 +97,21 @@ extension MockAppStore {
     /// let lines = try text.split(separator: "\n").map { try JSONDecoder().decode(MockAppStore.NotificationLine.self, from: Data($0.utf8)) }
     /// let undelivered = lines.filter { !$0.delivered && !$0.forged }
     /// ```
-    public struct NotificationLine: Codable, Hashable, Sendable {
-        public var notificationUUID: String
-        public var notificationType: String
-        public var subtype: String?
+    package struct NotificationLine: Codable, Hashable, Sendable {
+        package var notificationUUID: String
+        package var notificationType: String
+        package var subtype: String?
         /// UNIX ms, as the signed payload says.
-        public var signedDate: Int64
+        package var signedDate: Int64
         /// When the App Store first tried to send it, UNIX ms.
-        public var firstAttemptDate: Int64
+        package var firstAttemptDate: Int64
         /// A send attempt succeeded.
-        public var delivered: Bool
+        package var delivered: Bool
         /// Signed by a stranger's CA (`--forged`): a reconciler must quarantine it.
-        public var forged: Bool
-        public var bundleId: String
+        package var forged: Bool
+        package var bundleId: String
         /// `Production` or `Sandbox`.
-        public var environment: String
+        package var environment: String
     }
 
     /// One line per notification of every app and environment, in history order (by first send

@@ -5,7 +5,7 @@ import Logging
 import NIOCore
 import NIOFoundationCompat
 import NIOHTTP1
-public import ServiceLifecycle
+import ServiceLifecycle
 import Synchronization
 
 /// The app's own notification handler, imitated: where `reconciler run --forward-to` and `serve
@@ -23,19 +23,19 @@ import Synchronization
 /// let receiver = AppWebhookReceiver(configuration: .init(port: 0, secret: "s3cret"))
 /// try await receiver.run { port in print("http://127.0.0.1:\(port)/notifications") }
 /// ```
-public final class AppWebhookReceiver: Service, Sendable {
-    public struct Configuration: Sendable {
-        public var host: String
+package final class AppWebhookReceiver: Service, Sendable {
+    package struct Configuration: Sendable {
+        package var host: String
         /// 0 picks a free port (passed to `onBound`).
-        public var port: Int
+        package var port: Int
         /// The shared secret of `Reconciler-Signature` (`nil`: no check).
-        public var secret: String?
+        package var secret: String?
         /// Answer the first this many deliveries with 500, as an app that is down for a while.
-        public var failFirst: Int
+        package var failFirst: Int
         /// Added before every answer.
-        public var delayMilliseconds: Int
+        package var delayMilliseconds: Int
 
-        public init(host: String = "127.0.0.1", port: Int = 0, secret: String? = nil, failFirst: Int = 0, delayMilliseconds: Int = 0) {
+        package init(host: String = "127.0.0.1", port: Int = 0, secret: String? = nil, failFirst: Int = 0, delayMilliseconds: Int = 0) {
             self.host = host
             self.port = port
             self.secret = secret
@@ -45,65 +45,65 @@ public final class AppWebhookReceiver: Service, Sendable {
     }
 
     /// What the receiver saw.
-    public struct Statistics: Sendable, Codable, Hashable {
+    package struct Statistics: Sendable, Codable, Hashable {
         /// Deliveries received (any answer).
-        public var received = 0
+        package var received = 0
         /// Deliveries answered 2xx, by notificationUUID.
-        public var acknowledged: [String: Int] = [:]
+        package var acknowledged: [String: Int] = [:]
         /// Acknowledged deliveries by notificationType.
-        public var notificationTypes: [String: Int] = [:]
+        package var notificationTypes: [String: Int] = [:]
         /// Deliveries answered with a failure (the behaviour, or --fail-first).
-        public var failed = 0
+        package var failed = 0
         /// Deliveries refused for a missing or wrong signature.
-        public var badSignatures = 0
+        package var badSignatures = 0
         /// Bodies that are not `{"signedPayload": "<JWS>"}`.
-        public var malformed = 0
+        package var malformed = 0
         /// Deliveries received and not answered yet.
-        public var inFlight = 0
+        package var inFlight = 0
         /// Deliveries received and not answered yet, by notificationUUID.
-        public var inFlightByNotification: [String: Int] = [:]
+        package var inFlightByNotification: [String: Int] = [:]
         /// The notifications a delivery of which arrived while an earlier delivery of the same one
         /// was still unanswered (and its sender still waiting for the answer): sent twice at once.
-        public var deliveredTwiceAtOnce: Set<String> = []
+        package var deliveredTwiceAtOnce: Set<String> = []
         /// Held deliveries whose sender closed the connection before the answer.
-        public var abandoned = 0
+        package var abandoned = 0
 
-        public init() {}
+        package init() {}
     }
 
     /// How the receiver answers now.
-    public struct Behaviour: Sendable, Codable, Hashable {
-        public var status: Int
-        public var delayMilliseconds: Int?
+    package struct Behaviour: Sendable, Codable, Hashable {
+        package var status: Int
+        package var delayMilliseconds: Int?
 
-        public init(status: Int, delayMilliseconds: Int? = nil) {
+        package init(status: Int, delayMilliseconds: Int? = nil) {
             self.status = status
             self.delayMilliseconds = delayMilliseconds
         }
     }
 
-    public let configuration: Configuration
+    package let configuration: Configuration
     private let state: Mutex<(statistics: Statistics, behaviour: Behaviour, failuresLeft: Int)>
     /// While set, deliveries wait here (``hold()``) until ``release()``, or until their sender goes away.
     private let held = Mutex<(holding: Bool, waiting: [UUID: CheckedContinuation<Bool, Never>])>((false, [:]))
     private let onBound: @Sendable (Int) async throws -> Void
 
-    public init(configuration: Configuration, onBound: @escaping @Sendable (Int) async throws -> Void = { _ in }) {
+    package init(configuration: Configuration, onBound: @escaping @Sendable (Int) async throws -> Void = { _ in }) {
         self.configuration = configuration
         self.onBound = onBound
         state = Mutex((Statistics(), Behaviour(status: 200, delayMilliseconds: configuration.delayMilliseconds), configuration.failFirst))
     }
 
-    public var statistics: Statistics { state.withLock { $0.statistics } }
+    package var statistics: Statistics { state.withLock { $0.statistics } }
 
-    public func setBehaviour(_ behaviour: Behaviour) { state.withLock { $0.behaviour = behaviour } }
+    package func setBehaviour(_ behaviour: Behaviour) { state.withLock { $0.behaviour = behaviour } }
 
     /// From now on, every delivery waits unanswered (counted in flight) until ``release()``: an
     /// app that takes as long as a test needs, with no clock involved.
-    public func hold() { held.withLock { $0.holding = true } }
+    package func hold() { held.withLock { $0.holding = true } }
 
     /// Answers every delivery held so far, and stops holding new ones.
-    public func release() {
+    package func release() {
         let waiting = held.withLock { held in
             held.holding = false
             defer { held.waiting = [:] }
@@ -129,11 +129,11 @@ public final class AppWebhookReceiver: Service, Sendable {
     }
 
     /// Serves until cancelled (or a graceful shutdown).
-    public func run() async throws {
+    package func run() async throws {
         try await cancelWhenGracefulShutdown { try await self.run(onBound: self.onBound) }
     }
 
-    public func run(onBound: @Sendable (Int) async throws -> Void) async throws {
+    package func run(onBound: @Sendable (Int) async throws -> Void) async throws {
         let server = MockHTTPServer(host: configuration.host, port: configuration.port) { [self] request in await answer(request) }
         // Held deliveries are answered when the receiver stops, so its connections can close.
         try await withTaskCancellationHandler {

@@ -1,12 +1,12 @@
-public import AppStoreServer
-public import Foundation
-public import ReconcilerShared
+package import AppStoreServer
+import Foundation
+package import ReconcilerShared
 
 /// The final state of every purchase of a scenario, derived the way ``PurchaseState`` documents,
 /// computed independently of the reconciler: this is what a correct reconciliation must export.
-public enum GroundTruth {
+package enum GroundTruth {
     /// - Parameter now: the moment `entitled` is judged at, UNIX ms.
-    public static func purchases(_ world: ScenarioWorld, at now: Int64 = Int64(Date().timeIntervalSince1970 * 1000)) -> [PurchaseState] {
+    package static func purchases(_ world: ScenarioWorld, at now: Int64 = Int64(Date().timeIntervalSince1970 * 1000)) -> [PurchaseState] {
         var byOriginal: [String: [JWSTransactionDecodedPayload]] = [:]
         for (_, versions) in world.transactionVersions {
             guard let newest = versions.last?.payload, let original = newest.originalTransactionId else { continue }
@@ -56,7 +56,7 @@ public enum GroundTruth {
 
     /// The latest transaction of a purchase: not upgraded first, then the newest purchaseDate,
     /// then the greatest transactionId.
-    public static func latestTransaction(_ transactions: [JWSTransactionDecodedPayload]) -> JWSTransactionDecodedPayload {
+    package static func latestTransaction(_ transactions: [JWSTransactionDecodedPayload]) -> JWSTransactionDecodedPayload {
         transactions.min { a, b in
             let aUpgraded = a.isUpgraded ?? false, bUpgraded = b.isUpgraded ?? false
             if aUpgraded != bUpgraded { return !aUpgraded }
@@ -66,7 +66,7 @@ public enum GroundTruth {
     }
 
     /// The truth as JSON lines, in the shape of `reconciler export`.
-    public static func jsonLines(_ world: ScenarioWorld, at now: Int64 = Int64(Date().timeIntervalSince1970 * 1000)) throws -> String {
+    package static func jsonLines(_ world: ScenarioWorld, at now: Int64 = Int64(Date().timeIntervalSince1970 * 1000)) throws -> String {
         try purchases(world, at: now).map { try $0.jsonLine() + "\n" }.joined()
     }
 }

@@ -1,56 +1,56 @@
-public import AppStoreServer
-public import Foundation
+package import AppStoreServer
+import Foundation
 
 /// What the mock App Store simulates: customers of one app, their purchases over a span of time
 /// ending now, and an outage of the app's webhook during which deliveries fail.
 ///
 /// The same configuration always gives the same customers, purchases and notifications.
-public struct ScenarioConfiguration: Sendable {
-    public var seed: UInt64
-    public var customers: Int
+package struct ScenarioConfiguration: Sendable {
+    package var seed: UInt64
+    package var customers: Int
     /// The scenario's present, UNIX ms; everything it simulates happened before.
-    public var now: Int64
+    package var now: Int64
     /// How far back the simulated history reaches, ms.
-    public var span: Int64
+    package var span: Int64
     /// When the app's webhook was down, UNIX ms (`nil`: no outage).
-    public var outageStart: Int64?
-    public var outageEnd: Int64?
+    package var outageStart: Int64?
+    package var outageEnd: Int64?
     /// More windows during which deliveries fail (scripted customers and forged payloads belong to the first).
-    public var additionalOutages: [ClosedRange<Int64>] = []
-    public var environment: AppStoreEnvironment
-    public var bundleId: String
-    public var appAppleId: Int64
+    package var additionalOutages: [ClosedRange<Int64>] = []
+    package var environment: AppStoreEnvironment
+    package var bundleId: String
+    package var appAppleId: Int64
     /// The length of a "monthly" period, ms (accelerated, as the sandbox does, so a short
     /// scenario has many renewals); a yearly one is twelve of them.
-    public var renewalPeriod: Int64
+    package var renewalPeriod: Int64
     /// Add scripted customers whose notable events (billing recovery, expiries, refund, revoke,
     /// an unknown notification type...) fall inside the outage.
-    public var scriptedOutageCustomers: Bool
+    package var scriptedOutageCustomers: Bool
     /// The chance that a subscriber also gets a notification of a type Apple has not documented.
-    public var unknownTypeRate: Double
+    package var unknownTypeRate: Double
     /// Notifications signed by a stranger's CA slipped into the history (inside the outage), which a
     /// reconciler must reject. They are not part of the ground truth.
-    public var forgedNotifications: Int
+    package var forgedNotifications: Int
     /// Add the notifications whose payload has no `data` (RENEWAL_EXTENSION/SUMMARY,
     /// EXTERNAL_PURCHASE_TOKEN, RESCIND_CONSENT), live and inside the outage. They carry no purchase.
-    public var notificationsWithoutData: Bool
+    package var notificationsWithoutData: Bool
     /// Scale mode: instead of `customers`, simulate customers whose whole lives fall inside the
     /// outage window until it holds at least this many notifications (``ScaleScenario``), each
     /// customer rebuilt from the seed when a request needs it. No live delivery, no scripted
     /// customers, no forged payloads, no payloads without `data`.
-    public var scaleNotifications: Int?
+    package var scaleNotifications: Int?
     /// Which date Get Notification History selects a window on and orders its pages by (Apple
     /// documents neither), and with it how long after signing the first send attempt comes.
-    public var historyDate: HistoryDate = .firstSendAttempt
+    package var historyDate: HistoryDate = .firstSendAttempt
     /// Which block of transaction IDs (and web order line item IDs) the scenario draws from: block 0
     /// starts at 2000000100000000, block n ten billion IDs later. The mock gives each app and
     /// environment its own block, as Apple's IDs are unique across apps (`--shared-transaction-ids`
     /// gives them all block 0).
-    public var transactionIdBlock: Int = 0
+    package var transactionIdBlock: Int = 0
 
     /// The date Get Notification History's `startDate`/`endDate` select on and its pages follow.
     /// Apple documents neither, so a reconciler must be right with both.
-    public enum HistoryDate: String, Sendable, CaseIterable, Codable {
+    package enum HistoryDate: String, Sendable, CaseIterable, Codable {
         /// The first send attempt, 0.1 to 2 s after signing, derived from the UUID (the default).
         case firstSendAttempt = "first-send-attempt"
         /// The payload's `signedDate`; the first send attempt 0 to 2 s after it, derived from the
@@ -58,7 +58,7 @@ public struct ScenarioConfiguration: Sendable {
         case signedDate = "signed-date"
     }
 
-    public init(
+    package init(
         seed: UInt64 = 1, customers: Int = 100, now: Int64 = Int64(Date().timeIntervalSince1970 * 1000),
         span: Int64 = 3 * 86_400_000, outageStart: Int64? = nil, outageEnd: Int64? = nil,
         environment: AppStoreEnvironment = .production, bundleId: String = "com.example.reconciler.mock",
@@ -82,7 +82,7 @@ public struct ScenarioConfiguration: Sendable {
     }
 
     /// The start of the simulated history.
-    public var start: Int64 { now - span }
+    package var start: Int64 { now - span }
 
     func isInOutage(_ time: Int64) -> Bool {
         if additionalOutages.contains(where: { time >= $0.lowerBound && time < $0.upperBound }) { return true }

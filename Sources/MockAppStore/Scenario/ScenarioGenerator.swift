@@ -10,7 +10,7 @@ import AppStoreServer
 /// renewal info as they were at that moment. App-level notifications without `data` (summary,
 /// external purchase token, rescinded consent) happen live and inside the outage, and every
 /// transaction has an order ID for Look Up Order ID.
-public struct ScenarioGenerator {
+package struct ScenarioGenerator {
     let configuration: ScenarioConfiguration
     var rng: SeededGenerator
     var world = ScenarioWorld()
@@ -20,7 +20,7 @@ public struct ScenarioGenerator {
     /// How many IDs each ``ScenarioConfiguration/transactionIdBlock`` holds.
     static let transactionIdBlockSize: Int64 = 10_000_000_000
 
-    public init(configuration: ScenarioConfiguration) {
+    package init(configuration: ScenarioConfiguration) {
         self.configuration = configuration
         self.rng = SeededGenerator(seed: configuration.seed)
         let offset = Int64(configuration.transactionIdBlock) * Self.transactionIdBlockSize
@@ -29,7 +29,7 @@ public struct ScenarioGenerator {
     }
 
     /// Builds the world.
-    public static func generate(_ configuration: ScenarioConfiguration) -> ScenarioWorld {
+    package static func generate(_ configuration: ScenarioConfiguration) -> ScenarioWorld {
         var generator = ScenarioGenerator(configuration: configuration)
         for index in 0..<configuration.customers {
             generator.simulateCustomer(index: index)

@@ -1,12 +1,12 @@
 /// SplitMix64: a small, fast, deterministic generator, so a seed always gives the same scenario.
-public struct SeededGenerator: RandomNumberGenerator, Sendable {
+package struct SeededGenerator: RandomNumberGenerator, Sendable {
     private var state: UInt64
 
-    public init(seed: UInt64) {
+    package init(seed: UInt64) {
         state = seed
     }
 
-    public mutating func next() -> UInt64 {
+    package mutating func next() -> UInt64 {
         state &+= 0x9E37_79B9_7F4A_7C15
         var z = state
         z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
@@ -15,17 +15,17 @@ public struct SeededGenerator: RandomNumberGenerator, Sendable {
     }
 
     /// True with probability `p`.
-    public mutating func chance(_ p: Double) -> Bool {
+    package mutating func chance(_ p: Double) -> Bool {
         Double.random(in: 0..<1, using: &self) < p
     }
 
     /// A random fraction of a span, as an offset.
-    public mutating func within(_ span: Int64, from: Double = 0, to: Double = 1) -> Int64 {
+    package mutating func within(_ span: Int64, from: Double = 0, to: Double = 1) -> Int64 {
         Int64(Double(span) * Double.random(in: from..<to, using: &self))
     }
 
     /// A version-4 UUID string, lowercase as Apple sends them.
-    public mutating func uuid() -> String {
+    package mutating func uuid() -> String {
         var bytes = (0..<16).map { _ in UInt8.random(in: 0...255, using: &self) }
         bytes[6] = (bytes[6] & 0x0F) | 0x40
         bytes[8] = (bytes[8] & 0x3F) | 0x80

@@ -4,41 +4,41 @@ import Foundation
 /// `/mock/...` endpoints are never sabotaged), spread evenly: a fraction of 0.2 sabotages every
 /// fifth eligible request, so a test gets the faults it asks for. It can be changed while running
 /// with `POST /mock/faults`.
-public struct FaultConfiguration: Codable, Sendable, Hashable {
+package struct FaultConfiguration: Codable, Sendable, Hashable {
     /// Added to every response, ms.
-    public var latencyMilliseconds: Int = 0
+    package var latencyMilliseconds: Int = 0
     /// A uniformly random extra delay up to this, ms.
-    public var latencyJitterMilliseconds: Int = 0
+    package var latencyJitterMilliseconds: Int = 0
     /// Answer 500 with GeneralInternalRetryableError.
-    public var serverErrorRate: Double = 0
+    package var serverErrorRate: Double = 0
     /// Answer 429 with a `Retry-After` 200 to 1000 ms ahead, regardless of the rate limit.
-    public var rateLimitedRate: Double = 0
+    package var rateLimitedRate: Double = 0
     /// Injected 429s announce a `Retry-After` this many seconds ahead instead (0: 200 to 1000 ms),
     /// as Apple may when the hourly budget is spent.
-    public var rateLimitedRetryAfterSeconds: Int = 0
+    package var rateLimitedRetryAfterSeconds: Int = 0
     /// The form of every 429's `Retry-After`: Apple's UNIX milliseconds, or what a proxy may send.
-    public var retryAfterFormat: RetryAfterFormat = .unixMilliseconds
+    package var retryAfterFormat: RetryAfterFormat = .unixMilliseconds
     /// Close the connection without answering.
-    public var dropRate: Double = 0
+    package var dropRate: Double = 0
     /// Send only half of a successful body, then close.
-    public var truncateRate: Double = 0
+    package var truncateRate: Double = 0
     /// Answer 4000017 PaginationTokenExpired to a request carrying a pagination token.
-    public var expiredTokenRate: Double = 0
+    package var expiredTokenRate: Double = 0
     /// Customers (any of their transaction ids) whose Get Transaction History and Get All
     /// Subscription Statuses keep failing with ``failingCustomersErrorCode``, as one broken account does.
-    public var failingCustomers: [String] = []
+    package var failingCustomers: [String] = []
     /// The error those requests get: 5000001 GeneralInternalRetryableError (500) by default, or
     /// 5000000 GeneralInternalError (500), 4040001 AccountNotFoundError (404) and so on.
-    public var failingCustomersErrorCode: Int64 = 5_000_001
+    package var failingCustomersErrorCode: Int64 = 5_000_001
     /// Get Transaction History lags the App Store's events by this many ms: a transaction modified
     /// (refunded, say) more recently is served as it was before, yet signed at request time, as
     /// Apple's API may serve a refund seconds after the REFUND notification was sent.
-    public var apiLagMilliseconds: Int64 = 0
+    package var apiLagMilliseconds: Int64 = 0
 
-    public init() {}
+    package init() {}
 
     /// The forms of `Retry-After` (RFC 9110 §10.2.3 and Apple's).
-    public enum RetryAfterFormat: String, Codable, Sendable, Hashable, CaseIterable {
+    package enum RetryAfterFormat: String, Codable, Sendable, Hashable, CaseIterable {
         /// Apple's: the UNIX time in milliseconds.
         case unixMilliseconds = "unix-ms"
         /// Seconds from the response, rounded up, as some proxies send it.
@@ -52,7 +52,7 @@ public struct FaultConfiguration: Codable, Sendable, Hashable {
         case dropRate, truncateRate, expiredTokenRate, failingCustomers, failingCustomersErrorCode, apiLagMilliseconds
     }
 
-    public init(from decoder: any Decoder) throws {
+    package init(from decoder: any Decoder) throws {
         let container = try decoder.container(keyedBy: CodingKeys.self)
         latencyMilliseconds = try container.decodeIfPresent(Int.self, forKey: .latencyMilliseconds) ?? 0
         latencyJitterMilliseconds = try container.decodeIfPresent(Int.self, forKey: .latencyJitterMilliseconds) ?? 0

@@ -3,48 +3,48 @@ import Synchronization
 /// What the mock saw, served by `GET /mock/stats` so tests can check a client's behaviour from
 /// the server's side: requests per endpoint, the busiest second, 429s, and requests that came
 /// before an announced `Retry-After`; in total and per app and environment (``Counts/apps``).
-public final class MockStatistics: Sendable {
-    public struct Counts: Codable, Sendable {
-        public var requests: [String: Int] = [:]
-        public var responses: [String: Int] = [:]
-        public var rateLimited = 0
+package final class MockStatistics: Sendable {
+    package struct Counts: Codable, Sendable {
+        package var requests: [String: Int] = [:]
+        package var responses: [String: Int] = [:]
+        package var rateLimited = 0
         /// Requests that arrived before the `Retry-After` instant announced to their endpoint (read
         /// as the client reads the form sent), later than the in-flight allowance after it.
-        public var retryAfterViolations = 0
-        public var maxRequestsInOneSecond: [String: Int] = [:]
-        public var unauthorized = 0
-        public var distinctTokens = 0
-        public var droppedConnections = 0
-        public var truncatedBodies = 0
-        public var injectedServerErrors = 0
-        public var injectedRateLimits = 0
-        public var expiredTokens = 0
+        package var retryAfterViolations = 0
+        package var maxRequestsInOneSecond: [String: Int] = [:]
+        package var unauthorized = 0
+        package var distinctTokens = 0
+        package var droppedConnections = 0
+        package var truncatedBodies = 0
+        package var injectedServerErrors = 0
+        package var injectedRateLimits = 0
+        package var expiredTokens = 0
         /// Look Up Order ID requests for an order ID the app does not know (answered with status 1).
-        public var unknownOrderIds = 0
+        package var unknownOrderIds = 0
         /// API requests by the customer (`account-N`) they name: the path's transaction ID, the
         /// order ID, or Get Notification History's `transactionId` filter; `*` for requests that
         /// name none (an unfiltered history query, test notifications), `?` for an ID no account has.
-        public var requestsByAccount: [String: Int] = [:]
+        package var requestsByAccount: [String: Int] = [:]
         /// Get Notification History requests by the filter they carry, counted as `requests` is:
         /// `TYPE` or `TYPE/SUBTYPE`, `*` for none (an unfiltered sweep), `transactionId` for one
         /// customer's, `?` for a body that is not JSON.
-        public var historyRequestsByFilter: [String: Int] = [:]
-        public var deliveryAttempts = 0
-        public var deliverySuccesses = 0
-        public var deliveryFailures = 0
-        public var liveDeliveryComplete = false
+        package var historyRequestsByFilter: [String: Int] = [:]
+        package var deliveryAttempts = 0
+        package var deliverySuccesses = 0
+        package var deliveryFailures = 0
+        package var liveDeliveryComplete = false
         /// Requests whose transaction or order ID belongs to another app than the one their JWT's
         /// `bid` names (answered as Apple does: 4040010, or status 1 for an order ID). A reconciler
         /// that keeps apps apart makes none. Only an ID the asking app lacks is seen: with
         /// `--shared-transaction-ids` most such requests find the asking app's own purchase.
-        public var crossAppRequests = 0
+        package var crossAppRequests = 0
         /// The same counts for each app and environment the mock simulates (`BUNDLE_ID/Production`,
         /// `BUNDLE_ID/Sandbox`, see ``AppKey``), and for one it serves without purchases once a
         /// request reaches it: the requests whose JWT named the app, sent to that
         /// environment's base URL, and the deliveries of its notifications. The busiest second is
         /// per app there, and in the total the busiest of any app (each app has its own limiter);
         /// requests that name no app (no valid JWT) count in the total only. Absent inside an entry.
-        public var apps: [String: Counts]?
+        package var apps: [String: Counts]?
     }
 
     private struct State {

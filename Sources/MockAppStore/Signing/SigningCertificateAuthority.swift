@@ -1,8 +1,8 @@
 import AppStoreServer
-public import Crypto
-public import Foundation
-public import SwiftASN1
-public import X509
+package import Crypto
+package import Foundation
+package import SwiftASN1
+package import X509
 
 /// A three-level certificate authority shaped like Apple's (root, intermediate, leaf, all
 /// P-256), whose certificates carry Apple's OIDs, for the mock App Store and for tests.
@@ -17,22 +17,22 @@ public import X509
 /// let jws = try signer.sign(notificationPayload)
 /// try authority.rootPEM.write(toFile: "root.pem", atomically: true, encoding: .utf8)
 /// ```
-public struct SigningCertificateAuthority: Sendable {
-    public struct Options: Sendable {
-        public var name: String
-        public var notValidBefore: Date
-        public var notValidAfter: Date
+package struct SigningCertificateAuthority: Sendable {
+    package struct Options: Sendable {
+        package var name: String
+        package var notValidBefore: Date
+        package var notValidAfter: Date
         /// The leaf's own validity; defaults to the authority's.
-        public var leafNotValidBefore: Date?
-        public var leafNotValidAfter: Date?
+        package var leafNotValidBefore: Date?
+        package var leafNotValidAfter: Date?
         /// Leave out Apple's leaf OID 1.2.840.113635.100.6.11.1 (to build forged chains).
-        public var includeLeafOID: Bool
+        package var includeLeafOID: Bool
         /// Leave out Apple's intermediate OID 1.2.840.113635.100.6.2.1.
-        public var includeIntermediateOID: Bool
+        package var includeIntermediateOID: Bool
         /// The same seed gives the same keys; `nil` gives fresh random keys.
-        public var seed: String?
+        package var seed: String?
 
-        public init(
+        package init(
             name: String = "Mock App Store", notValidBefore: Date = Date(timeIntervalSinceNow: -2 * 365 * 86400),
             notValidAfter: Date = Date(timeIntervalSinceNow: 2 * 365 * 86400), leafNotValidBefore: Date? = nil,
             leafNotValidAfter: Date? = nil, includeLeafOID: Bool = true, includeIntermediateOID: Bool = true,
@@ -49,15 +49,15 @@ public struct SigningCertificateAuthority: Sendable {
         }
     }
 
-    public static let leafOID: ASN1ObjectIdentifier = [1, 2, 840, 113635, 100, 6, 11, 1]
-    public static let intermediateOID: ASN1ObjectIdentifier = [1, 2, 840, 113635, 100, 6, 2, 1]
+    package static let leafOID: ASN1ObjectIdentifier = [1, 2, 840, 113635, 100, 6, 11, 1]
+    package static let intermediateOID: ASN1ObjectIdentifier = [1, 2, 840, 113635, 100, 6, 2, 1]
 
-    public let root: Certificate
-    public let intermediate: Certificate
-    public let leaf: Certificate
-    public let leafKey: P256.Signing.PrivateKey
+    package let root: Certificate
+    package let intermediate: Certificate
+    package let leaf: Certificate
+    package let leafKey: P256.Signing.PrivateKey
 
-    public init(options: Options = Options()) throws {
+    package init(options: Options = Options()) throws {
         let rootKey = Self.key(seed: options.seed, label: "root")
         let intermediateKey = Self.key(seed: options.seed, label: "intermediate")
         let leafKey = Self.key(seed: options.seed, label: "leaf")
@@ -123,18 +123,18 @@ public struct SigningCertificateAuthority: Sendable {
     }
 
     /// A signer whose `x5c` is this authority's chain.
-    public var signer: JWSSigner {
+    package var signer: JWSSigner {
         JWSSigner(key: leafKey, chain: [leaf, intermediate, root])
     }
 
     /// The root certificate in PEM, to configure as a trusted root.
-    public var rootPEM: String {
+    package var rootPEM: String {
         // A parsed or built certificate always serializes.
         try! root.serializeAsPEM().pemString
     }
 
     /// The root certificate in DER.
-    public var rootDER: [UInt8] {
+    package var rootDER: [UInt8] {
         Self.der(root)
     }
 

@@ -1,23 +1,23 @@
-public import AppStoreServer
+package import AppStoreServer
 import Foundation
 import Synchronization
 
 /// An app in an environment: what routes an API request (the JWT's `bid` and the base URL it came
 /// to) and labels the mock's statistics.
-public struct AppKey: Hashable, Comparable, Sendable, CustomStringConvertible {
-    public var bundleId: String
-    public var environment: AppStoreEnvironment
+package struct AppKey: Hashable, Comparable, Sendable, CustomStringConvertible {
+    package var bundleId: String
+    package var environment: AppStoreEnvironment
 
-    public init(bundleId: String, environment: AppStoreEnvironment) {
+    package init(bundleId: String, environment: AppStoreEnvironment) {
         self.bundleId = bundleId
         self.environment = environment
     }
 
     /// `com.example.one/Production`: the key of ``MockStatistics/Counts/apps``.
-    public var description: String { "\(bundleId)/\(environment.rawValue)" }
+    package var description: String { "\(bundleId)/\(environment.rawValue)" }
 
     /// By bundle ID, then environment, as `reconciler export` orders purchases of one original transaction ID.
-    public static func < (a: AppKey, b: AppKey) -> Bool { (a.bundleId, a.environment.rawValue) < (b.bundleId, b.environment.rawValue) }
+    package static func < (a: AppKey, b: AppKey) -> Bool { (a.bundleId, a.environment.rawValue) < (b.bundleId, b.environment.rawValue) }
 }
 
 /// One app in one environment as the mock simulates it. Apple keeps each app's purchases apart, and

@@ -1,7 +1,8 @@
-public import AppStoreServer
+package import AppStoreServer
 import Foundation
-public import Logging
-import PostgresNIO
+package import Logging
+import ReconcilerDomain
+package import ReconcilerStore
 import Synchronization
 
 /// Reads the change feed from a change id in commit order, in batches, handing each change on as
@@ -19,27 +20,27 @@ import Synchronization
 ///     try apply(change.after)
 /// }
 /// ```
-public struct ChangeFeedFollower: Sendable {
-    public struct Configuration: Sendable {
+package struct ChangeFeedFollower: Sendable {
+    package struct Configuration: Sendable {
         /// Read the changes after this id (0: from the oldest change kept).
-        public var since: Int64
+        package var since: Int64
         /// After catching up, wait for new changes instead of returning.
-        public var follow: Bool
+        package var follow: Bool
         /// Return after this many changes.
-        public var limit: Int?
+        package var limit: Int?
         /// Changes read per query.
-        public var batch: Int
+        package var batch: Int
         /// With `follow`, read this often without a notification too: a change held back by an
         /// older transaction becomes readable without one.
-        public var pollInterval: Duration
+        package var pollInterval: Duration
         /// Only these apps and environments' changes (`nil`: every one's).
-        public var apps: [AppTarget]?
+        package var apps: [AppTarget]?
         /// Only changes of purchases of this app user (lowercased UUID), before or after the change.
-        public var appAccountToken: String?
+        package var appAccountToken: String?
         /// Only changes made by this run.
-        public var runId: Int64?
+        package var runId: Int64?
 
-        public init(
+        package init(
             since: Int64 = 0, follow: Bool = false, limit: Int? = nil, batch: Int = 500, pollInterval: Duration = .seconds(5),
             apps: [AppTarget]? = nil, appAccountToken: String? = nil, runId: Int64? = nil
         ) {
@@ -56,18 +57,18 @@ public struct ChangeFeedFollower: Sendable {
 
     /// The follower's position is no longer in the feed, or changes after it were pruned before it
     /// read them: changes may be gone for its consumer.
-    public struct PositionPruned: Error, CustomStringConvertible, Sendable {
+    package struct PositionPruned: Error, CustomStringConvertible, Sendable {
         /// The last change id the follower had read past (its `since` when it had read nothing).
-        public var changeId: Int64
+        package var changeId: Int64
 
-        public var description: String { "change \(changeId) is not in the feed, or changes after it were pruned" }
+        package var description: String { "change \(changeId) is not in the feed, or changes after it were pruned" }
     }
 
-    public let configuration: Configuration
+    package let configuration: Configuration
     private let database: Database
     private let logger: Logger
 
-    public init(configuration: Configuration, database: Database, logger: Logger) {
+    package init(configuration: Configuration, database: Database, logger: Logger) {
         self.configuration = configuration
         self.database = database
         self.logger = logger
@@ -77,7 +78,7 @@ public struct ChangeFeedFollower: Sendable {
     /// changes, when caught up (without `follow`), or when the task is cancelled.
     /// - Throws: ``PositionPruned``, an error `deliver` throws, or a database error (without
     ///   `follow`; a follower waits for the database instead).
-    public func run(_ deliver: (PurchaseStore.FeedChange) async throws -> Void) async throws {
+    package func run(_ deliver: (PurchaseStore.FeedChange) async throws -> Void) async throws {
         let store = PurchaseStore(logger: logger)
         let configuration = self.configuration
         guard var position = try await database.transaction({ try await store.position(of: configuration.since, on: $0) }) else {

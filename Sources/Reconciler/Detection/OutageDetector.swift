@@ -1,4 +1,4 @@
-public import AppStoreServer
+package import AppStoreServer
 import Foundation
 
 /// Finds webhook outages from the App Store's side: Get Notification History with
@@ -8,36 +8,36 @@ import Foundation
 /// let detection = try await OutageDetector(client: client).detect(since: now - 7 * 86_400_000, until: now)
 /// for window in detection.windows { print(window.start, window.end, window.notifications) }
 /// ```
-public struct OutageDetector: Sendable {
-    public struct Window: Sendable, Codable, Hashable {
+package struct OutageDetector: Sendable {
+    package struct Window: Sendable, Codable, Hashable {
         /// The window to recover: the first failed first-attempt minus the margin.
-        public var start: Int64
+        package var start: Int64
         /// The last failed first-attempt plus the margin.
-        public var end: Int64
+        package var end: Int64
         /// Notifications that have not reached the webhook.
-        public var notifications: Int
+        package var notifications: Int
         /// Send attempts by `sendAttemptResult`.
-        public var attemptsByResult: [String: Int]
+        package var attemptsByResult: [String: Int]
         /// Notifications Apple will still retry (production retries five times over about 6.5 days).
-        public var stillRetrying: Int
-        public var firstFailure: Int64
-        public var lastFailure: Int64
+        package var stillRetrying: Int
+        package var firstFailure: Int64
+        package var lastFailure: Int64
     }
 
-    public struct Detection: Sendable, Codable {
-        public var since: Int64
-        public var until: Int64
-        public var environment: String
-        public var windows: [Window]
+    package struct Detection: Sendable, Codable {
+        package var since: Int64
+        package var until: Int64
+        package var environment: String
+        package var windows: [Window]
     }
 
-    public let client: AppStoreServerAPIClient
+    package let client: AppStoreServerAPIClient
     /// Failures closer than this belong to one window.
-    public let mergeGap: Int64
+    package let mergeGap: Int64
     /// Added before and after each window, so the run's window surely contains every failure.
-    public let margin: Int64
+    package let margin: Int64
 
-    public init(client: AppStoreServerAPIClient, mergeGap: Int64 = 30 * 60_000, margin: Int64 = 5 * 60_000) {
+    package init(client: AppStoreServerAPIClient, mergeGap: Int64 = 30 * 60_000, margin: Int64 = 5 * 60_000) {
         self.client = client
         self.mergeGap = mergeGap
         self.margin = margin
@@ -46,7 +46,7 @@ public struct OutageDetector: Sendable {
     /// Apple's retry delays after each failed attempt, in production.
     static let retryDelays: [Int64] = [1, 12, 24, 48, 72].map { $0 * 3_600_000 }
 
-    public func detect(since: Int64, until: Int64) async throws -> Detection {
+    package func detect(since: Int64, until: Int64) async throws -> Detection {
         let failures = try await failedDeliveries(since: since, until: until)
         var windows = group(failures, until: until)
         // The run's retention check must hold: never start before the detection window.

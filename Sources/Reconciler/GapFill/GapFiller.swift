@@ -1,7 +1,8 @@
 import AppStoreServer
 import Foundation
 import Logging
-import PostgresNIO
+import ReconcilerDomain
+import ReconcilerStore
 
 /// Phase 2: for each customer at risk, Get Transaction History (v2, ascending) from the revision
 /// stored in PostgreSQL (none stored: the whole history), verifies every signed transaction and
@@ -114,7 +115,7 @@ struct GapFiller: Sendable {
         let checkedAt = Int64(Date().timeIntervalSince1970 * 1000)
         var revision =
             configuration.readFromStart
-            ? nil : try await database.transaction { [store] connection in try await store.revision(anchor: anchor, on: connection) }
+            ? nil : try await database.transaction { [store] transaction in try await store.revision(anchor: anchor, on: transaction) }
         var revisionReset = false
         while true {
             do {
@@ -126,7 +127,7 @@ struct GapFiller: Sendable {
                     metadata: [
                         "anchorTransactionId": "\(anchor)"
                     ])
-                try await database.transaction { [store] connection in try await store.dropRevision(anchor: anchor, on: connection) }
+                try await database.transaction { [store] transaction in try await store.dropRevision(anchor: anchor, on: transaction) }
                 try await ledger.noteRevisionReset(runId: run.runId, anchor: anchor)
                 revision = nil
                 revisionReset = true
@@ -225,9 +226,9 @@ struct GapFiller: Sendable {
     ) async throws {
         let (store, ledger, run, configuration) = (self.store, self.ledger, self.run, self.configuration)
         let originals = Set(transactions.compactMap(\.payload.originalTransactionId)).union(statuses.map(\.original))
-        let quarantined = try await database.transaction { connection in
-            try await store.lock(purchases: originals, anchors: completion == nil ? [] : [anchor], on: connection)
-            let before = try await store.purchaseStates(originals, on: connection)
+        let quarantined = try await database.transaction { transaction in
+            try await store.lock(purchases: originals, anchors: completion == nil ? [] : [anchor], on: transaction)
+            let before = try await store.purchaseStates(originals, on: transaction)
             let statusUpdates = statuses.map { item in
                 let signedDate = item.subscription.renewalInfo?.payload.signedDate ?? item.subscription.transaction?.payload.signedDate
                 return PurchaseStore.PurchaseUpdate(
@@ -241,26 +242,26 @@ struct GapFiller: Sendable {
             let changes = try await store.write(
                 transactions: (transactions + statuses.compactMap(\.subscription.transaction)).map { PurchaseStore.TransactionWrite($0) },
                 updates: updates, before: before,
-                origin: .init(source: statuses.isEmpty ? .transactionHistory : .statusRefresh, runId: run.runId), on: connection)
-            try await ledger.recordChanges(runId: run.runId, Array(changes.values), on: connection)
+                origin: .init(source: statuses.isEmpty ? .transactionHistory : .statusRefresh, runId: run.runId), on: transaction)
+            try await ledger.recordChanges(runId: run.runId, Array(changes.values), on: transaction)
             let quarantined = try await ledger.quarantine(
-                rejections, runId: run.runId, environment: run.environment, bundleId: run.bundleId, dryRun: run.dryRun, on: connection)
-            try await ledger.addCounts(runId: run.runId, quarantined.map { ("(\($0.source.rawValue))", "rejected") }, on: connection)
+                rejections, runId: run.runId, environment: run.environment, bundleId: run.bundleId, dryRun: run.dryRun, on: transaction)
+            try await ledger.addCounts(runId: run.runId, quarantined.map { ("(\($0.source.rawValue))", "rejected") }, on: transaction)
             if let completion {
                 try await store.recordHistoryChecked(
                     anchor: anchor, revision: completion.revision, purchases: completion.purchases,
-                    checkedAt: completion.checkedAt, on: connection)
-                try await ledger.markCovered(runId: run.runId, anchors: completion.purchases, by: anchor, on: connection)
+                    checkedAt: completion.checkedAt, on: transaction)
+                try await ledger.markCovered(runId: run.runId, anchors: completion.purchases, by: anchor, on: transaction)
                 guard
                     try await ledger.completeCustomer(
                         runId: run.runId, anchor: anchor, worker: configuration.worker,
-                        transactionsSeen: completion.transactionsSeen, on: connection)
+                        transactionsSeen: completion.transactionsSeen, on: transaction)
                 else { throw LeaseLost() }
             } else {
                 guard
                     try await ledger.renewCustomerLease(
                         runId: run.runId, anchor: anchor, worker: configuration.worker,
-                        leaseDuration: configuration.leaseDuration, on: connection)
+                        leaseDuration: configuration.leaseDuration, on: transaction)
                 else { throw LeaseLost() }
             }
             return quarantined

@@ -1,7 +1,8 @@
-public import AppStoreServer
+package import AppStoreServer
 import Logging
-import PostgresNIO
+package import ReconcilerDomain
 import ReconcilerShared
+package import ReconcilerStore
 
 /// The one handler every notification goes through, live or replayed.
 ///
@@ -19,12 +20,12 @@ import ReconcilerShared
 /// let handler = NotificationHandler(verifier: verifier, database: database)
 /// let result = try await handler.handle(signedPayload: body.signedPayload, source: .webhook)
 /// ```
-public struct NotificationHandler: Sendable {
-    public let verifier: SignedDataVerifier
+package struct NotificationHandler: Sendable {
+    package let verifier: SignedDataVerifier
     let database: Database
     let store: PurchaseStore
 
-    public init(verifier: SignedDataVerifier, database: Database) {
+    package init(verifier: SignedDataVerifier, database: Database) {
         self.verifier = verifier
         self.database = database
         self.store = PurchaseStore(database: database, target: verifier.configuration.target)
@@ -36,7 +37,7 @@ public struct NotificationHandler: Sendable {
     }
 
     /// Verifies a notification and everything signed inside it. Touches no database.
-    public func verify(signedPayload: String) async throws -> VerifiedNotification {
+    package func verify(signedPayload: String) async throws -> VerifiedNotification {
         try await verified(try await verifier.verifyNotification(signedPayload))
     }
 
@@ -54,44 +55,32 @@ public struct NotificationHandler: Sendable {
 
     /// Applies verified notifications in one transaction of their own (as a replayed page is); with
     /// `forwarding`, those recorded for the first time are queued for the app's webhook too.
-    public func record(
-        _ notifications: [VerifiedNotification], source: PurchaseStore.Source, forwarding: Forwarding? = nil
+    package func record(
+        _ notifications: [VerifiedNotification], source: PurchaseStore.Source, forwarding: PurchaseStore.Forwarding? = nil
     ) async throws -> [HandlingResult] {
-        try await database.transaction { connection in try await apply(notifications, source: source, forwarding: forwarding, on: connection) }
+        try await database.transaction { transaction in try await apply(notifications, source: source, forwarding: forwarding, on: transaction) }
     }
 
     /// Whether the database behind the store answers, for health checks.
-    public func isStoreReachable() async -> Bool {
+    package func isStoreReachable() async -> Bool {
         await database.isReachable()
     }
 
     /// Verifies and applies one notification in its own transaction; with `forwarding`, a
     /// notification recorded for the first time is queued for the app's own webhook too.
-    public func handle(signedPayload: String, source: PurchaseStore.Source, forwarding: Forwarding? = nil) async throws -> HandlingResult {
+    package func handle(
+        signedPayload: String, source: PurchaseStore.Source, forwarding: PurchaseStore.Forwarding? = nil
+    ) async throws -> HandlingResult {
         try await handle(try await verify(signedPayload: signedPayload), source: source, forwarding: forwarding)
     }
 
     /// Applies one verified notification in its own transaction (the live path once a
     /// ``NotificationRouter`` chose this app's handler).
-    public func handle(
-        _ notification: VerifiedNotification, source: PurchaseStore.Source, forwarding: Forwarding? = nil
+    package func handle(
+        _ notification: VerifiedNotification, source: PurchaseStore.Source, forwarding: PurchaseStore.Forwarding? = nil
     ) async throws -> HandlingResult {
-        try await database.transaction { connection in
-            try await apply([notification], source: source, forwarding: forwarding, on: connection)[0]
-        }
-    }
-
-    /// Where to forward recorded notifications, and which: the app's own webhook gets each one
-    /// this system records for the first time, unless `only` names the ones to forward (a replay
-    /// forwards those Apple did not deliver).
-    public struct Forwarding: Sendable {
-        /// The webhook the queue rows name (an id and the redacted URL, never the URL itself).
-        public var target: ForwardingTarget
-        public var only: Set<String>?
-
-        public init(target: ForwardingTarget, only: Set<String>? = nil) {
-            self.target = target
-            self.only = only
+        try await database.transaction { transaction in
+            try await apply([notification], source: source, forwarding: forwarding, on: transaction)[0]
         }
     }
 
@@ -104,7 +93,8 @@ public struct NotificationHandler: Sendable {
     /// the page; several notifications of one purchase in a page leave the purchase exactly as
     /// applying them one by one would, because each part of a purchase keeps its newest version.
     func apply(
-        _ notifications: [VerifiedNotification], source: PurchaseStore.Source, forwarding: Forwarding? = nil, on connection: PostgresConnection
+        _ notifications: [VerifiedNotification], source: PurchaseStore.Source, forwarding: PurchaseStore.Forwarding? = nil,
+        on transaction: DatabaseTransaction
     ) async throws -> [HandlingResult] {
         guard !notifications.isEmpty else { return [] }
         var purchasesByNotification: [String: String] = [:]
@@ -113,8 +103,8 @@ public struct NotificationHandler: Sendable {
         }
         let purchases = Set(purchasesByNotification.values)
         try await store.lock(
-            purchases: [], notifications: notifications.map(\.notificationUUID), purchasesByNotification: purchasesByNotification, on: connection)
-        let before = try await store.purchaseStates(purchases, on: connection)
+            purchases: [], notifications: notifications.map(\.notificationUUID), purchasesByNotification: purchasesByNotification, on: transaction)
+        let before = try await store.purchaseStates(purchases, on: transaction)
 
         // One row per UUID; a UUID repeated within the page is a duplicate of its first copy.
         var seen = Set<String>()
@@ -122,7 +112,7 @@ public struct NotificationHandler: Sendable {
         for notification in notifications where seen.insert(notification.notificationUUID).inserted {
             rows.append(.init(notification: notification, outcome: outcome(of: notification, before: before)))
         }
-        let inserted = try await store.insertNotifications(rows, source: source, forwarding: forwarding, on: connection)
+        let inserted = try await store.insertNotifications(rows, source: source, forwarding: forwarding, on: transaction)
 
         var transactions: [PurchaseStore.TransactionWrite] = []
         var updates: [PurchaseStore.PurchaseUpdate] = []
@@ -147,7 +137,7 @@ public struct NotificationHandler: Sendable {
                         notificationUUID: notification.notificationUUID, signedDate: notification.signedDate,
                         status: notification.payload.data?.status)))
         }
-        let changes = try await store.write(transactions: transactions, updates: updates, before: before, origin: origin, on: connection)
+        let changes = try await store.write(transactions: transactions, updates: updates, before: before, origin: origin, on: transaction)
 
         var recorded = Set<String>()
         return notifications.map { notification in

@@ -1,4 +1,5 @@
-public import AppStoreServer
+package import AppStoreServer
+package import ReconcilerDomain
 
 /// Sends each live notification to the handler of the app and environment it names, for one
 /// `serve` that receives every app's notifications (Apple sends sandbox ones to the production URL
@@ -11,25 +12,25 @@ public import AppStoreServer
 /// let (handler, notification) = try await router.route(signedPayload: body.signedPayload)
 /// let result = try await handler.apply(notification, source: .webhook)
 /// ```
-public struct NotificationRouter: Sendable {
+package struct NotificationRouter: Sendable {
     /// An authentic notification for an app or environment this deployment does not serve: not
     /// stored, so Apple delivers it again once the configuration names the app.
-    public struct AppNotConfigured: Error, CustomStringConvertible, Sendable {
-        public var bundleId: String?
-        public var environment: AppStoreEnvironment?
-        public var appAppleId: Int64?
+    package struct AppNotConfigured: Error, CustomStringConvertible, Sendable {
+        package var bundleId: String?
+        package var environment: AppStoreEnvironment?
+        package var appAppleId: Int64?
 
-        public var description: String {
+        package var description: String {
             "an authentic notification for \(bundleId ?? "no app") (\(environment?.rawValue ?? "no environment")"
                 + "\(appAppleId.map { ", app Apple ID \($0)" } ?? "")), which the configuration does not name"
         }
     }
 
-    public let handlers: [NotificationHandler]
+    package let handlers: [NotificationHandler]
     private let verifier: SignedDataVerifier
 
     /// - Parameter handlers: one per app and environment; their verifiers must trust the same roots.
-    public init(handlers: [NotificationHandler]) throws {
+    package init(handlers: [NotificationHandler]) throws {
         guard let first = handlers.first else {
             throw NotificationRouterError(description: "no app is configured to receive notifications for")
         }
@@ -40,7 +41,7 @@ public struct NotificationRouter: Sendable {
     /// The handler of the app the notification names, and the notification verified for it
     /// (nested values included). Throws ``VerificationError`` for a forged or malformed payload and
     /// ``AppNotConfigured`` for an authentic one of an app or environment not configured.
-    public func route(signedPayload: String) async throws -> (handler: NotificationHandler, notification: VerifiedNotification) {
+    package func route(signedPayload: String) async throws -> (handler: NotificationHandler, notification: VerifiedNotification) {
         let unrouted = try await verifier.verifyNotificationOfAnyApp(signedPayload)
         guard
             let handler = handlers.first(where: {
@@ -54,6 +55,6 @@ public struct NotificationRouter: Sendable {
 }
 
 /// A router that cannot route anything.
-public struct NotificationRouterError: Error, CustomStringConvertible, Sendable {
-    public var description: String
+package struct NotificationRouterError: Error, CustomStringConvertible, Sendable {
+    package var description: String
 }

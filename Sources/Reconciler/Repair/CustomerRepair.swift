@@ -1,8 +1,9 @@
-public import AppStoreServer
+package import AppStoreServer
 import Foundation
 import Logging
-import PostgresNIO
+import ReconcilerDomain
 import ReconcilerShared
+package import ReconcilerStore
 
 /// `reconciler repair`: brings one customer in line with the App Store, from what a support
 /// ticket gives (the order ID of Apple's receipt email, a transaction ID, or the app's user ID).
@@ -29,9 +30,9 @@ import ReconcilerShared
 /// Nothing is written before Apple has confirmed the customer: an unknown order, transaction ID
 /// or app account token, a malformed one, or Apple refusing the first request throws
 /// ``RepairError`` with nothing changed.
-public struct CustomerRepair: Sendable {
+package struct CustomerRepair: Sendable {
     /// How the operator names the customer.
-    public enum Selector: Sendable, Hashable, CustomStringConvertible {
+    package enum Selector: Sendable, Hashable, CustomStringConvertible {
         /// The order ID on Apple's receipt email (`MQ5Q7X2ZYB`).
         case orderId(String)
         /// Any transaction or original transaction ID of the customer.
@@ -39,7 +40,7 @@ public struct CustomerRepair: Sendable {
         /// The app's user ID (`appAccountToken`), lowercased; only purchases already stored have one.
         case appAccountToken(String)
 
-        public var description: String {
+        package var description: String {
             switch self {
             case .orderId(let id): "order-id \(id)"
             case .transactionId(let id): "transaction-id \(id)"
@@ -48,7 +49,7 @@ public struct CustomerRepair: Sendable {
         }
 
         /// Exactly one of the three, checked for its form before anything is asked of Apple.
-        public static func parse(orderId: String?, transactionId: String?, appAccountToken: String?) throws -> Selector {
+        package static func parse(orderId: String?, transactionId: String?, appAccountToken: String?) throws -> Selector {
             let given = [orderId, transactionId, appAccountToken].compactMap { $0 }
             guard given.count == 1 else {
                 throw RepairError(
@@ -94,21 +95,21 @@ public struct CustomerRepair: Sendable {
         }
     }
 
-    public struct Configuration: Sendable {
-        public var selector: Selector
+    package struct Configuration: Sendable {
+        package var selector: Selector
         /// Where the notification history read starts (UNIX ms); `nil`: as far back as Apple keeps it.
-        public var since: Int64?
+        package var since: Int64?
         /// Read the transaction history from the start instead of from the stored revision.
-        public var fullHistory: Bool
+        package var fullHistory: Bool
         /// Change nothing; report what the real repair would do.
-        public var dryRun: Bool
+        package var dryRun: Bool
         /// The app's own webhook: the notifications the repair records for the first time that Apple
         /// did not deliver are queued for it, as a run's are.
-        public var forwardTo: ForwardingTarget?
+        package var forwardTo: ForwardingTarget?
         /// Names this process in the ledger.
-        public var worker: String
+        package var worker: String
 
-        public init(
+        package init(
             selector: Selector, since: Int64? = nil, fullHistory: Bool = false, dryRun: Bool = false, forwardTo: ForwardingTarget? = nil,
             worker: String = ProcessIdentity.current
         ) {
@@ -122,35 +123,35 @@ public struct CustomerRepair: Sendable {
     }
 
     /// The repair could not start, or Apple's answer was not genuine. Match on ``code``.
-    public struct RepairError: Error, CustomStringConvertible, CustomDebugStringConvertible, Sendable {
-        public struct Code: Hashable, Sendable, CustomStringConvertible {
+    package struct RepairError: Error, CustomStringConvertible, CustomDebugStringConvertible, Sendable {
+        package struct Code: Hashable, Sendable, CustomStringConvertible {
             let base: String
             /// None, or more than one, of the three selectors.
-            public static let selector = Code(base: "selector")
+            package static let selector = Code(base: "selector")
             /// An order ID, transaction ID or UUID of the wrong form (or one Apple calls invalid).
-            public static let malformedSelector = Code(base: "malformedSelector")
+            package static let malformedSelector = Code(base: "malformedSelector")
             /// Look Up Order ID answered status 1: no purchase of this app in that order.
-            public static let unknownOrderId = Code(base: "unknownOrderId")
+            package static let unknownOrderId = Code(base: "unknownOrderId")
             /// Apple knows no such transaction (4040010).
-            public static let unknownTransactionId = Code(base: "unknownTransactionId")
+            package static let unknownTransactionId = Code(base: "unknownTransactionId")
             /// No stored purchase carries the app account token.
-            public static let unknownAppAccountToken = Code(base: "unknownAppAccountToken")
+            package static let unknownAppAccountToken = Code(base: "unknownAppAccountToken")
             /// Apple refused the request that names the customer (another 4xx).
-            public static let appleRefused = Code(base: "appleRefused")
+            package static let appleRefused = Code(base: "appleRefused")
             /// `since` is outside Apple's notification history.
-            public static let window = Code(base: "window")
+            package static let window = Code(base: "window")
             /// Every signed transaction of the order failed verification: quarantined, nothing applied.
-            public static let notGenuine = Code(base: "notGenuine")
-            public var description: String { base }
+            package static let notGenuine = Code(base: "notGenuine")
+            package var description: String { base }
         }
 
-        public var code: Code
+        package var code: Code
         /// What to check, for the operator.
-        public var description: String
+        package var description: String
         /// Apple's answer or the verification failure, for logs.
-        public var debugDescription: String
+        package var debugDescription: String
         /// The repair recorded for it, when one was (a lookup answer that did not verify is quarantined under it).
-        public var runId: Int64?
+        package var runId: Int64?
 
         init(code: Code, description: String, details: String? = nil, runId: Int64? = nil) {
             self.code = code
@@ -160,7 +161,7 @@ public struct CustomerRepair: Sendable {
         }
     }
 
-    public let configuration: Configuration
+    package let configuration: Configuration
     let handler: NotificationHandler
     let client: AppStoreServerAPIClient
     let ledger: RunLedger
@@ -168,7 +169,7 @@ public struct CustomerRepair: Sendable {
     var app: SignedDataVerifier.Configuration { handler.verifier.configuration }
     var environment: String { app.environment.rawValue }
 
-    public init(configuration: Configuration, database: Database, verifier: SignedDataVerifier, client: AppStoreServerAPIClient) {
+    package init(configuration: Configuration, database: Database, verifier: SignedDataVerifier, client: AppStoreServerAPIClient) {
         self.configuration = configuration
         self.handler = NotificationHandler(verifier: verifier, database: database.shadowed(by: nil))
         self.client = client
@@ -191,7 +192,7 @@ public struct CustomerRepair: Sendable {
     }
 
     /// Repairs the customer and returns the report; see ``CustomerRepair``.
-    public func repair(progress: RunProgress = RunProgress()) async throws -> RepairReport {
+    package func repair(progress: RunProgress = RunProgress()) async throws -> RepairReport {
         let startedAt = Date()
         let windowEnd = Int64(startedAt.timeIntervalSince1970 * 1000)
         let windowStart = configuration.since ?? (windowEnd - ReconcileRun.retention(app.environment) + 60_000)
@@ -277,14 +278,14 @@ public struct CustomerRepair: Sendable {
         case .orderId(let orderId): return try await lookUp(orderId: orderId, tally: tally)
         case .transactionId(let transactionId):
             let store = handler.store
-            let originals = try await ledger.database.transaction { connection in
-                try await store.originalTransactionIds(ofTransaction: transactionId, on: connection)
+            let originals = try await ledger.database.transaction { transaction in
+                try await store.originalTransactionIds(ofTransaction: transactionId, on: transaction)
             }
             return Found(entries: [Entry(transactionId: transactionId, originals: originals)])
         case .appAccountToken(let token):
             let (store, environment) = (handler.store, environment)
-            let originals = try await ledger.database.transaction { connection in
-                try await store.originalTransactionIds(ofAppAccountToken: token, on: connection)
+            let originals = try await ledger.database.transaction { transaction in
+                try await store.originalTransactionIds(ofAppAccountToken: token, on: transaction)
             }
             guard !originals.isEmpty else {
                 throw RepairError(

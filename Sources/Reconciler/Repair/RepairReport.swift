@@ -1,35 +1,37 @@
-public import AppStoreServer
-public import Foundation
+package import AppStoreServer
+package import Foundation
+package import ReconcilerDomain
 import ReconcilerShared
+package import ReconcilerStore
 
 /// What `reconciler repair` did for one customer, for people (``humanSummary()``) and tools
 /// (JSON with the same content). A dry run's report is the real repair's, with `dryRun` set.
-public struct RepairReport: Sendable, Codable {
+package struct RepairReport: Sendable, Codable {
     /// A notification the webhook never stored, recorded now.
-    public struct MissedNotification: Sendable, Codable, Hashable {
-        public var notificationUUID: String
+    package struct MissedNotification: Sendable, Codable, Hashable {
+        package var notificationUUID: String
         /// `TYPE` or `TYPE/SUBTYPE`.
-        public var type: String
-        public var signedDate: Int64
-        public var originalTransactionId: String?
+        package var type: String
+        package var signedDate: Int64
+        package var originalTransactionId: String?
         /// `applied`, `stale` (older than what the purchase reflected: recorded, nothing taken back) or `recorded`.
-        public var outcome: HandlingResult.Outcome
+        package var outcome: HandlingResult.Outcome
         /// Whether Apple's send attempts include a SUCCESS (then the webhook answered but did not keep it).
-        public var deliveredByApple: Bool
+        package var deliveredByApple: Bool
     }
 
     /// A subscription's status as Get All Subscription Statuses reported it (verified).
-    public struct AppleStatus: Sendable, Codable, Hashable {
-        public var originalTransactionId: String
-        public var productId: String?
+    package struct AppleStatus: Sendable, Codable, Hashable {
+        package var originalTransactionId: String
+        package var productId: String?
         /// 1 active, 2 expired, 3 billing retry, 4 grace period, 5 revoked.
-        public var status: Int32?
-        public var expiresDate: Int64?
-        public var autoRenewStatus: Int32?
-        public var gracePeriodExpiresDate: Int64?
+        package var status: Int32?
+        package var expiresDate: Int64?
+        package var autoRenewStatus: Int32?
+        package var gracePeriodExpiresDate: Int64?
 
         /// Apple's name of the status.
-        public var statusName: String {
+        package var statusName: String {
             switch status {
             case 1: "active"
             case 2: "expired"
@@ -43,53 +45,53 @@ public struct RepairReport: Sendable, Codable {
     }
 
     /// A step of the repair that Apple did not complete (the rest of the repair went on).
-    public struct Failure: Sendable, Codable, Hashable {
+    package struct Failure: Sendable, Codable, Hashable {
         /// `notification history` or `transaction history`.
-        public var step: String
-        public var transactionId: String
-        public var kind: FailureKind
-        public var error: String
+        package var step: String
+        package var transactionId: String
+        package var kind: FailureKind
+        package var error: String
     }
 
-    public var runId: Int64
+    package var runId: Int64
     /// What the repair was asked for: `order-id MQ5Q7X2ZYB`, `transaction-id …`, `app-account-token …`.
-    public var selector: String
-    public var environment: String
-    public var bundleId: String
-    public var dryRun: Bool
-    public var status: RunRecord.Status
-    public var startedAt: Date
-    public var durationSeconds: Double
+    package var selector: String
+    package var environment: String
+    package var bundleId: String
+    package var dryRun: Bool
+    package var status: RunRecord.Status
+    package var startedAt: Date
+    package var durationSeconds: Double
     /// The notification history read for the customer.
-    public var windowStart: Int64
-    public var windowEnd: Int64
+    package var windowStart: Int64
+    package var windowEnd: Int64
     /// The transaction ids the customer was read by (one per App Store account found).
-    public var customer: [String]
+    package var customer: [String]
     /// Every purchase of the customer, before the repair and after it (`before` is `null` for one
     /// the database did not have); in `export`'s shape, `entitled` as of the moment each was read.
-    public var purchases: [PurchaseChange]
+    package var purchases: [PurchaseChange]
     /// Notifications of the customer in Apple's history, and how many of them were stored already.
-    public var notificationsSeen: Int
-    public var notificationsAlreadyStored: Int
+    package var notificationsSeen: Int
+    package var notificationsAlreadyStored: Int
     /// The ones the webhook had missed, replayed through the same handler.
-    public var missedNotifications: [MissedNotification]
+    package var missedNotifications: [MissedNotification]
     /// Signed transactions Get Transaction History returned (from the stored revision, or all with `--full`).
-    public var transactionsFetched: Int
+    package var transactionsFetched: Int
     /// What the transaction history and the statuses changed after the notifications were replayed.
-    public var transactionHistoryChanges: [PurchaseChange]
+    package var transactionHistoryChanges: [PurchaseChange]
     /// What Get All Subscription Statuses reported.
-    public var statuses: [AppleStatus]
+    package var statuses: [AppleStatus]
     /// Signed values that failed verification: quarantined, never applied.
-    public var rejections: [Rejection]
-    public var failures: [Failure]
+    package var rejections: [Rejection]
+    package var failures: [Failure]
     /// With `--forward-to`: the deliveries of the notifications it recorded to the app's webhook.
-    public var forwarding: PurchaseStore.ForwardingSummary?
-    public var api: APIStatistics.Snapshot
+    package var forwarding: PurchaseStore.ForwardingSummary?
+    package var api: APIStatistics.Snapshot
 
     /// Purchases whose state the repair changed.
-    public var changed: [PurchaseChange] { purchases.filter { $0.isChange } }
+    package var changed: [PurchaseChange] { purchases.filter { $0.isChange } }
 
-    public func json() throws -> Data {
+    package func json() throws -> Data {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
         encoder.dateEncodingStrategy = .iso8601
@@ -97,7 +99,7 @@ public struct RepairReport: Sendable, Codable {
     }
 
     /// The summary printed at the end of a repair.
-    public func humanSummary() -> String {
+    package func humanSummary() -> String {
         var lines: [String] = []
         let would = dryRun ? "would be " : ""
         lines.append("\(dryRun ? "DRY RUN (nothing was changed) " : "")repair \(runId) (\(selector)): \(status.rawValue.uppercased())")

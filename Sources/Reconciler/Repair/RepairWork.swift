@@ -1,7 +1,9 @@
 import AppStoreServer
 import Foundation
 import Logging
+import ReconcilerDomain
 import ReconcilerShared
+import ReconcilerStore
 
 /// One customer's Get Notification History (the `transactionId` filter covers the whole
 /// customer), with its first page fetched before the repair writes anything: Apple's answer to
@@ -58,11 +60,11 @@ struct RepairWork: Sendable {
     func quarantineLookup(_ rejections: [Rejection]) async throws {
         guard !rejections.isEmpty else { return }
         let (ledger, run) = (self.ledger, self.run)
-        let quarantined = try await ledger.database.transaction { connection in
+        let quarantined = try await ledger.database.transaction { transaction in
             let quarantined = try await ledger.quarantine(
                 rejections, runId: run.runId, environment: run.environment, bundleId: run.bundleId,
-                dryRun: run.dryRun, on: connection)
-            try await ledger.addCounts(runId: run.runId, quarantined.map { ("(\($0.source.rawValue))", "rejected") }, on: connection)
+                dryRun: run.dryRun, on: transaction)
+            try await ledger.addCounts(runId: run.runId, quarantined.map { ("(\($0.source.rawValue))", "rejected") }, on: transaction)
             return quarantined
         }
         for rejection in quarantined {
@@ -79,8 +81,8 @@ struct RepairWork: Sendable {
     mutating func run(_ entries: [CustomerRepair.Entry], first: inout CustomerHistory?) async throws {
         let real = PurchaseStore(database: ledger.database, target: context.store.target)
         let known = entries.flatMap(\.originals)
-        before = try await ledger.database.transaction { connection in
-            try await real.purchaseStates(try await real.customerPurchases(of: known, on: connection), on: connection)
+        before = try await ledger.database.transaction { transaction in
+            try await real.purchaseStates(try await real.customerPurchases(of: known, on: transaction), on: transaction)
         }
         for entry in entries {
             if covered.contains(entry.transactionId) || (!entry.originals.isEmpty && covered.isSuperset(of: entry.originals)) { continue }
@@ -110,12 +112,12 @@ struct RepairWork: Sendable {
             let originals = entry.originals + seen.sorted()
             let store = context.store
             let anchor =
-                try await context.database.transaction { connection in
-                    try await store.anchors(of: originals, on: connection).sorted().first
+                try await context.database.transaction { transaction in
+                    try await store.anchors(of: originals, on: transaction).sorted().first
                 } ?? entry.transactionId
             try await readTransactionHistory(anchor: anchor)
-            let customerPurchases = try await context.database.transaction { connection in
-                try await store.customerPurchases(of: originals, anchors: [anchor], on: connection)
+            let customerPurchases = try await context.database.transaction { transaction in
+                try await store.customerPurchases(of: originals, anchors: [anchor], on: transaction)
             }
             covered.formUnion(customerPurchases)
             covered.formUnion([entry.transactionId, anchor])
@@ -161,7 +163,7 @@ struct RepairWork: Sendable {
     private mutating func record(_ page: NotificationHistoryPage) async throws -> Set<String> {
         let verified = try await VerifiedHistoryPage(items: page.items, context: context)
         let context = self.context
-        let recorded = try await context.database.transaction { connection in try await verified.record(context: context, on: connection) }
+        let recorded = try await context.database.transaction { transaction in try await verified.record(context: context, on: transaction) }
         for rejection in recorded.rejections {
             logger.warning(
                 "quarantined a notification from history",
@@ -197,8 +199,8 @@ struct RepairWork: Sendable {
     /// the run's gap filler: the customer is the repair's one-row queue.
     private func readTransactionHistory(anchor: String) async throws {
         let (ledger, run) = (self.ledger, self.run)
-        try await ledger.database.transaction { connection in
-            try await ledger.enqueue(runId: run.runId, anchors: [anchor], reason: .touched, on: connection)
+        try await ledger.database.transaction { transaction in
+            try await ledger.enqueue(runId: run.runId, anchors: [anchor], reason: .touched, on: transaction)
         }
         let statuses = self.statuses
         let filler = GapFiller(
@@ -215,10 +217,10 @@ struct RepairWork: Sendable {
         let (store, runId) = (context.store, run.runId)
         let changes = Dictionary(try await ledger.changes(runId: runId).map { ($0.after.originalTransactionId, $0) }, uniquingKeysWith: { $1 })
         let purchases = covered.union(before.keys).union(changes.keys)
-        let (after, historyChanges) = try await context.database.transaction { connection in
+        let (after, historyChanges) = try await context.database.transaction { transaction in
             (
-                try await store.purchaseStatesSeen(purchases, on: connection),
-                try await store.changes(runId: runId, sources: [.transactionHistory, .statusRefresh], on: connection)
+                try await store.purchaseStatesSeen(purchases, on: transaction),
+                try await store.changes(runId: runId, sources: [.transactionHistory, .statusRefresh], on: transaction)
             )
         }
         let failedCustomers = try await ledger.failedCustomers(runId: runId).map {

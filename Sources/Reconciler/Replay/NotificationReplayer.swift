@@ -1,8 +1,9 @@
 import AppStoreServer
 import Foundation
 import Logging
-import PostgresNIO
+import ReconcilerDomain
 import ReconcilerShared
+import ReconcilerStore
 
 /// Phase 1: pages Get Notification History shard by shard, concurrently, and replays every
 /// `signedPayload` through the ``NotificationHandler`` (source `history`, tagged with the run).
@@ -233,28 +234,28 @@ struct NotificationReplayer: Sendable {
         let (run, context, ledger) = (self.run, self.context, self.ledger)
         let outcome: VerifiedHistoryPage.Recorded
         do {
-            outcome = try await context.database.transaction { connection in
-                let recorded = try await verified.record(context: context, on: connection)
+            outcome = try await context.database.transaction { transaction in
+                let recorded = try await verified.record(context: context, on: transaction)
                 if let split {
                     try await ledger.split(
                         runId: run.runId, shard: shard, from: position, at: split.cut, into: split.pieces,
-                        notificationsSeen: page.items.count, on: connection)
+                        notificationsSeen: page.items.count, on: transaction)
                 } else {
                     try await ledger.checkpoint(
                         runId: run.runId, shard: shard, from: position, nextToken: page.nextPaginationToken,
-                        done: !page.hasMore, notificationsSeen: page.items.count, on: connection)
+                        done: !page.hasMore, notificationsSeen: page.items.count, on: transaction)
                 }
                 // Customers of what this run recorded first (a duplicate was handled when it was
                 // first recorded), with when Apple signed what touched them.
                 let signedDates = Dictionary(verified.notifications.map { ($0.notificationUUID, $0.signedDate) }, uniquingKeysWith: max)
                 let recordedFirst = recorded.results.filter { $0.outcome != .duplicate }
-                let anchors = try await context.store.anchorsByPurchase(of: recordedFirst.compactMap(\.originalTransactionId), on: connection)
+                let anchors = try await context.store.anchorsByPurchase(of: recordedFirst.compactMap(\.originalTransactionId), on: transaction)
                 let touches = recordedFirst.compactMap { result in
                     result.originalTransactionId.flatMap { anchors[$0] }.map {
                         RunLedger.Touch(anchor: $0, newestSignedDate: signedDates[result.notificationUUID])
                     }
                 }
-                try await ledger.enqueue(runId: run.runId, touches: touches, on: connection)
+                try await ledger.enqueue(runId: run.runId, touches: touches, on: transaction)
                 return recorded
             }
         } catch let conflict as RunLedger.CheckpointConflict where conflict.alreadyCommitted {

@@ -1,3 +1,6 @@
+import ReconcilerDomain
+import ReconcilerStore
+
 /// The replay's shards waiting for a worker, most urgent first, shared by the workers of one
 /// process. A worker that finds it empty waits while other shards are still being paged, since a
 /// dense one may split and hand it a piece; when nothing is left anywhere, every worker ends.

@@ -1,12 +1,13 @@
 import AppStoreServer
-import PostgresNIO
+import ReconcilerDomain
+import ReconcilerStore
 
 /// One page of Get Notification History, verified with no transaction open, and what recording it
 /// inside a transaction means: the run's replay and `reconciler repair` record pages the same way.
 ///
 /// ```swift
 /// let page = try await VerifiedHistoryPage(items: response.items, context: context)
-/// let recorded = try await context.database.transaction { connection in try await page.record(context: context, on: connection) }
+/// let recorded = try await context.database.transaction { transaction in try await page.record(context: context, on: transaction) }
 /// ```
 struct VerifiedHistoryPage: Sendable {
     var notifications: [VerifiedNotification] = []
@@ -46,17 +47,17 @@ struct VerifiedHistoryPage: Sendable {
 
     /// Applies the page through the handler (forwarding what Apple did not deliver when the run
     /// forwards) and records its counts, changes and rejections under the run, in the caller's transaction.
-    func record(context: RunContext, on connection: PostgresConnection) async throws -> Recorded {
+    func record(context: RunContext, on transaction: DatabaseTransaction) async throws -> Recorded {
         let (run, handler, ledger) = (context.run, context.handler, context.ledger)
-        let forwarding = run.options.forwardTo.map { NotificationHandler.Forwarding(target: $0, only: undelivered) }
-        let results = try await handler.apply(notifications, source: .history(runId: run.runId), forwarding: forwarding, on: connection)
+        let forwarding = run.options.forwardTo.map { PurchaseStore.Forwarding(target: $0, only: undelivered) }
+        let results = try await handler.apply(notifications, source: .history(runId: run.runId), forwarding: forwarding, on: transaction)
         try await ledger.addCounts(
             runId: run.runId,
             results.map { ($0.typeAndSubtype, $0.outcome.rawValue) } + rejections.map { ($0.typeAndSubtype ?? "(unreadable)", "rejected") },
-            on: connection)
-        try await ledger.recordChanges(runId: run.runId, results.compactMap(\.change), on: connection)
+            on: transaction)
+        try await ledger.recordChanges(runId: run.runId, results.compactMap(\.change), on: transaction)
         let quarantined = try await ledger.quarantine(
-            rejections, runId: run.runId, environment: run.environment, bundleId: run.bundleId, dryRun: run.dryRun, on: connection)
+            rejections, runId: run.runId, environment: run.environment, bundleId: run.bundleId, dryRun: run.dryRun, on: transaction)
         return Recorded(results: results, rejections: quarantined)
     }
 }

@@ -1,3 +1,5 @@
+package import ReconcilerStore
+
 /// How a command ended, as the exit codes the README documents; the commands map their errors to
 /// these and print, the rule of which one wins lives here.
 ///
@@ -5,7 +7,7 @@
 /// let classes = reports.map { ExitClass(runStatus: $0.status) }
 /// exit(ExitClass.mostPressing(classes).map { classes[$0].rawValue } ?? 0)
 /// ```
-public enum ExitClass: Int32, Sendable, CaseIterable {
+package enum ExitClass: Int32, Sendable, CaseIterable {
     /// Everything was recovered.
     case recovered = 0
     /// The command line or the configuration must change.
@@ -20,7 +22,7 @@ public enum ExitClass: Int32, Sendable, CaseIterable {
 
     /// What a run's stored status says of it: a run that stopped short is retried, one that
     /// finished with rejections or was lost to retention needs a person.
-    public init(runStatus: RunRecord.Status) {
+    package init(runStatus: RunRecord.Status) {
         switch runStatus {
         case .partial, .interrupted, .failed: self = .retryable
         case .succeededWithRejections, .lost: self = .attention
@@ -34,7 +36,7 @@ public enum ExitClass: Int32, Sendable, CaseIterable {
 
     /// The index of the most pressing of several outcomes (one per app and environment, or per
     /// window); `nil` when none is a configuration, retryable or attention outcome.
-    public static func mostPressing(_ classes: [ExitClass]) -> Int? {
+    package static func mostPressing(_ classes: [ExitClass]) -> Int? {
         for pressing in precedence {
             if let index = classes.firstIndex(of: pressing) { return index }
         }
@@ -42,7 +44,7 @@ public enum ExitClass: Int32, Sendable, CaseIterable {
     }
 
     /// ``mostPressing(_:)-([ExitClass])`` of exit codes; a code of no class never wins.
-    public static func mostPressing(_ exitCodes: [Int32]) -> Int? {
+    package static func mostPressing(_ exitCodes: [Int32]) -> Int? {
         mostPressing(exitCodes.map { ExitClass(rawValue: $0) ?? .recovered })
     }
 }

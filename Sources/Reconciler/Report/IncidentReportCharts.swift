@@ -1,5 +1,6 @@
 import AppStoreServer
 import Foundation
+import ReconcilerDomain
 import ReconcilerShared
 
 /// The notifications chart of ``IncidentReportPage``: one row per `TYPE/SUBTYPE` (urgent ones first

@@ -1,6 +1,8 @@
 import AppStoreServer
-public import Foundation
+package import Foundation
+package import ReconcilerDomain
 import ReconcilerShared
+import ReconcilerStore
 
 /// The incident report page of a run: one self-contained HTML file an on-call engineer attaches
 /// to the postmortem (`run --report-html FILE`, `status --run ID --html FILE`).
@@ -16,22 +18,22 @@ import ReconcilerShared
 /// the notifications the run recorded per type on the outage window's time axis and on the run's
 /// clock (urgent types highlighted), requests per second per endpoint against the budget with
 /// 429s and retries, the purchases changed (before → after) and the rejections with their reasons.
-public struct IncidentReportPage: Sendable {
-    public var report: RunReport
+package struct IncidentReportPage: Sendable {
+    package var report: RunReport
     /// `nil` when it could not be read: the page says so and shows everything else.
-    public var timeline: RunTimeline?
-    public var generatedAt: Date
+    package var timeline: RunTimeline?
+    package var generatedAt: Date
     /// The most change rows written; the rest are counted (the JSON report holds all of them).
-    public var maximumChangeRows: Int
+    package var maximumChangeRows: Int
 
-    public init(report: RunReport, timeline: RunTimeline?, generatedAt: Date = Date(), maximumChangeRows: Int = 50_000) {
+    package init(report: RunReport, timeline: RunTimeline?, generatedAt: Date = Date(), maximumChangeRows: Int = 50_000) {
         self.report = report
         self.timeline = timeline
         self.generatedAt = generatedAt
         self.maximumChangeRows = maximumChangeRows
     }
 
-    public func render() -> String {
+    package func render() -> String {
         var html = HTML()
         let title = "Reconcile run \(report.runId): \(report.status.rawValue.uppercased())"
         html.raw(
@@ -390,7 +392,7 @@ public struct IncidentReportPage: Sendable {
     // MARK: Helpers
 
     /// Text with `&`, `<`, `>`, `"` and `'` escaped: safe in element content and quoted attributes.
-    public static func escape(_ text: String) -> String {
+    package static func escape(_ text: String) -> String {
         var result = ""
         result.reserveCapacity(text.utf8.count)
         for character in text.unicodeScalars {

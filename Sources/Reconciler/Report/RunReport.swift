@@ -1,16 +1,18 @@
-public import AppStoreServer
-public import Foundation
-public import ReconcilerShared
+package import AppStoreServer
+package import Foundation
+import ReconcilerDomain
+package import ReconcilerShared
+package import ReconcilerStore
 
 /// What a run did, for people (``humanSummary``) and machines (JSON with the same content).
-public struct RunReport: Sendable, Codable {
-    public struct NotificationCounts: Sendable, Codable, Hashable {
-        public var seen = 0
-        public var applied = 0
-        public var stale = 0
-        public var recorded = 0
-        public var duplicate = 0
-        public var rejected = 0
+package struct RunReport: Sendable, Codable {
+    package struct NotificationCounts: Sendable, Codable, Hashable {
+        package var seen = 0
+        package var applied = 0
+        package var stale = 0
+        package var recorded = 0
+        package var duplicate = 0
+        package var rejected = 0
 
         mutating func add(_ outcome: String, _ count: Int) {
             switch outcome {
@@ -25,22 +27,22 @@ public struct RunReport: Sendable, Codable {
         }
     }
 
-    public struct FailedShard: Sendable, Codable, Hashable {
-        public var query: String
-        public var shardStart: Int64
-        public var shardEnd: Int64
-        public var kind: FailureKind
-        public var error: String
+    package struct FailedShard: Sendable, Codable, Hashable {
+        package var query: String
+        package var shardStart: Int64
+        package var shardEnd: Int64
+        package var kind: FailureKind
+        package var error: String
     }
 
     /// A window of the schedule's chain, as reports list the unfinished ones.
-    public struct ScheduledWindow: Sendable, Codable, Hashable {
-        public var runId: Int64
-        public var windowStart: Int64
-        public var windowEnd: Int64
-        public var status: RunRecord.Status
+    package struct ScheduledWindow: Sendable, Codable, Hashable {
+        package var runId: Int64
+        package var windowStart: Int64
+        package var windowEnd: Int64
+        package var status: RunRecord.Status
 
-        public init(runId: Int64, windowStart: Int64, windowEnd: Int64, status: RunRecord.Status) {
+        package init(runId: Int64, windowStart: Int64, windowEnd: Int64, status: RunRecord.Status) {
             self.runId = runId
             self.windowStart = windowStart
             self.windowEnd = windowEnd
@@ -48,86 +50,86 @@ public struct RunReport: Sendable, Codable {
         }
     }
 
-    public struct Change: Sendable, Codable, Hashable {
-        public var originalTransactionId: String
-        public var fields: [String]
-        public var before: PurchaseState?
-        public var after: PurchaseState
+    package struct Change: Sendable, Codable, Hashable {
+        package var originalTransactionId: String
+        package var fields: [String]
+        package var before: PurchaseState?
+        package var after: PurchaseState
     }
 
-    public var runId: Int64
-    public var kind: RunRecord.Kind
-    public var environment: String
-    public var bundleId: String
-    public var windowStart: Int64
-    public var windowEnd: Int64
-    public var dryRun: Bool
-    public var status: RunRecord.Status
+    package var runId: Int64
+    package var kind: RunRecord.Kind
+    package var environment: String
+    package var bundleId: String
+    package var windowStart: Int64
+    package var windowEnd: Int64
+    package var dryRun: Bool
+    package var status: RunRecord.Status
     /// Why a failed run failed.
-    public var failure: String?
-    public var startedAt: Date
-    public var finishedAt: Date
-    public var durationSeconds: Double
+    package var failure: String?
+    package var startedAt: Date
+    package var finishedAt: Date
+    package var durationSeconds: Double
     /// When phase 1 (the replay) finished, in seconds after the run started; phase 2 ran beside it.
-    public var replaySeconds: Double?
+    package var replaySeconds: Double?
     /// When the last DID_RENEW or EXPIRED notification of the window was applied (the point of
     /// the priority order), in seconds after the run started; `nil` when there was none new.
-    public var urgentRecoverySeconds: Double?
+    package var urgentRecoverySeconds: Double?
     /// Notifications seen in phase 1, in total and by `TYPE/SUBTYPE`.
-    public var notifications: NotificationCounts
-    public var notificationsByType: [String: NotificationCounts]
-    public var shardsTotal: Int
-    public var shardsFailed: [FailedShard]
-    public var pages: Int
-    public var paginationRestarts: Int
+    package var notifications: NotificationCounts
+    package var notificationsByType: [String: NotificationCounts]
+    package var shardsTotal: Int
+    package var shardsFailed: [FailedShard]
+    package var pages: Int
+    package var paginationRestarts: Int
     /// Phase 2.
-    public var customersChecked: Int
-    public var customersFailed: [RunLedger.FailedCustomer]
-    public var transactionsFetched: Int
+    package var customersChecked: Int
+    package var customersFailed: [RunLedger.FailedCustomer]
+    package var transactionsFetched: Int
     /// Customers whose stored revision Apple refused (4000005): their history was read from the start.
-    public var revisionResets: [String]
+    package var revisionResets: [String]
     /// Purchases whose exported state changed, before → after, by originalTransactionId: the
     /// first ``listedChangesLimit`` of them, so that a run of millions of notifications keeps its
     /// memory flat. `reconciler changes --run-id` prints every change of the run.
-    public var changes: [Change]
+    package var changes: [Change]
     /// How many purchases changed in all.
-    public var changesTotal: Int
+    package var changesTotal: Int
     /// The most changes a report lists.
-    public static let listedChangesLimit = 1000
+    package static let listedChangesLimit = 1000
     /// Signed values that failed verification: quarantined, never applied.
-    public var rejections: [Rejection]
+    package var rejections: [Rejection]
     /// Customers and shards this run gave up on (Apple refused them, or they failed in too many
     /// attempts in a row): never retried, listed by `reconciler rejections`.
-    public var givenUp: [RunLedger.GivenUp] = []
+    package var givenUp: [RunLedger.GivenUp] = []
     /// With `--since-last`: the scheduled windows still unfinished when this one ended, oldest
     /// first (each rerun of the schedule retries them before its newest window).
-    public var unfinishedScheduledWindows: [ScheduledWindow]?
+    package var unfinishedScheduledWindows: [ScheduledWindow]?
     /// App Store Server API calls by every process of the run that finished its part.
-    public var api: APIStatistics.Snapshot
+    package var api: APIStatistics.Snapshot
     /// With `--forward-to`: where the deliveries of this run's notifications to the app's webhook
     /// stood when the run ended (after draining the queue for `--forward-drain-timeout`).
-    public var forwarding: PurchaseStore.ForwardingSummary?
+    package var forwarding: PurchaseStore.ForwardingSummary?
 
     /// Something retryable failed: rerunning resumes the run.
-    public var hasRetryableFailures: Bool {
+    package var hasRetryableFailures: Bool {
         shardsFailed.contains { $0.kind == .retryable } || customersFailed.contains { $0.kind == .retryable }
     }
 
     /// Something needs a person: payloads quarantined for the first time, requests Apple refused,
     /// or customers and shards given up.
-    public var needsAttention: Bool {
+    package var needsAttention: Bool {
         rejections.contains(where: \.newlyQuarantined) || shardsFailed.contains { $0.kind == .permanent }
             || customersFailed.contains { $0.kind == .permanent } || !givenUp.isEmpty
     }
 
     /// How a run that worked through its whole plan ends. Payloads quarantined by an earlier run
     /// do not count: they were reported then, and must not hold the schedule back.
-    public var completedStatus: RunRecord.Status {
+    package var completedStatus: RunRecord.Status {
         if hasRetryableFailures { return .partial }
         return needsAttention ? .succeededWithRejections : .succeeded
     }
 
-    public func json() throws -> Data {
+    package func json() throws -> Data {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
         encoder.dateEncodingStrategy = .iso8601
@@ -135,7 +137,7 @@ public struct RunReport: Sendable, Codable {
     }
 
     /// The summary printed at the end of a run.
-    public func humanSummary(maximumChanges: Int = 10) -> String {
+    package func humanSummary(maximumChanges: Int = 10) -> String {
         var lines: [String] = []
         let mode = dryRun ? "DRY RUN (nothing was changed) " : ""
         lines.append("\(mode)reconcile run \(runId) (\(kind.rawValue)): \(status.rawValue.uppercased())")

@@ -1,5 +1,6 @@
 import AppStoreServer
 import Foundation
+package import ReconcilerStore
 
 /// The schedule's chain of windows (`run --since-last`): which unfinished scheduled windows an
 /// invocation retries, which it gives up as lost to Apple's retention, and the newest window it
@@ -16,19 +17,19 @@ import Foundation
 /// for run in plan.retry { ... }    // rerun in its own window
 /// recover(plan.next)             // always
 /// ```
-public enum ScheduleChain {
+package enum ScheduleChain {
     /// What the ledger knows about the chain.
-    public struct State: Sendable {
+    package struct State: Sendable {
         /// Unfinished scheduled (not dry) runs, oldest first.
-        public var unfinished: [RunRecord]
+        package var unfinished: [RunRecord]
         /// The newest scheduled (not dry) run, finished or not: the chain ends where its window ends.
-        public var newestScheduled: RunRecord?
+        package var newestScheduled: RunRecord?
         /// Without a scheduled run yet: the end of the newest finished run of another kind.
-        public var lastFinishedEnd: Int64?
+        package var lastFinishedEnd: Int64?
         /// Without any finished run: the signedDate of the newest notification the live webhook stored.
-        public var newestLiveNotification: Int64?
+        package var newestLiveNotification: Int64?
 
-        public init(unfinished: [RunRecord], newestScheduled: RunRecord?, lastFinishedEnd: Int64?, newestLiveNotification: Int64?) {
+        package init(unfinished: [RunRecord], newestScheduled: RunRecord?, lastFinishedEnd: Int64?, newestLiveNotification: Int64?) {
             self.unfinished = unfinished
             self.newestScheduled = newestScheduled
             self.lastFinishedEnd = lastFinishedEnd
@@ -37,7 +38,7 @@ public enum ScheduleChain {
     }
 
     /// Where the newest window starts from.
-    public enum Origin: String, Sendable {
+    package enum Origin: String, Sendable {
         case previousScheduledWindow = "the previous scheduled window"
         case lastFinishedRun = "the last finished run"
         case newestLiveNotification = "the newest live notification"
@@ -47,25 +48,25 @@ public enum ScheduleChain {
         case firstWindow = "nothing yet (the chain starts now, less the overlap)"
     }
 
-    public struct Plan: Sendable {
+    package struct Plan: Sendable {
         /// Unfinished windows whose start left Apple's retention: given up as lost.
-        public var lost: [RunRecord] = []
+        package var lost: [RunRecord] = []
         /// Unfinished windows to retry first, oldest first, each in its own window.
-        public var retry: [RunRecord] = []
+        package var retry: [RunRecord] = []
         /// The windows of ``retry`` in the last tenth of Apple's retention (3 days in the sandbox,
         /// 18 in production): warned about while there is time to act.
-        public var nearingRetentionEdge: [RunRecord] = []
+        package var nearingRetentionEdge: [RunRecord] = []
         /// The newest window: from the chain's end, less the overlap, to now.
-        public var next: (start: Int64, end: Int64) = (0, 0)
-        public var origin: Origin = .firstWindow
+        package var next: (start: Int64, end: Int64) = (0, 0)
+        package var origin: Origin = .firstWindow
         /// The newest window would have started before Apple's retention, and was moved to its edge.
-        public var clippedToRetention = false
+        package var clippedToRetention = false
     }
 
     /// - Parameters:
     ///   - overlap: how far before the chain's end the newest window starts, ms.
     ///   - retention: how far back Apple's notification history reaches in the environment, ms.
-    public static func plan(_ state: State, overlap: Int64, now: Int64, retention: Int64) -> Plan {
+    package static func plan(_ state: State, overlap: Int64, now: Int64, retention: Int64) -> Plan {
         // A minute's margin: a window starting right at the edge would be refused by the time its request is sent.
         let oldestServed = now - retention + 60_000
         var plan = Plan()

@@ -3,7 +3,9 @@ import ArgumentParser
 import Foundation
 import Logging
 import Reconciler
+import ReconcilerDomain
 import ReconcilerShared
+import ReconcilerStore
 
 struct CheckWebhookCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(

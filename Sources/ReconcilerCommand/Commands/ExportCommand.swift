@@ -3,7 +3,9 @@ import ArgumentParser
 import Foundation
 import Reconciler
 import ReconcilerConfiguration
+import ReconcilerDomain
 import ReconcilerShared
+import ReconcilerStore
 
 struct ExportCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(

@@ -4,7 +4,9 @@ import Foundation
 import Logging
 import Reconciler
 import ReconcilerConfiguration
+import ReconcilerDomain
 import ReconcilerShared
+import ReconcilerStore
 
 struct ForwardCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(

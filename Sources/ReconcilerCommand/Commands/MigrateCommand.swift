@@ -3,6 +3,7 @@ import ArgumentParser
 import Foundation
 import Reconciler
 import ReconcilerConfiguration
+import ReconcilerStore
 
 struct MigrateCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(

@@ -2,7 +2,9 @@ import ArgumentParser
 import Foundation
 import Logging
 import Reconciler
+import ReconcilerDomain
 import ReconcilerShared
+import ReconcilerStore
 
 /// `reconciler prune`: removes old rows, one option per kind (``PrunePart``), each with its own age.
 /// A new part is a case of ``PrunePart``, an option here, and one entry of ``ages``.

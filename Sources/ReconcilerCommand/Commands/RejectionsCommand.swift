@@ -2,6 +2,7 @@ import AppStoreServer
 import ArgumentParser
 import Foundation
 import Reconciler
+import ReconcilerStore
 
 struct RejectionsCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(

@@ -5,8 +5,10 @@ import Forwarder
 import Foundation
 import Logging
 import Reconciler
+import ReconcilerDomain
 import ReconcilerMetrics
 import ReconcilerShared
+import ReconcilerStore
 
 struct RepairCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(

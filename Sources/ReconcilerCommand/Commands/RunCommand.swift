@@ -6,8 +6,10 @@ import Foundation
 import Logging
 import Reconciler
 import ReconcilerConfiguration
+import ReconcilerDomain
 import ReconcilerMetrics
 import ReconcilerShared
+import ReconcilerStore
 import ServiceLifecycle
 
 struct RunCommand: AsyncParsableCommand {

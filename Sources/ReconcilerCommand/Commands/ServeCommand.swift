@@ -7,8 +7,10 @@ import Hummingbird
 import Logging
 import Reconciler
 import ReconcilerConfiguration
+import ReconcilerDomain
 import ReconcilerMetrics
 import ReconcilerShared
+import ReconcilerStore
 import ServiceLifecycle
 import WebhookServer
 

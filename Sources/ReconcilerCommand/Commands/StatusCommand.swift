@@ -4,6 +4,7 @@ import Foundation
 import Logging
 import Reconciler
 import ReconcilerShared
+import ReconcilerStore
 
 struct StatusCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(

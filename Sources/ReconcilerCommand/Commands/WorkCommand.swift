@@ -4,6 +4,8 @@ import Foundation
 import Logging
 import Reconciler
 import ReconcilerConfiguration
+import ReconcilerDomain
+import ReconcilerStore
 
 struct WorkCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(

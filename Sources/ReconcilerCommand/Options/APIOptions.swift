@@ -4,6 +4,7 @@ import Crypto
 import Foundation
 import Reconciler
 import ReconcilerConfiguration
+import ReconcilerDomain
 
 /// How to call the App Store Server API.
 struct APIOptions: ParsableArguments {

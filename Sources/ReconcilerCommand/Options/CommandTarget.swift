@@ -1,6 +1,7 @@
 import AppStoreServer
 import Reconciler
 import ReconcilerConfiguration
+import ReconcilerDomain
 
 /// One app in one environment as a command that calls Apple works with it: what the configuration
 /// says of it, the verifier of its signed data, its App Store Server API client (the JWT names the

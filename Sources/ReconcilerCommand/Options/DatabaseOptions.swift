@@ -2,7 +2,9 @@ import AppStoreServer
 import ArgumentParser
 import Logging
 import Reconciler
+import ReconcilerDomain
 import ReconcilerShared
+import ReconcilerStore
 
 struct DatabaseOptions: ParsableArguments {
     @Option(

@@ -2,7 +2,9 @@ import ArgumentParser
 import Forwarder
 import Foundation
 import Reconciler
+import ReconcilerDomain
 import ReconcilerShared
+import ReconcilerStore
 
 /// How notifications are delivered to the app's own webhook (`run`, `serve`, `forward`).
 struct ForwardingOptions: ParsableArguments {

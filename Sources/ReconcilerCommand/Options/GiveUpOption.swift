@@ -1,5 +1,6 @@
 import ArgumentParser
 import Reconciler
+import ReconcilerStore
 
 /// `--give-up-after N` (env RECONCILER_GIVE_UP_AFTER): when a customer or shard that keeps failing is given up.
 enum GiveUpOption {

@@ -1,6 +1,7 @@
 import Foundation
 import Logging
 import Reconciler
+import ReconcilerStore
 import ServiceLifecycle
 import Synchronization
 import UnixSignals

@@ -1,6 +1,7 @@
 import Foundation
 import Logging
 import Reconciler
+import ReconcilerDomain
 
 /// Shows a run's progress: a line rewritten in place on a terminal, a log line every
 /// `interval` otherwise (cron, systemd, Kubernetes).

@@ -2,6 +2,8 @@ import ArgumentParser
 import Foundation
 import Logging
 import Reconciler
+import ReconcilerDomain
+import ReconcilerStore
 
 /// Writes a run's incident report page (`run --report-html`, `status --run ID --html`).
 enum ReportPageFile {

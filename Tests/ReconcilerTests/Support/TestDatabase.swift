@@ -4,6 +4,8 @@ import PostgresNIO
 import Reconciler
 import Testing
 
+@testable import ReconcilerStore
+
 /// A fresh, migrated database in the throwaway cluster of `jobs/dev/with-postgres`, dropped afterwards.
 struct TestDatabase {
     let client: PostgresClient

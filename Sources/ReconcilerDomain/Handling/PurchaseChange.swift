@@ -1,0 +1,23 @@
+package import ReconcilerShared
+
+/// The state of a purchase before and after applying something to it.
+package struct PurchaseChange: Sendable, Hashable, Codable {
+    package var before: PurchaseState?
+    package var after: PurchaseState
+
+    package init(before: PurchaseState?, after: PurchaseState) {
+        self.before = before
+        self.after = after
+    }
+
+    /// Whether what `export` shows changed.
+    package var isChange: Bool { before != after }
+
+    /// Whether something stored changed, not only `entitled`: that one moves with the clock (the
+    /// before and after states are judged moments apart), and the feed records changes of the data.
+    package var changesStoredFacts: Bool {
+        guard var before else { return true }
+        before.entitled = after.entitled
+        return before != after
+    }
+}

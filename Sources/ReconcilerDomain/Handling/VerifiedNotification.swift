@@ -1,0 +1,39 @@
+package import AppStoreServer
+
+/// A notification whose signature, chain, app, environment and nested signed values have all
+/// been verified: the only kind of notification the store accepts. Only the handler makes one.
+package struct VerifiedNotification: Sendable {
+    /// The notification as received (its `signedPayload`) and decoded.
+    package let notification: Verified<ResponseBodyV2DecodedPayload>
+    /// Its `signedTransactionInfo` and `signedRenewalInfo`, verified.
+    package let subscription: VerifiedSubscription
+
+    package let notificationUUID: String
+    package let notificationType: NotificationTypeV2
+    package let subtype: Subtype?
+    package let signedDate: Int64
+    package let environment: String
+
+    package init(notification: Verified<ResponseBodyV2DecodedPayload>, subscription: VerifiedSubscription, environment: String) {
+        self.notification = notification
+        self.subscription = subscription
+        // The verifier guarantees these are present.
+        self.notificationUUID = notification.payload.notificationUUID ?? ""
+        self.notificationType = notification.payload.notificationType ?? NotificationTypeV2(rawValue: "")
+        self.subtype = notification.payload.subtype
+        self.signedDate = notification.payload.signedDate ?? 0
+        self.environment = environment
+    }
+
+    package var payload: ResponseBodyV2DecodedPayload { notification.payload }
+    package var signedPayload: String { notification.signedValue }
+    package var transaction: JWSTransactionDecodedPayload? { subscription.transaction?.payload }
+    package var renewalInfo: JWSRenewalInfoDecodedPayload? { subscription.renewalInfo?.payload }
+    /// The purchase this notification is about, if any (TEST, summaries and tokens have none).
+    package var originalTransactionId: String? { subscription.originalTransactionId }
+
+    /// `TYPE` or `TYPE/SUBTYPE`, as reports show it.
+    package var typeAndSubtype: String {
+        subtype.map { "\(notificationType.rawValue)/\($0.rawValue)" } ?? notificationType.rawValue
+    }
+}

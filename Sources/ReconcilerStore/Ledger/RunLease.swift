@@ -1,0 +1,177 @@
+import Foundation
+import Logging
+package import ReconcilerDomain
+
+/// One reconcile run at a time per app and environment, held as a lease row that this process
+/// renews while the run works. A killed process, or one cut off from the database, stops
+/// renewing; its lease runs out and the next run takes over. A process that cannot renew in time
+/// stops its own run (it may no longer own it), and every checkpoint of a shard advances only
+/// from the position it was read at, so two processes can never both apply a shard.
+///
+/// ```swift
+/// let lease = RunLease(configuration: .init(), ledger: ledger)
+/// let report = try await lease.withLease(environment: "Production", bundleId: "com.example.app") { lease in
+///     lease.attach(runId: run.runId)
+///     return try await work()
+/// }
+/// ```
+package struct RunLease: Sendable {
+    package struct Configuration: Sendable {
+        /// How long the lease lasts without renewal.
+        package var duration: Duration
+        /// How often it is renewed.
+        package var renewalInterval: Duration
+        /// Wait for another holder's lease to end instead of failing.
+        package var wait: Bool
+        /// Names this process.
+        package var holder: String
+
+        package init(
+            duration: Duration = .seconds(30), renewalInterval: Duration = .seconds(5), wait: Bool = false,
+            holder: String = ProcessIdentity.current
+        ) {
+            self.duration = duration
+            self.renewalInterval = renewalInterval
+            self.wait = wait
+            self.holder = holder
+        }
+    }
+
+    /// Another process holds the lease.
+    package struct Busy: Error, CustomStringConvertible, Sendable {
+        package var holder: RunLedger.LeaseHolder
+        package var run: RunRecord?
+
+        package var description: String {
+            guard let run else {
+                return "another reconcile run (\(holder.holder)) holds the lease for this app and environment; try again later or pass --wait"
+            }
+            return "run \(run.runId) holds the lease (window \(run.windowStart)–\(run.windowEnd), started \(run.startedAt), by \(holder.holder)); "
+                + "try again later or pass --wait"
+        }
+    }
+
+    /// This process could not renew its lease in time: another run may have taken over.
+    package struct Lost: Error, CustomStringConvertible, Sendable {
+        package var reason: String
+        package var description: String { "this process lost the run lease (\(reason)); rerun to resume" }
+    }
+
+    /// The run the lease belongs to, once known, so a second run's error can name it.
+    package final class Handle: Sendable {
+        package let runId = Locked<Int64?>(nil)
+        package let record: @Sendable (Int64) async throws -> Void
+
+        package init(record: @escaping @Sendable (Int64) async throws -> Void) {
+            self.record = record
+        }
+
+        /// Names the run in the lease row.
+        package func attach(runId: Int64) async throws {
+            self.runId.withLock { $0 = runId }
+            try await record(runId)
+        }
+    }
+
+    package let configuration: Configuration
+    package let ledger: RunLedger
+
+    package init(configuration: Configuration, ledger: RunLedger) {
+        self.configuration = configuration
+        self.ledger = ledger
+    }
+
+    /// Runs `body` holding the lease; throws ``Busy`` when a live holder has it (unless `wait`), and
+    /// ``Lost`` (cancelling `body`) when it could not be renewed before it ran out.
+    package func withLease<Result: Sendable>(
+        environment: String, bundleId: String, onWait: @Sendable () -> Void = {},
+        _ body: @Sendable (Handle) async throws -> Result
+    ) async throws -> Result {
+        let holder = configuration.holder
+        var announced = false
+        var dead: String?
+        while let current = try await ledger.acquireRunLease(
+            environment: environment, bundleId: bundleId, holder: holder, duration: configuration.duration, replacing: dead)
+        {
+            // A holder on this machine whose process is gone (killed, crashed) need not be waited out.
+            if ProcessIdentity.isDeadOnThisHost(current.holder), dead != current.holder {
+                ledger.logger.notice("taking over the run lease of a process that no longer runs", metadata: ["holder": "\(current.holder)"])
+                dead = current.holder
+                continue
+            }
+            guard configuration.wait else {
+                var run: RunRecord?
+                if let runId = current.runId { run = try? await ledger.run(id: runId) }
+                throw Busy(holder: current, run: run)
+            }
+            if !announced {
+                onWait()
+                announced = true
+            }
+            try await Task.sleep(for: .seconds(1))
+        }
+        let handle = Handle { [ledger, configuration] runId in
+            _ = try await ledger.renewRunLease(
+                environment: environment, bundleId: bundleId, holder: configuration.holder,
+                duration: configuration.duration, runId: runId)
+        }
+        do {
+            let result = try await withoutActuallyEscaping(body) { body in
+                try await withThrowingTaskGroup(of: Result?.self) { group in
+                    group.addTask { try await body(handle) }
+                    group.addTask {
+                        try await keepRenewed(environment: environment, bundleId: bundleId, handle: handle)
+                        return nil
+                    }
+                    defer { group.cancelAll() }
+                    while let next = try await group.next() {
+                        if let result = next { return result }
+                    }
+                    throw CancellationError()
+                }
+            }
+            await release(environment: environment, bundleId: bundleId)
+            return result
+        } catch {
+            await release(environment: environment, bundleId: bundleId)
+            throw error
+        }
+    }
+
+    /// Renews the lease until cancelled; throws ``Lost`` when it could not be renewed in time.
+    /// Cancellation ends it quietly, so the body's own way of stopping is what the caller sees.
+    private func keepRenewed(environment: String, bundleId: String, handle: Handle) async throws {
+        let clock = ContinuousClock()
+        var renewed = clock.now
+        // A renewal waits for the database no longer than the lease can spare.
+        let quick = RunLedger(database: ledger.database.with(unavailableTimeout: configuration.renewalInterval))
+        while true {
+            do { try await Task.sleep(for: configuration.renewalInterval) } catch { return }
+            do {
+                let held = try await quick.renewRunLease(
+                    environment: environment, bundleId: bundleId, holder: configuration.holder, duration: configuration.duration,
+                    runId: handle.runId.withLock { $0 })
+                guard held else { throw Lost(reason: "another process took it over") }
+                renewed = clock.now
+            } catch let error as Lost {
+                throw error
+            } catch is CancellationError {
+                return
+            } catch {
+                ledger.logger.warning("could not renew the run lease", metadata: ["error": "\(error)"])
+                // Stop before the lease can run out, so no other run overlaps with this one.
+                if clock.now - renewed >= configuration.duration - configuration.renewalInterval {
+                    throw Lost(reason: "\(error)")
+                }
+            }
+        }
+    }
+
+    /// Gives the lease up, briefly: a lease that cannot be released runs out by itself.
+    private func release(environment: String, bundleId: String) async {
+        let quick = RunLedger(database: ledger.database.with(unavailableTimeout: .seconds(2)))
+        try? await Task.detached { [configuration] in
+            try await quick.releaseRunLease(environment: environment, bundleId: bundleId, holder: configuration.holder)
+        }.value
+    }
+}

@@ -1,0 +1,217 @@
+package import AppStoreServer
+package import Foundation
+import Logging
+import PostgresNIO
+
+/// The quarantine: signed values from Apple's API that failed verification. Each is stored once
+/// (by its SHA-256), never applied, and counted by every run that meets it; only the first run
+/// to meet it reports it as new, so one bad payload never holds the schedule back.
+extension RunLedger {
+    /// Records the rejections a page met, in the page's transaction: quarantines the new ones
+    /// (in a dry run only notes which would be new) and lists all of them under the run. Returns
+    /// them with ``Rejection/newlyQuarantined`` set.
+    package func quarantine(
+        _ rejections: [Rejection], runId: Int64, environment: String, bundleId: String, dryRun: Bool,
+        on transaction: DatabaseTransaction
+    ) async throws -> [Rejection] {
+        guard !rejections.isEmpty else { return [] }
+        let unique = Dictionary(rejections.map { ($0.payloadSHA256, $0) }, uniquingKeysWith: { first, _ in first })
+        let hashes = unique.keys.sorted()
+        // Known before this run met it: already quarantined by an earlier run.
+        let known = try await transaction.query(
+            """
+            SELECT payload_sha256 FROM quarantined_payloads
+            WHERE payload_sha256 = ANY(\(hashes)::text[]) AND (first_run_id IS DISTINCT FROM \(runId))
+            """, logger: logger)
+        var knownHashes = Set<String>()
+        for try await hash in known.decode(String.self) { knownHashes.insert(hash) }
+        var result = hashes.map { hash in
+            var rejection = unique[hash]!
+            rejection.newlyQuarantined = !knownHashes.contains(hash)
+            return rejection
+        }
+        struct Row: Encodable {
+            package var payload_sha256: String
+            package var environment: String
+            package var bundle_id: String
+            package var source: String
+            package var notification_uuid: String?
+            package var type_and_subtype: String?
+            package var reason: String
+            package var detail: String
+            package var signed_payload: String
+            package var newly_quarantined: Bool
+        }
+        let rows = try PurchaseStore.json(
+            result.map {
+                Row(
+                    payload_sha256: $0.payloadSHA256, environment: environment, bundle_id: bundleId, source: $0.source.rawValue,
+                    notification_uuid: $0.notificationUUID, type_and_subtype: $0.typeAndSubtype, reason: $0.reason.rawValue,
+                    detail: $0.detail, signed_payload: $0.signedPayload, newly_quarantined: $0.newlyQuarantined)
+            })
+        if !dryRun {
+            try await transaction.query(
+                """
+                INSERT INTO quarantined_payloads AS q (payload_sha256, environment, bundle_id, source, notification_uuid, type_and_subtype,
+                    reason, detail, signed_payload, first_run_id, last_run_id)
+                SELECT payload_sha256, environment, bundle_id, source, notification_uuid, type_and_subtype, reason, detail, signed_payload,
+                    \(runId), \(runId)
+                FROM jsonb_to_recordset(\(rows)::jsonb) AS r (payload_sha256 text, environment text, bundle_id text, source text,
+                    notification_uuid text, type_and_subtype text, reason text, detail text, signed_payload text)
+                ORDER BY payload_sha256
+                ON CONFLICT (payload_sha256) DO UPDATE SET last_seen_at = now(), last_run_id = EXCLUDED.last_run_id,
+                    times_seen = q.times_seen + CASE WHEN q.last_run_id IS DISTINCT FROM EXCLUDED.last_run_id THEN 1 ELSE 0 END
+                """, logger: logger)
+        }
+        try await transaction.query(
+            """
+            INSERT INTO run_rejections (run_id, payload_sha256, source, notification_uuid, type_and_subtype, reason, detail, newly_quarantined)
+            SELECT \(runId), payload_sha256, source, notification_uuid, type_and_subtype, reason, detail, newly_quarantined
+            FROM jsonb_to_recordset(\(rows)::jsonb) AS r (payload_sha256 text, source text, notification_uuid text, type_and_subtype text,
+                reason text, detail text, newly_quarantined boolean)
+            ON CONFLICT (run_id, payload_sha256) DO NOTHING
+            """, logger: logger)
+        result = result.map { rejection in
+            var reported = rejection
+            reported.signedPayload = ""
+            return reported
+        }
+        return result
+    }
+
+    /// The rejections a run met, in the order it met them.
+    package func rejections(runId: Int64) async throws -> [Rejection] {
+        try await read { [logger] transaction in
+            let rows = try await transaction.query(
+                """
+                SELECT source, notification_uuid, type_and_subtype, reason, detail, payload_sha256, newly_quarantined
+                FROM run_rejections WHERE run_id = \(runId) ORDER BY recorded_at, payload_sha256
+                """, logger: logger)
+            var result: [Rejection] = []
+            for try await row in rows.decode((String, String?, String?, String, String, String, Bool).self) {
+                result.append(
+                    Rejection(
+                        source: try PurchaseStoreError.stored(row.0, in: "run_rejections.source"), notificationUUID: row.1, typeAndSubtype: row.2,
+                        reason: try PurchaseStoreError.stored(row.3, in: "run_rejections.reason"), detail: row.4, payloadSHA256: row.5,
+                        newlyQuarantined: row.6))
+            }
+            return result
+        }
+    }
+
+    /// One quarantined payload, as `reconciler rejections` lists it.
+    package struct QuarantinedPayload: Sendable, Codable, Hashable {
+        package var payloadSHA256: String
+        package var source: Rejection.Source
+        package var notificationUUID: String?
+        package var typeAndSubtype: String?
+        package var reason: VerificationError.Reason
+        package var detail: String
+        package var firstSeenAt: Date
+        package var lastSeenAt: Date
+        package var firstRunId: Int64?
+        package var lastRunId: Int64?
+        package var timesSeen: Int
+        package var acknowledgedAt: Date?
+        package var acknowledgedNote: String?
+    }
+
+    /// The quarantine of an app and environment, oldest first; unacknowledged ones only unless `all`.
+    package func quarantinedPayloads(environment: String, bundleId: String, all: Bool) async throws -> [QuarantinedPayload] {
+        try await read { [logger] transaction in
+            let rows = try await transaction.query(
+                """
+                SELECT payload_sha256, source, notification_uuid, type_and_subtype, reason, detail, first_seen_at, last_seen_at,
+                       first_run_id, last_run_id, times_seen, acknowledged_at, acknowledged_note
+                FROM quarantined_payloads
+                WHERE environment = \(environment) AND bundle_id = \(bundleId) AND (\(all) OR acknowledged_at IS NULL)
+                ORDER BY first_seen_at, payload_sha256
+                """, logger: logger)
+            var result: [QuarantinedPayload] = []
+            for try await row in rows.decode((String, String, String?, String?, String, String, Date, Date, Int64?, Int64?, Int, Date?, String?).self)
+            {
+                result.append(
+                    QuarantinedPayload(
+                        payloadSHA256: row.0, source: try PurchaseStoreError.stored(row.1, in: "quarantine.source"), notificationUUID: row.2,
+                        typeAndSubtype: row.3, reason: try PurchaseStoreError.stored(row.4, in: "quarantine.reason"), detail: row.5,
+                        firstSeenAt: row.6, lastSeenAt: row.7, firstRunId: row.8, lastRunId: row.9, timesSeen: row.10,
+                        acknowledgedAt: row.11, acknowledgedNote: row.12))
+            }
+            return result
+        }
+    }
+
+    /// The signed value of a quarantined payload, for `reconciler inspect`.
+    package func quarantinedSignedPayload(sha256: String) async throws -> String? {
+        try await read { [logger] transaction in
+            let rows = try await transaction.query(
+                "SELECT signed_payload FROM quarantined_payloads WHERE payload_sha256 = \(sha256)", logger: logger)
+            for try await payload in rows.decode(String.self) { return payload }
+            return nil
+        }
+    }
+
+    /// What `acknowledge` matched.
+    package enum AcknowledgeResult: Sendable, Equatable {
+        case acknowledged(sha256: String)
+        case notFound
+        /// The selector matches several payloads; give more of the hash.
+        case ambiguous(count: Int)
+    }
+
+    /// Acknowledges one quarantined payload, named by its notificationUUID or a prefix (at least 8
+    /// characters) of its SHA-256: it stays quarantined and is still reported by runs that meet
+    /// it, but no longer counts as unacknowledged for alerts.
+    package func acknowledge(_ selector: String, note: String?, environment: String, bundleId: String) async throws -> AcknowledgeResult {
+        try await read { [logger] transaction in
+            let matches = try await Self.quarantinedPayloads(
+                matching: selector, environment: environment, bundleId: bundleId, on: transaction, logger: logger)
+            guard matches.count == 1, let hash = matches.first else {
+                return matches.isEmpty ? .notFound : .ambiguous(count: matches.count)
+            }
+            try await transaction.query(
+                """
+                UPDATE quarantined_payloads SET acknowledged_at = COALESCE(acknowledged_at, now()), acknowledged_note = \(note)
+                WHERE payload_sha256 = \(hash)
+                """, logger: logger)
+            return .acknowledged(sha256: hash)
+        }
+    }
+
+    /// The SHA-256 of each quarantined payload of an app and environment that `selector` names as
+    /// ``acknowledge(_:note:environment:bundleId:)`` reads it, acknowledging none.
+    package func quarantinedPayloads(matching selector: String, environment: String, bundleId: String) async throws -> [String] {
+        try await read { [logger] transaction in
+            try await Self.quarantinedPayloads(matching: selector, environment: environment, bundleId: bundleId, on: transaction, logger: logger)
+        }
+    }
+
+    /// A notificationUUID, or a prefix of at least 8 characters of a payload's SHA-256.
+    private static func quarantinedPayloads(
+        matching selector: String, environment: String, bundleId: String, on transaction: DatabaseTransaction, logger: Logger
+    ) async throws -> [String] {
+        let prefix = selector.lowercased()
+        let rows = try await transaction.query(
+            """
+            SELECT payload_sha256 FROM quarantined_payloads
+            WHERE environment = \(environment) AND bundle_id = \(bundleId)
+              AND (notification_uuid = \(selector) OR (length(\(prefix)) >= 8 AND starts_with(payload_sha256, \(prefix))))
+            """, logger: logger)
+        var matches: [String] = []
+        for try await hash in rows.decode(String.self) { matches.append(hash) }
+        return matches
+    }
+
+    /// How many quarantined payloads of an app and environment nobody acknowledged yet.
+    package func unacknowledgedQuarantineCount(environment: String, bundleId: String) async throws -> Int {
+        try await read { [logger] transaction in
+            let rows = try await transaction.query(
+                """
+                SELECT count(*) FROM quarantined_payloads
+                WHERE environment = \(environment) AND bundle_id = \(bundleId) AND acknowledged_at IS NULL
+                """, logger: logger)
+            for try await count in rows.decode(Int.self) { return count }
+            return 0
+        }
+    }
+}

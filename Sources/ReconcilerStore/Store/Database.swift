@@ -1,0 +1,322 @@
+import Foundation
+package import Logging
+import PostgresNIO
+import ReconcilerDomain
+package import ReconcilerShared
+import Synchronization
+
+/// Runs work in short PostgreSQL transactions on a `PostgresClient`, and rides out a database
+/// that goes away for a while (a restart, a failover): a lost connection or a server that is
+/// starting up makes the whole transaction run again, until `unavailableTimeout` has passed
+/// without success; then ``DatabaseUnavailable`` names the database (never its password).
+///
+/// ```swift
+/// let database = Database(client: client, logger: logger, configuration: .init(name: settings.description))
+/// let count = try await database.transaction { transaction in try await store.count(on: transaction) }
+/// ```
+///
+/// Every body must be safe to run again: a commit whose answer was lost is retried like any other
+/// failure, so writes are idempotent or guarded by a compare-and-set that tells "already done".
+package struct Database: Sendable {
+    package struct Configuration: Sendable {
+        /// Names the database in errors and logs: host, port and database, never a password.
+        package var name: String
+        /// How long one operation keeps retrying while the database is unreachable.
+        package var unavailableTimeout: Duration
+        /// One attempt (connection lease and statements) running longer is abandoned and retried.
+        package var attemptTimeout: Duration
+        /// The app's entitlement choices (billing retry, non-renewing terms), for `entitled` in the
+        /// change feed and exports.
+        package var entitlement: EntitlementPolicy
+        /// How to open a connection outside the pool for `LISTEN` (`nil`: borrow one from the pool,
+        /// as tests do).
+        /// (Set by ``Database/init(settings:logger:configuration:)`` from the settings.)
+        var dedicatedConnection: PostgresConnection.Configuration? = nil
+
+        package init(
+            name: String = "the database", unavailableTimeout: Duration = .seconds(60), attemptTimeout: Duration = .seconds(30),
+            entitlement: EntitlementPolicy = .init()
+        ) {
+            self.name = name
+            self.unavailableTimeout = unavailableTimeout
+            self.attemptTimeout = attemptTimeout
+            self.entitlement = entitlement
+        }
+    }
+
+    let client: PostgresClient
+    package let logger: Logger
+    package let configuration: Configuration
+    /// Set for a dry run: every transaction reads and writes the run's shadow tables first.
+    package let shadow: ShadowSchema?
+
+    init(client: PostgresClient, logger: Logger, configuration: Configuration = .init()) {
+        self.init(client: client, logger: logger, configuration: configuration, shadow: nil)
+    }
+
+    init(client: PostgresClient, logger: Logger, configuration: Configuration, shadow: ShadowSchema?) {
+        self.client = client
+        self.logger = logger
+        self.configuration = configuration
+        self.shadow = shadow
+    }
+
+    /// The same database, seen through a dry run's shadow tables.
+    package func shadowed(by shadow: ShadowSchema?) -> Database {
+        Database(client: client, logger: logger, configuration: configuration, shadow: shadow)
+    }
+
+    /// The same database, judging `entitled` by one app's choices (each app of a deployment has its own).
+    package func with(entitlement: EntitlementPolicy) -> Database {
+        var configuration = configuration
+        configuration.entitlement = entitlement
+        return Database(client: client, logger: logger, configuration: configuration, shadow: shadow)
+    }
+
+    /// The same database, giving up sooner while it is unreachable (for work that must not wait long).
+    package func with(unavailableTimeout: Duration) -> Database {
+        var configuration = configuration
+        configuration.unavailableTimeout = unavailableTimeout
+        configuration.attemptTimeout = min(configuration.attemptTimeout, unavailableTimeout)
+        return Database(client: client, logger: logger, configuration: configuration, shadow: shadow)
+    }
+
+    /// Runs `body` in one transaction on one connection: committed when it returns, rolled back
+    /// when it throws, or when `rollback` is true. A deadlock, a serialization failure or a lost
+    /// connection runs the whole body again.
+    package func transaction<Result: Sendable>(
+        rollback: Bool = false, _ body: @escaping @Sendable (DatabaseTransaction) async throws -> Result
+    ) async throws -> Result {
+        let clock = ContinuousClock()
+        let deadline = clock.now + configuration.unavailableTimeout
+        var attempt = 0
+        while true {
+            attempt += 1
+            // Errors before the body ran come from getting a connection: the server is away.
+            let leased = Locked(false)
+            do {
+                return try await withAttemptTimeout {
+                    try await client.withConnection { connection in
+                        leased.withLock { $0 = true }
+                        try await connection.query("BEGIN", logger: logger)
+                        do {
+                            let transaction = DatabaseTransaction(connection)
+                            if let shadow { try await shadow.enter(on: transaction, logger: logger) }
+                            let result = try await body(transaction)
+                            try await connection.query(rollback ? "ROLLBACK" : "COMMIT", logger: logger)
+                            return result
+                        } catch {
+                            _ = try? await connection.query("ROLLBACK", logger: logger)
+                            throw error
+                        }
+                    }
+                }
+            } catch {
+                try Task.checkCancellation()
+                guard let retry = leased.withLock({ $0 }) ? Self.retryKind(of: error) : .unavailable else { throw error }
+                if retry == .conflict, attempt < 5 {
+                    logger.debug("retrying a transaction after a conflict", metadata: ["error": "\(Self.brief(error))"])
+                    continue
+                }
+                guard retry == .unavailable, clock.now < deadline else {
+                    throw retry == .unavailable
+                        ? DatabaseUnavailable(database: configuration.name, waited: configuration.unavailableTimeout, lastError: Self.brief(error))
+                        : error
+                }
+                let pause = min(Duration.milliseconds(100 * (1 << min(attempt, 5))), .seconds(2))
+                logger.warning(
+                    "the database is unreachable; retrying",
+                    metadata: [
+                        "database": "\(configuration.name)", "attempt": "\(attempt)", "error": "\(Self.brief(error))",
+                    ])
+                try await Task.sleep(for: min(pause, max(deadline - clock.now, .milliseconds(1))))
+            }
+        }
+    }
+
+    /// Runs `body` with the notifications sent on `channel`, on a connection of its own outside the
+    /// pool (a listener holds its session for as long as it listens, so it must not take a pooled
+    /// connection that transactions wait for). Ends when `body` returns or the connection fails.
+    ///
+    /// ```swift
+    /// try await database.listen(on: PurchaseStore.changeChannel) { notifications in
+    ///     for try await _ in notifications { await wakeup.signal() }
+    /// }
+    /// ```
+    package func listen<Result: Sendable>(
+        on channel: String, _ body: @Sendable (DatabaseNotifications) async throws -> Result
+    ) async throws -> Result {
+        guard let dedicated = configuration.dedicatedConnection else {
+            return try await client.withConnection { connection in
+                try await connection.listen(on: channel) { try await body(DatabaseNotifications(base: $0)) }
+            }
+        }
+        let connection = try await PostgresConnection.connect(
+            configuration: dedicated, id: Self.listenerIDs.add(1, ordering: .relaxed).newValue,
+            logger: logger)
+        do {
+            let result = try await connection.listen(on: channel) { try await body(DatabaseNotifications(base: $0)) }
+            try? await connection.close()
+            return result
+        } catch {
+            try? await connection.close()
+            throw error
+        }
+    }
+
+    private static let listenerIDs = Atomic<Int>(1_000_000)
+
+    /// Whether the database answers within `timeout`, for health checks.
+    package func isReachable(within timeout: Duration = .seconds(2)) async -> Bool {
+        (try? await with(unavailableTimeout: timeout).transaction { [logger] connection in
+            try await connection.run("SELECT 1", logger: logger)
+            return true
+        }) ?? false
+    }
+
+    /// Runs one attempt, abandoning it when it takes longer than `attemptTimeout`: it is cancelled
+    /// and not waited for, because a statement in flight on a connection whose server vanished may
+    /// never answer cancellation, and the caller must still give up in bounded time.
+    private func withAttemptTimeout<Result: Sendable>(_ body: @escaping @Sendable () async throws -> Result) async throws -> Result {
+        let attempt = Task { try await body() }
+        let outcome = AttemptOutcome<Result>()
+        let timer = Task { [timeout = configuration.attemptTimeout] in
+            try? await Task.sleep(for: timeout)
+            if outcome.finish(.failure(AttemptTimedOut())) { attempt.cancel() }
+        }
+        Task {
+            outcome.finish(await attempt.result)
+            timer.cancel()
+        }
+        return try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { continuation in outcome.wait(continuation) }
+        } onCancel: {
+            // The attempt stops where it can; the timer still bounds the wait.
+            attempt.cancel()
+        }
+    }
+
+    /// The first of an attempt's result, its timeout and its caller's cancellation.
+    private final class AttemptOutcome<Result: Sendable>: Sendable {
+        private let state = Mutex<(continuation: CheckedContinuation<Result, any Error>?, early: Swift.Result<Result, any Error>?, done: Bool)>(
+            (nil, nil, false))
+
+        package func wait(_ continuation: CheckedContinuation<Result, any Error>) {
+            let early: Swift.Result<Result, any Error>? = state.withLock { state in
+                if let early = state.early { return early }
+                state.continuation = continuation
+                return nil
+            }
+            if let early { continuation.resume(with: early) }
+        }
+
+        /// Resumes the caller unless something else did first; `true` when this did.
+        @discardableResult
+        package func finish(_ result: Swift.Result<Result, any Error>) -> Bool {
+            let continuation: CheckedContinuation<Result, any Error>?? = state.withLock { state in
+                guard !state.done else { return .none }
+                state.done = true
+                guard let continuation = state.continuation else {
+                    state.early = result
+                    return .some(nil)
+                }
+                state.continuation = nil
+                return .some(continuation)
+            }
+            guard case .some(let waiting) = continuation else { return false }
+            waiting?.resume(with: result)
+            return true
+        }
+    }
+
+    package struct AttemptTimedOut: Error {}
+
+    package enum RetryKind { case conflict, unavailable }
+
+    /// Which failures run a transaction again: conflicts a few times, and everything that says
+    /// the server or the connection is gone until the database has been unavailable for too long.
+    package static func retryKind(of error: any Error) -> RetryKind? {
+        if error is CancellationError { return nil }
+        if error is AttemptTimedOut { return .unavailable }
+        if let transaction = error as? PostgresTransactionError {
+            return transaction.closureError.flatMap(retryKind(of:)) ?? .unavailable
+        }
+        guard let error = error as? PSQLError else { return nil }
+        switch error.code {
+        case .serverClosedConnection, .connectionError, .uncleanShutdown, .clientClosedConnection:
+            return .unavailable
+        case .server:
+            let state = error.serverInfo?[.sqlState] ?? ""
+            if state == "40001" || state == "40P01" { return .conflict }
+            // 08: connection exception; 57P01-57P03: shutdown, crash, starting up; 53300: too many connections.
+            if state.hasPrefix("08") || ["57P01", "57P02", "57P03", "53300"].contains(state) { return .unavailable }
+            return nil
+        default:
+            return nil
+        }
+    }
+
+    package static func brief(_ error: any Error) -> String {
+        (error as? PSQLError)?.briefDescription ?? String(describing: type(of: error))
+    }
+
+    /// What an error of a store operation says to an operator, for a log line: the database's
+    /// own message, or the failure's kind; never a query, a bind value or a connection secret.
+    /// The webhook and the metrics log store failures through this, knowing nothing of PostgreSQL.
+    package static func operatorDescription(of error: any Error) -> String {
+        switch error {
+        case let error as DatabaseUnavailable: error.description
+        case let error as PurchaseStoreError: "\(error.code): \(error.description)"
+        default: brief(error)
+        }
+    }
+}
+
+/// A `Database` printed anywhere (a log line, ServiceLifecycle's list of the services that hold
+/// one, `dump`) shows only its name: its configuration holds the listener's connection settings,
+/// password included.
+extension Database: CustomStringConvertible, CustomDebugStringConvertible, CustomReflectable {
+    package var description: String { "Database(\(configuration.name))" }
+    package var debugDescription: String { description }
+    package var customMirror: Mirror { Mirror(self, children: ["name": configuration.name]) }
+}
+
+extension Database.Configuration: CustomStringConvertible, CustomDebugStringConvertible, CustomReflectable {
+    package var description: String {
+        "Database.Configuration(\(name), unavailableTimeout: \(unavailableTimeout), attemptTimeout: \(attemptTimeout), "
+            + "entitlement: \(entitlement), dedicatedConnection: \(dedicatedConnection == nil ? "none" : "***"))"
+    }
+    package var debugDescription: String { description }
+    package var customMirror: Mirror { Mirror(self, children: ["description": description]) }
+}
+
+/// The database stayed unreachable for longer than the configured time.
+package struct DatabaseUnavailable: Error, CustomStringConvertible, Sendable {
+    /// Host, port and database; never a password.
+    package var database: String
+    package var waited: Duration
+    package var lastError: String
+
+    package var description: String {
+        "\(database) was unreachable for \(waited.components.seconds) s (\(lastError))"
+    }
+}
+
+extension PSQLError {
+    /// The server's message, or the error's kind, without the query text or bind values.
+    package var briefDescription: String {
+        if let message = serverInfo?[.message] {
+            return "\(message) (SQLSTATE \(serverInfo?[.sqlState] ?? "?"))"
+        }
+        return "\(code)"
+    }
+}
+
+extension PostgresConnection {
+    /// Runs a statement whose rows are not needed, and reads them anyway: a statement that returns
+    /// rows reports its error while they are read, and an error left unread would turn the
+    /// transaction's COMMIT into a silent rollback.
+    func run(_ query: PostgresQuery, logger: Logger) async throws {
+        for try await _ in try await self.query(query, logger: logger) {}
+    }
+}

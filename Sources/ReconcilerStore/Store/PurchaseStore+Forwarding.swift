@@ -1,0 +1,245 @@
+package import Foundation
+import PostgresNIO
+import ReconcilerDomain
+
+/// The queue of notifications to deliver to the app's own webhook, written by the statement that
+/// records each notification (``insertNotifications(_:source:forwarding:on:)``); forwarders lease
+/// due deliveries (rows they own for a while), send them with no transaction open, and record the
+/// app's answer.
+/// The queue of notifications to deliver to the app's own webhook, written by the statement that
+/// records each notification (``insertNotifications(_:source:forwarding:on:)``). A row names its
+/// webhook by a ``ForwardingTarget`` (an id and the redacted URL); a forwarder configured with a
+/// URL delivers only the rows of that URL's target. It leases one due delivery right before
+/// sending it (a row it owns, with a token of its own, until `lease_until`), keeps renewing the
+/// lease while the request is in flight, sends with no transaction open, and records the app's
+/// answer only while the row still carries its token.
+extension PurchaseStore {
+    /// One notification to deliver, leased by one forwarder.
+    package struct Delivery: Sendable, Hashable {
+        package var notificationUUID: String
+        package var target: ForwardingTarget
+        /// The notification's JWS, as Apple signed it.
+        package var signedPayload: String
+        /// Deliveries tried before this one.
+        package var attempts: Int
+        /// This lease's token: renewing, recording and sending need the row to still carry it.
+        package var leaseToken: UUID
+    }
+
+    /// Leases the oldest due delivery for `target` (new, due for a retry, or held by a forwarder
+    /// whose lease ran out) with `token`, for `leaseDuration`; `nil` when none is due.
+    package func leaseDelivery(
+        target: ForwardingTarget, worker: String, token: UUID, leaseDuration: Duration, on transaction: DatabaseTransaction
+    ) async throws -> Delivery? {
+        let rows = try await transaction.query(
+            """
+            UPDATE forward_queue AS q SET status = 'leased', worker = \(worker), lease_token = \(token),
+                lease_until = now() + \(leaseDuration.milliseconds) * interval '1 millisecond'
+            FROM (
+                SELECT notification_uuid, target_id FROM forward_queue
+                WHERE target_id = \(target.id)
+                  AND ((status = 'pending' AND next_attempt_at <= now()) OR (status = 'leased' AND lease_until < now()))
+                ORDER BY next_attempt_at, notification_uuid
+                LIMIT 1 FOR UPDATE SKIP LOCKED
+            ) AS due, notifications n
+            WHERE q.notification_uuid = due.notification_uuid AND q.target_id = due.target_id AND n.notification_uuid = q.notification_uuid
+            RETURNING q.notification_uuid, q.target_redacted, n.signed_payload, q.attempts
+            """, logger: logger)
+        for try await (uuid, redacted, payload, attempts) in rows.decode((String, String, String, Int).self) {
+            return Delivery(
+                notificationUUID: uuid, target: ForwardingTarget(id: target.id, redacted: redacted), signedPayload: payload, attempts: attempts,
+                leaseToken: token)
+        }
+        return nil
+    }
+
+    /// Extends the leases of `tokens` that `worker` still holds by `leaseDuration` from now;
+    /// returns those (a token missing from the answer was taken over or released: stop sending).
+    package func renewDeliveryLeases(
+        _ tokens: [UUID], worker: String, leaseDuration: Duration, on transaction: DatabaseTransaction
+    ) async throws -> Set<UUID> {
+        guard !tokens.isEmpty else { return [] }
+        let rows = try await transaction.query(
+            """
+            UPDATE forward_queue SET lease_until = now() + \(leaseDuration.milliseconds) * interval '1 millisecond'
+            WHERE status = 'leased' AND lease_token = ANY(\(tokens)) AND worker = \(worker)
+            RETURNING lease_token
+            """, logger: logger)
+        var held = Set<UUID>()
+        for try await token in rows.decode(UUID.self) { held.insert(token) }
+        return held
+    }
+
+    /// What the app answered to a delivery.
+    package enum DeliveryResult: Sendable {
+        /// A 2xx: never sent again.
+        case delivered(statusCode: Int)
+        /// Another status or no answer: tried again after `retryAfter`.
+        case retry(statusCode: Int?, error: String, after: Duration)
+        /// Out of attempts.
+        case failed(statusCode: Int?, error: String)
+    }
+
+    /// Records the app's answer to a delivery, if the row still carries the delivery's lease
+    /// token; returns whether it did (`false`: another forwarder took the delivery over).
+    @discardableResult
+    package func recordDelivery(
+        _ delivery: Delivery, worker: String, result: DeliveryResult, on transaction: DatabaseTransaction
+    ) async throws -> Bool {
+        let (uuid, target, token) = (delivery.notificationUUID, delivery.target.id, delivery.leaseToken)
+        let rows: PostgresRowSequence
+        switch result {
+        case .delivered(let code):
+            rows = try await transaction.query(
+                """
+                UPDATE forward_queue SET status = 'delivered', attempts = attempts + 1, last_status_code = \(code), last_error = NULL,
+                    delivered_at = now(), lease_until = NULL, lease_token = NULL
+                WHERE notification_uuid = \(uuid) AND target_id = \(target) AND status = 'leased' AND lease_token = \(token) AND worker = \(worker)
+                RETURNING 1
+                """, logger: logger)
+        case .retry(let code, let error, let after):
+            rows = try await transaction.query(
+                """
+                UPDATE forward_queue SET status = 'pending', attempts = attempts + 1, last_status_code = \(code), last_error = \(error),
+                    next_attempt_at = now() + \(after.milliseconds) * interval '1 millisecond', lease_until = NULL, lease_token = NULL
+                WHERE notification_uuid = \(uuid) AND target_id = \(target) AND status = 'leased' AND lease_token = \(token) AND worker = \(worker)
+                RETURNING 1
+                """, logger: logger)
+        case .failed(let code, let error):
+            rows = try await transaction.query(
+                """
+                UPDATE forward_queue SET status = 'failed', attempts = attempts + 1, last_status_code = \(code), last_error = \(error),
+                    lease_until = NULL, lease_token = NULL
+                WHERE notification_uuid = \(uuid) AND target_id = \(target) AND status = 'leased' AND lease_token = \(token) AND worker = \(worker)
+                RETURNING 1
+                """, logger: logger)
+        }
+        for try await _ in rows { return true }
+        return false
+    }
+
+    /// Puts back the deliveries leased by workers that `isGone` (a forwarder of this host that
+    /// died), so they are sent again now rather than when their lease runs out.
+    package func releaseDeliveries(where isGone: (String) -> Bool, on transaction: DatabaseTransaction) async throws {
+        let rows = try await transaction.query(
+            "SELECT DISTINCT worker FROM forward_queue WHERE status = 'leased' AND worker IS NOT NULL", logger: logger)
+        var gone: [String] = []
+        for try await worker in rows.decode(String.self) where isGone(worker) { gone.append(worker) }
+        guard !gone.isEmpty else { return }
+        try await transaction.query(
+            """
+            UPDATE forward_queue SET status = 'pending', lease_until = NULL, lease_token = NULL, next_attempt_at = now()
+            WHERE status = 'leased' AND worker = ANY(\(gone.sorted()))
+            """, logger: logger)
+    }
+
+    /// Gives the failed deliveries (out of attempts) for `target` a new set of attempts, after
+    /// the app's endpoint was fixed; returns how many.
+    package func retryFailedDeliveries(target: ForwardingTarget, on transaction: DatabaseTransaction) async throws -> Int {
+        let rows = try await transaction.query(
+            """
+            WITH retried AS (
+                UPDATE forward_queue SET status = 'pending', attempts = 0, next_attempt_at = now(), lease_until = NULL, lease_token = NULL
+                WHERE status = 'failed' AND target_id = \(target.id) RETURNING 1
+            )
+            SELECT count(*) FROM retried
+            """, logger: logger)
+        for try await count in rows.decode(Int.self) { return count }
+        return 0
+    }
+
+    /// Deliveries by state: of some runs' notifications, or of the whole queue.
+    package struct ForwardingSummary: Sendable, Codable, Hashable {
+        package var delivered = 0
+        /// Waiting for their first try or a retry, or being sent.
+        package var pending = 0
+        /// Out of attempts: `reconciler forward --retry-failed` tries them again.
+        package var failed = 0
+        /// When the oldest delivery still waiting was queued.
+        package var oldestPending: Date?
+
+        package init() {}
+    }
+
+    /// Where a delivery stands (`forward_queue.status`).
+    package enum DeliveryStatus: String, Sendable, Codable, CaseIterable {
+        /// Waiting for its first try, or for a retry at `next_attempt_at`.
+        case pending
+        /// A forwarder is sending it (until `lease_until`).
+        case leased
+        /// The app answered 2xx: never sent again.
+        case delivered
+        /// Out of attempts.
+        case failed
+    }
+
+    /// Where the deliveries of `runIds` stand (`nil`: the whole queue, as the gauges read it
+    /// every minute: ``queueSummaryQuery()``).
+    package func forwardingSummary(runIds: [Int64]?, on transaction: DatabaseTransaction) async throws -> ForwardingSummary {
+        guard let runIds else {
+            var summary = ForwardingSummary()
+            let rows = try await transaction.query(Self.queueSummaryQuery(), logger: logger)
+            for try await (pending, oldest, failed, delivered) in rows.decode((Int, Date?, Int, Int).self) {
+                (summary.pending, summary.oldestPending, summary.failed, summary.delivered) = (pending, oldest, failed, delivered)
+            }
+            return summary
+        }
+        let rows = try await transaction.query(
+            """
+            SELECT status, count(*), min(queued_at) FROM forward_queue WHERE run_id = ANY(\(runIds)) GROUP BY status
+            """, logger: logger)
+        var summary = ForwardingSummary()
+        for try await (status, count, oldest) in rows.decode((String, Int, Date).self) {
+            switch try PurchaseStoreError.stored(status, in: "forward_queue.status", as: DeliveryStatus.self) {
+            case .delivered: summary.delivered += count
+            case .failed: summary.failed += count
+            case .pending, .leased:
+                summary.pending += count
+                summary.oldestPending = min(summary.oldestPending ?? oldest, oldest)
+            }
+        }
+        return summary
+    }
+
+    /// The whole queue's summary: what waits and what failed from their partial indexes, the
+    /// delivered rows from the counter the triggers of migration 0009 keep, so its cost does not
+    /// grow with the delivered rows (a test checks its plan with a million of them).
+    static func queueSummaryQuery() -> PostgresQuery {
+        """
+        SELECT (SELECT count(*) FROM forward_queue WHERE status IN ('pending', 'leased')),
+               (SELECT min(queued_at) FROM forward_queue WHERE status IN ('pending', 'leased')),
+               (SELECT count(*) FROM forward_queue WHERE status = 'failed'),
+               (SELECT coalesce(sum(delivered), 0)::bigint FROM forward_queue_totals)
+        """
+    }
+
+    /// How many deliveries for `target` wait (or are being sent), of `runIds` (`nil`: any).
+    package func pendingDeliveries(target: ForwardingTarget, runIds: [Int64]?, on transaction: DatabaseTransaction) async throws -> Int {
+        let rows = try await transaction.query(Self.pendingDeliveriesQuery(target: target, runIds: runIds), logger: logger)
+        for try await count in rows.decode(Int.self) { return count }
+        return 0
+    }
+
+    /// Read while a forwarder drains: from the partial index of what waits.
+    static func pendingDeliveriesQuery(target: ForwardingTarget, runIds: [Int64]?) -> PostgresQuery {
+        """
+        SELECT count(*) FROM forward_queue
+        WHERE status IN ('pending', 'leased') AND target_id = \(target.id) AND (\(runIds == nil) OR run_id = ANY(\(runIds ?? [])))
+        """
+    }
+
+    /// The targets deliveries wait for, with how many each: a forwarder delivers only its own
+    /// URL's, so the others wait for a process configured with theirs.
+    package func waitingTargets(on transaction: DatabaseTransaction) async throws -> [(target: ForwardingTarget, pending: Int)] {
+        let rows = try await transaction.query(
+            """
+            SELECT target_id, min(target_redacted), count(*) FROM forward_queue
+            WHERE status IN ('pending', 'leased') GROUP BY target_id ORDER BY target_id
+            """, logger: logger)
+        var targets: [(target: ForwardingTarget, pending: Int)] = []
+        for try await (id, redacted, count) in rows.decode((String, String, Int).self) {
+            targets.append((ForwardingTarget(id: id, redacted: redacted), count))
+        }
+        return targets
+    }
+}

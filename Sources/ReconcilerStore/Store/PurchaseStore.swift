@@ -1,0 +1,1015 @@
+package import AppStoreServer
+package import Foundation
+package import Logging
+import PostgresNIO
+package import ReconcilerDomain
+package import ReconcilerShared
+
+/// The SQL that writes verified App Store data and reads purchase state: `notifications`,
+/// `transactions`, `purchases` and `history_revisions` are written here and nowhere else. Every
+/// method runs on a connection the caller holds inside a transaction, so notifications, their
+/// transactions and the purchases they change commit together (or not at all).
+///
+/// Writes are set-based: a whole page travels as one JSON array and is written by one statement
+/// per kind of row, because PostgreSQL round trips, not CPU, bound a replay's speed. Rows are
+/// matched to columns by name (`jsonb_populate_recordset`), never by position, so a column added
+/// or reordered cannot shift a value into the wrong place. Only parameterised SQL.
+///
+/// In a dry run the store works on the run's ``ShadowSchema``: the rows a page touches are
+/// copied there first, and every statement then reads and writes the copies.
+package struct PurchaseStore: Sendable {
+    package let logger: Logger
+    /// Set in a dry run: touched rows are copied into the shadow tables before they are used.
+    package let shadow: ShadowSchema?
+    /// The app's entitlement choices (billing retry, non-renewing terms).
+    package let entitlement: EntitlementPolicy
+    /// The app and environment whose purchases this store writes and reads; `nil` for a store that
+    /// only reads across every app (export, the feed, the forwarding queue).
+    package let target: AppTarget?
+
+    package init(logger: Logger, target: AppTarget? = nil, entitlement: EntitlementPolicy = .init()) {
+        self.init(logger: logger, shadow: nil, target: target, entitlement: entitlement)
+    }
+
+    package init(logger: Logger, shadow: ShadowSchema?, target: AppTarget?, entitlement: EntitlementPolicy = .init()) {
+        self.logger = logger
+        self.shadow = shadow
+        self.target = target
+        self.entitlement = entitlement
+    }
+
+    /// The store of one app's purchases in a database, as the database's configuration says (a dry
+    /// run's shadow, the entitlement rule).
+    package init(database: Database, target: AppTarget?) {
+        self.init(logger: database.logger, shadow: database.shadow, target: target, entitlement: database.configuration.entitlement)
+    }
+
+    /// The app and environment a write or a read of one purchase is for.
+    package var scope: AppTarget {
+        get throws {
+            guard let target else {
+                throw PurchaseStoreError(code: .missingApp, description: "a purchase was read or written without naming its app")
+            }
+            return target
+        }
+    }
+    package var bundleId: String { get throws { try scope.bundleId } }
+    package var environment: String { get throws { try scope.environment.rawValue } }
+
+    /// Where a notification came from.
+    package enum Source: Sendable, Hashable {
+        case webhook
+        /// Replayed from Get Notification History by a reconcile run.
+        case history(runId: Int64)
+
+        package var name: String {
+            switch self {
+            case .webhook: "webhook"
+            case .history: "history"
+            }
+        }
+
+        package var runId: Int64? {
+            switch self {
+            case .webhook: nil
+            case .history(let runId): runId
+            }
+        }
+    }
+
+    /// What a notification contributes to its purchase beyond its transaction and renewal info.
+    package struct NotificationFacts: Sendable {
+        package var notificationUUID: String
+        package var signedDate: Int64
+        package var status: Status?
+
+        package init(notificationUUID: String, signedDate: Int64, status: Status? = nil) {
+            self.notificationUUID = notificationUUID
+            self.signedDate = signedDate
+            self.status = status
+        }
+    }
+
+    /// A status read from Get All Subscription Statuses, as of its renewal info's signedDate.
+    package struct StatusFact: Sendable {
+        package var status: Status
+        package var signedDate: Int64
+
+        package init(status: Status, signedDate: Int64) {
+            self.status = status
+            self.signedDate = signedDate
+        }
+    }
+
+    /// A verified transaction to store.
+    package struct TransactionWrite: Sendable {
+        package var transaction: Verified<JWSTransactionDecodedPayload>
+        /// Store it without its revocation: a REFUND_REVERSED notification's transaction.
+        package var clearsRevocation: Bool
+        /// It came inside a notification, not in a snapshot (Get Transaction History, Get All
+        /// Subscription Statuses), which Apple signs when it is read: see ``snapshotMargin``.
+        package var fromNotification: Bool
+
+        package init(_ transaction: Verified<JWSTransactionDecodedPayload>, clearsRevocation: Bool = false, fromNotification: Bool = false) {
+            self.transaction = transaction
+            self.clearsRevocation = clearsRevocation
+            self.fromNotification = fromNotification
+        }
+    }
+
+    /// How long after a notification a snapshot that disagrees with it is not believed yet.
+    ///
+    /// Apple signs a snapshot when it is read, so it always looks newer than a notification signed
+    /// moments before, even when Apple's API has not caught up with the change the notification
+    /// reported (a refund read a second later still unrevoked). Within this margin, where a
+    /// snapshot and a notification disagree on a transaction's revocation, a subscription's status
+    /// or its renewal info, the notification wins whichever arrived first, and the purchase is due
+    /// for another read once the margin has passed (`recheck_at_ms`): a snapshot signed later than
+    /// that is believed. The margin is the phase-2 queue's re-read margin.
+    package static var snapshotMargin: Duration { RunLedger.rereadMargin }
+    package static var snapshotMarginMilliseconds: Int64 { snapshotMargin.components.seconds * 1000 }
+
+    /// What to move forward on one purchase after its transactions are stored.
+    package struct PurchaseUpdate: Sendable {
+        package var originalTransactionId: String
+        package var environment: String
+        package var renewalInfo: Verified<JWSRenewalInfoDecodedPayload>?
+        package var notification: NotificationFacts?
+        package var status: StatusFact?
+        /// The renewal info came inside a notification, not from Get All Subscription Statuses.
+        package var renewalFromNotification: Bool
+
+        package init(
+            originalTransactionId: String, environment: String, renewalInfo: Verified<JWSRenewalInfoDecodedPayload>? = nil,
+            notification: NotificationFacts? = nil, status: StatusFact? = nil
+        ) {
+            self.originalTransactionId = originalTransactionId
+            self.environment = environment
+            self.renewalInfo = renewalInfo
+            self.notification = notification
+            self.status = status
+            self.renewalFromNotification = notification != nil && renewalInfo != nil
+        }
+
+        /// Combines two updates of the same purchase: each part keeps its newest version.
+        package func merged(with other: PurchaseUpdate) -> PurchaseUpdate {
+            var result = self
+            if let renewal = other.renewalInfo, (renewal.payload.signedDate ?? .min) >= (renewalInfo?.payload.signedDate ?? .min) {
+                result.renewalInfo = renewal
+                result.renewalFromNotification = other.renewalFromNotification
+            }
+            if let facts = other.notification {
+                if facts.signedDate >= (notification?.signedDate ?? .min) {
+                    result.notification = NotificationFacts(
+                        notificationUUID: facts.notificationUUID, signedDate: facts.signedDate,
+                        status: facts.status ?? (notification?.signedDate == facts.signedDate ? notification?.status : nil))
+                }
+            }
+            if let status = other.status, status.signedDate >= (self.status?.signedDate ?? .min) { result.status = status }
+            return result
+        }
+    }
+
+    // MARK: Locks and the dry run's copies
+
+    /// Serialises all writers of the same purchases until the transaction ends, and in a dry run
+    /// copies the purchases (with their transactions), the notifications and the customers
+    /// (revision and purchases) into the shadow tables. Keys are locked in one sorted order, once
+    /// per transaction, so two transactions locking overlapping sets cannot deadlock. Concurrent
+    /// copies of one notification need no lock: the second insert waits for the first and finds it.
+    ///
+    /// The locks come before the transaction's first write: PostgreSQL gives a transaction its id
+    /// (`xid`) at its first write, and the change feed is read in `xid` order, so a writer that
+    /// waited for a purchase must get a later `xid` than the one it waited for, or the feed would
+    /// show that purchase's changes out of order. A lock taken after a write is refused.
+    ///
+    /// With `purchasesByNotification` (a page of notifications, UUID → their purchase), only the
+    /// purchases of notifications not recorded yet are locked: a duplicate writes nothing, so a
+    /// page that an earlier query already recorded (the sweep after the priority queries) waits
+    /// for no one. A notification another transaction records meanwhile is a duplicate of it here.
+    package func lock(
+        purchases originalTransactionIds: some Collection<String>, notifications notificationUUIDs: [String] = [],
+        purchasesByNotification: [String: String] = [:], anchors: [String] = [], on transaction: DatabaseTransaction
+    ) async throws {
+        let keys =
+            Set(originalTransactionIds).sorted().map { LockKey(original_transaction_id: $0) }
+            + purchasesByNotification.keys.sorted().map { LockKey(original_transaction_id: purchasesByNotification[$0]!, notification_uuid: $0) }
+        if !keys.isEmpty {
+            // Purchases of different apps may share an id: the lock is on the app's purchase.
+            let app = "\(try bundleId) \(try environment) "
+            let rows = try await transaction.query(
+                """
+                SELECT pg_advisory_xact_lock(727002, k)::text, pg_current_xact_id_if_assigned() IS NULL
+                FROM (
+                    SELECT DISTINCT hashtext(\(app) || key.original_transaction_id) AS k
+                    FROM jsonb_to_recordset(\(try Self.json(keys))::jsonb) AS key (original_transaction_id text, notification_uuid text)
+                    WHERE key.notification_uuid IS NULL
+                       OR NOT EXISTS (SELECT 1 FROM notifications n WHERE n.notification_uuid = key.notification_uuid)
+                    ORDER BY 1
+                ) AS sorted_keys
+                """, logger: logger)
+            var wroteBefore = false
+            for try await (_, unwritten) in rows.decode((String, Bool).self) where !unwritten { wroteBefore = true }
+            if wroteBefore {
+                throw PurchaseStoreError(
+                    code: .lockOrder, description: "purchases locked after the transaction wrote: the change feed would misorder their changes")
+            }
+        }
+        if let shadow {
+            try await shadow.copyOnFirstTouch(
+                purchases: Array(Set(originalTransactionIds).union(purchasesByNotification.values)), notifications: notificationUUIDs,
+                anchors: anchors, of: try scope, on: transaction, logger: logger)
+        }
+    }
+
+    /// A purchase to lock, unless the notification it comes with is recorded already.
+    private struct LockKey: Encodable {
+        package var original_transaction_id: String
+        package var notification_uuid: String? = nil
+    }
+
+    // MARK: Notifications
+
+    /// A notification to record, with the outcome to record it under.
+    package struct NotificationRow: Sendable {
+        package var notification: VerifiedNotification
+        package var outcome: HandlingResult.Outcome
+
+        package init(notification: VerifiedNotification, outcome: HandlingResult.Outcome) {
+            self.notification = notification
+            self.outcome = outcome
+        }
+    }
+
+    /// One row of `notifications`; the keys are its column names.
+    private struct NotificationColumns: Encodable {
+        package var notification_uuid: String
+        package var notification_type: String
+        package var subtype: String?
+        package var signed_date_ms: Int64
+        package var bundle_id: String
+        package var environment: String
+        package var original_transaction_id: String?
+        package var transaction_id: String?
+        package var signed_payload: String
+        package var source: String
+        package var run_id: Int64?
+        package var outcome: String
+    }
+
+    /// Records notifications; returns the UUIDs that were new (the others are duplicates). With
+    /// `forwarding`, the new ones it selects are queued for the app's webhook by the same statement.
+    package func insertNotifications(
+        _ rows: [NotificationRow], source: Source, forwarding: Forwarding? = nil, on transaction: DatabaseTransaction
+    ) async throws -> Set<String> {
+        guard !rows.isEmpty else { return [] }
+        let (bundleId, environment) = (try bundleId, try environment)
+        let json = try Self.json(
+            rows.map { row in
+                let n = row.notification
+                return NotificationColumns(
+                    notification_uuid: n.notificationUUID, notification_type: n.notificationType.rawValue, subtype: n.subtype?.rawValue,
+                    signed_date_ms: n.signedDate, bundle_id: bundleId, environment: n.environment,
+                    original_transaction_id: n.originalTransactionId,
+                    transaction_id: n.transaction?.transactionId, signed_payload: n.signedPayload, source: source.name,
+                    run_id: source.runId, outcome: row.outcome.rawValue)
+            })
+        let only = forwarding?.only.map { Array($0).sorted() }
+        let result = try await transaction.query(
+            """
+            WITH inserted AS (
+                INSERT INTO notifications (\(unescaped: Self.notificationColumns))
+                SELECT \(unescaped: Self.notificationColumns) FROM jsonb_populate_recordset(NULL::notifications, \(json)::jsonb)
+                ON CONFLICT (notification_uuid) DO NOTHING
+                RETURNING notification_uuid
+            ), queued AS (
+                INSERT INTO forward_queue (notification_uuid, target_id, target_redacted, run_id, bundle_id, environment)
+                SELECT notification_uuid, \(forwarding?.target.id), \(forwarding?.target.redacted), \(source.runId), \(bundleId), \(environment)
+                FROM inserted
+                WHERE \(forwarding?.target.id)::text IS NOT NULL AND (\(only)::text[] IS NULL OR notification_uuid = ANY(\(only)::text[]))
+                ORDER BY notification_uuid
+                ON CONFLICT (notification_uuid, target_id) DO NOTHING
+            )
+            SELECT notification_uuid FROM inserted
+            """, logger: logger)
+        var inserted = Set<String>()
+        for try await uuid in result.decode(String.self) { inserted.insert(uuid) }
+        return inserted
+    }
+
+    package static let notificationColumns = """
+        notification_uuid, notification_type, subtype, signed_date_ms, bundle_id, environment, original_transaction_id, transaction_id,
+        signed_payload, source, run_id, outcome
+        """
+
+    // MARK: Transactions
+
+    /// One row of `transactions`; the keys are its column names, and the same list writes the
+    /// upsert's columns, so a value cannot land in another column.
+    package struct TransactionColumns: Encodable {
+        package var transaction_id: String
+        package var original_transaction_id: String
+        package var environment: String
+        package var bundle_id: String
+        package var product_id: String?
+        package var product_type: String?
+        package var subscription_group_identifier: String?
+        package var web_order_line_item_id: String?
+        package var in_app_ownership_type: String?
+        package var transaction_reason: String?
+        package var purchase_date_ms: Int64?
+        package var original_purchase_date_ms: Int64?
+        package var expires_date_ms: Int64?
+        package var quantity: Int32?
+        package var is_upgraded: Bool
+        package var offer_type: Int32?
+        package var offer_identifier: String?
+        package var storefront: String?
+        package var currency: String?
+        package var price: Int64?
+        package var app_account_token: String?
+        package var revocation_date_ms: Int64?
+        package var revocation_reason: Int32?
+        package var revocation_type: String?
+        package var revocation_percentage: Int32?
+        package var app_transaction_id: String?
+        package var offer_period: String?
+        package var offer_discount_type: String?
+        package var storefront_id: String?
+        package var billing_plan_type: String?
+        package var previous_original_transaction_id: String?
+        package var advanced_commerce_info: RawJSON?
+        package var commitment_info: TransactionCommitmentInfo?
+        package var signed_date_ms: Int64
+        package var signed_transaction_info: String
+        package var from_notification: Bool
+
+        package init(_ write: TransactionWrite) {
+            self.init(
+                write.transaction.payload, signedValue: write.transaction.signedValue, clearsRevocation: write.clearsRevocation,
+                fromNotification: write.fromNotification)
+        }
+
+        private init(_ payload: JWSTransactionDecodedPayload, signedValue: String, clearsRevocation: Bool, fromNotification: Bool) {
+            var t = payload
+            if clearsRevocation {
+                (t.revocationDate, t.revocationReason, t.revocationType, t.revocationPercentage) = (nil, nil, nil, nil)
+            }
+            transaction_id = t.transactionId ?? ""
+            original_transaction_id = t.originalTransactionId ?? ""
+            environment = t.environment?.rawValue ?? ""
+            bundle_id = t.bundleId ?? ""
+            product_id = t.productId
+            product_type = t.type?.rawValue
+            subscription_group_identifier = t.subscriptionGroupIdentifier
+            web_order_line_item_id = t.webOrderLineItemId
+            in_app_ownership_type = t.inAppOwnershipType?.rawValue
+            transaction_reason = t.transactionReason?.rawValue
+            purchase_date_ms = t.purchaseDate
+            original_purchase_date_ms = t.originalPurchaseDate
+            expires_date_ms = t.expiresDate
+            quantity = t.quantity
+            is_upgraded = t.isUpgraded ?? false
+            offer_type = t.offerType?.rawValue
+            offer_identifier = t.offerIdentifier
+            storefront = t.storefront
+            currency = t.currency
+            price = t.price
+            app_account_token = t.appAccountToken
+            revocation_date_ms = t.revocationDate
+            revocation_reason = t.revocationReason?.rawValue
+            revocation_type = t.revocationType?.rawValue
+            revocation_percentage = t.revocationPercentage
+            app_transaction_id = t.appTransactionId
+            offer_period = t.offerPeriod
+            offer_discount_type = t.offerDiscountType?.rawValue
+            storefront_id = t.storefrontId
+            billing_plan_type = t.billingPlanType?.rawValue
+            previous_original_transaction_id = t.previousOriginalTransactionId
+            advanced_commerce_info = t.advancedCommerceInfo
+            commitment_info = t.commitmentInfo
+            signed_date_ms = t.signedDate ?? 0
+            signed_transaction_info = signedValue
+            from_notification = fromNotification
+        }
+
+        /// The column names, in declaration order: the stored properties above are the mapping.
+        package static let names = Mirror(
+            reflecting: TransactionColumns(JWSTransactionDecodedPayload(), signedValue: "", clearsRevocation: false, fromNotification: false)
+        )
+        .children.compactMap(\.label)
+    }
+
+    /// Whether two versions of a transaction, signed `a` and `b`, disagree on its revocation
+    /// within ``snapshotMargin``, one from a notification and the other from a snapshot.
+    private static func revocationConflict(_ a: String, _ b: String) -> String {
+        """
+        \(a).from_notification <> \(b).from_notification AND (\(a).revocation_date_ms IS NULL) <> (\(b).revocation_date_ms IS NULL)
+        AND abs(\(a).signed_date_ms - \(b).signed_date_ms) <= \(snapshotMarginMilliseconds)
+        """
+    }
+
+    /// Each transaction keeps its newest signed version, except that within ``snapshotMargin`` a
+    /// notification's version wins over a snapshot's that disagrees with it on the revocation,
+    /// whichever came first; such a purchase is read again once the margin has passed.
+    package static let upsertTransactionsSQL: String = {
+        let columns = TransactionColumns.names.joined(separator: ", ")
+        let updates = TransactionColumns.names.filter { !["transaction_id", "bundle_id", "environment"].contains($0) }.map {
+            "\($0) = EXCLUDED.\($0)"
+        }.joined(separator: ", ")
+        return """
+            WITH incoming AS (
+                SELECT \(columns) FROM jsonb_populate_recordset(NULL::transactions, $1::jsonb)
+            ), disagreements AS (
+                SELECT i.bundle_id, i.environment, i.original_transaction_id,
+                       max(CASE WHEN i.from_notification THEN i.signed_date_ms ELSE s.signed_date_ms END) AS notification_signed_ms
+                FROM incoming i
+                JOIN transactions s ON (s.bundle_id, s.environment, s.transaction_id) = (i.bundle_id, i.environment, i.transaction_id)
+                WHERE \(revocationConflict("i", "s"))
+                GROUP BY i.bundle_id, i.environment, i.original_transaction_id
+            ), recheck AS (
+                UPDATE purchases p
+                SET recheck_at_ms = GREATEST(p.recheck_at_ms, d.notification_signed_ms + \(snapshotMarginMilliseconds) + 1)
+                FROM disagreements d
+                WHERE (p.bundle_id, p.environment, p.original_transaction_id) = (d.bundle_id, d.environment, d.original_transaction_id)
+            )
+            INSERT INTO transactions AS stored (\(columns))
+            SELECT \(columns) FROM incoming
+            ON CONFLICT (bundle_id, environment, transaction_id) DO UPDATE SET \(updates), updated_at = now()
+            WHERE CASE WHEN \(revocationConflict("stored", "EXCLUDED")) THEN EXCLUDED.from_notification
+                       ELSE stored.signed_date_ms <= EXCLUDED.signed_date_ms END
+            """
+    }()
+
+    /// Stores transactions, each unless a version signed later is already stored. Several
+    /// versions of one transaction in the batch: the newest signed one is kept.
+    package func upsertTransactions(_ transactions: [TransactionWrite], on transaction: DatabaseTransaction) async throws {
+        var newest: [String: TransactionWrite] = [:]
+        for write in transactions {
+            let id = write.transaction.payload.transactionId ?? ""
+            if let kept = newest[id], (kept.transaction.payload.signedDate ?? .min) > (write.transaction.payload.signedDate ?? .min) { continue }
+            newest[id] = write
+        }
+        guard !newest.isEmpty else { return }
+        let rows = newest.keys.sorted().map { TransactionColumns(newest[$0]!) }
+        var bindings = PostgresBindings()
+        bindings.append(try Self.json(rows))
+        try await transaction.query(PostgresQuery(unsafeSQL: Self.upsertTransactionsSQL, binds: bindings), logger: logger)
+    }
+
+    // MARK: Purchases
+
+    package static let purchaseColumns = """
+        original_transaction_id, latest_transaction_id, product_id, environment, purchase_date_ms, expires_date_ms,
+        revocation_date_ms, auto_renew_status, last_signed_date_ms, app_account_token, status, product_type,
+        grace_period_expires_date_ms, is_in_billing_retry_period, bundle_id
+        """
+
+    package typealias PurchaseRow = (
+        String, String?, String?, String?, Int64?, Int64?, Int64?, Int32?, Int64?, String?, Int32?, String?, Int64?, Bool?, String
+    )
+
+    /// A purchase as `export` shows it, `entitled` as of `now` (UNIX ms).
+    package func purchaseState(
+        _ row: PurchaseRow, now: Int64 = Int64(Date().timeIntervalSince1970 * 1000), policy: EntitlementPolicy? = nil
+    ) -> PurchaseState {
+        let facts = Entitlement.Facts(
+            productType: row.11, productId: row.2, environment: row.3, purchaseDate: row.4, expiresDate: row.5, revocationDate: row.6,
+            gracePeriodExpiresDate: row.12, isInBillingRetryPeriod: row.13)
+        return PurchaseState(
+            originalTransactionId: row.0, latestTransactionId: row.1, productId: row.2, bundleId: row.14, environment: row.3,
+            purchaseDate: row.4, expiresDate: row.5, revocationDate: row.6, autoRenewStatus: row.7, lastSignedDate: row.8,
+            appAccountToken: row.9, status: row.10,
+            entitled: Entitlement.isEntitled(facts, at: now, policy: policy ?? entitlement))
+    }
+
+    /// The stored state of some purchases, by originalTransactionId.
+    package func purchaseStates(
+        _ originalTransactionIds: some Collection<String>, on transaction: DatabaseTransaction
+    ) async throws -> [String: PurchaseState] {
+        guard !originalTransactionIds.isEmpty else { return [:] }
+        let rows = try await transaction.query(
+            """
+            SELECT \(unescaped: Self.purchaseColumns) FROM purchases
+            WHERE bundle_id = \(try bundleId) AND environment = \(try environment) AND original_transaction_id = ANY(\(Array(originalTransactionIds))::text[])
+            """, logger: logger)
+        var result: [String: PurchaseState] = [:]
+        for try await row in rows.decode(PurchaseRow.self) { result[row.0] = purchaseState(row) }
+        return result
+    }
+
+    /// One incoming purchase update; the keys are the column names of the `incoming` record set.
+    private struct PurchaseUpdateColumns: Encodable {
+        package var original_transaction_id: String
+        package var bundle_id: String
+        package var environment: String
+        package var auto_renew_status: Int32?
+        package var auto_renew_product_id: String?
+        package var expiration_intent: Int32?
+        package var is_in_billing_retry_period: Bool?
+        package var grace_period_expires_date_ms: Int64?
+        package var renewal_date_ms: Int64?
+        package var renewal_signed_date_ms: Int64?
+        package var status: Int32?
+        package var status_signed_date_ms: Int64?
+        package var last_signed_date_ms: Int64?
+        package var last_notification_uuid: String?
+        package var renewal_price: Int64?
+        package var renewal_currency: String?
+        package var price_increase_status: Int32?
+        package var eligible_win_back_offer_ids: [String]?
+        package var renewal_from_notification: Bool
+        package var status_from_notification: Bool
+
+        package init(_ update: PurchaseUpdate, of target: AppTarget) {
+            original_transaction_id = update.originalTransactionId
+            bundle_id = target.bundleId
+            environment = target.environment.rawValue
+            let renewal = update.renewalInfo?.payload
+            auto_renew_status = renewal?.autoRenewStatus?.rawValue
+            auto_renew_product_id = renewal?.autoRenewProductId
+            expiration_intent = renewal?.expirationIntent?.rawValue
+            is_in_billing_retry_period = renewal?.isInBillingRetryPeriod
+            grace_period_expires_date_ms = renewal?.gracePeriodExpiresDate
+            renewal_date_ms = renewal?.renewalDate
+            renewal_signed_date_ms = renewal?.signedDate
+            renewal_price = renewal?.renewalPrice
+            renewal_currency = renewal?.currency
+            price_increase_status = renewal?.priceIncreaseStatus?.rawValue
+            eligible_win_back_offer_ids = renewal?.eligibleWinBackOfferIds
+            renewal_from_notification = update.renewalFromNotification
+            status_from_notification = false
+            // A status from Get All Subscription Statuses, else the one a notification carried.
+            if let fact = update.status {
+                status = fact.status.rawValue
+                status_signed_date_ms = fact.signedDate
+            } else if let notification = update.notification, let carried = notification.status {
+                status = carried.rawValue
+                status_signed_date_ms = notification.signedDate
+                status_from_notification = true
+            }
+            last_signed_date_ms = update.notification?.signedDate
+            last_notification_uuid = update.notification?.notificationUUID
+        }
+
+        package static let definitions = """
+            original_transaction_id text, bundle_id text, environment text, auto_renew_status integer, auto_renew_product_id text,
+            expiration_intent integer, is_in_billing_retry_period boolean, grace_period_expires_date_ms bigint,
+            renewal_date_ms bigint, renewal_signed_date_ms bigint, status integer, status_signed_date_ms bigint,
+            last_signed_date_ms bigint, last_notification_uuid text, renewal_price bigint, renewal_currency text,
+            price_increase_status integer, eligible_win_back_offer_ids jsonb, renewal_from_notification boolean,
+            status_from_notification boolean
+            """
+    }
+
+    /// Columns taken from the purchase's latest transaction, kept when it has none stored yet.
+    package static let latestTransactionColumns = [
+        "product_id", "product_type", "purchase_date_ms", "expires_date_ms", "revocation_date_ms", "revocation_reason", "app_account_token",
+    ]
+    /// Columns taken from the newest signed renewal info.
+    package static let renewalColumns = [
+        "auto_renew_status", "auto_renew_product_id", "expiration_intent", "is_in_billing_retry_period", "grace_period_expires_date_ms",
+        "renewal_date_ms", "renewal_price", "renewal_currency", "price_increase_status", "eligible_win_back_offer_ids",
+    ]
+
+    /// Whether the incoming renewal info (or status) disagrees with the stored one within
+    /// ``snapshotMargin``, one from a notification and the other from a snapshot; `columns` are
+    /// what counts as disagreeing.
+    private static func disagreement(signed: String, fromNotification: String, columns: [String]) -> String {
+        let stored = columns.map { "p.\($0)" }.joined(separator: ", ")
+        let incoming = columns.map { "EXCLUDED.\($0)" }.joined(separator: ", ")
+        return """
+            (p.\(fromNotification) <> EXCLUDED.\(fromNotification) AND abs(p.\(signed) - EXCLUDED.\(signed)) <= \(snapshotMarginMilliseconds)
+             AND ROW(\(stored)) IS DISTINCT FROM ROW(\(incoming)))
+            """
+    }
+
+    /// Whether the incoming part wins: the newer one, except that a notification wins a disagreement
+    /// with a snapshot within ``snapshotMargin`` (see ``snapshotMargin``).
+    private static func wins(signed: String, fromNotification: String, columns: [String]) -> String {
+        """
+        (CASE WHEN \(disagreement(signed: signed, fromNotification: fromNotification, columns: columns))
+              THEN EXCLUDED.\(fromNotification) ELSE EXCLUDED.\(signed) >= COALESCE(p.\(signed), -1) END)
+        """
+    }
+
+    /// When to read the purchase again after such a disagreement: once the notification is older than the margin.
+    private static func recheck(signed: String, fromNotification: String, columns: [String]) -> String {
+        """
+        CASE WHEN \(disagreement(signed: signed, fromNotification: fromNotification, columns: columns))
+             THEN (CASE WHEN EXCLUDED.\(fromNotification) THEN EXCLUDED.\(signed) ELSE p.\(signed) END) + \(snapshotMarginMilliseconds) + 1 END
+        """
+    }
+
+    /// What a renewal info's disagreement is about.
+    package static let renewalDisagreementColumns = [
+        "auto_renew_status", "auto_renew_product_id", "expiration_intent", "is_in_billing_retry_period", "grace_period_expires_date_ms",
+    ]
+
+    package static let refreshPurchasesSQL: String = {
+        let renewal = (signed: "renewal_signed_date_ms", fromNotification: "renewal_from_notification", columns: renewalDisagreementColumns)
+        let status = (signed: "status_signed_date_ms", fromNotification: "status_from_notification", columns: ["status"])
+        let renewalWins = wins(signed: renewal.signed, fromNotification: renewal.fromNotification, columns: renewal.columns)
+        let statusWins = wins(signed: status.signed, fromNotification: status.fromNotification, columns: status.columns)
+        let fromLatest = latestTransactionColumns.map {
+            "\($0) = CASE WHEN EXCLUDED.latest_transaction_id IS NULL THEN p.\($0) ELSE EXCLUDED.\($0) END"
+        }
+        let fromRenewal = (renewalColumns + [renewal.signed, renewal.fromNotification]).map {
+            "\($0) = CASE WHEN \(renewalWins) THEN EXCLUDED.\($0) ELSE p.\($0) END"
+        }
+        let fromStatus = ["status", status.signed, status.fromNotification].map {
+            "\($0) = CASE WHEN \(statusWins) THEN EXCLUDED.\($0) ELSE p.\($0) END"
+        }
+        return """
+            INSERT INTO purchases AS p (original_transaction_id, bundle_id, environment, latest_transaction_id, \(latestTransactionColumns.joined(separator: ", ")),
+                \(renewalColumns.joined(separator: ", ")), renewal_signed_date_ms, renewal_from_notification, status, status_signed_date_ms,
+                status_from_notification, last_signed_date_ms, last_notification_uuid)
+            SELECT u.original_transaction_id, u.bundle_id, u.environment, l.transaction_id, \(latestTransactionColumns.map { "l.\($0)" }.joined(separator: ", ")),
+                \(renewalColumns.map { "u.\($0)" }.joined(separator: ", ")), u.renewal_signed_date_ms, u.renewal_from_notification, u.status,
+                u.status_signed_date_ms, u.status_from_notification, u.last_signed_date_ms, u.last_notification_uuid
+            FROM jsonb_to_recordset($1::jsonb) AS u (\(PurchaseUpdateColumns.definitions))
+            LEFT JOIN LATERAL (
+                SELECT transaction_id, \(latestTransactionColumns.joined(separator: ", "))
+                FROM transactions
+                WHERE bundle_id = u.bundle_id AND environment = u.environment AND original_transaction_id = u.original_transaction_id
+                ORDER BY is_upgraded, purchase_date_ms DESC NULLS LAST, transaction_id DESC
+                LIMIT 1
+            ) AS l ON true
+            ORDER BY u.original_transaction_id
+            ON CONFLICT (bundle_id, environment, original_transaction_id) DO UPDATE SET
+                latest_transaction_id = COALESCE(EXCLUDED.latest_transaction_id, p.latest_transaction_id),
+                \(fromLatest.joined(separator: ",\n    ")),
+                \(fromRenewal.joined(separator: ",\n    ")),
+                \(fromStatus.joined(separator: ",\n    ")),
+                recheck_at_ms = GREATEST(p.recheck_at_ms,
+                    \(recheck(signed: renewal.signed, fromNotification: renewal.fromNotification, columns: renewal.columns)),
+                    \(recheck(signed: status.signed, fromNotification: status.fromNotification, columns: status.columns))),
+                last_notification_uuid = CASE WHEN EXCLUDED.last_signed_date_ms >= COALESCE(p.last_signed_date_ms, -1)
+                    THEN EXCLUDED.last_notification_uuid ELSE p.last_notification_uuid END,
+                last_signed_date_ms = GREATEST(p.last_signed_date_ms, EXCLUDED.last_signed_date_ms),
+                updated_at = now()
+            RETURNING \(purchaseColumns)
+            """
+    }()
+
+    /// Recomputes purchases from their stored transactions (the latest one: not upgraded, newest
+    /// purchaseDate) and moves their renewal, status and notification parts forward where the
+    /// new data is not older than what is stored; returns the new states.
+    package func refreshPurchases(_ updates: [PurchaseUpdate], on transaction: DatabaseTransaction) async throws -> [String: PurchaseState] {
+        var merged: [String: PurchaseUpdate] = [:]
+        for update in updates {
+            merged[update.originalTransactionId] = merged[update.originalTransactionId].map { $0.merged(with: update) } ?? update
+        }
+        guard !merged.isEmpty else { return [:] }
+        var bindings = PostgresBindings()
+        let target = try scope
+        bindings.append(try Self.json(merged.keys.sorted().map { PurchaseUpdateColumns(merged[$0]!, of: target) }))
+        let rows = try await transaction.query(PostgresQuery(unsafeSQL: Self.refreshPurchasesSQL, binds: bindings), logger: logger)
+        var result: [String: PurchaseState] = [:]
+        for try await row in rows.decode(PurchaseRow.self) { result[row.0] = purchaseState(row) }
+        return result
+    }
+
+    /// What made a change, for the change feed.
+    package enum ChangeSource: String, Sendable, Codable {
+        /// The live webhook.
+        case webhook
+        /// A notification a run replayed from Get Notification History.
+        case history
+        /// Get Transaction History (phase 2).
+        case transactionHistory = "transaction_history"
+        /// Get All Subscription Statuses.
+        case statusRefresh = "status_refresh"
+    }
+
+    /// Where a write comes from: its source, its run, and per purchase the notification behind it.
+    package struct ChangeOrigin: Sendable {
+        package var source: ChangeSource
+        package var runId: Int64?
+        package var notificationUUIDs: [String: String] = [:]
+
+        package init(source: ChangeSource, runId: Int64? = nil, notificationUUIDs: [String: String] = [:]) {
+            self.source = source
+            self.runId = runId
+            self.notificationUUIDs = notificationUUIDs
+        }
+    }
+
+    /// Writes verified signed data (the caller holds the purchases' locks) and returns each
+    /// purchase's state before and after. The one write path for live notifications, replays and
+    /// gap fill; it takes only ``Verified`` values, which only the verifier makes. Every purchase
+    /// that changed gets a row in the change feed in this same transaction, and listeners are
+    /// told when it commits.
+    package func write(
+        transactions: [TransactionWrite], updates: [PurchaseUpdate], before: [String: PurchaseState], origin: ChangeOrigin,
+        on transaction: DatabaseTransaction
+    ) async throws -> [String: PurchaseChange] {
+        try await upsertTransactions(transactions, on: transaction)
+        let after = try await refreshPurchases(updates, on: transaction)
+        let changes = after.mapValues { PurchaseChange(before: before[$0.originalTransactionId], after: $0) }
+        try await recordInFeed(changes.values.filter(\.changesStoredFacts), origin: origin, on: transaction)
+        return changes
+    }
+
+    /// The channel listeners of the change feed wait on.
+    package static let changeChannel = "reconciler_changes"
+
+    private func recordInFeed(_ changes: [PurchaseChange], origin: ChangeOrigin, on transaction: DatabaseTransaction) async throws {
+        guard !changes.isEmpty else { return }
+        struct Row: Encodable {
+            package var original_transaction_id: String
+            package var bundle_id: String
+            package var environment: String
+            package var app_account_token: String?
+            package var source: String
+            package var notification_uuid: String?
+            package var run_id: Int64?
+            package var before_state: PurchaseState?
+            package var after_state: PurchaseState
+        }
+        let target = try scope
+        let rows = try Self.json(
+            changes.sorted { $0.after.originalTransactionId < $1.after.originalTransactionId }.map {
+                Row(
+                    original_transaction_id: $0.after.originalTransactionId, bundle_id: target.bundleId,
+                    environment: target.environment.rawValue,
+                    app_account_token: $0.after.appAccountToken ?? $0.before?.appAccountToken,
+                    source: origin.source.rawValue, notification_uuid: origin.notificationUUIDs[$0.after.originalTransactionId], run_id: origin.runId,
+                    before_state: $0.before, after_state: $0.after)
+            })
+        // The NOTIFY is delivered when the transaction commits; a dry run's changes are its own.
+        try await transaction.query(
+            """
+            WITH recorded AS (
+                INSERT INTO purchase_changes (original_transaction_id, bundle_id, environment, app_account_token, source, notification_uuid,
+                    run_id, before_state, after_state)
+                SELECT original_transaction_id, bundle_id, environment, app_account_token, source, notification_uuid, run_id, before_state,
+                    after_state
+                FROM jsonb_populate_recordset(NULL::purchase_changes, \(rows)::jsonb)
+            )
+            SELECT pg_notify(\(Self.changeChannel), '') WHERE \(shadow == nil)
+            """, logger: logger)
+    }
+
+    // MARK: Customers and their transaction history
+
+    /// The customers (the transaction id whose history covers each) of these purchases; purchases
+    /// not yet linked to a customer are their own.
+    package func anchors(of originalTransactionIds: [String], on transaction: DatabaseTransaction) async throws -> [String] {
+        Array(Set(try await anchorsByPurchase(of: originalTransactionIds, on: transaction).values))
+    }
+
+    /// The customer of each purchase, by originalTransactionId.
+    package func anchorsByPurchase(of originalTransactionIds: [String], on transaction: DatabaseTransaction) async throws -> [String: String] {
+        guard !originalTransactionIds.isEmpty else { return [:] }
+        let rows = try await transaction.query(
+            """
+            SELECT t.id, COALESCE(p.history_anchor_transaction_id, t.id)
+            FROM unnest(\(Array(Set(originalTransactionIds)))::text[]) AS t (id)
+            LEFT JOIN purchases p ON p.bundle_id = \(try bundleId) AND p.environment = \(try environment) AND p.original_transaction_id = t.id
+            """, logger: logger)
+        var anchors: [String: String] = [:]
+        for try await (purchase, anchor) in rows.decode((String, String).self) { anchors[purchase] = anchor }
+        return anchors
+    }
+
+    /// Customers with a purchase that fell due by `windowEnd`: a subscription Apple still counts as
+    /// active, in billing retry or in grace whose expiry, renewal or grace period end came after it
+    /// was last checked against its transaction history, or a purchase asked to be read again after
+    /// a snapshot disagreed with a notification; with `all`, every customer.
+    ///
+    /// PostgreSQL keeps each purchase's next due time (`next_due_ms`, a generated column) under a
+    /// partial index, so a quiet hour costs an index probe however many customers there are, and a
+    /// customer checked after its subscription fell due is not due again until the next date. In
+    /// a dry run the shadow copies win over the real rows.
+    package func dueAnchors(windowEnd: Int64, all: Bool, on transaction: DatabaseTransaction) async throws -> [String] {
+        let rows = try await transaction.query(try dueAnchorsQuery(windowEnd: windowEnd, all: all), logger: logger)
+        var anchors: [String] = []
+        for try await anchor in rows.decode(String.self) { anchors.append(anchor) }
+        return anchors
+    }
+
+    /// The plan PostgreSQL chooses for the due query of an hourly run (tests and the benchmark check it reads the index).
+    package func explainDueAnchors(windowEnd: Int64, on transaction: DatabaseTransaction) async throws -> String {
+        var query = try dueAnchorsQuery(windowEnd: windowEnd, all: false)
+        query.sql = "EXPLAIN " + query.sql
+        var plan: [String] = []
+        for try await line in try await transaction.query(query, logger: logger).decode(String.self) { plan.append(line) }
+        return plan.joined(separator: "\n")
+    }
+
+    private func dueAnchorsQuery(windowEnd: Int64, all: Bool) throws -> PostgresQuery {
+        let app = "bundle_id = $3 AND environment = $1"
+        let due = all ? app : "\(app) AND next_due_ms <= $2 AND COALESCE(last_signed_date_ms, 0) <= $2"
+        let copies =
+            shadow.map {
+                """
+                UNION ALL
+                SELECT original_transaction_id, history_anchor_transaction_id FROM \($0.realSchemaIdentifier).purchases r WHERE \(due)
+                  AND NOT EXISTS (SELECT 1 FROM purchases s WHERE (s.bundle_id, s.environment, s.original_transaction_id)
+                                  = (r.bundle_id, r.environment, r.original_transaction_id))
+                """
+            } ?? ""
+        let sql = """
+            SELECT DISTINCT COALESCE(history_anchor_transaction_id, original_transaction_id) FROM (
+                SELECT original_transaction_id, history_anchor_transaction_id FROM purchases WHERE \(due)
+                \(copies)
+            ) AS due ORDER BY 1
+            """
+        var bindings = PostgresBindings()
+        bindings.append(try environment)
+        bindings.append(windowEnd)
+        bindings.append(try bundleId)
+        return PostgresQuery(unsafeSQL: sql, binds: bindings)
+    }
+
+    /// The stored Get Transaction History revision of a customer.
+    package func revision(anchor: String, on transaction: DatabaseTransaction) async throws -> String? {
+        try await shadow?.copyOnFirstTouch(purchases: [], notifications: [], anchors: [anchor], of: try scope, on: transaction, logger: logger)
+        let rows = try await transaction.query(
+            """
+            SELECT revision FROM history_revisions
+            WHERE bundle_id = \(try bundleId) AND environment = \(try environment) AND anchor_transaction_id = \(anchor)
+            """, logger: logger)
+        for try await revision in rows.decode(String.self) { return revision }
+        return nil
+    }
+
+    /// Forgets a revision Apple refused (4000005), so the history is read from the start.
+    package func dropRevision(anchor: String, on transaction: DatabaseTransaction) async throws {
+        try await shadow?.copyOnFirstTouch(purchases: [], notifications: [], anchors: [anchor], of: try scope, on: transaction, logger: logger)
+        try await transaction.query(
+            """
+            DELETE FROM history_revisions WHERE bundle_id = \(try bundleId) AND environment = \(try environment) AND anchor_transaction_id = \(anchor)
+            """, logger: logger)
+    }
+
+    /// Records a customer's history as read up to `revision` at `checkedAt` (UNIX ms): stores the
+    /// revision, links the purchases it covers to the customer, and marks them checked. A revision
+    /// stored under another of the customer's purchases is dropped: one customer, one revision.
+    package func recordHistoryChecked(
+        anchor: String, revision: String?, purchases originalTransactionIds: [String], checkedAt: Int64, on transaction: DatabaseTransaction
+    ) async throws {
+        let (bundleId, environment) = (try bundleId, try environment)
+        try await transaction.query(
+            """
+            DELETE FROM history_revisions
+            WHERE bundle_id = \(bundleId) AND environment = \(environment) AND anchor_transaction_id <> \(anchor)
+              AND (anchor_transaction_id = ANY(\(originalTransactionIds)::text[])
+                   OR anchor_transaction_id IN (
+                       SELECT original_transaction_id FROM purchases
+                       WHERE bundle_id = \(bundleId) AND environment = \(environment) AND history_anchor_transaction_id = \(anchor)))
+            """, logger: logger)
+        if let revision {
+            try await transaction.query(
+                """
+                INSERT INTO history_revisions (bundle_id, environment, anchor_transaction_id, revision)
+                VALUES (\(bundleId), \(environment), \(anchor), \(revision))
+                ON CONFLICT (bundle_id, environment, anchor_transaction_id) DO UPDATE SET revision = EXCLUDED.revision, updated_at = now()
+                """, logger: logger)
+        }
+        try await transaction.query(
+            """
+            UPDATE purchases SET history_anchor_transaction_id = \(anchor), history_checked_at_ms = \(checkedAt)
+            WHERE bundle_id = \(bundleId) AND environment = \(environment)
+              AND (original_transaction_id = ANY(\(originalTransactionIds)::text[])
+                   OR history_anchor_transaction_id = \(anchor) OR original_transaction_id = \(anchor))
+            """, logger: logger)
+    }
+
+    // MARK: Reading
+
+    /// Every purchase of some apps and environments (`apps`; `nil`: every one the database
+    /// holds), ordered by originalTransactionId (then app and environment), optionally of one
+    /// environment or one app user (`appAccountToken`), with `entitled` as of `now` (UNIX ms) by
+    /// each app and environment's own entitlement choices (`entitlements`; else this store's).
+    ///
+    /// ```swift
+    /// try await store.exportPurchases(apps: [one, two], entitlements: [one: .init(sandboxEntitles: false)], in: database) { print(try $0.jsonLine()) }
+    /// ```
+    package func exportPurchases(
+        apps: [AppTarget]?, environment: String? = nil, appAccountToken: String? = nil,
+        entitlements: [AppTarget: EntitlementPolicy] = [:], at now: Int64 = Int64(Date().timeIntervalSince1970 * 1000),
+        in database: Database, _ body: (PurchaseState) throws -> Void
+    ) async throws {
+        let scope = try Self.scope(apps)
+        // Streamed outside a transaction: a whole export is one statement, read as it comes.
+        let rows = try await database.client.query(
+            """
+            SELECT \(unescaped: Self.purchaseColumns) FROM purchases p
+            WHERE (\(scope)::jsonb IS NULL OR EXISTS (
+                    SELECT 1 FROM jsonb_to_recordset(\(scope)::jsonb) AS s (bundle_id text, environment text)
+                    WHERE s.bundle_id = p.bundle_id AND s.environment = p.environment))
+              AND (\(environment)::text IS NULL OR environment = \(environment))
+              AND (\(appAccountToken)::text IS NULL OR app_account_token = \(appAccountToken))
+            ORDER BY original_transaction_id, bundle_id, environment
+            """, logger: logger)
+        // By bundle id and environment, whatever Apple ID the keys carry.
+        let policies = Dictionary(
+            entitlements.map { (AppTarget(bundleId: $0.key.bundleId, environment: $0.key.environment), $0.value) }, uniquingKeysWith: { $1 })
+        for try await row in rows.decode(PurchaseRow.self) {
+            let app = row.3.map { AppTarget(bundleId: row.14, environment: AppStoreEnvironment(rawValue: $0)) }
+            try body(purchaseState(row, now: now, policy: app.flatMap { policies[$0] } ?? entitlement))
+        }
+    }
+
+    /// Some apps and environments as one bind parameter, a JSON array of `{bundle_id, environment}`
+    /// read with `jsonb_to_recordset`; `nil` (SQL NULL) for every app and environment.
+    package static func scope(_ apps: [AppTarget]?) throws -> String? {
+        struct Row: Encodable {
+            package var bundle_id: String
+            package var environment: String
+        }
+        return try apps.map { apps in try json(apps.map { Row(bundle_id: $0.bundleId, environment: $0.environment.rawValue) }) }
+    }
+
+    /// When a run's replay recorded the last of the notifications of these types (`received_at`).
+    package func lastRecorded(runId: Int64, types: [String], on transaction: DatabaseTransaction) async throws -> Date? {
+        let rows = try await transaction.query(
+            """
+            SELECT max(received_at) FROM notifications WHERE run_id = \(runId) AND notification_type = ANY(\(types)::text[])
+            """, logger: logger)
+        for try await value in rows.decode(Date?.self) { return value }
+        return nil
+    }
+
+    /// Whether a notification is recorded.
+    package func hasNotification(uuid: String, on transaction: DatabaseTransaction) async throws -> Bool {
+        let rows = try await transaction.query("SELECT 1 FROM notifications WHERE notification_uuid = \(uuid)", logger: logger)
+        for try await _ in rows { return true }
+        return false
+    }
+
+    /// The signedDate of the newest notification the live webhook stored, for `run --since-last`.
+    package func newestLiveNotification(of target: AppTarget, on transaction: DatabaseTransaction) async throws -> Int64? {
+        let rows = try await transaction.query(
+            """
+            SELECT max(signed_date_ms) FROM notifications
+            WHERE source = 'webhook' AND bundle_id = \(target.bundleId) AND environment = \(target.environment.rawValue)
+            """, logger: logger)
+        for try await value in rows.decode(Int64?.self) { return value }
+        return nil
+    }
+
+    /// A JSON array of rows, bound as one parameter.
+    package static func json(_ rows: some Encodable) throws -> String {
+        String(decoding: try JSONEncoder().encode(rows), as: UTF8.self)
+    }
+}
+
+extension PurchaseStore {
+    /// Where to forward recorded notifications, and which: the app's own webhook gets each one
+    /// this system records for the first time, unless `only` names the ones to forward (a replay
+    /// forwards those Apple did not deliver).
+    package struct Forwarding: Sendable {
+        /// The webhook the queue rows name (an id and the redacted URL, never the URL itself).
+        package var target: ForwardingTarget
+        package var only: Set<String>?
+
+        package init(target: ForwardingTarget, only: Set<String>? = nil) {
+            self.target = target
+            self.only = only
+        }
+    }
+}
+
+/// The store found something it cannot have written, or was asked for what it cannot do. Match
+/// ``code``; ``description`` names columns and the reconciler's own state names, never stored data.
+package struct PurchaseStoreError: Error, CustomStringConvertible, Sendable {
+    package struct Code: Hashable, Sendable, CustomStringConvertible {
+        private let name: String
+        private init(_ name: String) { self.name = name }
+        package var description: String { name }
+
+        /// A column the reconciler itself writes (a run's status or phase, a shard's or a queue
+        /// row's status, a failure kind, a rejection's source) holds a value this version does not
+        /// know: written by a newer version or by hand. It is not guessed.
+        package static let unknownStoredValue = Code("unknownStoredValue")
+        /// A purchase read or written without naming its app and environment.
+        package static let missingApp = Code("missingApp")
+        /// Purchases were locked in an order that would misorder the change feed.
+        package static let lockOrder = Code("lockOrder")
+        /// A row the store had just written was not there.
+        package static let missingRow = Code("missingRow")
+    }
+
+    package var code: Code
+    package var description: String
+
+    package init(code: Code, description: String) {
+        self.code = code
+        self.description = description
+    }
+
+    /// Reads a state the reconciler itself stored in `column`; a value it does not know throws
+    /// ``Code/unknownStoredValue`` instead of falling back to a guess.
+    package static func stored<State: RawRepresentable>(_ raw: String, in column: String, as state: State.Type = State.self) throws -> State
+    where State.RawValue == String {
+        guard let value = State(rawValue: raw) else {
+            throw PurchaseStoreError(
+                code: .unknownStoredValue,
+                description: "\(column) holds \"\(raw)\", which this version does not know (written by a newer version, or by hand)")
+        }
+        return value
+    }
+}
