@@ -67,7 +67,7 @@ let package = Package(
         .target(
             name: "ReconcilerConfiguration",
             dependencies: [
-                "AppStoreServer", "ReconcilerShared",
+                "AppStoreServer", "ReconcilerShared", "ReconcilerDomain",
                 .product(name: "Yams", package: "Yams"),
             ],
             swiftSettings: swiftSettings

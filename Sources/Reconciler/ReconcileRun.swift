@@ -56,11 +56,6 @@ package struct ReconcileRun: Sendable {
         package var connectionsNeeded: Int { replayConcurrency + gapConcurrency + 2 }
     }
 
-    /// A window the App Store cannot serve.
-    package struct InvalidWindow: Error, CustomStringConvertible, Sendable {
-        package var description: String
-    }
-
     /// The run stopped before it finished; `report` is what it recorded (when it could record).
     package struct RunStopped: Error, CustomStringConvertible, Sendable {
         package enum Reason: Sendable {
@@ -117,17 +112,17 @@ package struct ReconcileRun: Sendable {
         now: Int64 = Int64(Date().timeIntervalSince1970 * 1000)
     ) throws {
         guard windowStart < windowEnd else {
-            throw InvalidWindow(
-                description: "the window's start \(TimeArgument.iso8601(windowStart)) is not before its end \(TimeArgument.iso8601(windowEnd))")
+            throw ReconcilerError(
+                .invalidWindow, "the window's start \(TimeArgument.iso8601(windowStart)) is not before its end \(TimeArgument.iso8601(windowEnd))")
         }
         guard windowStart < now else {
-            throw InvalidWindow(description: "the window starts in the future (\(TimeArgument.iso8601(windowStart)))")
+            throw ReconcilerError(.invalidWindow, "the window starts in the future (\(TimeArgument.iso8601(windowStart)))")
         }
         let oldest = now - retention(environment) + 60_000
         guard windowStart >= oldest else {
-            throw InvalidWindow(
-                description:
-                    "the window starts before Apple's notification history retention (\(retention(environment) / 86_400_000) days in \(environment.rawValue.lowercased()), so no earlier than \(TimeArgument.iso8601(oldest))); use a later --start, and `--all` to check every customer's transaction history"
+            throw ReconcilerError(
+                .invalidWindow,
+                "the window starts before Apple's notification history retention (\(retention(environment) / 86_400_000) days in \(environment.rawValue.lowercased()), so no earlier than \(TimeArgument.iso8601(oldest))); use a later --start, and `--all` to check every customer's transaction history"
             )
         }
     }
@@ -149,7 +144,7 @@ package struct ReconcileRun: Sendable {
                     ])
                 return try await runHoldingLease(record, progress: progress)
             }
-        } catch let lost as RunLease.Lost {
+        } catch let lost as ReconcilerError where lost.code == .leaseLost {
             // Another process may own the run now: record nothing.
             throw RunStopped(reason: .unavailable(lost.description), report: nil)
         }
@@ -196,16 +191,14 @@ package struct ReconcileRun: Sendable {
         case _ where Task.isCancelled, is CancellationError:
             // Whatever a cancelled wait threw (a cancelled connection lease is a PSQLError), it was the signal.
             (reason, status) = (.interrupted, .interrupted)
-        case let error as RunConfigurationError:
+        case let error as ReconcilerError where error.code.exitClass == .configuration:
             (reason, status) = (.configuration(error.description), .failed)
         case let error as AppStoreServerAPIError:
             guard case .unauthorized = error else { return error }
             (reason, status) = (.configuration(error.description), .failed)
-        case let error as RunLease.Lost:
+        case let error as ReconcilerError where [.leaseLost, .checkpointConflict].contains(error.code):
             return RunStopped(reason: .unavailable(error.description), report: nil)
-        case let error as RunLedger.CheckpointConflict:
-            return RunStopped(reason: .unavailable(error.description), report: nil)
-        case let error as DatabaseUnavailable:
+        case let error as ReconcilerError where error.code == .databaseUnavailable:
             return RunStopped(reason: .unavailable(error.description), report: nil)
         default:
             return error

@@ -30,11 +30,6 @@ package struct RunWorker: Sendable {
         }
     }
 
-    /// The run cannot be joined.
-    package struct CannotJoin: Error, CustomStringConvertible, Sendable {
-        package var description: String
-    }
-
     package let configuration: Configuration
     let handler: NotificationHandler
     let client: AppStoreServerAPIClient
@@ -52,19 +47,19 @@ package struct RunWorker: Sendable {
     /// Works through the run's queue; returns when no customer is left for this process.
     package func work(progress: RunProgress) async throws {
         let runId = configuration.runId
-        guard let run = try await ledger.run(id: runId) else { throw CannotJoin(description: "there is no run \(runId)") }
+        guard let run = try await ledger.run(id: runId) else { throw ReconcilerError(.cannotJoin, "there is no run \(runId)") }
         let verifier = handler.verifier.configuration
         guard run.environment == verifier.environment.rawValue, run.bundleId == verifier.bundleId else {
-            throw CannotJoin(
-                description:
-                    "run \(runId) is for \(run.bundleId) in \(run.environment), not the configured \(verifier.bundleId) in \(verifier.environment.rawValue)"
+            throw ReconcilerError(
+                .cannotJoin,
+                "run \(runId) is for \(run.bundleId) in \(run.environment), not the configured \(verifier.bundleId) in \(verifier.environment.rawValue)"
             )
         }
         guard run.kind != .repair else {
-            throw CannotJoin(description: "run \(runId) is a repair of one customer: there is nothing to share")
+            throw ReconcilerError(.cannotJoin, "run \(runId) is a repair of one customer: there is nothing to share")
         }
         guard run.status == .running else {
-            throw CannotJoin(description: "run \(runId) is \(run.status.rawValue); rerun it with `reconciler run` first")
+            throw ReconcilerError(.cannotJoin, "run \(runId) is \(run.status.rawValue); rerun it with `reconciler run` first")
         }
         let shadow = run.dryRun ? try await ShadowSchema.create(runId: runId, on: handler.database) : nil
         let apiAtStart = client.statistics.snapshot

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import Reconciler
+import ReconcilerDomain
 import ReconcilerStore
 
 /// `reconciler`: brings in-app-purchase records back in line with the App Store after the
@@ -27,7 +28,7 @@ struct ReconcilerCommand: AsyncParsableCommand {
             DetectOutageCommand.self, CheckWebhookCommand.self,
         ])
 
-    /// Maps errors to the documented exit codes: ArgumentParser's validation failures (64) become 1.
+    /// Maps errors to the documented exit codes (``ReconcilerError/init(endingCommandWith:)``).
     static func main() async {
         do {
             var command = try parseAsRoot()
@@ -37,19 +38,23 @@ struct ReconcilerCommand: AsyncParsableCommand {
                 try command.run()
             }
         } catch {
+            // Messages are built never to hold a database password; scrubbing is the last line of defence.
+            let secrets = DatabaseOptions.connectionStrings()
+            if let failure = ReconcilerError(endingCommandWith: error) {
+                FileHandle.standardError.write(
+                    Data((DatabaseSettings.scrubbing("Error: " + failure.operatorMessage, secretsOf: secrets) + "\n").utf8))
+                Foundation.exit(failure.exitCode)
+            }
             let code = exitCode(for: error)
             if code == .success {
                 exit(withError: error)
             }
-            // Messages are built never to hold a database password; this is the last line of defence.
-            let message = DatabaseSettings.scrubbing(fullMessage(for: error), secretsOf: DatabaseOptions.connectionStrings())
+            let message = DatabaseSettings.scrubbing(fullMessage(for: error), secretsOf: secrets)
             if !message.isEmpty {
                 FileHandle.standardError.write(Data((message.hasSuffix("\n") ? message : message + "\n").utf8))
             }
-            if code == .validationFailure || error is CommandError {
-                Foundation.exit(error is CommandError ? (error as! CommandError).exitCode : 1)
-            }
-            Foundation.exit(code.rawValue)
+            // ArgumentParser's validation failures (64) are usage errors: exit 1, as the README says.
+            Foundation.exit(code == .validationFailure ? 1 : code.rawValue)
         }
     }
 }

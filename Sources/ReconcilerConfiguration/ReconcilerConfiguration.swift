@@ -1,5 +1,6 @@
 package import AppStoreServer
 import Foundation
+import ReconcilerDomain
 package import ReconcilerShared
 import Yams
 
@@ -81,7 +82,7 @@ package struct ReconcilerConfiguration: Sendable {
         }
         guard !selected.isEmpty else {
             let wanted = [bundleId, environment.map { $0.rawValue }].compactMap { $0 }.joined(separator: " in ")
-            throw ConfigurationError(
+            throw ReconcilerError(
                 .noSuchApp, source: source,
                 detail: "\(source) configures no app \(wanted); it configures \(targets.map(\.app.description).joined(separator: ", "))")
         }
@@ -103,39 +104,39 @@ package struct ReconcilerConfiguration: Sendable {
         do {
             text = try String(contentsOfFile: path, encoding: .utf8)
         } catch {
-            throw ConfigurationError(.unreadable, source: path, detail: "cannot read \(path): \((error as NSError).localizedDescription)")
+            throw ReconcilerError(.unreadable, source: path, detail: "cannot read \(path): \((error as NSError).localizedDescription)")
         }
         let file: ConfigurationFile
         do {
             file = try YAMLDecoder().decode(ConfigurationFile.self, from: text)
         } catch let unknown as StrictKeys.Unknown {
-            throw ConfigurationError(
+            throw ReconcilerError(
                 .unknownKey, source: path, key: Self.keyPath(unknown.path + [Key(unknown.key)]),
                 detail: "\(path): unknown key \(Self.keyPath(unknown.path + [Key(unknown.key)]))")
         } catch let error as DecodingError {
             throw Self.describe(error, file: path)
         } catch {
             // Yams' parser errors quote the line; the file holds no secret (only the key's path).
-            throw ConfigurationError(.invalidYAML, source: path, detail: "\(path) is not valid YAML: \(error)")
+            throw ReconcilerError(.invalidYAML, source: path, detail: "\(path) is not valid YAML: \(error)")
         }
         return try resolve(file, path: path)
     }
 
     private static func resolve(_ file: ConfigurationFile, path: String) throws -> ReconcilerConfiguration {
-        guard !file.apps.isEmpty else { throw ConfigurationError(.missingKey, source: path, key: "apps", detail: "\(path): apps lists no app") }
+        guard !file.apps.isEmpty else { throw ReconcilerError(.missingKey, source: path, key: "apps", detail: "\(path): apps lists no app") }
         let globalTerms = try terms(file.nonRenewingTerms, key: "nonRenewingTerms", path: path)
         if let giveUp = file.giveUpAfter, giveUp < 1 {
-            throw ConfigurationError(.invalidValue, source: path, key: "giveUpAfter", detail: "\(path): giveUpAfter must be at least 1")
+            throw ReconcilerError(.invalidValue, source: path, key: "giveUpAfter", detail: "\(path): giveUpAfter must be at least 1")
         }
         for (environment, limit) in [("production", file.rateLimit?.production), ("sandbox", file.rateLimit?.sandbox)] {
             if let limit, !(limit > 0) {
-                throw ConfigurationError(
+                throw ReconcilerError(
                     .invalidValue, source: path, key: "rateLimit.\(environment)", detail: "\(path): rateLimit.\(environment) must be above 0")
             }
         }
         for (environment, url) in [("production", file.apiBaseURL?.production), ("sandbox", file.apiBaseURL?.sandbox)] {
             if let url, URL(string: url)?.scheme == nil {
-                throw ConfigurationError(
+                throw ReconcilerError(
                     .invalidValue, source: path, key: "apiBaseURL.\(environment)",
                     detail: "\(path): apiBaseURL.\(environment) must be a URL such as https://api.storekit.apple.com")
             }
@@ -144,10 +145,10 @@ package struct ReconcilerConfiguration: Sendable {
         for (index, app) in file.apps.enumerated() {
             let at = "apps[\(index)]"
             guard !app.bundleId.isEmpty else {
-                throw ConfigurationError(.invalidValue, source: path, key: "\(at).bundleId", detail: "\(path): \(at).bundleId is empty")
+                throw ReconcilerError(.invalidValue, source: path, key: "\(at).bundleId", detail: "\(path): \(at).bundleId is empty")
             }
             guard let key = app.key ?? file.key else {
-                throw ConfigurationError(
+                throw ReconcilerError(
                     .missingKey, source: path, key: "key",
                     detail: "\(path): no In-App Purchase key for \(app.bundleId): set key (the team's) or \(at).key")
             }
@@ -157,24 +158,24 @@ package struct ReconcilerConfiguration: Sendable {
                 case "production": environments.append(.production)
                 case "sandbox": environments.append(.sandbox)
                 default:
-                    throw ConfigurationError(
+                    throw ReconcilerError(
                         .invalidValue, source: path, key: "\(at).environments[\(position)]",
                         detail: "\(path): \(at).environments[\(position)] is \(name): use production or sandbox")
                 }
             }
             guard !environments.isEmpty else {
-                throw ConfigurationError(.invalidValue, source: path, key: "\(at).environments", detail: "\(path): \(at).environments is empty")
+                throw ReconcilerError(.invalidValue, source: path, key: "\(at).environments", detail: "\(path): \(at).environments is empty")
             }
             let appTerms = try terms(app.nonRenewingTerms, key: "\(at).nonRenewingTerms", path: path)
             for environment in environments {
                 if environment == .production, app.appAppleId == nil {
-                    throw ConfigurationError(
+                    throw ReconcilerError(
                         .missingKey, source: path, key: "\(at).appAppleId",
                         detail: "\(path): \(at).appAppleId is required for production (notifications carry it)")
                 }
                 let target = AppTarget(bundleId: app.bundleId, environment: environment, appAppleId: app.appAppleId)
                 guard !targets.contains(where: { $0.app.bundleId == target.bundleId && $0.app.environment == environment }) else {
-                    throw ConfigurationError(
+                    throw ReconcilerError(
                         .duplicateApp, source: path, key: "\(at).bundleId", detail: "\(path): \(target) is configured twice")
                 }
                 let entitlement = EntitlementPolicy(
@@ -196,7 +197,7 @@ package struct ReconcilerConfiguration: Sendable {
         var result: [String: Int64] = [:]
         for (product, text) in terms ?? [:] {
             guard let duration = TimeArgument.duration(text), duration > 0 else {
-                throw ConfigurationError(
+                throw ReconcilerError(
                     .invalidValue, source: path, key: "\(key).\(product)",
                     detail: "\(path): \(key).\(product) is \(text): give a duration such as 30d")
             }
@@ -223,29 +224,29 @@ package struct ReconcilerConfiguration: Sendable {
         }
     }
 
-    private static func describe(_ error: DecodingError, file path: String) -> ConfigurationError {
+    private static func describe(_ error: DecodingError, file path: String) -> ReconcilerError {
         switch error {
         case .keyNotFound(let key, let context):
             let name = keyPath(context.codingPath + [key])
-            return ConfigurationError(.missingKey, source: path, key: name, detail: "\(path): \(name) is missing")
+            return ReconcilerError(.missingKey, source: path, key: name, detail: "\(path): \(name) is missing")
         case .typeMismatch(let type, let context), .valueNotFound(let type, let context):
             let name = keyPath(context.codingPath)
-            return ConfigurationError(
+            return ReconcilerError(
                 .invalidValue, source: path, key: name, detail: "\(path): \(name) must be \(Self.describe(type))")
         case .dataCorrupted(let context):
             if let unknown = context.underlyingError as? StrictKeys.Unknown {
                 let name = keyPath(unknown.path + [Key(unknown.key)])
-                return ConfigurationError(.unknownKey, source: path, key: name, detail: "\(path): unknown key \(name)")
+                return ReconcilerError(.unknownKey, source: path, key: name, detail: "\(path): unknown key \(name)")
             }
             if let yaml = context.underlyingError as? YamlError {
-                return ConfigurationError(.invalidYAML, source: path, detail: "\(path) is not valid YAML: \(yaml)")
+                return ReconcilerError(.invalidYAML, source: path, detail: "\(path) is not valid YAML: \(yaml)")
             }
             let name = keyPath(context.codingPath)
-            return ConfigurationError(
+            return ReconcilerError(
                 .invalidValue, source: path, key: name,
                 detail: "\(path): \(name.isEmpty ? "the file" : name) cannot be read: \(context.debugDescription)")
         @unknown default:
-            return ConfigurationError(.invalidYAML, source: path, detail: "\(path) cannot be read")
+            return ReconcilerError(.invalidYAML, source: path, detail: "\(path) cannot be read")
         }
     }
 
@@ -261,35 +262,11 @@ package struct ReconcilerConfiguration: Sendable {
     }
 }
 
-/// A configuration that cannot be used: which file and key, and what is wrong. Its description
-/// names keys and values a person wrote, never a secret (the file holds no key, only its path).
-package struct ConfigurationError: Error, CustomStringConvertible, Sendable {
-    /// What kind of problem; match this, not the text.
-    package struct Code: Hashable, Sendable, CustomStringConvertible {
-        let name: String
-        package static let unreadable = Code(name: "unreadable")
-        package static let invalidYAML = Code(name: "invalidYAML")
-        package static let unknownKey = Code(name: "unknownKey")
-        package static let missingKey = Code(name: "missingKey")
-        package static let invalidValue = Code(name: "invalidValue")
-        package static let duplicateApp = Code(name: "duplicateApp")
-        package static let noSuchApp = Code(name: "noSuchApp")
-        package var description: String { name }
-    }
-
-    package var code: Code
-    /// The file (or "the environment").
-    package var source: String
-    /// The key, as a path (`apps[1].appAppleId`), when one is at fault.
-    package var key: String?
-    var detail: String
-
+extension ReconcilerError {
+    /// A configuration that cannot be used: `detail` names the file (`source`, or "the environment")
+    /// and the key at fault, never a secret (the file holds no key, only its path).
     init(_ code: Code, source: String, key: String? = nil, detail: String) {
-        self.code = code
-        self.source = source
+        self.init(code, detail)
         self.key = key
-        self.detail = detail
     }
-
-    package var description: String { detail }
 }

@@ -141,27 +141,22 @@ package struct WebhookServer: Sendable {
         let handler: NotificationHandler
         let notification: VerifiedNotification
         do {
-            (handler, notification) = try await router.route(signedPayload: signedPayload)
-        } catch let error as VerificationError {
-            metrics.rejected(reason: error.reason.rawValue)
-            logger.warning("notification rejected", metadata: ["reason": "\(error.reason.rawValue)", "detail": "\(error.detail)"])
-            return Self.json(.badRequest, ["error": error.reason.rawValue, "detail": error.detail])
-        } catch let error as NotificationRouter.AppNotConfigured {
-            // Genuine, so the app it names is real: a configuration gap, not a forgery. Apple retries a 5xx.
-            metrics(of: error.bundleId, error.environment).unconfiguredApp()
-            logger.error(
-                "notification for an app or environment that is not configured; not stored (503), Apple will deliver it again",
-                metadata: [
-                    "bundleId": "\(error.bundleId ?? "none")", "environment": "\(error.environment?.rawValue ?? "none")",
-                    "appAppleId": "\(error.appAppleId.map(String.init) ?? "none")",
-                ])
-            return Self.json(.serviceUnavailable, ["error": "APP_NOT_CONFIGURED", "detail": error.description])
+            switch try await router.route(signedPayload: signedPayload) {
+            case .handler(let routed, let verified):
+                (handler, notification) = (routed, verified)
+            case .notConfigured(let app):
+                // Genuine, so the app it names is real: a configuration gap, not a forgery. Apple retries a 5xx.
+                metrics(of: app.bundleId, app.environment).unconfiguredApp()
+                logger.error(
+                    "notification for an app or environment that is not configured; not stored (503), Apple will deliver it again",
+                    metadata: [
+                        "bundleId": "\(app.bundleId ?? "none")", "environment": "\(app.environment?.rawValue ?? "none")",
+                        "appAppleId": "\(app.appAppleId.map(String.init) ?? "none")",
+                    ])
+                return Self.json(.serviceUnavailable, ["error": "APP_NOT_CONFIGURED", "detail": app.description])
+            }
         } catch {
-            // Not a verdict on the payload (a cancellation at shutdown, say): 503 so Apple delivers it
-            // again, as before routing existed; a 400 would lose it.
-            metrics.storeFailed()
-            logger.error("notification not stored", metadata: ["error": "\(String(describing: type(of: error)))"])
-            return Self.json(.serviceUnavailable, ["error": "STORE_UNAVAILABLE", "detail": "the notification was not stored; retry later"])
+            return answer(failure: error, metrics: metrics)
         }
         let target = handler.verifier.configuration.target
         let appMetrics = appMetrics[target] ?? metrics(of: target.bundleId, target.environment)
@@ -169,9 +164,7 @@ package struct WebhookServer: Sendable {
         do {
             result = try await handler.handle(notification, source: .webhook, forwarding: forwarding[target].map { .init(target: $0) })
         } catch {
-            appMetrics.storeFailed()
-            logger.error("notification not stored", metadata: ["error": "\(Database.operatorDescription(of: error))"])
-            return Self.json(.serviceUnavailable, ["error": "STORE_UNAVAILABLE", "detail": "the notification was not stored; retry later"])
+            return answer(failure: error, metrics: appMetrics)
         }
         appMetrics.stored(result)
         logger.info(
@@ -183,6 +176,20 @@ package struct WebhookServer: Sendable {
                 "changed": "\(result.change?.isChange ?? false)",
             ])
         return Self.json(.ok, ["outcome": result.outcome.rawValue, "notificationUUID": result.notificationUUID])
+    }
+
+    /// The one place where a failure to take a notification becomes an HTTP answer: a payload that
+    /// does not verify is refused (400: Apple's retry would fail again); anything else is no verdict
+    /// on it (the store away, a shutdown), so 503 makes Apple deliver it again.
+    private func answer(failure error: any Error, metrics: WebhookMetrics) -> Response {
+        if let error = error as? VerificationError {
+            metrics.rejected(reason: error.reason.rawValue)
+            logger.warning("notification rejected", metadata: ["reason": "\(error.reason.rawValue)", "detail": "\(error.detail)"])
+            return Self.json(.badRequest, ["error": error.reason.rawValue, "detail": error.detail])
+        }
+        metrics.storeFailed()
+        logger.error("notification not stored", metadata: ["error": "\(Database.operatorDescription(of: error))"])
+        return Self.json(.serviceUnavailable, ["error": "STORE_UNAVAILABLE", "detail": "the notification was not stored; retry later"])
     }
 
     private func health() async throws -> Response {

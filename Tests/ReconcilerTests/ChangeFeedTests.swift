@@ -202,8 +202,9 @@ import Testing
             // Prune all but the newest change: a follower from the first one's id was left behind.
             _ = try await Pruner(database: db.database).prune(.changes, before: Date(timeIntervalSinceNow: 3600))
             let behind = ChangeFeedFollower(configuration: .init(since: first.changeId), database: db.database, logger: Self.logger)
-            let error = await #expect(throws: ChangeFeedFollower.PositionPruned.self) { try await behind.run { _ in } }
-            #expect(error?.changeId == first.changeId)
+            let error = await #expect(throws: ReconcilerError.self) { try await behind.run { _ in } }
+            #expect(error?.code == .feedPositionPruned)
+            #expect(error?.description.hasPrefix("change \(first.changeId) is not in the feed") == true)
         }
     }
 

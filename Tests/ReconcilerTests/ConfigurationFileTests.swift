@@ -1,6 +1,7 @@
 import AppStoreServer
 import Foundation
 import ReconcilerConfiguration
+import ReconcilerDomain
 import ReconcilerShared
 import Testing
 
@@ -51,7 +52,7 @@ import Testing
         #expect(one.entitlement.sandboxEntitles)
         #expect(try configuration.targets(app: "com.example.one", environment: nil).count == 2)
         #expect(try configuration.targets(app: nil, environment: .sandbox).map(\.app.bundleId) == ["com.example.one"])
-        #expect(throws: ConfigurationError.self) { try configuration.targets(app: "com.example.three", environment: nil) }
+        #expect(throws: ReconcilerError.self) { try configuration.targets(app: "com.example.three", environment: nil) }
         // Routing: the signed bundle id and environment, and in production the app's Apple ID.
         #expect(configuration.target(bundleId: "com.example.two", environment: .production, appAppleId: 2_345_678_901)?.app == two.app)
         #expect(configuration.target(bundleId: "com.example.two", environment: .production, appAppleId: 1) == nil)
@@ -84,7 +85,7 @@ import Testing
 
     /// Each mistake names the file and the key; none is taken for a default.
     @Test(arguments: [
-        ("apps: []\nkey: {id: K, issuer: I, privateKeyPath: /k.p8}", ConfigurationError.Code.missingKey, "apps"),
+        ("apps: []\nkey: {id: K, issuer: I, privateKeyPath: /k.p8}", ReconcilerError.Code.missingKey, "apps"),
         ("key: {id: K, issuer: I, privateKeyPath: /k.p8}\napps:\n  - bundleId: a\n    environments: [production]", .missingKey, "apps[0].appAppleId"),
         ("apps:\n  - bundleId: a\n    appAppleId: 1", .missingKey, "key"),
         ("key: {id: K, issuer: I}\napps:\n  - {bundleId: a, appAppleId: 1}", .missingKey, "key.privateKeyPath"),
@@ -113,16 +114,16 @@ import Testing
             "apps[0].nonRenewingTerms.p"
         ),
     ])
-    func aMistakeNamesTheFileAndTheKey(text: String, code: ConfigurationError.Code, key: String) throws {
-        let error = #expect(throws: ConfigurationError.self) { try load(text) }
+    func aMistakeNamesTheFileAndTheKey(text: String, code: ReconcilerError.Code, key: String) throws {
+        let error = #expect(throws: ReconcilerError.self) { try load(text) }
         #expect(error?.code == code, "\(String(describing: error))")
         #expect(error?.key == key, "\(String(describing: error))")
         #expect(error?.description.contains("reconciler-config-") == true)
     }
 
     @Test func aFileThatIsNotYAMLOrMissing() throws {
-        #expect((#expect(throws: ConfigurationError.self) { try load("key: [unclosed") })?.code == .invalidYAML)
-        let missing = #expect(throws: ConfigurationError.self) { try ReconcilerConfiguration.load(file: "/nonexistent/reconciler.yaml") }
+        #expect((#expect(throws: ReconcilerError.self) { try load("key: [unclosed") })?.code == .invalidYAML)
+        let missing = #expect(throws: ReconcilerError.self) { try ReconcilerConfiguration.load(file: "/nonexistent/reconciler.yaml") }
         #expect(missing?.code == .unreadable)
         #expect(missing?.description.contains("/nonexistent/reconciler.yaml") == true)
     }

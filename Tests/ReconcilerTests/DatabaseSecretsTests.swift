@@ -2,6 +2,7 @@ import Foundation
 import MockAppStore
 import PostgresNIO
 import Reconciler
+import ReconcilerDomain
 import Testing
 
 @testable import ReconcilerStore
@@ -125,7 +126,7 @@ import Testing
         }
         let described = Database.operatorDescription(of: CarriesASecret())
         #expect(described == "CarriesASecret" && !Self.leaks(described))
-        let unknown = PurchaseStoreError(code: .unknownStoredValue, description: "runs.status holds \"archived\"")
+        let unknown = ReconcilerError(.unknownStoredValue, "runs.status holds \"archived\"")
         #expect(Database.operatorDescription(of: unknown).hasPrefix("unknownStoredValue: "))
     }
 

@@ -1,4 +1,5 @@
 import Reconciler
+import ReconcilerDomain
 import Testing
 
 @testable import ReconcilerStore

@@ -3,6 +3,7 @@ import Foundation
 import MockAppStore
 import PostgresNIO
 import Reconciler
+import ReconcilerDomain
 import Testing
 
 @testable import ReconcilerStore
@@ -38,14 +39,14 @@ import Testing
             let original = Migration(fileName: "0001_first.sql", sql: "CREATE TABLE first (id int);")
             try await Migrator(migrations: [original]).migrate(db.client, logger: TestDatabase.logger)
             let edited = Migration(fileName: "0001_first.sql", sql: "CREATE TABLE first (id bigint);")
-            let error = await #expect(throws: Migrator.MigrationError.self) {
+            let error = await #expect(throws: ReconcilerError.self) {
                 try await Migrator(migrations: [edited, Migration(fileName: "0002_second.sql", sql: "CREATE TABLE second (id int);")])
                     .migrate(db.client, logger: TestDatabase.logger)
             }
             #expect(error?.description.contains("changed after it was applied") == true)
             #expect(try await db.count("SELECT count(*) FROM pg_tables WHERE tablename = 'second'") == 0)
             // A database that is ahead of this binary is refused too.
-            await #expect(throws: Migrator.MigrationError.self) {
+            await #expect(throws: ReconcilerError.self) {
                 try await Migrator(migrations: []).migrate(db.client, logger: TestDatabase.logger)
             }
         }
@@ -54,14 +55,14 @@ import Testing
     @Test func aFailingMigrationLeavesNothingBehind() async throws {
         try await TestDatabase.with(migrate: false) { db in
             let broken = Migration(fileName: "0001_broken.sql", sql: "CREATE TABLE half (id int);\nCREATE TABLE oops (id nosuchtype);")
-            await #expect(throws: Migrator.MigrationError.self) {
+            await #expect(throws: ReconcilerError.self) {
                 try await Migrator(migrations: [broken]).migrate(db.client, logger: TestDatabase.logger)
             }
             let halfTables = try await db.count("SELECT count(*) FROM pg_tables WHERE tablename = 'half'")
             let recorded = try await db.count("SELECT count(*) FROM schema_migrations")
             #expect(halfTables == 0)
             #expect(recorded == 0)
-            await #expect(throws: Migrator.MigrationError.self) {
+            await #expect(throws: ReconcilerError.self) {
                 try await Migrator(migrations: [broken]).requireCurrent(db.client, logger: TestDatabase.logger)
             }
         }
@@ -151,7 +152,7 @@ import Testing
         }
         try await TestDatabase.with(migrate: false) { db in
             try await oneAppDatabase(db, orphan: true)
-            let refused = await #expect(throws: Migrator.MigrationError.self) {
+            let refused = await #expect(throws: ReconcilerError.self) {
                 try await Migrator().migrate(db.client, logger: TestDatabase.logger)
             }
             #expect(refused?.description.contains("1 rows of purchases carry no bundle ID") == true, "\(String(describing: refused))")

@@ -30,12 +30,12 @@ import Testing
             // What a newer version could write: its own CHECK constraints, a state this one lacks.
             try await db.execute("ALTER TABLE reconcile_runs DROP CONSTRAINT reconcile_runs_status_check")
             try await db.execute("UPDATE reconcile_runs SET status = 'archived' WHERE run_id = \(run.runId)")
-            let runError = await #expect(throws: PurchaseStoreError.self) { try await ledger.run(id: run.runId) }
+            let runError = await #expect(throws: ReconcilerError.self) { try await ledger.run(id: run.runId) }
             #expect(runError?.code == .unknownStoredValue)
 
             try await db.execute("ALTER TABLE run_shards DROP CONSTRAINT IF EXISTS run_shards_status_check")
             try await db.execute("UPDATE run_shards SET status = 'skipped' WHERE run_id = \(run.runId)")
-            let shardError = await #expect(throws: PurchaseStoreError.self) { try await ledger.shards(runId: run.runId) }
+            let shardError = await #expect(throws: ReconcilerError.self) { try await ledger.shards(runId: run.runId) }
             #expect(shardError?.code == .unknownStoredValue)
         }
     }

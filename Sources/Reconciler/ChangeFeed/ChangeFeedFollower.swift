@@ -55,15 +55,6 @@ package struct ChangeFeedFollower: Sendable {
         }
     }
 
-    /// The follower's position is no longer in the feed, or changes after it were pruned before it
-    /// read them: changes may be gone for its consumer.
-    package struct PositionPruned: Error, CustomStringConvertible, Sendable {
-        /// The last change id the follower had read past (its `since` when it had read nothing).
-        package var changeId: Int64
-
-        package var description: String { "change \(changeId) is not in the feed, or changes after it were pruned" }
-    }
-
     package let configuration: Configuration
     private let database: Database
     private let logger: Logger
@@ -82,7 +73,7 @@ package struct ChangeFeedFollower: Sendable {
         let store = PurchaseStore(logger: logger)
         let configuration = self.configuration
         guard var position = try await database.transaction({ try await store.position(of: configuration.since, on: $0) }) else {
-            throw PositionPruned(changeId: configuration.since)
+            throw Self.positionPruned(after: configuration.since)
         }
         // --since 0 reads from the oldest change kept, wherever pruning has left that.
         var fromOldestKept = configuration.since == 0
@@ -109,7 +100,7 @@ package struct ChangeFeedFollower: Sendable {
                             after: position, limit: wanted, apps: configuration.apps, appAccountToken: configuration.appAccountToken,
                             runId: configuration.runId, on: $0)
                     }
-                } catch let error as DatabaseUnavailable where configuration.follow {
+                } catch let error as ReconcilerError where error.code == .databaseUnavailable && configuration.follow {
                     // A follower outlives an outage: nothing is skipped, it reads from the same position later.
                     logger.warning("the database is unreachable; reading again later", metadata: ["error": "\(error)"])
                     _ = await wakeup.next()
@@ -117,7 +108,7 @@ package struct ChangeFeedFollower: Sendable {
                 }
                 // Rows after this follower's position were pruned before it read them: it must
                 // resync, as it would be told at start. (The first read from 0 starts at the oldest row kept.)
-                if read.missedPrunedRows, !fromOldestKept { throw PositionPruned(changeId: position.changeId) }
+                if read.missedPrunedRows, !fromOldestKept { throw Self.positionPruned(after: position.changeId) }
                 fromOldestKept = false
                 for change in read.changes {
                     // Cancellation ends the feed between changes: each one is delivered whole.
@@ -158,5 +149,19 @@ package struct ChangeFeedFollower: Sendable {
             // Backs off while the database is away; polling keeps the feed moving meanwhile.
             try? await Task.sleep(for: .milliseconds(min(30_000, 500 << min(failures, 6))))
         }
+    }
+}
+
+extension ChangeFeedFollower {
+    /// The follower's position is no longer in the feed, or changes after it were pruned before it
+    /// read them: changes may be gone for its consumer.
+    static func positionPruned(after changeId: Int64) -> ReconcilerError {
+        ReconcilerError(
+            .feedPositionPruned,
+            """
+            change \(changeId) is not in the feed, or changes after it were pruned (--prune-before, reconciler prune) or never \
+            written, so changes after it may be gone; resync this consumer: take `reconciler changes --newest`, load \
+            `reconciler export`, then follow --since the id taken
+            """)
     }
 }

@@ -13,9 +13,17 @@ package import ReconcilerDomain
 /// let result = try await handler.apply(notification, source: .webhook)
 /// ```
 package struct NotificationRouter: Sendable {
-    /// An authentic notification for an app or environment this deployment does not serve: not
-    /// stored, so Apple delivers it again once the configuration names the app.
-    package struct AppNotConfigured: Error, CustomStringConvertible, Sendable {
+    /// Where a verified notification goes.
+    package enum Route: Sendable {
+        /// The handler of the app the notification names, and the notification verified for it.
+        case handler(NotificationHandler, VerifiedNotification)
+        /// An authentic notification for an app or environment this deployment does not serve:
+        /// not stored, so Apple delivers it again once the configuration names the app.
+        case notConfigured(UnconfiguredApp)
+    }
+
+    /// The app and environment an authentic notification names, when the configuration does not.
+    package struct UnconfiguredApp: Sendable, CustomStringConvertible {
         package var bundleId: String?
         package var environment: AppStoreEnvironment?
         package var appAppleId: Int64?
@@ -32,29 +40,24 @@ package struct NotificationRouter: Sendable {
     /// - Parameter handlers: one per app and environment; their verifiers must trust the same roots.
     package init(handlers: [NotificationHandler]) throws {
         guard let first = handlers.first else {
-            throw NotificationRouterError(description: "no app is configured to receive notifications for")
+            throw ReconcilerError(.missingKey, "no app is configured to receive notifications for")
         }
         self.handlers = handlers
         self.verifier = first.verifier
     }
 
     /// The handler of the app the notification names, and the notification verified for it
-    /// (nested values included). Throws ``VerificationError`` for a forged or malformed payload and
-    /// ``AppNotConfigured`` for an authentic one of an app or environment not configured.
-    package func route(signedPayload: String) async throws -> (handler: NotificationHandler, notification: VerifiedNotification) {
+    /// (nested values included), or the app an authentic notification names when it is not
+    /// configured. Throws ``VerificationError`` for a forged or malformed payload.
+    package func route(signedPayload: String) async throws -> Route {
         let unrouted = try await verifier.verifyNotificationOfAnyApp(signedPayload)
         guard
             let handler = handlers.first(where: {
                 $0.verifier.configuration.target.owns(bundleId: unrouted.bundleId, environment: unrouted.environment, appAppleId: unrouted.appAppleId)
             })
         else {
-            throw AppNotConfigured(bundleId: unrouted.bundleId, environment: unrouted.environment, appAppleId: unrouted.appAppleId)
+            return .notConfigured(UnconfiguredApp(bundleId: unrouted.bundleId, environment: unrouted.environment, appAppleId: unrouted.appAppleId))
         }
-        return (handler, try await handler.verify(unrouted))
+        return .handler(handler, try await handler.verify(unrouted))
     }
-}
-
-/// A router that cannot route anything.
-package struct NotificationRouterError: Error, CustomStringConvertible, Sendable {
-    package var description: String
 }

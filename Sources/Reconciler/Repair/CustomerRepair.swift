@@ -29,7 +29,7 @@ package import ReconcilerStore
 ///
 /// Nothing is written before Apple has confirmed the customer: an unknown order, transaction ID
 /// or app account token, a malformed one, or Apple refusing the first request throws
-/// ``RepairError`` with nothing changed.
+/// ``ReconcilerError`` with nothing changed.
 package struct CustomerRepair: Sendable {
     /// How the operator names the customer.
     package enum Selector: Sendable, Hashable, CustomStringConvertible {
@@ -52,18 +52,17 @@ package struct CustomerRepair: Sendable {
         package static func parse(orderId: String?, transactionId: String?, appAccountToken: String?) throws -> Selector {
             let given = [orderId, transactionId, appAccountToken].compactMap { $0 }
             guard given.count == 1 else {
-                throw RepairError(
-                    code: .selector,
-                    description: "give exactly one of --order-id, --transaction-id or --app-account-token"
+                throw ReconcilerError(
+                    .selector,
+                    "give exactly one of --order-id, --transaction-id or --app-account-token"
                         + (given.isEmpty ? "" : " (\(given.count) were given)"))
             }
             if let orderId {
                 let id = orderId.trimmingCharacters(in: .whitespaces)
                 guard (1...64).contains(id.count), id.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber) }) else {
-                    throw RepairError(
-                        code: .malformedSelector,
-                        description:
-                            "--order-id: \(Self.quoted(orderId)) is not an order ID (letters and digits, as on Apple's receipt email, e.g. MQ5Q7X2ZYB)"
+                    throw ReconcilerError(
+                        .malformedSelector,
+                        "--order-id: \(Self.quoted(orderId)) is not an order ID (letters and digits, as on Apple's receipt email, e.g. MQ5Q7X2ZYB)"
                     )
                 }
                 return .orderId(id)
@@ -71,18 +70,17 @@ package struct CustomerRepair: Sendable {
             if let transactionId {
                 let id = transactionId.trimmingCharacters(in: .whitespaces)
                 guard (1...32).contains(id.count), id.allSatisfy({ $0.isASCII && $0.isNumber }) else {
-                    throw RepairError(
-                        code: .malformedSelector,
-                        description: "--transaction-id: \(Self.quoted(transactionId)) is not a transaction ID (digits, e.g. 2000000123456789)")
+                    throw ReconcilerError(
+                        .malformedSelector,
+                        "--transaction-id: \(Self.quoted(transactionId)) is not a transaction ID (digits, e.g. 2000000123456789)")
                 }
                 return .transactionId(id)
             }
             let token = (appAccountToken ?? "").trimmingCharacters(in: .whitespaces)
             guard let uuid = UUID(uuidString: token) else {
-                throw RepairError(
-                    code: .malformedSelector,
-                    description:
-                        "--app-account-token: \(Self.quoted(token)) is not a UUID (the app's appAccountToken, e.g. 7e3fb20b-4cdb-47cc-936d-99d65f608138)"
+                throw ReconcilerError(
+                    .malformedSelector,
+                    "--app-account-token: \(Self.quoted(token)) is not a UUID (the app's appAccountToken, e.g. 7e3fb20b-4cdb-47cc-936d-99d65f608138)"
                 )
             }
             return .appAccountToken(uuid.uuidString.lowercased())
@@ -119,45 +117,6 @@ package struct CustomerRepair: Sendable {
             self.dryRun = dryRun
             self.forwardTo = forwardTo
             self.worker = worker
-        }
-    }
-
-    /// The repair could not start, or Apple's answer was not genuine. Match on ``code``.
-    package struct RepairError: Error, CustomStringConvertible, CustomDebugStringConvertible, Sendable {
-        package struct Code: Hashable, Sendable, CustomStringConvertible {
-            let base: String
-            /// None, or more than one, of the three selectors.
-            package static let selector = Code(base: "selector")
-            /// An order ID, transaction ID or UUID of the wrong form (or one Apple calls invalid).
-            package static let malformedSelector = Code(base: "malformedSelector")
-            /// Look Up Order ID answered status 1: no purchase of this app in that order.
-            package static let unknownOrderId = Code(base: "unknownOrderId")
-            /// Apple knows no such transaction (4040010).
-            package static let unknownTransactionId = Code(base: "unknownTransactionId")
-            /// No stored purchase carries the app account token.
-            package static let unknownAppAccountToken = Code(base: "unknownAppAccountToken")
-            /// Apple refused the request that names the customer (another 4xx).
-            package static let appleRefused = Code(base: "appleRefused")
-            /// `since` is outside Apple's notification history.
-            package static let window = Code(base: "window")
-            /// Every signed transaction of the order failed verification: quarantined, nothing applied.
-            package static let notGenuine = Code(base: "notGenuine")
-            package var description: String { base }
-        }
-
-        package var code: Code
-        /// What to check, for the operator.
-        package var description: String
-        /// Apple's answer or the verification failure, for logs.
-        package var debugDescription: String
-        /// The repair recorded for it, when one was (a lookup answer that did not verify is quarantined under it).
-        package var runId: Int64?
-
-        init(code: Code, description: String, details: String? = nil, runId: Int64? = nil) {
-            self.code = code
-            self.description = description
-            self.debugDescription = details.map { "\(description) (\($0))" } ?? description
-            self.runId = runId
         }
     }
 
@@ -198,8 +157,8 @@ package struct CustomerRepair: Sendable {
         let windowStart = configuration.since ?? (windowEnd - ReconcileRun.retention(app.environment) + 60_000)
         do {
             try ReconcileRun.validate(windowStart: windowStart, windowEnd: windowEnd, environment: app.environment, now: windowEnd)
-        } catch let error as ReconcileRun.InvalidWindow {
-            throw RepairError(code: .window, description: "--since: \(error.description)")
+        } catch let error as ReconcilerError where error.code == .invalidWindow {
+            throw ReconcilerError(.window, "--since: \(error.description)")
         }
         let (apiAtStart, timelineAtStart) = (client.statistics.snapshot, client.statistics.timeline)
         let tally = VerificationTally()
@@ -231,9 +190,9 @@ package struct CustomerRepair: Sendable {
             try await work.quarantineLookup(found.rejections)
             guard first != nil else {
                 let detail = found.rejections.first.map { "\($0.reason.rawValue): \($0.detail)" }
-                throw RepairError(
-                    code: .notGenuine,
-                    description: "Look Up Order ID answered with signed transactions that failed verification; they are quarantined "
+                throw ReconcilerError(
+                    .notGenuine,
+                    "Look Up Order ID answered with signed transactions that failed verification; they are quarantined "
                         + "(`reconciler rejections`) and nothing was applied",
                     details: detail, runId: record.runId)
             }
@@ -262,7 +221,7 @@ package struct CustomerRepair: Sendable {
     private func stopped(_ record: RunRecord, shadow: ShadowSchema?, by error: any Error, api: APIStatistics.Snapshot) async {
         let status: RunRecord.Status = Task.isCancelled || error is CancellationError ? .interrupted : .failed
         let failure =
-            (error as? RepairError)?.description ?? (error as? RunConfigurationError)?.description
+            (error as? ReconcilerError)?.description
             ?? String(describing: error).prefix(500).description
         let ledger = RunLedger(database: ledger.database.with(unavailableTimeout: .seconds(5)))
         try? await Task.detached {
@@ -288,13 +247,13 @@ package struct CustomerRepair: Sendable {
                 try await store.originalTransactionIds(ofAppAccountToken: token, on: transaction)
             }
             guard !originals.isEmpty else {
-                throw RepairError(
-                    code: .unknownAppAccountToken,
-                    description: """
-                        no purchase stored in this database (\(environment)) carries the app account token \(token): the app may not have \
-                        set it, or its purchases were never recorded; repair by --order-id (from the customer's receipt email) or \
-                        --transaction-id instead
-                        """)
+                throw ReconcilerError(
+                    .unknownAppAccountToken,
+                    """
+                    no purchase stored in this database (\(environment)) carries the app account token \(token): the app may not have \
+                    set it, or its purchases were never recorded; repair by --order-id (from the customer's receipt email) or \
+                    --transaction-id instead
+                    """)
             }
             // One entry per purchase: the first read covers every purchase of the same App Store account.
             return Found(entries: originals.map { Entry(transactionId: $0, originals: [$0]) })
@@ -310,12 +269,12 @@ package struct CustomerRepair: Sendable {
             throw Self.refused(error, naming: "order ID \(orderId)")
         }
         guard answer.status == .valid, let signed = answer.signedTransactions, !signed.isEmpty else {
-            throw RepairError(
-                code: .unknownOrderId,
-                description: """
-                    the App Store has no purchase of this app (\(app.bundleId), \(environment)) in order \(orderId): check the order ID on the \
-                    customer's receipt email (it must be of this app, and of this environment), or repair by --transaction-id
-                    """, details: "Look Up Order ID status \(answer.status?.rawValue ?? -1)")
+            throw ReconcilerError(
+                .unknownOrderId,
+                """
+                the App Store has no purchase of this app (\(app.bundleId), \(environment)) in order \(orderId): check the order ID on the \
+                customer's receipt email (it must be of this app, and of this environment), or repair by --transaction-id
+                """, details: "Look Up Order ID status \(answer.status?.rawValue ?? -1)")
         }
         var verified: [Verified<JWSTransactionDecodedPayload>] = []
         var rejections: [Rejection] = []
@@ -341,19 +300,19 @@ package struct CustomerRepair: Sendable {
     static func refused(_ error: AppStoreServerAPIError, naming what: String) -> any Error {
         switch error {
         case .badRequest(let details) where details.errorCode == .invalidTransactionId:
-            return RepairError(
-                code: .malformedSelector, description: "the App Store says \(what) is not a valid transaction ID; check it",
+            return ReconcilerError(
+                .malformedSelector, "the App Store says \(what) is not a valid transaction ID; check it",
                 details: details.description)
         case .notFound(let details) where details.errorCode == .transactionIdNotFound:
-            return RepairError(
-                code: .unknownTransactionId,
-                description: """
-                    the App Store knows no \(what) for this app in this environment: check the ID, and APP_STORE_ENVIRONMENT \
-                    (a sandbox purchase is not in production)
-                    """, details: details.description)
+            return ReconcilerError(
+                .unknownTransactionId,
+                """
+                the App Store knows no \(what) for this app in this environment: check the ID, and APP_STORE_ENVIRONMENT \
+                (a sandbox purchase is not in production)
+                """, details: details.description)
         case .badRequest(let details), .notFound(let details), .unexpectedStatus(let details):
-            return RepairError(
-                code: .appleRefused, description: "the App Store refused the request for \(what): \(error)",
+            return ReconcilerError(
+                .appleRefused, "the App Store refused the request for \(what): \(error)",
                 details: details.description)
         default:
             return error

@@ -94,7 +94,7 @@ struct RepairWork: Sendable {
                 do {
                     history = try await CustomerHistory.start(
                         entry: entry, windowStart: run.windowStart, windowEnd: run.windowEnd, client: context.client)
-                } catch let error as CustomerRepair.RepairError {
+                } catch let error as ReconcilerError {
                     failures.append(
                         .init(step: "notification history", transactionId: entry.transactionId, kind: .permanent, error: error.description))
                     continue

@@ -258,7 +258,7 @@ struct NotificationReplayer: Sendable {
                 try await ledger.enqueue(runId: run.runId, touches: touches, on: transaction)
                 return recorded
             }
-        } catch let conflict as RunLedger.CheckpointConflict where conflict.alreadyCommitted {
+        } catch let conflict as ReconcilerError where conflict.code == .checkpointAlreadyCommitted {
             // The page committed before and only its answer was lost: nothing more to do.
             return
         }

@@ -143,8 +143,6 @@ struct ChangesCommand: AsyncParsableCommand {
                         try FileHandle.standardOutput.write(contentsOf: Data((try change.jsonLine() + "\n").utf8))
                     }
                 }
-            } catch let pruned as ChangeFeedFollower.PositionPruned {
-                throw Self.prunedError(after: pruned.changeId)
             } catch is Interrupted {
                 // SIGTERM or SIGINT: every line printed is whole, and the consumer resumes after the last one.
             }
@@ -161,21 +159,7 @@ struct ChangesCommand: AsyncParsableCommand {
         }
         print("pruned \(pruned) \(PrunePart.changes.describe(cutoff: cutoff))")
     }
-
-    /// A reader whose position is no longer in the feed (at start, or later when a prune went
-    /// past it): exit 1, and what the consumer must do.
-    static func prunedError(after changeId: Int64) -> CommandError {
-        CommandError.configuration(
-            """
-            change \(changeId) is not in the feed, or changes after it were pruned (--prune-before, reconciler prune) or never \
-            written, so changes after it may be gone; resync this consumer: take `reconciler changes --newest`, load \
-            `reconciler export`, then follow --since the id taken
-            """)
-    }
-
     private static func requireSchema(_ database: Database, logger: Logger) async throws {
-        do { try await Migrator().requireCurrent(database) } catch let error as Migrator.MigrationError {
-            throw CommandError.configuration(error.description)
-        }
+        try await Migrator().requireCurrent(database)
     }
 }

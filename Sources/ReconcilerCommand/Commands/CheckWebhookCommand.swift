@@ -39,22 +39,22 @@ struct CheckWebhookCommand: AsyncParsableCommand {
                 try await Self.requestAndWait(client: client, timeout: timeout)
             }
         } catch is Interrupted {
-            throw CommandError.partial("interrupted before the App Store tried to deliver the TEST notification")
+            throw ReconcilerError.partial("interrupted before the App Store tried to deliver the TEST notification")
         }
         guard let attempt = status.sendAttempts?.last else {
-            throw CommandError.partial("FAILED: no delivery attempt within \(timeout) s (token \(token))")
+            throw ReconcilerError.partial("FAILED: no delivery attempt within \(timeout) s (token \(token))")
         }
         var uuid = "?"
         if let payload = status.signedPayload {
             do {
                 uuid = try await verifier.verifyAndDecodeNotification(payload).notificationUUID ?? "?"
             } catch let error as VerificationError {
-                throw CommandError.partial("FAILED: the TEST notification does not verify: \(error)")
+                throw ReconcilerError.partial("FAILED: the TEST notification does not verify: \(error)")
             }
         }
         let when = attempt.attemptDate.map(TimeArgument.iso8601) ?? "?"
         guard attempt.sendAttemptResult == .success else {
-            throw CommandError.partial(
+            throw ReconcilerError.partial(
                 "FAILED: \(attempt.sendAttemptResult?.rawValue ?? "UNKNOWN") at \(when) (notification \(uuid)); check that `reconciler serve` is reachable at the URL set in App Store Connect"
             )
         }
@@ -71,7 +71,7 @@ struct CheckWebhookCommand: AsyncParsableCommand {
                 return false
             }
             guard found else {
-                throw CommandError.partial(
+                throw ReconcilerError.partial(
                     "FAILED: Apple reports SUCCESS at \(when), but notification \(uuid) is not in this database: is the webhook writing to another one?"
                 )
             }
@@ -85,11 +85,11 @@ struct CheckWebhookCommand: AsyncParsableCommand {
         let token: String
         do {
             guard let value = try await client.requestTestNotification().testNotificationToken else {
-                throw CommandError.partial("FAILED: the App Store returned no test notification token")
+                throw ReconcilerError.partial("FAILED: the App Store returned no test notification token")
             }
             token = value
         } catch let error as AppStoreServerAPIError {
-            throw CommandError.partial("FAILED: Request a Test Notification: \(error.operatorDescription)")
+            throw ReconcilerError.partial("FAILED: Request a Test Notification: \(error.operatorDescription)")
         }
         let deadline = ContinuousClock.now + .seconds(timeout)
         var status = CheckTestNotificationResponse()
@@ -97,7 +97,7 @@ struct CheckWebhookCommand: AsyncParsableCommand {
             do {
                 status = try await client.getTestNotificationStatus(testNotificationToken: token)
             } catch let error as AppStoreServerAPIError {
-                throw CommandError.partial("FAILED: Get Test Notification Status: \(error.operatorDescription)")
+                throw ReconcilerError.partial("FAILED: Get Test Notification Status: \(error.operatorDescription)")
             }
             if !(status.sendAttempts ?? []).isEmpty { break }
             try await Task.sleep(for: .seconds(1))

@@ -2,6 +2,7 @@ import AppStoreServer
 import ArgumentParser
 import Foundation
 import Reconciler
+import ReconcilerDomain
 import ReconcilerShared
 
 struct DetectOutageCommand: AsyncParsableCommand {
@@ -40,9 +41,9 @@ struct DetectOutageCommand: AsyncParsableCommand {
         let logger = logging.makeLogger()
         let targets = try app.commandTargets(api: api)
         guard let back = TimeArgument.duration(since), back > 0 else {
-            throw CommandError.configuration("--since: \(since) is not a duration such as 7d")
+            throw ReconcilerError.configuration("--since: \(since) is not a duration such as 7d")
         }
-        guard let gap = TimeArgument.duration(mergeGap) else { throw CommandError.configuration("--merge-gap: \(mergeGap) is not a duration") }
+        guard let gap = TimeArgument.duration(mergeGap) else { throw ReconcilerError.configuration("--merge-gap: \(mergeGap) is not a duration") }
         let now = Int64(Date().timeIntervalSince1970 * 1000)
         // With a database, each app's requests come out of the budget its other processes share.
         let sharing = targets.map { $0.sharing([.getNotificationHistory]) }
@@ -87,9 +88,9 @@ struct DetectOutageCommand: AsyncParsableCommand {
         if let index = ExitClass.mostPressing(errors.map(\.exitCode)) ?? errors.indices.first {
             let worst = errors[index]
             throw several
-                ? CommandError(
-                    description: outcomes.compactMap { outcome in outcome.error.map { "\(outcome.app): \($0)" } }.joined(separator: "; "),
-                    exitCode: worst.exitCode) : worst
+                ? ReconcilerError(
+                    worst.code, outcomes.compactMap { outcome in outcome.error.map { "\(outcome.app): \($0)" } }.joined(separator: "; "))
+                : worst
         }
     }
 
@@ -97,9 +98,9 @@ struct DetectOutageCommand: AsyncParsableCommand {
     struct Outcome: Encodable {
         var app: AppTarget
         var detection: OutageDetector.Detection?
-        var error: CommandError?
+        var error: ReconcilerError?
 
-        init(app: AppTarget, detection: OutageDetector.Detection? = nil, error: CommandError? = nil) {
+        init(app: AppTarget, detection: OutageDetector.Detection? = nil, error: ReconcilerError? = nil) {
             self.app = app
             self.detection = detection
             self.error = error

@@ -61,7 +61,7 @@ struct ExportCommand: AsyncParsableCommand {
         let sink: FileHandle
         if let output {
             guard FileManager.default.createFile(atPath: output, contents: nil), let handle = FileHandle(forWritingAtPath: output) else {
-                throw CommandError.configuration("cannot write \(output)")
+                throw ReconcilerError.configuration("cannot write \(output)")
             }
             sink = handle
         } else {
@@ -69,10 +69,10 @@ struct ExportCommand: AsyncParsableCommand {
         }
         let now = Int64(Date().timeIntervalSince1970 * 1000)
         guard let moment = at.map({ TimeArgument.parse($0, now: now) }) ?? now else {
-            throw CommandError.configuration("--at: \(at ?? "") is not a time (ISO 8601, UNIX milliseconds, or now-1h)")
+            throw ReconcilerError.configuration("--at: \(at ?? "") is not a time (ISO 8601, UNIX milliseconds, or now-1h)")
         }
         if let appAccountToken, UUID(uuidString: appAccountToken) == nil {
-            throw CommandError.configuration("--app-account-token: \(appAccountToken) is not a UUID (the app's appAccountToken)")
+            throw ReconcilerError.configuration("--app-account-token: \(appAccountToken) is not a UUID (the app's appAccountToken)")
         }
         // Each app and environment's own choices, with this command's flags added.
         let store = PurchaseStore(

@@ -62,14 +62,12 @@ struct ForwardCommand: AsyncParsableCommand {
             return configuration
         }
         guard let drain = TimeArgument.duration(drainTimeout), drain >= 0 else {
-            throw CommandError.configuration("--drain-timeout: \(drainTimeout) is not a duration such as 5m")
+            throw ReconcilerError.configuration("--drain-timeout: \(drainTimeout) is not a duration such as 5m")
         }
         let (once, retryFailed, targets) = (self.once, self.retryFailed, urls.map(\.target))
         let (before, after, others, pendingHere) = try await database.runWork(logger: logger) { database in
             do {
                 try await Migrator().requireCurrent(database)
-            } catch let error as Migrator.MigrationError {
-                throw CommandError.configuration(error.description)
             }
             // One forwarder per webhook, each delivering only what was queued for its URL.
             let forwarders = configurations.map { Forwarder(configuration: $0, database: database) }
@@ -115,11 +113,11 @@ struct ForwardCommand: AsyncParsableCommand {
         }
         guard once else { return }
         if after.failed > before.failed {
-            throw CommandError.attention(
+            throw ReconcilerError.attention(
                 "\(after.failed - before.failed) deliveries failed for good; fix the app's endpoint, then `reconciler forward --once --retry-failed`")
         }
         if pendingHere > 0 {
-            throw CommandError.partial(
+            throw ReconcilerError.partial(
                 "\(pendingHere) deliveries are still pending; they are retried by `reconciler forward`, the next run or `serve --forward-to`")
         }
     }
@@ -134,7 +132,7 @@ struct ForwardCommand: AsyncParsableCommand {
             if !urls.contains(where: { $0.target.id == url.target.id }) { urls.append(url) }
         }
         guard !urls.isEmpty else {
-            throw CommandError.configuration(
+            throw ReconcilerError.configuration(
                 "forward needs the app's webhook URL: --forward-to or RECONCILER_FORWARD_TO, or forwardTo in the configuration file "
                     + "(the queue keeps only an id of it, never the URL)")
         }

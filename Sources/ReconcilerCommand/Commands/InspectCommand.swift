@@ -1,6 +1,7 @@
 import AppStoreServer
 import ArgumentParser
 import Foundation
+import ReconcilerDomain
 
 struct InspectCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
@@ -34,7 +35,7 @@ struct InspectCommand: AsyncParsableCommand {
         {
             input = payload
         }
-        guard !input.isEmpty else { throw CommandError.configuration("no JWS given (pass it as an argument, or - and standard input)") }
+        guard !input.isEmpty else { throw ReconcilerError.configuration("no JWS given (pass it as an argument, or - and standard input)") }
 
         // Without an app configured, only the signature and chain can be judged.
         let appChecks = app.resolvedBundleId != nil || app.configurationFile != nil
@@ -58,7 +59,7 @@ struct InspectCommand: AsyncParsableCommand {
                     firstError = firstError ?? error
                 }
             }
-            guard let (verifier, value) = verified else { throw firstError ?? CommandError.configuration("no app to check against") }
+            guard let (verifier, value) = verified else { throw firstError ?? ReconcilerError.configuration("no app to check against") }
             var object = try JSONSerialization.jsonObject(with: Data(value.json)) as? [String: Any] ?? [:]
             // A notification's nested values are verified too, each once, and shown decoded.
             if value.kind == .notification, var data = object["data"] as? [String: Any] {
@@ -78,7 +79,7 @@ struct InspectCommand: AsyncParsableCommand {
                 FileHandle.standardError.write(Data("note: APP_STORE_BUNDLE_ID is not set, so the app and environment were not checked\n".utf8))
             }
         } catch let error as VerificationError {
-            throw CommandError.rejected("rejected: \(error.reason.rawValue): \(error.detail)")
+            throw ReconcilerError.rejected("rejected: \(error.reason.rawValue): \(error.detail)")
         }
     }
 }

@@ -3,6 +3,7 @@ import ArgumentParser
 import Foundation
 import Reconciler
 import ReconcilerConfiguration
+import ReconcilerDomain
 import ReconcilerStore
 
 struct MigrateCommand: AsyncParsableCommand {
@@ -52,8 +53,6 @@ struct MigrateCommand: AsyncParsableCommand {
                 } else {
                     for migration in applied { print("applied \(migration.fileName)") }
                 }
-            } catch let error as Migrator.MigrationError {
-                throw CommandError.configuration(error.description)
             }
         }
     }

@@ -66,9 +66,7 @@ struct PruneCommand: AsyncParsableCommand {
         let cutoffs = ages.map { part, _, age in (part, now.addingTimeInterval(-Double(TimeArgument.duration(age)!) / 1000)) }
         let dryRun = self.dryRun
         try await database.withDatabase(logger: logger) { database in
-            do { try await Migrator().requireCurrent(database) } catch let error as Migrator.MigrationError {
-                throw CommandError.configuration(error.description)
-            }
+            try await Migrator().requireCurrent(database)
             let pruner = Pruner(database: database)
             for (part, cutoff) in cutoffs {
                 if dryRun {

@@ -2,6 +2,7 @@ import AppStoreServer
 import ArgumentParser
 import Foundation
 import Reconciler
+import ReconcilerDomain
 import ReconcilerStore
 
 struct RejectionsCommand: AsyncParsableCommand {
@@ -56,17 +57,15 @@ struct RejectionsCommand: AsyncParsableCommand {
     func run() async throws {
         let logger = logging.makeLogger()
         guard let targets = try app.storedScope().apps else {
-            throw CommandError.configuration(
+            throw ReconcilerError.configuration(
                 "no app: give a configuration file (--config, RECONCILER_CONFIG), or set APP_STORE_BUNDLE_ID (or --bundle-id)")
         }
         try await database.withDatabase(logger: logger) { database in
-            do { try await Migrator().requireCurrent(database) } catch let error as Migrator.MigrationError {
-                throw CommandError.configuration(error.description)
-            }
+            try await Migrator().requireCurrent(database)
             let ledger = RunLedger(database: database)
             if let show {
                 guard let payload = try await ledger.quarantinedSignedPayload(sha256: show.lowercased()) else {
-                    throw CommandError.configuration("no quarantined payload has the SHA-256 \(show) (give the whole hash)")
+                    throw ReconcilerError.configuration("no quarantined payload has the SHA-256 \(show) (give the whole hash)")
                 }
                 print(payload)
                 return
@@ -116,12 +115,12 @@ struct RejectionsCommand: AsyncParsableCommand {
             if !payloads.isEmpty || givenUp > 0 { matching.append(target) }
         }
         guard matching.count <= 1 else {
-            throw CommandError.configuration(
+            throw ReconcilerError.configuration(
                 "\(selector) matches in \(matching.map(\.description).joined(separator: " and ")): choose one with --app (and --environment); nothing was acknowledged"
             )
         }
         guard let owner = matching.first else {
-            throw CommandError.configuration(
+            throw ReconcilerError.configuration(
                 "nothing of \(targets.map(\.description).joined(separator: ", ")) matches \(selector): give a payload's notificationUUID or at least 8 characters of its hash, "
                     + "or a given-up customer's transaction id or shard name")
         }
@@ -139,11 +138,11 @@ struct RejectionsCommand: AsyncParsableCommand {
                 print("acknowledged \(selector) (given up by \(givenUp) run\(givenUp == 1 ? "" : "s"); \(target))")
                 return
             }
-            throw CommandError.configuration(
+            throw ReconcilerError.configuration(
                 "nothing of \(bundleId) (\(environment)) matches \(selector): give a payload's notificationUUID or at least 8 characters of its hash, "
                     + "or a given-up customer's transaction id or shard name")
         case .ambiguous(let count):
-            throw CommandError.configuration("\(selector) matches \(count) quarantined payloads: give more of the hash")
+            throw ReconcilerError.configuration("\(selector) matches \(count) quarantined payloads: give more of the hash")
         }
     }
 

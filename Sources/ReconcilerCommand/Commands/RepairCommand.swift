@@ -102,7 +102,7 @@ struct RepairCommand: AsyncParsableCommand {
             report = try await repair(logger: logger)
         } catch {
             // Stopped before it could report (bad input, configuration, the database): alerts still see the exit code.
-            try? writeMetrics(metrics, exitCode: (error as? CommandError)?.exitCode ?? 1, status: nil)
+            try? writeMetrics(metrics, exitCode: (error as? ReconcilerError)?.exitCode ?? 1, status: nil)
             throw error
         }
         print(json ? String(decoding: try report.json(), as: UTF8.self) : report.humanSummary())
@@ -114,9 +114,9 @@ struct RepairCommand: AsyncParsableCommand {
             }
         try writeMetrics(metrics, exitCode: exitCode, status: report.status)
         switch exitCode {
-        case 4: throw CommandError.attention("repaired, but needs attention: see QUARANTINED and FAILED in the report (`reconciler rejections`)")
+        case 4: throw ReconcilerError.attention("repaired, but needs attention: see QUARANTINED and FAILED in the report (`reconciler rejections`)")
         case 2:
-            throw CommandError.partial(
+            throw ReconcilerError.partial(
                 "not everything was repaired (repair \(report.runId) is \(report.status.rawValue)); run the same command again")
         default: return
         }
@@ -127,19 +127,17 @@ struct RepairCommand: AsyncParsableCommand {
         let selector: CustomerRepair.Selector
         do {
             selector = try CustomerRepair.Selector.parse(orderId: orderId, transactionId: transactionId, appAccountToken: appAccountToken)
-        } catch let error as CustomerRepair.RepairError {
-            throw CommandError.configuration(error.description)
         }
         let now = Int64(Date().timeIntervalSince1970 * 1000)
         let sinceTime = try since.map { text -> Int64 in
             guard let time = TimeArgument.parse(text, now: now) else {
-                throw CommandError.configuration(
+                throw ReconcilerError.configuration(
                     "--since: \(text) is not a time (ISO 8601 such as 2026-11-20T03:10:00Z, UNIX milliseconds, or now-30d)")
             }
             return time
         }
         guard let drainTimeout = TimeArgument.duration(forwardDrainTimeout), drainTimeout >= 0 else {
-            throw CommandError.configuration("--forward-drain-timeout: \(forwardDrainTimeout) is not a duration such as 60s")
+            throw ReconcilerError.configuration("--forward-drain-timeout: \(forwardDrainTimeout) is not a duration such as 60s")
         }
         let forwardTarget = try ForwardingOptions.target(forwardTo)
         let forwarding = try forwardTarget.flatMap { url in dryRun ? nil : try self.forwarding.configuration(url: url) }
@@ -150,7 +148,7 @@ struct RepairCommand: AsyncParsableCommand {
         // App Review purchases are sandbox purchases).
         let targets = try app.commandTargets(api: api).sorted { $0.app.environment == .production && $1.app.environment != .production }
         guard Set(targets.map(\.app.bundleId)).count == 1 else {
-            throw CommandError.configuration(
+            throw ReconcilerError.configuration(
                 "several apps are configured (\(Set(targets.map(\.app.bundleId)).sorted().joined(separator: ", "))): choose one with --app")
         }
         return try await Self.mapErrors {
@@ -158,7 +156,7 @@ struct RepairCommand: AsyncParsableCommand {
                 do {
                     return try await repair(
                         configuration: configuration, forwarding: forwarding, drainTimeout: drainTimeout, target: target, logger: logger)
-                } catch let error as CustomerRepair.RepairError where [.unknownTransactionId, .unknownOrderId].contains(error.code) {
+                } catch let error as ReconcilerError where [.unknownTransactionId, .unknownOrderId].contains(error.code) {
                     logger.info("not found in \(target.app.environment.rawValue); trying \(targets[index + 1].app.environment.rawValue)")
                 }
             }
@@ -179,8 +177,6 @@ struct RepairCommand: AsyncParsableCommand {
             return try await database.runWork(logger: logger, sharing: sharing) { database in
                 do {
                     try await Migrator().requireCurrent(database)
-                } catch let error as Migrator.MigrationError {
-                    throw CommandError.configuration(error.description)
                 }
                 var report = try await CustomerRepair(configuration: configuration, database: database, verifier: verifier, client: client).repair()
                 if let forwarding {
@@ -190,7 +186,7 @@ struct RepairCommand: AsyncParsableCommand {
                 return report
             }
         } catch is Interrupted {
-            throw CommandError.partial("interrupted: run the same command again (what is done is not done twice)")
+            throw ReconcilerError.partial("interrupted: run the same command again (what is done is not done twice)")
         }
     }
 
@@ -198,16 +194,14 @@ struct RepairCommand: AsyncParsableCommand {
     private static func mapErrors<T>(_ body: () async throws -> T) async throws -> T {
         do {
             return try await body()
-        } catch let error as CustomerRepair.RepairError {
-            if error.code == .notGenuine { throw CommandError.attention(error.description + (error.runId.map { " (repair \($0))" } ?? "")) }
-            throw CommandError.configuration(error.description)
-        } catch let error as RunConfigurationError {
-            throw CommandError.configuration(error.description)
+        } catch let error as ReconcilerError {
+            if error.code == .notGenuine { throw ReconcilerError.attention(error.description + (error.runId.map { " (repair \($0))" } ?? "")) }
+            throw ReconcilerError.configuration(error.description)
         } catch let error as AppStoreServerAPIError {
-            if case .unauthorized = error { throw CommandError.configuration(error.operatorDescription) }
-            throw CommandError.partial("the repair stopped: \(error); run the same command again")
+            if case .unauthorized = error { throw ReconcilerError.configuration(error.operatorDescription) }
+            throw ReconcilerError.partial("the repair stopped: \(error); run the same command again")
         } catch is CancellationError {
-            throw CommandError.partial("interrupted: run the same command again (what is done is not done twice)")
+            throw ReconcilerError.partial("interrupted: run the same command again (what is done is not done twice)")
         }
     }
 
@@ -217,7 +211,7 @@ struct RepairCommand: AsyncParsableCommand {
         do {
             try metrics.writeTextfile(to: metricsFile)
         } catch {
-            throw CommandError.configuration("\(error)")
+            throw ReconcilerError.configuration("\(error)")
         }
     }
 }

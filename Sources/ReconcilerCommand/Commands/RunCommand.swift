@@ -160,7 +160,7 @@ struct RunCommand: AsyncParsableCommand {
             // Stopped before any run could report (configuration, the database): alerts still see the exit code.
             do {
                 if let metrics {
-                    RunMetrics.record(exitCode: (error as? CommandError)?.exitCode ?? 1, kind: invocationKind, report: nil, in: metrics)
+                    RunMetrics.record(exitCode: (error as? ReconcilerError)?.exitCode ?? 1, kind: invocationKind, report: nil, in: metrics)
                 }
                 try writeMetrics(metrics)
             } catch let metricsError {
@@ -245,14 +245,14 @@ struct RunCommand: AsyncParsableCommand {
                     do {
                         try await ReportPageFile.write(report: report, ledger: RunLedger(database: database), to: reportHtml, logger: logger)
                     } catch {
-                        let stop = (error as? CommandError) ?? .configuration("cannot write the report page to \(reportHtml): \(error)")
+                        let stop = (error as? ReconcilerError) ?? .configuration("cannot write the report page to \(reportHtml): \(error)")
                         outcomes[index].stop = outcomes[index].stop ?? stop
                     }
                 }
                 return outcomes
             }
         } catch is Interrupted {
-            throw CommandError.partial("interrupted before the run started; rerun the same command")
+            throw ReconcilerError.partial("interrupted before the run started; rerun the same command")
         }
     }
 
@@ -264,7 +264,7 @@ struct RunCommand: AsyncParsableCommand {
         do {
             try metrics.writeTextfile(to: metricsFile)
         } catch {
-            throw CommandError.configuration("\(error)")
+            throw ReconcilerError.configuration("\(error)")
         }
     }
 
@@ -286,7 +286,7 @@ struct RunCommand: AsyncParsableCommand {
             if !Task.isShuttingDownGracefully, !Task.isCancelled {
                 do {
                     try await drain(forwarder, into: &outcome, logger: logger)
-                } catch let error as CommandError {
+                } catch let error as ReconcilerError {
                     outcome.stop = outcome.stop ?? error
                 } catch {
                     // The deliveries stay queued; the next run or `reconciler forward` sends them.
@@ -303,7 +303,7 @@ struct RunCommand: AsyncParsableCommand {
     /// Waits up to --forward-drain-timeout for the runs' deliveries, and adds where they stand to their reports.
     private func drain(_ forwarder: Forwarder, into outcome: inout Outcome, logger: Logger) async throws {
         guard let timeout = TimeArgument.duration(forwardDrainTimeout), timeout >= 0 else {
-            throw CommandError.configuration("--forward-drain-timeout: \(forwardDrainTimeout) is not a duration such as 60s")
+            throw ReconcilerError.configuration("--forward-drain-timeout: \(forwardDrainTimeout) is not a duration such as 60s")
         }
         let runIds = outcome.reports.map(\.runId)
         guard !runIds.isEmpty else { return }
@@ -341,7 +341,7 @@ struct RunCommand: AsyncParsableCommand {
                 (configuration.windowStart, configuration.windowEnd) = try manualWindow()
                 try await execute(configuration, database: database, verifier: verifier, client: client, logger: logger, into: &outcome)
             }
-        } catch let stop as CommandError {
+        } catch let stop as ReconcilerError {
             outcome.stop = stop
         }
         return outcome
@@ -361,7 +361,7 @@ struct RunCommand: AsyncParsableCommand {
         if let reportHtml, let report = outcome.reports.last {
             do {
                 try await ReportPageFile.write(report: report, ledger: ledger, to: reportHtml, logger: logger)
-            } catch let error as CommandError {
+            } catch let error as ReconcilerError {
                 outcome.stop = outcome.stop ?? error
             } catch {
                 outcome.stop = outcome.stop ?? .configuration("cannot write the report page to \(reportHtml): \(error)")
@@ -377,7 +377,7 @@ struct RunCommand: AsyncParsableCommand {
         /// Scheduled windows given up because they left Apple's retention.
         var lost: [RunRecord] = []
         /// The error that stopped the invocation.
-        var stop: CommandError?
+        var stop: ReconcilerError?
         /// Another run of this app and environment held the lease, so this one did nothing.
         var leaseHeld = false
 
@@ -400,7 +400,7 @@ struct RunCommand: AsyncParsableCommand {
             ExitClass.mostPressing(outcomes.map { several && $0.leaseHeld ? 0 : $0.exitCode })
         }
 
-        var error: CommandError {
+        var error: ReconcilerError {
             if let stop { return stop }
             if let report = reports.last(where: { $0.status == .partial || $0.status == .interrupted || $0.status == .failed }) {
                 return .partial(
@@ -418,20 +418,20 @@ struct RunCommand: AsyncParsableCommand {
         var planner = ReplayPlanner.Configuration(maximumShardsPerQuery: maxShards)
         if let shardDuration {
             guard let shard = TimeArgument.duration(shardDuration), shard >= 1000 else {
-                throw CommandError.configuration("--shard-duration: \(shardDuration) is not a duration of at least 1s")
+                throw ReconcilerError.configuration("--shard-duration: \(shardDuration) is not a duration of at least 1s")
             }
             planner.shardDuration = shard
         }
         if let priority {
             planner.priority = try priority.split(separator: ",").map { item in
                 guard let filter = NotificationFilter(parsing: String(item)) else {
-                    throw CommandError.configuration("--priority: \(item) is not a notification type or TYPE/SUBTYPE Apple documents")
+                    throw ReconcilerError.configuration("--priority: \(item) is not a notification type or TYPE/SUBTYPE Apple documents")
                 }
                 return filter
             }
         }
         guard let lease = TimeArgument.duration(leaseDuration), lease >= 3000 else {
-            throw CommandError.configuration("--lease-duration: \(leaseDuration) is not a duration of at least 3s")
+            throw ReconcilerError.configuration("--lease-duration: \(leaseDuration) is not a duration of at least 3s")
         }
         return ReconcileRun.Configuration(
             windowStart: 0, windowEnd: 0, kind: .manual, dryRun: dryRun,
@@ -445,8 +445,6 @@ struct RunCommand: AsyncParsableCommand {
     private func requireSchema(_ database: Database) async throws {
         do {
             try await Migrator().requireCurrent(database)
-        } catch let error as Migrator.MigrationError {
-            throw CommandError.configuration(error.description)
         }
     }
 
@@ -458,7 +456,7 @@ struct RunCommand: AsyncParsableCommand {
         client: AppStoreServerAPIClient, ledger: RunLedger, logger: Logger, into outcome: inout Outcome
     ) async throws {
         guard let overlapMilliseconds = TimeArgument.duration(overlap) else {
-            throw CommandError.configuration("--overlap: \(overlap) is not a duration such as 1h")
+            throw ReconcilerError.configuration("--overlap: \(overlap) is not a duration such as 1h")
         }
         let target = verifier.configuration.target
         let environment = target.environment
@@ -544,7 +542,7 @@ struct RunCommand: AsyncParsableCommand {
     }
 
     /// Runs one window with progress, signals and the report; a stop that ends the whole
-    /// invocation is thrown as a ``CommandError``.
+    /// invocation is thrown as a ``ReconcilerError``.
     private func execute(
         _ configuration: ReconcileRun.Configuration, database: Database, verifier: SignedDataVerifier,
         client: AppStoreServerAPIClient, logger: Logger, into outcome: inout Outcome,
@@ -555,7 +553,7 @@ struct RunCommand: AsyncParsableCommand {
         let reporter = ProgressReporter(progress: progress, logger: logger, interval: .seconds(max(progressInterval, 1)))
         let progressTask = Task { await reporter.run() }
         defer { progressTask.cancel() }
-        func stop(_ report: RunReport?, _ error: CommandError) throws -> Never {
+        func stop(_ report: RunReport?, _ error: ReconcilerError) throws -> Never {
             progressTask.cancel()
             if let report {
                 try? output(report)
@@ -579,15 +577,15 @@ struct RunCommand: AsyncParsableCommand {
             }
         } catch is CancellationError {
             try stop(nil, .partial("interrupted before the run started; rerun the same command"))
-        } catch let error as RunLease.Busy {
+        } catch let error as ReconcilerError where error.code == .leaseHeld {
             outcome.leaseHeld = true
             try stop(nil, .configuration(error.description))
-        } catch let error as ReconcileRun.InvalidWindow {
+        } catch let error as ReconcilerError where error.code == .invalidWindow {
             try stop(nil, .configuration(error.description))
         } catch let error as AppStoreServerAPIError {
             if case .unauthorized = error { try stop(nil, .configuration(error.operatorDescription)) }
             try stop(nil, .partial("the run stopped: \(error); rerun the same command to resume"))
-        } catch let error as DatabaseUnavailable {
+        } catch let error as ReconcilerError where error.code == .databaseUnavailable {
             try stop(nil, .partial("the run stopped: \(error); rerun the same command to resume"))
         } catch let error where Database.isDatabaseFailure(error) {
             try stop(
@@ -616,7 +614,7 @@ struct RunCommand: AsyncParsableCommand {
             let data = try JSONSerialization.data(withJSONObject: ["targets": entries], options: [.prettyPrinted, .sortedKeys])
             try data.write(to: URL(fileURLWithPath: path))
         } catch {
-            throw CommandError.configuration("cannot write the report to \(path): \(error.localizedDescription)")
+            throw ReconcilerError.configuration("cannot write the report to \(path): \(error.localizedDescription)")
         }
     }
 
@@ -624,7 +622,7 @@ struct RunCommand: AsyncParsableCommand {
         do {
             try report.json().write(to: URL(fileURLWithPath: path))
         } catch {
-            throw CommandError.configuration("cannot write the report to \(path): \(error.localizedDescription)")
+            throw ReconcilerError.configuration("cannot write the report to \(path): \(error.localizedDescription)")
         }
     }
 
@@ -632,12 +630,12 @@ struct RunCommand: AsyncParsableCommand {
     private func manualWindow() throws -> (Int64, Int64) {
         let now = Int64(Date().timeIntervalSince1970 * 1000)
         guard let start, let startTime = TimeArgument.parse(start, now: now) else {
-            throw CommandError.configuration(
+            throw ReconcilerError.configuration(
                 "--start: \(start ?? "") is not a time (ISO 8601 such as 2026-11-20T03:10:00Z, UNIX milliseconds, or now-6h)")
         }
         guard let end else { return (startTime, now) }
         guard let endTime = TimeArgument.parse(end, now: now) else {
-            throw CommandError.configuration("--end: \(end) is not a time (ISO 8601 such as 2026-11-20T05:45:00Z, UNIX milliseconds, or now)")
+            throw ReconcilerError.configuration("--end: \(end) is not a time (ISO 8601 such as 2026-11-20T05:45:00Z, UNIX milliseconds, or now)")
         }
         return (startTime, endTime)
     }
@@ -646,7 +644,7 @@ struct RunCommand: AsyncParsableCommand {
     private func detectedWindows(client: AppStoreServerAPIClient, logger: Logger) async throws -> [(Int64, Int64)] {
         let now = Int64(Date().timeIntervalSince1970 * 1000)
         guard let since = TimeArgument.duration(detectSince) else {
-            throw CommandError.configuration("--detect-since: \(detectSince) is not a duration such as 7d")
+            throw ReconcilerError.configuration("--detect-since: \(detectSince) is not a duration such as 7d")
         }
         let detection = try await OutageDetector(client: client).detect(since: now - since, until: now)
         for window in detection.windows {

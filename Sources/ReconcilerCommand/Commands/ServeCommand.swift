@@ -73,11 +73,11 @@ struct ServeCommand: AsyncParsableCommand {
         let settings = try database.settings()
         let port =
             try self.port ?? Env.value("PORT").map { value in
-                guard let port = Int(value) else { throw CommandError.configuration("PORT must be a number") }
+                guard let port = Int(value) else { throw ReconcilerError.configuration("PORT must be a number") }
                 return port
             } ?? 8080
         guard let metricsInterval = TimeArgument.duration(self.metricsInterval), metricsInterval >= 1000 else {
-            throw CommandError.configuration("--metrics-interval: \(self.metricsInterval) is not a duration of at least 1s, such as 60s")
+            throw ReconcilerError.configuration("--metrics-interval: \(self.metricsInterval) is not a duration of at least 1s, such as 60s")
         }
         // Apple waits only so long for an answer: a database that is away gets a quick 503 (Apple retries).
         let database = try self.database.database(settings, logger: logger, unavailableTimeout: .seconds(5))
@@ -137,8 +137,6 @@ struct ServeCommand: AsyncParsableCommand {
                     } else {
                         try await migrator.requireCurrent(database)
                     }
-                } catch let error as Migrator.MigrationError {
-                    throw CommandError.configuration(error.description)
                 } catch let error where Database.isDatabaseFailure(error) {
                     logger.warning(
                         "database unreachable at startup; /health reports it", metadata: ["error": "\(Database.operatorDescription(of: error))"])

@@ -3,6 +3,7 @@ import ArgumentParser
 import Foundation
 import Logging
 import Reconciler
+import ReconcilerDomain
 import ReconcilerShared
 import ReconcilerStore
 
@@ -63,15 +64,13 @@ struct StatusCommand: AsyncParsableCommand {
         // --run names one run, whatever its app; otherwise each configured app and environment's runs.
         let apps = try runId == nil ? app.storedScope().appsOnly() : nil
         try await database.withDatabase(logger: logger) { database in
-            do { try await Migrator().requireCurrent(database) } catch let error as Migrator.MigrationError {
-                throw CommandError.configuration(error.description)
-            }
+            try await Migrator().requireCurrent(database)
             let ledger = RunLedger(database: database)
             let store = PurchaseStore(logger: logger)
             // One section per app and environment, each newest first (one of every run without a configured app).
             var sections: [(app: AppTarget?, rows: [Row])] = []
             if let runId {
-                guard let run = try await ledger.run(id: runId) else { throw CommandError.configuration("there is no run \(runId)") }
+                guard let run = try await ledger.run(id: runId) else { throw ReconcilerError.configuration("there is no run \(runId)") }
                 sections = [(nil, [try await row(of: run, ledger: ledger, store: store, database: database)])]
             } else {
                 for target in apps.map({ $0.map(Optional.some) }) ?? [nil] {

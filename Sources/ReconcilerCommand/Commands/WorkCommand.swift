@@ -52,9 +52,9 @@ struct WorkCommand: AsyncParsableCommand {
         // A short read before the work: the worker's own client, lifecycle and budget start after.
         let runId = self.runId
         let run = try await database.withDatabase(logger: logger) { database in try await RunLedger(database: database).run(id: runId) }
-        guard let run else { throw CommandError.configuration("there is no run \(runId)") }
+        guard let run else { throw ReconcilerError.configuration("there is no run \(runId)") }
         guard let target = targets.first(where: { $0.app.bundleId == run.bundleId && $0.app.environment.rawValue == run.environment }) else {
-            throw CommandError.configuration("run \(runId) is for \(run.bundleId) in \(run.environment), which the configuration does not list")
+            throw ReconcilerError.configuration("run \(runId) is for \(run.bundleId) in \(run.environment), which the configuration does not list")
         }
         return target
     }
@@ -80,24 +80,18 @@ struct WorkCommand: AsyncParsableCommand {
                 defer { progressTask.cancel() }
                 try await worker.work(progress: progress)
             }
-        } catch let error as Migrator.MigrationError {
-            throw CommandError.configuration(error.description)
-        } catch let error as RunWorker.CannotJoin {
-            throw CommandError.configuration(error.description)
         } catch let error as AppStoreServerAPIError {
-            if case .unauthorized = error { throw CommandError.configuration(error.operatorDescription) }
-            throw CommandError.partial("the worker stopped: \(error); the customers it held are pending again")
-        } catch let error as RunConfigurationError {
-            throw CommandError.configuration(error.description)
+            if case .unauthorized = error { throw ReconcilerError.configuration(error.operatorDescription) }
+            throw ReconcilerError.partial("the worker stopped: \(error); the customers it held are pending again")
         } catch is Interrupted, is CancellationError {
-            throw CommandError.partial("interrupted; the customers this worker held are pending again")
+            throw ReconcilerError.partial("interrupted; the customers this worker held are pending again")
         }
         let snapshot = progress.snapshot
         print(
             "worker \(holder) on run \(runId): \(snapshot.customersDone) customers done here, \(snapshot.customersFailed) failed, "
                 + "\(client.statistics.snapshot.requests) requests")
         if snapshot.customersFailed > 0 {
-            throw CommandError.partial("\(snapshot.customersFailed) customers failed; `reconciler status --run \(runId)` lists them")
+            throw ReconcilerError.partial("\(snapshot.customersFailed) customers failed; `reconciler status --run \(runId)` lists them")
         }
     }
 }

@@ -45,10 +45,10 @@ struct APIOptions: ParsableArguments {
         let issuerId = issuerId ?? Env.value("APP_STORE_ISSUER_ID")
         let keyPath = privateKeyPath ?? Env.value("APP_STORE_PRIVATE_KEY_PATH")
         guard keyId != nil || issuerId != nil || keyPath != nil else { return nil }
-        guard let keyId else { throw CommandError.configuration("no key id: set APP_STORE_KEY_ID or --key-id") }
-        guard let issuerId else { throw CommandError.configuration("no issuer id: set APP_STORE_ISSUER_ID or --issuer-id") }
+        guard let keyId else { throw ReconcilerError.configuration("no key id: set APP_STORE_KEY_ID or --key-id") }
+        guard let issuerId else { throw ReconcilerError.configuration("no issuer id: set APP_STORE_ISSUER_ID or --issuer-id") }
         guard let keyPath else {
-            throw CommandError.configuration("no private key: set APP_STORE_PRIVATE_KEY_PATH or --private-key-path (the .p8 file)")
+            throw ReconcilerError.configuration("no private key: set APP_STORE_PRIVATE_KEY_PATH or --private-key-path (the .p8 file)")
         }
         return .init(id: keyId, issuer: issuerId, privateKeyPath: keyPath)
     }
@@ -57,7 +57,7 @@ struct APIOptions: ParsableArguments {
     func baseURLOverride() throws -> String? {
         let baseURL = apiBaseURL ?? Env.value("APP_STORE_API_BASE_URL")
         if let baseURL, URL(string: baseURL)?.scheme == nil {
-            throw CommandError.configuration("APP_STORE_API_BASE_URL must be a URL such as http://127.0.0.1:8081, got \(baseURL)")
+            throw ReconcilerError.configuration("APP_STORE_API_BASE_URL must be a URL such as http://127.0.0.1:8081, got \(baseURL)")
         }
         return baseURL
     }
@@ -68,7 +68,7 @@ struct APIOptions: ParsableArguments {
 
         mutating func key(at path: String) throws -> P256.Signing.PrivateKey {
             if let key = byPath[path] { return key }
-            let key = try Result { try APIAuthenticationTokens.loadPrivateKey(path: path) }.mapError { CommandError.configuration("\($0)") }.get()
+            let key = try Result { try APIAuthenticationTokens.loadPrivateKey(path: path) }.mapError { ReconcilerError.configuration("\($0)") }.get()
             byPath[path] = key
             return key
         }
@@ -80,7 +80,7 @@ struct APIOptions: ParsableArguments {
         for target: ReconcilerConfiguration.Target, budget: RequestBudget, keys: inout PrivateKeys
     ) throws -> AppStoreServerAPIClient {
         guard let apiKey = target.key else {
-            throw CommandError.configuration(
+            throw ReconcilerError.configuration(
                 "no In-App Purchase key for \(target.app): set key in the configuration file, or APP_STORE_KEY_ID, APP_STORE_ISSUER_ID and APP_STORE_PRIVATE_KEY_PATH"
             )
         }
@@ -106,12 +106,12 @@ struct APIOptions: ParsableArguments {
             try target.rateLimit
             ?? Env.value("APP_STORE_RATE_LIMIT").map { value in
                 guard let number = Double(value), number > 0, number.isFinite else {
-                    throw CommandError.configuration("APP_STORE_RATE_LIMIT must be a positive number")
+                    throw ReconcilerError.configuration("APP_STORE_RATE_LIMIT must be a positive number")
                 }
                 return number
             }
         if let rateLimit {
-            guard rateLimit > 0, rateLimit.isFinite else { throw CommandError.configuration("--rate-limit must be positive") }
+            guard rateLimit > 0, rateLimit.isFinite else { throw ReconcilerError.configuration("--rate-limit must be positive") }
         }
         return RequestBudget(environment: target.app.environment, appRequestsPerSecond: app, cap: rateLimit)
     }
@@ -127,7 +127,7 @@ struct APIOptions: ParsableArguments {
             return nil
         }
         guard let seconds = Double(text), seconds > 0, seconds <= 86_400 else {
-            throw CommandError.configuration("\(name) must be a number of seconds above 0 and at most 86400, got \(text)")
+            throw ReconcilerError.configuration("\(name) must be a number of seconds above 0 and at most 86400, got \(text)")
         }
         return seconds
     }

@@ -2,6 +2,7 @@ import AppStoreServer
 import ArgumentParser
 import Foundation
 import ReconcilerConfiguration
+import ReconcilerDomain
 import ReconcilerShared
 import X509
 
@@ -46,7 +47,7 @@ struct AppOptions: ParsableArguments {
         switch value.lowercased() {
         case "production": return .production
         case "sandbox": return .sandbox
-        default: throw CommandError.configuration("unknown environment \(value): use production or sandbox")
+        default: throw ReconcilerError.configuration("unknown environment \(value): use production or sandbox")
         }
     }
 
@@ -59,7 +60,7 @@ struct AppOptions: ParsableArguments {
     func resolvedAppAppleId() throws -> Int64? {
         if let appAppleId { return appAppleId }
         guard let value = Env.value("APP_STORE_APP_APPLE_ID") else { return nil }
-        guard let id = Int64(value) else { throw CommandError.configuration("APP_STORE_APP_APPLE_ID must be a number, got \(value)") }
+        guard let id = Int64(value) else { throw ReconcilerError.configuration("APP_STORE_APP_APPLE_ID must be a number, got \(value)") }
         return id
     }
 
@@ -71,24 +72,23 @@ struct AppOptions: ParsableArguments {
     ) throws -> ReconcilerConfiguration {
         if let file = configurationFile {
             guard bundleId == nil, appAppleId == nil else {
-                throw CommandError.configuration("--bundle-id and --app-apple-id go without a configuration file; \(file) names the apps (use --app)")
+                throw ReconcilerError.configuration(
+                    "--bundle-id and --app-apple-id go without a configuration file; \(file) names the apps (use --app)")
             }
             do {
                 var configuration = try ReconcilerConfiguration.load(file: file)
                 if let rootCertificates { configuration.rootCertificates = Self.paths(rootCertificates) }
                 return configuration
-            } catch let error as ConfigurationError {
-                throw CommandError.configuration(error.description)
             }
         }
         guard let bundleId = resolvedBundleId else {
-            throw CommandError.configuration(
+            throw ReconcilerError.configuration(
                 "no app: give a configuration file (--config, RECONCILER_CONFIG), or set APP_STORE_BUNDLE_ID (or --bundle-id)")
         }
         let environment = try resolvedEnvironment
         let appAppleId = try resolvedAppAppleId()
         if requireAppAppleId, environment == .production, appAppleId == nil {
-            throw CommandError.configuration(
+            throw ReconcilerError.configuration(
                 "production needs the app's Apple ID: set APP_STORE_APP_APPLE_ID or --app-apple-id (or use --environment sandbox)")
         }
         let target = ReconcilerConfiguration.Target(
@@ -112,8 +112,6 @@ struct AppOptions: ParsableArguments {
         let environment = try configurationFile == nil ? nil : self.environment.map(Self.environment(named:))
         do {
             return try configuration.targets(app: app, environment: environment)
-        } catch let error as ConfigurationError {
-            throw CommandError.configuration(error.description)
         }
     }
 
@@ -138,7 +136,7 @@ struct AppOptions: ParsableArguments {
         do {
             return try TrustedRoots.load(paths: paths)
         } catch {
-            throw CommandError.configuration("root certificates (\(paths.joined(separator: ", "))): \(error)")
+            throw ReconcilerError.configuration("root certificates (\(paths.joined(separator: ", "))): \(error)")
         }
     }
 
@@ -160,7 +158,7 @@ struct AppOptions: ParsableArguments {
                     environment: first.app.environment))
             return try targets.map { try base.verifier(for: $0.app) }
         } catch let error as SignedDataVerifier.ConfigurationError {
-            throw CommandError.configuration(error.description)
+            throw ReconcilerError.configuration(error.description)
         }
     }
 }
@@ -183,7 +181,7 @@ struct StoredScope {
     /// an app named is refused rather than ignored.
     func appsOnly() throws -> [AppTarget]? {
         if targets == nil, environment != nil {
-            throw CommandError.configuration(
+            throw ReconcilerError.configuration(
                 "--environment chooses among the configured apps: give a configuration file (--config, RECONCILER_CONFIG) or APP_STORE_BUNDLE_ID")
         }
         return apps

@@ -30,7 +30,7 @@ struct LoadedTargets: Sendable {
     /// The one target of a command that works on one.
     func onlyTarget() throws -> CommandTarget {
         guard targets.count == 1, let target = targets.first else {
-            throw CommandError.configuration(
+            throw ReconcilerError.configuration(
                 "several apps and environments are configured (\(targets.map(\.app.description).joined(separator: ", "))): choose one with --app and --environment"
             )
         }

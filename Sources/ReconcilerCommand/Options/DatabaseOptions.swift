@@ -24,12 +24,12 @@ struct DatabaseOptions: ParsableArguments {
 
     func settings() throws -> DatabaseSettings {
         guard let url = databaseURL ?? Env.value("DATABASE_URL") else {
-            throw CommandError.configuration("no database: set DATABASE_URL or --database-url (postgres://user:password@host:5432/db)")
+            throw ReconcilerError.configuration("no database: set DATABASE_URL or --database-url (postgres://user:password@host:5432/db)")
         }
         do {
             return try DatabaseSettings(url: url, maximumConnections: max(2, maxConnections))
         } catch {
-            throw CommandError.configuration("\(error)")
+            throw ReconcilerError.configuration("\(error)")
         }
     }
 
@@ -41,7 +41,7 @@ struct DatabaseOptions: ParsableArguments {
         do {
             return try Database(settings: settings, logger: logger, configuration: configuration)
         } catch {
-            throw CommandError.configuration("database \(settings): the TLS settings do not load: \(error)")
+            throw ReconcilerError.configuration("database \(settings): the TLS settings do not load: \(error)")
         }
     }
 
@@ -57,7 +57,7 @@ struct DatabaseOptions: ParsableArguments {
     ) async throws -> T {
         let settings = try settings()
         guard let timeout = TimeArgument.duration(databaseTimeout), timeout >= 1000 else {
-            throw CommandError.configuration("--database-timeout: \(databaseTimeout) is not a duration of at least 1s, such as 60s or 5m")
+            throw ReconcilerError.configuration("--database-timeout: \(databaseTimeout) is not a duration of at least 1s, such as 60s or 5m")
         }
         try await checkConnection(settings, logger: logger)
         let database = try self.database(settings, logger: logger, unavailableTimeout: .milliseconds(timeout))
@@ -119,7 +119,7 @@ struct DatabaseOptions: ParsableArguments {
         do {
             try await settings.checkConnection(logger: logger)
         } catch let failure as DatabaseSettings.ConnectionFailure where failure.isConfigurationError {
-            throw CommandError.configuration(failure.description)
+            throw ReconcilerError.configuration(failure.description)
         } catch {
             logger.debug("database not reachable yet", metadata: ["database": "\(settings)"])
         }
@@ -128,9 +128,9 @@ struct DatabaseOptions: ParsableArguments {
     /// The database's errors in the command's words and exit codes.
     private static func commandError(_ error: any Error, settings: DatabaseSettings) -> any Error {
         switch error {
-        case let error as DatabaseUnavailable: CommandError.partial("\(error); rerun when it is back")
+        case let error as ReconcilerError where error.code == .databaseUnavailable: ReconcilerError.partial("\(error); rerun when it is back")
         case let error where Database.isDatabaseFailure(error):
-            CommandError.configuration("database \(settings): \(Database.operatorDescription(of: error))")
+            ReconcilerError.configuration("database \(settings): \(Database.operatorDescription(of: error))")
         default: error
         }
     }

@@ -1,4 +1,5 @@
 import ArgumentParser
+import ReconcilerDomain
 import ReconcilerShared
 
 /// The app's entitlement choices from the environment: RECONCILER_ENTITLE_BILLING_RETRY (1 when a
@@ -12,7 +13,7 @@ enum EntitlementOptions {
         var policy = EntitlementPolicy(billingRetryEntitles: entitleBillingRetry || Env.flag("RECONCILER_ENTITLE_BILLING_RETRY"))
         if let text = Env.value("RECONCILER_NON_RENEWING_TERMS") {
             guard let parsed = EntitlementPolicy.parseTerms(text) else {
-                throw CommandError.configuration(
+                throw ReconcilerError.configuration(
                     "RECONCILER_NON_RENEWING_TERMS: \(text) is not a list of PRODUCT=DURATION (e.g. com.example.pass.30d=30d,com.example.pass.7d=7d)")
             }
             policy.nonRenewingTerms = parsed
@@ -35,7 +36,7 @@ enum EntitlementOptions {
         var result: [String: Int64] = [:]
         for term in terms {
             guard let parsed = EntitlementPolicy.parseTerms(term), parsed.count == 1 else {
-                throw CommandError.configuration("--non-renewing-term: \(term) is not PRODUCT=DURATION (e.g. com.example.pass.30d=30d)")
+                throw ReconcilerError.configuration("--non-renewing-term: \(term) is not PRODUCT=DURATION (e.g. com.example.pass.30d=30d)")
             }
             result.merge(parsed) { $1 }
         }

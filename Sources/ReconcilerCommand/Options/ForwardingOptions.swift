@@ -43,10 +43,10 @@ struct ForwardingOptions: ParsableArguments {
     /// The forwarder's configuration for `url`; the secret is read here and never printed.
     func configuration(url: ForwardingURL) throws -> Forwarder.Configuration {
         guard let timeout = TimeArgument.duration(forwardTimeout), timeout >= 100 else {
-            throw CommandError.configuration("--forward-timeout: \(forwardTimeout) is not a duration of at least 100ms, such as 10s")
+            throw ReconcilerError.configuration("--forward-timeout: \(forwardTimeout) is not a duration of at least 100ms, such as 10s")
         }
         guard let backoff = TimeArgument.duration(forwardBackoff), backoff >= 10 else {
-            throw CommandError.configuration("--forward-backoff: \(forwardBackoff) is not a duration such as 5s")
+            throw ReconcilerError.configuration("--forward-backoff: \(forwardBackoff) is not a duration such as 5s")
         }
         return Forwarder.Configuration(
             url: url, concurrency: forwardConcurrency, requestsPerSecond: forwardRate, timeout: .milliseconds(timeout),
@@ -57,10 +57,10 @@ struct ForwardingOptions: ParsableArguments {
     private func secret() throws -> ForwardingSecret? {
         if let forwardSecretFile {
             guard let text = try? String(contentsOfFile: forwardSecretFile, encoding: .utf8) else {
-                throw CommandError.configuration("--forward-secret-file: cannot read \(forwardSecretFile)")
+                throw ReconcilerError.configuration("--forward-secret-file: cannot read \(forwardSecretFile)")
             }
             let secret = text.trimmingCharacters(in: .whitespacesAndNewlines)
-            guard !secret.isEmpty else { throw CommandError.configuration("--forward-secret-file: \(forwardSecretFile) is empty") }
+            guard !secret.isEmpty else { throw ReconcilerError.configuration("--forward-secret-file: \(forwardSecretFile) is empty") }
             return ForwardingSecret(secret)
         }
         return Env.value("RECONCILER_FORWARD_SECRET").map(ForwardingSecret.init)
@@ -73,7 +73,7 @@ struct ForwardingOptions: ParsableArguments {
         guard let components = URLComponents(string: url), let scheme = components.scheme?.lowercased(), ["http", "https"].contains(scheme),
             let host = components.host, !host.isEmpty
         else {
-            throw CommandError.configuration(
+            throw ReconcilerError.configuration(
                 "--forward-to: \(ForwardingTarget.redact(url)) is not an http(s) URL such as https://app.example.com/apple/notifications")
         }
         return ForwardingURL(url)

@@ -1,6 +1,7 @@
 import Foundation
 import Logging
 import Reconciler
+import ReconcilerDomain
 import ReconcilerStore
 import ServiceLifecycle
 import Synchronization
@@ -36,8 +37,8 @@ struct CommandLifecycle: Sendable {
                     // The likeliest cause is a database not migrated yet: say so.
                     do {
                         try await Migrator().requireCurrent(database)
-                    } catch let schema as Migrator.MigrationError {
-                        throw CommandError.configuration(schema.description)
+                    } catch let schema as ReconcilerError where schema.code == .schemaNotCurrent {
+                        throw schema
                     } catch {}
                     throw error
                 }

@@ -32,7 +32,7 @@ enum ReportPageFile {
         do {
             try Data(html.utf8).write(to: URL(fileURLWithPath: path), options: .atomic)
         } catch {
-            throw CommandError.configuration("cannot write the report page to \(path): \(error.localizedDescription)")
+            throw ReconcilerError.configuration("cannot write the report page to \(path): \(error.localizedDescription)")
         }
         if announce { print("incident report page: \(path)") }
     }

@@ -37,26 +37,6 @@ package struct RunLease: Sendable {
         }
     }
 
-    /// Another process holds the lease.
-    package struct Busy: Error, CustomStringConvertible, Sendable {
-        package var holder: RunLedger.LeaseHolder
-        package var run: RunRecord?
-
-        package var description: String {
-            guard let run else {
-                return "another reconcile run (\(holder.holder)) holds the lease for this app and environment; try again later or pass --wait"
-            }
-            return "run \(run.runId) holds the lease (window \(run.windowStart)–\(run.windowEnd), started \(run.startedAt), by \(holder.holder)); "
-                + "try again later or pass --wait"
-        }
-    }
-
-    /// This process could not renew its lease in time: another run may have taken over.
-    package struct Lost: Error, CustomStringConvertible, Sendable {
-        package var reason: String
-        package var description: String { "this process lost the run lease (\(reason)); rerun to resume" }
-    }
-
     /// The run the lease belongs to, once known, so a second run's error can name it.
     package final class Handle: Sendable {
         package let runId = Locked<Int64?>(nil)
@@ -81,7 +61,7 @@ package struct RunLease: Sendable {
         self.ledger = ledger
     }
 
-    /// Runs `body` holding the lease; throws ``Busy`` when a live holder has it (unless `wait`), and
+    /// Runs `body` holding the lease; throws ``ReconcilerError/Code/leaseHeld`` when a live holder has it (unless `wait`), and
     /// ``Lost`` (cancelling `body`) when it could not be renewed before it ran out.
     package func withLease<Result: Sendable>(
         environment: String, bundleId: String, onWait: @Sendable () -> Void = {},
@@ -102,7 +82,7 @@ package struct RunLease: Sendable {
             guard configuration.wait else {
                 var run: RunRecord?
                 if let runId = current.runId { run = try? await ledger.run(id: runId) }
-                throw Busy(holder: current, run: run)
+                throw Self.busy(holder: current, run: run)
             }
             if !announced {
                 onWait()
@@ -151,9 +131,9 @@ package struct RunLease: Sendable {
                 let held = try await quick.renewRunLease(
                     environment: environment, bundleId: bundleId, holder: configuration.holder, duration: configuration.duration,
                     runId: handle.runId.withLock { $0 })
-                guard held else { throw Lost(reason: "another process took it over") }
+                guard held else { throw Self.lost(reason: "another process took it over") }
                 renewed = clock.now
-            } catch let error as Lost {
+            } catch let error as ReconcilerError where error.code == .leaseLost {
                 throw error
             } catch is CancellationError {
                 return
@@ -161,7 +141,7 @@ package struct RunLease: Sendable {
                 ledger.logger.warning("could not renew the run lease", metadata: ["error": "\(error)"])
                 // Stop before the lease can run out, so no other run overlaps with this one.
                 if clock.now - renewed >= configuration.duration - configuration.renewalInterval {
-                    throw Lost(reason: "\(error)")
+                    throw Self.lost(reason: "\(error)")
                 }
             }
         }
@@ -173,5 +153,24 @@ package struct RunLease: Sendable {
         try? await Task.detached { [configuration] in
             try await quick.releaseRunLease(environment: environment, bundleId: bundleId, holder: configuration.holder)
         }.value
+    }
+}
+
+extension RunLease {
+    /// Another process holds the lease.
+    static func busy(holder: RunLedger.LeaseHolder, run: RunRecord?) -> ReconcilerError {
+        guard let run else {
+            return ReconcilerError(
+                .leaseHeld, "another reconcile run (\(holder.holder)) holds the lease for this app and environment; try again later or pass --wait")
+        }
+        return ReconcilerError(
+            .leaseHeld,
+            "run \(run.runId) holds the lease (window \(run.windowStart)–\(run.windowEnd), started \(run.startedAt), by \(holder.holder)); "
+                + "try again later or pass --wait", runId: run.runId)
+    }
+
+    /// This process could not renew its lease in time: another run may have taken over.
+    static func lost(reason: String) -> ReconcilerError {
+        ReconcilerError(.leaseLost, "this process lost the run lease (\(reason)); rerun to resume")
     }
 }

@@ -264,7 +264,7 @@ extension RunLedger {
                 "SELECT status, count(*) FROM gap_queue WHERE run_id = \(runId) GROUP BY status", logger: logger)
             var counts: [QueueStatus: Int] = [:]
             for try await (status, count) in rows.decode((String, Int).self) {
-                counts[try PurchaseStoreError.stored(status, in: "gap_queue.status", as: QueueStatus.self)] = count
+                counts[try ReconcilerError.stored(status, in: "gap_queue.status", as: QueueStatus.self)] = count
             }
             return QueueSummary(
                 pending: counts[.pending] ?? 0, leased: counts[.leased] ?? 0, done: counts[.done] ?? 0, failed: counts[.failed] ?? 0,
@@ -288,7 +288,7 @@ extension RunLedger {
             var result: [FailedCustomer] = []
             for try await (anchor, kind, error) in rows.decode((String, String, String).self) {
                 result.append(
-                    .init(anchorTransactionId: anchor, kind: try PurchaseStoreError.stored(kind, in: "gap_queue.failure_kind"), error: error))
+                    .init(anchorTransactionId: anchor, kind: try ReconcilerError.stored(kind, in: "gap_queue.failure_kind"), error: error))
             }
             return result
         }

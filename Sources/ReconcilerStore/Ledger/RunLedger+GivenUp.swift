@@ -70,8 +70,8 @@ extension RunLedger {
             for try await row in rows.decode((Int64, String, String, String, String, Int, Date, Date?, String?).self) {
                 result.append(
                     GivenUp(
-                        runId: row.0, kind: try PurchaseStoreError.stored(row.1, in: "given_up.kind"), subject: row.2,
-                        failureKind: try PurchaseStoreError.stored(row.3, in: "given_up.failure_kind"), reason: row.4, failures: row.5,
+                        runId: row.0, kind: try ReconcilerError.stored(row.1, in: "given_up.kind"), subject: row.2,
+                        failureKind: try ReconcilerError.stored(row.3, in: "given_up.failure_kind"), reason: row.4, failures: row.5,
                         givenUpAt: row.6,
                         acknowledgedAt: row.7, acknowledgedNote: row.8))
             }
@@ -105,7 +105,7 @@ extension RunLedger {
                 """, logger: logger)
             var counts = Dictionary(uniqueKeysWithValues: GivenUp.Kind.allCases.map { ($0, 0) })
             for try await (kind, count) in rows.decode((String, Int).self) {
-                counts[try PurchaseStoreError.stored(kind, in: "given_up.kind", as: GivenUp.Kind.self)] = count
+                counts[try ReconcilerError.stored(kind, in: "given_up.kind", as: GivenUp.Kind.self)] = count
             }
             return counts
         }

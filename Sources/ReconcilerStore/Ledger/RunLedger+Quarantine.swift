@@ -2,6 +2,7 @@ package import AppStoreServer
 package import Foundation
 import Logging
 import PostgresNIO
+import ReconcilerDomain
 
 /// The quarantine: signed values from Apple's API that failed verification. Each is stored once
 /// (by its SHA-256), never applied, and counted by every run that meets it; only the first run
@@ -91,8 +92,8 @@ extension RunLedger {
             for try await row in rows.decode((String, String?, String?, String, String, String, Bool).self) {
                 result.append(
                     Rejection(
-                        source: try PurchaseStoreError.stored(row.0, in: "run_rejections.source"), notificationUUID: row.1, typeAndSubtype: row.2,
-                        reason: try PurchaseStoreError.stored(row.3, in: "run_rejections.reason"), detail: row.4, payloadSHA256: row.5,
+                        source: try ReconcilerError.stored(row.0, in: "run_rejections.source"), notificationUUID: row.1, typeAndSubtype: row.2,
+                        reason: try ReconcilerError.stored(row.3, in: "run_rejections.reason"), detail: row.4, payloadSHA256: row.5,
                         newlyQuarantined: row.6))
             }
             return result
@@ -132,8 +133,8 @@ extension RunLedger {
             {
                 result.append(
                     QuarantinedPayload(
-                        payloadSHA256: row.0, source: try PurchaseStoreError.stored(row.1, in: "quarantine.source"), notificationUUID: row.2,
-                        typeAndSubtype: row.3, reason: try PurchaseStoreError.stored(row.4, in: "quarantine.reason"), detail: row.5,
+                        payloadSHA256: row.0, source: try ReconcilerError.stored(row.1, in: "quarantine.source"), notificationUUID: row.2,
+                        typeAndSubtype: row.3, reason: try ReconcilerError.stored(row.4, in: "quarantine.reason"), detail: row.5,
                         firstSeenAt: row.6, lastSeenAt: row.7, firstRunId: row.8, lastRunId: row.9, timesSeen: row.10,
                         acknowledgedAt: row.11, acknowledgedNote: row.12))
             }

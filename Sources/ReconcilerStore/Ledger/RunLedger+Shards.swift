@@ -21,29 +21,17 @@ extension RunLedger {
                             queryIndex: row.0, filter: .init(row.1.map(NotificationTypeV2.init(rawValue:)), row.2.map(Subtype.init(rawValue:))),
                             start: row.3, end: row.4),
                         paginationToken: row.5, pagesDone: row.6, notificationsSeen: row.7, restarts: row.8,
-                        status: try PurchaseStoreError.stored(row.9, in: "run_shards.status"),
-                        failureKind: try row.10.map { try PurchaseStoreError.stored($0, in: "run_shards.failure_kind") },
+                        status: try ReconcilerError.stored(row.9, in: "run_shards.status"),
+                        failureKind: try row.10.map { try ReconcilerError.stored($0, in: "run_shards.failure_kind") },
                         lastError: row.11))
             }
             return shards
         }
     }
 
-    /// A checkpoint that did not advance: the shard is not where this process read it.
-    package struct CheckpointConflict: Error, CustomStringConvertible, Sendable {
-        /// The shard is exactly where this page would have put it: the page committed before (its
-        /// commit's answer was lost), so this attempt must change nothing.
-        package var alreadyCommitted: Bool
-        package var description: String {
-            alreadyCommitted
-                ? "the page was already committed"
-                : "another process moved the shard's checkpoint: this process no longer owns the run"
-        }
-    }
-
     /// A page's checkpoint: where the shard continues, and whether it is finished. It advances
     /// only from the position the page was fetched from, so two processes can never both apply
-    /// the shard's pages; throws ``CheckpointConflict`` when it is not there.
+    /// the shard's pages; throws ``alreadyCommitted`` or ``checkpointMoved`` when it is not there.
     package func checkpoint(
         runId: Int64, shard: ReplayPlanner.Shard, from position: ShardRecord.Position, nextToken: String?, done: Bool,
         notificationsSeen: Int, on transaction: DatabaseTransaction
@@ -68,7 +56,7 @@ extension RunLedger {
             """, logger: logger)
         var committed = false
         for try await _ in check { committed = true }
-        throw CheckpointConflict(alreadyCommitted: committed)
+        throw committed ? Self.alreadyCommitted : Self.checkpointMoved
     }
 
     /// Splits a shard in the transaction of the page that showed it dense: the shard is done at
@@ -125,7 +113,7 @@ extension RunLedger {
                 RETURNING pages_done
                 """, logger: logger)
             for try await pages in rows.decode(Int.self) { return ShardRecord.Position(paginationToken: nil, pagesDone: pages) }
-            throw CheckpointConflict(alreadyCommitted: false)
+            throw Self.checkpointMoved
         }
     }
 
@@ -179,4 +167,13 @@ package struct ShardColumns: Encodable {
         shard_start_ms = shard.start
         shard_end_ms = shard.end
     }
+}
+
+extension RunLedger {
+    /// A checkpoint that did not advance because the shard is exactly where this page would have
+    /// put it: the page committed before (its commit's answer was lost), so this attempt changes nothing.
+    static let alreadyCommitted = ReconcilerError(.checkpointAlreadyCommitted, "the page was already committed")
+    /// A checkpoint that did not advance: the shard is not where this process read it.
+    static let checkpointMoved = ReconcilerError(
+        .checkpointConflict, "another process moved the shard's checkpoint: this process no longer owns the run")
 }

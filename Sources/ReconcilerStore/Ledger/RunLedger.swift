@@ -27,9 +27,9 @@ package struct RunLedger: Sendable {
 
     package static func record(_ row: RunRow) throws -> RunRecord {
         RunRecord(
-            runId: row.0, kind: try PurchaseStoreError.stored(row.1, in: "runs.kind"), environment: row.2, bundleId: row.3, windowStart: row.4,
+            runId: row.0, kind: try ReconcilerError.stored(row.1, in: "runs.kind"), environment: row.2, bundleId: row.3, windowStart: row.4,
             windowEnd: row.5, dryRun: row.6, options: try JSONDecoder().decode(RunOptions.self, from: Data(row.7.utf8)),
-            status: try PurchaseStoreError.stored(row.8, in: "runs.status"), phase: try PurchaseStoreError.stored(row.9, in: "runs.phase"),
+            status: try ReconcilerError.stored(row.8, in: "runs.status"), phase: try ReconcilerError.stored(row.9, in: "runs.phase"),
             startedAt: row.10, updatedAt: row.11, finishedAt: row.12, holder: row.13, failure: row.14, replayFinishedAt: row.15)
     }
 
@@ -137,7 +137,7 @@ package struct RunLedger: Sendable {
                 """, logger: logger)
             var created: RunRecord?
             for try await row in rows.decode(RunRow.self) { created = try Self.record(row) }
-            guard let run = created else { throw PurchaseStoreError(code: .missingRow, description: "the run was not created") }
+            guard let run = created else { throw ReconcilerError(.missingRow, "the run was not created") }
             try await transaction.query(
                 """
                 INSERT INTO run_shards (run_id, query_index, notification_type, subtype, shard_start_ms, shard_end_ms)

@@ -2,6 +2,7 @@ import AppStoreServer
 import Foundation
 package import Logging
 import PostgresNIO
+import ReconcilerDomain
 import ReconcilerShared
 import ServiceLifecycle
 
@@ -32,7 +33,7 @@ extension Database: Service {
     /// Whether `error` came from the database (its server or a connection to it), not from the
     /// work around it: callers that must tell the two apart need not know PostgreSQL's errors.
     package static func isDatabaseFailure(_ error: any Error) -> Bool {
-        error is PSQLError || error is DatabaseUnavailable
+        error is PSQLError || (error as? ReconcilerError)?.code == .databaseUnavailable
     }
 }
 

@@ -120,7 +120,10 @@ package struct Database: Sendable {
                 }
                 guard retry == .unavailable, clock.now < deadline else {
                     throw retry == .unavailable
-                        ? DatabaseUnavailable(database: configuration.name, waited: configuration.unavailableTimeout, lastError: Self.brief(error))
+                        ? ReconcilerError(
+                            .databaseUnavailable,
+                            "\(configuration.name) was unreachable for \(configuration.unavailableTimeout.components.seconds) s (\(Self.brief(error)))"
+                        )
                         : error
                 }
                 let pause = min(Duration.milliseconds(100 * (1 << min(attempt, 5))), .seconds(2))
@@ -265,8 +268,8 @@ package struct Database: Sendable {
     /// The webhook and the metrics log store failures through this, knowing nothing of PostgreSQL.
     package static func operatorDescription(of error: any Error) -> String {
         switch error {
-        case let error as DatabaseUnavailable: error.description
-        case let error as PurchaseStoreError: "\(error.code): \(error.description)"
+        case let error as ReconcilerError where error.code == .databaseUnavailable: error.description
+        case let error as ReconcilerError: "\(error.code): \(error.description)"
         default: brief(error)
         }
     }
@@ -288,18 +291,6 @@ extension Database.Configuration: CustomStringConvertible, CustomDebugStringConv
     }
     package var debugDescription: String { description }
     package var customMirror: Mirror { Mirror(self, children: ["description": description]) }
-}
-
-/// The database stayed unreachable for longer than the configured time.
-package struct DatabaseUnavailable: Error, CustomStringConvertible, Sendable {
-    /// Host, port and database; never a password.
-    package var database: String
-    package var waited: Duration
-    package var lastError: String
-
-    package var description: String {
-        "\(database) was unreachable for \(waited.components.seconds) s (\(lastError))"
-    }
 }
 
 extension PSQLError {

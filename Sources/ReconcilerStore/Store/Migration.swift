@@ -53,10 +53,6 @@ package struct Migrator: Sendable {
         self.defaultBundleId = defaultBundleId
     }
 
-    package struct MigrationError: Error, CustomStringConvertible, Sendable {
-        package var description: String
-    }
-
     /// The state of one migration in a database.
     package struct Status: Sendable {
         package var migration: Migration
@@ -103,9 +99,9 @@ package struct Migrator: Sendable {
     func requireCurrent(_ client: PostgresClient, logger: Logger) async throws {
         let pending = try await status(client, logger: logger).filter { $0.appliedAt == nil }
         guard pending.isEmpty else {
-            throw MigrationError(
-                description:
-                    "the database schema is not current (pending: \(pending.map(\.migration.fileName).joined(separator: ", "))): run `reconciler migrate` first"
+            throw ReconcilerError(
+                .schemaNotCurrent,
+                "the database schema is not current (pending: \(pending.map(\.migration.fileName).joined(separator: ", "))): run `reconciler migrate` first"
             )
         }
     }
@@ -113,9 +109,9 @@ package struct Migrator: Sendable {
     private func validateVersions() throws {
         var seen = Set<Int>()
         for migration in migrations {
-            guard migration.version >= 0 else { throw MigrationError(description: "\(migration.fileName) does not start with a number") }
+            guard migration.version >= 0 else { throw ReconcilerError(.schemaNotCurrent, "\(migration.fileName) does not start with a number") }
             guard seen.insert(migration.version).inserted else {
-                throw MigrationError(description: "two migrations have version \(migration.version)")
+                throw ReconcilerError(.schemaNotCurrent, "two migrations have version \(migration.version)")
             }
         }
     }
@@ -143,15 +139,15 @@ package struct Migrator: Sendable {
         let known = Dictionary(uniqueKeysWithValues: migrations.map { ($0.version, $0) })
         for (version, record) in applied.sorted(by: { $0.key < $1.key }) {
             guard let migration = known[version] else {
-                throw MigrationError(
-                    description:
-                        "the database has migration \(record.fileName), which this reconciler does not know: use the reconciler version that applied it, or newer"
+                throw ReconcilerError(
+                    .schemaNotCurrent,
+                    "the database has migration \(record.fileName), which this reconciler does not know: use the reconciler version that applied it, or newer"
                 )
             }
             guard migration.checksum == record.checksum else {
-                throw MigrationError(
-                    description:
-                        "\(migration.fileName) changed after it was applied (applied checksum \(record.checksum.prefix(12)), file \(migration.checksum.prefix(12))): restore the file and put the change in a new migration"
+                throw ReconcilerError(
+                    .schemaNotCurrent,
+                    "\(migration.fileName) changed after it was applied (applied checksum \(record.checksum.prefix(12)), file \(migration.checksum.prefix(12))): restore the file and put the change in a new migration"
                 )
             }
         }
@@ -177,9 +173,9 @@ package struct Migrator: Sendable {
                 try await connection.run("SELECT pg_temp.reconciler_run_migration(\(migration.sql))", logger: logger)
             } catch let error as PSQLError where error.serverInfo?[.message] != nil {
                 // The server's own message says what is wrong (a RAISE in the migration names what to do).
-                throw MigrationError(description: "\(migration.fileName) failed and was rolled back: \(error.serverInfo?[.message] ?? "")")
+                throw ReconcilerError(.schemaNotCurrent, "\(migration.fileName) failed and was rolled back: \(error.serverInfo?[.message] ?? "")")
             } catch {
-                throw MigrationError(description: "\(migration.fileName) failed and was rolled back: \(String(reflecting: error))")
+                throw ReconcilerError(.schemaNotCurrent, "\(migration.fileName) failed and was rolled back: \(String(reflecting: error))")
             }
             try await connection.query(
                 """

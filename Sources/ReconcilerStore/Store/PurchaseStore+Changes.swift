@@ -1,6 +1,7 @@
 package import AppStoreServer
 package import Foundation
 import PostgresNIO
+import ReconcilerDomain
 package import ReconcilerShared
 
 /// Reading the change feed. A row is returned only once no transaction that could still add a row
@@ -212,9 +213,9 @@ extension PurchaseStore {
             default: break
             }
             guard let original = row.3, let sourceName = row.5, let after = row.9, let changedAt = row.10 else {
-                throw PurchaseStoreError(code: .missingRow, description: "change \(row.1) was read without its purchase's columns")
+                throw ReconcilerError(.missingRow, "change \(row.1) was read without its purchase's columns")
             }
-            let source = try PurchaseStoreError.stored(sourceName, in: "purchase_changes.source", as: ChangeSource.self)
+            let source = try ReconcilerError.stored(sourceName, in: "purchase_changes.source", as: ChangeSource.self)
             batch.changes.append(
                 FeedChange(
                     changeId: row.1, originalTransactionId: original, bundleId: row.11, environment: row.12, appAccountToken: row.4,

@@ -190,7 +190,7 @@ extension PurchaseStore {
             """, logger: logger)
         var summary = ForwardingSummary()
         for try await (status, count, oldest) in rows.decode((String, Int, Date).self) {
-            switch try PurchaseStoreError.stored(status, in: "forward_queue.status", as: DeliveryStatus.self) {
+            switch try ReconcilerError.stored(status, in: "forward_queue.status", as: DeliveryStatus.self) {
             case .delivered: summary.delivered += count
             case .failed: summary.failed += count
             case .pending, .leased:

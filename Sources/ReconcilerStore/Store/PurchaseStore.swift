@@ -48,7 +48,7 @@ package struct PurchaseStore: Sendable {
     package var scope: AppTarget {
         get throws {
             guard let target else {
-                throw PurchaseStoreError(code: .missingApp, description: "a purchase was read or written without naming its app")
+                throw ReconcilerError(.missingApp, "a purchase was read or written without naming its app")
             }
             return target
         }
@@ -211,8 +211,8 @@ package struct PurchaseStore: Sendable {
             var wroteBefore = false
             for try await (_, unwritten) in rows.decode((String, Bool).self) where !unwritten { wroteBefore = true }
             if wroteBefore {
-                throw PurchaseStoreError(
-                    code: .lockOrder, description: "purchases locked after the transaction wrote: the change feed would misorder their changes")
+                throw ReconcilerError(
+                    .lockOrder, "purchases locked after the transaction wrote: the change feed would misorder their changes")
             }
         }
         if let shadow {
@@ -973,42 +973,16 @@ extension PurchaseStore {
     }
 }
 
-/// The store found something it cannot have written, or was asked for what it cannot do. Match
-/// ``code``; ``description`` names columns and the reconciler's own state names, never stored data.
-package struct PurchaseStoreError: Error, CustomStringConvertible, Sendable {
-    package struct Code: Hashable, Sendable, CustomStringConvertible {
-        private let name: String
-        private init(_ name: String) { self.name = name }
-        package var description: String { name }
-
-        /// A column the reconciler itself writes (a run's status or phase, a shard's or a queue
-        /// row's status, a failure kind, a rejection's source) holds a value this version does not
-        /// know: written by a newer version or by hand. It is not guessed.
-        package static let unknownStoredValue = Code("unknownStoredValue")
-        /// A purchase read or written without naming its app and environment.
-        package static let missingApp = Code("missingApp")
-        /// Purchases were locked in an order that would misorder the change feed.
-        package static let lockOrder = Code("lockOrder")
-        /// A row the store had just written was not there.
-        package static let missingRow = Code("missingRow")
-    }
-
-    package var code: Code
-    package var description: String
-
-    package init(code: Code, description: String) {
-        self.code = code
-        self.description = description
-    }
-
+extension ReconcilerError {
     /// Reads a state the reconciler itself stored in `column`; a value it does not know throws
-    /// ``Code/unknownStoredValue`` instead of falling back to a guess.
-    package static func stored<State: RawRepresentable>(_ raw: String, in column: String, as state: State.Type = State.self) throws -> State
+    /// ``Code/unknownStoredValue`` instead of falling back to a guess (the value is in
+    /// ``debugDescription`` only: a column of the reconciler's own states, but still stored data).
+    static func stored<State: RawRepresentable>(_ raw: String, in column: String, as state: State.Type = State.self) throws -> State
     where State.RawValue == String {
         guard let value = State(rawValue: raw) else {
-            throw PurchaseStoreError(
-                code: .unknownStoredValue,
-                description: "\(column) holds \"\(raw)\", which this version does not know (written by a newer version, or by hand)")
+            throw ReconcilerError(
+                .unknownStoredValue, "\(column) holds a value this version does not know (written by a newer version, or by hand)",
+                details: "\"\(raw)\"")
         }
         return value
     }

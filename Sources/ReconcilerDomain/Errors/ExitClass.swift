@@ -1,5 +1,3 @@
-package import ReconcilerStore
-
 /// How a command ended, as the exit codes the README documents; the commands map their errors to
 /// these and print, the rule of which one wins lives here.
 ///
@@ -19,16 +17,6 @@ package enum ExitClass: Int32, Sendable, CaseIterable {
     /// Done, but something needs a person (payloads quarantined for the first time, requests Apple
     /// refused, a window lost to retention); not a retry.
     case attention = 4
-
-    /// What a run's stored status says of it: a run that stopped short is retried, one that
-    /// finished with rejections or was lost to retention needs a person.
-    package init(runStatus: RunRecord.Status) {
-        switch runStatus {
-        case .partial, .interrupted, .failed: self = .retryable
-        case .succeededWithRejections, .lost: self = .attention
-        case .succeeded, .running: self = .recovered
-        }
-    }
 
     /// The order in which outcomes press: configuration over retryable over attention (a person
     /// must fix the first before a rerun can help; a rerun comes before a look).

@@ -4,27 +4,15 @@ import ReconcilerDomain
 /// What Apple sent says this configuration is wrong, not that a payload is bad: signed data for
 /// another app or environment, or a window where most signed values fail their chain (the wrong
 /// root certificates). The run stops, nothing is quarantined, and `--since-last` does not move.
-package struct RunConfigurationError: Error, CustomStringConvertible, Sendable {
-    package struct Code: Hashable, Sendable, CustomStringConvertible {
-        let base: String
-        /// Signed data names another bundle id, app Apple ID or environment.
-        package static let appMismatch = Code(base: "appMismatch")
-        /// Most signed values fail their certificate chain.
-        package static let untrustedChains = Code(base: "untrustedChains")
-        package var description: String { base }
-    }
-
-    package var code: Code
-    package var description: String
-
+enum RunConfigurationCheck {
     /// The configuration error a verification failure means, if it means one.
-    static func appMismatch(_ error: VerificationError) -> RunConfigurationError? {
+    static func appMismatch(_ error: VerificationError) -> ReconcilerError? {
         switch error.reason {
         case .invalidBundleId, .invalidAppAppleId, .invalidEnvironment:
-            RunConfigurationError(
-                code: .appMismatch,
-                description:
-                    "Apple's signed data does not belong to the configured app and environment (\(error)); check the bundle id, the app's Apple ID and the environment"
+            ReconcilerError(
+                .appMismatch,
+
+                "Apple's signed data does not belong to the configured app and environment (\(error)); check the bundle id, the app's Apple ID and the environment"
             )
         default: nil
         }
@@ -48,7 +36,7 @@ final class VerificationTally: Sendable {
 
     /// Adds a batch (before any of it is quarantined); throws when the configuration is wrong.
     func record(verified: Int, failures: [VerificationError]) throws {
-        if let mismatch = failures.lazy.compactMap(RunConfigurationError.appMismatch).first { throw mismatch }
+        if let mismatch = failures.lazy.compactMap(RunConfigurationCheck.appMismatch).first { throw mismatch }
         let chainFailures = failures.filter { Self.chainReasons.contains($0.reason) }.count
         let (total, good) = counts.withLock { counts in
             counts.verified += verified
@@ -56,10 +44,10 @@ final class VerificationTally: Sendable {
             return (counts.chainFailures, counts.verified)
         }
         if chainFailures > 0, total >= minimum, total > good {
-            throw RunConfigurationError(
-                code: .untrustedChains,
-                description:
-                    "\(total) of \(total + good) signed values failed their certificate chain (e.g. \(failures.first { Self.chainReasons.contains($0.reason) }?.description ?? "")); check the configured root certificates"
+            throw ReconcilerError(
+                .untrustedChains,
+
+                "\(total) of \(total + good) signed values failed their certificate chain (e.g. \(failures.first { Self.chainReasons.contains($0.reason) }?.description ?? "")); check the configured root certificates"
             )
         }
     }

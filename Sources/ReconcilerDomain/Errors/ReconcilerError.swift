@@ -1,0 +1,166 @@
+/// Every failure the reconciler reports of its own: a configuration it cannot use, a database that
+/// is away or behind, a run that cannot start or go on, a value it cannot have stored. Match
+/// ``code``, never the text. ``description`` is what an operator reads (it names keys, files,
+/// runs and the reconciler's own states, never stored data, a secret or a URL's credentials);
+/// ``debugDescription`` adds the details for logs. Each code carries how a command that ends with
+/// it exits and, where one helps, what to do about it: the command line maps errors to exit codes
+/// in one place (`reconciler`'s entry point), the webhook maps them to HTTP answers in one place.
+///
+/// ```swift
+/// do { try await migrator.requireCurrent(database) } catch let error as ReconcilerError where error.code == .schemaBehind {
+///     print(error, error.remedy ?? "")
+/// }
+/// ```
+package struct ReconcilerError: Error, CustomStringConvertible, CustomDebugStringConvertible, Sendable {
+    /// What kind of failure. Extensible: a new code is a new static constant, never a new type.
+    package struct Code: Hashable, Sendable, CustomStringConvertible {
+        private let name: String
+        /// How a command that ends with this error exits.
+        package let exitClass: ExitClass
+        /// What an operator does about it, when the description does not already say.
+        package let remedy: String?
+
+        private init(_ name: String, _ exitClass: ExitClass, remedy: String? = nil) {
+            self.name = name
+            self.exitClass = exitClass
+            self.remedy = remedy
+        }
+
+        package var description: String { name }
+        package static func == (lhs: Code, rhs: Code) -> Bool { lhs.name == rhs.name }
+        package func hash(into hasher: inout Hasher) { hasher.combine(name) }
+
+        // MARK: The command line, the environment and the configuration file (exit 1)
+
+        /// A flag, an argument or an environment variable the command cannot use.
+        package static let invalidInput = Code("invalidInput", .configuration)
+        /// The configuration file cannot be read.
+        package static let unreadable = Code("unreadable", .configuration)
+        /// The configuration file is not YAML.
+        package static let invalidYAML = Code("invalidYAML", .configuration)
+        /// The configuration names a key this version does not know (a typo is not ignored).
+        package static let unknownKey = Code("unknownKey", .configuration)
+        /// A key the configuration needs is missing.
+        package static let missingKey = Code("missingKey", .configuration)
+        /// A key holds a value of the wrong form.
+        package static let invalidValue = Code("invalidValue", .configuration)
+        /// Two apps of the configuration are the same app and environment.
+        package static let duplicateApp = Code("duplicateApp", .configuration)
+        /// `--app` names no app of the configuration.
+        package static let noSuchApp = Code("noSuchApp", .configuration)
+        /// Signed data names another bundle id, app Apple ID or environment than the configured one.
+        package static let appMismatch = Code(
+            "appMismatch", .configuration, remedy: "check the bundle id, the app's Apple ID and the environment")
+        /// Most signed values fail their certificate chain: the trusted roots are wrong, not the payloads.
+        package static let untrustedChains = Code(
+            "untrustedChains", .configuration, remedy: "check APP_STORE_ROOT_CERTIFICATES (Apple Root CA - G3)")
+        /// The metrics textfile cannot be written.
+        package static let textfile = Code("textfile", .configuration)
+
+        // MARK: The database
+
+        /// `DATABASE_URL` (or a TLS setting) cannot be used as given.
+        package static let invalidDatabaseURL = Code("invalidDatabaseURL", .configuration)
+        /// The server refused the connection for a reason a retry does not fix (password, TLS, no such database).
+        package static let databaseRefused = Code("databaseRefused", .configuration)
+        /// The database stayed unreachable for longer than the command waits.
+        package static let databaseUnavailable = Code(
+            "databaseUnavailable", .retryable, remedy: "rerun once the database is back; the work resumes where it stopped")
+        /// The schema is behind this version, or ahead of it, or the migrations do not add up.
+        package static let schemaNotCurrent = Code("schemaNotCurrent", .configuration)
+        /// A column the reconciler itself writes (a run's status or phase, a shard's or a queue row's
+        /// status, a failure kind, a rejection's source) holds a value this version does not know:
+        /// written by a newer version or by hand. It is not guessed.
+        package static let unknownStoredValue = Code(
+            "unknownStoredValue", .configuration, remedy: "run the version of the reconciler that wrote it")
+        /// A purchase read or written without naming its app and environment.
+        package static let missingApp = Code("missingApp", .configuration)
+        /// Purchases were locked in an order that would misorder the change feed.
+        package static let lockOrder = Code("lockOrder", .retryable)
+        /// A row the store had just written was not there.
+        package static let missingRow = Code("missingRow", .retryable)
+
+        // MARK: Runs, workers and the feed
+
+        /// Another process holds the run lease of this app and environment.
+        package static let leaseHeld = Code("leaseHeld", .configuration, remedy: "try again later or pass --wait")
+        /// This process could not renew its lease in time: another run may have taken over.
+        package static let leaseLost = Code("leaseLost", .retryable, remedy: "rerun to resume")
+        /// A shard's checkpoint moved under this worker (another one paged it).
+        package static let checkpointConflict = Code("checkpointConflict", .retryable)
+        /// A shard's checkpoint is already where this page would have put it: the page committed
+        /// before (its commit's answer was lost), so this attempt changes nothing.
+        package static let checkpointAlreadyCommitted = Code("checkpointAlreadyCommitted", .retryable)
+        /// The window a run was given cannot be reconciled (empty, in the future, garbage).
+        package static let invalidWindow = Code("invalidWindow", .configuration)
+        /// `reconciler work` found no run it can join.
+        package static let cannotJoin = Code("cannotJoin", .configuration)
+        /// The change feed no longer holds the position a follower asked for.
+        package static let feedPositionPruned = Code("feedPositionPruned", .configuration)
+        /// A routed notification names no configured app (the webhook answers 4xx: it is not ours).
+        package static let appNotConfigured = Code("appNotConfigured", .configuration)
+        /// A notification could not be routed for a reason that is no verdict on it (the webhook answers 503).
+        package static let routingUnavailable = Code("routingUnavailable", .retryable)
+
+        // MARK: Repair
+
+        /// None, or more than one, of `--order-id`, `--transaction-id`, `--app-account-token`.
+        package static let selector = Code("selector", .configuration)
+        /// An order ID, transaction ID or UUID of the wrong form (or one Apple calls invalid).
+        package static let malformedSelector = Code("malformedSelector", .configuration)
+        /// Look Up Order ID answered status 1: no purchase of this app in that order.
+        package static let unknownOrderId = Code("unknownOrderId", .configuration)
+        /// Apple knows no such transaction (4040010).
+        package static let unknownTransactionId = Code("unknownTransactionId", .configuration)
+        /// No stored purchase carries the app account token.
+        package static let unknownAppAccountToken = Code("unknownAppAccountToken", .configuration)
+        /// Apple refused the request that names the customer (another 4xx).
+        package static let appleRefused = Code("appleRefused", .configuration)
+        /// `--since` is outside Apple's notification history.
+        package static let window = Code("window", .configuration)
+        /// Every signed transaction of the order failed verification: quarantined, nothing applied.
+        package static let notGenuine = Code("notGenuine", .attention, remedy: "see `reconciler rejections`")
+
+        // MARK: How a command ended
+
+        /// The work ran but something retryable was not recovered.
+        package static let notRecovered = Code("notRecovered", .retryable)
+        /// Done, but something needs a person (first quarantines, requests Apple refused, a window lost to retention).
+        package static let needsAttention = Code("needsAttention", .attention)
+        /// A signed value is not genuine.
+        package static let rejected = Code("rejected", .rejected)
+    }
+
+    package var code: Code
+    /// For an operator: what happened, naming keys, files and runs, never stored data or secrets.
+    package var description: String
+    /// ``description`` with the details (Apple's answer, the server's message), for logs.
+    package var debugDescription: String
+    /// The run or repair the failure belongs to, when one was recorded.
+    package var runId: Int64?
+    /// The configuration key at fault, as a path (`apps[1].appAppleId`), when one is.
+    package var key: String?
+
+    package init(_ code: Code, _ description: String, details: String? = nil, runId: Int64? = nil) {
+        self.code = code
+        self.description = description
+        self.debugDescription = details.map { "\(description) (\($0))" } ?? description
+        self.runId = runId
+    }
+
+    /// What to do about it, when the description does not say.
+    package var remedy: String? { code.remedy }
+    /// How a command that ends with it exits.
+    package var exitClass: ExitClass { code.exitClass }
+    /// The exit code of ``exitClass``.
+    package var exitCode: Int32 { code.exitClass.rawValue }
+
+    /// Exit 1: the command line or configuration must change.
+    package static func configuration(_ message: String) -> ReconcilerError { ReconcilerError(.invalidInput, message) }
+    /// Exit 2: the work ran but something was not recovered.
+    package static func partial(_ message: String) -> ReconcilerError { ReconcilerError(.notRecovered, message) }
+    /// Exit 4: done, but something needs a person; not a retry.
+    package static func attention(_ message: String) -> ReconcilerError { ReconcilerError(.needsAttention, message) }
+    /// Exit 3: a signed value is not genuine.
+    package static func rejected(_ message: String) -> ReconcilerError { ReconcilerError(.rejected, message) }
+}
