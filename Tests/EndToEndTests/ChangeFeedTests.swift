@@ -1,6 +1,5 @@
 import AppStoreServer
 import Foundation
-import Logging
 import PostgresNIO
 import ReconcilerShared
 import TestSupport
@@ -8,7 +7,7 @@ import Testing
 
 @testable import Reconciler
 
-/// The change feed against a real PostgreSQL and real processes: commit order, one row
+/// The change feed through `reconciler changes` and real processes: ids and commit order, one row
 /// per change through an outage rehearsal, a `changes --follow` consumer killed and restarted,
 /// retention, and the `entitled` rule through the handler, `export` and the feed.
 @Suite struct ChangeFeedTests: ChangeFeedTesting {

@@ -1,7 +1,5 @@
 import AppStoreServer
 import Foundation
-import Logging
-import MockAppStore
 import PostgresNIO
 import TestSupport
 import Testing

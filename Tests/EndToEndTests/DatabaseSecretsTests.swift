@@ -1,6 +1,5 @@
 import Foundation
 import MockAppStore
-import PostgresNIO
 import Reconciler
 import TestSupport
 import Testing

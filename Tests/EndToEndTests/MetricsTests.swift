@@ -1,15 +1,13 @@
 import AppStoreServer
 import CoreMetrics
 import Foundation
-import PostgresNIO
 import Reconciler
 import ReconcilerMetrics
 import TestSupport
 import Testing
 
-/// The metrics catalog, its rendering (one registry, Prometheus text, the textfile), the gauges read
-/// from the database, and that the README, the alert rules and the Grafana dashboard name only
-/// metrics the registry produces.
+/// Every family of the catalog renders with its type, help and labels, as text `promtool check
+/// metrics` accepts.
 @Suite struct MetricsTests: MetricsTesting {
 
     @Test func everyFamilyRendersWithItsTypeHelpAndLabels() async throws {

@@ -1,5 +1,4 @@
 import AppStoreServer
-import CoreFoundation
 import Foundation
 import TestSupport
 import Testing

@@ -1,6 +1,5 @@
 import AppStoreServer
 import Foundation
-import MockAppStore
 import NIOHTTP1
 import PostgresNIO
 import ReconcilerShared

@@ -1,10 +1,8 @@
 import AppStoreServer
 import Foundation
-import Logging
 import MockAppStore
 import NIOHTTP1
 import PostgresNIO
-import ReconcilerShared
 import TestSupport
 import Testing
 

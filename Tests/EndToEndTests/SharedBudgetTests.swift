@@ -2,14 +2,12 @@ import AppStoreServer
 import Crypto
 import Foundation
 import MockAppStore
-import PostgresNIO
 import TestSupport
 import Testing
 
 @testable import Reconciler
 
-/// The shared request budget through PostgreSQL with real ``SharedBudget`` instances: shares and
-/// pauses, read from the limiters; time only on an injected clock.
+/// The shared request budget seen from a real `reconciler`: a command that cannot join it calls no one.
 @Suite struct SharedBudgetTests {
 
     /// A command that cannot join the shared budget (here: a database not migrated yet) calls

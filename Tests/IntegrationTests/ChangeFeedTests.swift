@@ -1,16 +1,13 @@
 import AppStoreServer
 import Foundation
-import Logging
 import PostgresNIO
-import ReconcilerShared
 import TestSupport
 import Testing
 
 @testable import Reconciler
 
-/// The change feed against a real PostgreSQL and real processes: commit order, one row
-/// per change through an outage rehearsal, a `changes --follow` consumer killed and restarted,
-/// retention, and the `entitled` rule through the handler, `export` and the feed.
+/// The change feed in process against a real PostgreSQL: commit order, and ``ChangeFeedFollower``
+/// handing on each change once, waking for new ones and naming a pruned position.
 @Suite struct ChangeFeedTests: ChangeFeedTesting {
     let app: TestApp
     init() throws { app = try TestApp() }

@@ -1,15 +1,12 @@
 import AppStoreServer
 import Foundation
-import Logging
-import MockAppStore
-import PostgresNIO
 import TestSupport
 import Testing
 
 @testable import Reconciler
 
-/// A run at Apple's limit: both phases at once, shards that adapt to the data, one
-/// request budget for every process of an app. Real processes, PostgreSQL and the mock over HTTP.
+/// A run at Apple's limit, in process against PostgreSQL: which customers phase 2 reads again, and
+/// one request budget for every process of an app.
 @Suite(.serialized) struct ConcurrentRunTests {
     /// A customer phase 1 touches again while phase 2 reads its history is read again.
     @Test func aCustomerTouchedAgainWhileItsHistoryIsReadIsReadAgain() async throws {

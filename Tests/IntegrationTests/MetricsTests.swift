@@ -7,9 +7,7 @@ import ReconcilerMetrics
 import TestSupport
 import Testing
 
-/// The metrics catalog, its rendering (one registry, Prometheus text, the textfile), the gauges read
-/// from the database, and that the README, the alert rules and the Grafana dashboard name only
-/// metrics the registry produces.
+/// The gauges the metrics read from the database, once and as `serve` refreshes them.
 @Suite struct MetricsTests {
     /// The quarantine, the last finished run and the newest live notification come from the
     /// database; the newest live notification only moves forward, whichever source feeds it.

@@ -6,6 +6,8 @@ import Reconciler
 import TestSupport
 import Testing
 
+/// Migrations against a real PostgreSQL: applied once, refused when changed, atomic, and what each
+/// data migration does.
 @Suite struct MigrationTests {
     @Test func migrateAppliesEachOnceEvenWhenRunConcurrently() async throws {
         try await TestDatabase.with(migrate: false) { db in

@@ -1,7 +1,6 @@
 import AppStoreServer
 import Foundation
 import MockAppStore
-import NIOHTTP1
 import PostgresNIO
 import ReconcilerShared
 import TestSupport

@@ -1,14 +1,12 @@
 import AppStoreServer
 import Foundation
 import PostgresNIO
-import ReconcilerShared
 import TestSupport
 import Testing
 
 @testable import Reconciler
 
-/// The incident report page, written by real `reconciler` processes from a real
-/// PostgreSQL after a rehearsed outage, loaded from disk by headless Chromium.
+/// The incident report page's timeline, aggregated by the ledger in PostgreSQL.
 @Suite(.serialized) struct ReportPageTests {
     /// The ledger aggregates in PostgreSQL: 10,000 notifications come back as a few hundred
     /// buckets, each notification in the right one on both axes; every process's requests are

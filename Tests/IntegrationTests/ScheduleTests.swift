@@ -1,8 +1,6 @@
 import AppStoreServer
 import Foundation
-import Logging
 import MockAppStore
-import NIOHTTP1
 import PostgresNIO
 import ReconcilerShared
 import TestSupport
@@ -10,8 +8,8 @@ import Testing
 
 @testable import Reconciler
 
-/// Scheduled runs: the hundredth scheduled run is as correct, as cheap and as harmless as the first.
-/// Real processes, a real PostgreSQL, the mock App Store over HTTP.
+/// Scheduled runs, in process against PostgreSQL and the mock App Store: a phase-2 worker's
+/// connections.
 @Suite(.serialized) struct ScheduleTests {
     /// A phase-2 worker needs one connection at a time, even for customers whose history has
     /// many pages (the first version held its claim's connection and asked the pool for another).

@@ -1,7 +1,5 @@
 import AppStoreServer
-import Crypto
 import Foundation
-import MockAppStore
 import PostgresNIO
 import TestSupport
 import Testing

@@ -1,6 +1,5 @@
 import Foundation
 import MockAppStore
-import TestSupport
 import Testing
 
 @testable import AppStoreServer

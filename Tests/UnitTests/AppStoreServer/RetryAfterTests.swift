@@ -1,6 +1,5 @@
 import AppStoreServer
 import Foundation
-import TestSupport
 import Testing
 
 /// `Retry-After` in Apple's form, a proxy's delta-seconds and an HTTP-date, and what is not one.

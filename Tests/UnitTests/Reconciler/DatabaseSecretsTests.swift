@@ -1,5 +1,4 @@
 import Foundation
-import MockAppStore
 import PostgresNIO
 import Reconciler
 import TestSupport

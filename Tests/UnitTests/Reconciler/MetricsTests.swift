@@ -1,15 +1,13 @@
 import AppStoreServer
 import CoreMetrics
 import Foundation
-import PostgresNIO
 import Reconciler
 import ReconcilerMetrics
 import TestSupport
 import Testing
 
-/// The metrics catalog, its rendering (one registry, Prometheus text, the textfile), the gauges read
-/// from the database, and that the README, the alert rules and the Grafana dashboard name only
-/// metrics the registry produces.
+/// The metrics catalog, its rendering (one registry, Prometheus text, the textfile), and that the
+/// README, the alert rules and the Grafana dashboard name only metrics the registry produces.
 @Suite struct MetricsTests: MetricsTesting {
     static let prometheusDirectory = Repository.root.appendingPathComponent("jobs/deploy/prometheus")
 

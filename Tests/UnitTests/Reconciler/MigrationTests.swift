@@ -1,11 +1,10 @@
 import AppStoreServer
 import Foundation
-import MockAppStore
-import PostgresNIO
 import Reconciler
 import TestSupport
 import Testing
 
+/// The migrations the binary embeds.
 @Suite struct MigrationTests {
     static let migrationsDirectory = Repository.root.appendingPathComponent("migrations").path
 

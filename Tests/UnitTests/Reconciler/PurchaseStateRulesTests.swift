@@ -1,8 +1,5 @@
 import AppStoreServer
 import Foundation
-import MockAppStore
-import NIOHTTP1
-import PostgresNIO
 import ReconcilerShared
 import TestSupport
 import Testing
