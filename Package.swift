@@ -199,49 +199,75 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
-        .testTarget(
-            name: "AppStoreServerTests",
+        // Tests as a pyramid. TestSupport: what the test targets share (the test app, the database,
+        // rehearsals, processes, HTTP, temporary directories). UnitTests: no database, no child
+        // process (in-process servers only); runs without DATABASE_URL (`swift test --filter UnitTests`).
+        // IntegrationTests: a real PostgreSQL (TestDatabase), no child process. EndToEndTests: real
+        // processes (`reconciler`, `mock-appstore`, a private PostgreSQL cluster), Chromium, promtool.
+        .target(
+            name: "TestSupport",
             dependencies: [
-                "AppStoreServer", "MockAppStore",
+                "AppStoreServer", "MockAppStore", "Reconciler", "ReconcilerDomain", "ReconcilerStore", "ReconcilerMetrics",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "CoreMetrics", package: "swift-metrics"),
                 .product(name: "Crypto", package: "swift-crypto"),
-                .product(name: "NIOCore", package: "swift-nio"),
-                .product(name: "NIOHTTP1", package: "swift-nio"),
-                .product(name: "X509", package: "swift-certificates"),
-            ],
-            exclude: ["Fixtures"],
-            swiftSettings: swiftSettings
-        ),
-        .testTarget(
-            name: "MockAppStoreTests",
-            dependencies: [
-                "MockAppStore", "AppStoreServer", "ReconcilerShared",
-                .product(name: "AsyncHTTPClient", package: "async-http-client"),
-                .product(name: "NIOCore", package: "swift-nio"),
-                .product(name: "NIOFoundationCompat", package: "swift-nio"),
-                .product(name: "NIOHTTP1", package: "swift-nio"),
-            ],
-            swiftSettings: swiftSettings
-        ),
-        .testTarget(
-            name: "ReconcilerTests",
-            dependencies: [
-                "Reconciler", "ReconcilerDomain", "ReconcilerStore", "ReconcilerShared", "ReconcilerConfiguration", "Forwarder", "ReconcilerMetrics",
-                "WebhookServer",
-                "AppStoreServer", "MockAppStore",
-                "ReconcilerCommand", "MockAppStoreCommand",
-                .product(name: "PostgresNIO", package: "postgres-nio"),
-                .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"),
-                .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "NIOFoundationCompat", package: "swift-nio"),
-                .product(name: "Crypto", package: "swift-crypto"),
-                .product(name: "X509", package: "swift-certificates"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "SwiftASN1", package: "swift-asn1"),
+                .product(name: "X509", package: "swift-certificates"),
+            ],
+            path: "Tests/TestSupport",
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "UnitTests",
+            dependencies: [
+                "TestSupport",
+                "AppStoreServer", "MockAppStore", "Reconciler", "ReconcilerDomain", "ReconcilerStore", "ReconcilerConfiguration", "ReconcilerMetrics",
+                "ReconcilerShared",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "CoreMetrics", package: "swift-metrics"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOFoundationCompat", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "X509", package: "swift-certificates"),
+            ],
+            exclude: ["AppStoreServer/Fixtures"],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "IntegrationTests",
+            dependencies: [
+                "TestSupport",
+                "AppStoreServer", "Forwarder", "MockAppStore", "Reconciler", "ReconcilerDomain", "ReconcilerStore", "ReconcilerMetrics",
+                "ReconcilerShared", "WebhookServer",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "CoreMetrics", package: "swift-metrics"),
+                .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
+                .product(name: "NIOFoundationCompat", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "EndToEndTests",
+            dependencies: [
+                "TestSupport",
+                "AppStoreServer", "MockAppStore", "Reconciler", "ReconcilerDomain", "ReconcilerStore", "ReconcilerMetrics", "ReconcilerShared",
+                // Not imported: the executables the tests run, built with the tests.
+                "ReconcilerCommand", "MockAppStoreCommand",
                 .product(name: "CoreMetrics", package: "swift-metrics"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "PostgresNIO", package: "postgres-nio"),
             ],
             swiftSettings: swiftSettings
         ),

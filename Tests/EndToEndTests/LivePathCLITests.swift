@@ -1,0 +1,116 @@
+import AppStoreServer
+import Foundation
+import MockAppStore
+import NIOHTTP1
+import Reconciler
+import ReconcilerShared
+import TestSupport
+import Testing
+
+/// The live path through the `reconciler` binary, configured only by environment variables as an
+/// operator would: migrate, serve (with APP_STORE_ROOT_CERTIFICATES), inspect and export.
+@Suite struct LivePathCLITests {
+    let app: TestApp
+    init() throws { app = try TestApp() }
+
+    func environment(_ db: TestDatabase, rootsFile: String) -> [String: String] {
+        [
+            "DATABASE_URL": db.url, "APP_STORE_BUNDLE_ID": TestApp.bundleId, "APP_STORE_APP_APPLE_ID": String(TestApp.appAppleId),
+            "APP_STORE_ENVIRONMENT": "production", "APP_STORE_ROOT_CERTIFICATES": rootsFile, "LOG_LEVEL": "info",
+        ]
+    }
+
+    func writeRoot(in directory: TemporaryDirectory) throws -> String {
+        let path = directory.file("root.pem")
+        try app.authority.rootPEM.write(toFile: path, atomically: true, encoding: .utf8)
+        return path
+    }
+
+    @Test func migrateServeExportAndInspect() async throws {
+        try await TemporaryDirectory.with { directory in
+            try await TestDatabase.with(migrate: false) { db in
+                let env = environment(db, rootsFile: try writeRoot(in: directory))
+                let migrate = try await runProcess("reconciler", ["migrate"], environment: env)
+                #expect(migrate.status == 0, "\(migrate.stderr)")
+                #expect(migrate.stdout.contains("applied 0001_live_path.sql"))
+                let again = try await runProcess("reconciler", ["migrate"], environment: env)
+                #expect(again.status == 0)
+                #expect(again.stdout.contains("schema is current"))
+
+                let port = freePort()
+                let serve = try RunningProcess("reconciler", ["serve", "--port", "\(port)", "--host", "127.0.0.1"], environment: env)
+                try await serve.waitForOutput(containing: "listening")
+                let t0 = app.start
+                let transaction = app.subscription(original: "8000", period: 0, signedDate: t0)
+                let payload = try app.notification(
+                    .subscribed, .initialBuy, signedDate: t0, transaction: transaction,
+                    renewal: app.renewal(original: "8000", autoRenew: .on, signedDate: t0))
+                let reply = try await HTTP.postNotification("http://127.0.0.1:\(port)/notifications", signedPayload: payload)
+                #expect(reply.status == 200)
+                let forged = try await HTTP.postNotification(
+                    "http://127.0.0.1:\(port)/notifications",
+                    signedPayload: try app.notification(
+                        .didRenew, signedDate: t0, transaction: transaction, signer: try SigningCertificateAuthority().signer))
+                #expect(forged.status == 400)
+                #expect((try await HTTP.request(.GET, "http://127.0.0.1:\(port)/health")).status == 200)
+                serve.signal(SIGTERM)
+                let served = try await serve.wait(timeout: .seconds(30))
+                #expect(served.status == 0, "\(served.stderr)")
+                // Logs name the notification but never carry the payload.
+                #expect(served.stderr.contains("SUBSCRIBED/INITIAL_BUY"))
+                #expect(!served.stderr.contains(String(payload.prefix(40))))
+
+                let export = try await runProcess("reconciler", ["export"], environment: env)
+                #expect(export.status == 0, "\(export.stderr)")
+                let lines = export.stdout.split(separator: "\n")
+                #expect(lines.count == 1)
+                let state = try JSONDecoder().decode(PurchaseState.self, from: Data(lines[0].utf8))
+                #expect(
+                    state
+                        == PurchaseState(
+                            originalTransactionId: "8000", latestTransactionId: "8000", productId: "com.example.monthly", bundleId: TestApp.bundleId,
+                            environment: "Production",
+                            purchaseDate: transaction.purchaseDate, expiresDate: transaction.expiresDate, revocationDate: nil,
+                            autoRenewStatus: 1, lastSignedDate: t0, entitled: true))  // it expires in 20 days
+                #expect(lines[0].contains("\"revocationDate\":null"))
+
+                let genuine = try await runProcess("reconciler", ["inspect", payload], environment: env)
+                #expect(genuine.status == 0, "\(genuine.stderr)")
+                #expect(genuine.stdout.contains("\"kind\" : \"notification\""))
+                #expect(genuine.stdout.contains("decodedTransactionInfo"))
+                let fromStdin = try await runProcess(
+                    "reconciler", ["inspect", "-"], environment: env,
+                    stdin: Data("{\"signedPayload\":\"\(payload)\"}".utf8))
+                #expect(fromStdin.status == 0)
+                var tampered = payload.split(separator: ".").map(String.init)
+                tampered[1] = String(try app.notification(.refund, signedDate: t0, transaction: transaction).split(separator: ".")[1])
+                let rejected = try await runProcess("reconciler", ["inspect", tampered.joined(separator: ".")], environment: env)
+                #expect(rejected.status == 3)
+                #expect(rejected.stderr.contains("INVALID_SIGNATURE"))
+                let wrongBundle = try await runProcess(
+                    "reconciler", ["inspect", payload], environment: env.merging(["APP_STORE_BUNDLE_ID": "com.other"]) { $1 })
+                #expect(wrongBundle.status == 3)
+                #expect(wrongBundle.stderr.contains("INVALID_BUNDLE_ID"))
+            }
+        }
+    }
+
+    @Test func configurationErrorsExitWith1AndSayWhatToFix() async throws {
+        let noDatabase = try await runProcess("reconciler", ["export"], environment: ["DATABASE_URL": ""])
+        #expect(noDatabase.status == 1)
+        #expect(noDatabase.stderr.contains("DATABASE_URL"))
+        let badFlag = try await runProcess("reconciler", ["export", "--no-such-flag"])
+        #expect(badFlag.status == 1)
+        let production = try await runProcess(
+            "reconciler", ["serve"],
+            environment: [
+                "DATABASE_URL": "postgres://x@127.0.0.1:1/x", "APP_STORE_BUNDLE_ID": "com.example", "APP_STORE_ENVIRONMENT": "production",
+                "APP_STORE_APP_APPLE_ID": "",
+            ])
+        #expect(production.status == 1)
+        #expect(production.stderr.contains("APP_STORE_APP_APPLE_ID"))
+        let badRoots = try await runProcess("reconciler", ["inspect", "x.y.z"], environment: ["APP_STORE_ROOT_CERTIFICATES": "/nonexistent.pem"])
+        #expect(badRoots.status == 1)
+        #expect(badRoots.stderr.contains("/nonexistent.pem"))
+    }
+}

@@ -1,0 +1,61 @@
+import AppStoreServer
+import Foundation
+import MockAppStore
+import PostgresNIO
+import TestSupport
+import Testing
+
+@testable import Reconciler
+@testable import ReconcilerStore
+
+/// Phase 2's queue shared by several workers (as `reconciler work` on other machines would).
+@Suite struct GapFillerTests {
+    @Test func workersShareTheQueueAndNoCustomerIsProcessedTwice() async throws {
+        try await TestDatabase.with { db in
+            var faults = FaultConfiguration()
+            faults.latencyMilliseconds = 15
+            try await MockAppStore.withRunning(.init(scenario: .init(seed: 9, customers: 50), faults: faults)) { mock, baseURL in
+                let verifier = try mock.verifier()
+                let ledger = RunLedger(database: db.database)
+                let run = try await ledger.createRun(
+                    kind: .manual, environment: "Production", bundleId: mock.configuration.scenario.bundleId, windowStart: 0, windowEnd: 1,
+                    dryRun: false, options: .init(refreshStatus: true), shards: [], holder: "test")
+                try await ledger.setPhase(runId: run.runId, .gapFill)
+                let originals = Array(Set(mock.sentNotifications.compactMap(\.notification.originalTransactionId)))
+                try await db.database.transaction { try await ledger.enqueue(runId: run.runId, anchors: originals, reason: .touched, on: $0) }
+
+                func worker(_ name: String) -> RunWorker {
+                    RunWorker(
+                        configuration: .init(runId: run.runId, concurrency: 2, worker: name), database: db.database, verifier: verifier,
+                        client: mock.client(baseURL: baseURL))
+                }
+                async let first: Void = worker("worker-a").work(progress: RunProgress())
+                async let second: Void = worker("worker-b").work(progress: RunProgress())
+                _ = try await (first, second)
+
+                let summary = try await ledger.queueSummary(runId: run.runId)
+                #expect(summary.open == 0)
+                #expect(summary.failed == 0)
+                #expect(summary.done == originals.count)
+                #expect(try await db.count("SELECT max(attempts) FROM gap_queue") == 1)
+                #expect(try await db.count("SELECT count(DISTINCT worker) FROM gap_queue WHERE worker LIKE 'worker-%'") == 2)
+                // Every purchase got its state from history and statuses, and a revision was stored per customer fetched.
+                #expect(try await db.count("SELECT count(*) FROM purchases") == mock.truth.count)
+                // One revision per customer: every purchase points at a customer whose revision is stored.
+                #expect(try await db.count("SELECT count(*) FROM history_revisions") > 0)
+                #expect(
+                    try await db.count(
+                        """
+                        SELECT count(*) FROM purchases p
+                        WHERE NOT EXISTS (SELECT 1 FROM history_revisions r WHERE r.anchor_transaction_id = p.history_anchor_transaction_id)
+                        """) == 0)
+                // Transaction history and statuses alone give the truth, except which notification was last.
+                let stored = try await db.count(
+                    """
+                    SELECT count(*) FROM purchases p WHERE latest_transaction_id IS NOT NULL
+                    """)
+                #expect(stored == mock.truth.count)
+            }
+        }
+    }
+}

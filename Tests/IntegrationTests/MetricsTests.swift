@@ -1,0 +1,121 @@
+import AppStoreServer
+import CoreMetrics
+import Foundation
+import PostgresNIO
+import Reconciler
+import ReconcilerDomain
+import ReconcilerMetrics
+import TestSupport
+import Testing
+
+@testable import ReconcilerStore
+
+/// The gauges the metrics read from the database, once and as `serve` refreshes them.
+@Suite struct MetricsTests {
+    /// The quarantine, the last finished run and the newest live notification come from the
+    /// database; the newest live notification only moves forward, whichever source feeds it.
+    @Test func theLedgerGaugesComeFromTheDatabase() async throws {
+        let app = try TestApp()
+        try await TestDatabase.with { db in
+            let metrics = MetricsRegistry(environment: "Production", bundleId: TestApp.bundleId)
+            let ledgerMetrics = LedgerMetrics(
+                ledger: RunLedger(database: db.database), environment: "Production",
+                bundleId: TestApp.bundleId, registry: metrics)
+            try await ledgerMetrics.refresh()
+            var parsed = try PrometheusText(parsing: metrics.exposition())
+            #expect(parsed.value("reconciler_quarantined_payloads_unacknowledged") == 0)
+            // Nothing finished and nothing received yet: absent, not 0 ("in 1970").
+            #expect(parsed.samples("reconciler_last_finished_run_timestamp_seconds").isEmpty)
+            #expect(parsed.samples("reconciler_webhook_last_notification_timestamp_seconds").isEmpty)
+            #expect(parsed.value("reconciler_forward_queue_deliveries", ["status": "pending"]) == 0)
+            #expect(parsed.value("reconciler_forward_queue_oldest_pending_timestamp_seconds") == 0)
+
+            for (hash, bundle, acknowledged) in [
+                ("a1", TestApp.bundleId, false), ("a2", TestApp.bundleId, false),
+                ("a3", TestApp.bundleId, true), ("b1", "com.other", false),
+            ] {
+                try await db.execute(
+                    """
+                    INSERT INTO quarantined_payloads (payload_sha256, environment, bundle_id, source, reason, detail, signed_payload, acknowledged_at)
+                    VALUES (\(hash), 'Production', \(bundle), 'notification_history', 'INVALID_SIGNATURE', 'test', 'x.y.z',
+                            \(acknowledged ? Date() : nil))
+                    """)
+            }
+            let finishedAt = Date(timeIntervalSince1970: 1_790_000_000.5)
+            for (status, dryRun, finished) in [
+                ("succeeded", false, finishedAt), ("succeeded", true, finishedAt.addingTimeInterval(60)),
+                ("partial", false, finishedAt.addingTimeInterval(120)),
+            ] {
+                try await db.execute(
+                    """
+                    INSERT INTO reconcile_runs (kind, environment, bundle_id, window_start_ms, window_end_ms, status, phase, dry_run, finished_at)
+                    VALUES ('scheduled', 'Production', \(TestApp.bundleId), 0, 1, \(status), 'done', \(dryRun), \(finished))
+                    """)
+            }
+            let signedDate = Int64(Date().timeIntervalSince1970 * 1000) - 3_600_000
+            let payload = try app.notification(
+                .didRenew, signedDate: signedDate,
+                transaction: app.subscription(original: "9300", period: 1, signedDate: signedDate))
+            let queuedAfter = Date().timeIntervalSince1970 - 1
+            _ = try await app.handler(db).handle(
+                signedPayload: payload, source: .webhook,
+                forwarding: .init(target: ForwardingTarget(url: "http://127.0.0.1:9/notifications")))
+
+            try await ledgerMetrics.refresh()
+            parsed = try PrometheusText(parsing: metrics.exposition())
+            #expect(parsed.value("reconciler_quarantined_payloads_unacknowledged", ["bundle_id": TestApp.bundleId]) == 2)
+            // The notification waits in the forwarding queue for the app's webhook.
+            #expect(parsed.value("reconciler_forward_queue_deliveries", ["status": "pending"]) == 1)
+            #expect(parsed.value("reconciler_forward_queue_deliveries", ["status": "failed"]) == 0)
+            #expect((parsed.value("reconciler_forward_queue_oldest_pending_timestamp_seconds") ?? 0) > queuedAfter)
+            #expect(parsed.value("reconciler_last_finished_run_timestamp_seconds") == 1_790_000_000.5)
+            #expect(parsed.value("reconciler_webhook_last_notification_timestamp_seconds") == Double(signedDate) / 1000)
+
+            // Delivered: the count comes from the counter migration 0009's triggers keep, not from the rows.
+            try await db.execute("UPDATE forward_queue SET status = 'delivered', delivered_at = now(), attempts = 1")
+            try await ledgerMetrics.refresh()
+            parsed = try PrometheusText(parsing: metrics.exposition())
+            #expect(parsed.value("reconciler_forward_queue_deliveries", ["status": "delivered"]) == 1)
+            #expect(parsed.value("reconciler_forward_queue_deliveries", ["status": "pending"]) == 0)
+            try await db.execute("DELETE FROM forward_queue")
+            #expect(try await db.count("SELECT delivered FROM forward_queue_totals") == 0)
+
+            // A notification this process stores moves it forward; the database's older value does not move it back.
+            let received = Date().timeIntervalSince1970
+            metrics.newestLiveNotification.advance(to: received)
+            try await ledgerMetrics.refresh()
+            parsed = try PrometheusText(parsing: metrics.exposition())
+            #expect(parsed.value("reconciler_webhook_last_notification_timestamp_seconds") == received)
+        }
+    }
+
+    /// `serve` reads the ledger gauges at start and then periodically, so an acknowledgement or
+    /// another process's run shows without a restart.
+    @Test func serveRefreshesTheLedgerGaugesPeriodically() async throws {
+        try await TestDatabase.with { db in
+            let metrics = MetricsRegistry(environment: "Production", bundleId: TestApp.bundleId)
+            let ledgerMetrics = LedgerMetrics(
+                ledger: RunLedger(database: db.database), environment: "Production",
+                bundleId: TestApp.bundleId, registry: metrics, configuration: .init(interval: .milliseconds(100)))
+            func quarantined() throws -> Double? {
+                try PrometheusText(parsing: metrics.exposition()).value("reconciler_quarantined_payloads_unacknowledged")
+            }
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                group.addTask { try await ledgerMetrics.run() }
+                defer { group.cancelAll() }
+                try await eventually("the first refresh", timeout: .seconds(30)) { try quarantined() == 0 }
+                try await db.execute(
+                    """
+                    INSERT INTO quarantined_payloads (payload_sha256, environment, bundle_id, source, reason, detail, signed_payload)
+                    VALUES ('c1', 'Production', \(TestApp.bundleId), 'transaction_history', 'INVALID_CHAIN', 'test', 'x.y.z')
+                    """)
+                try await eventually("the quarantined payload", timeout: .seconds(30)) { try quarantined() == 1 }
+                try await db.execute("UPDATE quarantined_payloads SET acknowledged_at = now()")
+                try await eventually("the acknowledgement", timeout: .seconds(30)) { try quarantined() == 0 }
+                let failures = try PrometheusText(parsing: metrics.exposition()).value("reconciler_ledger_refresh_failures_total")
+                #expect(failures == 0)
+            }
+        }
+    }
+
+}

@@ -1,0 +1,160 @@
+import AppStoreServer
+import Foundation
+import MockAppStore
+import PostgresNIO
+import Reconciler
+import ReconcilerDomain
+import TestSupport
+import Testing
+
+@testable import ReconcilerStore
+
+/// Migrations against a real PostgreSQL: applied once, refused when changed, atomic, and what each
+/// data migration does.
+@Suite struct MigrationTests {
+    @Test func migrateAppliesEachOnceEvenWhenRunConcurrently() async throws {
+        try await TestDatabase.with(migrate: false) { db in
+            let applied = try await withThrowingTaskGroup(of: Int.self) { group in
+                for _ in 0..<4 { group.addTask { try await Migrator().migrate(db.client, logger: TestDatabase.logger).count } }
+                return try await group.reduce(0, +)
+            }
+            let expected = Migration.embedded.count
+            #expect(applied == expected)
+            #expect(try await db.count("SELECT count(*) FROM schema_migrations") == expected)
+            #expect(try await Migrator().migrate(db.client, logger: TestDatabase.logger).isEmpty)
+            try await Migrator().requireCurrent(db.client, logger: TestDatabase.logger)
+        }
+    }
+
+    @Test func aChangedAppliedMigrationIsRefused() async throws {
+        try await TestDatabase.with(migrate: false) { db in
+            let original = Migration(fileName: "0001_first.sql", sql: "CREATE TABLE first (id int);")
+            try await Migrator(migrations: [original]).migrate(db.client, logger: TestDatabase.logger)
+            let edited = Migration(fileName: "0001_first.sql", sql: "CREATE TABLE first (id bigint);")
+            let error = await #expect(throws: ReconcilerError.self) {
+                try await Migrator(migrations: [edited, Migration(fileName: "0002_second.sql", sql: "CREATE TABLE second (id int);")])
+                    .migrate(db.client, logger: TestDatabase.logger)
+            }
+            #expect(error?.description.contains("changed after it was applied") == true)
+            #expect(try await db.count("SELECT count(*) FROM pg_tables WHERE tablename = 'second'") == 0)
+            // A database that is ahead of this binary is refused too.
+            await #expect(throws: ReconcilerError.self) {
+                try await Migrator(migrations: []).migrate(db.client, logger: TestDatabase.logger)
+            }
+        }
+    }
+
+    @Test func aFailingMigrationLeavesNothingBehind() async throws {
+        try await TestDatabase.with(migrate: false) { db in
+            let broken = Migration(fileName: "0001_broken.sql", sql: "CREATE TABLE half (id int);\nCREATE TABLE oops (id nosuchtype);")
+            await #expect(throws: ReconcilerError.self) {
+                try await Migrator(migrations: [broken]).migrate(db.client, logger: TestDatabase.logger)
+            }
+            let halfTables = try await db.count("SELECT count(*) FROM pg_tables WHERE tablename = 'half'")
+            let recorded = try await db.count("SELECT count(*) FROM schema_migrations")
+            #expect(halfTables == 0)
+            #expect(recorded == 0)
+            await #expect(throws: ReconcilerError.self) {
+                try await Migrator(migrations: [broken]).requireCurrent(db.client, logger: TestDatabase.logger)
+            }
+        }
+    }
+
+    /// Migration 0009 turns the URLs a queue row or a run's options held into a target id and a
+    /// redacted form, the same as the code makes them, so no URL secret stays at rest and the
+    /// rows still match a forwarder configured with the same URL.
+    @Test func migration0009KeepsTargetsAndNoURLSecrets() async throws {
+        let urls = [
+            "https://hooks:pw-secret@app.example.com:8443/apple/notifications?token=tok-secret#frag",
+            "http://127.0.0.1:9000/notifications", "https://user@app.example.com/a@b?x=y", "http://[::1]:8080/hook?k=v",
+            "https://app.example.com/hook#tok-secret",
+        ]
+        try await TestDatabase.with(migrate: false) { db in
+            try await Migrator(migrations: Migration.embedded.filter { $0.version < 9 }).migrate(db.client, logger: TestDatabase.logger)
+            for (index, url) in urls.enumerated() {
+                let options = #"{"forwardTo": "\#(url)"}"#
+                try await db.execute(
+                    """
+                    INSERT INTO reconcile_runs (kind, environment, bundle_id, window_start_ms, window_end_ms, status, phase, dry_run, options)
+                    VALUES ('manual', 'Production', 'com.example', 0, 1, 'succeeded', 'done', false, \(options)::jsonb)
+                    """)
+                try await db.execute(
+                    """
+                    INSERT INTO forward_queue (notification_uuid, target_url, status, delivered_at)
+                    VALUES (\("n-\(index)"), \(url), \(index == 0 ? "delivered" : "pending"), \(index == 0 ? Date() : nil))
+                    """)
+            }
+            // The queue rows above name no stored notification: they take the one app the database served.
+            try await Migrator(defaultBundleId: "com.example.app").migrate(db.client, logger: TestDatabase.logger)
+            let targets = urls.map(ForwardingTarget.init(url:))
+            let rows = try await db.strings("SELECT target_id || ' ' || target_redacted FROM forward_queue ORDER BY notification_uuid")
+            #expect(rows == targets.map { "\($0.id) \($0.redacted)" })
+            #expect(targets[0].redacted == "https://…@app.example.com:8443/apple/notifications?…")
+            #expect(targets[2].redacted == "https://…@app.example.com/a@b?…")
+            let options = try await db.strings("SELECT options::text FROM reconcile_runs ORDER BY run_id")
+            let decoded = try options.map { try JSONDecoder().decode(RunOptions.self, from: Data($0.utf8)).forwardTo }
+            #expect(decoded == targets)
+            let everything = try await db.strings(
+                "SELECT options::text FROM reconcile_runs UNION ALL SELECT row_to_json(q)::text FROM forward_queue q")
+            #expect(everything.allSatisfy { !$0.contains("secret") }, "\(everything)")
+            #expect(try await db.count("SELECT delivered FROM forward_queue_totals") == 1)
+        }
+    }
+
+    /// Migration 0013 brings a one-app database along: every row gets its app from its own
+    /// signed data; rows whose signed data names none take the one configured app, and without
+    /// one the migration stops, naming what to do, and changes nothing.
+    @Test func migration0013FillsEachRowsAppFromItsSignedData() async throws {
+        let app = try TestApp()
+        let signed = app.start + 86_400_000
+        let transaction = app.subscription(original: "7000", period: 0, signedDate: signed)
+        let payload = try app.notification(.subscribed, .initialBuy, signedDate: signed, transaction: transaction, status: .active)
+        let transactionJWS = try app.authority.signer.sign(transaction)
+        func oneAppDatabase(_ db: TestDatabase, orphan: Bool) async throws {
+            try await Migrator(migrations: Migration.embedded.filter { $0.version < 13 }).migrate(db.client, logger: TestDatabase.logger)
+            try await db.execute(
+                """
+                INSERT INTO notifications (notification_uuid, notification_type, subtype, signed_date_ms, environment,
+                    original_transaction_id, transaction_id, signed_payload, source, outcome)
+                VALUES ('n-7000', 'SUBSCRIBED', 'INITIAL_BUY', \(signed), 'Production', '7000', NULL, \(payload), 'webhook', 'applied')
+                """)
+            try await db.execute(
+                """
+                INSERT INTO transactions (transaction_id, original_transaction_id, environment, bundle_id, signed_date_ms, signed_transaction_info)
+                VALUES ('7000', '7000', 'Production', \(TestApp.bundleId), \(signed), \(transactionJWS))
+                """)
+            try await db.execute("INSERT INTO purchases (original_transaction_id, environment) VALUES ('7000', 'Production')")
+            try await db.execute("INSERT INTO history_revisions (anchor_transaction_id, environment, revision) VALUES ('7000', 'Production', 'r1')")
+            try await db.execute(
+                """
+                INSERT INTO purchase_changes (original_transaction_id, source, after_state)
+                VALUES ('7000', 'webhook', '{"originalTransactionId": "7000", "environment": "Production"}')
+                """)
+            if orphan {
+                // A purchase stored with no transaction and no notification: its signed data names no app.
+                try await db.execute("INSERT INTO purchases (original_transaction_id, environment) VALUES ('7001', 'Production')")
+            }
+        }
+        try await TestDatabase.with(migrate: false) { db in
+            try await oneAppDatabase(db, orphan: false)
+            try await Migrator().migrate(db.client, logger: TestDatabase.logger)
+            for table in ["notifications", "transactions", "purchases", "history_revisions", "purchase_changes"] {
+                #expect(try await db.strings("SELECT DISTINCT bundle_id FROM \(unescaped: table)") == [TestApp.bundleId], "\(table)")
+            }
+        }
+        try await TestDatabase.with(migrate: false) { db in
+            try await oneAppDatabase(db, orphan: true)
+            let refused = await #expect(throws: ReconcilerError.self) {
+                try await Migrator().migrate(db.client, logger: TestDatabase.logger)
+            }
+            #expect(refused?.description.contains("1 rows of purchases carry no bundle ID") == true, "\(String(describing: refused))")
+            #expect(try await db.count("SELECT count(*) FROM schema_migrations WHERE version = 13") == 0)
+            try await Migrator(defaultBundleId: "com.example.configured").migrate(db.client, logger: TestDatabase.logger)
+            #expect(
+                try await db.strings("SELECT bundle_id FROM purchases ORDER BY original_transaction_id") == [
+                    TestApp.bundleId, "com.example.configured",
+                ])
+        }
+    }
+
+}

@@ -1,0 +1,145 @@
+package import Foundation
+import Testing
+
+/// Runs the project's executables (`reconciler`, `mock-appstore`) as real processes.
+package enum Executables {
+    /// The directory the build put the executables in, next to the test bundle.
+    package static let directory: URL = {
+        let candidates = [
+            URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent(),
+            Bundle.main.bundleURL,
+            Bundle.main.bundleURL.deletingLastPathComponent(),
+        ]
+        for candidate in candidates where FileManager.default.isExecutableFile(atPath: candidate.appendingPathComponent("reconciler").path) {
+            return candidate
+        }
+        return candidates[0]
+    }()
+
+    package static func url(_ name: String) -> URL { directory.appendingPathComponent(name) }
+}
+
+/// A finished process.
+package struct ProcessResult {
+    package var status: Int32
+    package var stdout: String
+    package var stderr: String
+}
+
+/// A running process whose output is collected into files.
+package final class RunningProcess: @unchecked Sendable {
+    package let process = Process()
+    package let stdoutURL: URL
+    package let stderrURL: URL
+    /// Holds the output files; removed with this object (after the process is stopped), so tests
+    /// leave nothing in /tmp.
+    package let directory: TemporaryDirectory
+
+    package init(_ executable: String, _ arguments: [String], environment: [String: String] = [:], stdin: Data? = nil) throws {
+        directory = try TemporaryDirectory.create("proc")
+        stdoutURL = directory.url.appendingPathComponent("stdout")
+        stderrURL = directory.url.appendingPathComponent("stderr")
+        _ = FileManager.default.createFile(atPath: stdoutURL.path, contents: nil)
+        _ = FileManager.default.createFile(atPath: stderrURL.path, contents: nil)
+        process.executableURL = executable.hasPrefix("/") ? URL(fileURLWithPath: executable) : Executables.url(executable)
+        process.arguments = arguments
+        var merged = ProcessInfo.processInfo.environment
+        for (key, value) in environment { merged[key] = value }
+        process.environment = merged
+        process.standardOutput = try FileHandle(forWritingTo: stdoutURL)
+        process.standardError = try FileHandle(forWritingTo: stderrURL)
+        if let stdin {
+            let pipe = Pipe()
+            process.standardInput = pipe
+            try process.run()
+            pipe.fileHandleForWriting.write(stdin)
+            try pipe.fileHandleForWriting.close()
+        } else {
+            process.standardInput = FileHandle.nullDevice
+            try process.run()
+        }
+    }
+
+    deinit {
+        // A process a failed test left running is stopped first: nothing writes into the directory after it is removed.
+        kill()
+        directory.remove()
+    }
+
+    package var stdout: String { (try? String(contentsOf: stdoutURL, encoding: .utf8)) ?? "" }
+    package var stderr: String { (try? String(contentsOf: stderrURL, encoding: .utf8)) ?? "" }
+
+    /// Waits for the process to end, polling so no thread blocks.
+    package func wait(timeout: Duration = .seconds(600)) async throws -> ProcessResult {
+        let deadline = ContinuousClock.now + timeout
+        while process.isRunning {
+            if ContinuousClock.now > deadline {
+                process.terminate()
+                Issue.record("\(process.executableURL?.lastPathComponent ?? "process") timed out: \(stderr.suffix(2000))")
+                break
+            }
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        while process.isRunning { try await Task.sleep(for: .milliseconds(20)) }
+        return ProcessResult(status: process.terminationStatus, stdout: stdout, stderr: stderr)
+    }
+
+    package func signal(_ signal: Int32) { Foundation.kill(process.processIdentifier, signal) }
+
+    /// Stops the process at once (SIGKILL) and waits until it has ended, so nothing it does outlives the call.
+    package func kill() {
+        guard process.isRunning else { return }
+        signal(SIGKILL)
+        process.waitUntilExit()
+    }
+
+    /// Waits until a line of stderr or stdout contains `text`; fails at once when this process, or
+    /// one it depends on (`alongside`), has exited.
+    package func waitForOutput(containing text: String, timeout: Duration = .seconds(120), alongside others: [RunningProcess] = []) async throws {
+        let deadline = ContinuousClock.now + timeout
+        while !(stderr.contains(text) || stdout.contains(text)) {
+            guard process.isRunning else {
+                throw ProcessFailure(description: "exited (\(process.terminationStatus)) before printing \"\(text)\": \(stderr.suffix(3000))")
+            }
+            if let gone = others.first(where: { !$0.process.isRunning }) {
+                throw ProcessFailure(
+                    description: "\(gone.process.executableURL?.lastPathComponent ?? "a process") exited (\(gone.process.terminationStatus)) "
+                        + "while waiting for \"\(text)\": \(gone.stderr.suffix(3000))")
+            }
+            guard ContinuousClock.now < deadline else { throw ProcessFailure(description: "no \"\(text)\" in time: \(stderr.suffix(3000))") }
+            try await Task.sleep(for: .milliseconds(20))
+        }
+    }
+}
+
+package struct ProcessFailure: Error, CustomStringConvertible {
+    package var description: String
+
+    package init(description: String) { self.description = description }
+}
+
+/// Runs an executable to completion.
+package func runProcess(
+    _ executable: String, _ arguments: [String], environment: [String: String] = [:], stdin: Data? = nil,
+    timeout: Duration = .seconds(600)
+) async throws -> ProcessResult {
+    try await RunningProcess(executable, arguments, environment: environment, stdin: stdin).wait(timeout: timeout)
+}
+
+/// A TCP port nothing listens on right now.
+package func freePort() -> Int {
+    for _ in 0..<100 {
+        let port = Int.random(in: 20000...60000)
+        let socket = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(socket) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = in_port_t(UInt16(port).bigEndian)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        let bound = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(socket, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        if bound == 0 { return port }
+    }
+    return Int.random(in: 20000...60000)
+}

@@ -1,0 +1,132 @@
+import AppStoreServer
+import Foundation
+import ReconcilerConfiguration
+import ReconcilerDomain
+import ReconcilerShared
+import TestSupport
+import Testing
+
+/// The configuration file, without a database: the issue's example loads and means what it says;
+/// every mistake names the file and the key.
+@Suite struct ConfigurationFileTests {
+    /// The example of the multi-app issue, key for key.
+    static let example = """
+        key:                              # the team's In-App Purchase key (may serve several apps)
+          id: 2X9R4HXF34
+          issuer: 57246542-96fe-1a63-e053-0824d011072a
+          privateKeyPath: /run/secrets/AuthKey_2X9R4HXF34.p8
+        apiBaseURL:                       # optional; Apple's hosts by default
+          production: https://api.storekit.apple.com
+          sandbox: https://api.storekit-sandbox.apple.com
+        rootCertificates: [/etc/reconciler/AppleRootCA-G3.pem]   # optional; the bundled root by default
+        rateLimit: {production: 40, sandbox: 4}                  # optional, per app and environment
+        apps:
+          - bundleId: com.example.one
+            appAppleId: 1234567890          # required for production
+            environments: [production, sandbox]
+            key: {id: ONEKEY1234, issuer: 57246542-96fe-1a63-e053-0824d011072a, privateKeyPath: /run/secrets/AuthKey_ONEKEY1234.p8}
+          - bundleId: com.example.two
+            appAppleId: 2345678901
+            environments: [production]
+        """
+
+    func load(_ text: String) throws -> ReconcilerConfiguration {
+        try TemporaryDirectory.with("reconciler-config") { directory in
+            let path = directory.file("reconciler.yaml")
+            try text.write(toFile: path, atomically: true, encoding: .utf8)
+            return try ReconcilerConfiguration.load(file: path)
+        }
+    }
+
+    @Test func theIssuesExampleLoadsAndMeansWhatItSays() throws {
+        let configuration = try load(Self.example)
+        #expect(
+            configuration.targets.map(\.app.description) == [
+                "com.example.one (Production)", "com.example.one (Sandbox)", "com.example.two (Production)",
+            ])
+        let one = configuration.targets[0], oneSandbox = configuration.targets[1], two = configuration.targets[2]
+        #expect(one.app.appAppleId == 1_234_567_890)
+        #expect(one.key?.id == "ONEKEY1234")
+        #expect(two.key?.id == "2X9R4HXF34" && two.key?.privateKeyPath == "/run/secrets/AuthKey_2X9R4HXF34.p8")
+        #expect(one.apiBaseURL == "https://api.storekit.apple.com" && oneSandbox.apiBaseURL == "https://api.storekit-sandbox.apple.com")
+        #expect(one.rateLimit == 40 && oneSandbox.rateLimit == 4)
+        #expect(configuration.rootCertificates == ["/etc/reconciler/AppleRootCA-G3.pem"])
+        #expect(one.entitlement.sandboxEntitles)
+        #expect(try configuration.targets(app: "com.example.one", environment: nil).count == 2)
+        #expect(try configuration.targets(app: nil, environment: .sandbox).map(\.app.bundleId) == ["com.example.one"])
+        #expect(throws: ReconcilerError.self) { try configuration.targets(app: "com.example.three", environment: nil) }
+        // Routing: the signed bundle id and environment, and in production the app's Apple ID.
+        #expect(configuration.target(bundleId: "com.example.two", environment: .production, appAppleId: 2_345_678_901)?.app == two.app)
+        #expect(configuration.target(bundleId: "com.example.two", environment: .production, appAppleId: 1) == nil)
+        #expect(configuration.target(bundleId: "com.example.two", environment: .sandbox, appAppleId: 2_345_678_901) == nil)
+        #expect(configuration.target(bundleId: "com.example.one", environment: .sandbox, appAppleId: nil)?.app == oneSandbox.app)
+    }
+
+    @Test func theOptionalKeysOfThisVersion() throws {
+        let configuration = try load(
+            """
+            key: {id: K, issuer: I, privateKeyPath: /k.p8}
+            nonRenewingTerms: {com.example.pass.30d: 30d}
+            sandboxEntitles: false
+            entitleBillingRetry: true
+            forwardTo: https://app.internal/apple
+            giveUpAfter: 3
+            apps:
+              - bundleId: com.example.one
+                environments: [sandbox]
+                nonRenewingTerms: {com.example.pass.7d: 7d}
+                sandboxEntitles: true
+            """)
+        let target = try #require(configuration.targets.first)
+        #expect(target.app.environment == .sandbox && target.app.appAppleId == nil)
+        #expect(target.entitlement.nonRenewingTerms == ["com.example.pass.30d": 30 * 86_400_000, "com.example.pass.7d": 7 * 86_400_000])
+        #expect(target.entitlement.sandboxEntitles && target.entitlement.billingRetryEntitles)
+        #expect(target.forwardTo == "https://app.internal/apple")
+        #expect(configuration.giveUpAfter == 3)
+    }
+
+    /// Each mistake names the file and the key; none is taken for a default.
+    @Test(arguments: [
+        ("apps: []\nkey: {id: K, issuer: I, privateKeyPath: /k.p8}", ReconcilerError.Code.missingKey, "apps"),
+        ("key: {id: K, issuer: I, privateKeyPath: /k.p8}\napps:\n  - bundleId: a\n    environments: [production]", .missingKey, "apps[0].appAppleId"),
+        ("apps:\n  - bundleId: a\n    appAppleId: 1", .missingKey, "key"),
+        ("key: {id: K, issuer: I}\napps:\n  - {bundleId: a, appAppleId: 1}", .missingKey, "key.privateKeyPath"),
+        (
+            "key: {id: K, issuer: I, privateKeyPath: /k.p8}\nrateLimt: {production: 40}\napps:\n  - {bundleId: a, appAppleId: 1}", .unknownKey,
+            "rateLimt"
+        ),
+        (
+            "key: {id: K, issuer: I, privateKeyPath: /k.p8}\napps:\n  - {bundleId: a, appAppleId: 1, enviroments: [sandbox]}", .unknownKey,
+            "apps[0].enviroments"
+        ),
+        (
+            "key: {id: K, issuer: I, privateKeyPath: /k.p8}\nrateLimit: {production: fast}\napps:\n  - {bundleId: a, appAppleId: 1}", .invalidValue,
+            "rateLimit.production"
+        ),
+        (
+            "key: {id: K, issuer: I, privateKeyPath: /k.p8}\napps:\n  - {bundleId: a, appAppleId: 1, environments: [staging]}", .invalidValue,
+            "apps[0].environments[0]"
+        ),
+        (
+            "key: {id: K, issuer: I, privateKeyPath: /k.p8}\napps:\n  - {bundleId: a, appAppleId: 1}\n  - {bundleId: a, appAppleId: 1}",
+            .duplicateApp, "apps[1].bundleId"
+        ),
+        (
+            "key: {id: K, issuer: I, privateKeyPath: /k.p8}\napps:\n  - {bundleId: a, appAppleId: 1, nonRenewingTerms: {p: forever}}", .invalidValue,
+            "apps[0].nonRenewingTerms.p"
+        ),
+    ])
+    func aMistakeNamesTheFileAndTheKey(text: String, code: ReconcilerError.Code, key: String) throws {
+        let error = #expect(throws: ReconcilerError.self) { try load(text) }
+        #expect(error?.code == code, "\(String(describing: error))")
+        #expect(error?.key == key, "\(String(describing: error))")
+        #expect(error?.description.contains("reconciler-config-") == true)
+    }
+
+    @Test func aFileThatIsNotYAMLOrMissing() throws {
+        #expect((#expect(throws: ReconcilerError.self) { try load("key: [unclosed") })?.code == .invalidYAML)
+        let missing = #expect(throws: ReconcilerError.self) { try ReconcilerConfiguration.load(file: "/nonexistent/reconciler.yaml") }
+        #expect(missing?.code == .unreadable)
+        #expect(missing?.description.contains("/nonexistent/reconciler.yaml") == true)
+    }
+}
