@@ -8,17 +8,23 @@ import PackageDescription
 //   read with Yams.
 // - ReconcilerShared: what the reconciler, the mock and the command lines share that is not Apple's:
 //   the `export` shape of a purchase (PurchaseState) and the times operators type (TimeArgument).
-// - Reconciler: the notification handler, the PostgreSQL store, the planner, the replayer, the
-//   gap filler, the run ledger and the report. Talks to Apple only through AppStoreServer's client.
+// - ReconcilerDomain: the pure types the store and the core share (the planner and its shards,
+//   verified notifications and their results, the budget's allocation, the timeline, ReconcilerError).
+// - ReconcilerStore: PostgreSQL (Database, transactions, PurchaseStore, ForwardQueue, the run ledger,
+//   migrations); the only module that imports PostgresNIO.
+// - Reconciler: the notification handler, the replayer, the gap filler, repair, the schedule, the
+//   change-feed follower and the report. Knows no SQL; talks to Apple only through AppStoreServer's client.
 // - ReconcilerMetrics: the Prometheus metrics of `serve` and `run` (swift-metrics with swift-prometheus
 //   as its backend): the catalog of metric families, one registry per process, the textfile.
 //   AppStoreServer and Reconciler know nothing of it.
+// - ReportPage: the incident report page (one self-contained HTML file) of a run's report.
 // - WebhookServer: the live `POST /notifications` endpoint (Hummingbird) around the handler.
 // - Forwarder: delivers queued notifications to the app's own webhook over HTTP.
 // - MockAppStore: a local App Store imitation for tests, demos and rehearsals.
 
-// Every target: imports are internal unless a file says `public import` (so a module's API names
+// Every target: imports are internal unless a file says `package import` (so a module's API names
 // each dependency it exposes), and a member is visible only where its module is imported.
+// jobs/dev/check-seams (CI) fails on an import the target below does not declare.
 let swiftSettings: [SwiftSetting] = [
     .enableUpcomingFeature("InternalImportsByDefault"),
     .enableUpcomingFeature("MemberImportVisibility"),
@@ -103,6 +109,11 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         .target(
+            name: "ReportPage",
+            dependencies: ["Reconciler", "ReconcilerDomain", "ReconcilerStore", "ReconcilerShared", "AppStoreServer"],
+            swiftSettings: swiftSettings
+        ),
+        .target(
             name: "Forwarder",
             dependencies: [
                 "Reconciler", "ReconcilerDomain", "ReconcilerStore",
@@ -161,7 +172,7 @@ let package = Package(
         .executableTarget(
             name: "ReconcilerCommand",
             dependencies: [
-                "Reconciler", "ReconcilerDomain", "ReconcilerStore", "ReconcilerShared", "ReconcilerConfiguration", "Forwarder",
+                "Reconciler", "ReconcilerDomain", "ReconcilerStore", "ReportPage", "ReconcilerShared", "ReconcilerConfiguration", "Forwarder",
                 "ReconcilerMetrics",
                 "WebhookServer",
                 "AppStoreServer",
@@ -262,7 +273,8 @@ let package = Package(
             name: "EndToEndTests",
             dependencies: [
                 "TestSupport",
-                "AppStoreServer", "MockAppStore", "Reconciler", "ReconcilerDomain", "ReconcilerStore", "ReconcilerMetrics", "ReconcilerShared",
+                "AppStoreServer", "MockAppStore", "Reconciler", "ReconcilerDomain", "ReconcilerStore", "ReportPage", "ReconcilerMetrics",
+                "ReconcilerShared",
                 // Not imported: the executables the tests run, built with the tests.
                 "ReconcilerCommand", "MockAppStoreCommand",
                 .product(name: "CoreMetrics", package: "swift-metrics"),

@@ -154,7 +154,7 @@ package struct Forwarder: Service, Sendable {
     }
 
     /// Where the deliveries of `runIds` stand (`nil`: the whole queue), whatever their target.
-    package func summary(runIds: [Int64]?) async throws -> PurchaseStore.ForwardingSummary {
+    package func summary(runIds: [Int64]?) async throws -> ForwardQueue.ForwardingSummary {
         try await transaction { [queue] in try await queue.summary(runIds: runIds) }
     }
 
@@ -162,7 +162,7 @@ package struct Forwarder: Service, Sendable {
     /// delivered or failed, or `time` is up (retries are waited for within it); anything else
     /// that is due for its target is delivered on the way. Returns where the deliveries of
     /// `runIds` stand, whatever their target.
-    package func drain(runIds: [Int64]?, upTo time: Duration) async throws -> PurchaseStore.ForwardingSummary {
+    package func drain(runIds: [Int64]?, upTo time: Duration) async throws -> ForwardQueue.ForwardingSummary {
         let deadline = ContinuousClock.now + time
         let (queue, target) = (self.queue, configuration.url.target)
         try await reportOtherTargets()
@@ -203,7 +203,7 @@ package struct Forwarder: Service, Sendable {
     func deliverDue() async throws -> Int {
         let (queue, configuration, leases) = (self.queue, self.configuration, DeliveryLeases())
         try await transaction { try await queue.release(where: ProcessIdentity.isDeadOnThisHost) }
-        return try await withThrowingTaskGroup(of: (PurchaseStore.Delivery, PurchaseStore.DeliveryResult?)?.self) { group in
+        return try await withThrowingTaskGroup(of: (ForwardQueue.Delivery, ForwardQueue.DeliveryResult?)?.self) { group in
             group.addTask {
                 await renewLeases(leases)
                 return nil
@@ -240,7 +240,7 @@ package struct Forwarder: Service, Sendable {
 
     /// Waits for the next delivery to end and records its answer (the lease renewer never ends first).
     private func recordNext(
-        from group: inout ThrowingTaskGroup<(PurchaseStore.Delivery, PurchaseStore.DeliveryResult?)?, any Error>
+        from group: inout ThrowingTaskGroup<(ForwardQueue.Delivery, ForwardQueue.DeliveryResult?)?, any Error>
     ) async throws {
         while let next = try await group.next() {
             guard let (delivery, result) = next else { continue }
@@ -285,9 +285,9 @@ package struct Forwarder: Service, Sendable {
     /// Sends `delivery` while its lease is certainly this forwarder's: the request is cancelled
     /// when the lease is lost or could run out (a quarter of its duration before it would); `nil`
     /// then, and the answer is not recorded.
-    private func sendWhileLeased(_ delivery: PurchaseStore.Delivery, leases: DeliveryLeases) async -> PurchaseStore.DeliveryResult? {
+    private func sendWhileLeased(_ delivery: ForwardQueue.Delivery, leases: DeliveryLeases) async -> ForwardQueue.DeliveryResult? {
         let margin = configuration.leaseDuration / 4
-        let result = await withTaskGroup(of: PurchaseStore.DeliveryResult?.self) { group in
+        let result = await withTaskGroup(of: ForwardQueue.DeliveryResult?.self) { group in
             group.addTask { await send(delivery) }
             group.addTask {
                 // Wakes at the cutoff or a little after a renewal marked the lease lost.
@@ -305,7 +305,7 @@ package struct Forwarder: Service, Sendable {
         return result
     }
 
-    private func record(_ delivery: PurchaseStore.Delivery, _ result: PurchaseStore.DeliveryResult) async throws {
+    private func record(_ delivery: ForwardQueue.Delivery, _ result: ForwardQueue.DeliveryResult) async throws {
         switch result {
         case .delivered: logger.debug("forwarded", metadata: ["notificationUUID": "\(delivery.notificationUUID)"])
         case .retry(let code, let error, _), .failed(let code, let error):
@@ -325,7 +325,7 @@ package struct Forwarder: Service, Sendable {
         }
     }
 
-    func send(_ delivery: PurchaseStore.Delivery) async -> PurchaseStore.DeliveryResult {
+    func send(_ delivery: ForwardQueue.Delivery) async -> ForwardQueue.DeliveryResult {
         let body = Self.body(signedPayload: delivery.signedPayload)
         var request = HTTPClientRequest(url: configuration.url.value)
         request.method = .POST
@@ -348,7 +348,7 @@ package struct Forwarder: Service, Sendable {
         }
     }
 
-    private func outcome(ofFailedAttempt attempt: Int, statusCode: Int?, error: String) -> PurchaseStore.DeliveryResult {
+    private func outcome(ofFailedAttempt attempt: Int, statusCode: Int?, error: String) -> ForwardQueue.DeliveryResult {
         guard attempt < configuration.maximumAttempts else { return .failed(statusCode: statusCode, error: error) }
         let delay = min(configuration.initialBackoff * (1 << min(attempt - 1, 20)), configuration.maximumBackoff)
         return .retry(statusCode: statusCode, error: error, after: delay)

@@ -230,7 +230,7 @@ package struct ReconcileRun: Sendable {
             return try await ledger.run(id: existing.runId) ?? existing
         }
         let planner = ReplayPlanner(configuration: configuration.options.planner)
-        let shards = planner.plan(windowStart: configuration.windowStart, windowEnd: configuration.windowEnd)
+        let shards = planner.plan(TimeWindow(start: configuration.windowStart, end: configuration.windowEnd))
         return try await ledger.createRun(
             kind: configuration.kind, environment: environment, bundleId: bundleId, windowStart: configuration.windowStart,
             windowEnd: configuration.windowEnd, dryRun: configuration.dryRun, options: configuration.options, shards: shards,

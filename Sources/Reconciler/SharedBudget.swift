@@ -118,13 +118,16 @@ package final class SharedBudget: RateLimiter.Observer, Sendable {
         let (ledger, environment, bundleId, process) = (
             RunLedger(database: ledger.database.with(unavailableTimeout: .seconds(2))), self.environment, self.bundleId, configuration.process
         )
-        try? await Task.detached { try await ledger.releaseBudgetLease(environment: environment, bundleId: bundleId, process: process) }.value
+        try? await Task.detached {
+            try await BudgetLedger(database: ledger.database).releaseBudgetLease(environment: environment, bundleId: bundleId, process: process)
+        }.value
     }
 
     /// A 429 here closes the endpoint for every process of the app.
     package func endpointClosed(_ endpoint: AppStoreServerAPIEndpoint, untilUNIXMilliseconds milliseconds: Int64) async {
         do {
-            try await ledger.closeEndpoint(environment: environment, bundleId: bundleId, endpoint: endpoint.name, untilMilliseconds: milliseconds)
+            try await BudgetLedger(database: ledger.database).closeEndpoint(
+                environment: environment, bundleId: bundleId, endpoint: endpoint.name, untilMilliseconds: milliseconds)
         } catch {
             logger.warning("could not share an endpoint's Retry-After", metadata: ["endpoint": "\(endpoint.name)", "error": "\(error)"])
         }
@@ -138,7 +141,7 @@ package final class SharedBudget: RateLimiter.Observer, Sendable {
         // A process the others may have divided the budget without tells them it is back.
         let rejoining = lease.withLock { !$0.holds(at: started) }
         do {
-            let live = try await (ledger ?? self.ledger).renewBudgetLease(
+            let live = try await BudgetLedger(database: (ledger ?? self.ledger).database).renewBudgetLease(
                 environment: environment, bundleId: bundleId, process: configuration.process, declaration: declaration,
                 duration: configuration.leaseDuration, announce: announce || rejoining)
             let shares = BudgetAllocation.shares(of: configuration.process, among: live)
@@ -217,7 +220,8 @@ package final class SharedBudget: RateLimiter.Observer, Sendable {
 
     private func applyClosures() async throws {
         let now = Int64(Date().timeIntervalSince1970 * 1000)
-        for (name, until) in try await ledger.closedEndpoints(environment: environment, bundleId: bundleId, now: now) {
+        for (name, until) in try await BudgetLedger(database: ledger.database).closedEndpoints(environment: environment, bundleId: bundleId, now: now)
+        {
             guard let endpoint = AppStoreServerAPIEndpoint.all.first(where: { $0.name == name }) else { continue }
             await limiter.closeFromElsewhere(endpoint, untilUNIXMilliseconds: until)
         }
@@ -228,7 +232,7 @@ package final class SharedBudget: RateLimiter.Observer, Sendable {
     private func listen() async {
         while !Task.isCancelled {
             do {
-                try await ledger.database.listen(on: RunLedger.budgetChannel) { notifications in
+                try await ledger.database.listen(on: BudgetLedger.budgetChannel) { notifications in
                     for try await notification in notifications {
                         if notification.hasPrefix("closed") { try await applyClosures() } else { try await renew(announce: false) }
                     }

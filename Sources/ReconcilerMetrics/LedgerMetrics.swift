@@ -61,12 +61,13 @@ package struct LedgerMetrics: Service {
             MetricDefinition.lastFinishedRun.gauge(in: registry).record(finishedAt.timeIntervalSince1970)
         }
         let store = PurchaseStore(logger: ledger.logger)
+        let queue = ForwardQueue(database: ledger.database)
         let environment = environment
-        let (newestLive, forwarding) = try await ledger.database.transaction { connection in
+        let (newestLive, forwarding) = try await ledger.database.transaction { transaction in
             (
                 try await store.newestLiveNotification(
-                    of: AppTarget(bundleId: bundleId, environment: AppStoreEnvironment(rawValue: environment)), on: connection),
-                try await store.forwardingSummary(runIds: nil, on: connection)
+                    of: AppTarget(bundleId: bundleId, environment: AppStoreEnvironment(rawValue: environment)), on: transaction),
+                try await queue.forwardingSummary(runIds: nil, on: transaction)
             )
         }
         if let newestLive {

@@ -97,8 +97,11 @@ package struct WebhookServer: Sendable {
     }
 
     /// The Hummingbird application; `onServerRunning` receives the bound port (useful with port 0).
+    /// `beforeServerStarts` runs once the services run and before the port opens (`serve` checks or
+    /// migrates the schema there, with the database client already running).
     package func makeApplication(
-        services: [any Service] = [], onServerRunning: @escaping @Sendable (Int) async -> Void = { _ in }
+        services: [any Service] = [], onServerRunning: @escaping @Sendable (Int) async -> Void = { _ in },
+        beforeServerStarts: (@Sendable () async throws -> Void)? = nil
     ) -> some ApplicationProtocol {
         let router = Router()
         router.post("notifications") { request, context in
@@ -112,12 +115,14 @@ package struct WebhookServer: Sendable {
                 status: .ok, headers: [.contentType: MetricsRegistry.contentType],
                 body: .init(byteBuffer: ByteBuffer(string: metrics.registry.exposition())))
         }
-        return Application(
+        var application = Application(
             router: router,
             configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: "app-store-reconciler"),
             services: services,
             onServerRunning: { channel in await onServerRunning(channel.localAddress?.port ?? 0) },
             logger: logger)
+        if let beforeServerStarts { application.beforeServerStarts(perform: beforeServerStarts) }
+        return application
     }
 
     private func receive(_ request: Request, context: some RequestContext) async throws -> Response {

@@ -113,15 +113,14 @@ import Testing
             """)
         try await db.execute("UPDATE forward_queue_totals SET delivered = delivered + 1000000")
         try await db.execute("ANALYZE forward_queue")
-        let query = PurchaseStore.queueSummaryQuery()
+        let query = ForwardQueue.queueSummaryQuery()
         let plan = try await db.strings(PostgresQuery(unsafeSQL: "EXPLAIN " + query.sql, binds: query.binds)).joined(separator: "\n")
         #expect(!plan.contains("Seq Scan on forward_queue "), "\(plan)")
-        let store = PurchaseStore(logger: TestDatabase.logger)
-        let summary = try await db.database.transaction { try await store.forwardingSummary(runIds: nil, on: $0) }
+        let summary = try await ForwardQueue(database: db.database).summary(runIds: nil)
         #expect(summary.delivered == 1_000_000 && summary.pending == 3 && summary.failed == 0, "\(summary)")
         // What a forwarder asks while draining, and what pruning counts and removes, read indexes too.
         for query in [
-            PurchaseStore.pendingDeliveriesQuery(target: target, runIds: nil),
+            ForwardQueue.pendingDeliveriesQuery(target: target, runIds: nil),
             PurchaseStore.pruneDeliveredForwardsQuery(before: Date(timeIntervalSinceNow: -7 * 86_400), limit: nil, dryRun: true),
             PurchaseStore.pruneDeliveredForwardsQuery(before: Date(timeIntervalSinceNow: -7 * 86_400), limit: 10_000, dryRun: false),
         ] {

@@ -3,6 +3,7 @@ import Foundation
 import PostgresNIO
 import ReconcilerDomain
 import ReconcilerShared
+import ReportPage
 import TestSupport
 import Testing
 

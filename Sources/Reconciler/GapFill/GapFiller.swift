@@ -246,7 +246,7 @@ struct GapFiller: Sendable {
             try await ledger.recordChanges(runId: run.runId, Array(changes.values), on: transaction)
             let quarantined = try await ledger.quarantine(
                 rejections, runId: run.runId, environment: run.environment, bundleId: run.bundleId, dryRun: run.dryRun, on: transaction)
-            try await ledger.addCounts(runId: run.runId, quarantined.map { ("(\($0.source.rawValue))", "rejected") }, on: transaction)
+            try await ledger.addCounts(runId: run.runId, quarantined.map { ("(\($0.source.rawValue))", .rejected) }, on: transaction)
             if let completion {
                 try await store.recordHistoryChecked(
                     anchor: anchor, revision: completion.revision, purchases: completion.purchases,

@@ -85,7 +85,7 @@ package struct RepairReport: Sendable, Codable {
     package var rejections: [Rejection]
     package var failures: [Failure]
     /// With `--forward-to`: the deliveries of the notifications it recorded to the app's webhook.
-    package var forwarding: PurchaseStore.ForwardingSummary?
+    package var forwarding: ForwardQueue.ForwardingSummary?
     package var api: APIStatistics.Snapshot
 
     /// Purchases whose state the repair changed.

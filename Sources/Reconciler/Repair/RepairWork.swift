@@ -64,7 +64,7 @@ struct RepairWork: Sendable {
             let quarantined = try await ledger.quarantine(
                 rejections, runId: run.runId, environment: run.environment, bundleId: run.bundleId,
                 dryRun: run.dryRun, on: transaction)
-            try await ledger.addCounts(runId: run.runId, quarantined.map { ("(\($0.source.rawValue))", "rejected") }, on: transaction)
+            try await ledger.addCounts(runId: run.runId, quarantined.map { ("(\($0.source.rawValue))", .rejected) }, on: transaction)
             return quarantined
         }
         for rejection in quarantined {

@@ -53,7 +53,7 @@ struct VerifiedHistoryPage: Sendable {
         let results = try await handler.apply(notifications, source: .history(runId: run.runId), forwarding: forwarding, on: transaction)
         try await ledger.addCounts(
             runId: run.runId,
-            results.map { ($0.typeAndSubtype, $0.outcome.rawValue) } + rejections.map { ($0.typeAndSubtype ?? "(unreadable)", "rejected") },
+            results.map { ($0.typeAndSubtype, .handled($0.outcome)) } + rejections.map { ($0.typeAndSubtype ?? "(unreadable)", .rejected) },
             on: transaction)
         try await ledger.recordChanges(runId: run.runId, results.compactMap(\.change), on: transaction)
         let quarantined = try await ledger.quarantine(

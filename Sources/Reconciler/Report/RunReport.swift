@@ -14,14 +14,13 @@ package struct RunReport: Sendable, Codable {
         package var duplicate = 0
         package var rejected = 0
 
-        mutating func add(_ outcome: String, _ count: Int) {
+        mutating func add(_ outcome: CountedOutcome, _ count: Int) {
             switch outcome {
-            case "applied": applied += count
-            case "stale": stale += count
-            case "recorded": recorded += count
-            case "duplicate": duplicate += count
-            case "rejected": rejected += count
-            default: break
+            case .handled(.applied): applied += count
+            case .handled(.stale): stale += count
+            case .handled(.recorded): recorded += count
+            case .handled(.duplicate): duplicate += count
+            case .rejected: rejected += count
             }
             seen += count
         }
@@ -108,7 +107,7 @@ package struct RunReport: Sendable, Codable {
     package var api: APIStatistics.Snapshot
     /// With `--forward-to`: where the deliveries of this run's notifications to the app's webhook
     /// stood when the run ended (after draining the queue for `--forward-drain-timeout`).
-    package var forwarding: PurchaseStore.ForwardingSummary?
+    package var forwarding: ForwardQueue.ForwardingSummary?
 
     /// Something retryable failed: rerunning resumes the run.
     package var hasRetryableFailures: Bool {
@@ -242,7 +241,7 @@ package struct RunReport: Sendable, Codable {
             : fields.map { "\($0) \(value($0, change.before)) → \(value($0, change.after))" }.joined(separator: ", ")
     }
 
-    static func value(_ field: String, _ state: PurchaseState?) -> String {
+    package static func value(_ field: String, _ state: PurchaseState?) -> String {
         guard let state else { return "∅" }
         func date(_ value: Int64?) -> String { value.map(TimeArgument.iso8601) ?? "null" }
         switch field {

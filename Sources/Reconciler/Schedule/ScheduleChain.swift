@@ -1,5 +1,6 @@
 import AppStoreServer
 import Foundation
+package import ReconcilerShared
 package import ReconcilerStore
 
 /// The schedule's chain of windows (`run --since-last`): which unfinished scheduled windows an
@@ -57,7 +58,7 @@ package enum ScheduleChain {
         /// 18 in production): warned about while there is time to act.
         package var nearingRetentionEdge: [RunRecord] = []
         /// The newest window: from the chain's end, less the overlap, to now.
-        package var next: (start: Int64, end: Int64) = (0, 0)
+        package var next = TimeWindow(start: 0, end: 0)
         package var origin: Origin = .firstWindow
         /// The newest window would have started before Apple's retention, and was moved to its edge.
         package var clippedToRetention = false
@@ -94,7 +95,7 @@ package enum ScheduleChain {
             plan.clippedToRetention = true
         }
         // A chain that ends in the future (a clock set back) still recovers a window up to now.
-        plan.next = (min(start, now - 1), now)
+        plan.next = TimeWindow(start: min(start, now - 1), end: now)
         return plan
     }
 }

@@ -71,14 +71,14 @@ struct ForwardCommand: AsyncParsableCommand {
             }
             // One forwarder per webhook, each delivering only what was queued for its URL.
             let forwarders = configurations.map { Forwarder(configuration: $0, database: database) }
-            let store = PurchaseStore(logger: logger)
+            let queue = ForwardQueue(database: database)
             if retryFailed {
                 for target in targets {
-                    let retried = try await database.transaction { try await store.retryFailedDeliveries(target: target, on: $0) }
+                    let retried = try await queue.retryFailed(target: target)
                     print("retrying \(retried) failed deliveries to \(target.redacted)")
                 }
             }
-            let before = try await database.transaction { try await store.forwardingSummary(runIds: nil, on: $0) }
+            let before = try await queue.summary(runIds: nil)
             for target in targets {
                 logger.info("forwarding", metadata: ["to": "\(target.redacted)", "pending": "\(before.pending)", "failed": "\(before.failed)"])
             }
@@ -96,12 +96,12 @@ struct ForwardCommand: AsyncParsableCommand {
             }
             var pendingHere = 0
             for target in targets {
-                pendingHere += try await database.transaction { try await store.pendingDeliveries(target: target, runIds: nil, on: $0) }
+                pendingHere += try await queue.pending(target: target, runIds: nil)
             }
-            let others = try await database.transaction { try await store.waitingTargets(on: $0) }.filter { waiting in
+            let others = try await queue.waitingTargets().filter { waiting in
                 !targets.contains { $0.id == waiting.target.id }
             }
-            return (before, try await database.transaction { try await store.forwardingSummary(runIds: nil, on: $0) }, others, pendingHere)
+            return (before, try await queue.summary(runIds: nil), others, pendingHere)
         }
         let delivered = after.delivered - before.delivered
         print(

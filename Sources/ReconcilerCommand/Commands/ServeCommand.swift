@@ -117,33 +117,39 @@ struct ServeCommand: AsyncParsableCommand {
         }
         let services: [any Service] = [database] + ledgerMetrics + forwarders
         let migrator = Migrator(defaultBundleId: Set(targets.map(\.app.bundleId)).count == 1 ? targets.first?.app.bundleId : nil)
-        let application = server.makeApplication(services: services) { boundPort in
-            logger.info(
-                "listening",
-                metadata: [
-                    "port": "\(boundPort)", "apps": "\(targets.map(\.app.description).joined(separator: ", "))", "database": "\(settings)",
-                    "forwardTo": "\(Set(forwardURLs.values.map(\.target.redacted)).sorted().joined(separator: ", "))",
-                ])
-        }
-        // The schema check needs the client running, so it runs beside the server's services.
-        try await withThrowingTaskGroup(of: Void.self) { group in
-            group.addTask {
-                try await application.runService()
-            }
-            group.addTask {
+        // The schema is checked (or migrated) once the database client runs and before the port
+        // opens, so a serve that answers is one whose schema matches. A database away at startup
+        // is no reason not to listen (/health says 503 until it is back): that only warns. SIGTERM
+        // while it waits for the database ends serve at once.
+        let prepareSchema: @Sendable () async throws -> Void = {
+            try await cancelWhenGracefulShutdown {
+                logger.info("checking the database schema before opening the port")
                 do {
                     if migrate {
                         try await migrator.migrate(database)
                     } else {
                         try await migrator.requireCurrent(database)
                     }
+                } catch  where Task.isCancelled {
+                    // SIGTERM while waiting for the database: whatever the wait threw, it was the signal.
+                    logger.info("stopped before the schema check finished")
                 } catch let error where Database.isDatabaseFailure(error) {
                     logger.warning(
                         "database unreachable at startup; /health reports it", metadata: ["error": "\(Database.operatorDescription(of: error))"])
                 }
             }
-            try await group.next()
-            try await group.next()
         }
+        let application = server.makeApplication(
+            services: services,
+            onServerRunning: { boundPort in
+                logger.info(
+                    "listening",
+                    metadata: [
+                        "port": "\(boundPort)", "apps": "\(targets.map(\.app.description).joined(separator: ", "))", "database": "\(settings)",
+                        "forwardTo": "\(Set(forwardURLs.values.map(\.target.redacted)).sorted().joined(separator: ", "))",
+                    ])
+            },
+            beforeServerStarts: prepareSchema)
+        try await application.runService()
     }
 }

@@ -47,7 +47,7 @@ struct StatusCommand: AsyncParsableCommand {
         var pages: Int
         var customers: RunLedger.QueueSummary
         /// Deliveries of the run's notifications to the app's webhook (runs with --forward-to).
-        var forwarding: PurchaseStore.ForwardingSummary?
+        var forwarding: ForwardQueue.ForwardingSummary?
         /// Customers and shards the run gave up on (listed by `reconciler rejections`).
         var givenUp: [RunLedger.GivenUp]
     }
@@ -66,17 +66,16 @@ struct StatusCommand: AsyncParsableCommand {
         try await database.withDatabase(logger: logger) { database in
             try await Migrator().requireCurrent(database)
             let ledger = RunLedger(database: database)
-            let store = PurchaseStore(logger: logger)
             // One section per app and environment, each newest first (one of every run without a configured app).
             var sections: [(app: AppTarget?, rows: [Row])] = []
             if let runId {
                 guard let run = try await ledger.run(id: runId) else { throw ReconcilerError.configuration("there is no run \(runId)") }
-                sections = [(nil, [try await row(of: run, ledger: ledger, store: store, database: database)])]
+                sections = [(nil, [try await row(of: run, ledger: ledger, database: database)])]
             } else {
                 for target in apps.map({ $0.map(Optional.some) }) ?? [nil] {
                     var rows: [Row] = []
                     for run in try await ledger.recentRuns(limit: limit, of: target) {
-                        rows.append(try await row(of: run, ledger: ledger, store: store, database: database))
+                        rows.append(try await row(of: run, ledger: ledger, database: database))
                     }
                     sections.append((target, rows))
                 }
@@ -99,7 +98,7 @@ struct StatusCommand: AsyncParsableCommand {
                 printTable(rows)
                 if several { print("") }
             }
-            let queue = try await database.transaction { try await store.forwardingSummary(runIds: nil, on: $0) }
+            let queue = try await ForwardQueue(database: database).summary(runIds: nil)
             if queue.delivered + queue.pending + queue.failed > 0 {
                 print("")
                 print(
@@ -107,7 +106,7 @@ struct StatusCommand: AsyncParsableCommand {
                         + (queue.oldestPending.map { " (oldest queued \(ISO8601DateFormatter().string(from: $0)))" } ?? "")
                         + ", \(queue.failed) failed" + (queue.failed > 0 ? " (`reconciler forward --once --retry-failed` tries them again)" : ""))
                 // The queue keeps no URL: a forwarder given the URL of each target delivers its deliveries.
-                for (target, pending) in try await database.transaction({ try await store.waitingTargets(on: $0) }) {
+                for (target, pending) in try await ForwardQueue(database: database).waitingTargets() {
                     print(
                         "  \(pending) pending for \(target.redacted): delivered by a forwarder given that URL (--forward-to, RECONCILER_FORWARD_TO)")
                 }
@@ -123,7 +122,7 @@ struct StatusCommand: AsyncParsableCommand {
     }
 
     /// A run as the table and `--json` show it.
-    private func row(of run: RunRecord, ledger: RunLedger, store: PurchaseStore, database: Database) async throws -> Row {
+    private func row(of run: RunRecord, ledger: RunLedger, database: Database) async throws -> Row {
         let shards = try await ledger.shards(runId: run.runId)
         return Row(
             bundleId: run.bundleId, environment: run.environment, run: run, shardsDone: shards.filter { $0.status == .done }.count,
@@ -131,7 +130,7 @@ struct StatusCommand: AsyncParsableCommand {
             pages: shards.reduce(0) { $0 + $1.pagesDone }, customers: try await ledger.queueSummary(runId: run.runId),
             forwarding: run.options.forwardTo == nil
                 ? nil
-                : try await database.transaction { try await store.forwardingSummary(runIds: [run.runId], on: $0) },
+                : try await ForwardQueue(database: database).summary(runIds: [run.runId]),
             givenUp: try await ledger.givenUp(runId: run.runId))
     }
 

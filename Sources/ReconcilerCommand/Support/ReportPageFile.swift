@@ -4,6 +4,7 @@ import Logging
 import Reconciler
 import ReconcilerDomain
 import ReconcilerStore
+import ReportPage
 
 /// Writes a run's incident report page (`run --report-html`, `status --run ID --html`).
 enum ReportPageFile {

@@ -1,4 +1,5 @@
 package import AppStoreServer
+package import ReconcilerShared
 
 /// Turns an outage window into Get Notification History queries.
 ///
@@ -19,7 +20,7 @@ package import AppStoreServer
 /// cuts each query into shards of that length up front, for whoever wants it.
 ///
 /// ```swift
-/// let shards = ReplayPlanner().plan(windowStart: start, windowEnd: end)
+/// let shards = ReplayPlanner().plan(TimeWindow(start: start, end: end))
 /// ```
 package struct ReplayPlanner: Sendable {
     package struct Configuration: Sendable, Codable, Hashable {
@@ -93,7 +94,8 @@ package struct ReplayPlanner: Sendable {
     }
 
     /// The shards of every query, in priority order.
-    package func plan(windowStart: Int64, windowEnd: Int64) -> [Shard] {
+    package func plan(_ window: TimeWindow) -> [Shard] {
+        let (windowStart, windowEnd) = (window.start, window.end)
         var filters: [NotificationFilter] = []
         for filter in configuration.priority where !filters.contains(filter) && filter != .everything {
             filters.append(filter)

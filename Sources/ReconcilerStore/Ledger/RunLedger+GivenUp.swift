@@ -67,13 +67,14 @@ extension RunLedger {
         try await read { [logger] transaction in
             var result: [GivenUp] = []
             let rows = try await transaction.query(query, logger: logger)
-            for try await row in rows.decode((Int64, String, String, String, String, Int, Date, Date?, String?).self) {
+            for try await row in rows {
+                let columns = NamedColumns(row)
                 result.append(
                     GivenUp(
-                        runId: row.0, kind: try ReconcilerError.stored(row.1, in: "given_up.kind"), subject: row.2,
-                        failureKind: try ReconcilerError.stored(row.3, in: "given_up.failure_kind"), reason: row.4, failures: row.5,
-                        givenUpAt: row.6,
-                        acknowledgedAt: row.7, acknowledgedNote: row.8))
+                        runId: try columns["run_id"], kind: try columns.stored("kind", of: "given_up"), subject: try columns["subject"],
+                        failureKind: try columns.stored("failure_kind", of: "given_up"), reason: try columns["reason"],
+                        failures: try columns["failures"], givenUpAt: try columns["given_up_at"], acknowledgedAt: try columns["acknowledged_at"],
+                        acknowledgedNote: try columns["acknowledged_note"]))
             }
             return result
         }

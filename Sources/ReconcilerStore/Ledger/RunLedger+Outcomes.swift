@@ -6,7 +6,9 @@ import ReconcilerShared
 /// What a run saw and changed: notification counts by type and outcome, and the purchases it changed.
 extension RunLedger {
     /// Adds notification outcome counts by `TYPE/SUBTYPE` (`rejected` for refused values).
-    package func addCounts(runId: Int64, _ outcomes: [(typeAndSubtype: String, outcome: String)], on transaction: DatabaseTransaction) async throws {
+    package func addCounts(
+        runId: Int64, _ outcomes: [(typeAndSubtype: String, outcome: CountedOutcome)], on transaction: DatabaseTransaction
+    ) async throws {
         struct Key: Hashable, Encodable {
             package var type_and_subtype: String
             package var outcome: String
@@ -16,7 +18,7 @@ extension RunLedger {
             package var outcome: String
             package var count: Int
         }
-        let counts = Dictionary(grouping: outcomes.map { Key(type_and_subtype: $0.typeAndSubtype, outcome: $0.outcome) }) { $0 }
+        let counts = Dictionary(grouping: outcomes.map { Key(type_and_subtype: $0.typeAndSubtype, outcome: $0.outcome.rawValue) }) { $0 }
             .map { Row(type_and_subtype: $0.key.type_and_subtype, outcome: $0.key.outcome, count: $0.value.count) }
             .sorted { ($0.type_and_subtype, $0.outcome) < ($1.type_and_subtype, $1.outcome) }
         guard !counts.isEmpty else { return }
@@ -53,12 +55,15 @@ extension RunLedger {
             """, logger: logger)
     }
 
-    package func counts(runId: Int64) async throws -> [String: [String: Int]] {
+    /// A run's notification counts by `TYPE/SUBTYPE` and outcome.
+    package func counts(runId: Int64) async throws -> [String: [CountedOutcome: Int]] {
         try await read { [logger] transaction in
             let rows = try await transaction.query(
                 "SELECT type_and_subtype, outcome, count FROM run_counts WHERE run_id = \(runId)", logger: logger)
-            var result: [String: [String: Int]] = [:]
-            for try await (type, outcome, count) in rows.decode((String, String, Int).self) { result[type, default: [:]][outcome] = count }
+            var result: [String: [CountedOutcome: Int]] = [:]
+            for try await (type, outcome, count) in rows.decode((String, String, Int).self) {
+                result[type, default: [:]][try ReconcilerError.stored(outcome, in: "run_counts.outcome", as: CountedOutcome.self)] = count
+            }
             return result
         }
     }

@@ -129,14 +129,16 @@ extension RunLedger {
                 ORDER BY first_seen_at, payload_sha256
                 """, logger: logger)
             var result: [QuarantinedPayload] = []
-            for try await row in rows.decode((String, String, String?, String?, String, String, Date, Date, Int64?, Int64?, Int, Date?, String?).self)
-            {
+            for try await row in rows {
+                let columns = NamedColumns(row)
                 result.append(
                     QuarantinedPayload(
-                        payloadSHA256: row.0, source: try ReconcilerError.stored(row.1, in: "quarantine.source"), notificationUUID: row.2,
-                        typeAndSubtype: row.3, reason: try ReconcilerError.stored(row.4, in: "quarantine.reason"), detail: row.5,
-                        firstSeenAt: row.6, lastSeenAt: row.7, firstRunId: row.8, lastRunId: row.9, timesSeen: row.10,
-                        acknowledgedAt: row.11, acknowledgedNote: row.12))
+                        payloadSHA256: try columns["payload_sha256"], source: try columns.stored("source", of: "quarantined_payloads"),
+                        notificationUUID: try columns["notification_uuid"], typeAndSubtype: try columns["type_and_subtype"],
+                        reason: try columns.stored("reason", of: "quarantined_payloads"), detail: try columns["detail"],
+                        firstSeenAt: try columns["first_seen_at"], lastSeenAt: try columns["last_seen_at"], firstRunId: try columns["first_run_id"],
+                        lastRunId: try columns["last_run_id"], timesSeen: try columns["times_seen"], acknowledgedAt: try columns["acknowledged_at"],
+                        acknowledgedNote: try columns["acknowledged_note"]))
             }
             return result
         }

@@ -14,16 +14,21 @@ extension RunLedger {
                 FROM run_shards WHERE run_id = \(runId) ORDER BY query_index, shard_start_ms
                 """, logger: logger)
             var shards: [ShardRecord] = []
-            for try await row in rows.decode((Int, String?, String?, Int64, Int64, String?, Int, Int, Int, String, String?, String?).self) {
+            for try await row in rows {
+                let columns = NamedColumns(row)
+                let type: String? = try columns["notification_type"]
+                let subtype: String? = try columns["subtype"]
                 shards.append(
                     ShardRecord(
                         shard: .init(
-                            queryIndex: row.0, filter: .init(row.1.map(NotificationTypeV2.init(rawValue:)), row.2.map(Subtype.init(rawValue:))),
-                            start: row.3, end: row.4),
-                        paginationToken: row.5, pagesDone: row.6, notificationsSeen: row.7, restarts: row.8,
-                        status: try ReconcilerError.stored(row.9, in: "run_shards.status"),
-                        failureKind: try row.10.map { try ReconcilerError.stored($0, in: "run_shards.failure_kind") },
-                        lastError: row.11))
+                            queryIndex: try columns["query_index"],
+                            filter: .init(type.map(NotificationTypeV2.init(rawValue:)), subtype.map(Subtype.init(rawValue:))),
+                            start: try columns["shard_start_ms"], end: try columns["shard_end_ms"]),
+                        paginationToken: try columns["pagination_token"], pagesDone: try columns["pages_done"],
+                        notificationsSeen: try columns["notifications_seen"], restarts: try columns["restarts"],
+                        status: try columns.stored("status", of: "run_shards"),
+                        failureKind: try columns.storedIfPresent("failure_kind", of: "run_shards"),
+                        lastError: try columns["last_error"]))
             }
             return shards
         }

@@ -19,18 +19,21 @@ package struct RunLedger: Sendable {
     }
 
     package static let runColumns = """
-        run_id, kind, environment, bundle_id, window_start_ms, window_end_ms, dry_run, options::text, status, phase,
+        run_id, kind, environment, bundle_id, window_start_ms, window_end_ms, dry_run, options::text AS options, status, phase,
         started_at, updated_at, finished_at, holder, failure, replay_finished_at
         """
 
-    package typealias RunRow = (Int64, String, String, String, Int64, Int64, Bool, String, String, String, Date, Date, Date?, String?, String?, Date?)
-
-    package static func record(_ row: RunRow) throws -> RunRecord {
-        RunRecord(
-            runId: row.0, kind: try ReconcilerError.stored(row.1, in: "runs.kind"), environment: row.2, bundleId: row.3, windowStart: row.4,
-            windowEnd: row.5, dryRun: row.6, options: try JSONDecoder().decode(RunOptions.self, from: Data(row.7.utf8)),
-            status: try ReconcilerError.stored(row.8, in: "runs.status"), phase: try ReconcilerError.stored(row.9, in: "runs.phase"),
-            startedAt: row.10, updatedAt: row.11, finishedAt: row.12, holder: row.13, failure: row.14, replayFinishedAt: row.15)
+    /// A run from a row that selects ``runColumns``.
+    static func record(_ row: PostgresRow) throws -> RunRecord {
+        let columns = NamedColumns(row)
+        let options: String = try columns["options"]
+        return RunRecord(
+            runId: try columns["run_id"], kind: try columns.stored("kind", of: "reconcile_runs"), environment: try columns["environment"],
+            bundleId: try columns["bundle_id"], windowStart: try columns["window_start_ms"], windowEnd: try columns["window_end_ms"],
+            dryRun: try columns["dry_run"], options: try JSONDecoder().decode(RunOptions.self, from: Data(options.utf8)),
+            status: try columns.stored("status", of: "reconcile_runs"), phase: try columns.stored("phase", of: "reconcile_runs"),
+            startedAt: try columns["started_at"], updatedAt: try columns["updated_at"], finishedAt: try columns["finished_at"],
+            holder: try columns["holder"], failure: try columns["failure"], replayFinishedAt: try columns["replay_finished_at"])
     }
 
     /// Runs `body` in a short transaction of its own.
@@ -46,7 +49,7 @@ package struct RunLedger: Sendable {
         let logger = self.logger
         return try await read { transaction in
             var runs: [RunRecord] = []
-            for try await row in try await transaction.query(query, logger: logger).decode(RunRow.self) { runs.append(try Self.record(row)) }
+            for try await row in try await transaction.query(query, logger: logger) { runs.append(try Self.record(row)) }
             return runs
         }
     }
@@ -136,7 +139,7 @@ package struct RunLedger: Sendable {
                 RETURNING \(unescaped: Self.runColumns)
                 """, logger: logger)
             var created: RunRecord?
-            for try await row in rows.decode(RunRow.self) { created = try Self.record(row) }
+            for try await row in rows { created = try Self.record(row) }
             guard let run = created else { throw ReconcilerError(.missingRow, "the run was not created") }
             try await transaction.query(
                 """

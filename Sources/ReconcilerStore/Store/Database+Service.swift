@@ -33,7 +33,14 @@ extension Database: Service {
     /// Whether `error` came from the database (its server or a connection to it), not from the
     /// work around it: callers that must tell the two apart need not know PostgreSQL's errors.
     package static func isDatabaseFailure(_ error: any Error) -> Bool {
-        error is PSQLError || (error as? ReconcilerError)?.code == .databaseUnavailable
+        error is PSQLError || (error as? ReconcilerError)?.code == .databaseUnavailable || isConnectionPoolError(error)
+    }
+
+    /// PostgresClient's pool refuses a lease with its own error type (a tripped circuit breaker
+    /// after a minute of failed connections, a request cancelled at shutdown), declared in a module
+    /// PostgresNIO does not re-export: it is recognised by that module's name.
+    private static func isConnectionPoolError(_ error: any Error) -> Bool {
+        String(reflecting: type(of: error)).hasPrefix("_ConnectionPoolModule.")
     }
 }
 

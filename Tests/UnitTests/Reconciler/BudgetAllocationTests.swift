@@ -92,8 +92,8 @@ import Testing
     /// A row written by an earlier version (`{"Get Transaction History": 40}`: the rate it spent
     /// at most) counts as a user of each endpoint it lists, capped at that rate.
     @Test func aDeclarationOfAnEarlierVersionIsReadAsAUserOfEachEndpoint() {
-        #expect(RunLedger.declaration(#"{"Get Transaction History": 10}"#) == [Self.transactions: .init(appBudget: 10, cap: 10)])
-        #expect(RunLedger.declaration(#"{"Get Transaction History": {"appBudget": 40}}"#) == [Self.transactions: .init(appBudget: 40)])
+        #expect(BudgetLedger.declaration(#"{"Get Transaction History": 10}"#) == [Self.transactions: .init(appBudget: 10, cap: 10)])
+        #expect(BudgetLedger.declaration(#"{"Get Transaction History": {"appBudget": 40}}"#) == [Self.transactions: .init(appBudget: 40)])
     }
 
     /// The app's budget setting sets the three endpoints a recovery pages; `--rate-limit` caps

@@ -1,5 +1,6 @@
 import AppStoreServer
 import Foundation
+import ReconcilerShared
 import Testing
 
 @testable import Reconciler
@@ -60,7 +61,7 @@ import Testing
             .init(unfinished: [], newestScheduled: nil, lastFinishedEnd: nil, newestLiveNotification: nil), overlap: hour, now: now,
             retention: retention)
         // A new app or a sandbox without traffic: the first window is the overlap before now, not an error.
-        #expect(nothing.next == (now - hour, now))
+        #expect(nothing.next == TimeWindow(start: now - hour, end: now))
         #expect(nothing.origin == .firstWindow)
     }
 

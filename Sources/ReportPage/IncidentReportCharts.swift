@@ -1,5 +1,6 @@
 import AppStoreServer
 import Foundation
+import Reconciler
 import ReconcilerDomain
 import ReconcilerShared
 

@@ -3,17 +3,13 @@ import PostgresNIO
 import ReconcilerDomain
 
 /// The queue of notifications to deliver to the app's own webhook, written by the statement that
-/// records each notification (``insertNotifications(_:source:forwarding:on:)``); forwarders lease
-/// due deliveries (rows they own for a while), send them with no transaction open, and record the
-/// app's answer.
-/// The queue of notifications to deliver to the app's own webhook, written by the statement that
-/// records each notification (``insertNotifications(_:source:forwarding:on:)``). A row names its
+/// records each notification (``PurchaseStore/insertNotifications(_:source:forwarding:on:)``). A row names its
 /// webhook by a ``ForwardingTarget`` (an id and the redacted URL); a forwarder configured with a
 /// URL delivers only the rows of that URL's target. It leases one due delivery right before
 /// sending it (a row it owns, with a token of its own, until `lease_until`), keeps renewing the
 /// lease while the request is in flight, sends with no transaction open, and records the app's
 /// answer only while the row still carries its token.
-extension PurchaseStore {
+extension ForwardQueue {
     /// One notification to deliver, leased by one forwarder.
     package struct Delivery: Sendable, Hashable {
         package var notificationUUID: String

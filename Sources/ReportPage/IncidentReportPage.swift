@@ -1,5 +1,6 @@
 import AppStoreServer
 package import Foundation
+package import Reconciler
 package import ReconcilerDomain
 import ReconcilerShared
 import ReconcilerStore

@@ -1,12 +1,32 @@
 import AppStoreServer
 import Foundation
+import Logging
 import PostgresNIO
 package import ReconcilerDomain
 
-/// The shared request budget: a lease row per live process that calls Apple for an app, with what
-/// it declares (`api_processes.budget`: `{"Get Transaction History": {"appBudget": 40, "cap": 10}, ...}`,
-/// the endpoints it calls), and the endpoints a 429 closed for all of them.
-extension RunLedger {
+/// The shared request budget's tables: a lease row per live process that calls Apple for an app,
+/// with what it declares (`api_processes.budget`: `{"Get Transaction History": {"appBudget": 40, "cap": 10}, ...}`,
+/// the endpoints it calls), and the endpoints a 429 closed for all of them (`api_closures`). Each
+/// operation is one short transaction.
+///
+/// ```swift
+/// let budget = BudgetLedger(database: database)
+/// let live = try await budget.renewBudgetLease(
+///     environment: "Production", bundleId: "com.example", process: ProcessIdentity.current, declaration: declaration,
+///     duration: .seconds(10), announce: false)
+/// ```
+package struct BudgetLedger: Sendable {
+    package let database: Database
+    var logger: Logger { database.logger }
+
+    package init(database: Database) {
+        self.database = database
+    }
+
+    private func read<Result: Sendable>(_ body: @escaping @Sendable (DatabaseTransaction) async throws -> Result) async throws -> Result {
+        try await database.transaction(body)
+    }
+
     /// The channel processes `NOTIFY` when an endpoint is closed or the set of processes changes.
     package static let budgetChannel = "reconciler_budget"
 
