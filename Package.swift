@@ -105,7 +105,7 @@ let package = Package(
         .target(
             name: "Forwarder",
             dependencies: [
-                "Reconciler", "ReconcilerDomain", "ReconcilerStore",
+                "AppStoreServer", "Reconciler", "ReconcilerDomain", "ReconcilerStore",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "NIOCore", package: "swift-nio"),
