@@ -14,8 +14,9 @@ import Testing
 /// releases it, so a delivery stays in flight as long as the test needs, past any lease. The
 /// forwarder that sends judges its leases on a manual clock the test moves; the database judges
 /// the rows by its own `now()`, which the test cannot move, so where a lease must have run out
-/// there the test moves the row's `lease_until` back instead.
-@Suite(.serialized) struct ForwardingLeaseTests {
+/// there the test moves the row's `lease_until` back instead. (The time limit ends a run whose
+/// forwarder ignored its clock: the test would wait for sleepers on it that never come.)
+@Suite(.serialized, .timeLimit(.minutes(5))) struct ForwardingLeaseTests {
     let app: TestApp
     init() throws { app = try TestApp() }
 
