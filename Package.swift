@@ -116,7 +116,7 @@ let package = Package(
         .target(
             name: "Forwarder",
             dependencies: [
-                "Reconciler", "ReconcilerDomain", "ReconcilerStore",
+                "AppStoreServer", "Reconciler", "ReconcilerDomain", "ReconcilerStore",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "NIOCore", package: "swift-nio"),
@@ -237,11 +237,13 @@ let package = Package(
             name: "UnitTests",
             dependencies: [
                 "TestSupport",
+                "Forwarder",
                 "AppStoreServer", "MockAppStore", "Reconciler", "ReconcilerDomain", "ReconcilerStore", "ReconcilerConfiguration", "ReconcilerMetrics",
                 "ReconcilerShared",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "CoreMetrics", package: "swift-metrics"),
                 .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOFoundationCompat", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),

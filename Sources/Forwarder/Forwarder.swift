@@ -1,3 +1,4 @@
+package import AppStoreServer
 package import AsyncHTTPClient
 import Crypto
 package import Foundation
@@ -59,7 +60,8 @@ package struct Forwarder: Service, Sendable {
         package var leaseDuration: Duration
         /// Tries before a delivery is marked failed.
         package var maximumAttempts: Int
-        /// The first retry's delay; each further one doubles, up to `maximumBackoff`.
+        /// The first retry's delay; each further one doubles, up to `maximumBackoff`
+        /// (``backoff(afterAttempt:)``).
         package var initialBackoff: Duration
         package var maximumBackoff: Duration
         /// The shared secret of the `Reconciler-Signature` header.
@@ -71,12 +73,16 @@ package struct Forwarder: Service, Sendable {
         /// The ids of the targets this process's other forwarders deliver (one per app's webhook):
         /// their deliveries are not reported as waiting for another webhook.
         package var companionTargets: Set<String> = []
+        /// The time this process's waits are judged by: the pacing of deliveries, the renewal of
+        /// leases and when a request must stop, polling, `drain`'s limit. (A retry's delay is
+        /// kept in the queue and judged by the database's clock.)
+        package var clock: any MonotonicClock
 
         package init(
             url: ForwardingURL, concurrency: Int = 4, requestsPerSecond: Double? = nil, timeout: Duration = .seconds(10),
             leaseDuration: Duration = .seconds(30), maximumAttempts: Int = 12, initialBackoff: Duration = .seconds(5),
             maximumBackoff: Duration = .seconds(3600), secret: ForwardingSecret? = nil, pollInterval: Duration = .seconds(1),
-            worker: String = ProcessIdentity.current
+            worker: String = ProcessIdentity.current, clock: any MonotonicClock = .system
         ) {
             self.url = url
             self.concurrency = concurrency
@@ -89,6 +95,14 @@ package struct Forwarder: Service, Sendable {
             self.secret = secret
             self.pollInterval = pollInterval
             self.worker = worker
+            self.clock = clock
+        }
+
+        /// How long a delivery waits before its next try after its `attempt`-th failed (the
+        /// first is tried again after `initialBackoff`, each later one after twice the one
+        /// before), at most `maximumBackoff`.
+        package func backoff(afterAttempt attempt: Int) -> Duration {
+            min(initialBackoff * (1 << min(max(attempt, 1) - 1, 20)), maximumBackoff)
         }
     }
 
@@ -110,7 +124,7 @@ package struct Forwarder: Service, Sendable {
         self.queue = ForwardQueue(database: database)
         self.httpClient = httpClient
         self.logger = database.logger
-        self.pacer = Pacer(perSecond: configuration.requestsPerSecond)
+        self.pacer = Pacer(perSecond: configuration.requestsPerSecond, clock: configuration.clock)
     }
 
     /// One operation on the queue (one transaction), after the one before it ended.
@@ -142,10 +156,11 @@ package struct Forwarder: Service, Sendable {
             guard sent == 0 else { continue }
             idleRounds += 1
             // Idle: look again after the poll interval, or sooner when asked to stop.
-            let wake = ContinuousClock.now + configuration.pollInterval
-            while ContinuousClock.now < wake, !isStopping() {
+            let clock = configuration.clock
+            let wake = clock.now + configuration.pollInterval
+            while clock.now < wake, !isStopping() {
                 do {
-                    try await Task.sleep(for: min(.milliseconds(100), wake - ContinuousClock.now))
+                    try await clock.sleep(for: min(.milliseconds(100), wake - clock.now))
                 } catch {
                     return
                 }
@@ -163,14 +178,14 @@ package struct Forwarder: Service, Sendable {
     /// that is due for its target is delivered on the way. Returns where the deliveries of
     /// `runIds` stand, whatever their target.
     package func drain(runIds: [Int64]?, upTo time: Duration) async throws -> ForwardQueue.ForwardingSummary {
-        let deadline = ContinuousClock.now + time
-        let (queue, target) = (self.queue, configuration.url.target)
+        let (queue, target, clock) = (self.queue, configuration.url.target, configuration.clock)
+        let deadline = clock.now + time
         try await reportOtherTargets()
-        while ContinuousClock.now < deadline, !Task.isCancelled {
+        while clock.now < deadline, !Task.isCancelled {
             let pending = try await transaction { try await queue.pending(target: target, runIds: runIds) }
             guard pending > 0 else { break }
             if try await deliverDue() == 0 {
-                try? await Task.sleep(for: min(.milliseconds(200), max(deadline - ContinuousClock.now, .milliseconds(1))))
+                try? await clock.sleep(for: min(.milliseconds(200), max(deadline - clock.now, .milliseconds(1))))
             }
         }
         return try await summary(runIds: runIds)
@@ -217,7 +232,7 @@ package struct Forwarder: Service, Sendable {
                 }
                 // The turn first, then the lease: a delivery never waits for its turn while leased.
                 await pacer.waitForTurn()
-                let leasedAt = ContinuousClock.now
+                let leasedAt = configuration.clock.now
                 let token = UUID()
                 guard
                     let delivery = try await transaction({
@@ -263,13 +278,13 @@ package struct Forwarder: Service, Sendable {
         let renewing = ForwardQueue(database: database.with(unavailableTimeout: configuration.leaseDuration / 4))
         while !Task.isCancelled {
             do {
-                try await Task.sleep(for: configuration.leaseDuration / 4)
+                try await configuration.clock.sleep(for: configuration.leaseDuration / 4)
             } catch {
                 return
             }
             let tokens = await leases.tokens()
             guard !tokens.isEmpty else { continue }
-            let startedAt = ContinuousClock.now
+            let startedAt = configuration.clock.now
             do {
                 let held = try await transaction {
                     try await renewing.renew(tokens, worker: configuration.worker, leaseDuration: configuration.leaseDuration)
@@ -286,15 +301,11 @@ package struct Forwarder: Service, Sendable {
     /// when the lease is lost or could run out (a quarter of its duration before it would); `nil`
     /// then, and the answer is not recorded.
     private func sendWhileLeased(_ delivery: ForwardQueue.Delivery, leases: DeliveryLeases) async -> ForwardQueue.DeliveryResult? {
-        let margin = configuration.leaseDuration / 4
+        let (margin, clock) = (configuration.leaseDuration / 4, configuration.clock)
         let result = await withTaskGroup(of: ForwardQueue.DeliveryResult?.self) { group in
             group.addTask { await send(delivery) }
             group.addTask {
-                // Wakes at the cutoff or a little after a renewal marked the lease lost.
-                while let cutoff = await leases.cutoff(delivery.leaseToken, margin: margin), ContinuousClock.now < cutoff {
-                    try? await Task.sleep(until: min(cutoff, ContinuousClock.now + margin / 2), clock: .continuous)
-                    if Task.isCancelled { break }
-                }
+                await leases.waitUntilUncertain(delivery.leaseToken, margin: margin, clock: clock)
                 return nil
             }
             let first = await group.next() ?? nil
@@ -350,8 +361,7 @@ package struct Forwarder: Service, Sendable {
 
     private func outcome(ofFailedAttempt attempt: Int, statusCode: Int?, error: String) -> ForwardQueue.DeliveryResult {
         guard attempt < configuration.maximumAttempts else { return .failed(statusCode: statusCode, error: error) }
-        let delay = min(configuration.initialBackoff * (1 << min(attempt - 1, 20)), configuration.maximumBackoff)
-        return .retry(statusCode: statusCode, error: error, after: delay)
+        return .retry(statusCode: statusCode, error: error, after: configuration.backoff(afterAttempt: attempt))
     }
 
     private static func brief(_ error: any Error) -> String {
@@ -385,12 +395,12 @@ package struct ForwardingSecret: Sendable, CustomStringConvertible, CustomDebugS
 }
 
 /// The leases of the deliveries one ``Forwarder/deliverDue()`` has in flight: until when each is
-/// certainly this forwarder's (by this process's clock: the database's `lease_until` is at least
-/// that late), or that it is lost.
+/// certainly this forwarder's (by this process's clock, the forwarder's configured one: the
+/// database's `lease_until` is at least that late), or that it is lost.
 actor DeliveryLeases {
-    private var validUntil: [UUID: ContinuousClock.Instant] = [:]
+    private var validUntil: [UUID: Duration] = [:]
 
-    func add(_ token: UUID, validUntil instant: ContinuousClock.Instant) { validUntil[token] = instant }
+    func add(_ token: UUID, validUntil instant: Duration) { validUntil[token] = instant }
 
     func remove(_ token: UUID) { validUntil[token] = nil }
 
@@ -398,7 +408,7 @@ actor DeliveryLeases {
 
     /// After a renewal of `tokens` that began before `instant` minus the lease duration: those the
     /// database gave back are valid until `instant`; the others are lost.
-    func renewed(_ tokens: [UUID], held: Set<UUID>, validUntil instant: ContinuousClock.Instant) {
+    func renewed(_ tokens: [UUID], held: Set<UUID>, validUntil instant: Duration) {
         for token in tokens where validUntil[token] != nil {
             validUntil[token] = held.contains(token) ? max(validUntil[token]!, instant) : nil
         }
@@ -406,7 +416,20 @@ actor DeliveryLeases {
 
     /// When a request under `token` must stop (`margin` before the lease could run out); `nil`
     /// when the lease is lost.
-    func cutoff(_ token: UUID, margin: Duration) -> ContinuousClock.Instant? { validUntil[token].map { $0 - margin } }
+    func cutoff(_ token: UUID, margin: Duration) -> Duration? { validUntil[token].map { $0 - margin } }
+
+    /// Returns when a request under `token` must stop: at its cutoff (`margin` before the lease
+    /// could run out, on `clock`), or within half the margin after a renewal marked it lost; or
+    /// when cancelled.
+    nonisolated func waitUntilUncertain(_ token: UUID, margin: Duration, clock: any MonotonicClock) async {
+        while !Task.isCancelled {
+            // The time first: a renewal that marks the lease lost after it was read wakes this
+            // wait within half the margin of that time.
+            let now = clock.now
+            guard let cutoff = await cutoff(token, margin: margin), now < cutoff else { return }
+            try? await clock.sleep(until: min(cutoff, now + margin / 2))
+        }
+    }
 }
 
 /// Runs one body at a time, in the order they came, without blocking a thread.
@@ -434,20 +457,23 @@ final class OneAtATime: Sendable {
     }
 }
 
-/// Spaces the start of deliveries to a rate.
+/// Spaces the start of deliveries to a rate, on `clock`.
 actor Pacer {
     private let interval: Duration?
-    private var next = ContinuousClock.now
+    private let clock: any MonotonicClock
+    private var next: Duration
 
-    init(perSecond: Double?) {
+    init(perSecond: Double?, clock: any MonotonicClock) {
         interval = perSecond.flatMap { $0 > 0 ? .nanoseconds(Int64(1_000_000_000 / $0)) : nil }
+        self.clock = clock
+        next = clock.now
     }
 
     func waitForTurn() async {
         guard let interval else { return }
-        let now = ContinuousClock.now
+        let now = clock.now
         let slot = max(next, now)
         next = slot + interval
-        if slot > now { try? await Task.sleep(until: slot, clock: .continuous) }
+        if slot > now { try? await clock.sleep(until: slot) }
     }
 }

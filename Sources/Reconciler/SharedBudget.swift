@@ -35,11 +35,11 @@ package final class SharedBudget: RateLimiter.Observer, Sendable {
         /// Names this process.
         package var process: String
         /// The time renewals and the lease's end are judged by.
-        package var clock: any ReconcilerClock
+        package var clock: any MonotonicClock
 
         package init(
             claims: [AppStoreServerAPIEndpoint: BudgetAllocation.Claim], leaseDuration: Duration = .seconds(5),
-            renewalInterval: Duration = .seconds(1), process: String = ProcessIdentity.current, clock: any ReconcilerClock = .system
+            renewalInterval: Duration = .seconds(1), process: String = ProcessIdentity.current, clock: any MonotonicClock = .system
         ) {
             self.claims = claims
             self.leaseDuration = leaseDuration

@@ -12,9 +12,12 @@ import Testing
 
 /// Forwarders sharing one queue never have the same delivery in flight at once.
 /// The app's webhook is ``AppWebhookReceiver`` holding every delivery unanswered until the test
-/// releases it, so a delivery stays in flight as long as the test needs, past any lease, with
-/// no clock in the test: it waits for conditions (the database's own `now()` included).
-@Suite(.serialized) struct ForwardingLeaseTests {
+/// releases it, so a delivery stays in flight as long as the test needs, past any lease. The
+/// forwarder that sends judges its leases on a manual clock the test moves; the database judges
+/// the rows by its own `now()`, which the test cannot move, so where a lease must have run out
+/// there the test moves the row's `lease_until` back instead. (The time limit ends a run whose
+/// forwarder ignored its clock: the test would wait for sleepers on it that never come.)
+@Suite(.serialized, .timeLimit(.minutes(5))) struct ForwardingLeaseTests {
     let app: TestApp
     init() throws { app = try TestApp() }
 
@@ -23,12 +26,15 @@ import Testing
         try await app.recordForwarded(count, to: url, in: db, purchasePrefix: "lease")
     }
 
-    /// A forwarder with a short lease and an app that may take all the time it wants.
-    static func forwarder(_ worker: String, url: String, concurrency: Int, db: TestDatabase) -> Forwarder {
+    /// A forwarder with a 10-minute lease (renewed every 150 s of `clock`, which no test run
+    /// outlasts on the database's clock) and an app that may take all the time it wants.
+    static func forwarder(
+        _ worker: String, url: String, concurrency: Int, db: TestDatabase, clock: any MonotonicClock = .system
+    ) -> Forwarder {
         Forwarder(
             configuration: .init(
-                url: ForwardingURL(url), concurrency: concurrency, timeout: .seconds(600), leaseDuration: .seconds(8),
-                initialBackoff: .milliseconds(50), pollInterval: .milliseconds(20), worker: worker),
+                url: ForwardingURL(url), concurrency: concurrency, timeout: .seconds(600), leaseDuration: .seconds(600),
+                initialBackoff: .milliseconds(50), pollInterval: .milliseconds(20), worker: worker, clock: clock),
             database: db.database)
     }
 
@@ -41,22 +47,29 @@ import Testing
             try await AppWebhookReceiver.withRunning(.init()) { receiver, url in
                 let uuids = try await queue(3, for: url, in: db)
                 receiver.hold()
-                let (first, second) = (Self.forwarder("A", url: url, concurrency: 3, db: db), Self.forwarder("B", url: url, concurrency: 3, db: db))
+                // A's time moves only when the test moves it; B's is the system's.
+                let clock = ManualClock()
+                let first = Self.forwarder("A", url: url, concurrency: 3, db: db, clock: clock)
+                let second = Self.forwarder("B", url: url, concurrency: 3, db: db)
                 let stop = Locked(false)
                 let firstRunning = Task { await first.run(until: { stop.withLock { $0 } }) }
                 try await eventually("A sending every notification") { Set(receiver.statistics.inFlightByNotification.keys) == Set(uuids) }
-                let secondRunning = Task { await second.run(until: { stop.withLock { $0 } }) }
-                // Past the leases A took first, by the database's clock.
-                let firstLeases = try await db.strings("SELECT max(lease_until)::text FROM forward_queue")[0]
-                try await eventually("the first leases past") {
-                    try await db.count("SELECT count(*) FROM forward_queue WHERE now() > \(firstLeases)::timestamptz + interval '1 second'") == 3
+                // Past the leases A took first, by the database's clock: as it would see them a
+                // whole lease later, had A not renewed them.
+                try await db.execute("UPDATE forward_queue SET lease_until = lease_until - interval '600 seconds'")
+                #expect(try await db.count("SELECT count(*) FROM forward_queue WHERE status = 'leased' AND lease_until < now()") == 3)
+                // A quarter of a lease on by A's clock (its renewer and the watch of each request
+                // asleep on it), A renews them.
+                await clock.waitForSleepers(4)
+                clock.advance(by: .seconds(150))
+                try await eventually("A to renew its leases") {
+                    try await db.count(
+                        "SELECT count(*) FROM forward_queue WHERE status = 'leased' AND worker = 'A' AND lease_until > now() + interval '300 seconds'"
+                    )
+                        == 3
                 }
-                // A renewed them. (Only a process starved for most of a lease loses one; it then stops its
-                // request before the lease can run out, which the receiver sees as abandoned, not twice.)
-                let keptByA = try await db.count(
-                    "SELECT count(*) FROM forward_queue WHERE status = 'leased' AND worker = 'A' AND lease_until > now() + interval '4 seconds'")
-                let takenByB = try await second.deliverDue()
-                if keptByA == 3 { #expect(takenByB == 0, "B took a delivery A is sending") }
+                let secondRunning = Task { await second.run(until: { stop.withLock { $0 } }) }
+                #expect(try await second.deliverDue() == 0, "B took a delivery A is sending")
                 #expect(receiver.statistics.deliveredTwiceAtOnce.isEmpty, "\(receiver.statistics)")
 
                 receiver.release()
@@ -64,6 +77,8 @@ import Testing
                     try await db.count("SELECT count(*) FROM forward_queue WHERE status = 'delivered'") == 3
                 }
                 stop.withLock { $0 = true }
+                // A, idle, waits for its next look on its clock, which the test no longer moves.
+                firstRunning.cancel()
                 await firstRunning.value
                 await secondRunning.value
                 let statistics = receiver.statistics
@@ -75,16 +90,29 @@ import Testing
 
     /// A forwarder whose lease passed to another one (here by hand, as after a long stall) stops
     /// its request at its next renewal and records nothing; the other forwarder's lease stands.
+    /// The stop comes from the renewal: A's clock never reaches the point (three quarters of the
+    /// lease on) where A would stop for fear of the lease running out.
     @Test func aForwarderThatLostItsLeaseStopsSending() async throws {
         try await TestDatabase.with { db in
             try await AppWebhookReceiver.withRunning(.init()) { receiver, url in
                 _ = try await queue(1, for: url, in: db)
                 receiver.hold()
-                let forwarder = Self.forwarder("A", url: url, concurrency: 1, db: db)
-                let sending = Task { try await forwarder.deliverDue() }
+                let clock = ManualClock()
+                let forwarder = Self.forwarder("A", url: url, concurrency: 1, db: db, clock: clock)
+                let stopped = Locked(false)
+                let sending = Task {
+                    defer { stopped.withLock { $0 = true } }
+                    return try await forwarder.deliverDue()
+                }
                 try await eventually("A sending") { receiver.statistics.inFlight == 1 }
                 try await db.execute(
                     "UPDATE forward_queue SET worker = 'B', lease_token = gen_random_uuid(), lease_until = now() + interval '1 hour'")
+                // A's renewal, a quarter of the lease on by its clock, finds the lease gone; the
+                // request's watch sees it at its next wake, half a quarter later.
+                await clock.waitForSleepers(2)
+                clock.advance(to: .seconds(150))
+                try await eventually("A's renewal") { clock.deadlines.contains(.seconds(300)) || stopped.withLock { $0 } }
+                clock.advance(to: .seconds(225))
                 // Ends without the app answering: A stopped its request, and the app saw it go.
                 #expect(try await sending.value == 1)
                 try await eventually("the request closed") { receiver.statistics.abandoned == 1 }

@@ -17,7 +17,7 @@ import Testing
     /// moves time itself.
     static func budget(
         _ process: String, _ db: TestDatabase, endpoints: [AppStoreServerAPIEndpoint], cap: Double? = nil,
-        leaseDuration: Duration = .seconds(600), clock: any ReconcilerClock = .system
+        leaseDuration: Duration = .seconds(600), clock: any MonotonicClock = .system
     ) -> SharedBudget {
         let budget = RequestBudget(environment: .production, appRequestsPerSecond: 40, cap: cap)
         return SharedBudget(
@@ -88,7 +88,7 @@ import Testing
     /// Time moves only on the test's clock.
     @Test func aProcessWhoseLeaseRunsOutUnrenewedPausesUntilItRenews() async throws {
         try await TestDatabase.with { db in
-            let clock = ManualReconcilerClock()
+            let clock = ManualClock()
             let budget = Self.budget("run", db, endpoints: Self.run, leaseDuration: .seconds(5), clock: clock)
             // Another live process: its lease outlasts the test, however slow the machine.
             let other = Self.budget("worker", db, endpoints: Self.work)

@@ -69,12 +69,16 @@ public struct AppStoreServerAPIClient: Sendable {
         /// Requests per second per endpoint; `nil` means 80% of Apple's limits (10% of that in the sandbox).
         public var requestsPerSecond: [AppStoreServerAPIEndpoint: Double]?
         public var userAgent: String
+        /// The time backoffs are waited on, and the rate limiter's turns and `Retry-After`
+        /// closures judged by when the client makes its own limiter (one handed to the client
+        /// keeps its own clock).
+        public var clock: any MonotonicClock
 
         public init(
             baseURL: String? = nil, tokens: APIAuthenticationTokens.Configuration, environment: AppStoreEnvironment,
             requestTimeout: Duration = .seconds(30), retryPolicy: RetryPolicy = RetryPolicy(),
             requestsPerSecond: [AppStoreServerAPIEndpoint: Double]? = nil,
-            userAgent: String = "app-store-reconciler/1.0"
+            userAgent: String = "app-store-reconciler/1.0", clock: any MonotonicClock = .system
         ) {
             self.baseURL = baseURL ?? (environment == .production ? AppStoreServerAPIClient.productionURL : AppStoreServerAPIClient.sandboxURL)
             self.tokens = tokens
@@ -83,6 +87,7 @@ public struct AppStoreServerAPIClient: Sendable {
             self.retryPolicy = retryPolicy
             self.requestsPerSecond = requestsPerSecond
             self.userAgent = userAgent
+            self.clock = clock
         }
     }
 
@@ -108,7 +113,9 @@ public struct AppStoreServerAPIClient: Sendable {
         self.rateLimiter =
             rateLimiter
             ?? RateLimiter(
-                requestsPerSecond: configuration.requestsPerSecond ?? RateLimiter.defaultBudget(environment: configuration.environment))
+                configuration: .init(
+                    requestsPerSecond: configuration.requestsPerSecond ?? RateLimiter.defaultBudget(environment: configuration.environment),
+                    clock: configuration.clock))
         self.httpClient = httpClient
         self.logger = logger
         var base = configuration.baseURL
@@ -209,14 +216,14 @@ public struct AppStoreServerAPIClient: Sendable {
             }
             switch nextStep(after: failure, call: &call) {
             case .fail(let error, let closing):
-                if let closing { await rateLimiter.close(endpoint, until: closing) }
+                if let closing { await rateLimiter.close(endpoint, for: closing) }
                 statistics.record(.failedCall)
                 throw error
-            case .waitForEndpoint(let until):
-                await rateLimiter.close(endpoint, until: until)
+            case .waitForEndpoint(let delay):
+                await rateLimiter.close(endpoint, for: delay)
             case .sleep(let delay):
                 logger.debug("retrying", metadata: ["endpoint": "\(endpoint.name)", "error": "\(failure.error)", "delay": "\(delay)"])
-                try await Task.sleep(for: delay)
+                try await configuration.clock.sleep(for: delay)
             }
         }
     }
@@ -249,10 +256,10 @@ public struct AppStoreServerAPIClient: Sendable {
 
     /// What the call does after a failure.
     private enum NextStep {
-        /// Throw, after closing the endpoint for every caller until the instant when one is given.
-        case fail(AppStoreServerAPIError, closingEndpointUntil: ContinuousClock.Instant? = nil)
-        /// Close the endpoint for every caller (this one included) until the instant, then send again.
-        case waitForEndpoint(until: ContinuousClock.Instant)
+        /// Throw, after closing the endpoint for every caller for the time when one is given.
+        case fail(AppStoreServerAPIError, closingEndpointFor: Duration? = nil)
+        /// Close the endpoint for every caller (this one included) for the time, then send again.
+        case waitForEndpoint(for: Duration)
         /// Sleep, then send again.
         case sleep(Duration)
     }
@@ -315,18 +322,18 @@ public struct AppStoreServerAPIClient: Sendable {
             return .fail(error)
         case .rateLimited(let retryAfter, let error):
             call.rateLimitedResponses += 1
-            let until = reopening(after: retryAfter, rateLimitedResponses: call.rateLimitedResponses)
+            let closedFor = closingTime(after: retryAfter, rateLimitedResponses: call.rateLimitedResponses)
             logger.debug(
                 "rate limited",
                 metadata: [
                     "endpoint": "\(error.details.endpoint.name)", "retryAfter": "\(retryAfter.map(String.init(describing:)) ?? "none")",
                 ])
-            if until - ContinuousClock().now > policy.maximumRetryAfter {
-                let reopensAt = RateLimiter.unixMilliseconds(of: until)
-                return .fail(.retryAfterTooLong(error.details, reopensAt: reopensAt), closingEndpointUntil: until)
+            if closedFor > policy.maximumRetryAfter {
+                let reopensAt = RetryAfter.milliseconds(of: Date(), plus: closedFor)
+                return .fail(.retryAfterTooLong(error.details, reopensAt: reopensAt), closingEndpointFor: closedFor)
             }
             guard call.rateLimitedResponses < policy.maximumRateLimitedAttempts else { return .fail(error) }
-            return .waitForEndpoint(until: until)
+            return .waitForEndpoint(for: closedFor)
         case .retryable(let error):
             call.failures += 1
             guard call.failures < policy.maximumAttempts else { return .fail(error) }
@@ -334,11 +341,11 @@ public struct AppStoreServerAPIClient: Sendable {
         }
     }
 
-    /// When a rate-limited endpoint reopens: the `Retry-After` instant plus the margin, or a backoff.
-    private func reopening(after retryAfter: RetryAfter?, rateLimitedResponses: Int) -> ContinuousClock.Instant {
-        let now = ContinuousClock().now
-        guard let retryAfter else { return now + backoff(afterFailures: rateLimitedResponses) }
-        return now + retryAfter.delay() + configuration.retryPolicy.retryAfterMargin
+    /// How long a rate-limited endpoint stays closed from now: until the `Retry-After` instant
+    /// plus the margin, or a backoff.
+    private func closingTime(after retryAfter: RetryAfter?, rateLimitedResponses: Int) -> Duration {
+        guard let retryAfter else { return backoff(afterFailures: rateLimitedResponses) }
+        return retryAfter.delay() + configuration.retryPolicy.retryAfterMargin
     }
 
     private enum AttemptOutcome {

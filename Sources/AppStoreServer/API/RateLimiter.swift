@@ -15,7 +15,22 @@ import Foundation
 /// let limiter = RateLimiter(requestsPerSecond: [.getNotificationHistory: 40])
 /// try await limiter.waitForTurn(.getNotificationHistory)
 /// ```
+///
+/// Turns and closures are judged by the configured clock (a test's manual one);
+/// `Retry-After` instants from other processes are wall-clock times, turned into waits on it.
 public actor RateLimiter {
+    public struct Configuration: Sendable {
+        /// The budget of each endpoint; endpoints not listed are not limited.
+        public var requestsPerSecond: [AppStoreServerAPIEndpoint: Double]
+        /// The time turns and closures are judged by.
+        public var clock: any MonotonicClock
+
+        public init(requestsPerSecond: [AppStoreServerAPIEndpoint: Double], clock: any MonotonicClock = .system) {
+            self.requestsPerSecond = requestsPerSecond
+            self.clock = clock
+        }
+    }
+
     /// Told when a 429 closes an endpoint, so that other processes sharing the app's budget close
     /// it too (see ``closeFromElsewhere(_:untilUNIXMilliseconds:)``).
     public protocol Observer: Sendable {
@@ -26,9 +41,9 @@ public actor RateLimiter {
         var rate: Double
         var interval: Duration
         var perSecond: Int
-        var nextSlot: ContinuousClock.Instant?
+        var nextSlot: Duration?
         /// Grant instants within the last second, oldest first.
-        var recentGrants: [ContinuousClock.Instant] = []
+        var recentGrants: [Duration] = []
     }
 
     /// A process's part of a budget it shares with other processes (``setShare(_:)``).
@@ -46,22 +61,31 @@ public actor RateLimiter {
     }
 
     private var budgets: [AppStoreServerAPIEndpoint: Budget] = [:]
-    private var closedUntil: [AppStoreServerAPIEndpoint: ContinuousClock.Instant] = [:]
+    /// Until when (on ``clock``) each closed endpoint grants no turn.
+    private var closedUntil: [AppStoreServerAPIEndpoint: Duration] = [:]
     private var paused: Set<AppStoreServerAPIEndpoint> = []
     /// Callers waiting while their endpoint is paused; all are woken when an endpoint resumes.
     private var pausedWaiters: [Int: CheckedContinuation<Void, Never>] = [:]
     private var nextWaiter = 0
     private var observer: (any Observer)?
-    private let clock = ContinuousClock()
+    /// The time turns and closures are judged by.
+    public nonisolated let clock: any MonotonicClock
     /// The budget of each limited endpoint, requests per second (for reports).
     public nonisolated let requestsPerSecond: [AppStoreServerAPIEndpoint: Double]
 
-    /// - Parameter requestsPerSecond: the budget of each endpoint; endpoints not listed are not limited.
-    public init(requestsPerSecond: [AppStoreServerAPIEndpoint: Double]) {
-        self.requestsPerSecond = requestsPerSecond.filter { $0.value > 0 }
-        for (endpoint, rate) in requestsPerSecond where rate > 0 {
+    public init(configuration: Configuration) {
+        self.clock = configuration.clock
+        self.requestsPerSecond = configuration.requestsPerSecond.filter { $0.value > 0 }
+        for (endpoint, rate) in configuration.requestsPerSecond where rate > 0 {
             budgets[endpoint] = Budget(rate: rate, interval: .nanoseconds(Int64(1_000_000_000 / rate)), perSecond: max(Int(rate.rounded(.down)), 1))
         }
+    }
+
+    /// A limiter on the system clock.
+    ///
+    /// - Parameter requestsPerSecond: the budget of each endpoint; endpoints not listed are not limited.
+    public init(requestsPerSecond: [AppStoreServerAPIEndpoint: Double]) {
+        self.init(configuration: Configuration(requestsPerSecond: requestsPerSecond))
     }
 
     /// The default budget: `fraction` of Apple's documented limit, 10% of that in the sandbox.
@@ -93,7 +117,7 @@ public actor RateLimiter {
             var earliest = now
             if let closed = closedUntil[endpoint], closed > earliest {
                 if let longestClosure, closed - now > longestClosure {
-                    throw EndpointClosed(endpoint: endpoint, reopensAt: Self.unixMilliseconds(of: closed))
+                    throw EndpointClosed(endpoint: endpoint, reopensAt: unixMilliseconds(of: closed))
                 }
                 earliest = closed
             }
@@ -133,13 +157,14 @@ public actor RateLimiter {
         }
     }
 
-    /// Closes `endpoint` for every caller until `instant` (from a 429's `Retry-After`), and tells
-    /// the observer.
-    public func close(_ endpoint: AppStoreServerAPIEndpoint, until instant: ContinuousClock.Instant) {
+    /// Closes `endpoint` for every caller for `duration` from now (a 429's `Retry-After`), and
+    /// tells the observer.
+    public func close(_ endpoint: AppStoreServerAPIEndpoint, for duration: Duration) {
+        let instant = clock.now + duration
         if let current = closedUntil[endpoint], current >= instant { return }
         closedUntil[endpoint] = instant
         if let observer {
-            let until = Self.unixMilliseconds(of: instant)
+            let until = unixMilliseconds(of: instant)
             Task { await observer.endpointClosed(endpoint, untilUNIXMilliseconds: until) }
         }
     }
@@ -220,8 +245,7 @@ public actor RateLimiter {
     }
 
     /// The wall-clock time of an instant of this limiter's clock, UNIX milliseconds.
-    nonisolated static func unixMilliseconds(of instant: ContinuousClock.Instant) -> Int64 {
-        let ahead = instant - ContinuousClock().now
-        return RetryAfter.milliseconds(of: Date()) + ahead.components.seconds * 1000 + ahead.components.attoseconds / 1_000_000_000_000_000
+    private nonisolated func unixMilliseconds(of instant: Duration) -> Int64 {
+        RetryAfter.milliseconds(of: Date(), plus: instant - clock.now)
     }
 }

@@ -64,6 +64,11 @@ public struct RetryAfter: Sendable, Hashable, CustomStringConvertible {
 
     static func milliseconds(of date: Date) -> Int64 { Int64((date.timeIntervalSince1970 * 1000).rounded(.down)) }
 
+    /// The wall-clock time `delay` after `date`, UNIX milliseconds.
+    static func milliseconds(of date: Date, plus delay: Duration) -> Int64 {
+        milliseconds(of: date) + delay.components.seconds * 1000 + delay.components.attoseconds / 1_000_000_000_000_000
+    }
+
     private static let weekdays = ["Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun"]
     private static let months = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"]
 

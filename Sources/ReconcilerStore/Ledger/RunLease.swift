@@ -1,5 +1,6 @@
+package import AppStoreServer
 import Foundation
-import Logging
+package import Logging
 package import ReconcilerDomain
 
 /// One reconcile run at a time per app and environment, held as a lease row that this process
@@ -25,15 +26,26 @@ package struct RunLease: Sendable {
         package var wait: Bool
         /// Names this process.
         package var holder: String
+        /// The time renewals are spaced and the lease's end judged by (this process's: the
+        /// database judges the row by its own).
+        package var clock: any MonotonicClock
 
         package init(
             duration: Duration = .seconds(30), renewalInterval: Duration = .seconds(5), wait: Bool = false,
-            holder: String = ProcessIdentity.current
+            holder: String = ProcessIdentity.current, clock: any MonotonicClock = .system
         ) {
             self.duration = duration
             self.renewalInterval = renewalInterval
             self.wait = wait
             self.holder = holder
+            self.clock = clock
+        }
+
+        /// Whether a holder whose last successful renewal was at `renewedAt` must give the run up
+        /// at `now`: one renewal interval before the lease could run out, so that no other run
+        /// overlaps with this one.
+        package func mustStop(renewedAt: Duration, now: Duration) -> Bool {
+            now - renewedAt >= duration - renewalInterval
         }
     }
 
@@ -62,7 +74,7 @@ package struct RunLease: Sendable {
     }
 
     /// Runs `body` holding the lease; throws ``ReconcilerError/Code/leaseHeld`` when a live holder has it (unless `wait`), and
-    /// ``Lost`` (cancelling `body`) when it could not be renewed before it ran out.
+    /// ``ReconcilerError/Code/leaseLost`` (cancelling `body`) when it could not be renewed before it ran out.
     package func withLease<Result: Sendable>(
         environment: String, bundleId: String, onWait: @Sendable () -> Void = {},
         _ body: @Sendable (Handle) async throws -> Result
@@ -88,7 +100,7 @@ package struct RunLease: Sendable {
                 onWait()
                 announced = true
             }
-            try await Task.sleep(for: .seconds(1))
+            try await configuration.clock.sleep(for: .seconds(1))
         }
         let handle = Handle { [ledger, configuration] runId in
             _ = try await ledger.renewRunLease(
@@ -118,31 +130,40 @@ package struct RunLease: Sendable {
         }
     }
 
-    /// Renews the lease until cancelled; throws ``Lost`` when it could not be renewed in time.
+    /// Renews the lease until cancelled; throws ``ReconcilerError/Code/leaseLost`` when it could not be renewed in time.
     /// Cancellation ends it quietly, so the body's own way of stopping is what the caller sees.
     private func keepRenewed(environment: String, bundleId: String, handle: Handle) async throws {
-        let clock = ContinuousClock()
-        var renewed = clock.now
         // A renewal waits for the database no longer than the lease can spare.
         let quick = RunLedger(database: ledger.database.with(unavailableTimeout: configuration.renewalInterval))
+        let configuration = self.configuration
+        try await Self.keepRenewed(configuration: configuration, logger: ledger.logger) {
+            try await quick.renewRunLease(
+                environment: environment, bundleId: bundleId, holder: configuration.holder, duration: configuration.duration,
+                runId: handle.runId.withLock { $0 })
+        }
+    }
+
+    /// Calls `renew` (which answers whether this process still holds the lease) every renewal
+    /// interval of the configured clock until cancelled; throws ``ReconcilerError/Code/leaseLost`` when another process
+    /// holds it, or when renewals failed until the lease could run out (``Configuration/mustStop(renewedAt:now:)``).
+    package static func keepRenewed(
+        configuration: Configuration, logger: Logger, renew: @Sendable () async throws -> Bool
+    ) async throws {
+        let clock = configuration.clock
+        var renewed = clock.now
         while true {
-            do { try await Task.sleep(for: configuration.renewalInterval) } catch { return }
+            do { try await clock.sleep(for: configuration.renewalInterval) } catch { return }
             do {
-                let held = try await quick.renewRunLease(
-                    environment: environment, bundleId: bundleId, holder: configuration.holder, duration: configuration.duration,
-                    runId: handle.runId.withLock { $0 })
-                guard held else { throw Self.lost(reason: "another process took it over") }
+                guard try await renew() else { throw Self.lost(reason: "another process took it over") }
                 renewed = clock.now
             } catch let error as ReconcilerError where error.code == .leaseLost {
                 throw error
             } catch is CancellationError {
                 return
             } catch {
-                ledger.logger.warning("could not renew the run lease", metadata: ["error": "\(error)"])
+                logger.warning("could not renew the run lease", metadata: ["error": "\(error)"])
                 // Stop before the lease can run out, so no other run overlaps with this one.
-                if clock.now - renewed >= configuration.duration - configuration.renewalInterval {
-                    throw Self.lost(reason: "\(error)")
-                }
+                if configuration.mustStop(renewedAt: renewed, now: clock.now) { throw Self.lost(reason: "\(error)") }
             }
         }
     }
