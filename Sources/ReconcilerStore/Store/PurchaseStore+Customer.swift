@@ -93,7 +93,10 @@ extension PurchaseStore {
                     WHERE p.bundle_id = $2 AND p.environment = $3 AND p.original_transaction_id = ANY($1::text[])
                     """, binds: bindings), logger: logger)
         var result: [String: PurchaseState] = [:]
-        for try await row in rows.decode(PurchaseRow.self) { result[row.0] = purchaseState(row) }
+        for try await row in rows {
+            let state = try purchaseState(row)
+            result[state.originalTransactionId] = state
+        }
         return result
     }
 

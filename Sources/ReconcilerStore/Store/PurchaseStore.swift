@@ -465,21 +465,25 @@ package struct PurchaseStore: Sendable {
         grace_period_expires_date_ms, is_in_billing_retry_period, bundle_id
         """
 
-    package typealias PurchaseRow = (
-        String, String?, String?, String?, Int64?, Int64?, Int64?, Int32?, Int64?, String?, Int32?, String?, Int64?, Bool?, String
-    )
-
-    /// A purchase as `export` shows it, `entitled` as of `now` (UNIX ms).
-    package func purchaseState(
-        _ row: PurchaseRow, now: Int64 = Int64(Date().timeIntervalSince1970 * 1000), policy: EntitlementPolicy? = nil
-    ) -> PurchaseState {
+    /// A purchase as `export` shows it, from a row that selects ``purchaseColumns``, `entitled` as of
+    /// `now` (UNIX ms) by `policy` (this store's app's when `nil`).
+    func purchaseState(
+        _ row: PostgresRow, now: Int64 = Int64(Date().timeIntervalSince1970 * 1000), policy: EntitlementPolicy? = nil
+    ) throws -> PurchaseState {
+        let columns = NamedColumns(row)
+        let (productId, environment): (String?, String?) = (try columns["product_id"], try columns["environment"])
+        let (purchaseDate, expiresDate, revocationDate): (Int64?, Int64?, Int64?) = (
+            try columns["purchase_date_ms"], try columns["expires_date_ms"], try columns["revocation_date_ms"]
+        )
         let facts = Entitlement.Facts(
-            productType: row.11, productId: row.2, environment: row.3, purchaseDate: row.4, expiresDate: row.5, revocationDate: row.6,
-            gracePeriodExpiresDate: row.12, isInBillingRetryPeriod: row.13)
+            productType: try columns["product_type"], productId: productId, environment: environment, purchaseDate: purchaseDate,
+            expiresDate: expiresDate, revocationDate: revocationDate, gracePeriodExpiresDate: try columns["grace_period_expires_date_ms"],
+            isInBillingRetryPeriod: try columns["is_in_billing_retry_period"])
         return PurchaseState(
-            originalTransactionId: row.0, latestTransactionId: row.1, productId: row.2, bundleId: row.14, environment: row.3,
-            purchaseDate: row.4, expiresDate: row.5, revocationDate: row.6, autoRenewStatus: row.7, lastSignedDate: row.8,
-            appAccountToken: row.9, status: row.10,
+            originalTransactionId: try columns["original_transaction_id"], latestTransactionId: try columns["latest_transaction_id"],
+            productId: productId, bundleId: try columns["bundle_id"], environment: environment, purchaseDate: purchaseDate,
+            expiresDate: expiresDate, revocationDate: revocationDate, autoRenewStatus: try columns["auto_renew_status"],
+            lastSignedDate: try columns["last_signed_date_ms"], appAccountToken: try columns["app_account_token"], status: try columns["status"],
             entitled: Entitlement.isEntitled(facts, at: now, policy: policy ?? entitlement))
     }
 
@@ -494,7 +498,10 @@ package struct PurchaseStore: Sendable {
             WHERE bundle_id = \(try bundleId) AND environment = \(try environment) AND original_transaction_id = ANY(\(Array(originalTransactionIds))::text[])
             """, logger: logger)
         var result: [String: PurchaseState] = [:]
-        for try await row in rows.decode(PurchaseRow.self) { result[row.0] = purchaseState(row) }
+        for try await row in rows {
+            let state = try purchaseState(row)
+            result[state.originalTransactionId] = state
+        }
         return result
     }
 
@@ -666,7 +673,10 @@ package struct PurchaseStore: Sendable {
         bindings.append(try Self.json(merged.keys.sorted().map { PurchaseUpdateColumns(merged[$0]!, of: target) }))
         let rows = try await transaction.query(PostgresQuery(unsafeSQL: Self.refreshPurchasesSQL, binds: bindings), logger: logger)
         var result: [String: PurchaseState] = [:]
-        for try await row in rows.decode(PurchaseRow.self) { result[row.0] = purchaseState(row) }
+        for try await row in rows {
+            let state = try purchaseState(row)
+            result[state.originalTransactionId] = state
+        }
         return result
     }
 
@@ -907,9 +917,11 @@ package struct PurchaseStore: Sendable {
         // By bundle id and environment, whatever Apple ID the keys carry.
         let policies = Dictionary(
             entitlements.map { (AppTarget(bundleId: $0.key.bundleId, environment: $0.key.environment), $0.value) }, uniquingKeysWith: { $1 })
-        for try await row in rows.decode(PurchaseRow.self) {
-            let app = row.3.map { AppTarget(bundleId: row.14, environment: AppStoreEnvironment(rawValue: $0)) }
-            try body(purchaseState(row, now: now, policy: app.flatMap { policies[$0] } ?? entitlement))
+        for try await row in rows {
+            let columns = NamedColumns(row)
+            let (bundleId, environment): (String, String?) = (try columns["bundle_id"], try columns["environment"])
+            let app = environment.map { AppTarget(bundleId: bundleId, environment: AppStoreEnvironment(rawValue: $0)) }
+            try body(try purchaseState(row, now: now, policy: app.flatMap { policies[$0] } ?? entitlement))
         }
     }
 
