@@ -10,7 +10,7 @@ import Synchronization
 /// a poll) and rides out a database outage of any length.
 ///
 /// A follower that finds its position gone from the feed (at start, or later when a prune removed
-/// rows it had not read yet) throws ``PositionPruned``: its consumer may have missed changes and
+/// rows it had not read yet) throws ``ReconcilerError/Code/feedPositionPruned``: its consumer may have missed changes and
 /// must resync. Cancelling the task ends it between two changes, never inside one.
 ///
 /// ```swift
@@ -67,7 +67,7 @@ package struct ChangeFeedFollower: Sendable {
 
     /// Reads the feed and calls `deliver` with each change in commit order; returns after `limit`
     /// changes, when caught up (without `follow`), or when the task is cancelled.
-    /// - Throws: ``PositionPruned``, an error `deliver` throws, or a database error (without
+    /// - Throws: ``ReconcilerError/Code/feedPositionPruned``, an error `deliver` throws, or a database error (without
     ///   `follow`; a follower waits for the database instead).
     package func run(_ deliver: (PurchaseStore.FeedChange) async throws -> Void) async throws {
         let store = PurchaseStore(logger: logger)

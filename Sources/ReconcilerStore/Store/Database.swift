@@ -8,7 +8,7 @@ import Synchronization
 /// Runs work in short PostgreSQL transactions on a `PostgresClient`, and rides out a database
 /// that goes away for a while (a restart, a failover): a lost connection or a server that is
 /// starting up makes the whole transaction run again, until `unavailableTimeout` has passed
-/// without success; then ``DatabaseUnavailable`` names the database (never its password).
+/// without success; then a ``ReconcilerError`` with ``ReconcilerError/Code/databaseUnavailable`` names the database (never its password).
 ///
 /// ```swift
 /// let database = Database(client: client, logger: logger, configuration: .init(name: settings.description))
