@@ -244,7 +244,7 @@ package struct ReconcileRun: Sendable {
             run: run, handler: handler, client: client, ledger: ledger, progress: progress, tally: VerificationTally(),
             logger: logger, giveUp: configuration.giveUp)
         let due = try await handler.database.transaction { [store = handler.store] transaction in
-            try await store.dueAnchors(windowEnd: run.windowEnd, all: run.options.allCustomers, on: transaction)
+            try await store.history.dueAnchors(windowEnd: run.windowEnd, all: run.options.allCustomers, on: transaction)
         }
         try await ledger.database.transaction { [ledger] transaction in
             try await ledger.enqueue(runId: run.runId, anchors: due, reason: run.options.allCustomers ? .all : .due, on: transaction)
@@ -311,7 +311,7 @@ package struct ReconcileRun: Sendable {
         let gapFill = try await ledger.gapFillTotals(runId: run.runId)
         let store = PurchaseStore(database: database, target: nil)
         let urgent = try await database.transaction { transaction in
-            try await store.lastRecorded(runId: run.runId, types: Self.urgentTypes, on: transaction)
+            try await store.notifications.lastRecorded(runId: run.runId, types: Self.urgentTypes, on: transaction)
         }
         return RunReport(
             runId: run.runId, kind: run.kind, environment: run.environment, bundleId: run.bundleId, windowStart: run.windowStart,

@@ -158,7 +158,7 @@ struct ApplyBenchmark: AsyncParsableCommand {
                     PageQueue(stride(from: worker, to: verifiedPages.count, by: concurrency).map { verifiedPages[$0] })
                 }
             }
-            let forwarding = forwardTo.map { PurchaseStore.Forwarding(target: ForwardingTarget(url: $0)) }
+            let forwarding = forwardTo.map { NotificationLog.Forwarding(target: ForwardingTarget(url: $0)) }
             let cpuAtStart = processCPUSeconds()
             let (_, seconds) = try await elapsed {
                 try await withThrowingTaskGroup(of: Void.self) { workers in

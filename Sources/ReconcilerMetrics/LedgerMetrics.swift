@@ -65,7 +65,7 @@ package struct LedgerMetrics: Service {
         let environment = environment
         let (newestLive, forwarding) = try await ledger.database.transaction { transaction in
             (
-                try await store.newestLiveNotification(
+                try await store.notifications.newestLive(
                     of: AppTarget(bundleId: bundleId, environment: AppStoreEnvironment(rawValue: environment)), on: transaction),
                 try await queue.forwardingSummary(runIds: nil, on: transaction)
             )

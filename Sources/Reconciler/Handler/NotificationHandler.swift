@@ -56,7 +56,7 @@ package struct NotificationHandler: Sendable {
     /// Applies verified notifications in one transaction of their own (as a replayed page is); with
     /// `forwarding`, those recorded for the first time are queued for the app's webhook too.
     package func record(
-        _ notifications: [VerifiedNotification], source: PurchaseStore.Source, forwarding: PurchaseStore.Forwarding? = nil
+        _ notifications: [VerifiedNotification], source: NotificationLog.Source, forwarding: NotificationLog.Forwarding? = nil
     ) async throws -> [HandlingResult] {
         try await database.transaction { transaction in try await apply(notifications, source: source, forwarding: forwarding, on: transaction) }
     }
@@ -69,7 +69,7 @@ package struct NotificationHandler: Sendable {
     /// Verifies and applies one notification in its own transaction; with `forwarding`, a
     /// notification recorded for the first time is queued for the app's own webhook too.
     package func handle(
-        signedPayload: String, source: PurchaseStore.Source, forwarding: PurchaseStore.Forwarding? = nil
+        signedPayload: String, source: NotificationLog.Source, forwarding: NotificationLog.Forwarding? = nil
     ) async throws -> HandlingResult {
         try await handle(try await verify(signedPayload: signedPayload), source: source, forwarding: forwarding)
     }
@@ -77,7 +77,7 @@ package struct NotificationHandler: Sendable {
     /// Applies one verified notification in its own transaction (the live path once a
     /// ``NotificationRouter`` chose this app's handler).
     package func handle(
-        _ notification: VerifiedNotification, source: PurchaseStore.Source, forwarding: PurchaseStore.Forwarding? = nil
+        _ notification: VerifiedNotification, source: NotificationLog.Source, forwarding: NotificationLog.Forwarding? = nil
     ) async throws -> HandlingResult {
         try await database.transaction { transaction in
             try await apply([notification], source: source, forwarding: forwarding, on: transaction)[0]
@@ -93,7 +93,7 @@ package struct NotificationHandler: Sendable {
     /// the page; several notifications of one purchase in a page leave the purchase exactly as
     /// applying them one by one would, because each part of a purchase keeps its newest version.
     func apply(
-        _ notifications: [VerifiedNotification], source: PurchaseStore.Source, forwarding: PurchaseStore.Forwarding? = nil,
+        _ notifications: [VerifiedNotification], source: NotificationLog.Source, forwarding: NotificationLog.Forwarding? = nil,
         on transaction: DatabaseTransaction
     ) async throws -> [HandlingResult] {
         guard !notifications.isEmpty else { return [] }
@@ -108,11 +108,11 @@ package struct NotificationHandler: Sendable {
 
         // One row per UUID; a UUID repeated within the page is a duplicate of its first copy.
         var seen = Set<String>()
-        var rows: [PurchaseStore.NotificationRow] = []
+        var rows: [NotificationLog.NotificationRow] = []
         for notification in notifications where seen.insert(notification.notificationUUID).inserted {
             rows.append(.init(notification: notification, outcome: outcome(of: notification, before: before)))
         }
-        let inserted = try await store.insertNotifications(rows, source: source, forwarding: forwarding, on: transaction)
+        let inserted = try await store.notifications.insert(rows, source: source, forwarding: forwarding, on: transaction)
 
         var transactions: [PurchaseStore.TransactionWrite] = []
         var updates: [PurchaseStore.PurchaseUpdate] = []

@@ -49,7 +49,7 @@ struct VerifiedHistoryPage: Sendable {
     /// forwards) and records its counts, changes and rejections under the run, in the caller's transaction.
     func record(context: RunContext, on transaction: DatabaseTransaction) async throws -> Recorded {
         let (run, handler, ledger) = (context.run, context.handler, context.ledger)
-        let forwarding = run.options.forwardTo.map { PurchaseStore.Forwarding(target: $0, only: undelivered) }
+        let forwarding = run.options.forwardTo.map { NotificationLog.Forwarding(target: $0, only: undelivered) }
         let results = try await handler.apply(notifications, source: .history(runId: run.runId), forwarding: forwarding, on: transaction)
         try await ledger.addCounts(
             runId: run.runId,

@@ -65,7 +65,7 @@ struct CheckWebhookCommand: AsyncParsableCommand {
                 let store = PurchaseStore(logger: logger)
                 // The webhook may still be writing it.
                 for _ in 0..<20 {
-                    if try await database.transaction({ try await store.hasNotification(uuid: storedUUID, on: $0) }) { return true }
+                    if try await database.transaction({ try await store.notifications.hasNotification(uuid: storedUUID, on: $0) }) { return true }
                     try await Task.sleep(for: .milliseconds(250))
                 }
                 return false

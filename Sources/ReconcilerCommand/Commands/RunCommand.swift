@@ -468,7 +468,7 @@ struct RunCommand: AsyncParsableCommand {
             newestScheduled: try await ledger.newestScheduledRun(environment: environmentName, bundleId: bundleId),
             lastFinishedEnd: try await ledger.lastFinished(environment: environmentName, bundleId: bundleId)?.windowEnd,
             newestLiveNotification: try await database.transaction { connection in
-                try await store.newestLiveNotification(of: verifier.configuration.target, on: connection)
+                try await store.notifications.newestLive(of: verifier.configuration.target, on: connection)
             })
         let now = Int64(Date().timeIntervalSince1970 * 1000)
         let plan = ScheduleChain.plan(state, overlap: overlapMilliseconds, now: now, retention: retention)

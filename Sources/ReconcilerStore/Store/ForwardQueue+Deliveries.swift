@@ -3,7 +3,7 @@ import PostgresNIO
 import ReconcilerDomain
 
 /// The queue of notifications to deliver to the app's own webhook, written by the statement that
-/// records each notification (``PurchaseStore/insertNotifications(_:source:forwarding:on:)``). A row names its
+/// records each notification (``NotificationLog/insert(_:source:forwarding:on:)``). A row names its
 /// webhook by a ``ForwardingTarget`` (an id and the redacted URL); a forwarder configured with a
 /// URL delivers only the rows of that URL's target. It leases one due delivery right before
 /// sending it (a row it owns, with a token of its own, until `lease_until`), keeps renewing the

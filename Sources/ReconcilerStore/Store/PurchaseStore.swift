@@ -5,8 +5,9 @@ import PostgresNIO
 package import ReconcilerDomain
 package import ReconcilerShared
 
-/// The SQL that writes verified App Store data and reads purchase state: `notifications`,
-/// `transactions`, `purchases` and `history_revisions` are written here and nowhere else. Every
+/// The SQL that writes verified App Store data and reads purchase state: `transactions`,
+/// `purchases` and the change feed's rows are written here and nowhere else (`notifications` by
+/// ``NotificationLog``, `history_revisions` by ``CustomerHistory``). Every
 /// method runs on a connection the caller holds inside a transaction, so notifications, their
 /// transactions and the purchases they change commit together (or not at all).
 ///
@@ -56,25 +57,13 @@ package struct PurchaseStore: Sendable {
     package var bundleId: String { get throws { try scope.bundleId } }
     package var environment: String { get throws { try scope.environment.rawValue } }
 
-    /// Where a notification came from.
-    package enum Source: Sendable, Hashable {
-        case webhook
-        /// Replayed from Get Notification History by a reconcile run.
-        case history(runId: Int64)
+    /// The notifications this store's app records (`notifications`, and the forwarding queue rows
+    /// written with them).
+    package var notifications: NotificationLog { NotificationLog(logger: logger, target: target) }
 
-        package var name: String {
-            switch self {
-            case .webhook: "webhook"
-            case .history: "history"
-            }
-        }
-
-        package var runId: Int64? {
-            switch self {
-            case .webhook: nil
-            case .history(let runId): runId
-            }
-        }
+    /// This app's customers and where their transaction history resumes.
+    package var history: CustomerHistory {
+        get throws { CustomerHistory(logger: logger, shadow: shadow, target: try scope) }
     }
 
     /// What a notification contributes to its purchase beyond its transaction and renewal info.
@@ -227,80 +216,6 @@ package struct PurchaseStore: Sendable {
         package var original_transaction_id: String
         package var notification_uuid: String? = nil
     }
-
-    // MARK: Notifications
-
-    /// A notification to record, with the outcome to record it under.
-    package struct NotificationRow: Sendable {
-        package var notification: VerifiedNotification
-        package var outcome: HandlingResult.Outcome
-
-        package init(notification: VerifiedNotification, outcome: HandlingResult.Outcome) {
-            self.notification = notification
-            self.outcome = outcome
-        }
-    }
-
-    /// One row of `notifications`; the keys are its column names.
-    private struct NotificationColumns: Encodable {
-        package var notification_uuid: String
-        package var notification_type: String
-        package var subtype: String?
-        package var signed_date_ms: Int64
-        package var bundle_id: String
-        package var environment: String
-        package var original_transaction_id: String?
-        package var transaction_id: String?
-        package var signed_payload: String
-        package var source: String
-        package var run_id: Int64?
-        package var outcome: String
-    }
-
-    /// Records notifications; returns the UUIDs that were new (the others are duplicates). With
-    /// `forwarding`, the new ones it selects are queued for the app's webhook by the same statement.
-    package func insertNotifications(
-        _ rows: [NotificationRow], source: Source, forwarding: Forwarding? = nil, on transaction: DatabaseTransaction
-    ) async throws -> Set<String> {
-        guard !rows.isEmpty else { return [] }
-        let (bundleId, environment) = (try bundleId, try environment)
-        let json = try Self.json(
-            rows.map { row in
-                let n = row.notification
-                return NotificationColumns(
-                    notification_uuid: n.notificationUUID, notification_type: n.notificationType.rawValue, subtype: n.subtype?.rawValue,
-                    signed_date_ms: n.signedDate, bundle_id: bundleId, environment: n.environment,
-                    original_transaction_id: n.originalTransactionId,
-                    transaction_id: n.transaction?.transactionId, signed_payload: n.signedPayload, source: source.name,
-                    run_id: source.runId, outcome: row.outcome.rawValue)
-            })
-        let only = forwarding?.only.map { Array($0).sorted() }
-        let result = try await transaction.query(
-            """
-            WITH inserted AS (
-                INSERT INTO notifications (\(unescaped: Self.notificationColumns))
-                SELECT \(unescaped: Self.notificationColumns) FROM jsonb_populate_recordset(NULL::notifications, \(json)::jsonb)
-                ON CONFLICT (notification_uuid) DO NOTHING
-                RETURNING notification_uuid
-            ), queued AS (
-                INSERT INTO forward_queue (notification_uuid, target_id, target_redacted, run_id, bundle_id, environment)
-                SELECT notification_uuid, \(forwarding?.target.id), \(forwarding?.target.redacted), \(source.runId), \(bundleId), \(environment)
-                FROM inserted
-                WHERE \(forwarding?.target.id)::text IS NOT NULL AND (\(only)::text[] IS NULL OR notification_uuid = ANY(\(only)::text[]))
-                ORDER BY notification_uuid
-                ON CONFLICT (notification_uuid, target_id) DO NOTHING
-            )
-            SELECT notification_uuid FROM inserted
-            """, logger: logger)
-        var inserted = Set<String>()
-        for try await uuid in result.decode(String.self) { inserted.insert(uuid) }
-        return inserted
-    }
-
-    package static let notificationColumns = """
-        notification_uuid, notification_type, subtype, signed_date_ms, bundle_id, environment, original_transaction_id, transaction_id,
-        signed_payload, source, run_id, outcome
-        """
 
     // MARK: Transactions
 
@@ -761,132 +676,6 @@ package struct PurchaseStore: Sendable {
             """, logger: logger)
     }
 
-    // MARK: Customers and their transaction history
-
-    /// The customers (the transaction id whose history covers each) of these purchases; purchases
-    /// not yet linked to a customer are their own.
-    package func anchors(of originalTransactionIds: [String], on transaction: DatabaseTransaction) async throws -> [String] {
-        Array(Set(try await anchorsByPurchase(of: originalTransactionIds, on: transaction).values))
-    }
-
-    /// The customer of each purchase, by originalTransactionId.
-    package func anchorsByPurchase(of originalTransactionIds: [String], on transaction: DatabaseTransaction) async throws -> [String: String] {
-        guard !originalTransactionIds.isEmpty else { return [:] }
-        let rows = try await transaction.query(
-            """
-            SELECT t.id, COALESCE(p.history_anchor_transaction_id, t.id)
-            FROM unnest(\(Array(Set(originalTransactionIds)))::text[]) AS t (id)
-            LEFT JOIN purchases p ON p.bundle_id = \(try bundleId) AND p.environment = \(try environment) AND p.original_transaction_id = t.id
-            """, logger: logger)
-        var anchors: [String: String] = [:]
-        for try await (purchase, anchor) in rows.decode((String, String).self) { anchors[purchase] = anchor }
-        return anchors
-    }
-
-    /// Customers with a purchase that fell due by `windowEnd`: a subscription Apple still counts as
-    /// active, in billing retry or in grace whose expiry, renewal or grace period end came after it
-    /// was last checked against its transaction history, or a purchase asked to be read again after
-    /// a snapshot disagreed with a notification; with `all`, every customer.
-    ///
-    /// PostgreSQL keeps each purchase's next due time (`next_due_ms`, a generated column) under a
-    /// partial index, so a quiet hour costs an index probe however many customers there are, and a
-    /// customer checked after its subscription fell due is not due again until the next date. In
-    /// a dry run the shadow copies win over the real rows.
-    package func dueAnchors(windowEnd: Int64, all: Bool, on transaction: DatabaseTransaction) async throws -> [String] {
-        let rows = try await transaction.query(try dueAnchorsQuery(windowEnd: windowEnd, all: all), logger: logger)
-        var anchors: [String] = []
-        for try await anchor in rows.decode(String.self) { anchors.append(anchor) }
-        return anchors
-    }
-
-    /// The plan PostgreSQL chooses for the due query of an hourly run (tests and the benchmark check it reads the index).
-    package func explainDueAnchors(windowEnd: Int64, on transaction: DatabaseTransaction) async throws -> String {
-        var query = try dueAnchorsQuery(windowEnd: windowEnd, all: false)
-        query.sql = "EXPLAIN " + query.sql
-        var plan: [String] = []
-        for try await line in try await transaction.query(query, logger: logger).decode(String.self) { plan.append(line) }
-        return plan.joined(separator: "\n")
-    }
-
-    private func dueAnchorsQuery(windowEnd: Int64, all: Bool) throws -> PostgresQuery {
-        let app = "bundle_id = $3 AND environment = $1"
-        let due = all ? app : "\(app) AND next_due_ms <= $2 AND COALESCE(last_signed_date_ms, 0) <= $2"
-        let copies =
-            shadow.map {
-                """
-                UNION ALL
-                SELECT original_transaction_id, history_anchor_transaction_id FROM \($0.realSchemaIdentifier).purchases r WHERE \(due)
-                  AND NOT EXISTS (SELECT 1 FROM purchases s WHERE (s.bundle_id, s.environment, s.original_transaction_id)
-                                  = (r.bundle_id, r.environment, r.original_transaction_id))
-                """
-            } ?? ""
-        let sql = """
-            SELECT DISTINCT COALESCE(history_anchor_transaction_id, original_transaction_id) FROM (
-                SELECT original_transaction_id, history_anchor_transaction_id FROM purchases WHERE \(due)
-                \(copies)
-            ) AS due ORDER BY 1
-            """
-        var bindings = PostgresBindings()
-        bindings.append(try environment)
-        bindings.append(windowEnd)
-        bindings.append(try bundleId)
-        return PostgresQuery(unsafeSQL: sql, binds: bindings)
-    }
-
-    /// The stored Get Transaction History revision of a customer.
-    package func revision(anchor: String, on transaction: DatabaseTransaction) async throws -> String? {
-        try await shadow?.copyOnFirstTouch(purchases: [], notifications: [], anchors: [anchor], of: try scope, on: transaction, logger: logger)
-        let rows = try await transaction.query(
-            """
-            SELECT revision FROM history_revisions
-            WHERE bundle_id = \(try bundleId) AND environment = \(try environment) AND anchor_transaction_id = \(anchor)
-            """, logger: logger)
-        for try await revision in rows.decode(String.self) { return revision }
-        return nil
-    }
-
-    /// Forgets a revision Apple refused (4000005), so the history is read from the start.
-    package func dropRevision(anchor: String, on transaction: DatabaseTransaction) async throws {
-        try await shadow?.copyOnFirstTouch(purchases: [], notifications: [], anchors: [anchor], of: try scope, on: transaction, logger: logger)
-        try await transaction.query(
-            """
-            DELETE FROM history_revisions WHERE bundle_id = \(try bundleId) AND environment = \(try environment) AND anchor_transaction_id = \(anchor)
-            """, logger: logger)
-    }
-
-    /// Records a customer's history as read up to `revision` at `checkedAt` (UNIX ms): stores the
-    /// revision, links the purchases it covers to the customer, and marks them checked. A revision
-    /// stored under another of the customer's purchases is dropped: one customer, one revision.
-    package func recordHistoryChecked(
-        anchor: String, revision: String?, purchases originalTransactionIds: [String], checkedAt: Int64, on transaction: DatabaseTransaction
-    ) async throws {
-        let (bundleId, environment) = (try bundleId, try environment)
-        try await transaction.query(
-            """
-            DELETE FROM history_revisions
-            WHERE bundle_id = \(bundleId) AND environment = \(environment) AND anchor_transaction_id <> \(anchor)
-              AND (anchor_transaction_id = ANY(\(originalTransactionIds)::text[])
-                   OR anchor_transaction_id IN (
-                       SELECT original_transaction_id FROM purchases
-                       WHERE bundle_id = \(bundleId) AND environment = \(environment) AND history_anchor_transaction_id = \(anchor)))
-            """, logger: logger)
-        if let revision {
-            try await transaction.query(
-                """
-                INSERT INTO history_revisions (bundle_id, environment, anchor_transaction_id, revision)
-                VALUES (\(bundleId), \(environment), \(anchor), \(revision))
-                ON CONFLICT (bundle_id, environment, anchor_transaction_id) DO UPDATE SET revision = EXCLUDED.revision, updated_at = now()
-                """, logger: logger)
-        }
-        try await transaction.query(
-            """
-            UPDATE purchases SET history_anchor_transaction_id = \(anchor), history_checked_at_ms = \(checkedAt)
-            WHERE bundle_id = \(bundleId) AND environment = \(environment)
-              AND (original_transaction_id = ANY(\(originalTransactionIds)::text[])
-                   OR history_anchor_transaction_id = \(anchor) OR original_transaction_id = \(anchor))
-            """, logger: logger)
-    }
-
     // MARK: Reading
 
     /// Every purchase of some apps and environments (`apps`; `nil`: every one the database
@@ -935,53 +724,9 @@ package struct PurchaseStore: Sendable {
         return try apps.map { apps in try json(apps.map { Row(bundle_id: $0.bundleId, environment: $0.environment.rawValue) }) }
     }
 
-    /// When a run's replay recorded the last of the notifications of these types (`received_at`).
-    package func lastRecorded(runId: Int64, types: [String], on transaction: DatabaseTransaction) async throws -> Date? {
-        let rows = try await transaction.query(
-            """
-            SELECT max(received_at) FROM notifications WHERE run_id = \(runId) AND notification_type = ANY(\(types)::text[])
-            """, logger: logger)
-        for try await value in rows.decode(Date?.self) { return value }
-        return nil
-    }
-
-    /// Whether a notification is recorded.
-    package func hasNotification(uuid: String, on transaction: DatabaseTransaction) async throws -> Bool {
-        let rows = try await transaction.query("SELECT 1 FROM notifications WHERE notification_uuid = \(uuid)", logger: logger)
-        for try await _ in rows { return true }
-        return false
-    }
-
-    /// The signedDate of the newest notification the live webhook stored, for `run --since-last`.
-    package func newestLiveNotification(of target: AppTarget, on transaction: DatabaseTransaction) async throws -> Int64? {
-        let rows = try await transaction.query(
-            """
-            SELECT max(signed_date_ms) FROM notifications
-            WHERE source = 'webhook' AND bundle_id = \(target.bundleId) AND environment = \(target.environment.rawValue)
-            """, logger: logger)
-        for try await value in rows.decode(Int64?.self) { return value }
-        return nil
-    }
-
     /// A JSON array of rows, bound as one parameter.
     package static func json(_ rows: some Encodable) throws -> String {
         String(decoding: try JSONEncoder().encode(rows), as: UTF8.self)
-    }
-}
-
-extension PurchaseStore {
-    /// Where to forward recorded notifications, and which: the app's own webhook gets each one
-    /// this system records for the first time, unless `only` names the ones to forward (a replay
-    /// forwards those Apple did not deliver).
-    package struct Forwarding: Sendable {
-        /// The webhook the queue rows name (an id and the redacted URL, never the URL itself).
-        package var target: ForwardingTarget
-        package var only: Set<String>?
-
-        package init(target: ForwardingTarget, only: Set<String>? = nil) {
-            self.target = target
-            self.only = only
-        }
     }
 }
 
