@@ -244,7 +244,7 @@ package struct ReconcileRun: Sendable {
             run: run, handler: handler, client: client, ledger: ledger, progress: progress, tally: VerificationTally(),
             logger: logger, giveUp: configuration.giveUp)
         let due = try await handler.database.transaction { [store = handler.store] transaction in
-            try await store.history.dueAnchors(windowEnd: run.windowEnd, all: run.options.allCustomers, on: transaction)
+            try await store.customers.dueAnchors(windowEnd: run.windowEnd, all: run.options.allCustomers, on: transaction)
         }
         try await ledger.database.transaction { [ledger] transaction in
             try await ledger.enqueue(runId: run.runId, anchors: due, reason: run.options.allCustomers ? .all : .due, on: transaction)

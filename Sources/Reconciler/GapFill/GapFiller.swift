@@ -115,7 +115,7 @@ struct GapFiller: Sendable {
         let checkedAt = Int64(Date().timeIntervalSince1970 * 1000)
         var revision =
             configuration.readFromStart
-            ? nil : try await database.transaction { [store] transaction in try await store.history.revision(anchor: anchor, on: transaction) }
+            ? nil : try await database.transaction { [store] transaction in try await store.customers.revision(anchor: anchor, on: transaction) }
         var revisionReset = false
         while true {
             do {
@@ -127,7 +127,7 @@ struct GapFiller: Sendable {
                     metadata: [
                         "anchorTransactionId": "\(anchor)"
                     ])
-                try await database.transaction { [store] transaction in try await store.history.dropRevision(anchor: anchor, on: transaction) }
+                try await database.transaction { [store] transaction in try await store.customers.dropRevision(anchor: anchor, on: transaction) }
                 try await ledger.noteRevisionReset(runId: run.runId, anchor: anchor)
                 revision = nil
                 revisionReset = true
@@ -248,7 +248,7 @@ struct GapFiller: Sendable {
                 rejections, runId: run.runId, environment: run.environment, bundleId: run.bundleId, dryRun: run.dryRun, on: transaction)
             try await ledger.addCounts(runId: run.runId, quarantined.map { ("(\($0.source.rawValue))", .rejected) }, on: transaction)
             if let completion {
-                try await store.history.recordHistoryChecked(
+                try await store.customers.recordHistoryChecked(
                     anchor: anchor, revision: completion.revision, purchases: completion.purchases,
                     checkedAt: completion.checkedAt, on: transaction)
                 try await ledger.markCovered(runId: run.runId, anchors: completion.purchases, by: anchor, on: transaction)

@@ -113,7 +113,7 @@ struct RepairWork: Sendable {
             let store = context.store
             let anchor =
                 try await context.database.transaction { transaction in
-                    try await store.history.anchors(of: originals, on: transaction).sorted().first
+                    try await store.customers.anchors(of: originals, on: transaction).sorted().first
                 } ?? entry.transactionId
             try await readTransactionHistory(anchor: anchor)
             let customerPurchases = try await context.database.transaction { transaction in

@@ -249,7 +249,7 @@ struct NotificationReplayer: Sendable {
                 // first recorded), with when Apple signed what touched them.
                 let signedDates = Dictionary(verified.notifications.map { ($0.notificationUUID, $0.signedDate) }, uniquingKeysWith: max)
                 let recordedFirst = recorded.results.filter { $0.outcome != .duplicate }
-                let anchors = try await context.store.history.anchorsByPurchase(
+                let anchors = try await context.store.customers.anchorsByPurchase(
                     of: recordedFirst.compactMap(\.originalTransactionId), on: transaction)
                 let touches = recordedFirst.compactMap { result in
                     result.originalTransactionId.flatMap { anchors[$0] }.map {

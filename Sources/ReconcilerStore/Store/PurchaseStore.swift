@@ -7,7 +7,7 @@ package import ReconcilerShared
 
 /// The SQL that writes verified App Store data and reads purchase state: `transactions`,
 /// `purchases` and the change feed's rows are written here and nowhere else (`notifications` by
-/// ``NotificationLog``, `history_revisions` by ``CustomerHistory``). Every
+/// ``NotificationLog``, `history_revisions` by ``CustomerStore``). Every
 /// method runs on a connection the caller holds inside a transaction, so notifications, their
 /// transactions and the purchases they change commit together (or not at all).
 ///
@@ -62,8 +62,8 @@ package struct PurchaseStore: Sendable {
     package var notifications: NotificationLog { NotificationLog(logger: logger, target: target) }
 
     /// This app's customers and where their transaction history resumes.
-    package var history: CustomerHistory {
-        get throws { CustomerHistory(logger: logger, shadow: shadow, target: try scope) }
+    package var customers: CustomerStore {
+        get throws { CustomerStore(logger: logger, shadow: shadow, target: try scope) }
     }
 
     /// What a notification contributes to its purchase beyond its transaction and renewal info.

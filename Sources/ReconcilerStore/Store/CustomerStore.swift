@@ -13,9 +13,9 @@ package import ReconcilerShared
 /// In a dry run it reads and writes the run's ``ShadowSchema`` copies, like ``PurchaseStore``.
 ///
 /// ```swift
-/// let revision = try await store.history.revision(anchor: anchor, on: transaction)
+/// let revision = try await store.customers.revision(anchor: anchor, on: transaction)
 /// ```
-package struct CustomerHistory: Sendable {
+package struct CustomerStore: Sendable {
     package let logger: Logger
     package let shadow: ShadowSchema?
     package let target: AppTarget
