@@ -116,7 +116,7 @@ let package = Package(
         .target(
             name: "Forwarder",
             dependencies: [
-                "AppStoreServer", "Reconciler", "ReconcilerDomain", "ReconcilerStore",
+                "AppStoreServer", "Reconciler", "ReconcilerDomain", "ReconcilerStore", "ReconcilerShared",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "NIOCore", package: "swift-nio"),
@@ -130,7 +130,7 @@ let package = Package(
         .target(
             name: "ReconcilerMetrics",
             dependencies: [
-                "Reconciler", "ReconcilerDomain", "ReconcilerStore",
+                "Reconciler", "ReconcilerDomain", "ReconcilerStore", "ReconcilerShared",
                 "AppStoreServer",
                 .product(name: "CoreMetrics", package: "swift-metrics"),
                 .product(name: "Prometheus", package: "swift-prometheus"),

@@ -8,6 +8,7 @@ import NIOFoundationCompat
 import NIOHTTP1
 import Reconciler
 import ReconcilerDomain
+import ReconcilerShared
 package import ReconcilerStore
 import ServiceLifecycle
 

@@ -209,7 +209,7 @@ extension MockAppStore {
             lines.append("    appAppleId: \(app.appAppleId)")
             lines.append("    environments: \(environments(app.environments))")
         }
-        let terms = nonRenewingTerms.keys.sorted().map { "\(YAMLText.scalar($0)): \(TimeArgument.formatDuration(nonRenewingTerms[$0]!))" }
+        let terms = nonRenewingTerms.keys.sorted().map { "\(YAMLText.scalar($0)): \(Duration.milliseconds(nonRenewingTerms[$0]!).operatorText)" }
         lines.append("nonRenewingTerms: {\(terms.joined(separator: ", "))}")
         return lines.joined(separator: "\n") + "\n"
     }

@@ -166,18 +166,18 @@ struct MockAppStoreCommand: AsyncParsableCommand {
         LoggingSystem.bootstrap { StreamLogHandler.standardError(label: $0) }
         var logger = Logger(label: "mock-appstore")
         logger.logLevel = Logger.Level(rawValue: logLevel) ?? .info
-        let nowMilliseconds = Int64(Date().timeIntervalSince1970 * 1000)
+        let nowMilliseconds = Timestamp.now.millisecondsSince1970
         func time(_ text: String, _ flag: String) throws -> Int64 {
-            guard let value = TimeArgument.parse(text, now: nowMilliseconds) else {
+            guard let value = Timestamp(parsing: text, now: Timestamp(millisecondsSince1970: nowMilliseconds)) else {
                 throw ValidationError("\(flag): \(text) is not a time (ISO 8601, UNIX ms, or now-6h)")
             }
-            return value
+            return value.millisecondsSince1970
         }
         let present = try now.map { try time($0, "--now") } ?? nowMilliseconds
-        guard let spanMilliseconds = TimeArgument.duration(span), spanMilliseconds > 0 else {
+        guard let spanMilliseconds = Duration(parsing: span)?.milliseconds, spanMilliseconds > 0 else {
             throw ValidationError("--span: \(span) is not a duration")
         }
-        guard let period = TimeArgument.duration(renewalPeriod), period >= 60_000 else {
+        guard let period = Duration(parsing: renewalPeriod)?.milliseconds, period >= 60_000 else {
             throw ValidationError("--renewal-period: \(renewalPeriod) is not a duration of at least 1m")
         }
         var outage: (Int64, Int64)?
@@ -248,7 +248,9 @@ struct MockAppStoreCommand: AsyncParsableCommand {
             try mock.truthJSONLines().write(toFile: truthFile, atomically: true, encoding: .utf8)
         }
         if let outage {
-            logger.info("outage", metadata: ["start": "\(TimeArgument.iso8601(outage.0))", "end": "\(TimeArgument.iso8601(outage.1))"])
+            logger.info(
+                "outage",
+                metadata: ["window": "\(TimeWindow(start: .init(millisecondsSince1970: outage.0), end: .init(millisecondsSince1970: outage.1)))"])
         }
         let group = ServiceGroup(
             configuration: .init(

@@ -2,14 +2,14 @@ package import AppStoreServer
 package import Foundation
 import Logging
 import ReconcilerDomain
-import ReconcilerShared
+package import ReconcilerShared
 package import ReconcilerStore
 
 /// The main job: replay an outage window's notifications (phase 1), then fill the remaining gaps
 /// per customer (phase 2), one run at a time per app and environment, resumable after any crash.
 ///
 /// ```swift
-/// let run = ReconcileRun(configuration: .init(windowStart: start, windowEnd: end), database: database, verifier: verifier, client: client)
+/// let run = ReconcileRun(configuration: .init(window: TimeWindow(start: start, end: .now)), database: database, verifier: verifier, client: client)
 /// let report = try await run.reconcile(progress: RunProgress())
 /// print(report.humanSummary())
 /// ```
@@ -20,8 +20,7 @@ package import ReconcilerStore
 /// unchanged revisions. A run that cannot finish throws ``RunStopped`` with what it recorded.
 package struct ReconcileRun: Sendable {
     package struct Configuration: Sendable {
-        package var windowStart: Int64
-        package var windowEnd: Int64
+        package var window: TimeWindow
         package var kind: RunRecord.Kind
         package var dryRun: Bool
         package var options: RunOptions
@@ -35,12 +34,11 @@ package struct ReconcileRun: Sendable {
         package var giveUp: GiveUpPolicy
 
         package init(
-            windowStart: Int64, windowEnd: Int64, kind: RunRecord.Kind = .manual, dryRun: Bool = false, options: RunOptions = .init(),
+            window: TimeWindow, kind: RunRecord.Kind = .manual, dryRun: Bool = false, options: RunOptions = .init(),
             replayConcurrency: Int = 8, gapConcurrency: Int = 8, lease: RunLease.Configuration = .init(), fresh: Bool = false,
             giveUp: GiveUpPolicy = .init()
         ) {
-            self.windowStart = windowStart
-            self.windowEnd = windowEnd
+            self.window = window
             self.kind = kind
             self.dryRun = dryRun
             self.options = options
@@ -102,34 +100,30 @@ package struct ReconcileRun: Sendable {
     var bundleId: String { app.bundleId }
 
     /// How far back Apple keeps notification history.
-    package static func retention(_ environment: AppStoreEnvironment) -> Int64 {
-        (environment == .production ? 180 : 30) * 86_400_000
+    package static func retention(_ environment: AppStoreEnvironment) -> Duration {
+        .days(environment == .production ? 180 : 30)
     }
 
     /// Checks the window against Apple's limits before anything is locked or written.
-    package static func validate(
-        windowStart: Int64, windowEnd: Int64, environment: AppStoreEnvironment,
-        now: Int64 = Int64(Date().timeIntervalSince1970 * 1000)
-    ) throws {
-        guard windowStart < windowEnd else {
-            throw ReconcilerError(
-                .invalidWindow, "the window's start \(TimeArgument.iso8601(windowStart)) is not before its end \(TimeArgument.iso8601(windowEnd))")
+    package static func validate(_ window: TimeWindow, environment: AppStoreEnvironment, now: Timestamp = .now) throws {
+        guard window.start < window.end else {
+            throw ReconcilerError(.invalidWindow, "the window's start \(window.start) is not before its end \(window.end)")
         }
-        guard windowStart < now else {
-            throw ReconcilerError(.invalidWindow, "the window starts in the future (\(TimeArgument.iso8601(windowStart)))")
+        guard window.start < now else {
+            throw ReconcilerError(.invalidWindow, "the window starts in the future (\(window.start))")
         }
-        let oldest = now - retention(environment) + 60_000
-        guard windowStart >= oldest else {
+        let oldest = now - retention(environment) + .seconds(60)
+        guard window.start >= oldest else {
             throw ReconcilerError(
                 .invalidWindow,
-                "the window starts before Apple's notification history retention (\(retention(environment) / 86_400_000) days in \(environment.rawValue.lowercased()), so no earlier than \(TimeArgument.iso8601(oldest))); use a later --start, and `--all` to check every customer's transaction history"
+                "the window starts before Apple's notification history retention (\(retention(environment).days) days in \(environment.rawValue.lowercased()), so no earlier than \(oldest)); use a later --start, and `--all` to check every customer's transaction history"
             )
         }
     }
 
     /// Runs (or resumes) the run for the window and returns its report.
     package func reconcile(progress: RunProgress, onWait: @Sendable () -> Void = {}) async throws -> RunReport {
-        try Self.validate(windowStart: configuration.windowStart, windowEnd: configuration.windowEnd, environment: app.environment)
+        try Self.validate(configuration.window, environment: app.environment)
         let lease = RunLease(configuration: configuration.lease, ledger: ledger)
         do {
             return try await lease.withLease(environment: environment, bundleId: bundleId, onWait: onWait) { handle in
@@ -139,7 +133,7 @@ package struct ReconcileRun: Sendable {
                     "run started",
                     metadata: [
                         "runId": "\(record.runId)", "kind": "\(record.kind.rawValue)",
-                        "window": "\(TimeArgument.iso8601(record.windowStart))/\(TimeArgument.iso8601(record.windowEnd))",
+                        "window": "\(record.window)",
                         "phase": "\(record.phase.rawValue)", "dryRun": "\(record.dryRun)",
                     ])
                 return try await runHoldingLease(record, progress: progress)
@@ -222,18 +216,17 @@ package struct ReconcileRun: Sendable {
     private func startOrResume() async throws -> RunRecord {
         if !configuration.fresh,
             let existing = try await ledger.resumableRun(
-                environment: environment, bundleId: bundleId, windowStart: configuration.windowStart,
-                windowEnd: configuration.windowEnd, dryRun: configuration.dryRun)
+                environment: environment, bundleId: bundleId, window: configuration.window, dryRun: configuration.dryRun)
         {
             try await ledger.resume(runId: existing.runId, holder: configuration.lease.holder, forwardTo: configuration.options.forwardTo)
             logger.info("resuming run", metadata: ["runId": "\(existing.runId)", "previousStatus": "\(existing.status.rawValue)"])
             return try await ledger.run(id: existing.runId) ?? existing
         }
         let planner = ReplayPlanner(configuration: configuration.options.planner)
-        let shards = planner.plan(TimeWindow(start: configuration.windowStart, end: configuration.windowEnd))
+        let shards = planner.plan(configuration.window)
         return try await ledger.createRun(
-            kind: configuration.kind, environment: environment, bundleId: bundleId, windowStart: configuration.windowStart,
-            windowEnd: configuration.windowEnd, dryRun: configuration.dryRun, options: configuration.options, shards: shards,
+            kind: configuration.kind, environment: environment, bundleId: bundleId, window: configuration.window,
+            dryRun: configuration.dryRun, options: configuration.options, shards: shards,
             holder: configuration.lease.holder)
     }
 
@@ -244,7 +237,7 @@ package struct ReconcileRun: Sendable {
             run: run, handler: handler, client: client, ledger: ledger, progress: progress, tally: VerificationTally(),
             logger: logger, giveUp: configuration.giveUp)
         let due = try await handler.database.transaction { [store = handler.store] transaction in
-            try await store.customers.dueAnchors(windowEnd: run.windowEnd, all: run.options.allCustomers, on: transaction)
+            try await store.customers.dueAnchors(by: run.window.end, all: run.options.allCustomers, on: transaction)
         }
         try await ledger.database.transaction { [ledger] transaction in
             try await ledger.enqueue(runId: run.runId, anchors: due, reason: run.options.allCustomers ? .all : .due, on: transaction)
@@ -314,15 +307,16 @@ package struct ReconcileRun: Sendable {
             try await store.notifications.lastRecorded(runId: run.runId, types: Self.urgentTypes, on: transaction)
         }
         return RunReport(
-            runId: run.runId, kind: run.kind, environment: run.environment, bundleId: run.bundleId, windowStart: run.windowStart,
-            windowEnd: run.windowEnd, dryRun: run.dryRun, status: run.status, failure: run.failure, startedAt: run.startedAt,
+            runId: run.runId, kind: run.kind, environment: run.environment, bundleId: run.bundleId, windowStart: run.window.start,
+            windowEnd: run.window.end, dryRun: run.dryRun, status: run.status, failure: run.failure, startedAt: run.startedAt,
             finishedAt: finishedAt, durationSeconds: finishedAt.timeIntervalSince(run.startedAt),
             replaySeconds: try await ledger.run(id: run.runId)?.replayFinishedAt.map { max($0.timeIntervalSince(run.startedAt), 0) },
             urgentRecoverySeconds: urgent.map { max($0.timeIntervalSince(run.startedAt), 0) }, notifications: total,
             notificationsByType: byType, shardsTotal: shards.count,
             shardsFailed: shards.filter { $0.status == .failed }.map {
                 .init(
-                    query: $0.shard.filter.description, shardStart: $0.shard.start, shardEnd: $0.shard.end, kind: $0.failureKind ?? .retryable,
+                    query: $0.shard.filter.description, shardStart: $0.shard.window.start, shardEnd: $0.shard.window.end,
+                    kind: $0.failureKind ?? .retryable,
                     error: $0.lastError ?? "")
             },
             pages: shards.pagesDone, paginationRestarts: shards.reduce(0) { $0 + $1.restarts },

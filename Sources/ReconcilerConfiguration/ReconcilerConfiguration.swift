@@ -196,12 +196,12 @@ package struct ReconcilerConfiguration: Sendable {
     private static func terms(_ terms: [String: String]?, key: String, path: String) throws -> [String: Int64] {
         var result: [String: Int64] = [:]
         for (product, text) in terms ?? [:] {
-            guard let duration = TimeArgument.duration(text), duration > 0 else {
+            guard let duration = Duration(parsing: text), duration > .zero else {
                 throw ReconcilerError(
                     .invalidValue, source: path, key: "\(key).\(product)",
                     detail: "\(path): \(key).\(product) is \(text): give a duration such as 30d")
             }
-            result[product] = duration
+            result[product] = duration.milliseconds
         }
         return result
     }

@@ -3,6 +3,7 @@ import CoreMetrics
 import Foundation
 import Logging
 import Reconciler
+import ReconcilerShared
 package import ReconcilerStore
 import ServiceLifecycle
 
@@ -56,7 +57,7 @@ package struct LedgerMetrics: Service {
         let unfinished = try await ledger.unfinishedScheduledRuns(environment: environment, bundleId: bundleId)
         MetricDefinition.scheduleUnfinishedWindows.gauge(in: registry).record(unfinished.count)
         MetricDefinition.scheduleOldestUnfinishedWindowStart.gauge(in: registry).record(
-            unfinished.first.map { Double($0.windowStart) / 1000 } ?? 0)
+            unfinished.first?.window.start.secondsSince1970 ?? 0)
         if let finishedAt = try await ledger.lastFinished(environment: environment, bundleId: bundleId)?.finishedAt {
             MetricDefinition.lastFinishedRun.gauge(in: registry).record(finishedAt.timeIntervalSince1970)
         }
@@ -71,7 +72,7 @@ package struct LedgerMetrics: Service {
             )
         }
         if let newestLive {
-            registry.newestLiveNotification.advance(to: Double(newestLive) / 1000)
+            registry.newestLiveNotification.advance(to: newestLive.secondsSince1970)
         }
         for (status, count) in [("pending", forwarding.pending), ("failed", forwarding.failed), ("delivered", forwarding.delivered)] {
             MetricDefinition.forwardQueueDeliveries.gauge([status], in: registry).record(count)

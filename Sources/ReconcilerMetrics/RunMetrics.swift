@@ -2,6 +2,7 @@ import AppStoreServer
 import CoreMetrics
 package import Foundation
 package import Reconciler
+import ReconcilerShared
 package import ReconcilerStore
 
 /// The last `run` invocation as gauges, for `run --metrics-file` (node_exporter's textfile
@@ -31,8 +32,8 @@ package enum RunMetrics {
         set(.runDryRun, report.dryRun ? 1 : 0)
         set(.runDuration, report.durationSeconds)
         if let urgent = report.urgentRecoverySeconds { set(.runUrgentRecovery, urgent) }
-        set(.runWindowStart, Double(report.windowStart) / 1000)
-        set(.runWindowEnd, Double(report.windowEnd) / 1000)
+        set(.runWindowStart, report.windowStart.secondsSince1970)
+        set(.runWindowEnd, report.windowEnd.secondsSince1970)
         for (type, counts) in report.notificationsByType {
             for (outcome, count) in outcomes(counts) where count > 0 {
                 MetricDefinition.runNotifications.gauge([type, outcome], in: metrics).record(Int64(count))

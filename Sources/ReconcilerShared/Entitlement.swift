@@ -50,11 +50,13 @@ package enum Entitlement {
     }
 
     /// - Parameters:
-    ///   - now: UNIX milliseconds.
+    ///   - now: when the purchase is judged.
     ///   - policy: the app's choices (billing retry, non-renewing terms).
     /// - Returns: whether the purchase entitles now, or `nil` when that cannot be known (a
     ///   non-renewing subscription whose term the app did not configure).
-    package static func isEntitled(_ facts: Facts, at now: Int64, policy: EntitlementPolicy = .init()) -> Bool? {
+    package static func isEntitled(_ facts: Facts, at time: Timestamp, policy: EntitlementPolicy = .init()) -> Bool? {
+        // Apple's dates, as the facts hold them, are UNIX milliseconds.
+        let now = time.millisecondsSince1970
         guard facts.revocationDate == nil else { return false }
         if facts.environment == "Sandbox", !policy.sandboxEntitles { return false }
         switch facts.productType {
@@ -93,20 +95,20 @@ package struct EntitlementPolicy: Sendable, Hashable, Codable {
         self.sandboxEntitles = sandboxEntitles
     }
 
-    /// Parses `PRODUCT=DURATION[,PRODUCT=DURATION...]` (durations as ``TimeArgument/duration(_:)``
+    /// Parses `PRODUCT=DURATION[,PRODUCT=DURATION...]` (durations as `Duration(parsing:)`
     /// reads them: 30d, 12h, 90m); `nil` when an entry is not of that form.
     package static func parseTerms(_ text: String) -> [String: Int64]? {
         var terms: [String: Int64] = [:]
         for entry in text.split(separator: ",") {
             let parts = entry.split(separator: "=", maxSplits: 1).map { $0.trimmingCharacters(in: .whitespaces) }
-            guard parts.count == 2, !parts[0].isEmpty, let duration = TimeArgument.duration(parts[1]), duration > 0 else { return nil }
-            terms[parts[0]] = duration
+            guard parts.count == 2, !parts[0].isEmpty, let duration = Duration(parsing: parts[1]), duration > .zero else { return nil }
+            terms[parts[0]] = duration.milliseconds
         }
         return terms
     }
 
     /// The terms as `parseTerms` reads them, sorted by product ID.
     package static func formatTerms(_ terms: [String: Int64]) -> String {
-        terms.keys.sorted().map { "\($0)=\(TimeArgument.formatDuration(terms[$0]!))" }.joined(separator: ",")
+        terms.keys.sorted().map { "\($0)=\(Duration.milliseconds(terms[$0]!).operatorText)" }.joined(separator: ",")
     }
 }

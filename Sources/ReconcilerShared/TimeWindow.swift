@@ -1,26 +1,30 @@
 public import Foundation
 
-/// A window of time, in UNIX milliseconds (as Apple's API and the database hold instants): from
-/// `start`, inclusive, to `end`, exclusive.
+/// A window of time: from `start`, inclusive, to `end`, exclusive.
 ///
 /// ```swift
-/// let window = TimeWindow(start: TimeArgument.parse("now-6h")!, end: TimeArgument.parse("now")!)
+/// let window = TimeWindow(start: Timestamp(parsing: "now-6h")!, end: .now)
 /// let shards = ReplayPlanner().plan(window)
 /// ```
 package struct TimeWindow: Hashable, Sendable, Codable, CustomStringConvertible {
-    package var start: Int64
-    package var end: Int64
+    package var start: Timestamp
+    package var end: Timestamp
 
-    package init(start: Int64, end: Int64) {
+    package init(start: Timestamp, end: Timestamp) {
         self.start = start
         self.end = end
     }
 
-    /// How long the window lasts, ms (0 when it is empty or reversed).
-    package var milliseconds: Int64 { max(0, end - start) }
-    package var startDate: Date { Date(timeIntervalSince1970: Double(start) / 1000) }
-    package var endDate: Date { Date(timeIntervalSince1970: Double(end) / 1000) }
+    /// From `range.lowerBound` to `range.upperBound`, UNIX milliseconds.
+    package init(milliseconds range: Range<Int64>) {
+        self.init(start: Timestamp(millisecondsSince1970: range.lowerBound), end: Timestamp(millisecondsSince1970: range.upperBound))
+    }
+
+    /// How long the window lasts (zero when it is empty or reversed).
+    package var duration: Duration { max(.zero, end - start) }
+
+    package func contains(_ time: Timestamp) -> Bool { start <= time && time < end }
 
     /// ISO 8601, `start/end`.
-    package var description: String { "\(TimeArgument.iso8601(start))/\(TimeArgument.iso8601(end))" }
+    package var description: String { "\(start)/\(end)" }
 }

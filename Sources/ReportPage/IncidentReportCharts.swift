@@ -43,12 +43,12 @@ struct NotificationChart {
         let signed = timeline.signedAxis
         let signedSpan = Double(Int64(signed.bucketCount) * signed.bucketMilliseconds)
         let signedX = { (ms: Int64) in Self.leftX + Double(ms - signed.start) / signedSpan * Self.leftWidth }
-        let windowStart = signedX(report.windowStart), windowEnd = signedX(report.windowEnd)
+        let windowStart = signedX(report.windowStart.millisecondsSince1970), windowEnd = signedX(report.windowEnd.millisecondsSince1970)
         svg.raw(
             "<rect class=\"window\" x=\"\(SVG.number(windowStart))\" y=\"\(SVG.number(Self.top - 4))\" width=\"\(SVG.number(max(windowEnd - windowStart, 1)))\" "
         )
         svg.raw("height=\"\(SVG.number(bottom - Self.top + 4))\"><title>")
-        svg.text("outage window \(TimeArgument.iso8601(report.windowStart)) → \(TimeArgument.iso8601(report.windowEnd))")
+        svg.text("outage window \(report.windowStart) → \(report.windowEnd)")
         svg.raw("</title></rect>\n")
 
         for (index, type) in types.enumerated() {
@@ -135,7 +135,7 @@ struct NotificationChart {
 
     /// `06:45`, `06:45:30`, or `11-21 06:45` for steps of a day or more.
     static func clock(_ milliseconds: Int64, step: Int64) -> String {
-        let iso = Array(TimeArgument.iso8601(milliseconds))
+        let iso = Array(Timestamp(millisecondsSince1970: milliseconds).description)
         let text = { (range: Range<Int>) in String(iso[range]) }
         if step >= 86_400_000 { return text(5..<10) + " " + text(11..<16) }
         return step % 60_000 == 0 ? text(11..<16) : text(11..<19)

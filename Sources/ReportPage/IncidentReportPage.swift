@@ -70,9 +70,9 @@ package struct IncidentReportPage: Sendable {
         html.raw("<span class=\"status \(Self.statusClass(report.status))\" data-total=\"status\">")
         html.text(report.status.rawValue.uppercased())
         html.raw("</span></h1>\n<p class=\"meta\">")
-        html.text("\(TimeArgument.iso8601(report.windowStart)) → \(TimeArgument.iso8601(report.windowEnd))")
+        html.text("\(report.windowStart) → \(report.windowEnd)")
         html.raw(" <span class=\"sep\">·</span> ")
-        html.text("\(Self.duration(milliseconds: report.windowEnd - report.windowStart)) window, \(report.kind.rawValue) run")
+        html.text("\(Self.duration(milliseconds: report.window.duration.milliseconds)) window, \(report.kind.rawValue) run")
         html.raw(" <span class=\"sep\">·</span> ")
         html.text("\(report.environment), \(report.bundleId)")
         html.raw("</p>\n")
@@ -198,7 +198,7 @@ package struct IncidentReportPage: Sendable {
         }
         row("window") {
             $0.text(
-                "\(TimeArgument.iso8601(report.windowStart)) → \(TimeArgument.iso8601(report.windowEnd))  (\(report.environment), \(report.bundleId))"
+                "\(report.windowStart) → \(report.windowEnd)  (\(report.environment), \(report.bundleId))"
             )
         }
         row("duration") { $0.text("\(String(format: "%.1f", report.durationSeconds)) s") }
@@ -289,7 +289,7 @@ package struct IncidentReportPage: Sendable {
                 html.raw("</td><td>")
                 html.text(shard.query)
                 html.raw("</td><td>")
-                html.text("\(TimeArgument.iso8601(shard.shardStart)) – \(TimeArgument.iso8601(shard.shardEnd))")
+                html.text("\(shard.shardStart) – \(shard.shardEnd)")
                 html.raw("</td><td>")
                 html.text(shard.error)
                 html.raw("</td></tr>\n")
@@ -421,7 +421,9 @@ package struct IncidentReportPage: Sendable {
         (AppStoreServerAPIEndpoint.all.firstIndex { $0.name == name } ?? Int.max, name)
     }
 
-    static func iso(_ date: Date) -> String { TimeArgument.iso8601(Int64((date.timeIntervalSince1970 * 1000).rounded(.down))) }
+    static func iso(_ date: Date) -> String {
+        Timestamp(millisecondsSince1970: Int64((date.timeIntervalSince1970 * 1000).rounded(.down))).description
+    }
 
     static func seconds(_ value: Double) -> String {
         value < 120 ? String(format: "%.1f s", value) : duration(milliseconds: Int64(value * 1000))

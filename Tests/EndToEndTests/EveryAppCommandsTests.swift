@@ -239,7 +239,8 @@ import Testing
             for (bundleId, environment) in seeded {
                 let key = "\(bundleId)/\(environment)"
                 let run = try await ledger.createRun(
-                    kind: .manual, environment: environment, bundleId: bundleId, windowStart: 0, windowEnd: 1, dryRun: false, options: .init(),
+                    kind: .manual, environment: environment, bundleId: bundleId, window: TimeWindow(milliseconds: 0..<1), dryRun: false,
+                    options: .init(),
                     shards: [], holder: "test")
                 runs[key] = run.runId
                 let uuid = UUID().uuidString.lowercased()

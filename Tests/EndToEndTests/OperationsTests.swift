@@ -225,8 +225,9 @@ import Testing
             try await TestDatabase.with { db in
                 let metrics = directory.file("stopped.prom")
                 let result = try await runProcess(
-                    // An overlap that is no duration stops the schedule before its first window.
-                    "reconciler", ["run", "--since-last", "--overlap", "soon", "--metrics-file", metrics],
+                    // A lease too short to renew stops the run before its first window (a value that is no
+                    // duration at all is refused while the command line is read, before any metrics exist).
+                    "reconciler", ["run", "--since-last", "--lease-duration", "1s", "--metrics-file", metrics],
                     environment: [
                         "DATABASE_URL": db.url, "APP_STORE_BUNDLE_ID": "com.example", "APP_STORE_ENVIRONMENT": "sandbox",
                         "APP_STORE_KEY_ID": "K", "APP_STORE_ISSUER_ID": "I", "APP_STORE_PRIVATE_KEY_PATH": try writeKey(in: directory),

@@ -120,11 +120,11 @@ import Testing
         try await db.execute("ANALYZE purchases")
         let store = PurchaseStore(logger: TestDatabase.logger, target: AppTarget(bundleId: "com.example.one", environment: .production))
         let due = try await db.database.transaction {
-            try await store.customers.dueAnchors(windowEnd: now, all: false, on: $0)
+            try await store.customers.dueAnchors(by: Timestamp(millisecondsSince1970: now), all: false, on: $0)
         }
         #expect(due == (1...25).map { "due\($0)" }.sorted())
         let plan = try await db.database.transaction { connection in
-            try await store.customers.explainDueAnchors(windowEnd: now, on: connection)
+            try await store.customers.explainDueAnchors(by: Timestamp(millisecondsSince1970: now), on: connection)
         }
         #expect(!plan.contains("Seq Scan"), "\(plan)")
         #expect(plan.contains("purchases_next_due_idx"), "\(plan)")

@@ -222,6 +222,10 @@ import Testing
             let garbage = try await rehearsal.reconciler(["run", "--start", "yesterday-ish"])
             #expect(garbage.status == 1)
             #expect(garbage.stderr.contains("--start"))
+            // Times and durations are read once, with the command line: a bad one names its option.
+            let badOverlap = try await rehearsal.reconciler(["run", "--since-last", "--overlap", "soon"])
+            #expect(badOverlap.status == 1)
+            #expect(badOverlap.stderr.contains("--overlap") && badOverlap.stderr.contains("soon"), "\(badOverlap.stderr)")
             let badPriority = try await rehearsal.reconciler(["run", "--start", "now-1h", "--priority", "DID_RENEW/VOLUNTARY2"])
             #expect(badPriority.status == 1)
             let status = try await rehearsal.reconciler(["status"])

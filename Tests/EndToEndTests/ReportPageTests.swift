@@ -185,8 +185,13 @@ import Testing
                     detail: hostile, payloadSHA256: hostile, newlyQuarantined: true)
             ]
             report.customersFailed = [.init(anchorTransactionId: hostile, kind: .retryable, error: hostile)]
-            report.shardsFailed = [.init(query: hostile, shardStart: 0, shardEnd: 1, kind: .permanent, error: hostile)]
-            let axis = RunTimeline.Axis(start: report.windowStart, end: report.windowEnd, bucketMilliseconds: 60_000)
+            report.shardsFailed = [
+                .init(
+                    query: hostile, shardStart: .init(millisecondsSince1970: 0), shardEnd: .init(millisecondsSince1970: 1), kind: .permanent,
+                    error: hostile)
+            ]
+            let axis = RunTimeline.Axis(
+                start: report.windowStart.millisecondsSince1970, end: report.windowEnd.millisecondsSince1970, bucketMilliseconds: 60_000)
             let timeline = RunTimeline(
                 signedAxis: axis, bySignedDate: [.init(typeAndSubtype: hostile, bucket: 3, applied: 1, stale: 0, recorded: 0)],
                 runAxis: axis, byAppliedTime: [.init(typeAndSubtype: hostile, bucket: 1, applied: 1, stale: 0, recorded: 0)],
@@ -269,7 +274,8 @@ import Testing
     static func report() -> RunReport {
         let end = Int64(Date().timeIntervalSince1970 * 1000)
         return RunReport(
-            runId: 7, kind: .manual, environment: "Production", bundleId: "com.example.app", windowStart: end - 3_600_000, windowEnd: end,
+            runId: 7, kind: .manual, environment: "Production", bundleId: "com.example.app",
+            windowStart: .init(millisecondsSince1970: end - 3_600_000), windowEnd: .init(millisecondsSince1970: end),
             dryRun: false, status: .succeeded, failure: nil, startedAt: Date(), finishedAt: Date(), durationSeconds: 1.5, replaySeconds: nil,
             urgentRecoverySeconds: nil,
             notifications: .init(seen: 3, applied: 3), notificationsByType: [:], shardsTotal: 2, shardsFailed: [], pages: 2,

@@ -4,6 +4,7 @@ import Logging
 import MockAppStore
 import PostgresNIO
 import ReconcilerDomain
+import ReconcilerShared
 import TestSupport
 import Testing
 
@@ -18,7 +19,7 @@ import Testing
         try await TestDatabase.with { db in
             let ledger = RunLedger(database: db.database)
             let run = try await ledger.createRun(
-                kind: .manual, environment: "Production", bundleId: "com.example", windowStart: 0, windowEnd: 1,
+                kind: .manual, environment: "Production", bundleId: "com.example", window: TimeWindow(milliseconds: 0..<1),
                 dryRun: false, options: .init(), shards: [], holder: "test")
             try await db.database.transaction { try await ledger.enqueue(runId: run.runId, anchors: ["1000"], reason: .touched, on: $0) }
             #expect(try await ledger.leaseCustomer(runId: run.runId, worker: "w", leaseDuration: .seconds(60)) == "1000")
@@ -51,7 +52,7 @@ import Testing
         try await TestDatabase.with { db in
             let ledger = RunLedger(database: db.database)
             let run = try await ledger.createRun(
-                kind: .manual, environment: "Production", bundleId: "com.example", windowStart: 0, windowEnd: 1,
+                kind: .manual, environment: "Production", bundleId: "com.example", window: TimeWindow(milliseconds: 0..<1),
                 dryRun: false, options: .init(), shards: [], holder: "test")
             let now = Int64(Date().timeIntervalSince1970 * 1000)
             let margin = RunLedger.rereadMargin.components.seconds * 1000

@@ -2,6 +2,7 @@ import AppStoreServer
 import Foundation
 import MockAppStore
 import PostgresNIO
+import ReconcilerShared
 import TestSupport
 import Testing
 
@@ -18,7 +19,7 @@ import Testing
                 let verifier = try mock.verifier()
                 let ledger = RunLedger(database: db.database)
                 let run = try await ledger.createRun(
-                    kind: .manual, environment: "Production", bundleId: mock.configuration.scenario.bundleId, windowStart: 0, windowEnd: 1,
+                    kind: .manual, environment: "Production", bundleId: mock.configuration.scenario.bundleId, window: TimeWindow(milliseconds: 0..<1),
                     dryRun: false, options: .init(refreshStatus: true), shards: [], holder: "test")
                 try await ledger.setPhase(runId: run.runId, .gapFill)
                 let originals = Array(Set(mock.sentNotifications.compactMap(\.notification.originalTransactionId)))

@@ -2,6 +2,7 @@ import AppStoreServer
 import Foundation
 import PostgresNIO
 import ReconcilerDomain
+import ReconcilerShared
 import TestSupport
 import Testing
 
@@ -19,8 +20,8 @@ import Testing
             let windowStart: Int64 = 1_800_000_000_000, windowEnd = windowStart + 3 * 3_600_000
             func createRun() async throws -> RunRecord {
                 try await ledger.createRun(
-                    kind: .manual, environment: "Production", bundleId: "com.example", windowStart: windowStart,
-                    windowEnd: windowEnd, dryRun: false, options: .init(), shards: [], holder: "test")
+                    kind: .manual, environment: "Production", bundleId: "com.example", window: TimeWindow(milliseconds: windowStart..<windowEnd),
+                    dryRun: false, options: .init(), shards: [], holder: "test")
             }
             let created = try await createRun(), other = try await createRun()
             // The run's clock: 200 s from a round second; notifications applied every 10 ms from its start.

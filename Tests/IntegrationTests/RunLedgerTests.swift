@@ -1,6 +1,7 @@
 import Foundation
 import PostgresNIO
 import ReconcilerDomain
+import ReconcilerShared
 import TestSupport
 import Testing
 
@@ -15,7 +16,7 @@ import Testing
     static func createRun(_ ledger: RunLedger) async throws -> RunRecord {
         let shard = ReplayPlanner.Shard(queryIndex: 0, filter: .init(nil, nil), start: 0, end: 3_600_000)
         return try await ledger.createRun(
-            kind: .manual, environment: "Production", bundleId: "com.example", windowStart: 0, windowEnd: 3_600_000, dryRun: false,
+            kind: .manual, environment: "Production", bundleId: "com.example", window: TimeWindow(milliseconds: 0..<3_600_000), dryRun: false,
             options: RunOptions(), shards: [shard], holder: "test")
     }
 

@@ -2,6 +2,7 @@ import AppStoreServer
 import Foundation
 import Logging
 import ReconcilerDomain
+import ReconcilerShared
 import ReconcilerStore
 
 /// Phase 2: for each customer at risk, Get Transaction History (v2, ascending) from the revision
@@ -112,7 +113,7 @@ struct GapFiller: Sendable {
     /// refuses the stored revision.
     private func readHistory(of anchor: String) async throws {
         // Anything that falls due after this instant makes the customer due again.
-        let checkedAt = Int64(Date().timeIntervalSince1970 * 1000)
+        let checkedAt = Timestamp.now
         var revision =
             configuration.readFromStart
             ? nil : try await database.transaction { [store] transaction in try await store.customers.revision(anchor: anchor, on: transaction) }
@@ -135,7 +136,7 @@ struct GapFiller: Sendable {
         }
     }
 
-    private func readHistory(of anchor: String, from revision: String?, checkedAt: Int64) async throws {
+    private func readHistory(of anchor: String, from revision: String?, checkedAt: Timestamp) async throws {
         var originals = Set<String>()
         var seen = 0
         for try await page in client.transactionHistory(anyTransactionId: anchor, .init(revision: revision, sort: .ascending)) {
@@ -173,7 +174,7 @@ struct GapFiller: Sendable {
         var revision: String?
         var purchases: [String]
         var transactionsSeen: Int
-        var checkedAt: Int64
+        var checkedAt: Timestamp
     }
 
     private func verify(_ signedTransactions: [String], source: Rejection.Source) async throws -> ([VerifiedTransaction], [Rejection]) {

@@ -2,7 +2,7 @@ package import AppStoreServer
 import Foundation
 import Logging
 import ReconcilerDomain
-import ReconcilerShared
+package import ReconcilerShared
 package import ReconcilerStore
 
 /// `reconciler repair`: brings one customer in line with the App Store, from what a support
@@ -96,7 +96,7 @@ package struct CustomerRepair: Sendable {
     package struct Configuration: Sendable {
         package var selector: Selector
         /// Where the notification history read starts (UNIX ms); `nil`: as far back as Apple keeps it.
-        package var since: Int64?
+        package var since: Timestamp?
         /// Read the transaction history from the start instead of from the stored revision.
         package var fullHistory: Bool
         /// Change nothing; report what the real repair would do.
@@ -108,7 +108,7 @@ package struct CustomerRepair: Sendable {
         package var worker: String
 
         package init(
-            selector: Selector, since: Int64? = nil, fullHistory: Bool = false, dryRun: Bool = false, forwardTo: ForwardingTarget? = nil,
+            selector: Selector, since: Timestamp? = nil, fullHistory: Bool = false, dryRun: Bool = false, forwardTo: ForwardingTarget? = nil,
             worker: String = ProcessIdentity.current
         ) {
             self.selector = selector
@@ -153,10 +153,10 @@ package struct CustomerRepair: Sendable {
     /// Repairs the customer and returns the report; see ``CustomerRepair``.
     package func repair(progress: RunProgress = RunProgress()) async throws -> RepairReport {
         let startedAt = Date()
-        let windowEnd = Int64(startedAt.timeIntervalSince1970 * 1000)
-        let windowStart = configuration.since ?? (windowEnd - ReconcileRun.retention(app.environment) + 60_000)
+        let now = Timestamp(startedAt)
+        let window = TimeWindow(start: configuration.since ?? (now - ReconcileRun.retention(app.environment) + .seconds(60)), end: now)
         do {
-            try ReconcileRun.validate(windowStart: windowStart, windowEnd: windowEnd, environment: app.environment, now: windowEnd)
+            try ReconcileRun.validate(window, environment: app.environment, now: now)
         } catch let error as ReconcilerError where error.code == .invalidWindow {
             throw ReconcilerError(.window, "--since: \(error.description)")
         }
@@ -166,10 +166,10 @@ package struct CustomerRepair: Sendable {
         // Apple says on the first page whether it knows the transaction ID: still nothing written.
         var first: CustomerHistory?
         if let entry = found.entries.first {
-            first = try await CustomerHistory.start(entry: entry, windowStart: windowStart, windowEnd: windowEnd, client: client)
+            first = try await CustomerHistory.start(entry: entry, window: window, client: client)
         }
         let record = try await ledger.createRun(
-            kind: .repair, environment: environment, bundleId: app.bundleId, windowStart: windowStart, windowEnd: windowEnd,
+            kind: .repair, environment: environment, bundleId: app.bundleId, window: window,
             dryRun: configuration.dryRun,
             options: RunOptions(refreshStatus: true, forwardTo: configuration.forwardTo, repairOf: configuration.selector.description),
             shards: [], holder: configuration.worker)

@@ -1,7 +1,7 @@
 package import AppStoreServer
 package import Foundation
 package import ReconcilerDomain
-import ReconcilerShared
+package import ReconcilerShared
 package import ReconcilerStore
 
 /// What `reconciler repair` did for one customer, for people (``humanSummary()``) and tools
@@ -63,8 +63,8 @@ package struct RepairReport: Sendable, Codable {
     package var startedAt: Date
     package var durationSeconds: Double
     /// The notification history read for the customer.
-    package var windowStart: Int64
-    package var windowEnd: Int64
+    package var windowStart: Timestamp
+    package var windowEnd: Timestamp
     /// The transaction ids the customer was read by (one per App Store account found).
     package var customer: [String]
     /// Every purchase of the customer, before the repair and after it (`before` is `null` for one
@@ -121,12 +121,12 @@ package struct RepairReport: Sendable, Codable {
             }
         }
         lines.append(
-            "  notifications \(notificationsSeen) in Apple's history since \(TimeArgument.iso8601(windowStart)), "
+            "  notifications \(notificationsSeen) in Apple's history since \(windowStart), "
                 + "\(notificationsAlreadyStored) stored already, \(missedNotifications.count) missed by the webhook and \(dryRun ? "would be " : "")replayed"
         )
         for missed in missedNotifications {
             lines.append(
-                "    \(TimeArgument.iso8601(missed.signedDate))  \(missed.type)  \(missed.originalTransactionId ?? "-")  "
+                "    \(Timestamp(millisecondsSince1970: missed.signedDate))  \(missed.type)  \(missed.originalTransactionId ?? "-")  "
                     + "\(missed.outcome.rawValue)\(missed.deliveredByApple ? "" : " (Apple never delivered it)")")
         }
         lines.append(
@@ -141,9 +141,9 @@ package struct RepairReport: Sendable, Codable {
         for status in statuses {
             var parts = ["\(status.statusName) (\(status.status.map(String.init) ?? "-"))"]
             if let productId = status.productId { parts.append(productId) }
-            if let expires = status.expiresDate { parts.append("expires \(TimeArgument.iso8601(expires))") }
+            if let expires = status.expiresDate { parts.append("expires \(Timestamp(millisecondsSince1970: expires))") }
             if let autoRenew = status.autoRenewStatus { parts.append("auto-renew \(autoRenew == 1 ? "on" : "off")") }
-            if let grace = status.gracePeriodExpiresDate { parts.append("grace period until \(TimeArgument.iso8601(grace))") }
+            if let grace = status.gracePeriodExpiresDate { parts.append("grace period until \(Timestamp(millisecondsSince1970: grace))") }
             lines.append("    \(status.originalTransactionId)  " + parts.joined(separator: ", "))
         }
         if let forwarding {

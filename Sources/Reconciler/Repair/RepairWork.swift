@@ -14,9 +14,10 @@ struct CustomerHistory: Sendable {
     let firstPage: NotificationHistoryPage
 
     static func start(
-        entry: CustomerRepair.Entry, windowStart: Int64, windowEnd: Int64, client: AppStoreServerAPIClient
+        entry: CustomerRepair.Entry, window: TimeWindow, client: AppStoreServerAPIClient
     ) async throws -> CustomerHistory {
-        let request = NotificationHistoryRequest(startDate: windowStart, endDate: windowEnd, transactionId: entry.transactionId)
+        let request = NotificationHistoryRequest(
+            startDate: window.start.millisecondsSince1970, endDate: window.end.millisecondsSince1970, transactionId: entry.transactionId)
         do {
             var pages = client.notificationHistory(request).makeAsyncIterator()
             guard let first = try await pages.next() else {
@@ -93,7 +94,7 @@ struct RepairWork: Sendable {
             } else {
                 do {
                     history = try await CustomerHistory.start(
-                        entry: entry, windowStart: run.windowStart, windowEnd: run.windowEnd, client: context.client)
+                        entry: entry, window: run.window, client: context.client)
                 } catch let error as ReconcilerError {
                     failures.append(
                         .init(step: "notification history", transactionId: entry.transactionId, kind: .permanent, error: error.description))
@@ -240,7 +241,7 @@ struct RepairWork: Sendable {
         return RepairReport(
             runId: runId, selector: repair.configuration.selector.description, environment: run.environment, bundleId: run.bundleId,
             dryRun: run.dryRun, status: status, startedAt: startedAt, durationSeconds: Date().timeIntervalSince(startedAt),
-            windowStart: run.windowStart, windowEnd: run.windowEnd, customer: customer,
+            windowStart: run.window.start, windowEnd: run.window.end, customer: customer,
             purchases: after.keys.sorted().map { id in
                 let now = after[id]!
                 if let earlier = before[id] { return PurchaseChange(before: earlier, after: now) }

@@ -107,7 +107,7 @@ struct NotificationReplayer: Sendable {
                 logger.info(
                     "pagination token expired; restarting the shard from its start",
                     metadata: [
-                        "query": "\(shard.filter)", "shardStart": "\(TimeArgument.iso8601(shard.start))",
+                        "query": "\(shard.filter)", "shardStart": "\(shard.window.start)",
                     ])
                 position = try await ledger.restartShard(runId: runId, shard: shard, from: position)
             } catch let error as AppStoreServerAPIError where error.details.errorCode == .startDateTooFarInPast {
@@ -140,8 +140,7 @@ struct NotificationReplayer: Sendable {
             try await fail(shard, .permanent, "\(error.description); still refused after moving the start \(moves) times")
             return nil
         }
-        let now = Int64(Date().timeIntervalSince1970 * 1000)
-        let edge = now - ReconcileRun.retention(AppStoreEnvironment(rawValue: run.environment)) + 3_600_000
+        let edge = (Timestamp.now - ReconcileRun.retention(AppStoreEnvironment(rawValue: run.environment)) + .hours(1)).millisecondsSince1970
         let start = moves == 0 ? max(shard.start + 1, edge) : shard.start + (shard.end - shard.start) / 2
         let rest = start < shard.end ? ReplayPlanner.Shard(queryIndex: shard.queryIndex, filter: shard.filter, start: start, end: shard.end) : nil
         let lost = "Apple's notification history no longer serves it (4000012 StartDateTooFarInPast): its notifications are lost"
@@ -149,8 +148,10 @@ struct NotificationReplayer: Sendable {
         logger.error(
             "Apple refused a shard's start as too far in the past: the slice before the new start is lost",
             metadata: [
-                "query": "\(shard.filter)", "lost": "\(TimeArgument.iso8601(shard.start))/\(TimeArgument.iso8601(min(start, shard.end)))",
-                "resumesAt": "\(rest.map { TimeArgument.iso8601($0.start) } ?? "nothing left")",
+                "query": "\(shard.filter)",
+                "lost":
+                    "\(ReplayPlanner.Shard(queryIndex: shard.queryIndex, filter: shard.filter, start: shard.start, end: min(start, shard.end)).window)",
+                "resumesAt": "\(rest.map { "\($0.window.start)" } ?? "nothing left")",
             ])
         if rest == nil { progress.update { $0.shardsDone += 1 } }
         return rest
@@ -159,7 +160,7 @@ struct NotificationReplayer: Sendable {
     private func fail(_ shard: ReplayPlanner.Shard, _ kind: FailureKind, _ error: String) async throws {
         let outcome = try await ledger.failShard(runId: runId, shard: shard, kind: kind, error: error, policy: context.giveUp)
         var metadata: Logger.Metadata = [
-            "query": "\(shard.filter)", "shardStart": "\(TimeArgument.iso8601(shard.start))", "shardEnd": "\(TimeArgument.iso8601(shard.end))",
+            "query": "\(shard.filter)", "shardStart": "\(shard.window.start)", "shardEnd": "\(shard.window.end)",
             "kind": "\(kind.rawValue)", "error": "\(error)",
         ]
         if case .givenUp(let failures) = outcome {

@@ -28,8 +28,8 @@ package struct RunReport: Sendable, Codable {
 
     package struct FailedShard: Sendable, Codable, Hashable {
         package var query: String
-        package var shardStart: Int64
-        package var shardEnd: Int64
+        package var shardStart: Timestamp
+        package var shardEnd: Timestamp
         package var kind: FailureKind
         package var error: String
     }
@@ -37,14 +37,14 @@ package struct RunReport: Sendable, Codable {
     /// A window of the schedule's chain, as reports list the unfinished ones.
     package struct ScheduledWindow: Sendable, Codable, Hashable {
         package var runId: Int64
-        package var windowStart: Int64
-        package var windowEnd: Int64
+        package var windowStart: Timestamp
+        package var windowEnd: Timestamp
         package var status: RunRecord.Status
 
-        package init(runId: Int64, windowStart: Int64, windowEnd: Int64, status: RunRecord.Status) {
+        package init(runId: Int64, window: TimeWindow, status: RunRecord.Status) {
             self.runId = runId
-            self.windowStart = windowStart
-            self.windowEnd = windowEnd
+            self.windowStart = window.start
+            self.windowEnd = window.end
             self.status = status
         }
     }
@@ -60,8 +60,9 @@ package struct RunReport: Sendable, Codable {
     package var kind: RunRecord.Kind
     package var environment: String
     package var bundleId: String
-    package var windowStart: Int64
-    package var windowEnd: Int64
+    package var windowStart: Timestamp
+    package var windowEnd: Timestamp
+    package var window: TimeWindow { TimeWindow(start: windowStart, end: windowEnd) }
     package var dryRun: Bool
     package var status: RunRecord.Status
     /// Why a failed run failed.
@@ -141,7 +142,7 @@ package struct RunReport: Sendable, Codable {
         let mode = dryRun ? "DRY RUN (nothing was changed) " : ""
         lines.append("\(mode)reconcile run \(runId) (\(kind.rawValue)): \(status.rawValue.uppercased())")
         if let failure { lines.append("  failure      \(failure)") }
-        lines.append("  window       \(TimeArgument.iso8601(windowStart)) → \(TimeArgument.iso8601(windowEnd))  (\(environment), \(bundleId))")
+        lines.append("  window       \(windowStart) → \(windowEnd)  (\(environment), \(bundleId))")
         lines.append(
             "  duration     \(String(format: "%.1f", durationSeconds)) s"
                 + (replaySeconds.map { String(format: " (phase 1 done after %.1f s; phase 2 ran beside it)", $0) } ?? "")
@@ -197,7 +198,7 @@ package struct RunReport: Sendable, Codable {
                 + "\(api.transportErrors) connection errors")
         for shard in shardsFailed {
             lines.append(
-                "  FAILED shard (\(shard.kind.rawValue)) \(shard.query) \(TimeArgument.iso8601(shard.shardStart))–\(TimeArgument.iso8601(shard.shardEnd)): \(shard.error)"
+                "  FAILED shard (\(shard.kind.rawValue)) \(shard.query) \(shard.shardStart)–\(shard.shardEnd): \(shard.error)"
             )
         }
         for customer in customersFailed {
@@ -224,7 +225,7 @@ package struct RunReport: Sendable, Codable {
             lines.append(
                 "  schedule     \(unfinished.count) scheduled window\(unfinished.count == 1 ? " is" : "s are") unfinished and retried by every `run --since-last`: "
                     + unfinished.prefix(5).map {
-                        "run \($0.runId) \(TimeArgument.iso8601($0.windowStart)) → \(TimeArgument.iso8601($0.windowEnd)) (\($0.status.rawValue))"
+                        "run \($0.runId) \($0.windowStart) → \($0.windowEnd) (\($0.status.rawValue))"
                     }
                     .joined(separator: ", "))
         }
@@ -243,7 +244,7 @@ package struct RunReport: Sendable, Codable {
 
     package static func value(_ field: String, _ state: PurchaseState?) -> String {
         guard let state else { return "∅" }
-        func date(_ value: Int64?) -> String { value.map(TimeArgument.iso8601) ?? "null" }
+        func date(_ value: Int64?) -> String { value.map { Timestamp(millisecondsSince1970: $0).description } ?? "null" }
         switch field {
         case "latestTransactionId": return state.latestTransactionId ?? "null"
         case "productId": return state.productId ?? "null"

@@ -1,4 +1,4 @@
-import AppStoreServer
+package import AppStoreServer
 import Foundation
 package import ReconcilerShared
 package import ReconcilerStore
@@ -13,7 +13,7 @@ package import ReconcilerStore
 /// recovered regardless.
 ///
 /// ```swift
-/// let plan = ScheduleChain.plan(.init(unfinished: unfinished, newestScheduled: newest, ...), overlap: 3_600_000, now: now)
+/// let plan = ScheduleChain.plan(.init(unfinished: unfinished, newestScheduled: newest, ...), overlap: .hours(1), now: .now, retention: .days(180))
 /// for run in plan.lost { ... }     // mark lost, loudly
 /// for run in plan.retry { ... }    // rerun in its own window
 /// recover(plan.next)             // always
@@ -26,11 +26,11 @@ package enum ScheduleChain {
         /// The newest scheduled (not dry) run, finished or not: the chain ends where its window ends.
         package var newestScheduled: RunRecord?
         /// Without a scheduled run yet: the end of the newest finished run of another kind.
-        package var lastFinishedEnd: Int64?
+        package var lastFinishedEnd: Timestamp?
         /// Without any finished run: the signedDate of the newest notification the live webhook stored.
-        package var newestLiveNotification: Int64?
+        package var newestLiveNotification: Timestamp?
 
-        package init(unfinished: [RunRecord], newestScheduled: RunRecord?, lastFinishedEnd: Int64?, newestLiveNotification: Int64?) {
+        package init(unfinished: [RunRecord], newestScheduled: RunRecord?, lastFinishedEnd: Timestamp?, newestLiveNotification: Timestamp?) {
             self.unfinished = unfinished
             self.newestScheduled = newestScheduled
             self.lastFinishedEnd = lastFinishedEnd
@@ -58,30 +58,30 @@ package enum ScheduleChain {
         /// 18 in production): warned about while there is time to act.
         package var nearingRetentionEdge: [RunRecord] = []
         /// The newest window: from the chain's end, less the overlap, to now.
-        package var next = TimeWindow(start: 0, end: 0)
+        package var next = TimeWindow(start: .init(millisecondsSince1970: 0), end: .init(millisecondsSince1970: 0))
         package var origin: Origin = .firstWindow
         /// The newest window would have started before Apple's retention, and was moved to its edge.
         package var clippedToRetention = false
     }
 
     /// - Parameters:
-    ///   - overlap: how far before the chain's end the newest window starts, ms.
-    ///   - retention: how far back Apple's notification history reaches in the environment, ms.
-    package static func plan(_ state: State, overlap: Int64, now: Int64, retention: Int64) -> Plan {
+    ///   - overlap: how far before the chain's end the newest window starts.
+    ///   - retention: how far back Apple's notification history reaches in the environment.
+    package static func plan(_ state: State, overlap: Duration, now: Timestamp, retention: Duration) -> Plan {
         // A minute's margin: a window starting right at the edge would be refused by the time its request is sent.
-        let oldestServed = now - retention + 60_000
+        let oldestServed = now - retention + .seconds(60)
         var plan = Plan()
         for run in state.unfinished {
-            if run.windowStart < oldestServed {
+            if run.window.start < oldestServed {
                 plan.lost.append(run)
             } else {
                 plan.retry.append(run)
-                if run.windowStart < now - retention + retention / 10 { plan.nearingRetentionEdge.append(run) }
+                if run.window.start < now - retention + retention / 10 { plan.nearingRetentionEdge.append(run) }
             }
         }
-        let chainEnd: Int64
+        let chainEnd: Timestamp
         if let newest = state.newestScheduled {
-            (chainEnd, plan.origin) = (newest.windowEnd, .previousScheduledWindow)
+            (chainEnd, plan.origin) = (newest.window.end, .previousScheduledWindow)
         } else if let end = state.lastFinishedEnd {
             (chainEnd, plan.origin) = (end, .lastFinishedRun)
         } else if let live = state.newestLiveNotification {
@@ -95,7 +95,40 @@ package enum ScheduleChain {
             plan.clippedToRetention = true
         }
         // A chain that ends in the future (a clock set back) still recovers a window up to now.
-        plan.next = TimeWindow(start: min(start, now - 1), end: now)
+        plan.next = TimeWindow(start: min(start, now - .milliseconds(1)), end: now)
+        return plan
+    }
+}
+
+extension ScheduleChain {
+    /// Reads the chain of one app and environment from the ledger and plans this invocation
+    /// (``plan(_:overlap:now:retention:)``); the windows it finds lost to Apple's retention are
+    /// recorded as lost, unless this is a dry run.
+    ///
+    /// ```swift
+    /// let plan = try await ScheduleChain.prepare(target, overlap: .hours(1), dryRun: false, database: database)
+    /// ```
+    package static func prepare(
+        _ target: AppTarget, overlap: Duration, dryRun: Bool, database: Database, now: Timestamp = .now
+    ) async throws -> Plan {
+        let ledger = RunLedger(database: database)
+        let (environment, bundleId) = (target.environment.rawValue, target.bundleId)
+        let store = PurchaseStore(logger: database.logger)
+        let state = State(
+            unfinished: try await ledger.unfinishedScheduledRuns(environment: environment, bundleId: bundleId),
+            newestScheduled: try await ledger.newestScheduledRun(environment: environment, bundleId: bundleId),
+            lastFinishedEnd: try await ledger.lastFinished(environment: environment, bundleId: bundleId)?.windowEnd,
+            newestLiveNotification: try await database.transaction { transaction in
+                try await store.notifications.newestLive(of: target, on: transaction)
+            })
+        let plan = plan(state, overlap: overlap, now: now, retention: ReconcileRun.retention(target.environment))
+        if !dryRun {
+            for lost in plan.lost {
+                try await ledger.finish(
+                    runId: lost.runId, status: .lost, failure: "its window left Apple's retention before it was finished",
+                    apiStatistics: .zero, report: nil)
+            }
+        }
         return plan
     }
 }

@@ -68,7 +68,7 @@ struct ChangesCommand: AsyncParsableCommand {
     var batch: Int = 500
 
     @Option(help: ArgumentHelp("With --follow, also read this often without a notification (default 5s).", valueName: "duration"))
-    var pollInterval: String = "5s"
+    var pollInterval: Duration = .seconds(5)
 
     @Option(
         help: ArgumentHelp(
@@ -86,21 +86,21 @@ struct ChangesCommand: AsyncParsableCommand {
         help: ArgumentHelp(
             "Delete the changes recorded longer ago than this (at least 1h, e.g. 30d), print how many, and exit.",
             valueName: "duration"))
-    var pruneBefore: String?
+    var pruneBefore: Duration?
 
     @OptionGroup var app: AppOptions
     @OptionGroup var database: DatabaseOptions
     @OptionGroup var logging: LoggingOptions
 
     /// The shortest retention `--prune-before` accepts: `reconciler prune`'s.
-    static let minimumRetention = PrunePart.minimumAge.milliseconds
+    static let minimumRetention = PrunePart.minimumAge
 
     func validate() throws {
         guard since >= 0 else { throw ValidationError("--since must be a change id, 0 or more") }
         guard batch >= 1, batch <= 10_000 else { throw ValidationError("--batch must be between 1 and 10000") }
         if let limit, limit < 1 { throw ValidationError("--limit must be at least 1") }
-        guard let interval = TimeArgument.duration(pollInterval), interval >= 100 else {
-            throw ValidationError("--poll-interval: \(pollInterval) is not a duration of at least 100ms, such as 5s")
+        guard pollInterval >= .milliseconds(100) else {
+            throw ValidationError("--poll-interval: \(pollInterval.operatorText) is shorter than 100ms")
         }
         if let appAccountToken, UUID(uuidString: appAccountToken) == nil {
             throw ValidationError("--app-account-token: \(appAccountToken) is not a UUID (the app's appAccountToken)")
@@ -112,8 +112,8 @@ struct ChangesCommand: AsyncParsableCommand {
                 throw ValidationError(
                     "--prune-before is a mode of its own: give it without --follow, --since, --limit, --app-account-token, --run-id or --newest")
             }
-            guard let retention = TimeArgument.duration(pruneBefore), retention >= Self.minimumRetention else {
-                throw ValidationError("--prune-before: \(pruneBefore) is not a duration of at least 1h, such as 30d")
+            guard pruneBefore >= Self.minimumRetention else {
+                throw ValidationError("--prune-before: \(pruneBefore.operatorText) is shorter than 1h (30d, say)")
             }
         }
         if newest, reading {
@@ -124,7 +124,7 @@ struct ChangesCommand: AsyncParsableCommand {
     func run() async throws {
         let logger = logging.makeLogger()
         if let pruneBefore {
-            try await prune(olderThan: TimeArgument.duration(pruneBefore)!, logger: logger)
+            try await prune(olderThan: pruneBefore, logger: logger)
         } else if newest {
             let position = try await database.withDatabase(logger: logger) { database in
                 try await Self.requireSchema(database, logger: logger)
@@ -134,7 +134,7 @@ struct ChangesCommand: AsyncParsableCommand {
             print(position.changeId)
         } else {
             let follower = ChangeFeedFollower.Configuration(
-                since: since, follow: follow, limit: limit, batch: batch, pollInterval: .milliseconds(TimeArgument.duration(pollInterval)!),
+                since: since, follow: follow, limit: limit, batch: batch, pollInterval: pollInterval,
                 apps: try app.storedScope().appsOnly(), appAccountToken: appAccountToken?.lowercased(), runId: runId)
             do {
                 try await database.runWork(logger: logger) { database in
@@ -151,8 +151,8 @@ struct ChangesCommand: AsyncParsableCommand {
 
     /// `--prune-before`: the `changes` part of `reconciler prune` (``PruneCommand``), with its rule,
     /// words and exit code.
-    private func prune(olderThan retention: Int64, logger: Logger) async throws {
-        let cutoff = Date(timeIntervalSinceNow: -Double(retention) / 1000)
+    private func prune(olderThan retention: Duration, logger: Logger) async throws {
+        let cutoff = (Timestamp.now - retention).date
         let pruned = try await database.withDatabase(logger: logger) { database in
             try await Self.requireSchema(database, logger: logger)
             return try await Pruner(database: database).prune(.changes, before: cutoff)

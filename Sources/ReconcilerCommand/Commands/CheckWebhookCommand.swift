@@ -52,7 +52,7 @@ struct CheckWebhookCommand: AsyncParsableCommand {
                 throw ReconcilerError.partial("FAILED: the TEST notification does not verify: \(error)")
             }
         }
-        let when = attempt.attemptDate.map(TimeArgument.iso8601) ?? "?"
+        let when = attempt.attemptDate.map { "\(Timestamp(millisecondsSince1970: $0))" } ?? "?"
         guard attempt.sendAttemptResult == .success else {
             throw ReconcilerError.partial(
                 "FAILED: \(attempt.sendAttemptResult?.rawValue ?? "UNKNOWN") at \(when) (notification \(uuid)); check that `reconciler serve` is reachable at the URL set in App Store Connect"

@@ -27,9 +27,10 @@ struct DetectOutageCommand: AsyncParsableCommand {
               reconciler detect-outage --since 2d --app com.example.two
             """)
 
-    @Option(help: ArgumentHelp("How far back to look (default 7d; at most 180d, 30d in the sandbox).", valueName: "duration")) var since: String =
-        "7d"
-    @Option(help: ArgumentHelp("Failures closer than this form one window (default 30m).", valueName: "duration")) var mergeGap: String = "30m"
+    @Option(help: ArgumentHelp("How far back to look (default 7d; at most 180d, 30d in the sandbox).", valueName: "duration")) var since: Duration =
+        .days(7)
+    @Option(help: ArgumentHelp("Failures closer than this form one window (default 30m).", valueName: "duration")) var mergeGap: Duration = .minutes(
+        30)
     @Flag(help: "Print JSON.") var json = false
 
     @OptionGroup var app: AppOptions
@@ -40,11 +41,8 @@ struct DetectOutageCommand: AsyncParsableCommand {
     func run() async throws {
         let logger = logging.makeLogger()
         let targets = try app.commandTargets(api: api)
-        guard let back = TimeArgument.duration(since), back > 0 else {
-            throw ReconcilerError.configuration("--since: \(since) is not a duration such as 7d")
-        }
-        guard let gap = TimeArgument.duration(mergeGap) else { throw ReconcilerError.configuration("--merge-gap: \(mergeGap) is not a duration") }
-        let now = Int64(Date().timeIntervalSince1970 * 1000)
+        guard since > .zero else { throw ReconcilerError.configuration("--since: give a duration longer than 0, such as 7d") }
+        let span = TimeWindow(start: .now - since, end: .now)
         // With a database, each app's requests come out of the budget its other processes share.
         let sharing = targets.map { $0.sharing([.getNotificationHistory]) }
         let outcomes = try await database.sharingBudgetIfConfigured(logger: logger, sharing: sharing) {
@@ -52,7 +50,7 @@ struct DetectOutageCommand: AsyncParsableCommand {
             // One app and environment after the other: a 401 or an outage of one does not stop the others.
             for target in targets {
                 do {
-                    let detection = try await OutageDetector(client: target.client, mergeGap: gap).detect(since: now - back, until: now)
+                    let detection = try await OutageDetector(client: target.client, mergeGap: mergeGap).detect(in: span)
                     outcomes.append(Outcome(app: target.app, detection: detection))
                 } catch let error as AppStoreServerAPIError {
                     switch error {
@@ -125,7 +123,7 @@ struct DetectOutageCommand: AsyncParsableCommand {
 
     /// One app and environment's windows; `app` names it in the command that recovers them (with several).
     private func printText(_ detection: OutageDetector.Detection, app: AppTarget?) {
-        let scope = "since \(TimeArgument.iso8601(detection.since)) (\(detection.environment))"
+        let scope = "since \(detection.since) (\(detection.environment))"
         guard !detection.windows.isEmpty else {
             print("no failed deliveries \(scope)")
             return
@@ -138,10 +136,10 @@ struct DetectOutageCommand: AsyncParsableCommand {
                 ? "Apple is still retrying \(window.stillRetrying) of them"
                 : "the sandbox does not retry"
             print(
-                "  \(TimeArgument.iso8601(window.start)) → \(TimeArgument.iso8601(window.end)): \(window.notifications) notifications not delivered; \(retrying)"
+                "  \(window.start) → \(window.end): \(window.notifications) notifications not delivered; \(retrying)"
             )
             print("    attempts: " + window.attemptsByResult.sorted { $0.value > $1.value }.map { "\($0.key) \($0.value)" }.joined(separator: ", "))
-            print("    recover:  reconciler run --start \(TimeArgument.iso8601(window.start)) --end \(TimeArgument.iso8601(window.end))\(select)")
+            print("    recover:  reconciler run --start \(window.start) --end \(window.end)\(select)")
         }
     }
 }

@@ -42,7 +42,7 @@ struct ExportCommand: AsyncParsableCommand {
     var appAccountToken: String?
 
     @Option(name: .long, help: ArgumentHelp("Judge `entitled` at this time instead of now (ISO 8601, UNIX ms, now-1h).", valueName: "T"))
-    var at: String?
+    var at: Timestamp?
 
     @Flag(name: .long, help: "A subscription in Apple's billing retry counts as entitled (env RECONCILER_ENTITLE_BILLING_RETRY=1).")
     var entitleBillingRetry = false
@@ -67,10 +67,6 @@ struct ExportCommand: AsyncParsableCommand {
         } else {
             sink = FileHandle.standardOutput
         }
-        let now = Int64(Date().timeIntervalSince1970 * 1000)
-        guard let moment = at.map({ TimeArgument.parse($0, now: now) }) ?? now else {
-            throw ReconcilerError.configuration("--at: \(at ?? "") is not a time (ISO 8601, UNIX milliseconds, or now-1h)")
-        }
         if let appAccountToken, UUID(uuidString: appAccountToken) == nil {
             throw ReconcilerError.configuration("--app-account-token: \(appAccountToken) is not a UUID (the app's appAccountToken)")
         }
@@ -87,7 +83,7 @@ struct ExportCommand: AsyncParsableCommand {
             var buffer = Data()
             var count = 0
             try await store.exportPurchases(
-                apps: apps, environment: environment, appAccountToken: token, entitlements: entitlements, at: moment, in: database
+                apps: apps, environment: environment, appAccountToken: token, entitlements: entitlements, at: at ?? .now, in: database
             ) { purchase in
                 buffer.append(contentsOf: Array(try purchase.jsonLine().utf8))
                 buffer.append(0x0A)

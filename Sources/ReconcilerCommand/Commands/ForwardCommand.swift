@@ -40,7 +40,8 @@ struct ForwardCommand: AsyncParsableCommand {
             """)
 
     @Flag(help: "Deliver what is due, wait for retries up to --drain-timeout, then exit.") var once = false
-    @Option(help: ArgumentHelp("With --once, how long to wait for retries (default 5m).", valueName: "duration")) var drainTimeout: String = "5m"
+    @Option(help: ArgumentHelp("With --once, how long to wait for retries (default 5m).", valueName: "duration")) var drainTimeout: Duration =
+        .minutes(5)
     @Flag(help: "First give the deliveries marked failed a new set of attempts (after the app's endpoint was fixed).") var retryFailed = false
     @Option(
         help: ArgumentHelp(
@@ -60,9 +61,6 @@ struct ForwardCommand: AsyncParsableCommand {
             var configuration = try forwarding.configuration(url: url)
             configuration.companionTargets = Set(urls.map(\.target.id))
             return configuration
-        }
-        guard let drain = TimeArgument.duration(drainTimeout), drain >= 0 else {
-            throw ReconcilerError.configuration("--drain-timeout: \(drainTimeout) is not a duration such as 5m")
         }
         let (once, retryFailed, targets) = (self.once, self.retryFailed, urls.map(\.target))
         let (before, after, others, pendingHere) = try await database.runWork(logger: logger) { database in
@@ -86,7 +84,7 @@ struct ForwardCommand: AsyncParsableCommand {
                 for forwarder in forwarders {
                     group.addTask {
                         if once {
-                            _ = try await forwarder.drain(runIds: nil, upTo: .milliseconds(drain))
+                            _ = try await forwarder.drain(runIds: nil, upTo: drainTimeout)
                         } else {
                             try await forwarder.run()
                         }

@@ -32,10 +32,10 @@ struct PruneCommand: AsyncParsableCommand {
             """)
 
     @Option(help: ArgumentHelp("Remove change-feed rows recorded longer ago than this (at least 1h, e.g. 30d).", valueName: "duration"))
-    var changesOlderThan: String?
+    var changesOlderThan: Duration?
 
     @Option(help: ArgumentHelp("Remove forwarding rows delivered longer ago than this (at least 1h, e.g. 7d).", valueName: "duration"))
-    var deliveredOlderThan: String?
+    var deliveredOlderThan: Duration?
 
     @Flag(help: "Print how many rows each option would remove, and remove nothing.")
     var dryRun = false
@@ -44,7 +44,7 @@ struct PruneCommand: AsyncParsableCommand {
     @OptionGroup var logging: LoggingOptions
 
     /// Each part this invocation prunes, with the option that asked for it and the age given.
-    private var ages: [(part: PrunePart, option: String, age: String)] {
+    private var ages: [(part: PrunePart, option: String, age: Duration)] {
         [(PrunePart.changes, "--changes-older-than", changesOlderThan), (.deliveredForwards, "--delivered-older-than", deliveredOlderThan)]
             .compactMap { part, option, age in age.map { (part, option, $0) } }
     }
@@ -54,16 +54,16 @@ struct PruneCommand: AsyncParsableCommand {
             throw ValidationError("name what to prune: --changes-older-than DURATION and/or --delivered-older-than DURATION")
         }
         for (_, option, age) in ages {
-            guard let milliseconds = TimeArgument.duration(age), milliseconds >= PrunePart.minimumAge.milliseconds else {
-                throw ValidationError("\(option): \(age) is not a duration of at least 1h, such as 30d")
+            guard age >= PrunePart.minimumAge else {
+                throw ValidationError("\(option): \(age.operatorText) is shorter than 1h (30d, say)")
             }
         }
     }
 
     func run() async throws {
         let logger = logging.makeLogger()
-        let now = Date()
-        let cutoffs = ages.map { part, _, age in (part, now.addingTimeInterval(-Double(TimeArgument.duration(age)!) / 1000)) }
+        let now = Timestamp.now
+        let cutoffs = ages.map { part, _, age in (part, (now - age).date) }
         let dryRun = self.dryRun
         try await database.withDatabase(logger: logger) { database in
             try await Migrator().requireCurrent(database)

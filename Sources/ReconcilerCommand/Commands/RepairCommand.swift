@@ -47,7 +47,7 @@ struct RepairCommand: AsyncParsableCommand {
         help: ArgumentHelp(
             "Read the customer's notification history from T (default: as far back as Apple keeps it, 180 days; 30 in the sandbox).",
             valueName: "T"))
-    var since: String?
+    var since: Timestamp?
     @Flag(help: "Read the customer's transaction history from the start, not from the stored revision.") var full = false
     @Flag(help: "Change nothing; print exactly what the repair would do.") var dryRun = false
     @Flag(help: "Print the report as JSON.") var json = false
@@ -61,7 +61,7 @@ struct RepairCommand: AsyncParsableCommand {
         help: ArgumentHelp(
             "How long to wait at the end for those deliveries (default 60s); `reconciler forward` delivers the rest.",
             valueName: "duration"))
-    var forwardDrainTimeout: String = "60s"
+    var forwardDrainTimeout: Duration = .seconds(60)
     @Option(
         help: ArgumentHelp(
             """
@@ -128,21 +128,10 @@ struct RepairCommand: AsyncParsableCommand {
         do {
             selector = try CustomerRepair.Selector.parse(orderId: orderId, transactionId: transactionId, appAccountToken: appAccountToken)
         }
-        let now = Int64(Date().timeIntervalSince1970 * 1000)
-        let sinceTime = try since.map { text -> Int64 in
-            guard let time = TimeArgument.parse(text, now: now) else {
-                throw ReconcilerError.configuration(
-                    "--since: \(text) is not a time (ISO 8601 such as 2026-11-20T03:10:00Z, UNIX milliseconds, or now-30d)")
-            }
-            return time
-        }
-        guard let drainTimeout = TimeArgument.duration(forwardDrainTimeout), drainTimeout >= 0 else {
-            throw ReconcilerError.configuration("--forward-drain-timeout: \(forwardDrainTimeout) is not a duration such as 60s")
-        }
         let forwardTarget = try ForwardingOptions.target(forwardTo)
         let forwarding = try forwardTarget.flatMap { url in dryRun ? nil : try self.forwarding.configuration(url: url) }
         let configuration = CustomerRepair.Configuration(
-            selector: selector, since: sinceTime, fullHistory: full, dryRun: dryRun, forwardTo: forwardTarget?.target)
+            selector: selector, since: since, fullHistory: full, dryRun: dryRun, forwardTo: forwardTarget?.target)
         // One app; where it is configured in both environments, production first, then the sandbox
         // when Apple knows the customer in production under none of the IDs given (TestFlight and
         // App Review purchases are sandbox purchases).
@@ -155,18 +144,20 @@ struct RepairCommand: AsyncParsableCommand {
             for (index, target) in targets.enumerated().dropLast() {
                 do {
                     return try await repair(
-                        configuration: configuration, forwarding: forwarding, drainTimeout: drainTimeout, target: target, logger: logger)
+                        configuration: configuration, forwarding: forwarding, drainTimeout: forwardDrainTimeout, target: target, logger: logger)
                 } catch let error as ReconcilerError where [.unknownTransactionId, .unknownOrderId].contains(error.code) {
                     logger.info("not found in \(target.app.environment.rawValue); trying \(targets[index + 1].app.environment.rawValue)")
                 }
             }
             return try await repair(
-                configuration: configuration, forwarding: forwarding, drainTimeout: drainTimeout, target: targets[targets.count - 1], logger: logger)
+                configuration: configuration, forwarding: forwarding, drainTimeout: forwardDrainTimeout, target: targets[targets.count - 1],
+                logger: logger)
         }
     }
 
     private func repair(
-        configuration: CustomerRepair.Configuration, forwarding: Forwarder.Configuration?, drainTimeout: Int64, target: CommandTarget, logger: Logger
+        configuration: CustomerRepair.Configuration, forwarding: Forwarder.Configuration?, drainTimeout: Duration, target: CommandTarget,
+        logger: Logger
     ) async throws -> RepairReport {
         let (verifier, client) = (target.verifier, target.client)
         do {
@@ -181,7 +172,7 @@ struct RepairCommand: AsyncParsableCommand {
                 var report = try await CustomerRepair(configuration: configuration, database: database, verifier: verifier, client: client).repair()
                 if let forwarding {
                     let forwarder = Forwarder(configuration: forwarding, database: database)
-                    report.forwarding = try await forwarder.drain(runIds: [report.runId], upTo: .milliseconds(drainTimeout))
+                    report.forwarding = try await forwarder.drain(runIds: [report.runId], upTo: drainTimeout)
                 }
                 return report
             }

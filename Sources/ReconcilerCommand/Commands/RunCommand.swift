@@ -42,8 +42,8 @@ struct RunCommand: AsyncParsableCommand {
               reconciler run --since-last --metrics-file /var/lib/node_exporter/reconciler.prom
             """)
 
-    @Option(help: ArgumentHelp("Start of the window.", valueName: "T")) var start: String?
-    @Option(help: ArgumentHelp("End of the window (default now).", valueName: "T")) var end: String?
+    @Option(help: ArgumentHelp("Start of the window (ISO 8601, UNIX ms, or now-6h).", valueName: "T")) var start: Timestamp?
+    @Option(help: ArgumentHelp("End of the window (default now).", valueName: "T")) var end: Timestamp?
     @Flag(help: "The schedule's next window: retry the unfinished scheduled windows, then recover from the chain's end minus --overlap to now.")
     var sinceLast = false
     @Option(
@@ -51,9 +51,9 @@ struct RunCommand: AsyncParsableCommand {
             "Give up a customer or shard that failed in this many attempts of its run in a row (default 6, env RECONCILER_GIVE_UP_AFTER).",
             valueName: "n"))
     var giveUpAfter: Int?
-    @Option(help: ArgumentHelp("Overlap for --since-last (default 1h).", valueName: "duration")) var overlap: String = "1h"
+    @Option(help: ArgumentHelp("Overlap for --since-last (default 1h).", valueName: "duration")) var overlap: Duration = .hours(1)
     @Flag(help: "Recover the windows `detect-outage` finds (failed deliveries in the last --detect-since).") var detected = false
-    @Option(help: ArgumentHelp("How far back --detected looks (default 7d).", valueName: "duration")) var detectSince: String = "7d"
+    @Option(help: ArgumentHelp("How far back --detected looks (default 7d).", valueName: "duration")) var detectSince: Duration = .days(7)
     @Flag(help: "Change nothing; report exactly what a real run would change.") var dryRun = false
     @Flag(help: "Phase 2 checks every known customer, not only those at risk.") var all = false
     @Flag(help: "Phase 2 also calls Get All Subscription Statuses for each customer.") var refreshStatus = false
@@ -65,7 +65,7 @@ struct RunCommand: AsyncParsableCommand {
         help: ArgumentHelp(
             "Cut each query into time shards of this length up front (default: one shard per query over the whole window); a dense shard splits further while it is paged.",
             valueName: "duration"))
-    var shardDuration: String?
+    var shardDuration: Duration?
     @Option(help: ArgumentHelp("With --shard-duration: the most shards a query starts with (default 48).", valueName: "n")) var maxShards: Int = 48
     @Option(help: ArgumentHelp("Shards paged at once in phase 1 (default 8).", valueName: "n")) var concurrency: Int = 8
     @Option(help: ArgumentHelp("Customers processed at once in phase 2 (default 8).", valueName: "n")) var gapConcurrency: Int = 8
@@ -89,7 +89,7 @@ struct RunCommand: AsyncParsableCommand {
         help: ArgumentHelp(
             "How long the run lease lasts without renewal; a killed run's window can be taken over after it (default 30s).",
             valueName: "duration"))
-    var leaseDuration: String = "30s"
+    var leaseDuration: Duration = .seconds(30)
     @Option(
         help: ArgumentHelp(
             """
@@ -101,7 +101,7 @@ struct RunCommand: AsyncParsableCommand {
             """
             How long the run waits at its end for its deliveries (default 60s); the rest is delivered by the next run,         `serve --forward-to` or `reconciler forward`.
             """, valueName: "duration"))
-    var forwardDrainTimeout: String = "60s"
+    var forwardDrainTimeout: Duration = .seconds(60)
 
     @OptionGroup var app: AppOptions
     @OptionGroup var api: APIOptions
@@ -302,13 +302,10 @@ struct RunCommand: AsyncParsableCommand {
 
     /// Waits up to --forward-drain-timeout for the runs' deliveries, and adds where they stand to their reports.
     private func drain(_ forwarder: Forwarder, into outcome: inout Outcome, logger: Logger) async throws {
-        guard let timeout = TimeArgument.duration(forwardDrainTimeout), timeout >= 0 else {
-            throw ReconcilerError.configuration("--forward-drain-timeout: \(forwardDrainTimeout) is not a duration such as 60s")
-        }
         let runIds = outcome.reports.map(\.runId)
         guard !runIds.isEmpty else { return }
-        logger.info("delivering this run's notifications to the app's webhook", metadata: ["upTo": "\(forwardDrainTimeout)"])
-        let total = try await forwarder.drain(runIds: runIds, upTo: .milliseconds(timeout))
+        logger.info("delivering this run's notifications to the app's webhook", metadata: ["upTo": "\(forwardDrainTimeout.operatorText)"])
+        let total = try await forwarder.drain(runIds: runIds, upTo: forwardDrainTimeout)
         for index in outcome.reports.indices {
             outcome.reports[index].forwarding = try await forwarder.summary(runIds: [outcome.reports[index].runId])
         }
@@ -333,12 +330,12 @@ struct RunCommand: AsyncParsableCommand {
             } else if detected {
                 for window in try await detectedWindows(client: client, logger: logger) {
                     var configuration = template
-                    (configuration.windowStart, configuration.windowEnd, configuration.kind) = (window.0, window.1, .detected)
+                    (configuration.window, configuration.kind) = (window, .detected)
                     try await execute(configuration, database: database, verifier: verifier, client: client, logger: logger, into: &outcome)
                 }
             } else {
                 var configuration = template
-                (configuration.windowStart, configuration.windowEnd) = try manualWindow()
+                configuration.window = manualWindow()
                 try await execute(configuration, database: database, verifier: verifier, client: client, logger: logger, into: &outcome)
             }
         } catch let stop as ReconcilerError {
@@ -417,10 +414,10 @@ struct RunCommand: AsyncParsableCommand {
     private func runTemplate(giveUpAfterInFile: Int?) throws -> ReconcileRun.Configuration {
         var planner = ReplayPlanner.Configuration(maximumShardsPerQuery: maxShards)
         if let shardDuration {
-            guard let shard = TimeArgument.duration(shardDuration), shard >= 1000 else {
-                throw ReconcilerError.configuration("--shard-duration: \(shardDuration) is not a duration of at least 1s")
+            guard shardDuration >= .seconds(1) else {
+                throw ReconcilerError.configuration("--shard-duration: \(shardDuration.operatorText) is shorter than 1s")
             }
-            planner.shardDuration = shard
+            planner.shardDuration = shardDuration.milliseconds
         }
         if let priority {
             planner.priority = try priority.split(separator: ",").map { item in
@@ -430,15 +427,15 @@ struct RunCommand: AsyncParsableCommand {
                 return filter
             }
         }
-        guard let lease = TimeArgument.duration(leaseDuration), lease >= 3000 else {
-            throw ReconcilerError.configuration("--lease-duration: \(leaseDuration) is not a duration of at least 3s")
+        guard leaseDuration >= .seconds(3) else {
+            throw ReconcilerError.configuration("--lease-duration: \(leaseDuration.operatorText) is shorter than 3s")
         }
         return ReconcileRun.Configuration(
-            windowStart: 0, windowEnd: 0, kind: .manual, dryRun: dryRun,
+            window: TimeWindow(start: .now, end: .now), kind: .manual, dryRun: dryRun,
             options: RunOptions(
                 planner: planner, allCustomers: all, refreshStatus: refreshStatus, forwardTo: try ForwardingOptions.target(forwardTo)?.target),
             replayConcurrency: concurrency, gapConcurrency: gapConcurrency,
-            lease: .init(duration: .milliseconds(lease), renewalInterval: .milliseconds(max(lease / 6, 500)), wait: wait), fresh: fresh,
+            lease: .init(duration: leaseDuration, renewalInterval: max(leaseDuration / 6, .milliseconds(500)), wait: wait), fresh: fresh,
             giveUp: try GiveUpOption.policy(giveUpAfter, file: giveUpAfterInFile))
     }
 
@@ -448,68 +445,45 @@ struct RunCommand: AsyncParsableCommand {
         }
     }
 
-    /// The schedule: retry every unfinished scheduled window in its own window (or give it up
-    /// once it left Apple's retention), then always recover from where the chain ended, minus the
-    /// overlap, to now, so a window that stays unfinished never freezes the schedule.
+    /// The schedule (``ScheduleChain``): retry every unfinished scheduled window in its own window
+    /// (the core gives up those that left Apple's retention), then always recover from where the
+    /// chain ended, minus the overlap, to now, so a window that stays unfinished never freezes the
+    /// schedule. This prints what the plan says and runs its windows.
     private func runSchedule(
         _ template: ReconcileRun.Configuration, database: Database, verifier: SignedDataVerifier,
         client: AppStoreServerAPIClient, ledger: RunLedger, logger: Logger, into outcome: inout Outcome
     ) async throws {
-        guard let overlapMilliseconds = TimeArgument.duration(overlap) else {
-            throw ReconcilerError.configuration("--overlap: \(overlap) is not a duration such as 1h")
-        }
         let target = verifier.configuration.target
-        let environment = target.environment
-        let (environmentName, bundleId) = (environment.rawValue, target.bundleId)
-        let retention = ReconcileRun.retention(environment)
-        let store = PurchaseStore(logger: logger)
-        let state = ScheduleChain.State(
-            unfinished: try await ledger.unfinishedScheduledRuns(environment: environmentName, bundleId: bundleId),
-            newestScheduled: try await ledger.newestScheduledRun(environment: environmentName, bundleId: bundleId),
-            lastFinishedEnd: try await ledger.lastFinished(environment: environmentName, bundleId: bundleId)?.windowEnd,
-            newestLiveNotification: try await database.transaction { connection in
-                try await store.notifications.newestLive(of: verifier.configuration.target, on: connection)
-            })
-        let now = Int64(Date().timeIntervalSince1970 * 1000)
-        let plan = ScheduleChain.plan(state, overlap: overlapMilliseconds, now: now, retention: retention)
+        let (environmentName, bundleId) = (target.environment.rawValue, target.bundleId)
+        let retention = ReconcileRun.retention(target.environment)
+        let now = Timestamp.now
+        let plan = try await ScheduleChain.prepare(target, overlap: overlap, dryRun: template.dryRun, database: database, now: now)
         for lost in plan.lost {
-            if !template.dryRun {
-                try await ledger.finish(
-                    runId: lost.runId, status: .lost, failure: "its window left Apple's retention before it was finished",
-                    apiStatistics: .zero, report: nil)
-            }
             logger.error(
                 "a scheduled window left Apple's notification history retention before it was finished; it is lost",
-                metadata: [
-                    "runId": "\(lost.runId)", "window": "\(TimeArgument.iso8601(lost.windowStart))/\(TimeArgument.iso8601(lost.windowEnd))",
-                ])
+                metadata: ["runId": "\(lost.runId)", "window": "\(lost.window)"])
             print(
-                "LOST: scheduled run \(lost.runId) (\(TimeArgument.iso8601(lost.windowStart)) → \(TimeArgument.iso8601(lost.windowEnd))) "
-                    + "left Apple's retention unfinished; `reconciler run --start now-\(retention / 86_400_000 - 1)d --all` "
+                "LOST: scheduled run \(lost.runId) (\(lost.window.start) → \(lost.window.end)) "
+                    + "left Apple's retention unfinished; `reconciler run --start now-\(retention.days - 1)d --all` "
                     + "checks every customer's transaction history")
             outcome.lost.append(lost)
         }
         for unfinished in plan.nearingRetentionEdge {
-            let daysLeft = max(0, (unfinished.windowStart + retention - now) / 86_400_000)
+            let daysLeft = max(0, (unfinished.window.start + retention - now).days)
             logger.warning(
                 "an unfinished scheduled window nears the edge of Apple's retention",
                 metadata: ["runId": "\(unfinished.runId)", "daysLeft": "\(daysLeft)"])
             print(
-                "WARNING: scheduled run \(unfinished.runId) (\(TimeArgument.iso8601(unfinished.windowStart)) → "
-                    + "\(TimeArgument.iso8601(unfinished.windowEnd))) is unfinished and leaves Apple's retention in \(daysLeft) days; "
-                    + "`reconciler rejections` lists what holds it")
+                "WARNING: scheduled run \(unfinished.runId) (\(unfinished.window.start) → \(unfinished.window.end)) is unfinished "
+                    + "and leaves Apple's retention in \(daysLeft) days; `reconciler rejections` lists what holds it")
         }
         for unfinished in plan.retry {
             // Each unfinished window again, as it was planned; what it cannot finish is reported, and the schedule goes on.
             logger.info(
                 "retrying an unfinished scheduled window before the newest one",
-                metadata: [
-                    "runId": "\(unfinished.runId)",
-                    "window": "\(TimeArgument.iso8601(unfinished.windowStart))/\(TimeArgument.iso8601(unfinished.windowEnd))",
-                    "status": "\(unfinished.status.rawValue)",
-                ])
+                metadata: ["runId": "\(unfinished.runId)", "window": "\(unfinished.window)", "status": "\(unfinished.status.rawValue)"])
             var configuration = template
-            (configuration.windowStart, configuration.windowEnd, configuration.kind) = (unfinished.windowStart, unfinished.windowEnd, .scheduled)
+            (configuration.window, configuration.kind) = (unfinished.window, .scheduled)
             configuration.options = unfinished.options
             configuration.options.forwardTo = template.options.forwardTo ?? unfinished.options.forwardTo
             try await execute(configuration, database: database, verifier: verifier, client: client, logger: logger, into: &outcome)
@@ -518,26 +492,22 @@ struct RunCommand: AsyncParsableCommand {
         if origin == .firstWindow {
             logger.notice("the schedule's first window: no earlier run and no live notification yet", metadata: ["app": "\(target)"])
             print(
-                "first scheduled window for \(target): nothing recorded yet, so it starts \(overlap) ago; "
+                "first scheduled window for \(target): nothing recorded yet, so it starts \(overlap.operatorText) ago; "
                     + "recover anything earlier with `reconciler run --start T --app \(target.bundleId) --environment \(target.environment.rawValue.lowercased())`"
             )
         }
         if plan.clippedToRetention {
             logger.error(
                 "the schedule's next window starts before Apple's retention; the part before it cannot be replayed",
-                metadata: ["servedFrom": "\(TimeArgument.iso8601(next.start))"])
+                metadata: ["servedFrom": "\(next.start)"])
         }
-        logger.info(
-            "window from --since-last",
-            metadata: [
-                "start": "\(TimeArgument.iso8601(next.start))", "end": "\(TimeArgument.iso8601(next.end))", "from": "\(origin.rawValue)",
-            ])
+        logger.info("window from --since-last", metadata: ["start": "\(next.start)", "end": "\(next.end)", "from": "\(origin.rawValue)"])
         var configuration = template
-        (configuration.windowStart, configuration.windowEnd, configuration.kind) = (next.start, next.end, .scheduled)
+        (configuration.window, configuration.kind) = (next, .scheduled)
         try await execute(configuration, database: database, verifier: verifier, client: client, logger: logger, into: &outcome) { report in
             // The newest report says which windows of the chain are still unfinished (this one included).
             report.unfinishedScheduledWindows = try await ledger.unfinishedScheduledRuns(environment: environmentName, bundleId: bundleId)
-                .map { .init(runId: $0.runId, windowStart: $0.windowStart, windowEnd: $0.windowEnd, status: $0.status) }
+                .map { .init(runId: $0.runId, window: $0.window, status: $0.status) }
         }
     }
 
@@ -626,35 +596,17 @@ struct RunCommand: AsyncParsableCommand {
         }
     }
 
-    /// --start/--end.
-    private func manualWindow() throws -> (Int64, Int64) {
-        let now = Int64(Date().timeIntervalSince1970 * 1000)
-        guard let start, let startTime = TimeArgument.parse(start, now: now) else {
-            throw ReconcilerError.configuration(
-                "--start: \(start ?? "") is not a time (ISO 8601 such as 2026-11-20T03:10:00Z, UNIX milliseconds, or now-6h)")
-        }
-        guard let end else { return (startTime, now) }
-        guard let endTime = TimeArgument.parse(end, now: now) else {
-            throw ReconcilerError.configuration("--end: \(end) is not a time (ISO 8601 such as 2026-11-20T05:45:00Z, UNIX milliseconds, or now)")
-        }
-        return (startTime, endTime)
+    /// --start/--end (validate() made sure --start is given with this form).
+    private func manualWindow() -> TimeWindow {
+        TimeWindow(start: start ?? .now, end: end ?? .now)
     }
 
     /// The windows `detect-outage` finds.
-    private func detectedWindows(client: AppStoreServerAPIClient, logger: Logger) async throws -> [(Int64, Int64)] {
-        let now = Int64(Date().timeIntervalSince1970 * 1000)
-        guard let since = TimeArgument.duration(detectSince) else {
-            throw ReconcilerError.configuration("--detect-since: \(detectSince) is not a duration such as 7d")
-        }
-        let detection = try await OutageDetector(client: client).detect(since: now - since, until: now)
+    private func detectedWindows(client: AppStoreServerAPIClient, logger: Logger) async throws -> [TimeWindow] {
+        let detection = try await OutageDetector(client: client).detect(in: TimeWindow(start: .now - detectSince, end: .now))
         for window in detection.windows {
-            logger.info(
-                "detected outage window",
-                metadata: [
-                    "start": "\(TimeArgument.iso8601(window.start))", "end": "\(TimeArgument.iso8601(window.end))",
-                    "failed": "\(window.notifications)",
-                ])
+            logger.info("detected outage window", metadata: ["window": "\(window.window)", "failed": "\(window.notifications)"])
         }
-        return detection.windows.map { ($0.start, $0.end) }
+        return detection.windows.map(\.window)
     }
 }

@@ -57,7 +57,7 @@ struct ServeCommand: AsyncParsableCommand {
     var migrate = false
 
     @Option(name: .long, help: ArgumentHelp("How often GET /metrics's gauges are read from the database (default 60s).", valueName: "duration"))
-    var metricsInterval: String = "60s"
+    var metricsInterval: Duration = .seconds(60)
 
     @Option(
         name: .long,
@@ -76,8 +76,8 @@ struct ServeCommand: AsyncParsableCommand {
                 guard let port = Int(value) else { throw ReconcilerError.configuration("PORT must be a number") }
                 return port
             } ?? 8080
-        guard let metricsInterval = TimeArgument.duration(self.metricsInterval), metricsInterval >= 1000 else {
-            throw ReconcilerError.configuration("--metrics-interval: \(self.metricsInterval) is not a duration of at least 1s, such as 60s")
+        guard metricsInterval >= .seconds(1) else {
+            throw ReconcilerError.configuration("--metrics-interval: \(metricsInterval.operatorText) is shorter than 1s")
         }
         // Apple waits only so long for an answer: a database that is away gets a quick 503 (Apple retries).
         let database = try self.database.database(settings, logger: logger, unavailableTimeout: .seconds(5))
@@ -91,7 +91,7 @@ struct ServeCommand: AsyncParsableCommand {
             LedgerMetrics(
                 ledger: RunLedger(database: database), environment: target.app.environment.rawValue, bundleId: target.app.bundleId,
                 registry: metrics.scoped(environment: target.app.environment.rawValue, bundleId: target.app.bundleId),
-                configuration: .init(interval: .milliseconds(metricsInterval)))
+                configuration: .init(interval: metricsInterval))
         }
         // Each app's notifications are queued for its own webhook (`forwardTo` in the file), or all for --forward-to.
         let forwardURLs = try Dictionary(

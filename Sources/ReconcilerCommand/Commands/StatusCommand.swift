@@ -145,7 +145,7 @@ struct StatusCommand: AsyncParsableCommand {
         )
         for row in rows {
             let run = row.run
-            let window = "\(TimeArgument.iso8601(run.windowStart)) → \(TimeArgument.iso8601(run.windowEnd))"
+            let window = "\(run.window.start) → \(run.window.end)"
             let shards = "\(row.shardsDone)/\(row.shardsTotal)" + (row.shardsFailed > 0 ? " (\(row.shardsFailed)!)" : "")
             let customers =
                 "\(row.customers.done + row.customers.failed + row.customers.givenUp)/\(row.customers.total)"

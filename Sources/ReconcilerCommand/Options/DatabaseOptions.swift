@@ -20,7 +20,7 @@ struct DatabaseOptions: ParsableArguments {
         help: ArgumentHelp(
             "How long to keep retrying while the database is unreachable (a restart, a failover) before giving up (default 60s).",
             valueName: "duration"))
-    var databaseTimeout: String = "60s"
+    var databaseTimeout: Duration = .seconds(60)
 
     func settings() throws -> DatabaseSettings {
         guard let url = databaseURL ?? Env.value("DATABASE_URL") else {
@@ -56,11 +56,11 @@ struct DatabaseOptions: ParsableArguments {
         _ work: @escaping @Sendable (Database) async throws -> T
     ) async throws -> T {
         let settings = try settings()
-        guard let timeout = TimeArgument.duration(databaseTimeout), timeout >= 1000 else {
-            throw ReconcilerError.configuration("--database-timeout: \(databaseTimeout) is not a duration of at least 1s, such as 60s or 5m")
+        guard databaseTimeout >= .seconds(1) else {
+            throw ReconcilerError.configuration("--database-timeout: \(databaseTimeout.operatorText) is shorter than 1s")
         }
         try await checkConnection(settings, logger: logger)
-        let database = try self.database(settings, logger: logger, unavailableTimeout: .milliseconds(timeout))
+        let database = try self.database(settings, logger: logger, unavailableTimeout: databaseTimeout)
         do {
             // One shared budget per app and environment the work calls Apple for (Apple limits each app apart).
             let budgets = sharing.map { api in

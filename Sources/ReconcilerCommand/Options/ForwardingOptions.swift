@@ -26,13 +26,13 @@ struct ForwardingOptions: ParsableArguments {
     var forwardRate: Double?
 
     @Option(name: .long, help: ArgumentHelp("How long the app's webhook may take to answer (default 10s).", valueName: "duration"))
-    var forwardTimeout: String = "10s"
+    var forwardTimeout: Duration = .seconds(10)
 
     @Option(name: .long, help: ArgumentHelp("Tries per delivery before it is marked failed (default 12).", valueName: "n"))
     var forwardAttempts: Int = 12
 
     @Option(name: .long, help: ArgumentHelp("The first retry's delay; each further one doubles, up to 1h (default 5s).", valueName: "duration"))
-    var forwardBackoff: String = "5s"
+    var forwardBackoff: Duration = .seconds(5)
 
     func validate() throws {
         guard forwardConcurrency >= 1 else { throw ValidationError("--forward-concurrency must be at least 1") }
@@ -42,16 +42,16 @@ struct ForwardingOptions: ParsableArguments {
 
     /// The forwarder's configuration for `url`; the secret is read here and never printed.
     func configuration(url: ForwardingURL) throws -> Forwarder.Configuration {
-        guard let timeout = TimeArgument.duration(forwardTimeout), timeout >= 100 else {
-            throw ReconcilerError.configuration("--forward-timeout: \(forwardTimeout) is not a duration of at least 100ms, such as 10s")
+        guard forwardTimeout >= .milliseconds(100) else {
+            throw ReconcilerError.configuration("--forward-timeout: \(forwardTimeout.operatorText) is shorter than 100ms")
         }
-        guard let backoff = TimeArgument.duration(forwardBackoff), backoff >= 10 else {
-            throw ReconcilerError.configuration("--forward-backoff: \(forwardBackoff) is not a duration such as 5s")
+        guard forwardBackoff >= .milliseconds(10) else {
+            throw ReconcilerError.configuration("--forward-backoff: \(forwardBackoff.operatorText) is shorter than 10ms")
         }
         return Forwarder.Configuration(
-            url: url, concurrency: forwardConcurrency, requestsPerSecond: forwardRate, timeout: .milliseconds(timeout),
+            url: url, concurrency: forwardConcurrency, requestsPerSecond: forwardRate, timeout: forwardTimeout,
             maximumAttempts: forwardAttempts,
-            initialBackoff: .milliseconds(backoff), secret: try secret())
+            initialBackoff: forwardBackoff, secret: try secret())
     }
 
     private func secret() throws -> ForwardingSecret? {

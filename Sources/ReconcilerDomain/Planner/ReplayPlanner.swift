@@ -26,8 +26,9 @@ package struct ReplayPlanner: Sendable {
     package struct Configuration: Sendable, Codable, Hashable {
         /// The typed queries, most urgent first; the sweep always follows them.
         package var priority: [NotificationFilter]
-        /// The length of a query's first time shards, ms; `nil` (the default): one shard per query,
-        /// over the whole window. Dense shards split further as they are paged.
+        /// The length of a query's first time shards, ms (stored with a run's options, so kept in
+        /// the unit Apple's request bodies use); `nil` (the default): one shard per query, over the
+        /// whole window. Dense shards split further as they are paged.
         package var shardDuration: Int64?
         /// With `shardDuration`: the most first shards one query is cut into.
         package var maximumShardsPerQuery: Int
@@ -56,8 +57,14 @@ package struct ReplayPlanner: Sendable {
         /// The query's position in the plan; the sweep is last.
         package var queryIndex: Int
         package var filter: NotificationFilter
+        /// The bounds as Apple's request body gives them, UNIX ms (the split arithmetic is in them too).
         package var start: Int64
         package var end: Int64
+
+        /// The bounds as instants.
+        package var window: TimeWindow {
+            TimeWindow(start: Timestamp(millisecondsSince1970: start), end: Timestamp(millisecondsSince1970: end))
+        }
 
         package init(queryIndex: Int, filter: NotificationFilter, start: Int64, end: Int64) {
             self.queryIndex = queryIndex
@@ -95,7 +102,7 @@ package struct ReplayPlanner: Sendable {
 
     /// The shards of every query, in priority order.
     package func plan(_ window: TimeWindow) -> [Shard] {
-        let (windowStart, windowEnd) = (window.start, window.end)
+        let (windowStart, windowEnd) = (window.start.millisecondsSince1970, window.end.millisecondsSince1970)
         var filters: [NotificationFilter] = []
         for filter in configuration.priority where !filters.contains(filter) && filter != .everything {
             filters.append(filter)

@@ -3,6 +3,7 @@ import Foundation
 import Logging
 import PostgresNIO
 package import ReconcilerDomain
+import ReconcilerShared
 
 /// The shared request budget's tables: a lease row per live process that calls Apple for an app,
 /// with what it declares (`api_processes.budget`: `{"Get Transaction History": {"appBudget": 40, "cap": 10}, ...}`,

@@ -186,7 +186,7 @@ extension RunLease {
         }
         return ReconcilerError(
             .leaseHeld,
-            "run \(run.runId) holds the lease (window \(run.windowStart)–\(run.windowEnd), started \(run.startedAt), by \(holder.holder)); "
+            "run \(run.runId) holds the lease (window \(run.window), started \(run.startedAt), by \(holder.holder)); "
                 + "try again later or pass --wait", runId: run.runId)
     }
 

@@ -2,6 +2,7 @@ import AppStoreServer
 import Foundation
 import PostgresNIO
 import ReconcilerDomain
+import ReconcilerShared
 
 /// The phase-2 customer queue. A worker leases a customer (a row it owns until `lease_until`,
 /// renewed while it works), fetches from Apple with no transaction open, and completes the row

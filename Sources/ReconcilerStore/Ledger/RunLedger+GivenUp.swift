@@ -41,7 +41,7 @@ extension RunLedger {
 
     /// The name a shard is given up under.
     package static func subject(of shard: ReplayPlanner.Shard) -> String {
-        "\(shard.filter) \(TimeArgument.iso8601(shard.start))/\(TimeArgument.iso8601(shard.end))"
+        "\(shard.filter) \(shard.window)"
     }
 
     /// Records a given-up customer or shard (in the caller's transaction).

@@ -1,6 +1,7 @@
 package import Foundation
 import PostgresNIO
 import ReconcilerDomain
+import ReconcilerShared
 
 /// The run lease: one row per app and environment that the running process renews. Times are the
 /// database's (`now()`), so the processes' clocks never matter.

@@ -2,6 +2,7 @@ package import AppStoreServer
 package import Foundation
 import PostgresNIO
 package import ReconcilerDomain
+import ReconcilerShared
 
 /// A run over time, for the incident report page: its API requests per endpoint per second (each
 /// process writes its own share) and the buckets ``RunTimeline`` is drawn from, aggregated here in
@@ -81,8 +82,9 @@ extension RunLedger {
             ).decode((Int64?, Int64?).self) { apiExtent = row }
 
             let (firstSigned, lastSigned, firstApplied, lastApplied) = notificationExtent
+            let (windowStart, windowEnd) = (run.window.start.millisecondsSince1970, run.window.end.millisecondsSince1970)
             let signedAxis = RunTimeline.Axis.rounded(
-                start: min(run.windowStart, firstSigned ?? run.windowStart), end: max(run.windowEnd, (lastSigned ?? run.windowEnd) + 1), buckets: 120)
+                start: min(windowStart, firstSigned ?? windowStart), end: max(windowEnd, (lastSigned ?? windowEnd) + 1), buckets: 120)
             let milliseconds = { (date: Date) in Int64((date.timeIntervalSince1970 * 1000).rounded(.down)) }
             let runStart = [milliseconds(run.startedAt), firstApplied, apiExtent.0.map { $0 * 1000 }].compactMap { $0 }.min()!
             let runEnd = [milliseconds(run.finishedAt ?? until), lastApplied.map { $0 + 1 }, apiExtent.1.map { ($0 + 1) * 1000 }].compactMap { $0 }

@@ -3,7 +3,7 @@ package import Foundation
 package import Logging
 import PostgresNIO
 package import ReconcilerDomain
-import ReconcilerShared
+package import ReconcilerShared
 
 /// The SQL of the run's own tables: runs and their lease, shard checkpoints, counts, changes,
 /// rejections and the quarantine, and the phase-2 customer queue. Writes that belong to a page
@@ -29,7 +29,7 @@ package struct RunLedger: Sendable {
         let options: String = try columns["options"]
         return RunRecord(
             runId: try columns["run_id"], kind: try columns.stored("kind", of: "reconcile_runs"), environment: try columns["environment"],
-            bundleId: try columns["bundle_id"], windowStart: try columns["window_start_ms"], windowEnd: try columns["window_end_ms"],
+            bundleId: try columns["bundle_id"], window: TimeWindow(start: try columns["window_start_ms"], end: try columns["window_end_ms"]),
             dryRun: try columns["dry_run"], options: try JSONDecoder().decode(RunOptions.self, from: Data(options.utf8)),
             status: try columns.stored("status", of: "reconcile_runs"), phase: try columns.stored("phase", of: "reconcile_runs"),
             startedAt: try columns["started_at"], updatedAt: try columns["updated_at"], finishedAt: try columns["finished_at"],
@@ -55,12 +55,12 @@ package struct RunLedger: Sendable {
     }
 
     /// The run to continue for this window: the newest one unless it is finished (repairs are not resumed).
-    package func resumableRun(environment: String, bundleId: String, windowStart: Int64, windowEnd: Int64, dryRun: Bool) async throws -> RunRecord? {
+    package func resumableRun(environment: String, bundleId: String, window: TimeWindow, dryRun: Bool) async throws -> RunRecord? {
         let newest = try await runs(
             """
             SELECT \(unescaped: Self.runColumns) FROM reconcile_runs
-            WHERE environment = \(environment) AND bundle_id = \(bundleId) AND window_start_ms = \(windowStart)
-              AND window_end_ms = \(windowEnd) AND dry_run = \(dryRun) AND kind <> 'repair'
+            WHERE environment = \(environment) AND bundle_id = \(bundleId) AND window_start_ms = \(window.start.millisecondsSince1970)
+              AND window_end_ms = \(window.end.millisecondsSince1970) AND dry_run = \(dryRun) AND kind <> 'repair'
             ORDER BY run_id DESC LIMIT 1
             """
         ).first
@@ -105,9 +105,15 @@ package struct RunLedger: Sendable {
             """)
     }
 
+    /// Where the finished runs of an app and environment reached: the end of the newest window, and when it finished.
+    package struct FinishedRuns: Sendable, Hashable {
+        package var windowEnd: Timestamp
+        package var finishedAt: Date
+    }
+
     /// The newest finished (not dry) run of any kind but a repair (one customer says nothing about
     /// a window): the end of its window, and when it finished.
-    package func lastFinished(environment: String, bundleId: String) async throws -> (windowEnd: Int64, finishedAt: Date)? {
+    package func lastFinished(environment: String, bundleId: String) async throws -> FinishedRuns? {
         try await read { [logger] transaction in
             let rows = try await transaction.query(
                 """
@@ -117,7 +123,7 @@ package struct RunLedger: Sendable {
                 """, logger: logger)
             for try await (windowEnd, finishedAt) in rows.decode((Int64?, Date?).self) {
                 guard let windowEnd, let finishedAt else { return nil }
-                return (windowEnd, finishedAt)
+                return FinishedRuns(windowEnd: Timestamp(millisecondsSince1970: windowEnd), finishedAt: finishedAt)
             }
             return nil
         }
@@ -125,7 +131,7 @@ package struct RunLedger: Sendable {
 
     /// Creates a run with its shards.
     package func createRun(
-        kind: RunRecord.Kind, environment: String, bundleId: String, windowStart: Int64, windowEnd: Int64, dryRun: Bool,
+        kind: RunRecord.Kind, environment: String, bundleId: String, window: TimeWindow, dryRun: Bool,
         options: RunOptions, shards: [ReplayPlanner.Shard], holder: String
     ) async throws -> RunRecord {
         let optionsJSON = String(decoding: try JSONEncoder().encode(options), as: UTF8.self)
@@ -135,7 +141,7 @@ package struct RunLedger: Sendable {
             let rows = try await transaction.query(
                 """
                 INSERT INTO reconcile_runs (kind, environment, bundle_id, window_start_ms, window_end_ms, dry_run, options, holder)
-                VALUES (\(kind.rawValue), \(environment), \(bundleId), \(windowStart), \(windowEnd), \(dryRun), \(optionsJSON)::jsonb, \(holder))
+                VALUES (\(kind.rawValue), \(environment), \(bundleId), \(window.start.millisecondsSince1970), \(window.end.millisecondsSince1970), \(dryRun), \(optionsJSON)::jsonb, \(holder))
                 RETURNING \(unescaped: Self.runColumns)
                 """, logger: logger)
             var created: RunRecord?

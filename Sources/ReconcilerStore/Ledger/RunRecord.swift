@@ -1,6 +1,7 @@
 package import AppStoreServer
 package import Foundation
 package import ReconcilerDomain
+package import ReconcilerShared
 
 /// How a run was asked to work; stored with it so a resumed run keeps its plan.
 package struct RunOptions: Sendable, Codable, Hashable {
@@ -84,8 +85,7 @@ package struct RunRecord: Sendable, Codable, Hashable {
     package var kind: Kind
     package var environment: String
     package var bundleId: String
-    package var windowStart: Int64
-    package var windowEnd: Int64
+    package var window: TimeWindow
     package var dryRun: Bool
     package var options: RunOptions
     package var status: Status

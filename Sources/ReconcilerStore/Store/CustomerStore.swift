@@ -49,7 +49,7 @@ package struct CustomerStore: Sendable {
         return anchors
     }
 
-    /// Customers with a purchase that fell due by `windowEnd`: a subscription Apple still counts as
+    /// Customers with a purchase that fell due by `due` (a window's end): a subscription Apple still counts as
     /// active, in billing retry or in grace whose expiry, renewal or grace period end came after it
     /// was last checked against its transaction history, or a purchase asked to be read again after
     /// a snapshot disagreed with a notification; with `all`, every customer.
@@ -58,23 +58,23 @@ package struct CustomerStore: Sendable {
     /// partial index, so a quiet hour costs an index probe however many customers there are, and a
     /// customer checked after its subscription fell due is not due again until the next date. In
     /// a dry run the shadow copies win over the real rows.
-    package func dueAnchors(windowEnd: Int64, all: Bool, on transaction: DatabaseTransaction) async throws -> [String] {
-        let rows = try await transaction.query(try dueAnchorsQuery(windowEnd: windowEnd, all: all), logger: logger)
+    package func dueAnchors(by due: Timestamp, all: Bool, on transaction: DatabaseTransaction) async throws -> [String] {
+        let rows = try await transaction.query(try dueAnchorsQuery(by: due, all: all), logger: logger)
         var anchors: [String] = []
         for try await anchor in rows.decode(String.self) { anchors.append(anchor) }
         return anchors
     }
 
     /// The plan PostgreSQL chooses for the due query of an hourly run (tests and the benchmark check it reads the index).
-    package func explainDueAnchors(windowEnd: Int64, on transaction: DatabaseTransaction) async throws -> String {
-        var query = try dueAnchorsQuery(windowEnd: windowEnd, all: false)
+    package func explainDueAnchors(by due: Timestamp, on transaction: DatabaseTransaction) async throws -> String {
+        var query = try dueAnchorsQuery(by: due, all: false)
         query.sql = "EXPLAIN " + query.sql
         var plan: [String] = []
         for try await line in try await transaction.query(query, logger: logger).decode(String.self) { plan.append(line) }
         return plan.joined(separator: "\n")
     }
 
-    private func dueAnchorsQuery(windowEnd: Int64, all: Bool) throws -> PostgresQuery {
+    private func dueAnchorsQuery(by dueBy: Timestamp, all: Bool) throws -> PostgresQuery {
         let app = "bundle_id = $3 AND environment = $1"
         let due = all ? app : "\(app) AND next_due_ms <= $2 AND COALESCE(last_signed_date_ms, 0) <= $2"
         let copies =
@@ -94,7 +94,7 @@ package struct CustomerStore: Sendable {
             """
         var bindings = PostgresBindings()
         bindings.append(environment)
-        bindings.append(windowEnd)
+        bindings.append(dueBy.millisecondsSince1970)
         bindings.append(bundleId)
         return PostgresQuery(unsafeSQL: sql, binds: bindings)
     }
@@ -120,11 +120,11 @@ package struct CustomerStore: Sendable {
             """, logger: logger)
     }
 
-    /// Records a customer's history as read up to `revision` at `checkedAt` (UNIX ms): stores the
+    /// Records a customer's history as read up to `revision` at `checkedAt`: stores the
     /// revision, links the purchases it covers to the customer, and marks them checked. A revision
     /// stored under another of the customer's purchases is dropped: one customer, one revision.
     package func recordHistoryChecked(
-        anchor: String, revision: String?, purchases originalTransactionIds: [String], checkedAt: Int64, on transaction: DatabaseTransaction
+        anchor: String, revision: String?, purchases originalTransactionIds: [String], checkedAt: Timestamp, on transaction: DatabaseTransaction
     ) async throws {
         let (bundleId, environment) = (bundleId, environment)
         try await transaction.query(
@@ -146,7 +146,7 @@ package struct CustomerStore: Sendable {
         }
         try await transaction.query(
             """
-            UPDATE purchases SET history_anchor_transaction_id = \(anchor), history_checked_at_ms = \(checkedAt)
+            UPDATE purchases SET history_anchor_transaction_id = \(anchor), history_checked_at_ms = \(checkedAt.millisecondsSince1970)
             WHERE bundle_id = \(bundleId) AND environment = \(environment)
               AND (original_transaction_id = ANY(\(originalTransactionIds)::text[])
                    OR history_anchor_transaction_id = \(anchor) OR original_transaction_id = \(anchor))

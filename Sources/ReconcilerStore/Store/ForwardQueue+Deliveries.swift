@@ -1,6 +1,7 @@
 package import Foundation
 import PostgresNIO
 import ReconcilerDomain
+import ReconcilerShared
 
 /// The queue of notifications to deliver to the app's own webhook, written by the statement that
 /// records each notification (``NotificationLog/insert(_:source:forwarding:on:)``). A row names its

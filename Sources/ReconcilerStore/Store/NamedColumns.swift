@@ -1,5 +1,6 @@
 import PostgresNIO
 import ReconcilerDomain
+import ReconcilerShared
 
 /// One row read by column name, so a struct's fields are matched to a SELECT's columns by name and
 /// never lined up by position (a column added to the SELECT cannot shift the others).
@@ -19,6 +20,15 @@ struct NamedColumns {
 
     subscript<Value: PostgresDecodable>(_ column: String) -> Value {
         get throws { try row[column].decode(Value.self) }
+    }
+
+    /// A `bigint` of UNIX milliseconds (the `_ms` columns) as the instant it is.
+    subscript(_ column: String) -> Timestamp {
+        get throws { Timestamp(millisecondsSince1970: try row[column].decode(Int64.self)) }
+    }
+
+    subscript(_ column: String) -> Timestamp? {
+        get throws { try row[column].decode(Int64?.self).map(Timestamp.init(millisecondsSince1970:)) }
     }
 
     /// A state the reconciler itself stored in `column` (``ReconcilerError/stored(_:in:as:)``).

@@ -137,13 +137,13 @@ package struct NotificationLog: Sendable {
     }
 
     /// The signedDate of the newest notification the live webhook stored, for `run --since-last`.
-    package func newestLive(of target: AppTarget, on transaction: DatabaseTransaction) async throws -> Int64? {
+    package func newestLive(of target: AppTarget, on transaction: DatabaseTransaction) async throws -> Timestamp? {
         let rows = try await transaction.query(
             """
             SELECT max(signed_date_ms) FROM notifications
             WHERE source = 'webhook' AND bundle_id = \(target.bundleId) AND environment = \(target.environment.rawValue)
             """, logger: logger)
-        for try await value in rows.decode(Int64?.self) { return value }
+        for try await value in rows.decode(Int64?.self) { return value.map(Timestamp.init(millisecondsSince1970:)) }
         return nil
     }
 

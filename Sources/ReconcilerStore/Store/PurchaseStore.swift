@@ -383,7 +383,7 @@ package struct PurchaseStore: Sendable {
     /// A purchase as `export` shows it, from a row that selects ``purchaseColumns``, `entitled` as of
     /// `now` (UNIX ms) by `policy` (this store's app's when `nil`).
     func purchaseState(
-        _ row: PostgresRow, now: Int64 = Int64(Date().timeIntervalSince1970 * 1000), policy: EntitlementPolicy? = nil
+        _ row: PostgresRow, now: Timestamp = .now, policy: EntitlementPolicy? = nil
     ) throws -> PurchaseState {
         let columns = NamedColumns(row)
         let (productId, environment): (String?, String?) = (try columns["product_id"], try columns["environment"])
@@ -688,7 +688,7 @@ package struct PurchaseStore: Sendable {
     /// ```
     package func exportPurchases(
         apps: [AppTarget]?, environment: String? = nil, appAccountToken: String? = nil,
-        entitlements: [AppTarget: EntitlementPolicy] = [:], at now: Int64 = Int64(Date().timeIntervalSince1970 * 1000),
+        entitlements: [AppTarget: EntitlementPolicy] = [:], at now: Timestamp = .now,
         in database: Database, _ body: (PurchaseState) throws -> Void
     ) async throws {
         let scope = try Self.scope(apps)

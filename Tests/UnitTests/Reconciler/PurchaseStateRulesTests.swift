@@ -24,13 +24,19 @@ import Testing
         func pass(bought: Int64, product: String = "com.example.pass.30d") -> Entitlement.Facts {
             .init(productType: "Non-Renewing Subscription", productId: product, purchaseDate: bought)
         }
-        #expect(Entitlement.isEntitled(pass(bought: now - 14 * 30 * day), at: now, policy: policy) == false)
-        #expect(Entitlement.isEntitled(pass(bought: now - 10 * day), at: now, policy: policy) == true)
-        #expect(Entitlement.isEntitled(pass(bought: now - 10 * day, product: "com.example.pass.other"), at: now, policy: policy) == nil)
-        #expect(Entitlement.isEntitled(pass(bought: now - 10 * day), at: now) == nil)
-        #expect(Entitlement.isEntitled(.init(productType: nil, purchaseDate: now - day), at: now) == false)
-        #expect(Entitlement.isEntitled(.init(productType: "Future Product Type", purchaseDate: now - day), at: now) == false)
-        #expect(Entitlement.isEntitled(.init(productType: "Non-Consumable", purchaseDate: now - 400 * day), at: now) == true)
+        #expect(Entitlement.isEntitled(pass(bought: now - 14 * 30 * day), at: Timestamp(millisecondsSince1970: now), policy: policy) == false)
+        #expect(Entitlement.isEntitled(pass(bought: now - 10 * day), at: Timestamp(millisecondsSince1970: now), policy: policy) == true)
+        #expect(
+            Entitlement.isEntitled(
+                pass(bought: now - 10 * day, product: "com.example.pass.other"), at: Timestamp(millisecondsSince1970: now), policy: policy) == nil)
+        #expect(Entitlement.isEntitled(pass(bought: now - 10 * day), at: Timestamp(millisecondsSince1970: now)) == nil)
+        #expect(Entitlement.isEntitled(.init(productType: nil, purchaseDate: now - day), at: Timestamp(millisecondsSince1970: now)) == false)
+        #expect(
+            Entitlement.isEntitled(.init(productType: "Future Product Type", purchaseDate: now - day), at: Timestamp(millisecondsSince1970: now))
+                == false)
+        #expect(
+            Entitlement.isEntitled(.init(productType: "Non-Consumable", purchaseDate: now - 400 * day), at: Timestamp(millisecondsSince1970: now))
+                == true)
         #expect(
             EntitlementPolicy.parseTerms("com.example.pass.30d=30d, com.example.pass.8h=8h") == [
                 "com.example.pass.30d": 30 * day, "com.example.pass.8h": 8 * 3_600_000,

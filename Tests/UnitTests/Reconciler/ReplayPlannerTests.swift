@@ -8,7 +8,7 @@ import Testing
 
 @Suite struct ReplayPlannerTests {
     @Test func urgentQueriesComeFirstAndTheSweepLast() {
-        let shards = ReplayPlanner().plan(TimeWindow(start: 1_000_000, end: 1_000_000 + 3 * 3_600_000))
+        let shards = ReplayPlanner().plan(TimeWindow(milliseconds: 1_000_000..<1_000_000 + 3 * 3_600_000))
         let queries = shards.reduce(into: [NotificationFilter]()) { if $0.last != $1.filter { $0.append($1.filter) } }
         #expect(
             queries.prefix(7).map(\.description) == [
@@ -28,7 +28,7 @@ import Testing
     @Test func everyQuerysShardsCoverTheWholeWindowWithOverlap() {
         let start: Int64 = 1_700_000_000_000, end = start + 5 * 3_600_000 + 17
         let planner = ReplayPlanner(configuration: .init(priority: [.init(.didRenew)], shardDuration: 45 * 60_000, maximumShardsPerQuery: 48))
-        let shards = planner.plan(TimeWindow(start: start, end: end))
+        let shards = planner.plan(TimeWindow(milliseconds: start..<end))
         for query in Set(shards.map(\.queryIndex)) {
             let own = shards.filter { $0.queryIndex == query }.sorted { $0.start < $1.start }
             #expect(own.count == 7)
@@ -40,14 +40,14 @@ import Testing
             #expect(own.allSatisfy { $0.request.startDate < $0.request.endDate })
         }
         #expect(
-            ReplayPlanner(configuration: .init(shardDuration: 60_000, maximumShardsPerQuery: 4)).plan(TimeWindow(start: start, end: end))
+            ReplayPlanner(configuration: .init(shardDuration: 60_000, maximumShardsPerQuery: 4)).plan(TimeWindow(milliseconds: start..<end))
                 .filter { $0.queryIndex == 0 }.count == 4)
     }
 
     /// Without `--shard-duration`, every query is one shard over the whole window, however long.
     @Test func eachQueryStartsAsOneShardOverTheWholeWindow() {
         let start: Int64 = 1_700_000_000_000, end = start + 9 * 86_400_000
-        let shards = ReplayPlanner().plan(TimeWindow(start: start, end: end))
+        let shards = ReplayPlanner().plan(TimeWindow(milliseconds: start..<end))
         #expect(shards.count == ReplayPlanner.defaultPriority.count + 1)
         #expect(Set(shards.map(\.queryIndex)).count == shards.count)
         #expect(shards.allSatisfy { $0.start == start - 1 && $0.end == end + 1 })
@@ -81,7 +81,7 @@ import Testing
 /// The replay's shard queue: how its workers end.
 @Suite struct ShardQueueTests {
     static func records(_ count: Int) -> [ShardRecord] {
-        ReplayPlanner().plan(TimeWindow(start: 1_000_000, end: 1_000_000 + 3 * 3_600_000)).prefix(count).map {
+        ReplayPlanner().plan(TimeWindow(milliseconds: 1_000_000..<1_000_000 + 3 * 3_600_000)).prefix(count).map {
             ShardRecord(shard: $0, paginationToken: nil, pagesDone: 0, notificationsSeen: 0, restarts: 0, status: .pending)
         }
     }

@@ -9,33 +9,34 @@ import Testing
 /// The schedule's chain of windows, without a database: which windows an invocation retries, gives
 /// up as lost, and the newest window it always recovers.
 @Suite struct ScheduleChainTests {
-    let hour: Int64 = 3_600_000
-    let day: Int64 = 86_400_000
-    let now: Int64 = 1_800_000_000_000
-    var retention: Int64 { 180 * day }
+    let hour = Duration.hours(1)
+    let day = Duration.days(1)
+    let now = Timestamp(millisecondsSince1970: 1_800_000_000_000)
+    var retention: Duration { day * 180 }
 
-    func run(_ id: Int64, _ start: Int64, _ end: Int64, _ status: RunRecord.Status) -> RunRecord {
+    func run(_ id: Int64, _ start: Timestamp, _ end: Timestamp, _ status: RunRecord.Status) -> RunRecord {
         RunRecord(
-            runId: id, kind: .scheduled, environment: "Production", bundleId: "com.example", windowStart: start, windowEnd: end, dryRun: false,
+            runId: id, kind: .scheduled, environment: "Production", bundleId: "com.example", window: TimeWindow(start: start, end: end),
+            dryRun: false,
             options: .init(), status: status, phase: .gapFill, startedAt: Date(), updatedAt: Date())
     }
 
     /// A window that stays partial is retried, and the newest window is recovered anyway.
     @Test func anUnfinishedWindowIsRetriedAndTheNewestRecoveredAnyway() {
-        let stuck = run(1, now - 5 * hour, now - 3 * hour, .partial)
-        let newest = run(2, now - 4 * hour, now - 2 * hour, .partial)
+        let stuck = run(1, now - hour * 5, now - hour * 3, .partial)
+        let newest = run(2, now - hour * 4, now - hour * 2, .partial)
         let plan = ScheduleChain.plan(
             .init(unfinished: [stuck, newest], newestScheduled: newest, lastFinishedEnd: nil, newestLiveNotification: nil), overlap: hour,
             now: now, retention: retention)
         #expect(plan.retry.map(\.runId) == [1, 2])
         #expect(plan.lost.isEmpty)
-        #expect(plan.next.start == now - 3 * hour)
+        #expect(plan.next.start == now - hour * 3)
         #expect(plan.next.end == now)
         #expect(plan.origin == .previousScheduledWindow)
     }
 
     @Test func aWindowOutsideRetentionIsLostAndTheChainGoesOn() {
-        let old = run(1, now - 200 * day, now - 199 * day, .interrupted)
+        let old = run(1, now - day * 200, now - day * 199, .interrupted)
         let plan = ScheduleChain.plan(
             .init(unfinished: [old], newestScheduled: old, lastFinishedEnd: nil, newestLiveNotification: nil), overlap: hour, now: now,
             retention: retention)
@@ -43,19 +44,19 @@ import Testing
         #expect(plan.retry.isEmpty)
         // The chain's next window would start before retention: it starts at its edge.
         #expect(plan.clippedToRetention)
-        #expect(plan.next.start == now - retention + 60_000)
+        #expect(plan.next.start == now - retention + .seconds(60))
     }
 
     @Test func withoutAScheduledRunTheChainStartsFromTheLastFinishedRunOrTheNewestLiveNotification() {
         let fromRun = ScheduleChain.plan(
-            .init(unfinished: [], newestScheduled: nil, lastFinishedEnd: now - 2 * hour, newestLiveNotification: now - hour), overlap: hour,
+            .init(unfinished: [], newestScheduled: nil, lastFinishedEnd: now - hour * 2, newestLiveNotification: now - hour), overlap: hour,
             now: now, retention: retention)
-        #expect(fromRun.next.start == now - 3 * hour)
+        #expect(fromRun.next.start == now - hour * 3)
         #expect(fromRun.origin == .lastFinishedRun)
         let fromLive = ScheduleChain.plan(
             .init(unfinished: [], newestScheduled: nil, lastFinishedEnd: nil, newestLiveNotification: now - hour), overlap: hour, now: now,
             retention: retention)
-        #expect(fromLive.next.start == now - 2 * hour)
+        #expect(fromLive.next.start == now - hour * 2)
         #expect(fromLive.origin == .newestLiveNotification)
         let nothing = ScheduleChain.plan(
             .init(unfinished: [], newestScheduled: nil, lastFinishedEnd: nil, newestLiveNotification: nil), overlap: hour, now: now,
@@ -82,8 +83,8 @@ import Testing
 
     /// An unfinished window in the last tenth of retention is warned about before it is lost.
     @Test func anUnfinishedWindowNearTheRetentionEdgeIsNamedBeforeItIsLost() {
-        let nearEdge = run(1, now - retention + 10 * day, now - retention + 11 * day, .partial)
-        let recent = run(2, now - 5 * day, now - 4 * day, .partial)
+        let nearEdge = run(1, now - retention + day * 10, now - retention + day * 11, .partial)
+        let recent = run(2, now - day * 5, now - day * 4, .partial)
         let plan = ScheduleChain.plan(
             .init(unfinished: [nearEdge, recent], newestScheduled: recent, lastFinishedEnd: nil, newestLiveNotification: nil), overlap: hour,
             now: now, retention: retention)
@@ -91,9 +92,9 @@ import Testing
         #expect(plan.nearingRetentionEdge.map(\.runId) == [1])
         let sandbox = ScheduleChain.plan(
             .init(
-                unfinished: [run(3, now - 28 * day, now - 27 * day, .partial)], newestScheduled: nil, lastFinishedEnd: nil,
+                unfinished: [run(3, now - day * 28, now - day * 27, .partial)], newestScheduled: nil, lastFinishedEnd: nil,
                 newestLiveNotification: nil),
-            overlap: hour, now: now, retention: 30 * day)
+            overlap: hour, now: now, retention: day * 30)
         #expect(sandbox.nearingRetentionEdge.map(\.runId) == [3])
     }
 }
