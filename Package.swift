@@ -24,11 +24,14 @@ import PackageDescription
 
 // Every target: imports are internal unless a file says `package import` (so a module's API names
 // each dependency it exposes), and a member is visible only where its module is imported.
-// jobs/dev/check-seams (CI) fails on an import the target below does not declare.
 let swiftSettings: [SwiftSetting] = [
     .enableUpcomingFeature("InternalImportsByDefault"),
     .enableUpcomingFeature("MemberImportVisibility"),
 ]
+// Every target: the build fails on an import the target's entry below does not declare, and on
+// PostgresNIO outside the store (Plugins/ImportSeams), since SwiftPM would let a target import
+// any module built before it.
+let seams: [Target.PluginUsage] = [.plugin(name: "ImportSeams")]
 
 let package = Package(
     name: "AppStoreReconciler",
@@ -55,6 +58,7 @@ let package = Package(
         .package(url: "https://github.com/jpsim/Yams", from: "6.2.2"),
     ],
     targets: [
+        .plugin(name: "ImportSeams", capability: .buildTool()),
         .target(
             name: "AppStoreServer",
             dependencies: [
@@ -67,16 +71,18 @@ let package = Package(
                 .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
             ],
-            swiftSettings: swiftSettings
+            swiftSettings: swiftSettings,
+            plugins: seams
         ),
-        .target(name: "ReconcilerShared", swiftSettings: swiftSettings),
+        .target(name: "ReconcilerShared", swiftSettings: swiftSettings, plugins: seams),
         .target(
             name: "ReconcilerConfiguration",
             dependencies: [
                 "AppStoreServer", "ReconcilerShared", "ReconcilerDomain",
                 .product(name: "Yams", package: "Yams"),
             ],
-            swiftSettings: swiftSettings
+            swiftSettings: swiftSettings,
+            plugins: seams
         ),
         .target(
             name: "ReconcilerDomain",
@@ -85,7 +91,8 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Crypto", package: "swift-crypto"),
             ],
-            swiftSettings: swiftSettings
+            swiftSettings: swiftSettings,
+            plugins: seams
         ),
         .target(
             name: "ReconcilerStore",
@@ -96,7 +103,8 @@ let package = Package(
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],
-            swiftSettings: swiftSettings
+            swiftSettings: swiftSettings,
+            plugins: seams
         ),
         .target(
             name: "Reconciler",
@@ -106,12 +114,14 @@ let package = Package(
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],
-            swiftSettings: swiftSettings
+            swiftSettings: swiftSettings,
+            plugins: seams
         ),
         .target(
             name: "ReportPage",
             dependencies: ["Reconciler", "ReconcilerDomain", "ReconcilerStore", "ReconcilerShared", "AppStoreServer"],
-            swiftSettings: swiftSettings
+            swiftSettings: swiftSettings,
+            plugins: seams
         ),
         .target(
             name: "Forwarder",
@@ -125,7 +135,8 @@ let package = Package(
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
             ],
-            swiftSettings: swiftSettings
+            swiftSettings: swiftSettings,
+            plugins: seams
         ),
         .target(
             name: "ReconcilerMetrics",
@@ -137,7 +148,8 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],
-            swiftSettings: swiftSettings
+            swiftSettings: swiftSettings,
+            plugins: seams
         ),
         .target(
             name: "WebhookServer",
@@ -150,7 +162,8 @@ let package = Package(
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "NIOFoundationCompat", package: "swift-nio"),
             ],
-            swiftSettings: swiftSettings
+            swiftSettings: swiftSettings,
+            plugins: seams
         ),
         .target(
             name: "MockAppStore",
@@ -167,7 +180,8 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],
-            swiftSettings: swiftSettings
+            swiftSettings: swiftSettings,
+            plugins: seams
         ),
         .executableTarget(
             name: "ReconcilerCommand",
@@ -185,7 +199,8 @@ let package = Package(
                 .product(name: "UnixSignals", package: "swift-service-lifecycle"),
                 .product(name: "X509", package: "swift-certificates"),
             ],
-            swiftSettings: swiftSettings
+            swiftSettings: swiftSettings,
+            plugins: seams
         ),
         .executableTarget(
             name: "MockAppStoreCommand",
@@ -197,7 +212,8 @@ let package = Package(
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "UnixSignals", package: "swift-service-lifecycle"),
             ],
-            swiftSettings: swiftSettings
+            swiftSettings: swiftSettings,
+            plugins: seams
         ),
         .executableTarget(
             name: "ReconcilerBenchmarks",
@@ -208,7 +224,8 @@ let package = Package(
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ],
-            swiftSettings: swiftSettings
+            swiftSettings: swiftSettings,
+            plugins: seams
         ),
         // Tests as a pyramid. TestSupport: what the test targets share (the test app, the database,
         // rehearsals, processes, HTTP, temporary directories). UnitTests: no database, no child
@@ -231,7 +248,8 @@ let package = Package(
                 .product(name: "X509", package: "swift-certificates"),
             ],
             path: "Tests/TestSupport",
-            swiftSettings: swiftSettings
+            swiftSettings: swiftSettings,
+            plugins: seams
         ),
         .testTarget(
             name: "UnitTests",
@@ -251,7 +269,8 @@ let package = Package(
                 .product(name: "X509", package: "swift-certificates"),
             ],
             exclude: ["AppStoreServer/Fixtures"],
-            swiftSettings: swiftSettings
+            swiftSettings: swiftSettings,
+            plugins: seams
         ),
         .testTarget(
             name: "IntegrationTests",
@@ -269,7 +288,8 @@ let package = Package(
                 .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
             ],
-            swiftSettings: swiftSettings
+            swiftSettings: swiftSettings,
+            plugins: seams
         ),
         .testTarget(
             name: "EndToEndTests",
@@ -284,7 +304,8 @@ let package = Package(
                 .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
             ],
-            swiftSettings: swiftSettings
+            swiftSettings: swiftSettings,
+            plugins: seams
         ),
     ]
 )
