@@ -20,14 +20,14 @@ extension Database: Service {
         configuration.name = settings.description
         configuration.dedicatedConnection = try settings.connectionConfiguration()
         self.init(
-            client: PostgresClient(configuration: settings.clientConfiguration, backgroundLogger: logger), logger: logger,
-            configuration: configuration)
+            pool: PostgresClient(configuration: settings.clientConfiguration, backgroundLogger: logger), start: ClientStart(started: false),
+            logger: logger, configuration: configuration, shadow: nil)
     }
 
     /// Runs the connection pool until the task is cancelled or the service group shuts down.
     /// Run one copy: every copy (``with(unavailableTimeout:)``, ...) shares the one pool.
     package func run() async throws {
-        await client.run()
+        await runPool()
     }
 
     /// Whether `error` came from the database (its server or a connection to it), not from the

@@ -44,18 +44,24 @@ package struct Database: Sendable {
         }
     }
 
-    let client: PostgresClient
+    /// The pool; use ``client``, which waits until the pool runs.
+    private let pool: PostgresClient
+    /// Shared by every copy of this database (``with(entitlement:)``, ``shadowed(by:)``, ...).
+    let start: ClientStart
     package let logger: Logger
     package let configuration: Configuration
     /// Set for a dry run: every transaction reads and writes the run's shadow tables first.
     package let shadow: ShadowSchema?
 
+    /// A database on a client its caller runs (tests); ``init(settings:logger:configuration:)``
+    /// makes one the database runs itself (``run()``).
     init(client: PostgresClient, logger: Logger, configuration: Configuration = .init()) {
-        self.init(client: client, logger: logger, configuration: configuration, shadow: nil)
+        self.init(pool: client, start: ClientStart(started: true), logger: logger, configuration: configuration, shadow: nil)
     }
 
-    init(client: PostgresClient, logger: Logger, configuration: Configuration, shadow: ShadowSchema?) {
-        self.client = client
+    init(pool: PostgresClient, start: ClientStart, logger: Logger, configuration: Configuration, shadow: ShadowSchema?) {
+        self.pool = pool
+        self.start = start
         self.logger = logger
         self.configuration = configuration
         self.shadow = shadow
@@ -63,14 +69,29 @@ package struct Database: Sendable {
 
     /// The same database, seen through a dry run's shadow tables.
     package func shadowed(by shadow: ShadowSchema?) -> Database {
-        Database(client: client, logger: logger, configuration: configuration, shadow: shadow)
+        Database(pool: pool, start: start, logger: logger, configuration: configuration, shadow: shadow)
+    }
+
+    /// The PostgreSQL client, once it runs (``ClientStart``).
+    var client: PostgresClient {
+        get async {
+            await start.wait()
+            return pool
+        }
+    }
+
+    /// Runs the client as this database's service needs it (``run()``).
+    func runPool() async {
+        // No suspension between the two: the client marks itself running on its first line.
+        start.markStarted()
+        await pool.run()
     }
 
     /// The same database, judging `entitled` by one app's choices (each app of a deployment has its own).
     package func with(entitlement: EntitlementPolicy) -> Database {
         var configuration = configuration
         configuration.entitlement = entitlement
-        return Database(client: client, logger: logger, configuration: configuration, shadow: shadow)
+        return Database(pool: pool, start: start, logger: logger, configuration: configuration, shadow: shadow)
     }
 
     /// The same database, giving up sooner while it is unreachable (for work that must not wait long).
@@ -78,7 +99,7 @@ package struct Database: Sendable {
         var configuration = configuration
         configuration.unavailableTimeout = unavailableTimeout
         configuration.attemptTimeout = min(configuration.attemptTimeout, unavailableTimeout)
-        return Database(client: client, logger: logger, configuration: configuration, shadow: shadow)
+        return Database(pool: pool, start: start, logger: logger, configuration: configuration, shadow: shadow)
     }
 
     /// Runs `body` in one transaction on one connection: committed when it returns, rolled back

@@ -1,0 +1,39 @@
+import Logging
+import PostgresNIO
+import TestSupport
+import Testing
+
+@testable import ReconcilerStore
+
+/// The store's ``Database``: the PostgreSQL client it makes and runs itself.
+@Suite struct DatabaseTests {
+    /// Work that starts before the database's client runs (a command's work beside the client in a
+    /// task group) waits for it instead of asking the pool for a connection early, which PostgresNIO
+    /// warns of: a clean `migrate` or `export` printed that warning.
+    @Test func workStartedBeforeTheClientRunsWaitsForItAndWarnsNothing() async throws {
+        let records = RecordingLogHandler.Records()
+        let logger = Logger(label: "database-tests") { _ in RecordingLogHandler(records) }
+        let database = try Database(settings: DatabaseSettings(url: try TestDatabase.serverURL()), logger: logger)
+        try await withThrowingTaskGroup(of: Int.self) { group in
+            group.addTask {
+                try await database.transaction { transaction in
+                    for try await one in try await transaction.query("SELECT 1", logger: logger).decode(Int.self) { return one }
+                    return 0
+                }
+            }
+            // The work is under way (waiting for the client, or, as before, asking the pool at once
+            // and warning); only then does the client start.
+            while database.start.waiting == 0, !records.messages.contains(where: { $0.contains("hasn't been called yet") }) {
+                await Task.yield()
+            }
+            group.addTask {
+                try await database.run()
+                return -1
+            }
+            let first = try await group.next()
+            #expect(first == 1)
+            group.cancelAll()
+        }
+        #expect(!records.messages.contains { $0.contains("hasn't been called yet") }, "\(records.messages)")
+    }
+}
