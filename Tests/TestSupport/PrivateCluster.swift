@@ -188,13 +188,19 @@ package final class PrivateCluster: Sendable {
         try FileManager.default.setAttributes([.ownerAccountName: owner], ofItemAtPath: path)
     }
 
-    /// Polls `pg_isready` until the server accepts connections (pg_ctl -w already waits; this also covers a
-    /// server that is up but still refusing connections while it recovers).
+    /// Polls `pg_isready` until the server accepts connections on both ways in, TCP (what the
+    /// reconciler uses) and the Unix socket (what ``psql(_:)`` uses): pg_ctl -w already waits, but a
+    /// server can be up and still refuse connections while it recovers, and checking only TCP let a
+    /// loaded machine's first `psql` over the socket come too early.
     private func waitUntilReady() async throws {
         let deadline = ContinuousClock.now + .seconds(60)
         while true {
-            let result = try await execute("pg_isready", ["-h", "127.0.0.1", "-p", "\(port)", "-U", "postgres", "-d", "postgres", "-t", "5"])
-            if result.status == 0 { return }
+            var ready = true
+            for host in ["127.0.0.1", directory] where ready {
+                let probe = try await execute("pg_isready", ["-h", host, "-p", "\(port)", "-U", "postgres", "-d", "postgres", "-t", "5"])
+                ready = probe.status == 0
+            }
+            if ready { return }
             guard ContinuousClock.now < deadline else {
                 throw Failure(description: "PostgreSQL on port \(port) did not accept connections in time: \(log.suffix(2000))")
             }
