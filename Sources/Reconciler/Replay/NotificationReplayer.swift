@@ -77,10 +77,12 @@ struct NotificationReplayer: Sendable {
     /// Ends the hold on the run's deliveries (``RunContext/DeliveryHold``) and makes the deliveries
     /// it held due, in the order they were queued; `always` releases again even when the hold was over.
     private func releaseHeldDeliveries(always: Bool = false) async throws {
-        guard context.deliveryHold.end() || always else { return }
+        let ended = context.deliveryHold.end()
+        guard ended || always else { return }
         let released = try await ForwardQueue(database: context.database).releaseHeld(runId: runId)
-        if released > 0 {
-            logger.info("the consumption requests are queried: the run's other deliveries to the app's webhook go now", metadata: ["released": "\(released)"])
+        if ended {
+            logger.info(
+                "the consumption requests are queried: the run's other deliveries to the app's webhook go now", metadata: ["released": "\(released)"])
         }
     }
 
