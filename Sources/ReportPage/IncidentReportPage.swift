@@ -387,7 +387,8 @@ package struct IncidentReportPage: Sendable {
             html.raw("</td><td>")
             html.raw(
                 request.answered
-                    ? "<span class=\"badge\">answered</span>" : request.expired ? "<span class=\"badge bad\">expired</span>" : "<span class=\"badge new\">open</span>")
+                    ? "<span class=\"badge\">answered</span>"
+                    : request.expired ? "<span class=\"badge bad\">expired</span>" : "<span class=\"badge new\">open</span>")
             html.raw("</td></tr>\n")
         }
         html.raw("</tbody>\n</table>\n</section>\n")

@@ -190,7 +190,9 @@ import Testing
             let recorded = try await rehearsal.db.strings("SELECT notification_uuid FROM notifications")
             #expect(Set(named) == Set(recorded))
             let noPurchase = Set(notificationRows.map(\.notificationType))
-            #expect(noPurchase.isSuperset(of: ["RENEWAL_EXTENSION", "EXTERNAL_PURCHASE_TOKEN", "RESCIND_CONSENT", "CONSUMPTION_REQUEST"]), "\(noPurchase)")
+            #expect(
+                noPurchase.isSuperset(of: ["RENEWAL_EXTENSION", "EXTERNAL_PURCHASE_TOKEN", "RESCIND_CONSENT", "CONSUMPTION_REQUEST"]), "\(noPurchase)"
+            )
             // Consumption requests carry their deadline, 12 hours after Apple's first send attempt.
             let requests = notificationRows.filter { $0.notificationType == "CONSUMPTION_REQUEST" }
             #expect(requests.allSatisfy { ($0.respondBy ?? 0) > ($0.signedDate ?? .max) && $0.transactionId != nil })
@@ -205,7 +207,9 @@ import Testing
             #expect(exported == states)
             // --kind prints one kind of row, in the same order.
             let purchases = try await rehearsal.reconciler(["changes", "--kind", "purchase"])
-            #expect(try Self.completeLines(purchases.stdout).map { try Self.decode($0).changeId } == changes.filter { $0.kind == .purchase }.map(\.changeId))
+            #expect(
+                try Self.completeLines(purchases.stdout).map { try Self.decode($0).changeId }
+                    == changes.filter { $0.kind == .purchase }.map(\.changeId))
             let events = try await rehearsal.reconciler(["changes", "--kind", "notification"])
             #expect(try Self.completeLines(events.stdout).map { try Self.decode($0).changeId } == notificationRows.map(\.changeId))
         }

@@ -33,10 +33,12 @@ import Testing
             try await Rehearsal.with(customers: 30, seed: 211, outageHoursAgo: (16, 0.02)) { rehearsal in
                 let requests = try await Self.outageRequests(rehearsal)
                 let (reportPath, metricsPath, pagePath) = (rehearsal.file("report.json"), rehearsal.file("run.prom"), rehearsal.file("run.html"))
-                let run = try await rehearsal.reconciler(["run", "--start", rehearsal.outageStart, "--end", rehearsal.outageEnd,
-                    "--forward-to", receiverURL, "--forward-drain-timeout", "120s", "--report-json", reportPath, "--metrics-file", metricsPath,
-                    "--report-html", pagePath,
-                ], environment: ["LOG_LEVEL": "info"])
+                let run = try await rehearsal.reconciler(
+                    [
+                        "run", "--start", rehearsal.outageStart, "--end", rehearsal.outageEnd,
+                        "--forward-to", receiverURL, "--forward-drain-timeout", "120s", "--report-json", reportPath, "--metrics-file", metricsPath,
+                        "--report-html", pagePath,
+                    ], environment: ["LOG_LEVEL": "info"])
                 #expect(run.status == 0, "\(run.stdout)\n\(run.stderr)")
                 // The run held its other deliveries while it queried the consumption requests, then let them go.
                 #expect(run.stderr.contains("the consumption requests are queried"), "\(run.stderr)")
@@ -59,7 +61,9 @@ import Testing
                 }
                 #expect(report["consumptionRequestsOpen"] as? Int == open.count)
                 #expect(report["consumptionRequestsExpired"] as? Int == expired.count)
-                #expect(run.stdout.contains("consumption  \(requests.count) consumption requests recovered: \(open.count) open, \(expired.count) expired"))
+                #expect(
+                    run.stdout.contains("consumption  \(requests.count) consumption requests recovered: \(open.count) open, \(expired.count) expired")
+                )
 
                 // The app's webhook heard of the open requests before any other notification of the run.
                 let arrivals = receiver.statistics.arrivals
@@ -70,14 +74,18 @@ import Testing
                 let metrics = try PrometheusText(parsing: try String(contentsOfFile: metricsPath, encoding: .utf8))
                 #expect(metrics.value("reconciler_run_consumption_requests", ["state": "expired"]) == Double(expired.count))
                 #expect(metrics.value("reconciler_run_consumption_requests", ["state": "open"]) == Double(open.count))
-                let openGauges = ["under_2h", "2h_to_6h", "over_6h"].compactMap { metrics.value("reconciler_consumption_requests_open", ["time_left": $0]) }
+                let openGauges = ["under_2h", "2h_to_6h", "over_6h"].compactMap {
+                    metrics.value("reconciler_consumption_requests_open", ["time_left": $0])
+                }
                 // The live webhook's requests still open count too (they are the app's to answer as well).
                 #expect(openGauges.reduce(0, +) >= Double(open.count))
                 let soonest = try #require(metrics.value("reconciler_consumption_request_next_deadline_timestamp_seconds"))
                 #expect(soonest * 1000 <= Double(open.map { $0.firstAttemptDate + Self.twelveHours }.min() ?? 0) + 1)
 
                 let page = try String(contentsOfFile: pagePath, encoding: .utf8)
-                #expect(page.contains("id=\"consumption-section\"") && page.contains("data-open=\"\(open.count)\"") && page.contains("data-expired=\"\(expired.count)\""))
+                #expect(
+                    page.contains("id=\"consumption-section\"") && page.contains("data-open=\"\(open.count)\"")
+                        && page.contains("data-expired=\"\(expired.count)\""))
                 #expect(requests.allSatisfy { page.contains(TimeArgument.iso8601($0.firstAttemptDate + Self.twelveHours)) })
             }
         }
@@ -117,7 +125,10 @@ import Testing
 
             try await rehearsal.resetMockStatistics()
             for (arguments, why) in [
-                (["consumption", "send", "--transaction-id", coins, "--delivery-status", "DELIVERED", "--sample-content-provided", "false"], "consent"),
+                (
+                    ["consumption", "send", "--transaction-id", coins, "--delivery-status", "DELIVERED", "--sample-content-provided", "false"],
+                    "consent"
+                ),
                 (answer + ["--transaction-id", coins, "--delivery-status", "SHIPPED"], "InvalidDeliveryStatus"),
                 (answer + ["--transaction-id", coins, "--consumption-percentage", "100001"], "percentage"),
                 (answer + ["--transaction-id", coins, "--refund-preference", "GRANT_PRORATED"], "GRANT_PRORATED"),
@@ -141,7 +152,8 @@ import Testing
             let delivered = try #require(received.first ?? nil)
             #expect(received.count == 1 && delivered.transactionId == coins && delivered.deliveryStatus == "DELIVERED")
             #expect(!delivered.sampleContentProvided && delivered.refundPreference == "GRANT_PRORATED" && delivered.consumptionPercentage == 25_000)
-            let afterwards = try JSONSerialization.jsonObject(with: Data(try await rehearsal.reconciler(["consumption", "list", "--json"]).stdout.utf8))
+            let afterwards = try JSONSerialization.jsonObject(
+                with: Data(try await rehearsal.reconciler(["consumption", "list", "--json"]).stdout.utf8))
             let answered = (afterwards as? [[String: Any]] ?? []).filter { $0["state"] as? String == "answered" }
             #expect(answered.map { $0["transactionId"] as? String } == [coins])
             let open = try await rehearsal.reconciler(["consumption", "list", "--open", "--json"])

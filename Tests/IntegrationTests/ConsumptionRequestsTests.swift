@@ -45,7 +45,10 @@ import Testing
                 signedPayload: try request(app.oneTime("5000", purchaseDate: t0 - 60_000, signedDate: t0), uuid: live, signedDate: t0),
                 source: .webhook)
             #expect(try await deadline(live, in: db) == (t0 + Self.twelveHours, nil))
-            #expect(try await db.strings("SELECT consumption_request_reason FROM notifications WHERE notification_uuid = \(live)") == ["FULFILLMENT_ISSUE"])
+            #expect(
+                try await db.strings("SELECT consumption_request_reason FROM notifications WHERE notification_uuid = \(live)") == [
+                    "FULFILLMENT_ISSUE"
+                ])
 
             let replayed = UUID().uuidString.lowercased()
             var recovered = try await handler.verify(
@@ -146,8 +149,14 @@ import Testing
             let all = try await db.database.transaction { try await requests.list(apps: [target], on: $0) }
             #expect(all.map(\.notificationUUID) == uuids)
             #expect(all.map { $0.state(at: now) } == [.expired, .expired, .open])
-            #expect(try await db.database.transaction { try await requests.list(apps: [target], openAt: now, on: $0) }.map(\.notificationUUID) == [uuids[2]])
-            #expect(try await db.database.transaction { try await requests.list(apps: [AppTarget(bundleId: "com.other", environment: .production)], on: $0) }.isEmpty)
+            #expect(
+                try await db.database.transaction { try await requests.list(apps: [target], openAt: now, on: $0) }.map(\.notificationUUID) == [
+                    uuids[2]
+                ])
+            #expect(
+                try await db.database.transaction {
+                    try await requests.list(apps: [AppTarget(bundleId: "com.other", environment: .production)], on: $0)
+                }.isEmpty)
 
             let answer = ConsumptionRequests.Answer(
                 target: target, transactionId: "7002", notificationUUID: uuids[2],

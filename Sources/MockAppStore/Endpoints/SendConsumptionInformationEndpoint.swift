@@ -43,7 +43,8 @@ extension MockAppStore {
             return .text(.badRequest, "Bad Request")
         }
         guard case .bool(true) = body["customerConsented"] else {
-            return Self.apiError(.badRequest, 4_000_035, "Invalid request. The customer consented field is required and must indicate the customer consented.")
+            return Self.apiError(
+                .badRequest, 4_000_035, "Invalid request. The customer consented field is required and must indicate the customer consented.")
         }
         guard let deliveryStatus = body["deliveryStatus"]?.string, DeliveryStatus(rawValue: deliveryStatus).isKnown else {
             return Self.apiError(.badRequest, 4_000_036, "Invalid request. The delivery status field is invalid.")

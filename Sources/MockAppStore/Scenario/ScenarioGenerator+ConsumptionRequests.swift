@@ -35,7 +35,8 @@ extension ScenarioGenerator {
             guard next - before.signedDate > 2_000 else { continue }
             let at = before.signedDate + 1_000 + generator.within(next - before.signedDate - 2_000, from: 0.2, to: 0.8)
             guard at < now else { continue }
-            requests.append(consumptionRequest(after: before, at: at, reason: reasons[Int(generator.next() % UInt64(reasons.count))], generator: &generator))
+            requests.append(
+                consumptionRequest(after: before, at: at, reason: reasons[Int(generator.next() % UInt64(reasons.count))], generator: &generator))
         }
         world.notifications += requests
         if configuration.scriptedOutageCustomers, let start = configuration.outageStart, let end = configuration.outageEnd, end > start, end <= now {

@@ -47,7 +47,8 @@ package enum ConsumptionAnswers {
         guard input.customerConsented else {
             throw invalid(
                 "the customer's consent is required: Apple refuses an answer without it (InvalidCustomerConsentedError 4000035), "
-                    + "and without the customer's consent Apple asks that you do not answer; pass --customer-consented only when the customer consented")
+                    + "and without the customer's consent Apple asks that you do not answer; pass --customer-consented only when the customer consented"
+            )
         }
         guard !input.transactionId.isEmpty, input.transactionId.allSatisfy({ $0.isASCII && $0.isNumber }) else {
             throw invalid(
@@ -64,7 +65,8 @@ package enum ConsumptionAnswers {
         switch input.sampleContentProvided.lowercased() {
         case "true": sampleContentProvided = true
         case "false": sampleContentProvided = false
-        default: throw invalid("--sample-content-provided \(input.sampleContentProvided) is not true or false (InvalidSampleContentProvidedError 4000041)")
+        default:
+            throw invalid("--sample-content-provided \(input.sampleContentProvided) is not true or false (InvalidSampleContentProvidedError 4000041)")
         }
         let refundPreference = try input.refundPreference.map { text in
             let preference = RefundPreference(rawValue: text.uppercased())
@@ -97,7 +99,9 @@ package enum ConsumptionAnswers {
     /// are left to Apple.
     package static func check(_ body: ConsumptionRequest, productType: ProductType?, ownership: InAppOwnershipType?) throws {
         if ownership == .familyShared {
-            throw invalid("the transaction was shared through Family Sharing: Apple takes no consumption information for it (FamilyTransactionNotSupportedError 4000185)")
+            throw invalid(
+                "the transaction was shared through Family Sharing: Apple takes no consumption information for it (FamilyTransactionNotSupportedError 4000185)"
+            )
         }
         guard let productType else { return }
         if productType == .autoRenewableSubscription {
@@ -167,7 +171,8 @@ package enum ConsumptionAnswers {
             let details = error.details
             (answer.httpStatus, answer.errorCode, answer.errorMessage) = (details.httpStatusCode, details.errorCode?.rawValue, details.errorMessage)
             switch error {
-            case .badRequest, .notFound, .unexpectedStatus where (400..<500).contains(details.httpStatusCode ?? 0):
+            case .badRequest, .notFound,
+                .unexpectedStatus where (400..<500).contains(details.httpStatusCode ?? 0):
                 answer.outcome = .refused
                 failure = ReconcilerError(.appleRefused, "Apple refused the consumption information: \(details)")
             case .unauthorized:

@@ -144,8 +144,10 @@ package struct NotificationHandler: Sendable {
         // of the change it made, or in a row of its own (and one with a deadline always in its own).
         let named = Set(changes.filter(\.value.changesPurchase).keys.compactMap { origin.notificationUUIDs[$0] })
         try await store.recordNotificationsInFeed(
-            rows.map(\.notification).filter { inserted.contains($0.notificationUUID) && (!named.contains($0.notificationUUID) || $0.respondBy != nil) }
-                .map(\.feedRow),
+            rows.map(\.notification).filter {
+                inserted.contains($0.notificationUUID) && (!named.contains($0.notificationUUID) || $0.respondBy != nil)
+            }
+            .map(\.feedRow),
             origin: origin, on: transaction)
 
         var recorded = Set<String>()

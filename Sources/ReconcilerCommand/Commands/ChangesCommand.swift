@@ -119,14 +119,16 @@ struct ChangesCommand: AsyncParsableCommand {
         if let pruneBefore {
             guard !reading, !newest else {
                 throw ValidationError(
-                    "--prune-before is a mode of its own: give it without --follow, --since, --limit, --app-account-token, --run-id, --kind or --newest")
+                    "--prune-before is a mode of its own: give it without --follow, --since, --limit, --app-account-token, --run-id, --kind or --newest"
+                )
             }
             guard let retention = TimeArgument.duration(pruneBefore), retention >= Self.minimumRetention else {
                 throw ValidationError("--prune-before: \(pruneBefore) is not a duration of at least 1h, such as 30d")
             }
         }
         if newest, reading {
-            throw ValidationError("--newest is a mode of its own: give it without --follow, --since, --limit, --app-account-token, --run-id or --kind")
+            throw ValidationError(
+                "--newest is a mode of its own: give it without --follow, --since, --limit, --app-account-token, --run-id or --kind")
         }
     }
 

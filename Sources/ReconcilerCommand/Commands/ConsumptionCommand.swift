@@ -170,7 +170,8 @@ struct ConsumptionCommand: AsyncParsableCommand {
             help: ArgumentHelp(
                 "DELIVERED, UNDELIVERED_QUALITY_ISSUE, UNDELIVERED_WRONG_ITEM, UNDELIVERED_SERVER_OUTAGE or UNDELIVERED_OTHER.", valueName: "status"))
         var deliveryStatus: String
-        @Option(help: ArgumentHelp("Whether the app offered a free sample, trial or description before the purchase: true or false.", valueName: "bool"))
+        @Option(
+            help: ArgumentHelp("Whether the app offered a free sample, trial or description before the purchase: true or false.", valueName: "bool"))
         var sampleContentProvided: String
         @Option(help: ArgumentHelp("DECLINE, GRANT_FULL or GRANT_PRORATED.", valueName: "pref")) var refundPreference: String?
         @Option(help: ArgumentHelp("The share consumed, in milliunits: 0 to 100000 (100000 is all of it).", valueName: "n"))

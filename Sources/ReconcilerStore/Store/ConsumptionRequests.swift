@@ -65,8 +65,9 @@ package struct ConsumptionRequests: Sendable {
 
     /// The requests of some apps and environments (`nil`: every one stored), soonest deadline
     /// first; with `openAt`, only those neither answered nor past their deadline at that moment.
-    package func list(apps: [AppTarget]?, openAt now: Int64? = nil, limit: Int = 10_000, on transaction: DatabaseTransaction) async throws -> [Request]
-    {
+    package func list(
+        apps: [AppTarget]?, openAt now: Int64? = nil, limit: Int = 10_000, on transaction: DatabaseTransaction
+    ) async throws -> [Request] {
         let scope = try PurchaseStore.scope(apps)
         let rows = try await transaction.query(
             """

@@ -31,7 +31,8 @@ extension ForwardQueue {
         target: ForwardingTarget, worker: String, token: UUID, leaseDuration: Duration, on transaction: DatabaseTransaction
     ) async throws -> Delivery? {
         for urgent in [true, false] {
-            let rows = try await transaction.query(Self.leaseQuery(target: target, worker: worker, token: token, leaseDuration: leaseDuration, urgent: urgent), logger: logger)
+            let rows = try await transaction.query(
+                Self.leaseQuery(target: target, worker: worker, token: token, leaseDuration: leaseDuration, urgent: urgent), logger: logger)
             for try await (uuid, redacted, payload, attempts) in rows.decode((String, String, String, Int).self) {
                 return Delivery(
                     notificationUUID: uuid, target: ForwardingTarget(id: target.id, redacted: redacted), signedPayload: payload,

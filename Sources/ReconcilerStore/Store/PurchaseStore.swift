@@ -669,7 +669,9 @@ package struct PurchaseStore: Sendable {
 
     /// Writes feed rows of kind `notification` in the caller's transaction (after the purchases'
     /// locks, as every write), in the order given; listeners are told when it commits.
-    package func recordNotificationsInFeed(_ notifications: [NotificationFeedRow], origin: ChangeOrigin, on transaction: DatabaseTransaction)
+    package func recordNotificationsInFeed(
+        _ notifications: [NotificationFeedRow], origin: ChangeOrigin, on transaction: DatabaseTransaction
+    )
         async throws
     {
         guard !notifications.isEmpty else { return }

@@ -632,7 +632,11 @@ import Testing
                 ("2000", #"{"customerConsented":true,"deliveryStatus":"DELIVERED","sampleContentProvided":"yes"}"#, 400, 4_000_041),
                 ("2000", "{\(valid),\"refundPreference\":\"MAYBE\"}", 400, 4_000_044),
                 ("2000", "{\(valid),\"consumptionPercentage\":100001}", 400, 4_000_000),
-                ("2000", #"{"customerConsented":true,"deliveryStatus":"UNDELIVERED_OTHER","sampleContentProvided":false,"consumptionPercentage":10}"#, 400, 4_000_000),
+                (
+                    "2000",
+                    #"{"customerConsented":true,"deliveryStatus":"UNDELIVERED_OTHER","sampleContentProvided":false,"consumptionPercentage":10}"#, 400,
+                    4_000_000
+                ),
                 ("2000", "{\(valid),\"refundPreference\":\"GRANT_PRORATED\"}", 400, 4_000_000),
                 ("1000", "{\(valid),\"consumptionPercentage\":0}", 400, 4_000_209),
                 ("3000", "{\(valid)}", 400, 4_000_185),

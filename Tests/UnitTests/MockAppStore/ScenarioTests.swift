@@ -86,8 +86,17 @@ import Testing
         // A request changes nothing: the truth's purchases are those of a world without them.
         var without = world
         without.notifications.removeAll { $0.notificationType == .consumptionRequest }
-        #expect(GroundTruth.purchases(world).map { var state = $0; state.lastSignedDate = nil; return state }
-            == GroundTruth.purchases(without).map { var state = $0; state.lastSignedDate = nil; return state })
+        #expect(
+            GroundTruth.purchases(world).map {
+                var state = $0
+                state.lastSignedDate = nil
+                return state
+            }
+                == GroundTruth.purchases(without).map {
+                    var state = $0
+                    state.lastSignedDate = nil
+                    return state
+                })
     }
 
     /// The export's new fields come from the latest transaction: the customer's app transaction

@@ -27,9 +27,11 @@ import Testing
 
     @Test func anAnswerApplesRulesAcceptIsTheBodyApplesModelSends() throws {
         let body = try ConsumptionAnswers.body(of: input(delivery: "delivered", sample: "TRUE", preference: "grant_prorated", percentage: 25_000))
-        #expect(body == ConsumptionRequest(
-            customerConsented: true, deliveryStatus: .delivered, sampleContentProvided: true, consumptionPercentage: 25_000,
-            refundPreference: .grantProrated))
+        #expect(
+            body
+                == ConsumptionRequest(
+                    customerConsented: true, deliveryStatus: .delivered, sampleContentProvided: true, consumptionPercentage: 25_000,
+                    refundPreference: .grantProrated))
         let minimal = try ConsumptionAnswers.body(of: input(delivery: "UNDELIVERED_SERVER_OUTAGE", percentage: 0))
         #expect(minimal.deliveryStatus == .undeliveredServerOutage && minimal.consumptionPercentage == 0 && minimal.refundPreference == nil)
     }

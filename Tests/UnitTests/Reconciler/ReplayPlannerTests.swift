@@ -12,7 +12,8 @@ import Testing
         let queries = shards.reduce(into: [NotificationFilter]()) { if $0.last != $1.filter { $0.append($1.filter) } }
         #expect(
             queries.prefix(8).map(\.description) == [
-                "CONSUMPTION_REQUEST", "DID_RENEW", "DID_RENEW/BILLING_RECOVERY", "EXPIRED/VOLUNTARY", "EXPIRED/BILLING_RETRY", "EXPIRED/PRICE_INCREASE",
+                "CONSUMPTION_REQUEST", "DID_RENEW", "DID_RENEW/BILLING_RECOVERY", "EXPIRED/VOLUNTARY", "EXPIRED/BILLING_RETRY",
+                "EXPIRED/PRICE_INCREASE",
                 "EXPIRED/PRODUCT_NOT_FOR_SALE", "EXPIRED",
             ])
         #expect(queries.contains(.init(.refund)))
