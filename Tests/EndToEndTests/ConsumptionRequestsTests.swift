@@ -99,6 +99,11 @@ import Testing
         try await Rehearsal.with(customers: 30, seed: 212, outageHoursAgo: (16, 0.02)) { rehearsal in
             let run = try await rehearsal.runWindow()
             #expect(run.status == 0, "\(run.stderr)")
+            // The export's new fields equal the mock's truth, line by line (a refund, prorated or
+            // not, and Apple's identifier of each customer among them).
+            let export = try await rehearsal.export(), truth = try await rehearsal.truth()
+            #expect(export == truth, "\(Rehearsal.difference(export, truth))")
+            #expect(export.contains(#""revocationType":"REFUND_FULL""#) && !export.contains(#""appTransactionId":null"#))
             let listed = try await rehearsal.reconciler(["consumption", "list", "--json"])
             #expect(listed.status == 0, "\(listed.stderr)")
             let entries = try #require(try JSONSerialization.jsonObject(with: Data(listed.stdout.utf8)) as? [[String: Any]])
