@@ -225,7 +225,7 @@ package struct Forwarder: Service, Sendable {
                 return nil
             }
             defer { group.cancelAll() }
-            var (sent, inFlight) = (0, 0)
+            var (sent, inFlight, urgentInFlight) = (0, 0, false)
             while sent < configuration.concurrency * 4, !Task.isCancelled {
                 if inFlight == configuration.concurrency {
                     try await recordNext(from: &group)
@@ -243,6 +243,16 @@ package struct Forwarder: Service, Sendable {
                     })
                 else { break }
                 await leases.add(token, validUntil: leasedAt + configuration.leaseDuration)
+                // Consumption requests before their deadline reach the app before anything else: the
+                // first delivery of another kind waits (leased, its lease renewed) until they are answered.
+                if !delivery.urgent, urgentInFlight {
+                    while inFlight > 0 {
+                        try await recordNext(from: &group)
+                        inFlight -= 1
+                    }
+                    urgentInFlight = false
+                }
+                urgentInFlight = urgentInFlight || delivery.urgent
                 group.addTask { (delivery, await sendWhileLeased(delivery, leases: leases)) }
                 (sent, inFlight) = (sent + 1, inFlight + 1)
             }

@@ -306,7 +306,12 @@ package struct ReconcileRun: Sendable {
         let urgent = try await database.transaction { transaction in
             try await store.notifications.lastRecorded(runId: run.runId, types: Self.urgentTypes, on: transaction)
         }
-        return RunReport(
+        // Judged at the report's moment: a request recovered late may already be past its deadline.
+        let now = Int64(finishedAt.timeIntervalSince1970 * 1000)
+        let consumption = try await database.transaction { [logger = database.logger] transaction in
+            try await ConsumptionRequests(logger: logger).recorded(byRun: run.runId, limit: RunReport.listedChangesLimit, on: transaction)
+        }
+        var report = RunReport(
             runId: run.runId, kind: run.kind, environment: run.environment, bundleId: run.bundleId, windowStart: run.window.start,
             windowEnd: run.window.end, dryRun: run.dryRun, status: run.status, failure: run.failure, startedAt: run.startedAt,
             finishedAt: finishedAt, durationSeconds: finishedAt.timeIntervalSince(run.startedAt),
@@ -325,5 +330,10 @@ package struct ReconcileRun: Sendable {
             changesTotal: listed.total,
             rejections: try await ledger.rejections(runId: run.runId), givenUp: try await ledger.givenUp(runId: run.runId),
             api: try await ledger.apiStatistics(runId: run.runId) + extraAPI)
+        let states = consumption.requests.map { $0.state(at: now) }
+        report.consumptionRequests = consumption.requests.map { RunReport.ConsumptionRequestEntry($0, at: now) }
+        report.consumptionRequestsOpen = states.filter { $0 == .open }.count
+        report.consumptionRequestsExpired = states.filter { $0 == .expired }.count
+        return report
     }
 }

@@ -19,7 +19,34 @@ struct RunContext: Sendable {
     var giveUp = GiveUpPolicy()
     /// Rung when phase 1 queues customers (and when it ends), so idle phase-2 workers start at once.
     let newCustomers = Wakeup()
+    /// Whether the run's deliveries to the app's webhook wait for its query of consumption requests.
+    let deliveryHold = DeliveryHold()
 
     var store: PurchaseStore { handler.store }
+
+    /// A run that forwards holds its deliveries back, all but the consumption requests still before
+    /// their deadline, while it queries consumption requests (the first query of its plan by
+    /// default), so the app's webhook hears of those first; the live webhook never holds. A held
+    /// delivery is released when that query is done, or by itself after ``longest`` (a run that dies
+    /// holding keeps nothing back for long).
+    final class DeliveryHold: Sendable {
+        /// The longest a delivery is held back.
+        static let longest: Duration = .seconds(600)
+
+        private let holding = Locked(false)
+
+        var isHolding: Bool { holding.withLock { $0 } }
+
+        func start() { holding.withLock { $0 = true } }
+
+        /// Ends the hold; returns whether it was on.
+        @discardableResult
+        func end() -> Bool {
+            holding.withLock { state in
+                defer { state = false }
+                return state
+            }
+        }
+    }
     var database: Database { handler.database }
 }

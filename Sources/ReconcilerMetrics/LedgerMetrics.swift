@@ -9,8 +9,8 @@ import ServiceLifecycle
 
 /// The gauges alerts watch that live in the database, not in one process: unacknowledged
 /// quarantined payloads and given-up customers and shards, the schedule's unfinished windows,
-/// when the last run finished, the newest live notification, and the
-/// forwarding queue. `run`
+/// when the last run finished, the newest live notification, the
+/// forwarding queue, and the consumption requests still waiting for an answer. `run`
 /// reads them once before writing its metrics file; `serve` runs this as a service that reads
 /// them at start and then every ``Configuration/interval``, so they stay true while nothing
 /// happens in that process (another process ran, `rejections --ack`, another replica stored a
@@ -37,6 +37,8 @@ package struct LedgerMetrics: Service {
     package let bundleId: String
     package let registry: MetricsRegistry
     package let configuration: Configuration
+    /// The moment deadlines are judged at, UNIX ms (a test fixes it).
+    package var now: @Sendable () -> Int64 = { Int64(Date().timeIntervalSince1970 * 1000) }
 
     package init(ledger: RunLedger, environment: String, bundleId: String, registry: MetricsRegistry, configuration: Configuration = .init()) {
         self.ledger = ledger
@@ -78,6 +80,23 @@ package struct LedgerMetrics: Service {
             MetricDefinition.forwardQueueDeliveries.gauge([status], in: registry).record(count)
         }
         MetricDefinition.forwardQueueOldestPending.gauge(in: registry).record(forwarding.oldestPending?.timeIntervalSince1970 ?? 0)
+        try await refreshConsumptionRequests()
+    }
+
+    /// Where the time left of an open consumption request falls, ms: under 2 h (the alert's), 2 h to 6 h, over 6 h.
+    package static let timeLeftBuckets: [(label: String, from: Int64)] = [("under_2h", 0), ("2h_to_6h", 7_200_000), ("over_6h", 21_600_000)]
+
+    private func refreshConsumptionRequests() async throws {
+        let (now, target) = (now(), AppTarget(bundleId: bundleId, environment: AppStoreEnvironment(rawValue: environment)))
+        let requests = ConsumptionRequests(logger: ledger.logger)
+        let bounds = Self.timeLeftBuckets.dropFirst().map(\.from)
+        let summary = try await ledger.database.transaction { transaction in
+            try await requests.openSummary(of: target, at: now, bounds: Array(bounds), on: transaction)
+        }
+        for (index, bucket) in Self.timeLeftBuckets.enumerated() {
+            MetricDefinition.consumptionRequestsOpen.gauge([bucket.label], in: registry).record(Int64(summary.counts[index]))
+        }
+        MetricDefinition.consumptionRequestNextDeadline.gauge(in: registry).record(summary.soonest.map { Double($0) / 1000 } ?? 0)
     }
 
     /// Refreshes now and then every ``Configuration/interval`` until graceful shutdown; a failed

@@ -105,6 +105,16 @@ extension MetricDefinition {
         help: "When the oldest delivery still waiting for the app's webhook was queued; 0 when none waits.",
         processes: [.serve, .run])
 
+    package static let consumptionRequestsOpen = MetricDefinition(
+        "reconciler_consumption_requests_open", .gauge, labels: ["time_left"],
+        help: "Consumption requests without an answer and before their deadline (12 hours after Apple first sent them), "
+            + "by time left: under_2h, 2h_to_6h, over_6h (reconciler consumption list --open).",
+        processes: [.serve, .run])
+    package static let consumptionRequestNextDeadline = MetricDefinition(
+        "reconciler_consumption_request_next_deadline_timestamp_seconds", .gauge,
+        help: "The soonest deadline of a consumption request without an answer and before its deadline; 0 when none.",
+        processes: [.serve, .run])
+
     // MARK: run: the last invocation, for node_exporter's textfile collector
 
     package static let runExitCode = MetricDefinition(
@@ -142,6 +152,11 @@ extension MetricDefinition {
     package static let runNotifications = MetricDefinition(
         "reconciler_run_notifications", .gauge, labels: ["type", "outcome"],
         help: "Notifications the last run saw, by TYPE/SUBTYPE and outcome (applied, stale, recorded, duplicate, rejected).",
+        processes: [.run])
+    package static let runConsumptionRequests = MetricDefinition(
+        "reconciler_run_consumption_requests", .gauge, labels: ["state"],
+        help: "Consumption requests the last run recovered, by state when it ended: open, expired (past the deadline "
+            + "without an answer), answered. They never change the run's exit code.",
         processes: [.run])
     package static let runPurchasesChanged = MetricDefinition(
         "reconciler_run_purchases_changed", .gauge,
@@ -192,9 +207,9 @@ extension MetricDefinition {
     package static let all: [MetricDefinition] = [
         webhookNotifications, webhookRejected, webhookUnconfiguredApp, webhookStoreFailures, webhookLastNotification,
         quarantineUnacknowledged, givenUpUnacknowledged, scheduleUnfinishedWindows, scheduleOldestUnfinishedWindowStart, lastFinishedRun,
-        ledgerRefreshFailures, forwardQueueDeliveries, forwardQueueOldestPending,
+        ledgerRefreshFailures, forwardQueueDeliveries, forwardQueueOldestPending, consumptionRequestsOpen, consumptionRequestNextDeadline,
         runExitCode, runEnd, runStatus, runDryRun, runDuration, runUrgentRecovery, runWindowStart, runWindowEnd,
-        runNotifications, runPurchasesChanged, runCustomersChecked, runCustomersFailed, runShardsFailed, runRejections,
+        runNotifications, runConsumptionRequests, runPurchasesChanged, runCustomersChecked, runCustomersFailed, runShardsFailed, runRejections,
         runAPIRequests, runAPIRetries, runAPIRateLimited, runAPIServerErrors, runAPITransportErrors, runAPIFailedCalls,
     ]
 

@@ -39,6 +39,13 @@ package enum RunMetrics {
                 MetricDefinition.runNotifications.gauge([type, outcome], in: metrics).record(Int64(count))
             }
         }
+        if let requests = report.consumptionRequests {
+            let answered = requests.filter(\.answered).count
+            let states = [("open", report.consumptionRequestsOpen ?? 0), ("expired", report.consumptionRequestsExpired ?? 0), ("answered", answered)]
+            for (state, count) in states {
+                MetricDefinition.runConsumptionRequests.gauge([state], in: metrics).record(Int64(count))
+            }
+        }
         set(.runPurchasesChanged, report.changesTotal)
         set(.runCustomersChecked, report.customersChecked)
         set(.runCustomersFailed, report.customersFailed.count)

@@ -16,7 +16,10 @@ import Foundation
 /// - `status`: Apple's subscription status (1 active … 5 revoked) with the newest `signedDate`,
 ///   from a notification or Get All Subscription Statuses; `null` for one-time purchases;
 /// - `lastSignedDate`: the newest `signedDate` of a notification about this purchase;
-/// - `entitled`: ``Entitlement`` at the moment the state is read (`null`: unknown).
+/// - `entitled`: ``Entitlement`` at the moment the state is read (`null`: unknown);
+/// - `appTransactionId`, `revocationType`, `revocationPercentage`, `offerType`, `offerIdentifier`:
+///   the latest transaction's, as Apple signed them (`null` when it carries none; always present,
+///   since schema version 0014, and `null` for a purchase not written since).
 package struct PurchaseState: Codable, Hashable, Sendable {
     package var originalTransactionId: String
     package var latestTransactionId: String?
@@ -35,12 +38,23 @@ package struct PurchaseState: Codable, Hashable, Sendable {
     /// Whether the customer has what they paid for now; see ``Entitlement``. `null` when that
     /// cannot be known (a non-renewing subscription whose term the app did not configure).
     package var entitled: Bool?
+    /// Apple's one identifier of the customer for the app, across devices and Family Sharing.
+    package var appTransactionId: String?
+    /// `REFUND_FULL`, `REFUND_PRORATED` or `FAMILY_REVOKE`, with a revocation.
+    package var revocationType: String?
+    /// The refunded share of a prorated refund, in milliunits (100000 is all of it).
+    package var revocationPercentage: Int32?
+    /// Apple's offer type: 1 introductory, 2 promotional, 3 offer code, 4 win-back.
+    package var offerType: Int32?
+    /// The offer's identifier (promotional offers, offer codes, win-back offers).
+    package var offerIdentifier: String?
 
     package init(
         originalTransactionId: String, latestTransactionId: String? = nil, productId: String? = nil, bundleId: String? = nil,
         environment: String? = nil, purchaseDate: Int64? = nil, expiresDate: Int64? = nil,
         revocationDate: Int64? = nil, autoRenewStatus: Int32? = nil, lastSignedDate: Int64? = nil,
-        appAccountToken: String? = nil, status: Int32? = nil, entitled: Bool? = false
+        appAccountToken: String? = nil, status: Int32? = nil, entitled: Bool? = false, appTransactionId: String? = nil,
+        revocationType: String? = nil, revocationPercentage: Int32? = nil, offerType: Int32? = nil, offerIdentifier: String? = nil
     ) {
         self.originalTransactionId = originalTransactionId
         self.latestTransactionId = latestTransactionId
@@ -55,11 +69,17 @@ package struct PurchaseState: Codable, Hashable, Sendable {
         self.appAccountToken = appAccountToken
         self.status = status
         self.entitled = entitled
+        self.appTransactionId = appTransactionId
+        self.revocationType = revocationType
+        self.revocationPercentage = revocationPercentage
+        self.offerType = offerType
+        self.offerIdentifier = offerIdentifier
     }
 
     private enum CodingKeys: String, CodingKey, CaseIterable {
         case originalTransactionId, latestTransactionId, productId, bundleId, environment, purchaseDate, expiresDate,
-            revocationDate, autoRenewStatus, lastSignedDate, appAccountToken, status, entitled
+            revocationDate, autoRenewStatus, lastSignedDate, appAccountToken, status, entitled, appTransactionId, revocationType,
+            revocationPercentage, offerType, offerIdentifier
     }
 
     package init(from decoder: any Decoder) throws {
@@ -78,7 +98,13 @@ package struct PurchaseState: Codable, Hashable, Sendable {
             appAccountToken: try container.decodeIfPresent(String.self, forKey: .appAccountToken),
             status: try container.decodeIfPresent(Int32.self, forKey: .status),
             // States recorded before `entitled` existed did not say; `null` is unknown.
-            entitled: try container.decodeIfPresent(Bool.self, forKey: .entitled))
+            entitled: try container.decodeIfPresent(Bool.self, forKey: .entitled),
+            // States recorded before schema version 0014 lack these: `null`, unknown.
+            appTransactionId: try container.decodeIfPresent(String.self, forKey: .appTransactionId),
+            revocationType: try container.decodeIfPresent(String.self, forKey: .revocationType),
+            revocationPercentage: try container.decodeIfPresent(Int32.self, forKey: .revocationPercentage),
+            offerType: try container.decodeIfPresent(Int32.self, forKey: .offerType),
+            offerIdentifier: try container.decodeIfPresent(String.self, forKey: .offerIdentifier))
     }
 
     /// Encodes every field, absent ones as `null`, so each line has the same keys.
@@ -97,6 +123,11 @@ package struct PurchaseState: Codable, Hashable, Sendable {
         try container.encode(appAccountToken, forKey: .appAccountToken)
         try container.encode(status, forKey: .status)
         try container.encode(entitled, forKey: .entitled)
+        try container.encode(appTransactionId, forKey: .appTransactionId)
+        try container.encode(revocationType, forKey: .revocationType)
+        try container.encode(revocationPercentage, forKey: .revocationPercentage)
+        try container.encode(offerType, forKey: .offerType)
+        try container.encode(offerIdentifier, forKey: .offerIdentifier)
     }
 
     /// One JSON line (keys sorted, no trailing newline).
@@ -121,6 +152,11 @@ package struct PurchaseState: Codable, Hashable, Sendable {
         if appAccountToken != before.appAccountToken { fields.append("appAccountToken") }
         if status != before.status { fields.append("status") }
         if entitled != before.entitled { fields.append("entitled") }
+        if appTransactionId != before.appTransactionId { fields.append("appTransactionId") }
+        if revocationType != before.revocationType { fields.append("revocationType") }
+        if revocationPercentage != before.revocationPercentage { fields.append("revocationPercentage") }
+        if offerType != before.offerType { fields.append("offerType") }
+        if offerIdentifier != before.offerIdentifier { fields.append("offerIdentifier") }
         return fields
     }
 }

@@ -49,6 +49,7 @@ package struct IncidentReportPage: Sendable {
         html.raw("</title>\n<style>\(Self.css)</style>\n</head>\n<body>\n<main>\n")
         header(&html, title: title)
         cards(&html)
+        consumptionSection(&html)
         notificationsSection(&html)
         apiSection(&html)
         totalsSection(&html)
@@ -357,6 +358,40 @@ package struct IncidentReportPage: Sendable {
             html.raw("</td></tr>\n")
         }
         html.raw("</tbody>\n</table>\n<p id=\"changes-none\" class=\"note\" hidden>No change matches the search.</p>\n</section>\n")
+    }
+
+    /// The consumption requests the run recovered, with their deadlines: first, since they are the
+    /// one thing on the page with a clock running (they never change the run's status).
+    private func consumptionSection(_ html: inout HTML) {
+        guard let requests = report.consumptionRequests, !requests.isEmpty else { return }
+        let (open, expired) = (report.consumptionRequestsOpen ?? 0, report.consumptionRequestsExpired ?? 0)
+        html.raw("<section id=\"consumption-section\">\n<h2>Consumption requests (\(requests.count))</h2>\n<p class=\"")
+        html.raw(open > 0 ? "attention" : "note")
+        html.raw("\" data-total=\"consumption\" data-open=\"\(open)\" data-expired=\"\(expired)\">")
+        html.text(
+            "\(open) open, \(expired) expired when the report was written. Apple wants an answer within 12 hours of its first send attempt; "
+                + "answer with ")
+        html.raw("<code>reconciler consumption send</code> (<code>reconciler consumption list --open</code>).</p>\n")
+        html.raw(
+            "<table id=\"consumption\">\n<thead><tr><th>transaction</th><th>original transaction</th><th>first sent</th><th>respond by</th><th></th></tr></thead>\n<tbody>\n"
+        )
+        for request in requests {
+            html.raw("<tr class=\"consumption-request\"><td class=\"mono\">")
+            html.text(request.transactionId ?? "")
+            html.raw("</td><td class=\"mono\">")
+            html.text(request.originalTransactionId ?? "")
+            html.raw("</td><td>")
+            html.text(request.firstSentAt.map { Timestamp(millisecondsSince1970: $0).description } ?? "")
+            html.raw("</td><td>")
+            html.text(Timestamp(millisecondsSince1970: request.respondBy).description)
+            html.raw("</td><td>")
+            html.raw(
+                request.answered
+                    ? "<span class=\"badge\">answered</span>"
+                    : request.expired ? "<span class=\"badge bad\">expired</span>" : "<span class=\"badge new\">open</span>")
+            html.raw("</td></tr>\n")
+        }
+        html.raw("</tbody>\n</table>\n</section>\n")
     }
 
     private func rejectionsSection(_ html: inout HTML) {

@@ -153,36 +153,70 @@ import Testing
             #expect(followed.count == whole.count)
             #expect(followed == whole, "the killed and restarted follower did not print the feed exactly once, in order")
 
-            // One row per change: per purchase, each row starts from the previous row's state
-            // (`entitled` aside: it is judged at each commit) and changes something.
+            // One purchase row per change: per purchase, each row starts from the previous row's
+            // state and changes something (`entitled` aside: it is judged at each commit; and
+            // `lastSignedDate`, which a notification that changed nothing else moves with no
+            // purchase row: it has a row of kind `notification`).
             let changes = try whole.map(Self.decode)
             #expect(Set(changes.map(\.changeId)).count == changes.count)
             var states: [String: PurchaseState] = [:]
-            for change in changes {
-                var before = change.before, after = change.after
+            for change in changes where change.kind == .purchase {
+                let original = try #require(change.originalTransactionId)
+                var before = change.before, after = try #require(change.after)
                 before?.entitled = false
-                after.entitled = false
-                if let previous = states[change.originalTransactionId] {
-                    #expect(before == previous, "change \(change.changeId) of \(change.originalTransactionId) does not follow the previous one")
+                before?.lastSignedDate = nil
+                (after.entitled, after.lastSignedDate) = (false, nil)
+                if let previous = states[original] {
+                    #expect(before == previous, "change \(change.changeId) of \(original) does not follow the previous one")
                 } else {
-                    #expect(before == nil, "the first change \(change.changeId) of \(change.originalTransactionId) has a before state")
+                    #expect(before == nil, "the first change \(change.changeId) of \(original) has a before state")
                 }
                 #expect(before != after, "change \(change.changeId) changes nothing")
-                #expect(change.after.originalTransactionId == change.originalTransactionId)
+                #expect(after.originalTransactionId == original)
                 #expect((change.source == .webhook) == (change.runId == nil))
-                states[change.originalTransactionId] = after
+                #expect(change.notificationType == nil && change.respondBy == nil)
+                states[original] = after
             }
-            #expect(changes.contains { $0.source == .webhook })
-            #expect(changes.contains { $0.source == .history && $0.notificationUUID != nil })
-            // The last state of each purchase is what export shows.
+            #expect(changes.contains { $0.kind == .purchase && $0.source == .webhook })
+            #expect(changes.contains { $0.kind == .purchase && $0.source == .history && $0.notificationUUID != nil })
+            // Every notification recorded is in the feed exactly once: named by the purchase row of
+            // the change it made, or in a notification row of its own (those of the outage with the
+            // run's id), whatever its type, the ones without `data` included.
+            let notificationRows = changes.filter { $0.kind == .notification }
+            #expect(notificationRows.allSatisfy { $0.before == nil && $0.after == nil && $0.notificationType != nil && $0.notificationUUID != nil })
+            #expect(notificationRows.contains { $0.source == .history && $0.runId != nil } && notificationRows.contains { $0.source == .webhook })
+            // (One with a deadline has its own row even when it also names the purchase row of a change it made.)
+            let named = changes.filter { $0.source == .webhook || $0.source == .history }
+            for (uuid, rows) in Dictionary(grouping: named, by: { $0.notificationUUID ?? "" }) where rows.count > 1 {
+                #expect(
+                    rows.count == 2 && rows.contains { $0.kind == .purchase } && rows.contains { $0.kind == .notification && $0.respondBy != nil },
+                    "notification \(uuid) is in the feed \(rows.count) times")
+            }
+            let recorded = try await rehearsal.db.strings("SELECT notification_uuid FROM notifications")
+            #expect(Set(named.compactMap(\.notificationUUID)) == Set(recorded))
+            let noPurchase = Set(notificationRows.map(\.notificationType))
+            #expect(
+                noPurchase.isSuperset(of: ["RENEWAL_EXTENSION", "EXTERNAL_PURCHASE_TOKEN", "RESCIND_CONSENT", "CONSUMPTION_REQUEST"]), "\(noPurchase)"
+            )
+            // Consumption requests carry their deadline, 12 hours after Apple's first send attempt.
+            let requests = notificationRows.filter { $0.notificationType == "CONSUMPTION_REQUEST" }
+            #expect(requests.allSatisfy { ($0.respondBy ?? 0) > ($0.signedDate ?? .max) && $0.transactionId != nil })
+            // The last state of each purchase is what export shows (`lastSignedDate` aside, above).
             var exported: [String: PurchaseState] = [:]
             for line in try await rehearsal.export().split(separator: "\n") {
                 var state = try JSONDecoder().decode(PurchaseState.self, from: Data(line.utf8))
-                state.entitled = false
+                (state.entitled, state.lastSignedDate) = (false, nil)
                 exported[state.originalTransactionId] = state
             }
             #expect(!exported.isEmpty)
             #expect(exported == states)
+            // --kind prints one kind of row, in the same order.
+            let purchases = try await rehearsal.reconciler(["changes", "--kind", "purchase"])
+            #expect(
+                try Self.completeLines(purchases.stdout).map { try Self.decode($0).changeId }
+                    == changes.filter { $0.kind == .purchase }.map(\.changeId))
+            let events = try await rehearsal.reconciler(["changes", "--kind", "notification"])
+            #expect(try Self.completeLines(events.stdout).map { try Self.decode($0).changeId } == notificationRows.map(\.changeId))
         }
     }
 
@@ -232,11 +266,13 @@ import Testing
                 let object = try #require(try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any])
                 #expect(
                     Set(object.keys) == [
-                        "changeId", "originalTransactionId", "bundleId", "environment", "appAccountToken", "source", "notificationUUID",
-                        "runId", "before", "after", "changedAt",
+                        "changeId", "kind", "originalTransactionId", "bundleId", "environment", "appAccountToken", "source", "notificationUUID",
+                        "runId", "before", "after", "changedAt", "notificationType", "subtype", "transactionId", "signedDate", "respondBy",
                     ])
             }
             #expect(lines[0].contains(#""before":null"#) && lines[0].contains(#""runId":null"#))
+            // Purchase rows carry the notification row's keys as null (every line has the union of keys).
+            #expect(lines.allSatisfy { $0.contains(#""kind":"purchase""#) && $0.contains(#""respondBy":null"#) })
             let batched = try await db.reconciler(["changes", "--since", "0", "--batch", "2"])
             #expect(Self.completeLines(batched.stdout) == lines)
             let limited = try await db.reconciler(["changes", "--since", "\(ids[1])", "--limit", "3", "--batch", "2"])
@@ -512,15 +548,23 @@ import Testing
                 #expect(state.entitled == expected, "export: \(entitlementCase)")
                 #expect(state.status == entitlementCase.status, "export: \(entitlementCase)")
                 #expect(state.appAccountToken == token)
-                let feed = try await runProcess("reconciler", ["changes", "--app-account-token", token.uppercased()], environment: environment)
+                // Other tests' transactions in the cluster may hold the feed back a moment (commit order).
+                var read: ProcessResult?
+                try await eventually("the purchase's changes readable") {
+                    let result = try await runProcess("reconciler", ["changes", "--app-account-token", token.uppercased()], environment: environment)
+                    read = result
+                    return result.status != 0 || !Self.completeLines(result.stdout).isEmpty
+                }
+                let feed = try #require(read)
                 #expect(feed.status == 0, "\(feed.stderr)")
                 let changes = try Self.completeLines(feed.stdout).map(Self.decode)
                 #expect(
                     !changes.isEmpty && changes.allSatisfy { $0.originalTransactionId == original && $0.appAccountToken == token },
                     "feed of \(entitlementCase)")
-                let last = try #require(changes.last)
-                #expect(last.after.entitled == expected, "feed: \(entitlementCase)")
-                #expect(last.after.status == entitlementCase.status, "feed: \(entitlementCase)")
+                // The last purchase row (a notification that changed nothing else has a row of its own).
+                let last = try #require(changes.last { $0.kind == .purchase }?.after)
+                #expect(last.entitled == expected, "feed: \(entitlementCase)")
+                #expect(last.status == entitlementCase.status, "feed: \(entitlementCase)")
             }
         }
     }

@@ -186,8 +186,13 @@ import Testing
             let lines = try Self.jsonLines(all.stdout)
             #expect(lines.count == stored)
             #expect(Set(lines.map(Self.key)) == Self.targets)
-            for line in lines {
+            // A purchase row names its purchase's app; a notification row (no `after`) the app of its notification.
+            for line in lines where line["kind"] as? String == "purchase" {
                 #expect(Self.key(line) == Self.key(line["after"] as? [String: Any] ?? [:]), "\(line)")
+            }
+            #expect(lines.contains { $0["kind"] as? String == "notification" })
+            for line in lines where line["kind"] as? String == "notification" {
+                #expect(Self.targets.contains(Self.key(line)) && line["after"] is NSNull, "\(line)")
             }
             func ids(_ lines: [[String: Any]]) -> [Int] { lines.map { $0["changeId"] as? Int ?? -1 } }
 

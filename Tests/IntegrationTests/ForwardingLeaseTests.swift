@@ -121,4 +121,51 @@ import Testing
             }
         }
     }
+
+    /// Consumption requests still before their deadline are leased before anything else, the
+    /// soonest deadline first; a run's deliveries held back (an expired request among them) are not
+    /// due until the run releases them, then in the order they were queued. A live delivery is never held.
+    @Test func openConsumptionRequestsGoFirstAndHeldDeliveriesWaitForTheirRelease() async throws {
+        try await TestDatabase.with { db in
+            let url = "http://127.0.0.1:9/notifications"
+            let target = ForwardingTarget(url: url)
+            let live = try await app.recordForwarded(2, to: url, in: db, purchasePrefix: "live")
+            let handler = try app.handler(db)
+            let now = Int64(Date().timeIntervalSince1970 * 1000)
+            func notification(_ type: NotificationTypeV2, _ original: String, signedDate: Int64) async throws -> VerifiedNotification {
+                var verified = try await handler.verify(
+                    signedPayload: try app.notification(
+                        type, signedDate: signedDate,
+                        transaction: app.oneTime(original, purchaseDate: signedDate - 60_000, signedDate: signedDate)))
+                verified.firstSendAttempt = signedDate + 500
+                return verified
+            }
+            // A run's page while it holds: an open request due in 11 h, one due in 10 h, one past its
+            // deadline and a charge; then the live webhook's (never held).
+            let page = [
+                try await notification(.consumptionRequest, "9101", signedDate: now - 3_600_000),
+                try await notification(.consumptionRequest, "9102", signedDate: now - 7_200_000),
+                try await notification(.consumptionRequest, "9103", signedDate: now - 13 * 3_600_000),
+                try await notification(.oneTimeCharge, "9104", signedDate: now - 60_000),
+            ]
+            _ = try await handler.record(page, source: .history(runId: 9), forwarding: .init(target: target, hold: .seconds(600)))
+            #expect(try await db.count("SELECT count(*) FROM forward_queue WHERE held") == 2)
+            let queue = ForwardQueue(database: db.database)
+            func leaseAll() async throws -> [(uuid: String, urgent: Bool)] {
+                var leased: [(uuid: String, urgent: Bool)] = []
+                while let delivery = try await queue.lease(target: target, worker: "w", token: UUID(), leaseDuration: .seconds(600)) {
+                    leased.append((delivery.notificationUUID, delivery.urgent))
+                }
+                return leased
+            }
+            let first = try await leaseAll()
+            #expect(first.map(\.uuid) == [page[1].notificationUUID, page[0].notificationUUID] + live)
+            #expect(first.map(\.urgent) == [true, true, false, false])
+            #expect(try await queue.releaseHeld(runId: 9) == 2)
+            #expect(try await queue.releaseHeld(runId: 9) == 0)
+            let released = try await leaseAll()
+            #expect(Set(released.map(\.uuid)) == [page[2].notificationUUID, page[3].notificationUUID])
+            #expect(released.allSatisfy { !$0.urgent })
+        }
+    }
 }

@@ -14,6 +14,37 @@ import Testing
 @Suite struct MetricsTests {
     /// The quarantine, the last finished run and the newest live notification come from the
     /// database; the newest live notification only moves forward, whichever source feeds it.
+    /// Open consumption requests by time left at the moment the gauges are read (fixed here), and
+    /// the soonest deadline; an expired request is not open, and with none open the deadline is 0.
+    @Test func theConsumptionRequestGaugesCountOpenRequestsByTimeLeft() async throws {
+        let app = try TestApp()
+        try await TestDatabase.with { db in
+            let metrics = MetricsRegistry(environment: "Production", bundleId: TestApp.bundleId)
+            var ledgerMetrics = LedgerMetrics(
+                ledger: RunLedger(database: db.database), environment: "Production", bundleId: TestApp.bundleId, registry: metrics)
+            let moment: Int64 = app.start + 20 * 86_400_000
+            ledgerMetrics.now = { moment }
+            try await ledgerMetrics.refresh()
+            var parsed = try PrometheusText(parsing: metrics.exposition())
+            #expect(parsed.value("reconciler_consumption_requests_open", ["time_left": "under_2h"]) == 0)
+            #expect(parsed.value("reconciler_consumption_request_next_deadline_timestamp_seconds") == 0)
+            // Received live at these times before the moment: deadlines 1 h, 5 h and 11 h ahead, and one 1 h past.
+            let handler = try app.handler(db)
+            for (index, hoursAgo) in [11, 7, 1, 13].enumerated() {
+                let signed = moment - Int64(hoursAgo) * 3_600_000
+                let transaction = app.oneTime("93\(index)", purchaseDate: signed - 60_000, signedDate: signed)
+                _ = try await handler.handle(
+                    signedPayload: try app.notification(.consumptionRequest, signedDate: signed, transaction: transaction), source: .webhook)
+            }
+            try await ledgerMetrics.refresh()
+            parsed = try PrometheusText(parsing: metrics.exposition())
+            for (bucket, count) in [("under_2h", 1.0), ("2h_to_6h", 1.0), ("over_6h", 1.0)] {
+                #expect(parsed.value("reconciler_consumption_requests_open", ["time_left": bucket]) == count, "\(bucket)")
+            }
+            #expect(parsed.value("reconciler_consumption_request_next_deadline_timestamp_seconds") == Double(moment + 3_600_000) / 1000)
+        }
+    }
+
     @Test func theLedgerGaugesComeFromTheDatabase() async throws {
         let app = try TestApp()
         try await TestDatabase.with { db in

@@ -29,17 +29,18 @@ package struct Rehearsal {
 
     /// Starts everything, waits for live delivery to finish, runs `body`, stops everything.
     /// `environment` is added to every `reconciler` process's; `serveArguments` to `reconciler serve`'s.
+    /// The outage is from `outageHoursAgo.start` to `outageHoursAgo.end` hours before now.
     package static func with(
         customers: Int = 60, seed: UInt64 = 3, mockArguments: [String] = [], databaseServer: String? = nil,
         environment extra: [String: String] = [:], serveArguments: [String] = [], configurationFile: Bool = false,
-        _ body: (Rehearsal) async throws -> Void
+        outageHoursAgo: (start: Double, end: Double) = (6, 3), _ body: (Rehearsal) async throws -> Void
     ) async throws {
         try await TestDatabase.with(server: databaseServer) { db in
             let directory = try TemporaryDirectory.create("rehearsal")
             defer { directory.remove() }
             let now = Date()
-            let outageStart = ISO8601DateFormatter().string(from: now.addingTimeInterval(-6 * 3600))
-            let outageEnd = ISO8601DateFormatter().string(from: now.addingTimeInterval(-3 * 3600))
+            let outageStart = ISO8601DateFormatter().string(from: now.addingTimeInterval(-outageHoursAgo.start * 3600))
+            let outageEnd = ISO8601DateFormatter().string(from: now.addingTimeInterval(-outageHoursAgo.end * 3600))
             for attempt in 1...3 {
                 let credentials = directory.file("credentials-\(attempt)")
                 let servePort = freePort()

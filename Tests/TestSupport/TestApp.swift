@@ -40,6 +40,17 @@ package struct TestApp {
             revocationType: revocationDate == nil ? nil : .refundFull, revocationPercentage: revocationDate == nil ? nil : 100_000)
     }
 
+    /// A consumable (or another one-time product) bought at `purchaseDate`.
+    package func oneTime(
+        _ transactionId: String, type: ProductType = .consumable, product: String = "com.example.coins", purchaseDate: Int64, signedDate: Int64,
+        ownership: InAppOwnershipType = .purchased
+    ) -> JWSTransactionDecodedPayload {
+        JWSTransactionDecodedPayload(
+            originalTransactionId: transactionId, transactionId: transactionId, bundleId: Self.bundleId, productId: product,
+            purchaseDate: purchaseDate, originalPurchaseDate: purchaseDate, quantity: 1, type: type, inAppOwnershipType: ownership,
+            signedDate: signedDate, environment: environment, transactionReason: .purchase, appTransactionId: "705000000000000042")
+    }
+
     /// Renewal info; a billing problem shows as `isInBillingRetryPeriod`, and a grace period as its end.
     package func renewal(
         original: String, autoRenew: AutoRenewStatus, signedDate: Int64, product: String = "com.example.monthly",
@@ -56,7 +67,7 @@ package struct TestApp {
         signedDate: Int64, transaction: JWSTransactionDecodedPayload? = nil,
         renewal: JWSRenewalInfoDecodedPayload? = nil, status: Status? = nil,
         bundleId: String = bundleId, appAppleId: Int64? = appAppleId, environment: AppStoreEnvironment? = nil,
-        signer: JWSSigner? = nil
+        signer: JWSSigner? = nil, consumptionRequestReason: ConsumptionRequestReason? = nil
     ) throws -> String {
         let signer = signer ?? authority.signer
         let payload = ResponseBodyV2DecodedPayload(
@@ -64,7 +75,8 @@ package struct TestApp {
             data: NotificationData(
                 appAppleId: appAppleId, bundleId: bundleId, environment: environment ?? self.environment,
                 signedTransactionInfo: try transaction.map { try signer.sign($0) },
-                signedRenewalInfo: try renewal.map { try signer.sign($0) }, status: status))
+                signedRenewalInfo: try renewal.map { try signer.sign($0) }, status: status,
+                consumptionRequestReason: consumptionRequestReason))
         return try signer.sign(payload)
     }
 }

@@ -23,6 +23,13 @@ public struct APIErrorCode: RawRepresentable, Hashable, Sendable, CustomStringCo
     public static let invalidInAppOwnershipType = APIErrorCode(rawValue: 4000026)
     public static let invalidRevoked = APIErrorCode(rawValue: 4000030)
     public static let invalidStatus = APIErrorCode(rawValue: 4000031)
+    public static let invalidCustomerConsented = APIErrorCode(rawValue: 4000035)
+    public static let invalidDeliveryStatus = APIErrorCode(rawValue: 4000036)
+    public static let invalidSampleContentProvided = APIErrorCode(rawValue: 4000041)
+    public static let invalidRefundPreference = APIErrorCode(rawValue: 4000044)
+    public static let appTransactionIdNotSupported = APIErrorCode(rawValue: 4000048)
+    public static let familyTransactionNotSupported = APIErrorCode(rawValue: 4000185)
+    public static let consumptionPercentageAutoRenewableSubscription = APIErrorCode(rawValue: 4000209)
     public static let accountNotFound = APIErrorCode(rawValue: 4040001)
     public static let accountNotFoundRetryable = APIErrorCode(rawValue: 4040002)
     public static let appNotFound = APIErrorCode(rawValue: 4040003)
@@ -63,6 +70,31 @@ public struct APIErrorCode: RawRepresentable, Hashable, Sendable, CustomStringCo
         case .invalidRevoked: "revoked"
         case .invalidStatus: "status"
         case .invalidAppIdentifier: "bundle id / app"
+        case .invalidCustomerConsented: "customerConsented"
+        case .invalidDeliveryStatus: "deliveryStatus"
+        case .invalidSampleContentProvided: "sampleContentProvided"
+        case .invalidRefundPreference: "refundPreference"
+        case .consumptionPercentageAutoRenewableSubscription: "consumptionPercentage"
+        default: nil
+        }
+    }
+
+    /// Apple's name of the error, for the codes this client knows (`InvalidCustomerConsentedError`).
+    public var name: String? {
+        switch self {
+        case .generalBadRequest: "GeneralBadRequestError"
+        case .invalidTransactionId: "InvalidTransactionIdError"
+        case .invalidCustomerConsented: "InvalidCustomerConsentedError"
+        case .invalidDeliveryStatus: "InvalidDeliveryStatusError"
+        case .invalidSampleContentProvided: "InvalidSampleContentProvidedError"
+        case .invalidRefundPreference: "InvalidRefundPreferenceError"
+        case .appTransactionIdNotSupported: "AppTransactionIdNotSupportedError"
+        case .familyTransactionNotSupported: "FamilyTransactionNotSupportedError"
+        case .consumptionPercentageAutoRenewableSubscription: "ConsumptionPercentageAutoRenewableSubscriptionError"
+        case .transactionIdNotFound: "TransactionIdNotFoundError"
+        case .rateLimitExceeded: "RateLimitExceededError"
+        case .generalInternal: "GeneralInternalError"
+        case .generalInternalRetryable: "GeneralInternalRetryableError"
         default: nil
         }
     }

@@ -177,6 +177,21 @@ public struct AppStoreServerAPIClient: Sendable {
             path: "/inApps/v1/notifications/test/\(Self.percentEncoded(testNotificationToken))", query: [], body: nil)
     }
 
+    /// Send Consumption Information (V2): the app's answer to a `CONSUMPTION_REQUEST` for
+    /// `transactionId` (the notification's transaction). Apple answers 202 with no body; a PUT of
+    /// the same answer is idempotent, so a 5xx is retried like any other call.
+    ///
+    /// ```swift
+    /// try await client.sendConsumptionInformation(
+    ///     transactionId: "2000000100000317",
+    ///     ConsumptionRequest(customerConsented: true, deliveryStatus: .delivered, sampleContentProvided: false))
+    /// ```
+    public func sendConsumptionInformation(transactionId: String, _ request: ConsumptionRequest) async throws {
+        let _: NoContent = try await send(
+            .sendConsumptionInformation, method: .PUT, path: "/inApps/v2/transactions/consumption/\(Self.percentEncoded(transactionId))",
+            query: [], body: try JSONEncoder().encode(request))
+    }
+
     // MARK: Paging
 
     /// The pages of a notification history query, fetched one at a time as they are consumed.
@@ -286,6 +301,8 @@ public struct AppStoreServerAPIClient: Sendable {
         }
         switch outcome {
         case .success(let status, let bytes):
+            // An endpoint that answers 2xx without a body (202 Accepted).
+            if let empty = NoContent() as? Response { return .success(empty) }
             if let decoded = try? JSONDecoder().decode(Response.self, from: Data(buffer: bytes)) {
                 return .success(decoded)
             }
@@ -347,6 +364,9 @@ public struct AppStoreServerAPIClient: Sendable {
         guard let retryAfter else { return backoff(afterFailures: rateLimitedResponses) }
         return retryAfter.delay() + configuration.retryPolicy.retryAfterMargin
     }
+
+    /// What a 2xx without a body decodes to.
+    private struct NoContent: Decodable {}
 
     private enum AttemptOutcome {
         case success(status: Int, body: ByteBuffer)

@@ -10,10 +10,11 @@ public struct AppStoreServerAPIEndpoint: Hashable, Sendable, CustomStringConvert
     public static let lookUpOrderId = Self(name: "Look Up Order ID", appleProductionLimitPerSecond: 10)
     public static let requestTestNotification = Self(name: "Request a Test Notification", appleProductionLimitPerSecond: 1)
     public static let getTestNotificationStatus = Self(name: "Get Test Notification Status", appleProductionLimitPerSecond: 1)
+    public static let sendConsumptionInformation = Self(name: "Send Consumption Information", appleProductionLimitPerSecond: 50)
 
     public static let all: [Self] = [
         .getNotificationHistory, .getTransactionHistory, .getAllSubscriptionStatuses, .lookUpOrderId,
-        .requestTestNotification, .getTestNotificationStatus,
+        .requestTestNotification, .getTestNotificationStatus, .sendConsumptionInformation,
     ]
 
     public var description: String { name }

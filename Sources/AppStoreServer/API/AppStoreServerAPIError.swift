@@ -52,7 +52,7 @@ public enum AppStoreServerAPIError: Error, CustomStringConvertible, Sendable {
         public var description: String {
             var parts = ["\(endpoint.name)"]
             if let httpStatusCode { parts.append("HTTP \(httpStatusCode)") }
-            if let errorCode { parts.append("errorCode \(errorCode)") }
+            if let errorCode { parts.append("errorCode \(errorCode)" + (errorCode.name.map { " \($0)" } ?? "")) }
             if let field = errorCode?.field { parts.append("bad field: \(field)") }
             if let errorMessage, !errorMessage.isEmpty { parts.append(errorMessage) }
             parts.append(attempts == 0 ? "no request sent" : "after \(attempts) attempt\(attempts == 1 ? "" : "s")")

@@ -14,6 +14,9 @@ import Synchronization
 ///   notificationType, subtype, signedDate, firstAttemptDate, delivered (a send attempt
 ///   succeeded), forged, bundleId, environment}) in Get Notification History's order, to know
 ///   which ones Apple failed to deliver and which ones a window holds;
+/// - `GET /mock/consumption`: every answer to a consumption request it accepted (Send Consumption
+///   Information), as JSON lines ({bundleId, environment, transactionId, customerConsented,
+///   deliveryStatus, sampleContentProvided, refundPreference, consumptionPercentage, receivedAt});
 /// - `GET /mock/stats`: what the mock saw (requests, busiest second, 429s, Retry-After violations,
 ///   faults injected, deliveries, cross-app requests), in total and per app and environment;
 ///   `POST /mock/stats/reset` clears it;
@@ -35,6 +38,8 @@ extension MockAppStore {
             return .text(.ok, lines, contentType: "application/x-ndjson")
         case (.GET, "/mock/notifications"):
             return .text(.ok, notificationLines(), contentType: "application/x-ndjson")
+        case (.GET, "/mock/consumption"):
+            return .text(.ok, consumptionAnswerLines(), contentType: "application/x-ndjson")
         case (.GET, "/mock/stats"):
             return .json(.ok, statistics.snapshot)
         case (.POST, "/mock/stats/reset"):

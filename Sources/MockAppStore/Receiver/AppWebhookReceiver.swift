@@ -67,6 +67,9 @@ package final class AppWebhookReceiver: Service, Sendable {
         package var deliveredTwiceAtOnce: Set<String> = []
         /// Held deliveries whose sender closed the connection before the answer.
         package var abandoned = 0
+        /// The notificationUUID of every delivery received, in the order they arrived (a repeated
+        /// delivery appears again): what the app heard first.
+        package var arrivals: [String] = []
 
         package init() {}
     }
@@ -167,6 +170,7 @@ package final class AppWebhookReceiver: Service, Sendable {
             state.statistics.received += 1
             state.statistics.inFlight += 1
             if let uuid {
+                state.statistics.arrivals.append(uuid)
                 if state.statistics.inFlightByNotification[uuid, default: 0] > 0 { state.statistics.deliveredTwiceAtOnce.insert(uuid) }
                 state.statistics.inFlightByNotification[uuid, default: 0] += 1
             }

@@ -27,7 +27,9 @@ package enum GroundTruth {
                 revocationDate: latest.revocationDate, autoRenewStatus: renewal?.autoRenewStatus?.rawValue,
                 lastSignedDate: lastSignedDate[original], appAccountToken: latest.appAccountToken,
                 status: subscription ? world.subscriptionStatus[original]?.rawValue : nil,
-                entitled: hasAccess(latest, renewal: subscription ? renewal : nil, terms: world.nonRenewingTerms, at: now))
+                entitled: hasAccess(latest, renewal: subscription ? renewal : nil, terms: world.nonRenewingTerms, at: now),
+                appTransactionId: latest.appTransactionId, revocationType: latest.revocationType?.rawValue,
+                revocationPercentage: latest.revocationPercentage, offerType: latest.offerType?.rawValue, offerIdentifier: latest.offerIdentifier)
         }
         .sorted { $0.originalTransactionId < $1.originalTransactionId }
     }

@@ -116,6 +116,13 @@ extension ScenarioGenerator {
             transaction.offerDiscountType = .freeTrial
             transaction.offerPeriod = "P1W"
             transaction.price = 0
+        } else if subtype == .resubscribe, Self.takesWinBackOffer(transactionId) {
+            // Half the lapsed subscribers come back through the win-back offer Apple listed for them
+            // (decided by the transaction ID, not the seeded generator, so the rest of the scenario stays).
+            transaction.offerType = .winBackOffer
+            transaction.offerIdentifier = MockProduct.winBackOfferId
+            transaction.offerDiscountType = .payUpFront
+            transaction.offerPeriod = "P1M"
         }
         record(transaction, accountId: state.accountId, modifiedAt: time)
         state.currentTransactionId = transactionId
@@ -125,6 +132,11 @@ extension ScenarioGenerator {
             environment: environment, recentSubscriptionStartDate: time, currency: "USD", renewalPrice: state.product.price,
             appAccountToken: state.appAccountToken, appTransactionId: appTransactionId(of: state.accountId))
         emitSubscription(&state, .subscribed, subtype, at: time, status: .active)
+    }
+
+    /// Whether a resubscription comes through the win-back offer.
+    static func takesWinBackOffer(_ transactionId: String) -> Bool {
+        transactionId.utf8.reduce(UInt64(14_695_981_039_346_656_037)) { ($0 ^ UInt64($1)) &* 1_099_511_628_211 } % 2 == 0
     }
 
     mutating func renew(_ state: inout SubscriptionState, at time: Int64, subtype: Subtype?) {

@@ -5,7 +5,8 @@ import AppStoreServer
 /// Subscriptions renew every period and meet the events Apple notifies about: voluntary and
 /// involuntary expiry (billing retry, grace period, recovery), upgrades, downgrades, price
 /// increases, refunds and their reversal, family-sharing revokes, resubscription; consumables and
-/// non-consumables are bought, some with consumption requests and refunds. Every event emits the
+/// non-consumables are bought, some with consumption requests and refunds; some subscriptions get
+/// consumption requests too, and a scenario with an outage has some inside it. Every event emits the
 /// notification Apple would send, with the right type and subtype, carrying the transaction and
 /// renewal info as they were at that moment. App-level notifications without `data` (summary,
 /// external purchase token, rescinded consent) happen live and inside the outage, and every
@@ -44,6 +45,7 @@ package struct ScenarioGenerator {
         if configuration.notificationsWithoutData {
             generator.simulateNotificationsWithoutData()
         }
+        generator.simulateConsumptionRequests()
         assignOrderIds(&generator.world, seed: configuration.seed)
         generator.world.notifications.sort { ($0.signedDate, $0.notificationUUID) < ($1.signedDate, $1.notificationUUID) }
         return generator.world

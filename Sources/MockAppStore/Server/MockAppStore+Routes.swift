@@ -17,6 +17,7 @@ extension MockAppStore {
         case lookUpOrderId = "Look Up Order ID"
         case requestTestNotification = "Request a Test Notification"
         case testNotificationStatus = "Get Test Notification Status"
+        case sendConsumptionInformation = "Send Consumption Information"
     }
 
     func endpoint(for request: MockHTTPRequest) -> (Endpoint, String?)? {
@@ -31,6 +32,7 @@ extension MockAppStore {
             (.GET, "/inApps/v1/subscriptions/", .subscriptionStatuses),
             (.GET, "/inApps/v1/lookup/", .lookUpOrderId),
             (.GET, "/inApps/v1/notifications/test/", .testNotificationStatus),
+            (.PUT, "/inApps/v2/transactions/consumption/", .sendConsumptionInformation),
         ]
         for (method, prefix, endpoint) in prefixes where request.method == method && path.hasPrefix(prefix) {
             let parameter = String(path.dropFirst(prefix.count)).removingPercentEncoding ?? ""
@@ -119,6 +121,7 @@ extension MockAppStore {
         case .lookUpOrderId: response = lookUpOrderId(parameter ?? "", in: world)
         case .requestTestNotification: response = await requestTestNotification(in: world)
         case .testNotificationStatus: response = testNotificationStatus(token: parameter ?? "", in: world)
+        case .sendConsumptionInformation: response = sendConsumptionInformation(request, transactionId: parameter ?? "", in: world)
         }
         if response.status == .ok, roll(faults.truncateRate, "truncate") {
             statistics.update(world.key) { $0.truncatedBodies += 1 }
@@ -133,7 +136,7 @@ extension MockAppStore {
         let snapshot = world.catalog.snapshot
         let transactionId: String?
         switch endpoint {
-        case .transactionHistory, .subscriptionStatuses: transactionId = parameter
+        case .transactionHistory, .subscriptionStatuses, .sendConsumptionInformation: transactionId = parameter
         case .lookUpOrderId: transactionId = parameter.flatMap { snapshot.world.orders[$0]?.first }
         case .notificationHistory:
             guard let filter = historyBody?["transactionId"]?.string else { return "*" }

@@ -36,6 +36,8 @@ final class AppWorld: Sendable {
     let attempts = SendAttemptLog()
     let rateLimiter = MockRateLimiter()
     let testNotifications = Mutex<[String: MockAppStore.TestNotification]>([:])
+    /// The answers to consumption requests it accepted (Send Consumption Information).
+    let consumptionAnswers = Mutex<[MockAppStore.ReceivedConsumptionAnswer]>([])
 
     init(scenario: ScenarioConfiguration, catalog: MockCatalog, scale: ScaleCatalog? = nil, simulated: Bool = true) {
         self.scenario = scenario

@@ -17,7 +17,7 @@ import Synchronization
 /// let follower = ChangeFeedFollower(
 ///     configuration: .init(since: lastProcessedId, follow: true), database: database, logger: logger)
 /// try await follower.run { change in
-///     try apply(change.after)
+///     if let after = change.after { try apply(after) }
 /// }
 /// ```
 package struct ChangeFeedFollower: Sendable {
@@ -39,10 +39,12 @@ package struct ChangeFeedFollower: Sendable {
         package var appAccountToken: String?
         /// Only changes made by this run.
         package var runId: Int64?
+        /// Only rows of this kind (`nil`: both).
+        package var kind: PurchaseStore.FeedKind?
 
         package init(
             since: Int64 = 0, follow: Bool = false, limit: Int? = nil, batch: Int = 500, pollInterval: Duration = .seconds(5),
-            apps: [AppTarget]? = nil, appAccountToken: String? = nil, runId: Int64? = nil
+            apps: [AppTarget]? = nil, appAccountToken: String? = nil, runId: Int64? = nil, kind: PurchaseStore.FeedKind? = nil
         ) {
             self.since = since
             self.follow = follow
@@ -52,6 +54,7 @@ package struct ChangeFeedFollower: Sendable {
             self.apps = apps
             self.appAccountToken = appAccountToken
             self.runId = runId
+            self.kind = kind
         }
     }
 
@@ -98,7 +101,7 @@ package struct ChangeFeedFollower: Sendable {
                     read = try await database.transaction { [position] in
                         try await store.changes(
                             after: position, limit: wanted, apps: configuration.apps, appAccountToken: configuration.appAccountToken,
-                            runId: configuration.runId, on: $0)
+                            runId: configuration.runId, kind: configuration.kind, on: $0)
                     }
                 } catch let error as ReconcilerError where error.code == .databaseUnavailable && configuration.follow {
                     // A follower outlives an outage: nothing is skipped, it reads from the same position later.

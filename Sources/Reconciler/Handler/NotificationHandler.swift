@@ -117,13 +117,15 @@ package struct NotificationHandler: Sendable {
         var transactions: [PurchaseStore.TransactionWrite] = []
         var updates: [PurchaseStore.PurchaseUpdate] = []
         var origin = PurchaseStore.ChangeOrigin(source: source.runId == nil ? .webhook : .history, runId: source.runId)
-        var newestSigned: [String: Int64] = [:]
+        var newestSigned: [String: (withoutDeadline: Int, signedDate: Int64)] = [:]
         for row in rows where inserted.contains(row.notification.notificationUUID) {
             let notification = row.notification
             guard notification.appliesToPurchase, let original = notification.originalTransactionId else { continue }
-            // The feed names the newest notification behind a purchase's change.
-            if notification.signedDate >= newestSigned[original] ?? .min {
-                newestSigned[original] = notification.signedDate
+            // The feed names the newest notification behind a purchase's change; one without a
+            // deadline first, since one with a deadline gets a notification row of its own.
+            let rank = (withoutDeadline: notification.respondBy == nil ? 1 : 0, signedDate: notification.signedDate)
+            if newestSigned[original].map({ rank >= $0 }) ?? true {
+                newestSigned[original] = rank
                 origin.notificationUUIDs[original] = notification.notificationUUID
             }
             if let transaction = notification.subscription.transaction {
@@ -138,6 +140,15 @@ package struct NotificationHandler: Sendable {
                         status: notification.payload.data?.status)))
         }
         let changes = try await store.write(transactions: transactions, updates: updates, before: before, origin: origin, on: transaction)
+        // Every notification recorded for the first time reaches the feed: named by the purchase row
+        // of the change it made, or in a row of its own (and one with a deadline always in its own).
+        let named = Set(changes.filter(\.value.changesPurchase).keys.compactMap { origin.notificationUUIDs[$0] })
+        try await store.recordNotificationsInFeed(
+            rows.map(\.notification).filter {
+                inserted.contains($0.notificationUUID) && (!named.contains($0.notificationUUID) || $0.respondBy != nil)
+            }
+            .map(\.feedRow),
+            origin: origin, on: transaction)
 
         var recorded = Set<String>()
         return notifications.map { notification in
@@ -160,4 +171,12 @@ package struct NotificationHandler: Sendable {
 extension VerifiedNotification {
     /// Whether it carries purchase data to apply (TEST notifications and summaries do not).
     var appliesToPurchase: Bool { originalTransactionId != nil && notificationType != .test }
+
+    /// Its row of kind `notification` in the change feed.
+    var feedRow: PurchaseStore.NotificationFeedRow {
+        PurchaseStore.NotificationFeedRow(
+            notificationUUID: notificationUUID, notificationType: notificationType.rawValue, subtype: subtype?.rawValue,
+            originalTransactionId: originalTransactionId, transactionId: transaction?.transactionId,
+            appAccountToken: transaction?.appAccountToken ?? renewalInfo?.appAccountToken, signedDate: signedDate, respondBy: respondBy)
+    }
 }

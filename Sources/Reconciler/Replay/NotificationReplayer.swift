@@ -46,15 +46,20 @@ struct NotificationReplayer: Sendable {
             $0.pages = shards.pagesDone
         }
         // Most urgent first: shards are taken in plan order by a fixed number of workers.
-        let queue = ShardQueue(shards.filter { $0.status == .pending })
+        let pending = shards.filter { $0.status == .pending }
+        let queue = ShardQueue(pending)
+        // A run that forwards holds its other deliveries back until its consumption requests are queried.
+        let consumptionQuery = OutstandingShards(pending.filter(\.isConsumptionQuery).count)
+        if run.options.forwardTo != nil, await consumptionQuery.count > 0 { context.deliveryHold.start() }
         try await withThrowingTaskGroup(of: Void.self) { group in
             for _ in 0..<max(configuration.concurrency, 1) {
                 group.addTask {
                     while let shard = await queue.next() {
                         do {
                             try Task.checkCancellation()
-                            try await replayShard(shard, queue: queue)
+                            try await replayShard(shard, queue: queue, consumptionQuery: consumptionQuery)
                             await queue.finished()
+                            if shard.isConsumptionQuery, await consumptionQuery.finish() == 0 { try await releaseHeldDeliveries() }
                         } catch {
                             await queue.close()
                             throw error
@@ -65,9 +70,23 @@ struct NotificationReplayer: Sendable {
             // The first error stops the other workers (leaving the group cancels them).
             for try await _ in group {}
         }
+        // A page that read the hold just before it ended may have committed after the release.
+        if run.options.forwardTo != nil { try await releaseHeldDeliveries(always: true) }
     }
 
-    private func replayShard(_ record: ShardRecord, queue: ShardQueue) async throws {
+    /// Ends the hold on the run's deliveries (``RunContext/DeliveryHold``) and makes the deliveries
+    /// it held due, in the order they were queued; `always` releases again even when the hold was over.
+    private func releaseHeldDeliveries(always: Bool = false) async throws {
+        let ended = context.deliveryHold.end()
+        guard ended || always else { return }
+        let released = try await ForwardQueue(database: context.database).releaseHeld(runId: runId)
+        if ended {
+            logger.info(
+                "the consumption requests are queried: the run's other deliveries to the app's webhook go now", metadata: ["released": "\(released)"])
+        }
+    }
+
+    private func replayShard(_ record: ShardRecord, queue: ShardQueue, consumptionQuery: OutstandingShards) async throws {
         var shard = record.shard
         var position = record.position
         var retentionMoves = 0
@@ -87,6 +106,7 @@ struct NotificationReplayer: Sendable {
                             $0.shardsDone += 1
                             $0.shardsTotal += split.pieces.count
                         }
+                        if record.isConsumptionQuery { await consumptionQuery.add(split.pieces.count) }
                         await queue.add(
                             split.pieces.map {
                                 ShardRecord(shard: $0, paginationToken: nil, pagesDone: 0, notificationsSeen: 0, restarts: 0, status: .pending)
@@ -281,4 +301,24 @@ struct NotificationReplayer: Sendable {
             progress.rejected += outcome.rejections.count
         }
     }
+}
+
+/// How many shards of one query are not finished yet (pieces of a split count until they finish).
+actor OutstandingShards {
+    private(set) var count: Int
+
+    init(_ count: Int) { self.count = count }
+
+    func add(_ pieces: Int) { count += pieces }
+
+    /// One finished; returns how many are left.
+    func finish() -> Int {
+        count = max(count - 1, 0)
+        return count
+    }
+}
+
+extension ShardRecord {
+    /// Whether it is a shard of the query of consumption requests.
+    var isConsumptionQuery: Bool { shard.filter.notificationType == .consumptionRequest }
 }

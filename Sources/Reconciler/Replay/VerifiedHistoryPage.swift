@@ -25,7 +25,9 @@ struct VerifiedHistoryPage: Sendable {
         for item in items {
             let payload = item.signedPayload ?? ""
             do {
-                let notification = try await context.handler.verify(signedPayload: payload)
+                var notification = try await context.handler.verify(signedPayload: payload)
+                // Apple's deadlines count from the first send attempt (the attempts are not signed).
+                notification.firstSendAttempt = (item.sendAttempts ?? []).compactMap(\.attemptDate).min()
                 notifications.append(notification)
                 if !(item.sendAttempts ?? []).contains(where: { $0.sendAttemptResult == .success }) {
                     undelivered.insert(notification.notificationUUID)
@@ -49,7 +51,9 @@ struct VerifiedHistoryPage: Sendable {
     /// forwards) and records its counts, changes and rejections under the run, in the caller's transaction.
     func record(context: RunContext, on transaction: DatabaseTransaction) async throws -> Recorded {
         let (run, handler, ledger) = (context.run, context.handler, context.ledger)
-        let forwarding = run.options.forwardTo.map { NotificationLog.Forwarding(target: $0, only: undelivered) }
+        // While the run's query of consumption requests is going, the run's other deliveries wait.
+        let hold = context.deliveryHold.isHolding ? RunContext.DeliveryHold.longest : nil
+        let forwarding = run.options.forwardTo.map { NotificationLog.Forwarding(target: $0, only: undelivered, hold: hold) }
         let results = try await handler.apply(notifications, source: .history(runId: run.runId), forwarding: forwarding, on: transaction)
         try await ledger.addCounts(
             runId: run.runId,

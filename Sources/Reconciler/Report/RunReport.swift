@@ -49,6 +49,45 @@ package struct RunReport: Sendable, Codable {
         }
     }
 
+    /// A consumption request the run recovered (recorded for the first time), with its deadline as
+    /// of when the report was made.
+    package struct ConsumptionRequestEntry: Sendable, Codable, Hashable {
+        package var notificationUUID: String
+        package var transactionId: String?
+        package var originalTransactionId: String?
+        /// When Apple first tried to send it (UNIX ms).
+        package var firstSentAt: Int64?
+        /// The deadline for an answer (UNIX ms): 12 hours after `firstSentAt`, else after its signedDate.
+        package var respondBy: Int64
+        /// The deadline had passed, with no answer, when the report was made.
+        package var expired: Bool
+        /// An answer Apple accepted was sent (`reconciler consumption send`).
+        package var answered: Bool
+
+        package init(_ request: ConsumptionRequests.Request, at now: Int64) {
+            notificationUUID = request.notificationUUID
+            transactionId = request.transactionId
+            originalTransactionId = request.originalTransactionId
+            firstSentAt = request.firstSentAt
+            respondBy = request.respondBy
+            let state = request.state(at: now)
+            expired = state == .expired
+            answered = state == .answered
+        }
+
+        /// Every key, absent values as `null`.
+        package func encode(to encoder: any Encoder) throws {
+            var container = encoder.container(keyedBy: CodingKeys.self)
+            try container.encode(notificationUUID, forKey: .notificationUUID)
+            try container.encode(transactionId, forKey: .transactionId)
+            try container.encode(originalTransactionId, forKey: .originalTransactionId)
+            try container.encode(firstSentAt, forKey: .firstSentAt)
+            try container.encode(respondBy, forKey: .respondBy)
+            try container.encode(expired, forKey: .expired)
+            try container.encode(answered, forKey: .answered)
+        }
+    }
+
     package struct Change: Sendable, Codable, Hashable {
         package var originalTransactionId: String
         package var fields: [String]
@@ -106,6 +145,13 @@ package struct RunReport: Sendable, Codable {
     package var unfinishedScheduledWindows: [ScheduledWindow]?
     /// App Store Server API calls by every process of the run that finished its part.
     package var api: APIStatistics.Snapshot
+    /// The consumption requests this run recovered, soonest deadline first (the first
+    /// ``listedChangesLimit`` of them), as of when the report was made; `nil` in a report stored
+    /// before consumption requests were reported. They never change the run's status or exit code.
+    package var consumptionRequests: [ConsumptionRequestEntry]?
+    /// How many of them were still before their deadline without an answer, and how many were past it.
+    package var consumptionRequestsOpen: Int?
+    package var consumptionRequestsExpired: Int?
     /// With `--forward-to`: where the deliveries of this run's notifications to the app's webhook
     /// stood when the run ended (after draining the queue for `--forward-drain-timeout`).
     package var forwarding: ForwardQueue.ForwardingSummary?
@@ -188,6 +234,19 @@ package struct RunReport: Sendable, Codable {
                     ? "    … \(changesTotal - shown) more (\(changes.count) in --report-json; all: reconciler changes --run-id \(runId))"
                     : "    … \(changesTotal - shown) more in --report-json")
         }
+        if let requests = consumptionRequests, !requests.isEmpty {
+            let (open, expired) = (consumptionRequestsOpen ?? 0, consumptionRequestsExpired ?? 0)
+            lines.append(
+                "  consumption  \(requests.count) consumption requests recovered: \(open) open, \(expired) expired"
+                    + (open > 0 ? "; answer them with `reconciler consumption send` (`reconciler consumption list --open`)" : ""))
+            for request in requests.prefix(maximumChanges) {
+                let state = request.answered ? "answered" : request.expired ? "EXPIRED" : "open"
+                lines.append(
+                    "    \(request.transactionId ?? "?")  respond by \(Timestamp(millisecondsSince1970: request.respondBy).description)  \(state)"
+                        + (request.firstSentAt.map { "  (first sent \(Timestamp(millisecondsSince1970: $0).description))" } ?? ""))
+            }
+            if requests.count > maximumChanges { lines.append("    … \(requests.count - maximumChanges) more in --report-json") }
+        }
         if let forwarding {
             lines.append(
                 "  forwarded    \(forwarding.delivered) notifications delivered to the app's webhook, \(forwarding.pending) pending, "
@@ -235,8 +294,9 @@ package struct RunReport: Sendable, Codable {
     /// A purchase's change in one line: the fields that changed, before → after.
     static func describe(_ change: PurchaseChange) -> String {
         let changed = change.after.changedFields(from: change.before)
-        // lastSignedDate moves with almost every change; show it only when it is the change.
-        let fields = changed.count > 1 ? changed.filter { $0 != "lastSignedDate" && $0 != "environment" } : changed
+        // lastSignedDate moves with almost every change, and the identifiers come with a new purchase;
+        // show them only when they are the change.
+        let fields = changed.count > 1 ? changed.filter { !["lastSignedDate", "environment", "appTransactionId"].contains($0) } : changed
         return change.before == nil
             ? "new: " + fields.map { "\($0) \(value($0, change.after))" }.joined(separator: ", ")
             : fields.map { "\($0) \(value($0, change.before)) → \(value($0, change.after))" }.joined(separator: ", ")
@@ -257,6 +317,11 @@ package struct RunReport: Sendable, Codable {
         case "appAccountToken": return state.appAccountToken ?? "null"
         case "status": return state.status.map(String.init) ?? "null"
         case "entitled": return state.entitled.map(String.init) ?? "unknown"
+        case "appTransactionId": return state.appTransactionId ?? "null"
+        case "revocationType": return state.revocationType ?? "null"
+        case "revocationPercentage": return state.revocationPercentage.map(String.init) ?? "null"
+        case "offerType": return state.offerType.map(String.init) ?? "null"
+        case "offerIdentifier": return state.offerIdentifier ?? "null"
         default: return "∅"
         }
     }

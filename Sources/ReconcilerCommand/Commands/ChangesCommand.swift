@@ -12,11 +12,15 @@ struct ChangesCommand: AsyncParsableCommand {
         commandName: "changes",
         abstract: "Print the change feed: every change of a purchase, in commit order, as JSON lines.",
         discussion: """
-            Every purchase change (from the webhook, a replay, the gap fill) writes one row in the same \
-            transaction as the change. Each line: changeId, originalTransactionId, bundleId, environment, appAccountToken, source \
-            (webhook, history, transaction_history, status_refresh), notificationUUID, runId, before and after \
-            (the `export` shape, entitled as of the change; before is null for a new purchase) and changedAt \
-            (ISO 8601). Lines come in commit order: a change is printed only once no transaction that could \
+            Every purchase change (from the webhook, a replay, the gap fill) writes one row of kind `purchase` in \
+            the same transaction as the change; every notification recorded for the first time that changed no \
+            purchase (entitled and lastSignedDate aside), or that Apple set a deadline for (CONSUMPTION_REQUEST), \
+            writes one of kind `notification`. Each line has every key: changeId, kind, originalTransactionId, \
+            bundleId, environment, appAccountToken, source (webhook, history, transaction_history, status_refresh), \
+            notificationUUID, runId, before and after (the `export` shape, entitled as of the change; before is \
+            null for a new purchase; both null on notification rows), changedAt (ISO 8601), and notificationType, \
+            subtype, transactionId, signedDate and respondBy (the deadline for an answer, UNIX ms; all null on \
+            purchase rows). --kind purchase or --kind notification prints one kind. Lines come in commit order: a change is printed only once no transaction that could \
             still commit an earlier one is running, so resuming after the last id you processed misses nothing.
 
             It prints the changes of every app and environment of the configuration file (--config, \
@@ -34,6 +38,7 @@ struct ChangesCommand: AsyncParsableCommand {
               reconciler changes --app com.example.two --environment production --since "$LAST_ID" --follow
               reconciler changes --app-account-token 6f1c...-...-... --since 0
               reconciler changes --run-id 42                             # every change a run made (its report lists 1,000)
+              reconciler changes --since "$LAST_ID" --kind notification  # only notifications that changed no purchase
               reconciler changes --newest                                # the newest id, for a new consumer
               reconciler changes --prune-before 30d                      # retention: reconciler prune --changes-older-than 30d
 
@@ -79,6 +84,9 @@ struct ChangesCommand: AsyncParsableCommand {
     @Option(help: ArgumentHelp("Only changes made by this run (its id, as `status` and the run's report show).", valueName: "id"))
     var runId: Int64?
 
+    @Option(help: ArgumentHelp("Only rows of this kind: purchase or notification (default: both).", valueName: "kind"))
+    var kind: String?
+
     @Flag(help: "Print the id of the newest change (0 when the feed is empty) and exit.")
     var newest = false
 
@@ -106,18 +114,21 @@ struct ChangesCommand: AsyncParsableCommand {
             throw ValidationError("--app-account-token: \(appAccountToken) is not a UUID (the app's appAccountToken)")
         }
         if let runId, runId < 1 { throw ValidationError("--run-id must be a run's id (1 or more)") }
-        let reading = follow || since != 0 || limit != nil || appAccountToken != nil || runId != nil
+        if let kind, PurchaseStore.FeedKind(rawValue: kind) == nil { throw ValidationError("--kind must be purchase or notification") }
+        let reading = follow || since != 0 || limit != nil || appAccountToken != nil || runId != nil || kind != nil
         if let pruneBefore {
             guard !reading, !newest else {
                 throw ValidationError(
-                    "--prune-before is a mode of its own: give it without --follow, --since, --limit, --app-account-token, --run-id or --newest")
+                    "--prune-before is a mode of its own: give it without --follow, --since, --limit, --app-account-token, --run-id, --kind or --newest"
+                )
             }
             guard pruneBefore >= Self.minimumRetention else {
                 throw ValidationError("--prune-before: \(pruneBefore.operatorText) is shorter than 1h (30d, say)")
             }
         }
         if newest, reading {
-            throw ValidationError("--newest is a mode of its own: give it without --follow, --since, --limit, --app-account-token or --run-id")
+            throw ValidationError(
+                "--newest is a mode of its own: give it without --follow, --since, --limit, --app-account-token, --run-id or --kind")
         }
     }
 
@@ -135,7 +146,8 @@ struct ChangesCommand: AsyncParsableCommand {
         } else {
             let follower = ChangeFeedFollower.Configuration(
                 since: since, follow: follow, limit: limit, batch: batch, pollInterval: pollInterval,
-                apps: try app.storedScope().appsOnly(), appAccountToken: appAccountToken?.lowercased(), runId: runId)
+                apps: try app.storedScope().appsOnly(), appAccountToken: appAccountToken?.lowercased(), runId: runId,
+                kind: kind.flatMap(PurchaseStore.FeedKind.init(rawValue:)))
             do {
                 try await database.runWork(logger: logger) { database in
                     try await Self.requireSchema(database, logger: logger)

@@ -121,6 +121,14 @@ package struct ReconcilerError: Error, CustomStringConvertible, CustomDebugStrin
         /// Every signed transaction of the order failed verification: quarantined, nothing applied.
         package static let notGenuine = Code("notGenuine", .attention, remedy: "see `reconciler rejections`")
 
+        // MARK: Consumption requests
+
+        /// An answer to a consumption request that Apple's rules refuse (checked before any request).
+        package static let invalidAnswer = Code("invalidAnswer", .configuration)
+        /// No consumption request is stored for the transaction (in the apps and environments given).
+        package static let unknownConsumptionRequest = Code(
+            "unknownConsumptionRequest", .configuration, remedy: "`reconciler consumption list` shows the stored requests and their transactions")
+
         // MARK: How a command ended
 
         /// The work ran but something retryable was not recovered.

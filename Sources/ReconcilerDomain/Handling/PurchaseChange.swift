@@ -20,4 +20,15 @@ package struct PurchaseChange: Sendable, Hashable, Codable {
         before.entitled = after.entitled
         return before != after
     }
+
+    /// Whether the purchase changed, `entitled` and `lastSignedDate` aside: what writes a purchase
+    /// row in the change feed. `lastSignedDate` moves with every notification about the purchase; a
+    /// notification that moves nothing else changed no purchase, and the feed gets a row of kind
+    /// `notification` for it instead.
+    package var changesPurchase: Bool {
+        guard var before else { return true }
+        before.entitled = after.entitled
+        before.lastSignedDate = after.lastSignedDate
+        return before != after
+    }
 }

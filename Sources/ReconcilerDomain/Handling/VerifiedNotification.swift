@@ -13,6 +13,10 @@ package struct VerifiedNotification: Sendable {
     package let subtype: Subtype?
     package let signedDate: Int64
     package let environment: String
+    /// When Apple first tried to send it (the earliest `attemptDate` of its `sendAttempts` in Get
+    /// Notification History), UNIX ms; `nil` when unknown (the live webhook is not told). Not signed:
+    /// it comes from the history response beside the payload.
+    package var firstSendAttempt: Int64?
 
     package init(notification: Verified<ResponseBodyV2DecodedPayload>, subscription: VerifiedSubscription, environment: String) {
         self.notification = notification
@@ -31,6 +35,14 @@ package struct VerifiedNotification: Sendable {
     package var renewalInfo: JWSRenewalInfoDecodedPayload? { subscription.renewalInfo?.payload }
     /// The purchase this notification is about, if any (TEST, summaries and tokens have none).
     package var originalTransactionId: String? { subscription.originalTransactionId }
+
+    /// When Apple wants an answer by, UNIX ms, for a notification that asks for one: a
+    /// `CONSUMPTION_REQUEST`, 12 hours after Apple first tried to send it (else after its
+    /// `signedDate`). `nil` for the others.
+    package var respondBy: Int64? {
+        guard notificationType == .consumptionRequest else { return nil }
+        return (firstSendAttempt ?? signedDate) + ConsumptionRequestDeadline.answerWithin
+    }
 
     /// `TYPE` or `TYPE/SUBTYPE`, as reports show it.
     package var typeAndSubtype: String {

@@ -43,8 +43,10 @@ package struct ReplayPlanner: Sendable {
         }
     }
 
-    /// Renewals and expiries first, then refunds, revokes and billing problems.
+    /// Consumption requests first (Apple wants an answer within 12 hours of its first send attempt),
+    /// then renewals and expiries, then refunds, revokes and billing problems.
     package static let defaultPriority: [NotificationFilter] = [
+        .init(.consumptionRequest),
         .init(.didRenew), .init(.didRenew, .billingRecovery),
         .init(.expired, .voluntary), .init(.expired, .billingRetry), .init(.expired, .priceIncrease),
         .init(.expired, .productNotForSale), .init(.expired),

@@ -21,33 +21,75 @@ extension ForwardQueue {
         package var attempts: Int
         /// This lease's token: renewing, recording and sending need the row to still carry it.
         package var leaseToken: UUID
+        /// A consumption request still before its deadline when leased: sent ahead of everything else.
+        package var urgent: Bool = false
     }
 
-    /// Leases the oldest due delivery for `target` (new, due for a retry, or held by a forwarder
-    /// whose lease ran out) with `token`, for `leaseDuration`; `nil` when none is due.
+    /// Leases a due delivery for `target` (new, due for a retry, or held by a forwarder whose lease
+    /// ran out) with `token`, for `leaseDuration`; `nil` when none is due. Consumption requests still
+    /// before their deadline come first, the soonest deadline first; then the oldest due.
     package func leaseDelivery(
         target: ForwardingTarget, worker: String, token: UUID, leaseDuration: Duration, on transaction: DatabaseTransaction
     ) async throws -> Delivery? {
-        let rows = try await transaction.query(
-            """
-            UPDATE forward_queue AS q SET status = 'leased', worker = \(worker), lease_token = \(token),
-                lease_until = now() + \(leaseDuration.milliseconds) * interval '1 millisecond'
-            FROM (
-                SELECT notification_uuid, target_id FROM forward_queue
-                WHERE target_id = \(target.id)
-                  AND ((status = 'pending' AND next_attempt_at <= now()) OR (status = 'leased' AND lease_until < now()))
-                ORDER BY next_attempt_at, notification_uuid
-                LIMIT 1 FOR UPDATE SKIP LOCKED
-            ) AS due, notifications n
-            WHERE q.notification_uuid = due.notification_uuid AND q.target_id = due.target_id AND n.notification_uuid = q.notification_uuid
-            RETURNING q.notification_uuid, q.target_redacted, n.signed_payload, q.attempts
-            """, logger: logger)
-        for try await (uuid, redacted, payload, attempts) in rows.decode((String, String, String, Int).self) {
-            return Delivery(
-                notificationUUID: uuid, target: ForwardingTarget(id: target.id, redacted: redacted), signedPayload: payload, attempts: attempts,
-                leaseToken: token)
+        for urgent in [true, false] {
+            let rows = try await transaction.query(
+                Self.leaseQuery(target: target, worker: worker, token: token, leaseDuration: leaseDuration, urgent: urgent), logger: logger)
+            for try await (uuid, redacted, payload, attempts) in rows.decode((String, String, String, Int).self) {
+                return Delivery(
+                    notificationUUID: uuid, target: ForwardingTarget(id: target.id, redacted: redacted), signedPayload: payload,
+                    attempts: attempts, leaseToken: token, urgent: urgent)
+            }
         }
         return nil
+    }
+
+    /// Leases one due delivery: with `urgent`, of a consumption request before its deadline (from the
+    /// partial index of deadlines), else the oldest due of any.
+    static func leaseQuery(target: ForwardingTarget, worker: String, token: UUID, leaseDuration: Duration, urgent: Bool) -> PostgresQuery {
+        let due = "((status = 'pending' AND next_attempt_at <= now()) OR (status = 'leased' AND lease_until < now()))"
+        let pick =
+            urgent
+            ? """
+            SELECT notification_uuid, target_id FROM forward_queue
+            WHERE target_id = $1 AND respond_by_ms > (extract(epoch FROM now()) * 1000)::bigint AND status IN ('pending', 'leased') AND \(due)
+            ORDER BY respond_by_ms, notification_uuid
+            LIMIT 1 FOR UPDATE SKIP LOCKED
+            """
+            : """
+            SELECT notification_uuid, target_id FROM forward_queue
+            WHERE target_id = $1 AND \(due)
+            ORDER BY next_attempt_at, notification_uuid
+            LIMIT 1 FOR UPDATE SKIP LOCKED
+            """
+        var bindings = PostgresBindings()
+        bindings.append(target.id)
+        bindings.append(worker)
+        bindings.append(token)
+        bindings.append(leaseDuration.milliseconds)
+        return PostgresQuery(
+            unsafeSQL: """
+                UPDATE forward_queue AS q SET status = 'leased', worker = $2, lease_token = $3,
+                    lease_until = now() + $4 * interval '1 millisecond'
+                FROM (\(pick)) AS due, notifications n
+                WHERE q.notification_uuid = due.notification_uuid AND q.target_id = due.target_id AND n.notification_uuid = q.notification_uuid
+                RETURNING q.notification_uuid, q.target_redacted, n.signed_payload, q.attempts
+                """, binds: bindings)
+    }
+
+    /// Makes the deliveries a run held back due now, in the order they were queued (the run's query
+    /// of consumption requests is done); returns how many. Deliveries already tried are left alone.
+    package func releaseHeldDeliveries(runId: Int64, on transaction: DatabaseTransaction) async throws -> Int {
+        let rows = try await transaction.query(
+            """
+            WITH released AS (
+                UPDATE forward_queue SET held = false, next_attempt_at = least(queued_at, now())
+                WHERE run_id = \(runId) AND held AND status = 'pending' AND attempts = 0
+                RETURNING 1
+            )
+            SELECT count(*) FROM released
+            """, logger: logger)
+        for try await count in rows.decode(Int.self) { return count }
+        return 0
     }
 
     /// Extends the leases of `tokens` that `worker` still holds by `leaseDuration` from now;

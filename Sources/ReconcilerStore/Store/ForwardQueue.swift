@@ -26,6 +26,11 @@ package struct ForwardQueue: Sendable {
         }
     }
 
+    /// Makes the deliveries a run held back due now (``releaseHeldDeliveries(runId:on:)``); returns how many.
+    package func releaseHeld(runId: Int64) async throws -> Int {
+        try await database.transaction { [self] in try await self.releaseHeldDeliveries(runId: runId, on: $0) }
+    }
+
     /// Extends the leases `worker` still holds; returns those (``renewDeliveryLeases(_:worker:leaseDuration:on:)``).
     package func renew(_ tokens: [UUID], worker: String, leaseDuration: Duration) async throws -> Set<UUID> {
         try await database.transaction { [self] in

@@ -69,10 +69,18 @@ package struct NotificationLog: Sendable {
         package var source: String
         package var run_id: Int64?
         package var outcome: String
+        package var first_send_attempt_ms: Int64?
+        package var respond_by_ms: Int64?
+        package var consumption_request_reason: String?
     }
 
     /// Records notifications; returns the UUIDs that were new (the others are duplicates). With
-    /// `forwarding`, the new ones it selects are queued for the app's webhook by the same statement.
+    /// `forwarding`, the new ones it selects are queued for the app's webhook by the same statement,
+    /// each with its deadline (so the forwarder sends the open ones first); with
+    /// ``Forwarding/hold``, those without an open deadline are held back (see ``Forwarding``).
+    ///
+    /// A notification's deadline (`respond_by_ms`) and first send attempt are written with it and
+    /// never change: a copy recorded again later is a duplicate.
     package func insert(
         _ rows: [NotificationRow], source: Source, forwarding: Forwarding? = nil, on transaction: DatabaseTransaction
     ) async throws -> Set<String> {
@@ -89,21 +97,30 @@ package struct NotificationLog: Sendable {
                     signed_date_ms: n.signedDate, bundle_id: bundleId, environment: n.environment,
                     original_transaction_id: n.originalTransactionId,
                     transaction_id: n.transaction?.transactionId, signed_payload: n.signedPayload, source: source.name,
-                    run_id: source.runId, outcome: row.outcome.rawValue)
+                    run_id: source.runId, outcome: row.outcome.rawValue, first_send_attempt_ms: n.firstSendAttempt, respond_by_ms: n.respondBy,
+                    consumption_request_reason: n.payload.data?.consumptionRequestReason?.rawValue)
             })
         let only = forwarding?.only.map { Array($0).sorted() }
+        let holdMilliseconds = forwarding?.hold.map(\.milliseconds)
         let result = try await transaction.query(
             """
             WITH inserted AS (
                 INSERT INTO notifications (\(unescaped: Self.notificationColumns))
                 SELECT \(unescaped: Self.notificationColumns) FROM jsonb_populate_recordset(NULL::notifications, \(json)::jsonb)
                 ON CONFLICT (notification_uuid) DO NOTHING
-                RETURNING notification_uuid
-            ), queued AS (
-                INSERT INTO forward_queue (notification_uuid, target_id, target_redacted, run_id, bundle_id, environment)
-                SELECT notification_uuid, \(forwarding?.target.id), \(forwarding?.target.redacted), \(source.runId), \(bundleId), \(environment)
+                RETURNING notification_uuid, respond_by_ms
+            ), deliveries AS (
+                SELECT notification_uuid, respond_by_ms,
+                       \(holdMilliseconds)::bigint IS NOT NULL
+                           AND NOT coalesce(respond_by_ms > (extract(epoch FROM now()) * 1000)::bigint, false) AS held
                 FROM inserted
                 WHERE \(forwarding?.target.id)::text IS NOT NULL AND (\(only)::text[] IS NULL OR notification_uuid = ANY(\(only)::text[]))
+            ), queued AS (
+                INSERT INTO forward_queue (notification_uuid, target_id, target_redacted, run_id, bundle_id, environment, respond_by_ms, held,
+                    next_attempt_at)
+                SELECT notification_uuid, \(forwarding?.target.id), \(forwarding?.target.redacted), \(source.runId), \(bundleId), \(environment),
+                    respond_by_ms, held, CASE WHEN held THEN now() + \(holdMilliseconds) * interval '1 millisecond' ELSE now() END
+                FROM deliveries
                 ORDER BY notification_uuid
                 ON CONFLICT (notification_uuid, target_id) DO NOTHING
             )
@@ -116,7 +133,7 @@ package struct NotificationLog: Sendable {
 
     package static let notificationColumns = """
         notification_uuid, notification_type, subtype, signed_date_ms, bundle_id, environment, original_transaction_id, transaction_id,
-        signed_payload, source, run_id, outcome
+        signed_payload, source, run_id, outcome, first_send_attempt_ms, respond_by_ms, consumption_request_reason
         """
 
     /// When a run's replay recorded the last of the notifications of these types (`received_at`).
@@ -150,14 +167,22 @@ package struct NotificationLog: Sendable {
     /// Where to forward recorded notifications, and which: the app's own webhook gets each one
     /// this system records for the first time, unless `only` names the ones to forward (a replay
     /// forwards those Apple did not deliver).
+    ///
+    /// With `hold`, a delivery whose notification has no open deadline (all but the consumption
+    /// requests still before theirs) waits: it is due only after `hold`, or when its run releases it
+    /// (``ForwardQueue/releaseHeldDeliveries(runId:)``) once the run's query of consumption requests
+    /// is done, so the app hears of those first. The live webhook never holds.
     package struct Forwarding: Sendable {
         /// The webhook the queue rows name (an id and the redacted URL, never the URL itself).
         package var target: ForwardingTarget
         package var only: Set<String>?
+        /// Hold deliveries without an open deadline back for at most this long.
+        package var hold: Duration?
 
-        package init(target: ForwardingTarget, only: Set<String>? = nil) {
+        package init(target: ForwardingTarget, only: Set<String>? = nil, hold: Duration? = nil) {
             self.target = target
             self.only = only
+            self.hold = hold
         }
     }
 }

@@ -17,12 +17,24 @@ package import ReconcilerShared
 /// position = batch.end
 /// ```
 extension PurchaseStore {
+    /// What a row of the change feed is about (`purchase_changes.kind`).
+    package enum FeedKind: String, Sendable, Codable, CaseIterable {
+        /// A purchase's state changed (`before` → `after`).
+        case purchase
+        /// A notification recorded for the first time that changed no purchase (or that Apple set a
+        /// deadline for): its type, subtype and deadline, no `before`/`after`.
+        case notification
+    }
+
     /// One row of the change feed, as `reconciler changes` prints it: every key on every line
-    /// (absent values `null`), `changedAt` in ISO 8601, `before` and `after` in the `export` shape
-    /// with `entitled` as of the commit, and the app and environment of the purchase.
+    /// (absent values `null`: `before`/`after` on notification rows, the notification's fields on
+    /// purchase rows), `changedAt` in ISO 8601, `before` and `after` in the `export` shape with
+    /// `entitled` as of the commit, and the app and environment.
     package struct FeedChange: Sendable, Codable, Hashable {
         package var changeId: Int64
-        package var originalTransactionId: String
+        package var kind: FeedKind
+        /// The purchase; `nil` on a notification row about no purchase (a summary, a token, TEST).
+        package var originalTransactionId: String?
         /// The purchase's app (its bundle id); `nil` only in a line written before apps were named.
         package var bundleId: String?
         /// The purchase's environment, `Production` or `Sandbox`.
@@ -32,17 +44,28 @@ extension PurchaseStore {
         package var notificationUUID: String?
         package var runId: Int64?
         package var before: PurchaseState?
-        package var after: PurchaseState
+        /// The purchase after the change; `nil` on notification rows.
+        package var after: PurchaseState?
         package var changedAt: Date
+        /// A notification row's notification: `TYPE`, its subtype, its transaction, when Apple
+        /// signed it and, where Apple sets one, the deadline for an answer (UNIX ms).
+        package var notificationType: String?
+        package var subtype: String?
+        package var transactionId: String?
+        package var signedDate: Int64?
+        package var respondBy: Int64?
 
         package init(
-            changeId: Int64, originalTransactionId: String, bundleId: String? = nil, environment: String? = nil, appAccountToken: String?,
-            source: ChangeSource, notificationUUID: String?, runId: Int64?, before: PurchaseState?, after: PurchaseState, changedAt: Date
+            changeId: Int64, kind: FeedKind = .purchase, originalTransactionId: String?, bundleId: String? = nil, environment: String? = nil,
+            appAccountToken: String?, source: ChangeSource, notificationUUID: String?, runId: Int64?, before: PurchaseState?, after: PurchaseState?,
+            changedAt: Date, notificationType: String? = nil, subtype: String? = nil, transactionId: String? = nil, signedDate: Int64? = nil,
+            respondBy: Int64? = nil
         ) {
             self.changeId = changeId
+            self.kind = kind
             self.originalTransactionId = originalTransactionId
-            self.bundleId = bundleId ?? after.bundleId
-            self.environment = environment ?? after.environment
+            self.bundleId = bundleId ?? after?.bundleId
+            self.environment = environment ?? after?.environment
             self.appAccountToken = appAccountToken
             self.source = source
             self.notificationUUID = notificationUUID
@@ -50,10 +73,16 @@ extension PurchaseStore {
             self.before = before
             self.after = after
             self.changedAt = changedAt
+            self.notificationType = notificationType
+            self.subtype = subtype
+            self.transactionId = transactionId
+            self.signedDate = signedDate
+            self.respondBy = respondBy
         }
 
         private enum CodingKeys: String, CodingKey {
-            case changeId, originalTransactionId, bundleId, environment, appAccountToken, source, notificationUUID, runId, before, after, changedAt
+            case changeId, kind, originalTransactionId, bundleId, environment, appAccountToken, source, notificationUUID, runId, before, after,
+                changedAt, notificationType, subtype, transactionId, signedDate, respondBy
         }
 
         private static let dateStyle = Date.ISO8601FormatStyle(includingFractionalSeconds: true)
@@ -66,7 +95,9 @@ extension PurchaseStore {
             }
             self.init(
                 changeId: try container.decode(Int64.self, forKey: .changeId),
-                originalTransactionId: try container.decode(String.self, forKey: .originalTransactionId),
+                // Lines printed before notification rows existed are purchase rows.
+                kind: try container.decodeIfPresent(FeedKind.self, forKey: .kind) ?? .purchase,
+                originalTransactionId: try container.decodeIfPresent(String.self, forKey: .originalTransactionId),
                 bundleId: try container.decodeIfPresent(String.self, forKey: .bundleId),
                 environment: try container.decodeIfPresent(String.self, forKey: .environment),
                 appAccountToken: try container.decodeIfPresent(String.self, forKey: .appAccountToken),
@@ -74,14 +105,20 @@ extension PurchaseStore {
                 notificationUUID: try container.decodeIfPresent(String.self, forKey: .notificationUUID),
                 runId: try container.decodeIfPresent(Int64.self, forKey: .runId),
                 before: try container.decodeIfPresent(PurchaseState.self, forKey: .before),
-                after: try container.decode(PurchaseState.self, forKey: .after),
-                changedAt: date)
+                after: try container.decodeIfPresent(PurchaseState.self, forKey: .after),
+                changedAt: date,
+                notificationType: try container.decodeIfPresent(String.self, forKey: .notificationType),
+                subtype: try container.decodeIfPresent(String.self, forKey: .subtype),
+                transactionId: try container.decodeIfPresent(String.self, forKey: .transactionId),
+                signedDate: try container.decodeIfPresent(Int64.self, forKey: .signedDate),
+                respondBy: try container.decodeIfPresent(Int64.self, forKey: .respondBy))
         }
 
-        /// Encodes every key, absent values as `null`, so each line has the same keys.
+        /// Encodes every key, absent values as `null`, so each line has the same keys whatever its kind.
         package func encode(to encoder: any Encoder) throws {
             var container = encoder.container(keyedBy: CodingKeys.self)
             try container.encode(changeId, forKey: .changeId)
+            try container.encode(kind, forKey: .kind)
             try container.encode(originalTransactionId, forKey: .originalTransactionId)
             try container.encode(bundleId, forKey: .bundleId)
             try container.encode(environment, forKey: .environment)
@@ -92,6 +129,11 @@ extension PurchaseStore {
             try container.encode(before, forKey: .before)
             try container.encode(after, forKey: .after)
             try container.encode(changedAt.formatted(Self.dateStyle), forKey: .changedAt)
+            try container.encode(notificationType, forKey: .notificationType)
+            try container.encode(subtype, forKey: .subtype)
+            try container.encode(transactionId, forKey: .transactionId)
+            try container.encode(signedDate, forKey: .signedDate)
+            try container.encode(respondBy, forKey: .respondBy)
         }
 
         /// One JSON line (keys sorted, no trailing newline).
@@ -165,13 +207,14 @@ extension PurchaseStore {
     /// at, so a filtered reader moves on with the feed, and a prune behind it is no gap for it.
     package func changes(
         after position: FeedPosition, limit: Int, apps: [AppTarget]? = nil, appAccountToken: String? = nil, runId: Int64? = nil,
-        on transaction: DatabaseTransaction
+        kind: FeedKind? = nil, on transaction: DatabaseTransaction
     ) async throws -> FeedBatch {
         let scope = try Self.scope(apps)
         let rows = try await transaction.query(
             """
-            (SELECT 'change' AS kind, c.change_id, c.xid::text AS xid_text, c.original_transaction_id, c.app_account_token, c.source,
-                    c.notification_uuid, c.run_id, c.before_state::text, c.after_state::text, c.changed_at, c.bundle_id, c.environment
+            (SELECT 'change' AS row_kind, c.change_id, c.xid::text AS xid_text, c.original_transaction_id, c.app_account_token, c.source,
+                    c.notification_uuid, c.run_id, c.before_state::text, c.after_state::text, c.changed_at, c.bundle_id, c.environment,
+                    c.kind, c.notification_type, c.subtype, c.transaction_id, c.signed_date_ms, c.respond_by_ms
              FROM purchase_changes c
              WHERE (c.xid, c.change_id) > (\(position.xid)::xid8, \(position.changeId))
                AND c.xid < pg_snapshot_xmin(pg_current_snapshot())
@@ -181,29 +224,32 @@ extension PurchaseStore {
                AND (\(appAccountToken)::text IS NULL OR c.app_account_token = \(appAccountToken)
                     OR c.before_state->>'appAccountToken' = \(appAccountToken))
                AND (\(runId)::bigint IS NULL OR c.run_id = \(runId))
+               AND (\(kind?.rawValue)::text IS NULL OR c.kind = \(kind?.rawValue))
              -- The column, not the text above: ORDER BY a bare name takes an output column first, and
              -- text sorts '1000' before '999'.
              ORDER BY c.xid, c.change_id
              LIMIT \(limit))
             UNION ALL
-            (SELECT 'scanned', c.change_id, c.xid::text, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL
+            (SELECT 'scanned', c.change_id, c.xid::text, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+                    NULL, NULL, NULL, NULL, NULL, NULL
              FROM purchase_changes c
              WHERE (c.xid, c.change_id) > (\(position.xid)::xid8, \(position.changeId))
                AND c.xid < pg_snapshot_xmin(pg_current_snapshot())
              ORDER BY c.xid DESC, c.change_id DESC
              LIMIT 1)
             UNION ALL
-            SELECT 'pruned', p.change_id, p.xid::text, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL FROM purchase_changes_pruned p
+            SELECT 'pruned', p.change_id, p.xid::text, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+                NULL
+            FROM purchase_changes_pruned p
             """, logger: logger)
         let decoder = JSONDecoder()
         var batch = FeedBatch(changes: [], end: position, missedPrunedRows: false)
         var scannedTo: FeedPosition?
         var positions: [Int64: FeedPosition] = [:]
-        for try await row in rows.decode(
-            (String, Int64, String, String?, String?, String?, String?, Int64?, String?, String?, Date?, String?, String?).self)
-        {
-            let rowPosition = FeedPosition(changeId: row.1, xid: row.2)
-            switch row.0 {
+        for try await row in rows {
+            let columns = NamedColumns(row)
+            let rowPosition = FeedPosition(changeId: try columns["change_id"], xid: try columns["xid_text"])
+            switch try columns["row_kind"] as String {
             case "scanned":
                 scannedTo = rowPosition
                 continue
@@ -212,17 +258,27 @@ extension PurchaseStore {
                 continue
             default: break
             }
-            guard let original = row.3, let sourceName = row.5, let after = row.9, let changedAt = row.10 else {
-                throw ReconcilerError(.missingRow, "change \(row.1) was read without its purchase's columns")
+            let changeId = rowPosition.changeId
+            guard let sourceName: String = try columns["source"], let changedAt: Date = try columns["changed_at"] else {
+                throw ReconcilerError(.missingRow, "change \(changeId) was read without its columns")
             }
-            let source = try ReconcilerError.stored(sourceName, in: "purchase_changes.source", as: ChangeSource.self)
+            let kind: FeedKind = try columns.stored("kind", of: "purchase_changes")
+            let after: String? = try columns["after_state"]
+            if kind == .purchase, after == nil {
+                throw ReconcilerError(.missingRow, "change \(changeId) was read without its purchase's state")
+            }
+            let before: String? = try columns["before_state"]
             batch.changes.append(
                 FeedChange(
-                    changeId: row.1, originalTransactionId: original, bundleId: row.11, environment: row.12, appAccountToken: row.4,
-                    source: source, notificationUUID: row.6,
-                    runId: row.7, before: try row.8.map { try decoder.decode(PurchaseState.self, from: Data($0.utf8)) },
-                    after: try decoder.decode(PurchaseState.self, from: Data(after.utf8)), changedAt: changedAt))
-            positions[row.1] = rowPosition
+                    changeId: changeId, kind: kind, originalTransactionId: try columns["original_transaction_id"], bundleId: try columns["bundle_id"],
+                    environment: try columns["environment"], appAccountToken: try columns["app_account_token"],
+                    source: try ReconcilerError.stored(sourceName, in: "purchase_changes.source", as: ChangeSource.self),
+                    notificationUUID: try columns["notification_uuid"], runId: try columns["run_id"],
+                    before: try before.map { try decoder.decode(PurchaseState.self, from: Data($0.utf8)) },
+                    after: try after.map { try decoder.decode(PurchaseState.self, from: Data($0.utf8)) }, changedAt: changedAt,
+                    notificationType: try columns["notification_type"], subtype: try columns["subtype"], transactionId: try columns["transaction_id"],
+                    signedDate: try columns["signed_date_ms"], respondBy: try columns["respond_by_ms"]))
+            positions[changeId] = rowPosition
         }
         batch.changes.sort { positions[$0.changeId]! < positions[$1.changeId]! }
         if let last = batch.changes.last { batch.end = positions[last.changeId]! }

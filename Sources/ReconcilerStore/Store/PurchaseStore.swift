@@ -377,7 +377,8 @@ package struct PurchaseStore: Sendable {
     package static let purchaseColumns = """
         original_transaction_id, latest_transaction_id, product_id, environment, purchase_date_ms, expires_date_ms,
         revocation_date_ms, auto_renew_status, last_signed_date_ms, app_account_token, status, product_type,
-        grace_period_expires_date_ms, is_in_billing_retry_period, bundle_id
+        grace_period_expires_date_ms, is_in_billing_retry_period, bundle_id, app_transaction_id, revocation_type, revocation_percentage,
+        offer_type, offer_identifier
         """
 
     /// A purchase as `export` shows it, from a row that selects ``purchaseColumns``, `entitled` as of
@@ -399,7 +400,9 @@ package struct PurchaseStore: Sendable {
             productId: productId, bundleId: try columns["bundle_id"], environment: environment, purchaseDate: purchaseDate,
             expiresDate: expiresDate, revocationDate: revocationDate, autoRenewStatus: try columns["auto_renew_status"],
             lastSignedDate: try columns["last_signed_date_ms"], appAccountToken: try columns["app_account_token"], status: try columns["status"],
-            entitled: Entitlement.isEntitled(facts, at: now, policy: policy ?? entitlement))
+            entitled: Entitlement.isEntitled(facts, at: now, policy: policy ?? entitlement), appTransactionId: try columns["app_transaction_id"],
+            revocationType: try columns["revocation_type"], revocationPercentage: try columns["revocation_percentage"],
+            offerType: try columns["offer_type"], offerIdentifier: try columns["offer_identifier"])
     }
 
     /// The stored state of some purchases, by originalTransactionId.
@@ -487,6 +490,7 @@ package struct PurchaseStore: Sendable {
     /// Columns taken from the purchase's latest transaction, kept when it has none stored yet.
     package static let latestTransactionColumns = [
         "product_id", "product_type", "purchase_date_ms", "expires_date_ms", "revocation_date_ms", "revocation_reason", "app_account_token",
+        "app_transaction_id", "revocation_type", "revocation_percentage", "offer_type", "offer_identifier",
     ]
     /// Columns taken from the newest signed renewal info.
     package static let renewalColumns = [
@@ -623,8 +627,8 @@ package struct PurchaseStore: Sendable {
     /// Writes verified signed data (the caller holds the purchases' locks) and returns each
     /// purchase's state before and after. The one write path for live notifications, replays and
     /// gap fill; it takes only ``Verified`` values, which only the verifier makes. Every purchase
-    /// that changed gets a row in the change feed in this same transaction, and listeners are
-    /// told when it commits.
+    /// that changed (``PurchaseChange/changesPurchase``: `entitled` and `lastSignedDate` aside) gets
+    /// a row in the change feed in this same transaction, and listeners are told when it commits.
     package func write(
         transactions: [TransactionWrite], updates: [PurchaseUpdate], before: [String: PurchaseState], origin: ChangeOrigin,
         on transaction: DatabaseTransaction
@@ -632,8 +636,80 @@ package struct PurchaseStore: Sendable {
         try await upsertTransactions(transactions, on: transaction)
         let after = try await refreshPurchases(updates, on: transaction)
         let changes = after.mapValues { PurchaseChange(before: before[$0.originalTransactionId], after: $0) }
-        try await recordInFeed(changes.values.filter(\.changesStoredFacts), origin: origin, on: transaction)
+        try await recordInFeed(changes.values.filter(\.changesPurchase), origin: origin, on: transaction)
         return changes
+    }
+
+    /// A notification recorded for the first time that gets a feed row of its own (kind
+    /// `notification`): it changed no purchase, or Apple set a deadline for it.
+    package struct NotificationFeedRow: Sendable {
+        package var notificationUUID: String
+        package var notificationType: String
+        package var subtype: String?
+        package var originalTransactionId: String?
+        package var transactionId: String?
+        package var appAccountToken: String?
+        package var signedDate: Int64
+        package var respondBy: Int64?
+
+        package init(
+            notificationUUID: String, notificationType: String, subtype: String?, originalTransactionId: String?, transactionId: String?,
+            appAccountToken: String?, signedDate: Int64, respondBy: Int64?
+        ) {
+            self.notificationUUID = notificationUUID
+            self.notificationType = notificationType
+            self.subtype = subtype
+            self.originalTransactionId = originalTransactionId
+            self.transactionId = transactionId
+            self.appAccountToken = appAccountToken
+            self.signedDate = signedDate
+            self.respondBy = respondBy
+        }
+    }
+
+    /// Writes feed rows of kind `notification` in the caller's transaction (after the purchases'
+    /// locks, as every write), in the order given; listeners are told when it commits.
+    package func recordNotificationsInFeed(
+        _ notifications: [NotificationFeedRow], origin: ChangeOrigin, on transaction: DatabaseTransaction
+    )
+        async throws
+    {
+        guard !notifications.isEmpty else { return }
+        struct Row: Encodable {
+            package var original_transaction_id: String?
+            package var bundle_id: String
+            package var environment: String
+            package var app_account_token: String?
+            package var source: String
+            package var notification_uuid: String
+            package var run_id: Int64?
+            package var kind: String
+            package var notification_type: String
+            package var subtype: String?
+            package var transaction_id: String?
+            package var signed_date_ms: Int64
+            package var respond_by_ms: Int64?
+        }
+        let target = try scope
+        let rows = try Self.json(
+            notifications.map {
+                Row(
+                    original_transaction_id: $0.originalTransactionId, bundle_id: target.bundleId, environment: target.environment.rawValue,
+                    app_account_token: $0.appAccountToken, source: origin.source.rawValue, notification_uuid: $0.notificationUUID,
+                    run_id: origin.runId, kind: FeedKind.notification.rawValue, notification_type: $0.notificationType, subtype: $0.subtype,
+                    transaction_id: $0.transactionId, signed_date_ms: $0.signedDate, respond_by_ms: $0.respondBy)
+            })
+        try await transaction.query(
+            """
+            WITH recorded AS (
+                INSERT INTO purchase_changes (original_transaction_id, bundle_id, environment, app_account_token, source, notification_uuid, run_id,
+                    kind, notification_type, subtype, transaction_id, signed_date_ms, respond_by_ms)
+                SELECT original_transaction_id, bundle_id, environment, app_account_token, source, notification_uuid, run_id, kind,
+                    notification_type, subtype, transaction_id, signed_date_ms, respond_by_ms
+                FROM jsonb_populate_recordset(NULL::purchase_changes, \(rows)::jsonb)
+            )
+            SELECT pg_notify(\(Self.changeChannel), '') WHERE \(shadow == nil)
+            """, logger: logger)
     }
 
     /// The channel listeners of the change feed wait on.

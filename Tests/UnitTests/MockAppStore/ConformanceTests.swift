@@ -589,6 +589,80 @@ import Testing
         }
     }
 
+    /// Send Consumption Information (V2): 202 with no body for an answer Apple's rules accept, each
+    /// rule's 400 with Apple's error code (the two Apple publishes no code for as 4000000 with their
+    /// name), 404 for a transaction the app does not have, 401 without a JWT; only accepted answers
+    /// are kept, with every field as sent.
+    @Test func sendConsumptionInformationValidatesAsAppleDoes() async throws {
+        var world = world()
+        // 3000: a subscription shared through Family Sharing; 2000 also has an app transaction ID.
+        let shared = JWSTransactionDecodedPayload(
+            originalTransactionId: "3000", transactionId: "3000", bundleId: "com.example.reconciler.mock", productId: "com.example.premium.monthly",
+            purchaseDate: now - hour, expiresDate: now + 7 * hour, type: .autoRenewableSubscription, inAppOwnershipType: .familyShared,
+            environment: .production)
+        world.transactionVersions["3000"] = [.init(payload: shared, modifiedAt: now - hour)]
+        world.accountOfTransaction["3000"] = "A"
+        world.transactionVersions["2000"]![0].payload.appTransactionId = "705000000000000001"
+        try await MockAppStore.withRunning(world: world, configuration) { mock, baseURL in
+            let client = mock.client(baseURL: baseURL)
+            try await client.sendConsumptionInformation(
+                transactionId: "2000",
+                ConsumptionRequest(
+                    customerConsented: true, deliveryStatus: .delivered, sampleContentProvided: true, consumptionPercentage: 25_000,
+                    refundPreference: .grantProrated))
+            try await client.sendConsumptionInformation(
+                transactionId: "1000", ConsumptionRequest(customerConsented: true, deliveryStatus: .undeliveredOther, sampleContentProvided: false))
+
+            let token = try tokens(mock).token()
+            func put(_ transactionId: String, _ body: String, authorized: Bool = true) async throws -> (status: UInt, code: Int64?) {
+                var request = HTTPClientRequest(url: "\(baseURL)/inApps/v2/transactions/consumption/\(transactionId)")
+                request.method = .PUT
+                if authorized { request.headers.add(name: "Authorization", value: "Bearer \(token)") }
+                request.headers.add(name: "Content-Type", value: "application/json")
+                request.body = .bytes(ByteBuffer(string: body))
+                let response = try await HTTPClient.shared.execute(request, timeout: .seconds(60))
+                let bytes = try await response.body.collect(upTo: 65_536)
+                return (response.status.code, (try? JSONDecoder().decode(ErrorPayload.self, from: Data(buffer: bytes)))?.errorCode)
+            }
+            let valid = #""customerConsented":true,"deliveryStatus":"DELIVERED","sampleContentProvided":false"#
+            let cases: [(String, String, UInt, Int64?)] = [
+                ("2000", #"{"customerConsented":false,"deliveryStatus":"DELIVERED","sampleContentProvided":false}"#, 400, 4_000_035),
+                ("2000", #"{"deliveryStatus":"DELIVERED","sampleContentProvided":false}"#, 400, 4_000_035),
+                ("2000", #"{"customerConsented":true,"deliveryStatus":"SHIPPED","sampleContentProvided":false}"#, 400, 4_000_036),
+                ("2000", #"{"customerConsented":true,"deliveryStatus":"DELIVERED","sampleContentProvided":"yes"}"#, 400, 4_000_041),
+                ("2000", "{\(valid),\"refundPreference\":\"MAYBE\"}", 400, 4_000_044),
+                ("2000", "{\(valid),\"consumptionPercentage\":100001}", 400, 4_000_000),
+                (
+                    "2000",
+                    #"{"customerConsented":true,"deliveryStatus":"UNDELIVERED_OTHER","sampleContentProvided":false,"consumptionPercentage":10}"#, 400,
+                    4_000_000
+                ),
+                ("2000", "{\(valid),\"refundPreference\":\"GRANT_PRORATED\"}", 400, 4_000_000),
+                ("1000", "{\(valid),\"consumptionPercentage\":0}", 400, 4_000_209),
+                ("3000", "{\(valid)}", 400, 4_000_185),
+                ("705000000000000001", "{\(valid)}", 400, 4_000_048),
+                ("424242", "{\(valid)}", 404, 4_040_010),
+                ("20x0", "{\(valid)}", 400, 4_000_006),
+                ("2000", "not json", 400, nil),
+            ]
+            for (transactionId, body, status, code) in cases {
+                let answer = try await put(transactionId, body)
+                #expect(answer.status == status && answer.code == code, "\(transactionId) \(body): \(answer)")
+            }
+            #expect(try await put("2000", "{\(valid)}", authorized: false).status == 401)
+            #expect(try await put("2001", "{\(valid),\"refundPreference\":\"GRANT_FULL\",\"consumptionPercentage\":100000}").status == 202)
+
+            let received = mock.consumptionAnswerLines().split(separator: "\n").map {
+                try? JSONDecoder().decode(MockAppStore.ReceivedConsumptionAnswer.self, from: Data($0.utf8))
+            }
+            #expect(received.map { $0?.transactionId } == ["2000", "1000", "2001"])
+            let first = try #require(received.first ?? nil)
+            #expect(first.deliveryStatus == "DELIVERED" && first.sampleContentProvided && first.refundPreference == "GRANT_PRORATED")
+            #expect(first.consumptionPercentage == 25_000 && first.customerConsented && first.bundleId == "com.example.reconciler.mock")
+            #expect(received.dropFirst().first??.consumptionPercentage == nil)
+        }
+    }
+
     @Test func statusesAreGroupedBySubscriptionGroup() async throws {
         var world = world()
         world.subscriptionStatus["1000"] = .expired

@@ -63,10 +63,55 @@ import Testing
             "DID_FAIL_TO_RENEW/GRACE_PERIOD", "FUTURE_NOTIFICATION_TYPE", "FUTURE_NOTIFICATION_TYPE/FUTURE_SUBTYPE",
             "DID_CHANGE_RENEWAL_PREF/UPGRADE", "DID_CHANGE_RENEWAL_PREF/DOWNGRADE", "ONE_TIME_CHARGE",
             "RENEWAL_EXTENSION/SUMMARY", "EXTERNAL_PURCHASE_TOKEN/CREATED", "EXTERNAL_PURCHASE_TOKEN/ACTIVE_TOKEN_REMINDER",
-            "EXTERNAL_PURCHASE_TOKEN/UNREPORTED", "RESCIND_CONSENT",
+            "EXTERNAL_PURCHASE_TOKEN/UNREPORTED", "RESCIND_CONSENT", "CONSUMPTION_REQUEST",
         ] {
             #expect(inOutage.contains(expected), "\(expected) missing from the outage")
         }
+    }
+
+    /// Consumption requests come for consumables and for subscriptions, each with the customer's
+    /// reason and the transaction the refund is asked for; some are inside the outage, and a long
+    /// outage holds some whose 12 hours passed before it ended and some that did not.
+    @Test func consumptionRequestsComeForConsumablesAndSubscriptionsInsideTheOutageToo() {
+        var long = configuration
+        (long.outageStart, long.outageEnd) = (now - 20 * 3_600_000, now - 60_000)
+        let world = ScenarioGenerator.generate(long)
+        let requests = world.notifications.filter { $0.notificationType == .consumptionRequest }
+        #expect(requests.allSatisfy { $0.consumptionRequestReason?.isKnown == true && $0.transaction?.transactionId != nil })
+        let types = Set(requests.compactMap(\.transaction?.type))
+        #expect(types.isSuperset(of: [.consumable, .autoRenewableSubscription]), "\(types)")
+        let inOutage = requests.filter { long.isInOutage($0.signedDate) }
+        #expect(inOutage.contains { $0.transaction?.type == .consumable } && inOutage.contains { $0.transaction?.type == .autoRenewableSubscription })
+        #expect(inOutage.contains { $0.signedDate < now - 12 * 3_600_000 } && inOutage.contains { $0.signedDate > now - 12 * 3_600_000 })
+        // A request changes nothing: the truth's purchases are those of a world without them.
+        var without = world
+        without.notifications.removeAll { $0.notificationType == .consumptionRequest }
+        #expect(
+            GroundTruth.purchases(world).map {
+                var state = $0
+                state.lastSignedDate = nil
+                return state
+            }
+                == GroundTruth.purchases(without).map {
+                    var state = $0
+                    state.lastSignedDate = nil
+                    return state
+                })
+    }
+
+    /// The export's new fields come from the latest transaction: the customer's app transaction
+    /// ID, the refund's type and percentage (prorated ones too), and offers (win-back offers with
+    /// their identifier).
+    @Test func theTruthCarriesTheLatestTransactionsRevocationOfferAndAppTransactionId() {
+        var many = configuration
+        many.customers = 600
+        let truth = GroundTruth.purchases(ScenarioGenerator.generate(many))
+        #expect(truth.allSatisfy { $0.appTransactionId != nil })
+        #expect(truth.contains { $0.revocationType == "REFUND_PRORATED" && $0.revocationPercentage == 50_000 })
+        #expect(truth.contains { $0.revocationType == "REFUND_FULL" && $0.revocationPercentage == 100_000 })
+        #expect(truth.contains { $0.offerType == 4 && $0.offerIdentifier == "com.example.winback.premium" })
+        #expect(truth.contains { $0.offerType == 1 && $0.offerIdentifier == nil })
+        #expect(truth.filter { $0.revocationDate == nil }.allSatisfy { $0.revocationType == nil && $0.revocationPercentage == nil })
     }
 
     @Test func theTruthFollowsTheDocumentedDerivation() {

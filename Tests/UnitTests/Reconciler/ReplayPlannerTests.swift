@@ -11,8 +11,9 @@ import Testing
         let shards = ReplayPlanner().plan(TimeWindow(milliseconds: 1_000_000..<1_000_000 + 3 * 3_600_000))
         let queries = shards.reduce(into: [NotificationFilter]()) { if $0.last != $1.filter { $0.append($1.filter) } }
         #expect(
-            queries.prefix(7).map(\.description) == [
-                "DID_RENEW", "DID_RENEW/BILLING_RECOVERY", "EXPIRED/VOLUNTARY", "EXPIRED/BILLING_RETRY", "EXPIRED/PRICE_INCREASE",
+            queries.prefix(8).map(\.description) == [
+                "CONSUMPTION_REQUEST", "DID_RENEW", "DID_RENEW/BILLING_RECOVERY", "EXPIRED/VOLUNTARY", "EXPIRED/BILLING_RETRY",
+                "EXPIRED/PRICE_INCREASE",
                 "EXPIRED/PRODUCT_NOT_FOR_SALE", "EXPIRED",
             ])
         #expect(queries.contains(.init(.refund)))
@@ -45,6 +46,18 @@ import Testing
     }
 
     /// Without `--shard-duration`, every query is one shard over the whole window, however long.
+    /// Apple wants an answer to a consumption request within 12 hours of its first send attempt:
+    /// by default a run queries them before everything else; `--priority` can change that.
+    @Test func consumptionRequestsAreQueriedFirst() {
+        let shards = ReplayPlanner().plan(TimeWindow(milliseconds: 1_700_000_000_000..<1_700_003_600_000))
+        #expect(shards.first?.filter == NotificationFilter(.consumptionRequest))
+        #expect(shards.first?.queryIndex == 0)
+        #expect(shards.last?.filter == .everything)
+        let renewalsFirst = ReplayPlanner(configuration: .init(priority: [.init(.didRenew), .init(.consumptionRequest)]))
+            .plan(TimeWindow(milliseconds: 1_700_000_000_000..<1_700_003_600_000))
+        #expect(renewalsFirst.map(\.filter) == [.init(.didRenew), .init(.consumptionRequest), .everything])
+    }
+
     @Test func eachQueryStartsAsOneShardOverTheWholeWindow() {
         let start: Int64 = 1_700_000_000_000, end = start + 9 * 86_400_000
         let shards = ReplayPlanner().plan(TimeWindow(milliseconds: start..<end))

@@ -1,0 +1,197 @@
+package import AppStoreServer
+import Foundation
+import Logging
+package import ReconcilerDomain
+package import ReconcilerStore
+
+/// Answers to consumption requests (`reconciler consumption send`): Apple's rules for Send
+/// Consumption Information (V2) checked before any request, the app and environment taken from the
+/// stored `CONSUMPTION_REQUEST`, the answer sent with no transaction open, and what Apple said
+/// recorded (`consumption_answers`).
+///
+/// ```swift
+/// let prepared = try await ConsumptionAnswers.prepare(input, apps: nil, database: database)   // bad input: throws, nothing sent
+/// try await ConsumptionAnswers.send(prepared, client: client, database: database)
+/// ```
+package enum ConsumptionAnswers {
+    /// An answer as the operator typed it.
+    package struct Input: Sendable {
+        package var transactionId: String
+        package var customerConsented: Bool
+        package var deliveryStatus: String
+        package var sampleContentProvided: String
+        package var refundPreference: String?
+        package var consumptionPercentage: Int?
+
+        package init(
+            transactionId: String, customerConsented: Bool, deliveryStatus: String, sampleContentProvided: String,
+            refundPreference: String? = nil, consumptionPercentage: Int? = nil
+        ) {
+            self.transactionId = transactionId
+            self.customerConsented = customerConsented
+            self.deliveryStatus = deliveryStatus
+            self.sampleContentProvided = sampleContentProvided
+            self.refundPreference = refundPreference
+            self.consumptionPercentage = consumptionPercentage
+        }
+    }
+
+    /// The consumption percentage's bounds, in milliunits (100000 is all of it).
+    package static let percentageRange: ClosedRange<Int> = 0...100_000
+
+    /// Apple's rules that need only the answer: consent, the transaction ID's form, the known
+    /// delivery statuses and refund preferences, a Boolean sample flag, the percentage's range and
+    /// a percentage of 0 when the purchase was not delivered.
+    /// - Throws: ``ReconcilerError/Code/invalidAnswer``, naming the field and Apple's rule.
+    package static func body(of input: Input) throws -> ConsumptionRequest {
+        guard input.customerConsented else {
+            throw invalid(
+                "the customer's consent is required: Apple refuses an answer without it (InvalidCustomerConsentedError 4000035), "
+                    + "and without the customer's consent Apple asks that you do not answer; pass --customer-consented only when the customer consented"
+            )
+        }
+        guard !input.transactionId.isEmpty, input.transactionId.allSatisfy({ $0.isASCII && $0.isNumber }) else {
+            throw invalid(
+                "--transaction-id \(input.transactionId) is not a transaction ID (digits, as the CONSUMPTION_REQUEST's transactionId; InvalidTransactionIdError 4000006)"
+            )
+        }
+        let deliveryStatus = DeliveryStatus(rawValue: input.deliveryStatus.uppercased())
+        guard deliveryStatus.isKnown else {
+            throw invalid(
+                "--delivery-status \(input.deliveryStatus) is not one of Apple's: \(DeliveryStatus.knownValues.map(\.rawValue).joined(separator: ", ")) (InvalidDeliveryStatusError 4000036)"
+            )
+        }
+        let sampleContentProvided: Bool
+        switch input.sampleContentProvided.lowercased() {
+        case "true": sampleContentProvided = true
+        case "false": sampleContentProvided = false
+        default:
+            throw invalid("--sample-content-provided \(input.sampleContentProvided) is not true or false (InvalidSampleContentProvidedError 4000041)")
+        }
+        let refundPreference = try input.refundPreference.map { text in
+            let preference = RefundPreference(rawValue: text.uppercased())
+            guard preference.isKnown else {
+                throw invalid(
+                    "--refund-preference \(text) is not one of Apple's: \(RefundPreference.knownValues.map(\.rawValue).joined(separator: ", ")) (InvalidRefundPreferenceError 4000044)"
+                )
+            }
+            return preference
+        }
+        if let percentage = input.consumptionPercentage {
+            guard percentageRange.contains(percentage) else {
+                throw invalid(
+                    "--consumption-percentage \(percentage) is outside 0...100000 (milliunits: 100000 is all of it, 25000 a quarter; ConsumptionPercentageOutOfRangeError)"
+                )
+            }
+            guard deliveryStatus == .delivered || percentage == 0 else {
+                throw invalid(
+                    "--consumption-percentage must be 0 when --delivery-status is not DELIVERED (UndeliveredConsumptionPercentageNonZeroError)")
+            }
+        }
+        return ConsumptionRequest(
+            customerConsented: true, deliveryStatus: deliveryStatus, sampleContentProvided: sampleContentProvided,
+            consumptionPercentage: input.consumptionPercentage.map(Int32.init), refundPreference: refundPreference)
+    }
+
+    /// Apple's rules that depend on the purchase: no answer for a Family Sharing transaction, no
+    /// percentage for an auto-renewable subscription (Apple computes it), and with `GRANT_PRORATED`
+    /// a percentage above 0 and below 100000 for the other product types. Unknown facts (`nil`)
+    /// are left to Apple.
+    package static func check(_ body: ConsumptionRequest, productType: ProductType?, ownership: InAppOwnershipType?) throws {
+        if ownership == .familyShared {
+            throw invalid(
+                "the transaction was shared through Family Sharing: Apple takes no consumption information for it (FamilyTransactionNotSupportedError 4000185)"
+            )
+        }
+        guard let productType else { return }
+        if productType == .autoRenewableSubscription {
+            if body.consumptionPercentage != nil {
+                throw invalid(
+                    "an auto-renewable subscription takes no --consumption-percentage: Apple computes it from the time elapsed (ConsumptionPercentageAutoRenewableSubscriptionError 4000209)"
+                )
+            }
+        } else if body.refundPreference == .grantProrated {
+            guard let percentage = body.consumptionPercentage, percentage > 0, percentage < 100_000 else {
+                throw invalid(
+                    "--refund-preference GRANT_PRORATED for a \(productType.rawValue.lowercased()) needs a --consumption-percentage above 0 and below 100000 (ConsumptionPercentageOutOfRangeError)"
+                )
+            }
+        }
+    }
+
+    /// A checked answer and the stored request it answers (whose app and environment it goes to).
+    package struct Prepared: Sendable {
+        package var request: ConsumptionRequests.Request
+        package var target: AppTarget
+        package var transactionId: String
+        package var body: ConsumptionRequest
+    }
+
+    /// Checks the answer, finds the newest stored request for its transaction in `apps` (`nil`:
+    /// every app and environment stored) and checks the rules that depend on the purchase. Writes nothing.
+    /// - Throws: ``ReconcilerError/Code/invalidAnswer``, ``ReconcilerError/Code/unknownConsumptionRequest``,
+    ///   or ``ReconcilerError/Code/invalidInput`` when the transaction's requests are in several apps.
+    package static func prepare(_ input: Input, apps: [AppTarget]?, database: Database) async throws -> Prepared {
+        let body = try body(of: input)
+        let requests = ConsumptionRequests(logger: database.logger)
+        let transactionId = input.transactionId
+        let found = try await database.transaction { try await requests.newest(forTransaction: transactionId, apps: apps, on: $0) }
+        guard let request = found.first else {
+            throw ReconcilerError(
+                .unknownConsumptionRequest,
+                "no CONSUMPTION_REQUEST is stored for transaction \(transactionId)"
+                    + (apps.map { " in \($0.map(\.description).joined(separator: ", "))" } ?? "")
+                    + ": check the ID (the request's transactionId, as `reconciler consumption list` shows it); a request the webhook missed is recovered by `reconciler run`"
+            )
+        }
+        guard found.count == 1 else {
+            throw ReconcilerError.configuration(
+                "consumption requests for transaction \(transactionId) are stored for several apps or environments ("
+                    + found.map { "\($0.bundleId) (\($0.environment))" }.joined(separator: ", ") + "): choose one with --app and --environment")
+        }
+        let target = AppTarget(bundleId: request.bundleId, environment: AppStoreEnvironment(rawValue: request.environment))
+        let facts = try await database.transaction { try await requests.transactionFacts(transactionId, of: target, on: $0) }
+        try check(body, productType: facts?.productType, ownership: facts?.ownership)
+        return Prepared(request: request, target: target, transactionId: transactionId, body: body)
+    }
+
+    /// Sends the answer with no transaction open (through `client`'s rate limiter, the app's shared
+    /// budget), then records what Apple said.
+    /// - Throws: ``ReconcilerError/Code/appleRefused`` (exit 1) for a 4xx, with Apple's code;
+    ///   ``ReconcilerError/Code/notRecovered`` (exit 2) for a 429, a 5xx or no answer after the
+    ///   client's retries: send it again.
+    package static func send(_ prepared: Prepared, client: AppStoreServerAPIClient, database: Database) async throws {
+        var answer = ConsumptionRequests.Answer(
+            target: prepared.target, transactionId: prepared.transactionId, notificationUUID: prepared.request.notificationUUID,
+            body: prepared.body, outcome: .accepted)
+        var failure: ReconcilerError?
+        do {
+            try await client.sendConsumptionInformation(transactionId: prepared.transactionId, prepared.body)
+        } catch let error as AppStoreServerAPIError {
+            let details = error.details
+            (answer.httpStatus, answer.errorCode, answer.errorMessage) = (details.httpStatusCode, details.errorCode?.rawValue, details.errorMessage)
+            switch error {
+            case .badRequest, .notFound,
+                .unexpectedStatus where (400..<500).contains(details.httpStatusCode ?? 0):
+                answer.outcome = .refused
+                failure = ReconcilerError(.appleRefused, "Apple refused the consumption information: \(details)")
+            case .unauthorized:
+                answer.outcome = .refused
+                failure = ReconcilerError(
+                    .appleRefused,
+                    "Apple refused the request: \(error); check the key (APP_STORE_KEY_ID, APP_STORE_ISSUER_ID, APP_STORE_PRIVATE_KEY_PATH) covers \(prepared.target.bundleId)"
+                )
+            default:
+                answer.outcome = .failed
+                failure = .partial("the consumption information was not delivered: \(error); send it again")
+            }
+        }
+        let recorded = answer
+        try await database.transaction { [logger = database.logger] in try await ConsumptionRequests(logger: logger).record(recorded, on: $0) }
+        if let failure { throw failure }
+    }
+
+    private static func invalid(_ message: String) -> ReconcilerError {
+        ReconcilerError(.invalidAnswer, message)
+    }
+}

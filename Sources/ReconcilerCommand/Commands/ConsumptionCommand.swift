@@ -1,0 +1,231 @@
+import AppStoreServer
+import ArgumentParser
+import Foundation
+import Logging
+import Reconciler
+import ReconcilerDomain
+import ReconcilerShared
+import ReconcilerStore
+
+/// `reconciler consumption`: the consumption requests (a customer asked Apple for a refund, and
+/// Apple asks the app for consumption data within 12 hours) and the answers to them.
+struct ConsumptionCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "consumption",
+        abstract: "Consumption requests: list them with their deadlines, and send Apple the answers.",
+        discussion: """
+            A CONSUMPTION_REQUEST notification says a customer asked Apple for a refund; Apple wants the app's \
+            consumption data within 12 hours of its first send attempt (Send Consumption Information). The \
+            reconciler stores each request with that deadline (respondBy), fixed when it is first recorded: 12 \
+            hours after the earliest send attempt in Apple's history (12 hours after its signedDate for one the \
+            live webhook received). Runs query them first and forward the open ones first.
+
+              reconciler consumption list --open
+              reconciler consumption send --transaction-id 2000000100000317 --customer-consented \\
+                  --delivery-status DELIVERED --sample-content-provided false \\
+                  --refund-preference GRANT_PRORATED --consumption-percentage 25000
+            """,
+        subcommands: [ListCommand.self, SendCommand.self])
+
+    struct ListCommand: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "list",
+            abstract: "List the stored consumption requests, soonest deadline first, with whether an answer was sent.",
+            discussion: """
+                Each request: its transaction (what `consumption send --transaction-id` names), original \
+                transaction, app and environment, the customer's reason, when Apple first sent it, its \
+                deadline and the time left (open), or expired, or answered (an answer Apple accepted was sent). \
+                --open lists only the requests neither answered nor past their deadline. --json prints a JSON \
+                array with the same fields (times in UNIX milliseconds). It covers every app and environment \
+                of the configuration file, or the one app of the APP_STORE_* variables; --app and \
+                --environment narrow it.
+
+                  reconciler consumption list --open
+                  reconciler consumption list --json
+                """)
+
+        @Flag(help: "Only requests without an answer and before their deadline.") var open = false
+        @Flag(help: "Print a JSON array instead of a table.") var json = false
+        @Option(help: ArgumentHelp("List at most this many (default 1000).", valueName: "n")) var limit: Int = 1000
+
+        @OptionGroup var app: AppOptions
+        @OptionGroup var database: DatabaseOptions
+        @OptionGroup var logging: LoggingOptions
+
+        func validate() throws {
+            guard limit >= 1 else { throw ValidationError("--limit must be at least 1") }
+        }
+
+        /// One request as `--json` prints it.
+        struct Entry: Encodable {
+            var request: ConsumptionRequests.Request
+            var state: ConsumptionRequestDeadline.State
+
+            private enum CodingKeys: String, CodingKey {
+                case notificationUUID, bundleId, environment, transactionId, originalTransactionId, reason, signedDate, firstSentAt, respondBy,
+                    state, answeredAt, runId
+            }
+
+            func encode(to encoder: any Encoder) throws {
+                var container = encoder.container(keyedBy: CodingKeys.self)
+                try container.encode(request.notificationUUID, forKey: .notificationUUID)
+                try container.encode(request.bundleId, forKey: .bundleId)
+                try container.encode(request.environment, forKey: .environment)
+                try container.encode(request.transactionId, forKey: .transactionId)
+                try container.encode(request.originalTransactionId, forKey: .originalTransactionId)
+                try container.encode(request.reason, forKey: .reason)
+                try container.encode(request.signedDate, forKey: .signedDate)
+                try container.encode(request.firstSentAt, forKey: .firstSentAt)
+                try container.encode(request.respondBy, forKey: .respondBy)
+                try container.encode(state, forKey: .state)
+                try container.encode(request.answeredAt.map { Int64($0.timeIntervalSince1970 * 1000) }, forKey: .answeredAt)
+                try container.encode(request.runId, forKey: .runId)
+            }
+        }
+
+        func run() async throws {
+            let logger = logging.makeLogger()
+            let apps = try app.storedScope().appsOnly()
+            let now = Int64(Date().timeIntervalSince1970 * 1000)
+            let requests = try await database.withDatabase(logger: logger) { database in
+                try await Migrator().requireCurrent(database)
+                let store = ConsumptionRequests(logger: logger)
+                return try await database.transaction { [open, limit] in
+                    try await store.list(apps: apps, openAt: open ? now : nil, limit: limit, on: $0)
+                }
+            }
+            if json {
+                let encoder = JSONEncoder()
+                encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
+                print(String(decoding: try encoder.encode(requests.map { Entry(request: $0, state: $0.state(at: now)) }), as: UTF8.self))
+                return
+            }
+            guard !requests.isEmpty else {
+                print(open ? "no consumption request waits for an answer" : "no consumption request is stored")
+                return
+            }
+            let several = Set(requests.map { "\($0.bundleId) \($0.environment)" }).count > 1
+            let header = ["TRANSACTION", "ORIGINAL", "RESPOND BY", "STATE", "REASON", "FIRST SENT"] + (several ? ["APP"] : [])
+            let widths = [18, 18, 25, 21, 26, 25, 0]
+            func line(_ fields: [String]) -> String {
+                zip(fields, widths).map { Self.column($0, $1) }.joined(separator: " ").trimmingCharacters(in: .whitespaces)
+            }
+            print(line(header))
+            for request in requests {
+                let state: String
+                switch request.state(at: now) {
+                case .answered: state = "answered"
+                case .expired: state = "EXPIRED"
+                case .open: state = "open, " + Self.timeLeft(request.respondBy - now) + " left"
+                }
+                print(
+                    line(
+                        [
+                            request.transactionId ?? "-", request.originalTransactionId ?? "-",
+                            Timestamp(millisecondsSince1970: request.respondBy).description, state,
+                            request.reason ?? "-", request.firstSentAt.map { Timestamp(millisecondsSince1970: $0).description } ?? "(live)",
+                        ] + (several ? ["\(request.bundleId) (\(request.environment))"] : [])))
+            }
+        }
+
+        static func column(_ text: String, _ width: Int) -> String {
+            text.count >= width ? text : text.padding(toLength: width, withPad: " ", startingAt: 0)
+        }
+
+        /// `11h 58m`, `45m`.
+        static func timeLeft(_ milliseconds: Int64) -> String {
+            let minutes = max(milliseconds / 60_000, 0)
+            return minutes >= 60 ? "\(minutes / 60)h \(minutes % 60)m" : "\(minutes)m"
+        }
+    }
+
+    struct SendCommand: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "send",
+            abstract: "Send Apple the answer to a consumption request (Send Consumption Information V2) and record it.",
+            discussion: """
+                The answer goes to the app and environment of the stored CONSUMPTION_REQUEST for the transaction \
+                (with requests of several apps for it, choose with --app and --environment), through the app's \
+                request budget shared with its other processes. Every field is checked against Apple's rules \
+                before anything is sent: the customer's consent (without it, do not answer), the delivery \
+                statuses (DELIVERED, UNDELIVERED_QUALITY_ISSUE, UNDELIVERED_WRONG_ITEM, UNDELIVERED_SERVER_OUTAGE, \
+                UNDELIVERED_OTHER), the refund preferences (DECLINE, GRANT_FULL, GRANT_PRORATED), the \
+                percentage in milliunits (0 to 100000; 0 when not DELIVERED; none for an auto-renewable \
+                subscription, whose Apple computes; above 0 and below 100000 with GRANT_PRORATED for the other \
+                product types), and no answer for a Family Sharing transaction. The answer and Apple's reply \
+                are recorded; `consumption list` then shows the request answered.
+
+                Exit codes: 0 Apple accepted it (202); 1 bad input (nothing sent), no stored request for the \
+                transaction, or Apple refused it (a 4xx; Apple's error code is shown); 2 rate limited (429), an \
+                App Store server error (5xx) or no answer: send it again.
+
+                  reconciler consumption send --transaction-id 2000000100000317 --customer-consented \\
+                      --delivery-status DELIVERED --sample-content-provided false --consumption-percentage 100000
+                """)
+
+        @Option(help: ArgumentHelp("The CONSUMPTION_REQUEST's transactionId (`consumption list` shows it).", valueName: "id"))
+        var transactionId: String
+        @Flag(help: "The customer consented to share consumption data with Apple (required: without consent, do not answer).")
+        var customerConsented = false
+        @Option(
+            help: ArgumentHelp(
+                "DELIVERED, UNDELIVERED_QUALITY_ISSUE, UNDELIVERED_WRONG_ITEM, UNDELIVERED_SERVER_OUTAGE or UNDELIVERED_OTHER.", valueName: "status"))
+        var deliveryStatus: String
+        @Option(
+            help: ArgumentHelp("Whether the app offered a free sample, trial or description before the purchase: true or false.", valueName: "bool"))
+        var sampleContentProvided: String
+        @Option(help: ArgumentHelp("DECLINE, GRANT_FULL or GRANT_PRORATED.", valueName: "pref")) var refundPreference: String?
+        @Option(help: ArgumentHelp("The share consumed, in milliunits: 0 to 100000 (100000 is all of it).", valueName: "n"))
+        var consumptionPercentage: Int?
+
+        @OptionGroup var app: AppOptions
+        @OptionGroup var api: APIOptions
+        @OptionGroup var database: DatabaseOptions
+        @OptionGroup var logging: LoggingOptions
+
+        func run() async throws {
+            let logger = logging.makeLogger()
+            let input = ConsumptionAnswers.Input(
+                transactionId: transactionId, customerConsented: customerConsented, deliveryStatus: deliveryStatus,
+                sampleContentProvided: sampleContentProvided, refundPreference: refundPreference, consumptionPercentage: consumptionPercentage)
+            // What needs no database and no configuration first: bad input is refused before anything else.
+            _ = try ConsumptionAnswers.body(of: input)
+            let targets = try app.loadTargets(api: api).targets
+            let prepared = try await database.withDatabase(logger: logger) { database in
+                try await Migrator().requireCurrent(database)
+                return try await ConsumptionAnswers.prepare(input, apps: targets.map(\.app), database: database)
+            }
+            guard
+                let target = targets.first(where: {
+                    $0.app.bundleId == prepared.target.bundleId && $0.app.environment == prepared.target.environment
+                })
+            else {
+                throw ReconcilerError.configuration("\(prepared.target) is not configured: no key to send its answer with")
+            }
+            let now = Int64(Date().timeIntervalSince1970 * 1000)
+            switch prepared.request.state(at: now) {
+            case .expired:
+                logger.warning(
+                    "the request's deadline has passed; sending the answer anyway",
+                    metadata: ["respondBy": "\(Timestamp(millisecondsSince1970: prepared.request.respondBy).description)"])
+            case .answered:
+                logger.notice("an answer to this request was sent before; sending this one too")
+            case .open: break
+            }
+            do {
+                try await database.runWork(logger: logger, sharing: [target.sharing([.sendConsumptionInformation])]) { database in
+                    try await ConsumptionAnswers.send(prepared, client: target.client, database: database)
+                }
+            } catch is Interrupted {
+                throw ReconcilerError.partial("interrupted: the answer may not have been sent; send it again")
+            }
+            let left = prepared.request.respondBy - now
+            print(
+                "accepted: Apple received the consumption information for transaction \(prepared.transactionId) "
+                    + "(\(prepared.target.bundleId), \(prepared.target.environment.rawValue); request \(prepared.request.notificationUUID), "
+                    + (left > 0
+                        ? "answered \(ListCommand.timeLeft(left)) before its deadline \(Timestamp(millisecondsSince1970: prepared.request.respondBy).description))"
+                        : "answered after its deadline \(Timestamp(millisecondsSince1970: prepared.request.respondBy).description))"))
+        }
+    }
+}

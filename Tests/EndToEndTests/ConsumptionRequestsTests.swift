@@ -1,0 +1,183 @@
+import AppStoreServer
+import Foundation
+import MockAppStore
+import NIOHTTP1
+import PostgresNIO
+import ReconcilerShared
+import TestSupport
+import Testing
+
+/// Consumption requests through real processes: an outage of 16 hours (the webhook down until a
+/// minute ago) with consumption requests in it, some older than Apple's 12 hours, recovered by
+/// `reconciler run` with forwarding; then `reconciler consumption list` and `consumption send`
+/// against the mock's Send Consumption Information.
+@Suite struct ConsumptionRequestsTests {
+    static let twelveHours: Int64 = 12 * 3_600_000
+
+    /// The outage's consumption requests Apple never delivered: what the run must recover.
+    static func outageRequests(_ rehearsal: Rehearsal) async throws -> [MockAppStore.NotificationLine] {
+        let formatter = ISO8601DateFormatter()
+        let start = try #require(formatter.date(from: rehearsal.outageStart)).timeIntervalSince1970 * 1000
+        let end = try #require(formatter.date(from: rehearsal.outageEnd)).timeIntervalSince1970 * 1000
+        return try await rehearsal.mockNotifications().filter {
+            $0.notificationType == "CONSUMPTION_REQUEST" && !$0.delivered && Double($0.firstAttemptDate) >= start && Double($0.firstAttemptDate) < end
+        }
+    }
+
+    /// The run's report lists each recovered request with its deadline (the first send attempt +
+    /// 12 hours) and whether it had passed when the report was made; the requests never change the
+    /// exit code; the app's webhook hears of the open ones before any other notification of the
+    /// run; the metrics and the incident page say the same.
+    @Test func aRunReportsTheRequestsWithTheirDeadlinesAndForwardsTheOpenOnesFirst() async throws {
+        try await AppWebhookReceiver.withRunning(.init()) { receiver, receiverURL in
+            try await Rehearsal.with(customers: 30, seed: 211, outageHoursAgo: (16, 0.02)) { rehearsal in
+                let requests = try await Self.outageRequests(rehearsal)
+                let (reportPath, metricsPath, pagePath) = (rehearsal.file("report.json"), rehearsal.file("run.prom"), rehearsal.file("run.html"))
+                let run = try await rehearsal.reconciler(
+                    [
+                        "run", "--start", rehearsal.outageStart, "--end", rehearsal.outageEnd,
+                        "--forward-to", receiverURL, "--forward-drain-timeout", "120s", "--report-json", reportPath, "--metrics-file", metricsPath,
+                        "--report-html", pagePath,
+                    ], environment: ["LOG_LEVEL": "info"])
+                #expect(run.status == 0, "\(run.stdout)\n\(run.stderr)")
+                // The run held its other deliveries while it queried the consumption requests, then let them go.
+                #expect(run.stderr.contains("the consumption requests are queried"), "\(run.stderr)")
+                #expect(try await rehearsal.db.count("SELECT count(*) FROM forward_queue WHERE held") == 0)
+
+                let report = try Rehearsal.report(reportPath)
+                let finishedAt = try #require(ISO8601DateFormatter().date(from: report["finishedAt"] as? String ?? ""))
+                let reportedAt = Int64(finishedAt.timeIntervalSince1970 * 1000)
+                let listed = try #require(report["consumptionRequests"] as? [[String: Any]])
+                #expect(Set(listed.compactMap { $0["notificationUUID"] as? String }) == Set(requests.map(\.notificationUUID)))
+                let open = requests.filter { $0.firstAttemptDate + Self.twelveHours > reportedAt }
+                let expired = requests.filter { $0.firstAttemptDate + Self.twelveHours <= reportedAt }
+                #expect(!open.isEmpty && !expired.isEmpty, "the outage must hold open and expired requests: \(requests)")
+                for request in requests {
+                    let entry = try #require(listed.first { $0["notificationUUID"] as? String == request.notificationUUID })
+                    #expect(entry["firstSentAt"] as? Int64 == request.firstAttemptDate)
+                    #expect(entry["respondBy"] as? Int64 == request.firstAttemptDate + Self.twelveHours)
+                    #expect(entry["expired"] as? Bool == (request.firstAttemptDate + Self.twelveHours <= reportedAt))
+                    #expect(entry["answered"] as? Bool == false && entry["transactionId"] is String && entry["originalTransactionId"] is String)
+                }
+                #expect(report["consumptionRequestsOpen"] as? Int == open.count)
+                #expect(report["consumptionRequestsExpired"] as? Int == expired.count)
+                #expect(
+                    run.stdout.contains("consumption  \(requests.count) consumption requests recovered: \(open.count) open, \(expired.count) expired")
+                )
+
+                // The app's webhook heard of the open requests before any other notification of the run.
+                let arrivals = receiver.statistics.arrivals
+                #expect(Set(arrivals.prefix(open.count)) == Set(open.map(\.notificationUUID)), "\(arrivals.prefix(open.count + 3))")
+                #expect(Set(arrivals).isSuperset(of: requests.map(\.notificationUUID)))
+                #expect(arrivals.count > requests.count)
+
+                let metrics = try PrometheusText(parsing: try String(contentsOfFile: metricsPath, encoding: .utf8))
+                #expect(metrics.value("reconciler_run_consumption_requests", ["state": "expired"]) == Double(expired.count))
+                #expect(metrics.value("reconciler_run_consumption_requests", ["state": "open"]) == Double(open.count))
+                let openGauges = ["under_2h", "2h_to_6h", "over_6h"].compactMap {
+                    metrics.value("reconciler_consumption_requests_open", ["time_left": $0])
+                }
+                // The live webhook's requests still open count too (they are the app's to answer as well).
+                #expect(openGauges.reduce(0, +) >= Double(open.count))
+                let soonest = try #require(metrics.value("reconciler_consumption_request_next_deadline_timestamp_seconds"))
+                #expect(soonest * 1000 <= Double(open.map { $0.firstAttemptDate + Self.twelveHours }.min() ?? 0) + 1)
+
+                let page = try String(contentsOfFile: pagePath, encoding: .utf8)
+                #expect(
+                    page.contains("id=\"consumption-section\"") && page.contains("data-open=\"\(open.count)\"")
+                        && page.contains("data-expired=\"\(expired.count)\""))
+                #expect(requests.allSatisfy { page.contains(Timestamp(millisecondsSince1970: $0.firstAttemptDate + Self.twelveHours).description) })
+            }
+        }
+    }
+
+    /// `consumption list` shows every stored request with its deadline; `consumption send` refuses
+    /// answers Apple's rules refuse before any request (exit 1, nothing sent or stored), reaches the
+    /// mock with the fields given and records the answer (the request is answered), shows Apple's
+    /// code for an Apple 4xx (exit 1) and exits 2 when the App Store fails (5xx).
+    @Test func listAndSendAnAnswerWithApplesRules() async throws {
+        try await Rehearsal.with(customers: 30, seed: 212, outageHoursAgo: (16, 0.02)) { rehearsal in
+            let run = try await rehearsal.runWindow()
+            #expect(run.status == 0, "\(run.stderr)")
+            // The export's new fields equal the mock's truth, line by line (a refund, prorated or
+            // not, and Apple's identifier of each customer among them).
+            let export = try await rehearsal.export(), truth = try await rehearsal.truth()
+            #expect(export == truth, "\(Rehearsal.difference(export, truth))")
+            #expect(export.contains(#""revocationType":"REFUND_FULL""#) && !export.contains(#""appTransactionId":null"#))
+            let listed = try await rehearsal.reconciler(["consumption", "list", "--json"])
+            #expect(listed.status == 0, "\(listed.stderr)")
+            let entries = try #require(try JSONSerialization.jsonObject(with: Data(listed.stdout.utf8)) as? [[String: Any]])
+            let stored = try await rehearsal.db.count("SELECT count(*) FROM notifications WHERE notification_type = 'CONSUMPTION_REQUEST'")
+            #expect(entries.count == stored && stored > 0)
+            #expect(entries.allSatisfy { ["open", "expired"].contains($0["state"] as? String) && $0["respondBy"] is Int64 })
+            let table = try await rehearsal.reconciler(["consumption", "list", "--open"])
+            #expect(table.stdout.contains("RESPOND BY") && table.stdout.contains(" left"), "\(table.stdout)")
+
+            // An open request of a consumable, and one of a subscription.
+            func transaction(of type: String) async throws -> String {
+                try #require(
+                    try await rehearsal.db.strings(
+                        """
+                        SELECT n.transaction_id FROM notifications n JOIN transactions t USING (bundle_id, environment, transaction_id)
+                        WHERE n.respond_by_ms > (extract(epoch FROM now()) * 1000)::bigint AND t.product_type = \(type)
+                        ORDER BY n.respond_by_ms LIMIT 1
+                        """
+                    ).first)
+            }
+            let coins = try await transaction(of: "Consumable")
+            let subscription = try await transaction(of: "Auto-Renewable Subscription")
+            let answer = ["consumption", "send", "--customer-consented", "--delivery-status", "DELIVERED", "--sample-content-provided", "false"]
+
+            try await rehearsal.resetMockStatistics()
+            for (arguments, why) in [
+                (
+                    ["consumption", "send", "--transaction-id", coins, "--delivery-status", "DELIVERED", "--sample-content-provided", "false"],
+                    "consent"
+                ),
+                (answer + ["--transaction-id", coins, "--delivery-status", "SHIPPED"], "InvalidDeliveryStatus"),
+                (answer + ["--transaction-id", coins, "--consumption-percentage", "100001"], "percentage"),
+                (answer + ["--transaction-id", coins, "--refund-preference", "GRANT_PRORATED"], "GRANT_PRORATED"),
+                (answer + ["--transaction-id", subscription, "--consumption-percentage", "50000"], "4000209"),
+                (answer + ["--transaction-id", "2000999999999999"], "no CONSUMPTION_REQUEST"),
+            ] {
+                let refused = try await rehearsal.reconciler(arguments)
+                #expect(refused.status == 1, "\(arguments): \(refused.stdout)\(refused.stderr)")
+                #expect(refused.stderr.contains(why), "\(refused.stderr)")
+            }
+            let untouched = try await rehearsal.mockStatistics()
+            #expect((untouched["requests"] as? [String: Int])?["Send Consumption Information"] == nil, "a refused answer reached the App Store")
+            #expect(try await rehearsal.db.count("SELECT count(*) FROM consumption_answers") == 0)
+
+            let sent = try await rehearsal.reconciler(
+                answer + ["--transaction-id", coins, "--refund-preference", "GRANT_PRORATED", "--consumption-percentage", "25000"])
+            #expect(sent.status == 0, "\(sent.stderr)")
+            #expect(sent.stdout.contains("accepted: Apple received the consumption information for transaction \(coins)"))
+            let received = String(decoding: try await HTTP.request(.GET, "\(rehearsal.mockURL)/mock/consumption").body, as: UTF8.self)
+                .split(separator: "\n").map { try? JSONDecoder().decode(MockAppStore.ReceivedConsumptionAnswer.self, from: Data($0.utf8)) }
+            let delivered = try #require(received.first ?? nil)
+            #expect(received.count == 1 && delivered.transactionId == coins && delivered.deliveryStatus == "DELIVERED")
+            #expect(!delivered.sampleContentProvided && delivered.refundPreference == "GRANT_PRORATED" && delivered.consumptionPercentage == 25_000)
+            let afterwards = try JSONSerialization.jsonObject(
+                with: Data(try await rehearsal.reconciler(["consumption", "list", "--json"]).stdout.utf8))
+            let answered = (afterwards as? [[String: Any]] ?? []).filter { $0["state"] as? String == "answered" }
+            #expect(answered.map { $0["transactionId"] as? String } == [coins])
+            let open = try await rehearsal.reconciler(["consumption", "list", "--open", "--json"])
+            #expect(!open.stdout.contains("\"\(coins)\""))
+
+            // Apple refuses what the reconciler cannot check: the stored transaction gone, the
+            // subscription's percentage reaches Apple, which answers 4000209; exit 1, recorded refused.
+            try await rehearsal.db.execute("DELETE FROM transactions WHERE transaction_id = \(subscription)")
+            let refused = try await rehearsal.reconciler(answer + ["--transaction-id", subscription, "--consumption-percentage", "50000"])
+            #expect(refused.status == 1, "\(refused.stderr)")
+            #expect(refused.stderr.contains("errorCode 4000209 ConsumptionPercentageAutoRenewableSubscriptionError"), "\(refused.stderr)")
+            // The App Store failing: exit 2, send it again.
+            try await rehearsal.setFaults(["serverErrorRate": 1.0])
+            let failing = try await rehearsal.reconciler(answer + ["--transaction-id", subscription])
+            #expect(failing.status == 2, "\(failing.stderr)")
+            #expect(failing.stderr.contains("5000001"), "\(failing.stderr)")
+            try await rehearsal.setFaults([:])
+            #expect(
+                try await rehearsal.db.strings("SELECT outcome FROM consumption_answers ORDER BY answer_id") == ["accepted", "refused", "failed"])
+        }
+    }
+}
