@@ -53,6 +53,8 @@ def main():
     readme = README.read_text()
     found = sources(directory)
     names = [match.group("name") for match in BLOCK.finditer(readme)]
+    if not names:
+        sys.exit("README.md has no sample blocks (<!-- sample: NAME --> ... <!-- /sample: NAME -->)")
     unknown = [name for name in names if name not in found]
     if unknown:
         sys.exit(f"README.md has samples this script cannot make: {', '.join(unknown)}")
