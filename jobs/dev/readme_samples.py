@@ -1,51 +1,176 @@
 """The README's sample outputs, generated from a real run of the outage drill, and checked.
 
-    python3 jobs/dev/readme_samples.py write DIR     # DIR: a drill's DRILL_KEEP directory with drill.out
+    python3 jobs/dev/readme_samples.py write DIR     # DIR: the drill's files (DRILL_FILES) with drill.out
     python3 jobs/dev/readme_samples.py check DIR     # exit 1 when README.md's samples no longer match
 
-A sample is a fenced block between `<!-- sample: NAME -->` and `<!-- /sample: NAME -->` in README.md.
-`write` replaces each block with what the drill printed. `check` compares the block with it after
-masking what changes from run to run (times, ids, figures) and after reducing each run of table
-rows (lines indented four spaces or more) to one row, since which rows a run lists depends on its
-data: every other line, its labels and their order must be the same.
+A sample is a fenced block (```text or ```json) between `<!-- sample: NAME -->` and
+`<!-- /sample: NAME -->` in README.md. `write` replaces each block with what the drill printed or
+recorded. `check` compares the block with it after masking what changes from run to run, and
+fails when they differ:
+
+- times, UUIDs, order IDs, ids, durations (`3h 12m`), figures, paths and local URLs are masked;
+- a table row is reduced: each run of rows becomes one `<rows>` line, since which rows a run lists
+  depends on its data. A row is a line indented four spaces or more whose columns are aligned (two
+  spaces inside it) and that holds something masked, or a line that starts with a masked value
+  followed by two spaces (the rows of `status` and `consumption list`);
+- a JSON line keeps its keys, its `true`, `false` and `null`, and its strings without digits (kinds,
+  types, bundle ids); other values are masked.
+
+Every other line, its labels and their order must be the same.
 """
 
+import json
 import pathlib
 import re
 import sys
 
 README = pathlib.Path(__file__).resolve().parents[2] / "README.md"
-BLOCK = re.compile(r"(<!-- sample: (?P<name>[\w-]+) -->\n```text\n)(?P<body>.*?)(```\n<!-- /sample: (?P=name) -->)", re.S)
+BLOCK = re.compile(
+    r"(<!-- sample: (?P<name>[\w-]+) -->\n```(?P<language>text|json)\n)(?P<body>.*?)(?P<end>```\n<!-- /sample: (?P=name) -->)", re.S
+)
+
+
+def lines_of(text):
+    return text if text.endswith("\n") else text + "\n"
+
+
+def first_report(run_output):
+    """The first app and environment's report, as `reconciler run` printed it."""
+    return lines_of(run_output.split("\n== ")[0])
+
+
+def consumption_excerpt(report):
+    """The lines of a report about consumption requests, with its title, window and forwarding."""
+    keep, inside = [], False
+    for line in report.splitlines():
+        if line.startswith("  consumption"):
+            keep.append("  ...")
+            inside = True
+        elif inside and not line.startswith("    "):
+            inside = False
+        if inside or line.startswith(("reconcile run", "  window", "forwarded")):
+            keep.append(line)
+    return lines_of("\n".join(keep))
+
+
+def export_lines(path):
+    """Two purchases as `export` prints them: an active subscription of a known user, and a consumable refunded by half."""
+    purchases = [(line, json.loads(line)) for line in path.read_text().splitlines() if line]
+    subscription = next(
+        line
+        for line, purchase in purchases
+        if purchase["bundleId"] == "com.example.one"
+        and purchase["environment"] == "Production"
+        and purchase["status"] == 1
+        and purchase["entitled"] is True
+        and purchase["appAccountToken"] is not None
+        and purchase["offerType"] is None
+    )
+    refunded = next(
+        line
+        for line, purchase in purchases
+        if purchase["bundleId"] == "com.example.one"
+        and purchase["environment"] == "Production"
+        and purchase["revocationType"] == "REFUND_PRORATED"
+    )
+    return subscription + "\n" + refunded + "\n"
+
+
+def change_lines(path):
+    """Two rows of the change feed: a purchase a run changed (an expiry replayed), and a consumption request."""
+    rows = [(line, json.loads(line)) for line in path.read_text().splitlines() if line]
+    changed = next(
+        line
+        for line, row in rows
+        if row["kind"] == "purchase"
+        and row["source"] == "history"
+        and row["before"] is not None
+        and row["before"]["status"] == 1
+        and row["after"]["status"] == 2
+        and row["bundleId"] == "com.example.one"
+        and row["environment"] == "Production"
+    )
+    request = next(
+        line
+        for line, row in rows
+        if row["kind"] == "notification"
+        and row["notificationType"] == "CONSUMPTION_REQUEST"
+        and row["source"] == "history"
+        and row["bundleId"] == "com.example.one"
+        and row["environment"] == "Production"
+    )
+    return changed + "\n" + request + "\n"
 
 
 def sources(directory):
-    """What each sample shows, from the drill's kept files."""
+    """What each sample shows, from the drill's files."""
     drill = (directory / "drill.out").read_text()
     # The build line depends on whether the drill built the tools itself.
     drill = "".join(line for line in drill.splitlines(keepends=True) if not line.startswith("==> building"))
-    run = (directory / "run.out").read_text()
-    # The first app and environment's report, as the run printed it.
-    first = run.split("\n== ")[0]
-    return {"drill": drill, "run-report": first if first.endswith("\n") else first + "\n"}
+    report = first_report((directory / "run.out").read_text())
+    return {
+        "drill": drill,
+        "run-report": report,
+        "run-consumption": consumption_excerpt(report),
+        "repair": lines_of((directory / "repair.out").read_text()),
+        "repair-unknown-order": (directory / "repair-unknown-order.txt").read_text(),
+        "status": (directory / "status.txt").read_text(),
+        "consumption-list": (directory / "consumption-list.txt").read_text(),
+        "consumption-send": (directory / "consumption-send.txt").read_text(),
+        "export": export_lines(directory / "after.jsonl"),
+        "changes": change_lines(directory / "changes.jsonl"),
+    }
 
 
-def mask(text):
+MASKS = [
+    (re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z"), "<time>"),
+    (re.compile(r"\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b"), "<uuid>"),
+    (re.compile(r"/tmp/[\w./-]+"), "<path>"),
+    (re.compile(r"https?://127\.0\.0\.1:\d+[\w/.-]*"), "<url>"),
+    # Apple's order IDs: ten capitals and digits, both.
+    (re.compile(r"\b(?=[A-Z0-9]*\d)(?=[A-Z0-9]*[A-Z])[A-Z0-9]{10}\b"), "<order>"),
+    (re.compile(r"\b\d+[dhms]\b(?: \d+[dhms]\b)*"), "<duration>"),
+    (re.compile(r"\b\d{7,}\b"), "<id>"),
+    (re.compile(r"\d+(\.\d+)?"), "<n>"),
+]
+MASKED = re.compile(r"<(time|uuid|path|url|order|duration|id|n)>")
+
+
+def skeleton(value):
+    """A JSON value with what varies from run to run masked."""
+    if isinstance(value, dict):
+        return {key: skeleton(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [skeleton(item) for item in value]
+    if isinstance(value, bool) or value is None:
+        return value
+    if isinstance(value, (int, float)):
+        return "<n>"
+    return "<s>" if re.search(r"\d", value) else value
+
+
+def is_row(line):
+    if MASKED.match(line.lstrip()) and re.match(r"\s*<\w+>\s{2}", line):
+        return True
+    return line.startswith("    ") and "  " in line.strip() and MASKED.search(line) is not None
+
+
+def mask(text, language="text"):
     lines = []
     for line in text.splitlines():
-        line = re.sub(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z", "<time>", line)
-        line = re.sub(r"/tmp/[\w./-]+", "<path>", line)
-        line = re.sub(r"https?://127\.0\.0\.1:\d+[\w/.-]*", "<url>", line)
-        line = re.sub(r"\b\d{7,}\b", "<id>", line)
-        line = re.sub(r"\d+(\.\d+)?", "<n>", line)
-        line = re.sub(r" {2,}", "  ", line.rstrip())
-        lines.append(line)
-    reduced = []
-    for line in lines:
-        row = line.startswith("    ")
-        if row and reduced and reduced[-1] == "    <rows>":
+        if language == "json" and line.startswith("{"):
+            lines.append(json.dumps(skeleton(json.loads(line)), sort_keys=False))
             continue
-        reduced.append("    <rows>" if row else line)
-    return reduced
+        for pattern, replacement in MASKS:
+            line = pattern.sub(replacement, line)
+        line = line.rstrip()
+        if is_row(line):
+            if lines and lines[-1] == "    <rows>":
+                continue
+            line = "    <rows>"
+        indent = len(line) - len(line.lstrip(" "))
+        lines.append(line[:indent] + re.sub(r" {2,}", "  ", line[indent:]))
+    return lines
 
 
 def main():
@@ -59,13 +184,13 @@ def main():
     if unknown:
         sys.exit(f"README.md has samples this script cannot make: {', '.join(unknown)}")
     if command == "write":
-        README.write_text(BLOCK.sub(lambda m: m.group(1) + found[m.group("name")] + m.group(4), readme))
+        README.write_text(BLOCK.sub(lambda m: m.group(1) + found[m.group("name")] + m.group("end"), readme))
         print(f"wrote {len(names)} samples into README.md: {', '.join(names)}")
         return
     failures = 0
     for match in BLOCK.finditer(readme):
-        name = match.group("name")
-        expected, actual = mask(match.group("body")), mask(found[name])
+        name, language = match.group("name"), match.group("language")
+        expected, actual = mask(match.group("body"), language), mask(found[name], language)
         if expected != actual:
             failures += 1
             print(f"README.md's sample '{name}' no longer matches what the code prints (masked, first difference):")
