@@ -1,4 +1,5 @@
 package import AppStoreServer
+package import ReconcilerShared
 
 /// A notification whose signature, chain, app, environment and nested signed values have all
 /// been verified: the only kind of notification the store accepts. Only the handler makes one.
@@ -36,12 +37,12 @@ package struct VerifiedNotification: Sendable {
     /// The purchase this notification is about, if any (TEST, summaries and tokens have none).
     package var originalTransactionId: String? { subscription.originalTransactionId }
 
-    /// When Apple wants an answer by, UNIX ms, for a notification that asks for one: a
+    /// When Apple wants an answer by, for a notification that asks for one: a
     /// `CONSUMPTION_REQUEST`, 12 hours after Apple first tried to send it (else after its
     /// `signedDate`). `nil` for the others.
-    package var respondBy: Int64? {
+    package var respondBy: Timestamp? {
         guard notificationType == .consumptionRequest else { return nil }
-        return (firstSendAttempt ?? signedDate) + ConsumptionRequestDeadline.answerWithin
+        return Timestamp(millisecondsSince1970: firstSendAttempt ?? signedDate) + ConsumptionRequestDeadline.answerWithin
     }
 
     /// `TYPE` or `TYPE/SUBTYPE`, as reports show it.

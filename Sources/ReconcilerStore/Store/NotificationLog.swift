@@ -97,7 +97,8 @@ package struct NotificationLog: Sendable {
                     signed_date_ms: n.signedDate, bundle_id: bundleId, environment: n.environment,
                     original_transaction_id: n.originalTransactionId,
                     transaction_id: n.transaction?.transactionId, signed_payload: n.signedPayload, source: source.name,
-                    run_id: source.runId, outcome: row.outcome.rawValue, first_send_attempt_ms: n.firstSendAttempt, respond_by_ms: n.respondBy,
+                    run_id: source.runId, outcome: row.outcome.rawValue, first_send_attempt_ms: n.firstSendAttempt,
+                    respond_by_ms: n.respondBy?.millisecondsSince1970,
                     consumption_request_reason: n.payload.data?.consumptionRequestReason?.rawValue)
             })
         let only = forwarding?.only.map { Array($0).sorted() }

@@ -650,11 +650,11 @@ package struct PurchaseStore: Sendable {
         package var transactionId: String?
         package var appAccountToken: String?
         package var signedDate: Int64
-        package var respondBy: Int64?
+        package var respondBy: Timestamp?
 
         package init(
             notificationUUID: String, notificationType: String, subtype: String?, originalTransactionId: String?, transactionId: String?,
-            appAccountToken: String?, signedDate: Int64, respondBy: Int64?
+            appAccountToken: String?, signedDate: Int64, respondBy: Timestamp?
         ) {
             self.notificationUUID = notificationUUID
             self.notificationType = notificationType
@@ -697,7 +697,7 @@ package struct PurchaseStore: Sendable {
                     original_transaction_id: $0.originalTransactionId, bundle_id: target.bundleId, environment: target.environment.rawValue,
                     app_account_token: $0.appAccountToken, source: origin.source.rawValue, notification_uuid: $0.notificationUUID,
                     run_id: origin.runId, kind: FeedKind.notification.rawValue, notification_type: $0.notificationType, subtype: $0.subtype,
-                    transaction_id: $0.transactionId, signed_date_ms: $0.signedDate, respond_by_ms: $0.respondBy)
+                    transaction_id: $0.transactionId, signed_date_ms: $0.signedDate, respond_by_ms: $0.respondBy?.millisecondsSince1970)
             })
         try await transaction.query(
             """
