@@ -128,7 +128,11 @@ package struct NotificationHandler: Sendable {
             }
             if let transaction = notification.subscription.transaction {
                 // Apple removes the revocation from a reversed refund's transaction; make sure of it.
-                transactions.append(.init(transaction, clearsRevocation: notification.notificationType == .refundReversed, fromNotification: true))
+                // Stored once, inside the notification recorded with it.
+                transactions.append(
+                    .init(
+                        transaction, clearsRevocation: notification.notificationType == .refundReversed, fromNotification: true,
+                        signedInNotification: notification.notificationUUID))
             }
             updates.append(
                 .init(

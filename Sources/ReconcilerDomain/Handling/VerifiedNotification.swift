@@ -13,6 +13,10 @@ package struct VerifiedNotification: Sendable {
     package let subtype: Subtype?
     package let signedDate: Int64
     package let environment: String
+    /// How the store keeps its `signedPayload`: the notification and its nested values taken apart
+    /// (each header stored once), or `nil` when the parts would not rebuild it exactly and it is
+    /// stored whole. Computed here, with the verification, so no transaction waits for it.
+    package let storedParts: NotificationPayloadParts?
 
     package init(notification: Verified<ResponseBodyV2DecodedPayload>, subscription: VerifiedSubscription, environment: String) {
         self.notification = notification
@@ -23,6 +27,10 @@ package struct VerifiedNotification: Sendable {
         self.subtype = notification.payload.subtype
         self.signedDate = notification.payload.signedDate ?? 0
         self.environment = environment
+        var nested: [NotificationPayloadParts.Field: String] = [:]
+        nested[.signedTransactionInfo] = subscription.transaction?.signedValue
+        nested[.signedRenewalInfo] = subscription.renewalInfo?.signedValue
+        self.storedParts = NotificationPayloadParts(notification.signedValue, nested: nested)
     }
 
     package var payload: ResponseBodyV2DecodedPayload { notification.payload }

@@ -65,10 +65,51 @@ package struct NotificationLog: Sendable {
         package var environment: String
         package var original_transaction_id: String?
         package var transaction_id: String?
-        package var signed_payload: String
         package var source: String
         package var run_id: Int64?
         package var outcome: String
+        package var payload_form: String
+        package var payload_sha256: String
+        /// The whole JWS, only when its parts would not rebuild it exactly.
+        package var signed_payload: String?
+        package var header_sha256: String?
+        package var payload: String?
+        package var signature: String?
+        package var transaction_header_sha256: String?
+        package var transaction_payload: String?
+        package var transaction_signature: String?
+        package var transaction_offset: Int?
+        package var renewal_header_sha256: String?
+        package var renewal_payload: String?
+        package var renewal_signature: String?
+        package var renewal_offset: Int?
+
+        /// The signed payload as stored: taken apart (``NotificationPayloadParts``), or whole when
+        /// the parts would not rebuild it byte for byte.
+        mutating func store(_ signedPayload: String, as parts: NotificationPayloadParts?) {
+            payload_sha256 = Bytea.hex(JWSParts.sha256(signedPayload))
+            guard let parts else {
+                (payload_form, signed_payload) = (PayloadForm.whole.rawValue, signedPayload)
+                return
+            }
+            payload_form = PayloadForm.parts.rawValue
+            header_sha256 = Bytea.hex(parts.notification.headerSHA256)
+            payload = Bytea.hex(parts.notification.payload)
+            signature = Bytea.hex(parts.notification.signature)
+            for nested in parts.nested {
+                let (header, payload, signature) = (
+                    Bytea.hex(nested.parts.headerSHA256), Bytea.hex(nested.parts.payload), Bytea.hex(nested.parts.signature)
+                )
+                switch nested.field {
+                case .signedTransactionInfo:
+                    (transaction_header_sha256, transaction_payload, transaction_signature, transaction_offset) = (
+                        header, payload, signature, nested.offset
+                    )
+                case .signedRenewalInfo:
+                    (renewal_header_sha256, renewal_payload, renewal_signature, renewal_offset) = (header, payload, signature, nested.offset)
+                }
+            }
+        }
     }
 
     /// Records notifications; returns the UUIDs that were new (the others are duplicates). With
@@ -81,20 +122,33 @@ package struct NotificationLog: Sendable {
             throw ReconcilerError(.missingApp, "a notification was recorded without naming its app")
         }
         let (bundleId, environment) = (target.bundleId, target.environment.rawValue)
-        let json = try PurchaseStore.json(
-            rows.map { row in
-                let n = row.notification
-                return NotificationColumns(
-                    notification_uuid: n.notificationUUID, notification_type: n.notificationType.rawValue, subtype: n.subtype?.rawValue,
-                    signed_date_ms: n.signedDate, bundle_id: bundleId, environment: n.environment,
-                    original_transaction_id: n.originalTransactionId,
-                    transaction_id: n.transaction?.transactionId, signed_payload: n.signedPayload, source: source.name,
-                    run_id: source.runId, outcome: row.outcome.rawValue)
-            })
+        var wholeUUIDs: [String] = []
+        let columns = rows.map { row in
+            let n = row.notification
+            var columns = NotificationColumns(
+                notification_uuid: n.notificationUUID, notification_type: n.notificationType.rawValue, subtype: n.subtype?.rawValue,
+                signed_date_ms: n.signedDate, bundle_id: bundleId, environment: n.environment,
+                original_transaction_id: n.originalTransactionId, transaction_id: n.transaction?.transactionId, source: source.name,
+                run_id: source.runId, outcome: row.outcome.rawValue, payload_form: PayloadForm.whole.rawValue, payload_sha256: "")
+            columns.store(n.signedPayload, as: n.storedParts)
+            if n.storedParts == nil { wholeUUIDs.append(n.notificationUUID) }
+            return columns
+        }
+        if !wholeUUIDs.isEmpty {
+            // Apple's values always rebuild; one that does not is kept whole and counted (`verify-stored`).
+            logger.warning(
+                "a notification's signed payload does not rebuild exactly from its parts: stored whole",
+                metadata: ["notificationUUIDs": "\(wholeUUIDs)"])
+        }
+        let json = try PurchaseStore.json(columns)
+        let headers = try PurchaseStore.json(
+            JWSHeaders.rows(for: rows.flatMap { row in (row.notification.storedParts).map { [$0.notification] + $0.nested.map(\.parts) } ?? [] }))
         let only = forwarding?.only.map { Array($0).sorted() }
         let result = try await transaction.query(
             """
-            WITH inserted AS (
+            WITH headers AS (
+                \(insertingHeaders: headers)
+            ), inserted AS (
                 INSERT INTO notifications (\(unescaped: Self.notificationColumns))
                 SELECT \(unescaped: Self.notificationColumns) FROM jsonb_populate_recordset(NULL::notifications, \(json)::jsonb)
                 ON CONFLICT (notification_uuid) DO NOTHING
@@ -116,7 +170,9 @@ package struct NotificationLog: Sendable {
 
     package static let notificationColumns = """
         notification_uuid, notification_type, subtype, signed_date_ms, bundle_id, environment, original_transaction_id, transaction_id,
-        signed_payload, source, run_id, outcome
+        source, run_id, outcome, payload_form, payload_sha256, signed_payload, header_sha256, payload, signature,
+        transaction_header_sha256, transaction_payload, transaction_signature, transaction_offset,
+        renewal_header_sha256, renewal_payload, renewal_signature, renewal_offset
         """
 
     /// When a run's replay recorded the last of the notifications of these types (`received_at`).
