@@ -70,6 +70,8 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         .target(name: "ReconcilerShared", swiftSettings: swiftSettings),
+        // The system zlib: stored JSON payloads are kept deflated (ReconcilerDomain's Deflate).
+        .systemLibrary(name: "CZlib", pkgConfig: "zlib", providers: [.apt(["zlib1g-dev"])]),
         .target(
             name: "ReconcilerConfiguration",
             dependencies: [
@@ -81,7 +83,7 @@ let package = Package(
         .target(
             name: "ReconcilerDomain",
             dependencies: [
-                "AppStoreServer", "ReconcilerShared",
+                "AppStoreServer", "ReconcilerShared", "CZlib",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Crypto", package: "swift-crypto"),
             ],

@@ -19,13 +19,13 @@ struct ReconcilerCommand: AsyncParsableCommand {
             Exit codes: 0 success; 1 usage or configuration error, the run lease is held, or (repair) an unknown or \
             malformed order ID, transaction ID or app account token; 2 partial or \
             interrupted (something retryable was not recovered: rerun to resume); 3 a signed value is not \
-            genuine (inspect); 4 done, but something needs a person (payloads quarantined for the first time, \
+            genuine (inspect, verify-stored); 4 done, but something needs a person (payloads quarantined for the first time, \
             requests Apple refused, a window lost to retention).
             """,
         subcommands: [
             MigrateCommand.self, ServeCommand.self, RunCommand.self, RepairCommand.self, WorkCommand.self, StatusCommand.self,
             RejectionsCommand.self, ForwardCommand.self, ChangesCommand.self, PruneCommand.self, InspectCommand.self, ExportCommand.self,
-            DetectOutageCommand.self, CheckWebhookCommand.self,
+            DetectOutageCommand.self, CheckWebhookCommand.self, VerifyStoredCommand.self, CompactPayloadsCommand.self,
         ])
 
     /// Maps errors to the documented exit codes (``ReconcilerError/init(endingCommandWith:)``).

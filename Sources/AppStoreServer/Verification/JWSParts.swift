@@ -20,6 +20,8 @@ public struct JWSParts: Sendable, Hashable {
     public let payload: [UInt8]
     /// The signature, decoded from base64url (64 bytes for ES256).
     public let signature: [UInt8]
+    /// The key the header is stored under: SHA-256 of the header segment's bytes.
+    public let headerSHA256: [UInt8]
 
     /// Takes `jws` apart; `nil` unless its parts rebuild exactly `jws` (three segments, payload
     /// and signature in canonical base64url).
@@ -41,23 +43,25 @@ public struct JWSParts: Sendable, Hashable {
 
     /// Parts read back from storage.
     public init(encodedHeader: String, payload: [UInt8], signature: [UInt8]) {
+        self.init(encodedHeader: encodedHeader, headerSHA256: Self.sha256(encodedHeader), payload: payload, signature: signature)
+    }
+
+    private init(encodedHeader: String, headerSHA256: [UInt8], payload: [UInt8], signature: [UInt8]) {
         self.encodedHeader = encodedHeader
+        self.headerSHA256 = headerSHA256
         self.payload = payload
         self.signature = signature
     }
 
     /// The same value with another payload (a notification's, once its nested values are cut out or put back).
     func with(payload: [UInt8]) -> JWSParts {
-        JWSParts(encodedHeader: encodedHeader, payload: payload, signature: signature)
+        JWSParts(encodedHeader: encodedHeader, headerSHA256: headerSHA256, payload: payload, signature: signature)
     }
 
     /// The JWS, rebuilt: `header.base64url(payload).base64url(signature)`.
     public var compact: String {
         encodedHeader + "." + Base64URL.encode(payload) + "." + Base64URL.encode(signature)
     }
-
-    /// The key the header is stored under: SHA-256 of the header segment's bytes.
-    public var headerSHA256: [UInt8] { Self.sha256(encodedHeader) }
 
     /// SHA-256 of a text's UTF-8 bytes: the key of a stored header, and the hash a stored value
     /// keeps after its payload is pruned (the quarantine names payloads by the same hash, in hex).
@@ -103,6 +107,9 @@ public struct NotificationPayloadParts: Sendable, Hashable {
     public let notification: JWSParts
     /// The nested values cut out, in the order they appear.
     public let nested: [Nested]
+
+    /// The notification's parts and its nested values', each of whose headers is stored once.
+    public var allParts: [JWSParts] { [notification] + nested.map(\.parts) }
 
     /// Parts read back from storage.
     public init(notification: JWSParts, nested: [Nested]) {

@@ -14,9 +14,10 @@ package struct VerifiedNotification: Sendable {
     package let signedDate: Int64
     package let environment: String
     /// How the store keeps its `signedPayload`: the notification and its nested values taken apart
-    /// (each header stored once), or `nil` when the parts would not rebuild it exactly and it is
-    /// stored whole. Computed here, with the verification, so no transaction waits for it.
-    package let storedParts: NotificationPayloadParts?
+    /// (each header stored once, the payloads deflated), or `nil` when the parts would not rebuild
+    /// it exactly and it is stored whole. Computed here, with the verification, so no transaction
+    /// waits for it.
+    package let storage: NotificationStorage?
 
     package init(notification: Verified<ResponseBodyV2DecodedPayload>, subscription: VerifiedSubscription, environment: String) {
         self.notification = notification
@@ -30,10 +31,12 @@ package struct VerifiedNotification: Sendable {
         var nested: [NotificationPayloadParts.Field: String] = [:]
         nested[.signedTransactionInfo] = subscription.transaction?.signedValue
         nested[.signedRenewalInfo] = subscription.renewalInfo?.signedValue
-        self.storedParts = NotificationPayloadParts(notification.signedValue, nested: nested)
+        self.storage = NotificationStorage(notification.signedValue, nested: nested)
     }
 
     package var payload: ResponseBodyV2DecodedPayload { notification.payload }
+    /// Its signed values as stored, each naming a header (``NotificationPayloadParts/allParts``).
+    package var signedParts: [JWSParts] { storage?.parts.allParts ?? [] }
     package var signedPayload: String { notification.signedValue }
     package var transaction: JWSTransactionDecodedPayload? { subscription.transaction?.payload }
     package var renewalInfo: JWSRenewalInfoDecodedPayload? { subscription.renewalInfo?.payload }

@@ -49,28 +49,35 @@ package struct Database: Sendable {
     package let configuration: Configuration
     /// Set for a dry run: every transaction reads and writes the run's shadow tables first.
     package let shadow: ShadowSchema?
+    /// The JWS headers this process has seen stored (``storeHeaders(of:)``).
+    let storedHeaders: StoredHeaders
 
     init(client: PostgresClient, logger: Logger, configuration: Configuration = .init()) {
         self.init(client: client, logger: logger, configuration: configuration, shadow: nil)
     }
 
-    init(client: PostgresClient, logger: Logger, configuration: Configuration, shadow: ShadowSchema?) {
+    init(
+        client: PostgresClient, logger: Logger, configuration: Configuration, shadow: ShadowSchema?, storedHeaders: StoredHeaders = StoredHeaders()
+    ) {
         self.client = client
         self.logger = logger
         self.configuration = configuration
         self.shadow = shadow
+        self.storedHeaders = storedHeaders
     }
 
-    /// The same database, seen through a dry run's shadow tables.
+    /// The same database, seen through a dry run's shadow tables (which hold headers of their own).
     package func shadowed(by shadow: ShadowSchema?) -> Database {
-        Database(client: client, logger: logger, configuration: configuration, shadow: shadow)
+        Database(
+            client: client, logger: logger, configuration: configuration, shadow: shadow,
+            storedHeaders: shadow == self.shadow ? storedHeaders : StoredHeaders())
     }
 
     /// The same database, judging `entitled` by one app's choices (each app of a deployment has its own).
     package func with(entitlement: EntitlementPolicy) -> Database {
         var configuration = configuration
         configuration.entitlement = entitlement
-        return Database(client: client, logger: logger, configuration: configuration, shadow: shadow)
+        return Database(client: client, logger: logger, configuration: configuration, shadow: shadow, storedHeaders: storedHeaders)
     }
 
     /// The same database, giving up sooner while it is unreachable (for work that must not wait long).
@@ -78,7 +85,7 @@ package struct Database: Sendable {
         var configuration = configuration
         configuration.unavailableTimeout = unavailableTimeout
         configuration.attemptTimeout = min(configuration.attemptTimeout, unavailableTimeout)
-        return Database(client: client, logger: logger, configuration: configuration, shadow: shadow)
+        return Database(client: client, logger: logger, configuration: configuration, shadow: shadow, storedHeaders: storedHeaders)
     }
 
     /// Runs `body` in one transaction on one connection: committed when it returns, rolled back

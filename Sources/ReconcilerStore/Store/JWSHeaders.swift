@@ -83,6 +83,43 @@ package struct JWSHeaders: Sendable {
     }
 }
 
+/// The headers one process has seen committed in `jws_headers`: they are never deleted, so what is
+/// known stays true, and a value signed with a known header needs no header written.
+final class StoredHeaders: Sendable {
+    private let known = Mutex<Set<[UInt8]>>([])
+
+    init() {}
+
+    /// The values whose headers are not known to be stored, each header once.
+    func unknown(_ values: some Sequence<JWSParts>) -> [JWSParts] {
+        known.withLock { known in
+            var seen = Set<[UInt8]>()
+            return values.filter { !known.contains($0.headerSHA256) && seen.insert($0.headerSHA256).inserted }
+        }
+    }
+
+    func insert(_ hashes: some Sequence<[UInt8]>) {
+        known.withLock { $0.formUnion(hashes) }
+    }
+}
+
+extension Database {
+    /// Commits the headers of `values` that this process has not seen stored, in a short
+    /// transaction of their own; call it before the transaction that records the values. The
+    /// statements that record values store their headers too, so nothing is lost when a caller does
+    /// not, but a header first inserted there makes every concurrent transaction recording the same
+    /// header wait for that one to commit, with whatever locks it holds meanwhile.
+    package func storeHeaders(of values: some Sequence<JWSParts>) async throws {
+        let unknown = storedHeaders.unknown(values)
+        guard !unknown.isEmpty else { return }
+        let rows = try PurchaseStore.json(JWSHeaders.rows(for: unknown))
+        try await transaction { [logger] transaction in
+            try await transaction.query("\(insertingHeaders: rows)", logger: logger)
+        }
+        storedHeaders.insert(unknown.map(\.headerSHA256))
+    }
+}
+
 /// Headers read from `jws_headers`, remembered by hash (a stored header never changes), so a
 /// command that rebuilds millions of values reads each header once.
 package final class HeaderBook: Sendable {

@@ -1,7 +1,7 @@
 package import AppStoreServer
 package import Foundation
 import PostgresNIO
-import ReconcilerDomain
+package import ReconcilerDomain
 
 /// A signed value as a row stores it, rebuilt: what forwarding sends, `verify-stored` checks and
 /// `compact-payloads` takes apart.
@@ -24,8 +24,8 @@ extension NotificationLog {
     /// and rebuilds the payload with ``storedPayload(_:header:)``.
     package static let payloadColumns = """
         n.payload_form, n.payload_sha256, n.signed_payload, n.header_sha256, n.payload, n.signature,
-        n.transaction_header_sha256, n.transaction_payload, n.transaction_signature, n.transaction_offset,
-        n.renewal_header_sha256, n.renewal_payload, n.renewal_signature, n.renewal_offset
+        n.transaction_offset, n.transaction_signature, n.transaction_header_sha256, n.renewal_offset, n.renewal_signature,
+        n.renewal_header_sha256
         """
 
     /// The header hashes a row that selected ``payloadColumns`` names.
@@ -43,23 +43,36 @@ extension NotificationLog {
         case .pruned:
             return .pruned
         case .parts:
-            guard let notification = try parts(columns, prefix: "", header: header) else { return .incomplete }
-            var nested: [NotificationPayloadParts.Nested] = []
+            guard let ownHash: Data = try columns["header_sha256"], let ownHeader = header(Array(ownHash)),
+                let deflated: Data = try columns["payload"], let signature: Data = try columns["signature"]
+            else { return .incomplete }
+            // The nested values present, in the order their payloads are stored.
+            var present: [(field: NotificationPayloadParts.Field, offset: Int, signature: Data, header: String)] = []
             for (field, prefix) in [(NotificationPayloadParts.Field.signedTransactionInfo, "transaction_"), (.signedRenewalInfo, "renewal_")] {
                 guard let offset: Int32 = try columns["\(prefix)offset"] else { continue }
-                guard let value = try parts(columns, prefix: prefix, header: header) else { return .incomplete }
-                nested.append(.init(field: field, offset: Int(offset), parts: value))
+                guard let signature: Data = try columns["\(prefix)signature"] else { return .incomplete }
+                let nestedHeader = try (columns["\(prefix)header_sha256"] as Data?).map { header(Array($0)) } ?? ownHeader
+                guard let nestedHeader else { return .incomplete }
+                present.append((field, Int(offset), signature, nestedHeader))
             }
+            guard let payloads = StoredPayloads.inflate(Array(deflated), count: 1 + present.count) else { return .incomplete }
+            let nested = present.enumerated().map { index, value in
+                NotificationPayloadParts.Nested(
+                    field: value.field, offset: value.offset,
+                    parts: JWSParts(encodedHeader: value.header, payload: payloads[index + 1], signature: Array(value.signature)))
+            }
+            let notification = JWSParts(encodedHeader: ownHeader, payload: payloads[0], signature: Array(signature))
             return .signed(NotificationPayloadParts(notification: notification, nested: nested).compact, form: form)
         }
     }
 
-    /// One value's parts from the columns `<prefix>header_sha256`, `<prefix>payload` and `<prefix>signature`.
-    static func parts(_ columns: NamedColumns, prefix: String, header: ([UInt8]) -> String?) throws -> JWSParts? {
-        guard let hash: Data = try columns["\(prefix)header_sha256"], let encodedHeader = header(Array(hash)) else { return nil }
-        let payload: Data? = try columns["\(prefix)payload"]
-        let signature: Data? = try columns["\(prefix)signature"]
-        return JWSParts(encodedHeader: encodedHeader, payload: Array(payload ?? Data()), signature: Array(signature ?? Data()))
+    /// A transaction's parts from the columns `header_sha256`, `payload` (deflated) and `signature`.
+    static func transactionParts(_ columns: NamedColumns, header: ([UInt8]) -> String?) throws -> JWSParts? {
+        guard let hash: Data = try columns["header_sha256"], let encodedHeader = header(Array(hash)),
+            let deflated: Data = try columns["payload"], let signature: Data = try columns["signature"],
+            let payload = StoredPayloads.inflate(Array(deflated), count: 1)?.first
+        else { return nil }
+        return JWSParts(encodedHeader: encodedHeader, payload: payload, signature: Array(signature))
     }
 }
 
@@ -121,5 +134,60 @@ extension NotificationLog {
         var payloads: [String: StoredSignedValue] = [:]
         for columns in read { payloads[try columns["notification_uuid"]] = try Self.storedPayload(columns, header: { known[$0] }) }
         return payloads
+    }
+}
+
+extension NotificationLog {
+    /// A notification stored whole before migration 0015 (``PayloadForm/legacy``).
+    package struct LegacyPayload: Sendable {
+        package var notificationUUID: String
+        package var signedPayload: String
+    }
+
+    /// Up to `limit` legacy notifications after `cursor` in UUID order (`""`: from the first).
+    package func legacyPayloads(after cursor: String, limit: Int, on transaction: DatabaseTransaction) async throws -> [LegacyPayload] {
+        let rows = try await transaction.query(
+            """
+            SELECT notification_uuid, signed_payload FROM notifications
+            WHERE notification_uuid > \(cursor) AND payload_form = 'legacy' AND signed_payload IS NOT NULL
+            ORDER BY notification_uuid LIMIT \(limit)
+            """, logger: logger)
+        var payloads: [LegacyPayload] = []
+        for try await (uuid, payload) in rows.decode((String, String).self) {
+            payloads.append(LegacyPayload(notificationUUID: uuid, signedPayload: payload))
+        }
+        return payloads
+    }
+
+    /// Stores legacy notifications as new ones are stored: taken apart (`storage`), or whole when
+    /// their parts would not rebuild them exactly. Only rows still legacy change (a compare-and-set,
+    /// so it is safe beside writers and a second compaction). Returns how many changed, and how
+    /// many of those stay whole.
+    package func compact(
+        _ payloads: [(payload: LegacyPayload, storage: NotificationStorage?)], on transaction: DatabaseTransaction
+    ) async throws -> (changed: Int, whole: Int) {
+        guard !payloads.isEmpty else { return (0, 0) }
+        let rows = try PurchaseStore.json(
+            payloads.map {
+                PayloadColumns(notificationUUID: $0.payload.notificationUUID, signedPayload: $0.payload.signedPayload, storage: $0.storage)
+            })
+        let headers = try PurchaseStore.json(JWSHeaders.rows(for: payloads.flatMap { $0.storage?.parts.allParts ?? [] }))
+        let names = PayloadColumns.names.split(separator: ",").map { $0.trimmingCharacters(in: .whitespacesAndNewlines) }
+        let result = try await transaction.query(
+            """
+            WITH headers AS (
+                \(insertingHeaders: headers)
+            )
+            UPDATE notifications n SET (\(unescaped: names.joined(separator: ", "))) = (\(unescaped: names.map { "i.\($0)" }.joined(separator: ", ")))
+            FROM jsonb_populate_recordset(NULL::notifications, \(rows)::jsonb) AS i
+            WHERE n.notification_uuid = i.notification_uuid AND n.payload_form = 'legacy'
+            RETURNING n.payload_form
+            """, logger: logger)
+        var (changed, whole) = (0, 0)
+        for try await form in result.decode(String.self) {
+            changed += 1
+            if form == PayloadForm.whole.rawValue { whole += 1 }
+        }
+        return (changed, whole)
     }
 }

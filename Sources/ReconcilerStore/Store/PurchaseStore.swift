@@ -335,21 +335,55 @@ package struct PurchaseStore: Sendable {
             commitment_info = t.commitmentInfo
             signed_date_ms = t.signedDate ?? 0
             from_notification = fromNotification
-            // Stored once: inside the notification it came in, else taken apart, else whole.
+            let stored = StoredTransactionPayload(signedValue, signedInNotification: signedInNotification)
+            (payload_form, payload_sha256, signed_transaction_info, self.signed_in_notification) = (
+                stored.payload_form, stored.payload_sha256, stored.signed_transaction_info, stored.signed_in_notification
+            )
+            (header_sha256, payload, signature, parts) = (stored.header_sha256, stored.payload, stored.signature, stored.parts)
+        }
+
+        /// The column names, in declaration order of the coding keys.
+        package static let names = CodingKeys.allCases.map(\.rawValue)
+        /// The columns that are not what the transaction says: its key, its signing and how it is stored.
+        static let notContent: Set<String> = [
+            "transaction_id", "bundle_id", "environment", "signed_date_ms", "from_notification", "payload_form", "payload_sha256",
+            "signed_transaction_info", "signed_in_notification", "header_sha256", "payload", "signature",
+        ]
+    }
+
+    /// The columns of `transactions` that hold a signed value; the keys are their names.
+    package struct StoredTransactionPayload: Encodable {
+        var payload_form: String
+        var payload_sha256: String
+        /// The whole JWS, only when its parts would not rebuild it exactly.
+        var signed_transaction_info: String?
+        var signed_in_notification: String?
+        var header_sha256: String?
+        var payload: String?
+        var signature: String?
+        /// The header to store with the row, when it is stored in parts.
+        var parts: JWSParts?
+
+        private enum CodingKeys: String, CodingKey, CaseIterable {
+            case payload_form, payload_sha256, signed_transaction_info, signed_in_notification, header_sha256, payload, signature
+        }
+
+        /// The value stored once: inside the notification it came in, else taken apart (the payload
+        /// deflated), else whole.
+        init(_ signedValue: String, signedInNotification: String?) {
             payload_sha256 = signedValue.isEmpty ? "" : Bytea.hex(JWSParts.sha256(signedValue))
             if let signedInNotification {
-                (payload_form, self.signed_in_notification) = (PayloadForm.inNotification.rawValue, signedInNotification)
-            } else if let parts = JWSParts(exactly: signedValue) {
+                (payload_form, signed_in_notification) = (PayloadForm.inNotification.rawValue, signedInNotification)
+            } else if let parts = JWSParts(exactly: signedValue), let payload = StoredPayloads(parts.payload) {
                 payload_form = PayloadForm.parts.rawValue
-                (header_sha256, self.payload, signature) = (Bytea.hex(parts.headerSHA256), Bytea.hex(parts.payload), Bytea.hex(parts.signature))
+                (header_sha256, self.payload, signature) = (Bytea.hex(parts.headerSHA256), Bytea.hex(payload.deflated), Bytea.hex(parts.signature))
                 self.parts = parts
             } else {
                 (payload_form, signed_transaction_info) = (PayloadForm.whole.rawValue, signedValue)
             }
         }
 
-        /// The column names, in declaration order of the coding keys.
-        package static let names = CodingKeys.allCases.map(\.rawValue)
+        static let names = CodingKeys.allCases.map(\.rawValue)
     }
 
     /// Whether two versions of a transaction, signed `a` and `b`, disagree on its revocation
@@ -363,9 +397,14 @@ package struct PurchaseStore: Sendable {
 
     /// Each transaction keeps its newest signed version, except that within ``snapshotMargin`` a
     /// notification's version wins over a snapshot's that disagrees with it on the revocation,
-    /// whichever came first; such a purchase is read again once the margin has passed.
+    /// whichever came first; such a purchase is read again once the margin has passed. A newer
+    /// version that says the same as the stored one (all but its signedDate) is not written: the
+    /// stored one, often kept inside its notification, stays, and nothing is written twice.
     package static let upsertTransactionsSQL: String = {
         let columns = TransactionColumns.names.joined(separator: ", ")
+        // What a version says: a newer version that says the same is not written (the stored one,
+        // often inside its notification, stays).
+        let content = TransactionColumns.names.filter { !TransactionColumns.notContent.contains($0) }
         let updates = TransactionColumns.names.filter { !["transaction_id", "bundle_id", "environment"].contains($0) }.map {
             "\($0) = EXCLUDED.\($0)"
         }.joined(separator: ", ")
@@ -392,6 +431,8 @@ package struct PurchaseStore: Sendable {
             ON CONFLICT (bundle_id, environment, transaction_id) DO UPDATE SET \(updates), updated_at = now()
             WHERE CASE WHEN \(revocationConflict("stored", "EXCLUDED")) THEN EXCLUDED.from_notification
                        ELSE stored.signed_date_ms <= EXCLUDED.signed_date_ms END
+              AND (\(content.map { "stored.\($0)" }.joined(separator: ", ")))
+                  IS DISTINCT FROM (\(content.map { "EXCLUDED.\($0)" }.joined(separator: ", ")))
             """
     }()
 
