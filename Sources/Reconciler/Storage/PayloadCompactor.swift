@@ -27,6 +27,8 @@ package struct PayloadCompactor: Sendable {
         /// Of those, now stored inside the notification that carried them.
         package var transactionsInNotification = 0
         package var transactionsWhole = 0
+
+        package init() {}
     }
 
     let database: Database

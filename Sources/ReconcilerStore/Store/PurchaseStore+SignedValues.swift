@@ -44,15 +44,33 @@ extension PurchaseStore {
     ) async throws -> [StoredTransaction] {
         let rows = try await transaction.query(
             """
-            SELECT t.bundle_id, t.environment, t.transaction_id, t.original_transaction_id, t.signed_date_ms, t.updated_at,
-                t.payload_form, t.payload_sha256, t.signed_transaction_info, t.signed_in_notification, t.header_sha256, t.payload, t.signature
-            FROM transactions t
+            SELECT \(unescaped: Self.storedTransactionColumns) FROM transactions t
             WHERE (t.bundle_id, t.environment, t.transaction_id) > (\(cursor.bundleId), \(cursor.environment), \(cursor.transactionId))
               AND (\(since)::timestamptz IS NULL OR t.updated_at >= \(since))
             ORDER BY t.bundle_id, t.environment, t.transaction_id LIMIT \(limit)
             """, logger: logger)
         var read: [NamedColumns] = []
         for try await row in rows { read.append(NamedColumns(row)) }
+        return try await rebuild(read, headers: headers, on: transaction)
+    }
+
+    /// The stored versions of a transaction ID, in every app and environment that has it, rebuilt.
+    package func storedTransactions(transactionId: String, headers: HeaderBook, on transaction: DatabaseTransaction) async throws
+        -> [StoredTransaction]
+    {
+        let rows = try await transaction.query(
+            "SELECT \(unescaped: Self.storedTransactionColumns) FROM transactions t WHERE t.transaction_id = \(transactionId)", logger: logger)
+        var read: [NamedColumns] = []
+        for try await row in rows { read.append(NamedColumns(row)) }
+        return try await rebuild(read, headers: headers, on: transaction)
+    }
+
+    private static let storedTransactionColumns = """
+        t.bundle_id, t.environment, t.transaction_id, t.original_transaction_id, t.signed_date_ms, t.updated_at,
+        t.payload_form, t.payload_sha256, t.signed_transaction_info, t.signed_in_notification, t.header_sha256, t.payload, t.signature
+        """
+
+    private func rebuild(_ read: [NamedColumns], headers: HeaderBook, on transaction: DatabaseTransaction) async throws -> [StoredTransaction] {
         let known = try await headers.headers(
             try read.compactMap { (try $0["header_sha256"] as Data?).map(Array.init) }, store: JWSHeaders(logger: logger), on: transaction)
         let notificationUUIDs = Set(try read.compactMap { try $0["signed_in_notification"] as String? })
