@@ -205,7 +205,9 @@ import Testing
             #expect(try await db.count("SELECT count(*) FROM transactions WHERE payload_form = 'legacy'") == 7)
             let uuids = notifications.keys.sorted()
             // Before compaction: read back as they are.
-            #expect(try await db.signedPayloads("SELECT notification_uuid FROM notifications ORDER BY notification_uuid") == uuids.map { notifications[$0]! })
+            #expect(
+                try await db.signedPayloads("SELECT notification_uuid FROM notifications ORDER BY notification_uuid")
+                    == uuids.map { notifications[$0]! })
 
             let compactor = PayloadCompactor(database: db.database, batchSize: 3)
             let totals = try await compactor.compact()
@@ -216,7 +218,9 @@ import Testing
             #expect(try await db.count("SELECT count(*) FROM transactions WHERE payload_form = 'parts' AND transaction_id = '1506'") == 1)
             #expect(try await db.count("SELECT count(*) FROM jws_headers") == 1)
             // After: the same bytes.
-            #expect(try await db.signedPayloads("SELECT notification_uuid FROM notifications ORDER BY notification_uuid") == uuids.map { notifications[$0]! })
+            #expect(
+                try await db.signedPayloads("SELECT notification_uuid FROM notifications ORDER BY notification_uuid")
+                    == uuids.map { notifications[$0]! })
             let rebuilt = try await db.database.transaction { transaction in
                 try await PurchaseStore(logger: TestDatabase.logger).storedTransactions(
                     after: .first, updatedSince: nil, limit: 100, headers: HeaderBook(), on: transaction)

@@ -46,7 +46,8 @@ import Testing
                 "INSERT INTO run_shards (run_id, query_index, shard_start_ms, shard_end_ms) VALUES (\(runId), \(index), 0, 1)")
             try await db.execute("INSERT INTO gap_queue (run_id, anchor_transaction_id, reason) VALUES (\(runId), \("a\(index)"), 'touched')")
             try await db.execute(
-                "INSERT INTO run_api_seconds (run_id, worker, endpoint, second, requests) VALUES (\(runId), 'w', 'Get Notification History', \(index), 5)")
+                "INSERT INTO run_api_seconds (run_id, worker, endpoint, second, requests) VALUES (\(runId), 'w', 'Get Notification History', \(index), 5)"
+            )
         }
         try await db.execute(
             "INSERT INTO run_api_budgets (run_id, worker, endpoint, requests_per_second) VALUES (\(runId), 'w', 'Get Notification History', 40)")
@@ -78,14 +79,23 @@ import Testing
             }
             try await db.execute("UPDATE transactions SET updated_at = now() - interval '300 days' WHERE original_transaction_id = '22S'")
             // Quarantine: Q1 acknowledged long ago (names E), Q2 not acknowledged (names D), Q3 acknowledged yesterday.
-            for (hash, uuid, acknowledged) in [("q1", uuids["E"], "now() - interval '100 days'"), ("q2", uuids["D"], "NULL"), ("q3", nil, "now() - interval '1 day'")] {
+            for (hash, uuid, acknowledged) in [
+                ("q1", uuids["E"], "now() - interval '100 days'"), ("q2", uuids["D"], "NULL"), ("q3", nil, "now() - interval '1 day'"),
+            ] {
                 try await db.execute(
                     PostgresQuery(
                         unsafeSQL: """
                             INSERT INTO quarantined_payloads (payload_sha256, environment, bundle_id, source, notification_uuid, reason, detail,
                                 signed_payload, acknowledged_at)
                             VALUES ($1, 'Production', $2, 'notification_history', $3, 'INVALID_SIGNATURE', 'test', 'x.y.z', \(acknowledged))
-                            """, binds: try { var b = PostgresBindings(); b.append(hash); b.append(TestApp.bundleId); b.append(uuid); return b }()))
+                            """,
+                        binds: try {
+                            var b = PostgresBindings()
+                            b.append(hash)
+                            b.append(TestApp.bundleId)
+                            b.append(uuid)
+                            return b
+                        }()))
             }
             let finished = try await createRun(db, status: "succeeded", finishedDaysAgo: 40)
             let lost = try await createRun(db, status: "lost", finishedDaysAgo: 40)

@@ -45,7 +45,9 @@ struct InspectCommand: AsyncParsableCommand {
 
     func validate() throws {
         guard notification == nil || transaction == nil else { throw ValidationError("give --notification or --transaction, not both") }
-        guard !printJWS || notification != nil || transaction != nil else { throw ValidationError("--print-jws goes with --notification or --transaction") }
+        guard !printJWS || notification != nil || transaction != nil else {
+            throw ValidationError("--print-jws goes with --notification or --transaction")
+        }
         guard jws == "-" || (notification == nil && transaction == nil) else {
             throw ValidationError("give a JWS or --notification/--transaction, not both")
         }
@@ -64,7 +66,8 @@ struct InspectCommand: AsyncParsableCommand {
             try await Migrator().requireCurrent(database)
             return try await database.transaction { connection in
                 if let notification {
-                    return try await NotificationLog(logger: logger).storedPayloads([notification], headers: HeaderBook(), on: connection)[notification]
+                    return try await NotificationLog(logger: logger).storedPayloads([notification], headers: HeaderBook(), on: connection)[
+                        notification]
                 }
                 let versions = try await PurchaseStore(logger: logger).storedTransactions(
                     transactionId: transaction ?? "", headers: HeaderBook(), on: connection)

@@ -55,7 +55,9 @@ extension PurchaseStore {
     }
 
     /// The stored versions of a transaction ID, in every app and environment that has it, rebuilt.
-    package func storedTransactions(transactionId: String, headers: HeaderBook, on transaction: DatabaseTransaction) async throws
+    package func storedTransactions(
+        transactionId: String, headers: HeaderBook, on transaction: DatabaseTransaction
+    ) async throws
         -> [StoredTransaction]
     {
         let rows = try await transaction.query(
