@@ -59,7 +59,8 @@ struct InspectCommand: AsyncParsableCommand {
         let (notification, transaction) = (self.notification, self.transaction)
         let logger = {
             var logger = Logger(label: "reconciler")
-            logger.logLevel = .warning
+            // Only what stops it: the output is the value.
+            logger.logLevel = .error
             return logger
         }()
         let value: StoredSignedValue? = try await database.withDatabase(logger: logger) { database in

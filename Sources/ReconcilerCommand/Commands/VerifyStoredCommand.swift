@@ -92,10 +92,9 @@ struct VerifyStoredCommand: AsyncParsableCommand {
             print(Self.text(report, appChecked: appChecked))
         }
         guard report.failures.isEmpty else {
-            throw ReconcilerError(
-                .storedPayloadNotGenuine,
-                "\(report.failures.count) stored signed values do not verify (listed above): the database was changed; restore those rows from a backup"
-            )
+            // The report first, then the error on standard error.
+            fflush(nil)
+            throw ReconcilerError(.storedPayloadNotGenuine, "\(report.failures.count) stored signed values do not verify (listed above)")
         }
     }
 
