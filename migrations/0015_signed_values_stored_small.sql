@@ -61,6 +61,8 @@ ALTER TABLE notifications
 ALTER TABLE transactions
     ALTER COLUMN signed_transaction_info DROP NOT NULL,
     ADD COLUMN payload_form text NOT NULL DEFAULT 'legacy',
+    -- SHA-256 of the JWS, kept when the payload is pruned; none for a version inside a notification,
+    -- whose own hash covers it (its JWS is part of the notification's).
     ADD COLUMN payload_sha256 bytea,
     -- The notification whose data.signedTransactionInfo is this version (form in_notification).
     ADD COLUMN signed_in_notification text,

@@ -60,7 +60,9 @@ struct WebhookBenchmark: AsyncParsableCommand {
                 String(
                     format: "webhook: %d notifications of %d customers signed with Apple-sized certificates (%.1f KB each on average)",
                     payloads.count, customers, Double(bytes) / Double(payloads.count) / 1000))
-            print(String(format: "  verify (notification, transaction and renewal info), one core, chain cached: %.0f µs of CPU each", verifyMicroseconds))
+            print(
+                String(
+                    format: "  verify (notification, transaction and renewal info), one core, chain cached: %.0f µs of CPU each", verifyMicroseconds))
             FileHandle.standardOutput.write(Data("  credentials written; waiting for serve\n".utf8))
 
             var clientConfiguration = HTTPClient.Configuration()
@@ -128,7 +130,8 @@ struct WebhookBenchmark: AsyncParsableCommand {
             }
             print(
                 String(
-                    format: "  posted %d notifications from %d senders in %.2f s = %.0f notifications/s; latency p50 %.1f ms, p90 %.1f ms, p99 %.1f ms, max %.1f ms",
+                    format:
+                        "  posted %d notifications from %d senders in %.2f s = %.0f notifications/s; latency p50 %.1f ms, p90 %.1f ms, p99 %.1f ms, max %.1f ms",
                     payloads.count, senders, seconds, Double(payloads.count) / seconds, percentile(0.5), percentile(0.9), percentile(0.99),
                     percentile(1.0)))
             let failures = Dictionary(grouping: results.failures, by: { $0 }).mapValues(\.count)

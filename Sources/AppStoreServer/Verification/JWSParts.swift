@@ -26,6 +26,12 @@ public struct JWSParts: Sendable, Hashable {
     /// Takes `jws` apart; `nil` unless its parts rebuild exactly `jws` (three segments, payload
     /// and signature in canonical base64url).
     public init?(exactly jws: String) {
+        self.init(exactly: jws, sameHeaderAs: nil)
+    }
+
+    /// ``init(exactly:)``, reusing `other`'s header hash when the header is byte for byte the same
+    /// (a notification's nested values are signed with its own certificate).
+    init?(exactly jws: String, sameHeaderAs other: JWSParts?) {
         let bytes = Array(jws.utf8)
         guard let firstDot = bytes.firstIndex(of: UInt8(ascii: ".")),
             let secondDot = bytes[(firstDot + 1)...].firstIndex(of: UInt8(ascii: ".")),
@@ -34,7 +40,12 @@ public struct JWSParts: Sendable, Hashable {
         let payloadSegment = bytes[(firstDot + 1)..<secondDot]
         let signatureSegment = bytes[(secondDot + 1)...]
         guard let payload = Base64URL.decode(payloadSegment), let signature = Base64URL.decode(signatureSegment) else { return nil }
-        self.init(encodedHeader: String(decoding: bytes[..<firstDot], as: UTF8.self), payload: payload, signature: signature)
+        let header = String(decoding: bytes[..<firstDot], as: UTF8.self)
+        if let other, other.encodedHeader == header {
+            self.init(encodedHeader: other.encodedHeader, headerSHA256: other.headerSHA256, payload: payload, signature: signature)
+        } else {
+            self.init(encodedHeader: header, payload: payload, signature: signature)
+        }
         // Rebuild and compare: what is stored must give back exactly what was signed.
         guard Array(Base64URL.encode(payload).utf8).elementsEqual(payloadSegment),
             Array(Base64URL.encode(signature).utf8).elementsEqual(signatureSegment)
@@ -46,7 +57,8 @@ public struct JWSParts: Sendable, Hashable {
         self.init(encodedHeader: encodedHeader, headerSHA256: Self.sha256(encodedHeader), payload: payload, signature: signature)
     }
 
-    private init(encodedHeader: String, headerSHA256: [UInt8], payload: [UInt8], signature: [UInt8]) {
+    /// Parts read back from storage with the hash their header is stored under (not computed again).
+    public init(encodedHeader: String, headerSHA256: [UInt8], payload: [UInt8], signature: [UInt8]) {
         self.encodedHeader = encodedHeader
         self.headerSHA256 = headerSHA256
         self.payload = payload
@@ -126,7 +138,9 @@ public struct NotificationPayloadParts: Sendable, Hashable {
         // Where each nested value's characters are in the payload, first to last.
         var found: [(field: Field, range: Range<Int>, parts: JWSParts)] = []
         for (field, value) in values where !value.isEmpty {
-            guard let parts = JWSParts(exactly: value), let range = Self.range(of: value, inQuotesIn: whole.payload) else { continue }
+            guard let parts = JWSParts(exactly: value, sameHeaderAs: whole), let range = Self.range(of: value, inQuotesIn: whole.payload) else {
+                continue
+            }
             found.append((field, range, parts))
         }
         found.sort { $0.range.lowerBound < $1.range.lowerBound }

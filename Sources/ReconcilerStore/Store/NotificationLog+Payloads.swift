@@ -47,21 +47,23 @@ extension NotificationLog {
                 let deflated: Data = try columns["payload"], let signature: Data = try columns["signature"]
             else { return .incomplete }
             // The nested values present, in the order their payloads are stored.
-            var present: [(field: NotificationPayloadParts.Field, offset: Int, signature: Data, header: String)] = []
+            var present: [(field: NotificationPayloadParts.Field, offset: Int, signature: Data, header: String, hash: [UInt8])] = []
             for (field, prefix) in [(NotificationPayloadParts.Field.signedTransactionInfo, "transaction_"), (.signedRenewalInfo, "renewal_")] {
                 guard let offset: Int32 = try columns["\(prefix)offset"] else { continue }
                 guard let signature: Data = try columns["\(prefix)signature"] else { return .incomplete }
-                let nestedHeader = try (columns["\(prefix)header_sha256"] as Data?).map { header(Array($0)) } ?? ownHeader
-                guard let nestedHeader else { return .incomplete }
-                present.append((field, Int(offset), signature, nestedHeader))
+                let nestedHash = (try columns["\(prefix)header_sha256"] as Data?).map(Array.init) ?? Array(ownHash)
+                guard let nestedHeader = header(nestedHash) else { return .incomplete }
+                present.append((field, Int(offset), signature, nestedHeader, nestedHash))
             }
             guard let payloads = StoredPayloads.inflate(Array(deflated), count: 1 + present.count) else { return .incomplete }
             let nested = present.enumerated().map { index, value in
                 NotificationPayloadParts.Nested(
                     field: value.field, offset: value.offset,
-                    parts: JWSParts(encodedHeader: value.header, payload: payloads[index + 1], signature: Array(value.signature)))
+                    parts: JWSParts(
+                        encodedHeader: value.header, headerSHA256: value.hash, payload: payloads[index + 1], signature: Array(value.signature)))
             }
-            let notification = JWSParts(encodedHeader: ownHeader, payload: payloads[0], signature: Array(signature))
+            let notification = JWSParts(
+                encodedHeader: ownHeader, headerSHA256: Array(ownHash), payload: payloads[0], signature: Array(signature))
             return .signed(NotificationPayloadParts(notification: notification, nested: nested).compact, form: form)
         }
     }
@@ -72,7 +74,7 @@ extension NotificationLog {
             let deflated: Data = try columns["payload"], let signature: Data = try columns["signature"],
             let payload = StoredPayloads.inflate(Array(deflated), count: 1)?.first
         else { return nil }
-        return JWSParts(encodedHeader: encodedHeader, payload: payload, signature: Array(signature))
+        return JWSParts(encodedHeader: encodedHeader, headerSHA256: Array(hash), payload: payload, signature: Array(signature))
     }
 }
 

@@ -265,7 +265,7 @@ package struct PurchaseStore: Sendable {
         package var signed_date_ms: Int64
         package var from_notification: Bool
         package var payload_form: String
-        package var payload_sha256: String
+        package var payload_sha256: String?
         /// The whole JWS, only when its parts would not rebuild it exactly.
         package var signed_transaction_info: String?
         package var signed_in_notification: String?
@@ -354,7 +354,8 @@ package struct PurchaseStore: Sendable {
     /// The columns of `transactions` that hold a signed value; the keys are their names.
     package struct StoredTransactionPayload: Encodable {
         var payload_form: String
-        var payload_sha256: String
+        /// SHA-256 of the JWS; not for one inside a notification, whose own hash covers it.
+        var payload_sha256: String?
         /// The whole JWS, only when its parts would not rebuild it exactly.
         var signed_transaction_info: String?
         var signed_in_notification: String?
@@ -371,10 +372,12 @@ package struct PurchaseStore: Sendable {
         /// The value stored once: inside the notification it came in, else taken apart (the payload
         /// deflated), else whole.
         init(_ signedValue: String, signedInNotification: String?) {
-            payload_sha256 = signedValue.isEmpty ? "" : Bytea.hex(JWSParts.sha256(signedValue))
             if let signedInNotification {
                 (payload_form, signed_in_notification) = (PayloadForm.inNotification.rawValue, signedInNotification)
-            } else if let parts = JWSParts(exactly: signedValue), let payload = StoredPayloads(parts.payload) {
+                return
+            }
+            payload_sha256 = Bytea.hex(JWSParts.sha256(signedValue))
+            if let parts = JWSParts(exactly: signedValue), let payload = StoredPayloads(parts.payload) {
                 payload_form = PayloadForm.parts.rawValue
                 (header_sha256, self.payload, signature) = (Bytea.hex(parts.headerSHA256), Bytea.hex(payload.deflated), Bytea.hex(parts.signature))
                 self.parts = parts
