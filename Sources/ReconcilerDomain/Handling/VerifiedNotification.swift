@@ -18,6 +18,11 @@ package struct VerifiedNotification: Sendable {
     /// Notification History), UNIX ms; `nil` when unknown (the live webhook is not told). Not signed:
     /// it comes from the history response beside the payload.
     package var firstSendAttempt: Int64?
+    /// How the store keeps its `signedPayload`: the notification and its nested values taken apart
+    /// (each header stored once, the payloads deflated), or `nil` when the parts would not rebuild
+    /// it exactly and it is stored whole. Computed here, with the verification, so no transaction
+    /// waits for it.
+    package let storage: NotificationStorage?
 
     package init(notification: Verified<ResponseBodyV2DecodedPayload>, subscription: VerifiedSubscription, environment: String) {
         self.notification = notification
@@ -28,9 +33,15 @@ package struct VerifiedNotification: Sendable {
         self.subtype = notification.payload.subtype
         self.signedDate = notification.payload.signedDate ?? 0
         self.environment = environment
+        var nested: [NotificationPayloadParts.Field: String] = [:]
+        nested[.signedTransactionInfo] = subscription.transaction?.signedValue
+        nested[.signedRenewalInfo] = subscription.renewalInfo?.signedValue
+        self.storage = NotificationStorage(notification.signedValue, nested: nested)
     }
 
     package var payload: ResponseBodyV2DecodedPayload { notification.payload }
+    /// Its signed values as stored, each naming a header (``NotificationPayloadParts/allParts``).
+    package var signedParts: [JWSParts] { storage?.parts.allParts ?? [] }
     package var signedPayload: String { notification.signedValue }
     package var transaction: JWSTransactionDecodedPayload? { subscription.transaction?.payload }
     package var renewalInfo: JWSRenewalInfoDecodedPayload? { subscription.renewalInfo?.payload }
