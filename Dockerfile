@@ -13,6 +13,13 @@
 FROM swift:6.3-bookworm AS build
 WORKDIR /build
 
+# zlib's headers: stored payloads are kept deflated (the CZlib system library target). The Swift
+# image usually has them already; installed so the build does not depend on that.
+# hadolint ignore=DL3008
+RUN apt-get update \
+    && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends zlib1g-dev \
+    && rm -rf /var/lib/apt/lists/*
+
 # Dependencies first, in their own layer: rebuilt only when Package.swift changes. There is no
 # Package.resolved in the context (it is not in git either), so versions resolve from the
 # ranges in Package.swift, as they do for a fresh clone.
@@ -47,7 +54,7 @@ LABEL org.opencontainers.image.title="app-store-reconciler" \
 #   system trust store (/etc/ssl/certs). Apple's signing root is bundled in the binary instead.
 # - tzdata: time zone names for Foundation (the tool works in UTC; this keeps TZ meaningful).
 # - libstdc++6, libgcc-s1, zlib1g: linked dynamically even with --static-swift-stdlib (the Swift
-#   runtime's C++ support; zlib for HTTP compression in swift-nio-extras). Already in the slim
+#   runtime's C++ support; zlib for stored payloads, deflated, and HTTP compression). Already in the slim
 #   base; listed so that stays true. No libcurl or libxml2: FoundationNetworking and
 #   FoundationXML are not linked.
 # Versions are not pinned: Debian's bookworm archive keeps only the current version of each

@@ -75,6 +75,8 @@ let package = Package(
             plugins: seams
         ),
         .target(name: "ReconcilerShared", swiftSettings: swiftSettings, plugins: seams),
+        // The system zlib: stored JSON payloads are kept deflated (ReconcilerDomain's Deflate).
+        .systemLibrary(name: "CZlib", pkgConfig: "zlib", providers: [.apt(["zlib1g-dev"])]),
         .target(
             name: "ReconcilerConfiguration",
             dependencies: [
@@ -87,7 +89,7 @@ let package = Package(
         .target(
             name: "ReconcilerDomain",
             dependencies: [
-                "AppStoreServer", "ReconcilerShared",
+                "AppStoreServer", "ReconcilerShared", "CZlib",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Crypto", package: "swift-crypto"),
             ],
@@ -223,6 +225,9 @@ let package = Package(
                 "MockAppStore",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
             ],
             swiftSettings: swiftSettings,
             plugins: seams

@@ -64,6 +64,9 @@ package final class MockAppStore: Service, Sendable {
         package var sharedTransactionIds: Bool
         /// Apps whose requests are answered 401, as with a key that does not cover them.
         package var unauthorizedApps: Set<String>
+        /// Sign with certificates as large as Apple's, so each JWS header is about 4.4 KB as Apple's
+        /// are (``SigningCertificateAuthority/Options/appleSizedCertificates``).
+        package var appleSizedCertificates: Bool
         /// Called with the bound port as soon as the mock listens (credentials are written).
         package var onListening: @Sendable (Int) async -> Void
         /// Called with the sandbox's port as soon as the mock listens, when ``apps`` name the sandbox.
@@ -77,7 +80,7 @@ package final class MockAppStore: Service, Sendable {
             rateLimitPerSecond: Double? = nil, paginationTokenLifetime: Duration = .seconds(600), pageSize: Int = 20,
             keyId: String = "MOCKKEY001", issuerId: String = "57246542-96fe-1a63-e053-0824d011072a",
             webhookWait: Duration = .seconds(120), apps: [App] = [], sandboxPort: Int = 0, sharedTransactionIds: Bool = false,
-            unauthorizedApps: Set<String> = [], onListening: @escaping @Sendable (Int) async -> Void = { _ in },
+            unauthorizedApps: Set<String> = [], appleSizedCertificates: Bool = false, onListening: @escaping @Sendable (Int) async -> Void = { _ in },
             onSandboxListening: @escaping @Sendable (Int) async -> Void = { _ in },
             onReady: @escaping @Sendable (Int) async -> Void = { _ in }
         ) {
@@ -97,6 +100,7 @@ package final class MockAppStore: Service, Sendable {
             self.sandboxPort = sandboxPort
             self.sharedTransactionIds = sharedTransactionIds
             self.unauthorizedApps = unauthorizedApps
+            self.appleSizedCertificates = appleSizedCertificates
             self.onListening = onListening
             self.onSandboxListening = onSandboxListening
             self.onReady = onReady
@@ -147,7 +151,8 @@ package final class MockAppStore: Service, Sendable {
         let authority = try SigningCertificateAuthority(
             options: .init(
                 name: "Mock App Store", notValidBefore: earliest.addingTimeInterval(-30 * 86400),
-                notValidAfter: Date().addingTimeInterval(2 * 365 * 86400), seed: seed))
+                notValidAfter: Date().addingTimeInterval(2 * 365 * 86400), seed: seed,
+                appleSizedCertificates: configuration.appleSizedCertificates))
         let worlds = try await worlds(configuration, signer: authority.signer)
         return MockAppStore(configuration: configuration, authority: authority, worlds: worlds, logger: logger)
     }

@@ -83,6 +83,8 @@ struct MockAppStoreCommand: AsyncParsableCommand {
     @Option(
         help: ArgumentHelp("Answer 401 to requests whose JWT names this app, as a key that does not cover it (repeatable).", valueName: "bundle-id"))
     var unauthorizedApp: [String] = []
+    @Flag(help: "Sign with certificates as large as Apple's (each JWS header about 4.4 KB, as in Apple's real values), to measure storage.")
+    var appleSizedCertificates = false
     @Option(help: "Where to deliver live notifications (POST {\"signedPayload\": ...}).") var webhook: String?
     @Option(help: "Directory that receives root.pem, the .p8 key and reconciler.env.") var credentialsDir: String?
     @Option(help: "Seconds to wait for the webhook to accept connections before delivering.") var webhookWait: Int = 120
@@ -221,7 +223,7 @@ struct MockAppStoreCommand: AsyncParsableCommand {
             scenario: scenario, host: host, port: port, webhookURL: webhook, credentialsDirectory: credentialsDir, faults: faults,
             rateLimitPerSecond: rateLimit, paginationTokenLifetime: .seconds(tokenTtl), pageSize: pageSize,
             webhookWait: .seconds(webhookWait), apps: servedApps, sandboxPort: sandboxPort ?? (port == 0 ? 0 : port + 1),
-            sharedTransactionIds: sharedTransactionIds, unauthorizedApps: Set(unauthorizedApp),
+            sharedTransactionIds: sharedTransactionIds, unauthorizedApps: Set(unauthorizedApp), appleSizedCertificates: appleSizedCertificates,
             onListening: { port in
                 FileHandle.standardOutput.write(Data("mock-appstore listening on http://\(host):\(port)\n".utf8))
                 if printOrders, let lines = orders.lines.withLock({ $0 }) {

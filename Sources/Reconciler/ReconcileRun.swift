@@ -307,7 +307,7 @@ package struct ReconcileRun: Sendable {
             try await store.notifications.lastRecorded(runId: run.runId, types: Self.urgentTypes, on: transaction)
         }
         // Judged at the report's moment: a request recovered late may already be past its deadline.
-        let now = Int64(finishedAt.timeIntervalSince1970 * 1000)
+        let now = Timestamp(finishedAt)
         let consumption = try await database.transaction { [logger = database.logger] transaction in
             try await ConsumptionRequests(logger: logger).recorded(byRun: run.runId, limit: RunReport.listedChangesLimit, on: transaction)
         }

@@ -19,14 +19,14 @@ struct ReconcilerCommand: AsyncParsableCommand {
             Exit codes: 0 success; 1 usage or configuration error, the run lease is held, or (repair) an unknown or \
             malformed order ID, transaction ID or app account token; 2 partial or \
             interrupted (something retryable was not recovered: rerun to resume); 3 a signed value is not \
-            genuine (inspect); 4 done, but something needs a person (payloads quarantined for the first time, \
+            genuine (inspect, verify-stored); 4 done, but something needs a person (payloads quarantined for the first time, \
             requests Apple refused, a window lost to retention). Consumption requests never change a run's exit \
             code; `consumption send` exits 1 on bad input or an Apple 4xx and 2 on a 429 or 5xx.
             """,
         subcommands: [
             MigrateCommand.self, ServeCommand.self, RunCommand.self, RepairCommand.self, WorkCommand.self, StatusCommand.self,
             RejectionsCommand.self, ForwardCommand.self, ChangesCommand.self, ConsumptionCommand.self, PruneCommand.self, InspectCommand.self,
-            ExportCommand.self, DetectOutageCommand.self, CheckWebhookCommand.self,
+            ExportCommand.self, DetectOutageCommand.self, CheckWebhookCommand.self, VerifyStoredCommand.self, CompactPayloadsCommand.self,
         ])
 
     /// Maps errors to the documented exit codes (``ReconcilerError/init(endingCommandWith:)``).

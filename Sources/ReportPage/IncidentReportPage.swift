@@ -381,9 +381,9 @@ package struct IncidentReportPage: Sendable {
             html.raw("</td><td class=\"mono\">")
             html.text(request.originalTransactionId ?? "")
             html.raw("</td><td>")
-            html.text(request.firstSentAt.map { Timestamp(millisecondsSince1970: $0).description } ?? "")
+            html.text(request.firstSentAt.map(\.description) ?? "")
             html.raw("</td><td>")
-            html.text(Timestamp(millisecondsSince1970: request.respondBy).description)
+            html.text(request.respondBy.description)
             html.raw("</td><td>")
             html.raw(
                 request.answered

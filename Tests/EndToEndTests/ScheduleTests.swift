@@ -257,9 +257,9 @@ import Testing
     /// during `run --all --refresh-status` with latency and 429s is answered and stored.
     @Test func theLiveWebhookNeverWaitsOnARun() async throws {
         try await Rehearsal.with(customers: 30, seed: 63, mockArguments: ["--latency-ms", "800", "--fault-429", "0.1"]) { rehearsal in
-            let payloads = try await rehearsal.db.strings(
+            let payloads = try await rehearsal.db.signedPayloads(
                 """
-                SELECT DISTINCT ON (original_transaction_id) signed_payload FROM notifications
+                SELECT DISTINCT ON (original_transaction_id) notification_uuid FROM notifications
                 WHERE source = 'webhook' AND original_transaction_id IS NOT NULL ORDER BY original_transaction_id, signed_date_ms DESC LIMIT 25
                 """)
             #expect(payloads.count >= 20)

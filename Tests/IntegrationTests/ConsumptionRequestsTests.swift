@@ -145,7 +145,7 @@ import Testing
             let requests = ConsumptionRequests(logger: Self.logger)
             let target = AppTarget(bundleId: TestApp.bundleId, environment: .production)
             // Two hours after the second one's deadline: the first two expired, the third open.
-            let now = t0 + 3_600_000 + 1_000 + Self.twelveHours + 1
+            let now = Timestamp(millisecondsSince1970: t0 + 3_600_000 + 1_000 + Self.twelveHours + 1)
             let all = try await db.database.transaction { try await requests.list(apps: [target], on: $0) }
             #expect(all.map(\.notificationUUID) == uuids)
             #expect(all.map { $0.state(at: now) } == [.expired, .expired, .open])

@@ -157,4 +157,81 @@ import Testing
         }
     }
 
+    /// A database from before migration 0015 (every JWS whole, the nested transaction again in
+    /// `transactions`) migrates without rewriting a payload; its values rebuild exactly before and
+    /// after `compact-payloads` takes them apart, the transaction a notification carried is then
+    /// stored inside it, and everything verifies. A second compaction finds nothing to do.
+    @Test func aDatabaseFromThePreviousSchemaMigratesAndItsPayloadsRebuildExactly() async throws {
+        let app = try TestApp()
+        let signed = app.start + 86_400_000
+        try await TestDatabase.with(migrate: false) { db in
+            try await Migrator(migrations: Migration.embedded.filter { $0.version < 15 }).migrate(db.client, logger: TestDatabase.logger)
+            var notifications: [String: String] = [:]
+            var transactions: [String: String] = [:]
+            for index in 0..<7 {
+                let original = "150\(index)"
+                let transaction = app.subscription(original: original, period: 0, signedDate: signed + Int64(index))
+                let transactionJWS = try app.authority.signer.sign(transaction)
+                let uuid = "n-\(original)"
+                // As 0.x wrote them: the notification's own copy of the transaction, and the same JWS again in transactions.
+                let payload = try app.authority.signer.sign(
+                    ResponseBodyV2DecodedPayload(
+                        notificationType: .subscribed, subtype: .initialBuy, notificationUUID: uuid, signedDate: signed + Int64(index),
+                        data: NotificationData(
+                            appAppleId: TestApp.appAppleId, bundleId: TestApp.bundleId, environment: .production,
+                            signedTransactionInfo: transactionJWS,
+                            signedRenewalInfo: try app.authority.signer.sign(
+                                app.renewal(original: original, autoRenew: .on, signedDate: signed + Int64(index))), status: .active)))
+                notifications[uuid] = payload
+                try await db.execute(
+                    """
+                    INSERT INTO notifications (notification_uuid, notification_type, subtype, signed_date_ms, bundle_id, environment,
+                        original_transaction_id, transaction_id, signed_payload, source, outcome)
+                    VALUES (\(uuid), 'SUBSCRIBED', 'INITIAL_BUY', \(signed + Int64(index)), \(TestApp.bundleId), 'Production', \(original),
+                        \(original), \(payload), 'webhook', 'applied')
+                    """)
+                // The last one's transaction came from a snapshot since (another signature): stored in parts.
+                let stored = index == 6 ? try app.authority.signer.sign(transaction) : transactionJWS
+                transactions[original] = stored
+                try await db.execute(
+                    """
+                    INSERT INTO transactions (transaction_id, original_transaction_id, environment, bundle_id, signed_date_ms,
+                        signed_transaction_info, from_notification)
+                    VALUES (\(original), \(original), 'Production', \(TestApp.bundleId), \(signed + Int64(index)), \(stored), \(index != 6))
+                    """)
+            }
+            try await Migrator().migrate(db.client, logger: TestDatabase.logger)
+            #expect(try await db.count("SELECT count(*) FROM notifications WHERE payload_form = 'legacy'") == 7)
+            #expect(try await db.count("SELECT count(*) FROM transactions WHERE payload_form = 'legacy'") == 7)
+            let uuids = notifications.keys.sorted()
+            // Before compaction: read back as they are.
+            #expect(
+                try await db.signedPayloads("SELECT notification_uuid FROM notifications ORDER BY notification_uuid")
+                    == uuids.map { notifications[$0]! })
+
+            let compactor = PayloadCompactor(database: db.database, batchSize: 3)
+            let totals = try await compactor.compact()
+            #expect(totals.notifications == 7 && totals.notificationsWhole == 0, "\(totals)")
+            #expect(totals.transactions == 7 && totals.transactionsInNotification == 6 && totals.transactionsWhole == 0, "\(totals)")
+            #expect(try await db.count("SELECT count(*) FROM notifications WHERE payload_form = 'parts' AND signed_payload IS NULL") == 7)
+            #expect(try await db.count("SELECT count(*) FROM transactions WHERE payload_form = 'in_notification'") == 6)
+            #expect(try await db.count("SELECT count(*) FROM transactions WHERE payload_form = 'parts' AND transaction_id = '1506'") == 1)
+            #expect(try await db.count("SELECT count(*) FROM jws_headers") == 1)
+            // After: the same bytes.
+            #expect(
+                try await db.signedPayloads("SELECT notification_uuid FROM notifications ORDER BY notification_uuid")
+                    == uuids.map { notifications[$0]! })
+            let rebuilt = try await db.database.transaction { transaction in
+                try await PurchaseStore(logger: TestDatabase.logger).storedTransactions(
+                    after: .first, updatedSince: nil, limit: 100, headers: HeaderBook(), on: transaction)
+            }
+            #expect(Dictionary(uniqueKeysWithValues: rebuilt.map { ($0.key.transactionId, $0.value.jws ?? "") }) == transactions)
+            let report = try await StoredPayloadVerifier(
+                database: db.database, verifiers: [try SignedDataVerifier(configuration: app.verifierConfiguration)]
+            ).verify(since: nil)
+            #expect(report.failures.isEmpty && report.notifications.verified == 7 && report.transactions.verified == 7, "\(report)")
+            // Nothing is left to do, and a second compaction changes nothing.
+            #expect(try await compactor.compact() == PayloadCompactor.Totals())
+        }
+    }
 }

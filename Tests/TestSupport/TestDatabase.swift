@@ -79,6 +79,16 @@ package struct TestDatabase {
         return values
     }
 
+    /// The signed payloads of the notifications whose UUIDs `uuidQuery` selects, in its order, rebuilt
+    /// from what is stored as forwarding and `verify-stored` rebuild them (pruned ones are left out).
+    package func signedPayloads(_ uuidQuery: PostgresQuery) async throws -> [String] {
+        let uuids = try await strings(uuidQuery)
+        let payloads = try await database.transaction { transaction in
+            try await NotificationLog(logger: Self.logger).storedPayloads(uuids, headers: HeaderBook(), on: transaction)
+        }
+        return uuids.compactMap { payloads[$0]?.jws }
+    }
+
     /// Runs a statement.
     package func execute(_ query: PostgresQuery) async throws {
         try await client.query(query, logger: Self.logger)

@@ -47,6 +47,7 @@ public enum Base64URL {
     /// Encodes bytes as base64url without padding.
     public static func encode<Bytes: Sequence<UInt8>>(_ input: Bytes) -> String {
         var output = [UInt8]()
+        output.reserveCapacity((input.underestimatedCount * 4 + 2) / 3)
         var accumulator: UInt32 = 0
         var bits = 0
         for byte in input {

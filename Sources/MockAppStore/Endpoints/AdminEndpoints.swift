@@ -1,4 +1,5 @@
 import AppStoreServer
+import Crypto
 import Foundation
 import NIOFoundationCompat
 import NIOHTTP1
@@ -117,6 +118,11 @@ extension MockAppStore {
         package var bundleId: String
         /// `Production` or `Sandbox`.
         package var environment: String
+        /// SHA-256 (hex) of the signed payload as the mock signed it, to compare with what a reconciler
+        /// stored or forwarded (absent in scale mode, which signs a notification when it is served).
+        package var signedPayloadSHA256: String? = nil
+        /// The purchase the notification is about, if any.
+        package var originalTransactionId: String? = nil
     }
 
     /// One line per notification of every app and environment, in history order (by first send
@@ -136,7 +142,9 @@ extension MockAppStore {
                     notificationUUID: plan.notificationUUID, notificationType: plan.notificationType.rawValue, subtype: plan.subtype?.rawValue,
                     signedDate: plan.signedDate, firstAttemptDate: notification.firstAttemptDate,
                     delivered: world.attempts.attempts(plan.notificationUUID).contains { $0.sendAttemptResult == .success },
-                    forged: notification.forged, bundleId: key.bundleId, environment: key.environment.rawValue)
+                    forged: notification.forged, bundleId: key.bundleId, environment: key.environment.rawValue,
+                    signedPayloadSHA256: SHA256.hash(data: Data(notification.signedPayload.utf8)).map { String(format: "%02x", $0) }.joined(),
+                    originalTransactionId: plan.originalTransactionId)
                 return (notification.historyKey, line)
             }
         }

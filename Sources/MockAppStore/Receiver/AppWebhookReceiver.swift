@@ -70,6 +70,11 @@ package final class AppWebhookReceiver: Service, Sendable {
         /// The notificationUUID of every delivery received, in the order they arrived (a repeated
         /// delivery appears again): what the app heard first.
         package var arrivals: [String] = []
+        /// The SHA-256 (hex) of the `signedPayload` each acknowledged delivery carried, by notificationUUID
+        /// (the last one), to compare with what the App Store signed.
+        package var signedPayloadSHA256: [String: String] = [:]
+        /// Acknowledged deliveries whose body was not exactly Apple's `{"signedPayload":"<JWS>"}`.
+        package var notApplesBody = 0
 
         package init() {}
     }
@@ -212,20 +217,25 @@ package final class AppWebhookReceiver: Service, Sendable {
             }
             state.statistics.acknowledged[notification.uuid, default: 0] += 1
             state.statistics.notificationTypes[notification.type, default: 0] += 1
+            state.statistics.signedPayloadSHA256[notification.uuid] = SHA256.hash(data: Data(notification.jws.utf8)).map {
+                String(format: "%02x", $0)
+            }
+            .joined()
+            if body != Data("{\"signedPayload\":\"\(notification.jws)\"}".utf8) { state.statistics.notApplesBody += 1 }
             return behaviour.status
         }
         return .text(HTTPResponseStatus(statusCode: status), (200..<300).contains(status) ? "ok" : "unavailable")
     }
 
     /// The notificationUUID and type of a body, read from the JWS payload.
-    static func notification(in body: Data) -> (uuid: String, type: String)? {
+    static func notification(in body: Data) -> (uuid: String, type: String, jws: String)? {
         guard let envelope = try? JSONSerialization.jsonObject(with: body) as? [String: Any], let jws = envelope["signedPayload"] as? String
         else { return nil }
         let parts = jws.split(separator: ".", omittingEmptySubsequences: false)
         guard parts.count == 3, let payload = Base64URL.decode(parts[1].utf8).map({ Data($0) }),
             let claims = try? JSONSerialization.jsonObject(with: payload) as? [String: Any], let uuid = claims["notificationUUID"] as? String
         else { return nil }
-        return (uuid, claims["notificationType"] as? String ?? "?")
+        return (uuid, claims["notificationType"] as? String ?? "?", jws)
     }
 
     /// Checks `t=<seconds>,v1=<hex>` against HMAC-SHA256(secret, "<t>.<body>"), within five minutes of now.

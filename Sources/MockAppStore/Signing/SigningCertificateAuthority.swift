@@ -31,12 +31,16 @@ package struct SigningCertificateAuthority: Sendable {
         package var includeIntermediateOID: Bool
         /// The same seed gives the same keys; `nil` gives fresh random keys.
         package var seed: String?
+        /// Pad each certificate (with a non-critical extension of filler text) to the size of
+        /// Apple's (leaf 1,077, intermediate 794, root 583 bytes of DER in the real vectors), so a
+        /// JWS header is about 4.4 KB as Apple's are: for measuring storage and throughput.
+        package var appleSizedCertificates: Bool
 
         package init(
             name: String = "Mock App Store", notValidBefore: Date = Date(timeIntervalSinceNow: -2 * 365 * 86400),
             notValidAfter: Date = Date(timeIntervalSinceNow: 2 * 365 * 86400), leafNotValidBefore: Date? = nil,
             leafNotValidAfter: Date? = nil, includeLeafOID: Bool = true, includeIntermediateOID: Bool = true,
-            seed: String? = nil
+            seed: String? = nil, appleSizedCertificates: Bool = false
         ) {
             self.name = name
             self.notValidBefore = notValidBefore
@@ -46,8 +50,14 @@ package struct SigningCertificateAuthority: Sendable {
             self.includeLeafOID = includeLeafOID
             self.includeIntermediateOID = includeIntermediateOID
             self.seed = seed
+            self.appleSizedCertificates = appleSizedCertificates
         }
     }
+
+    /// The DER sizes of Apple's chain in the real vectors (`testdata/apple-signed`): leaf, intermediate, root.
+    package static let appleCertificateSizes = (leaf: 1077, intermediate: 794, root: 583)
+    /// A private arc for the filler extension of ``Options/appleSizedCertificates``.
+    static let paddingOID: ASN1ObjectIdentifier = [1, 3, 6, 1, 4, 1, 99999, 1]
 
     package static let leafOID: ASN1ObjectIdentifier = [1, 2, 840, 113635, 100, 6, 11, 1]
     package static let intermediateOID: ASN1ObjectIdentifier = [1, 2, 840, 113635, 100, 6, 2, 1]
@@ -80,46 +90,74 @@ package struct SigningCertificateAuthority: Sendable {
         let rootPublic = Certificate.PublicKey(rootKey.publicKey)
         let intermediatePublic = Certificate.PublicKey(intermediateKey.publicKey)
         let leafPublic = Certificate.PublicKey(leafKey.publicKey)
-        root = try Certificate(
-            version: .v3, serialNumber: Certificate.SerialNumber(), publicKey: rootPublic,
-            notValidBefore: options.notValidBefore, notValidAfter: options.notValidAfter,
-            issuer: rootName, subject: rootName, signatureAlgorithm: .ecdsaWithSHA256,
-            extensions: try Certificate.Extensions {
-                Critical(BasicConstraints.isCertificateAuthority(maxPathLength: nil))
-                Critical(KeyUsage(keyCertSign: true, cRLSign: true))
-                SubjectKeyIdentifier(hash: rootPublic)
-            },
-            issuerPrivateKey: Certificate.PrivateKey(rootKey))
-        intermediate = try Certificate(
-            version: .v3, serialNumber: Certificate.SerialNumber(), publicKey: intermediatePublic,
-            notValidBefore: options.notValidBefore, notValidAfter: options.notValidAfter,
-            issuer: rootName, subject: intermediateName, signatureAlgorithm: .ecdsaWithSHA256,
-            extensions: try Certificate.Extensions {
-                Critical(BasicConstraints.isCertificateAuthority(maxPathLength: 0))
-                Critical(KeyUsage(keyCertSign: true, cRLSign: true))
-                SubjectKeyIdentifier(hash: intermediatePublic)
-                AuthorityKeyIdentifier(keyIdentifier: SubjectKeyIdentifier(hash: rootPublic).keyIdentifier)
-                if options.includeIntermediateOID {
-                    Certificate.Extension(oid: Self.intermediateOID, critical: false, value: [0x05, 0x00])
-                }
-            },
-            issuerPrivateKey: Certificate.PrivateKey(rootKey))
-        leaf = try Certificate(
-            version: .v3, serialNumber: Certificate.SerialNumber(), publicKey: leafPublic,
-            notValidBefore: options.leafNotValidBefore ?? options.notValidBefore,
-            notValidAfter: options.leafNotValidAfter ?? options.notValidAfter,
-            issuer: intermediateName, subject: leafName, signatureAlgorithm: .ecdsaWithSHA256,
-            extensions: try Certificate.Extensions {
-                Critical(BasicConstraints.notCertificateAuthority)
-                Critical(KeyUsage(digitalSignature: true))
-                SubjectKeyIdentifier(hash: leafPublic)
-                AuthorityKeyIdentifier(keyIdentifier: SubjectKeyIdentifier(hash: intermediatePublic).keyIdentifier)
-                if options.includeLeafOID {
-                    Certificate.Extension(oid: Self.leafOID, critical: false, value: [0x05, 0x00])
-                }
-            },
-            issuerPrivateKey: Certificate.PrivateKey(intermediateKey))
+        let sizes = options.appleSizedCertificates ? Self.appleCertificateSizes : nil
+        root = try Self.certificate(size: sizes?.root) { padding in
+            try Certificate(
+                version: .v3, serialNumber: Certificate.SerialNumber(), publicKey: rootPublic,
+                notValidBefore: options.notValidBefore, notValidAfter: options.notValidAfter,
+                issuer: rootName, subject: rootName, signatureAlgorithm: .ecdsaWithSHA256,
+                extensions: try Certificate.Extensions {
+                    Critical(BasicConstraints.isCertificateAuthority(maxPathLength: nil))
+                    Critical(KeyUsage(keyCertSign: true, cRLSign: true))
+                    SubjectKeyIdentifier(hash: rootPublic)
+                    if let padding { padding }
+                },
+                issuerPrivateKey: Certificate.PrivateKey(rootKey))
+        }
+        intermediate = try Self.certificate(size: sizes?.intermediate) { padding in
+            try Certificate(
+                version: .v3, serialNumber: Certificate.SerialNumber(), publicKey: intermediatePublic,
+                notValidBefore: options.notValidBefore, notValidAfter: options.notValidAfter,
+                issuer: rootName, subject: intermediateName, signatureAlgorithm: .ecdsaWithSHA256,
+                extensions: try Certificate.Extensions {
+                    Critical(BasicConstraints.isCertificateAuthority(maxPathLength: 0))
+                    Critical(KeyUsage(keyCertSign: true, cRLSign: true))
+                    SubjectKeyIdentifier(hash: intermediatePublic)
+                    AuthorityKeyIdentifier(keyIdentifier: SubjectKeyIdentifier(hash: rootPublic).keyIdentifier)
+                    if options.includeIntermediateOID {
+                        Certificate.Extension(oid: Self.intermediateOID, critical: false, value: [0x05, 0x00])
+                    }
+                    if let padding { padding }
+                },
+                issuerPrivateKey: Certificate.PrivateKey(rootKey))
+        }
+        leaf = try Self.certificate(size: sizes?.leaf) { padding in
+            try Certificate(
+                version: .v3, serialNumber: Certificate.SerialNumber(), publicKey: leafPublic,
+                notValidBefore: options.leafNotValidBefore ?? options.notValidBefore,
+                notValidAfter: options.leafNotValidAfter ?? options.notValidAfter,
+                issuer: intermediateName, subject: leafName, signatureAlgorithm: .ecdsaWithSHA256,
+                extensions: try Certificate.Extensions {
+                    Critical(BasicConstraints.notCertificateAuthority)
+                    Critical(KeyUsage(digitalSignature: true))
+                    SubjectKeyIdentifier(hash: leafPublic)
+                    AuthorityKeyIdentifier(keyIdentifier: SubjectKeyIdentifier(hash: intermediatePublic).keyIdentifier)
+                    if options.includeLeafOID {
+                        Certificate.Extension(oid: Self.leafOID, critical: false, value: [0x05, 0x00])
+                    }
+                    if let padding { padding }
+                },
+                issuerPrivateKey: Certificate.PrivateKey(intermediateKey))
+        }
         self.leafKey = leafKey
+    }
+
+    /// A certificate `make` builds, padded to about `size` bytes of DER when a size is given.
+    private static func certificate(size: Int?, _ make: (Certificate.Extension?) throws -> Certificate) throws -> Certificate {
+        var certificate = try make(nil)
+        guard let size else { return certificate }
+        // The filler is a UTF8String; each try lands within a few bytes (signatures vary in length).
+        var filler = max(0, size - der(certificate).count - 16)
+        for _ in 0..<4 {
+            let text = Array(String(repeating: "padding to the size of Apple's certificate; ", count: filler / 44 + 1).utf8.prefix(filler))
+            var value: [UInt8] = [0x0C]
+            value += text.count < 128 ? [UInt8(text.count)] : [0x82, UInt8(text.count >> 8), UInt8(text.count & 0xFF)]
+            certificate = try make(Certificate.Extension(oid: paddingOID, critical: false, value: (value + text)[...]))
+            let difference = size - der(certificate).count
+            if abs(difference) <= 2 { break }
+            filler = max(0, filler + difference)
+        }
+        return certificate
     }
 
     /// A signer whose `x5c` is this authority's chain.

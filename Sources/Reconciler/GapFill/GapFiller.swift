@@ -227,6 +227,8 @@ struct GapFiller: Sendable {
     ) async throws {
         let (store, ledger, run, configuration) = (self.store, self.ledger, self.run, self.configuration)
         let originals = Set(transactions.compactMap(\.payload.originalTransactionId)).union(statuses.map(\.original))
+        try await database.storeHeaders(
+            of: (transactions + statuses.compactMap(\.subscription.transaction)).compactMap { JWSParts(exactly: $0.signedValue) })
         let quarantined = try await database.transaction { transaction in
             try await store.lock(purchases: originals, anchors: completion == nil ? [] : [anchor], on: transaction)
             let before = try await store.purchaseStates(originals, on: transaction)

@@ -58,7 +58,10 @@ package struct NotificationHandler: Sendable {
     package func record(
         _ notifications: [VerifiedNotification], source: NotificationLog.Source, forwarding: NotificationLog.Forwarding? = nil
     ) async throws -> [HandlingResult] {
-        try await database.transaction { transaction in try await apply(notifications, source: source, forwarding: forwarding, on: transaction) }
+        try await database.storeHeaders(of: notifications.flatMap(\.signedParts))
+        return try await database.transaction { transaction in
+            try await apply(notifications, source: source, forwarding: forwarding, on: transaction)
+        }
     }
 
     /// Whether the database behind the store answers, for health checks.
@@ -79,7 +82,8 @@ package struct NotificationHandler: Sendable {
     package func handle(
         _ notification: VerifiedNotification, source: NotificationLog.Source, forwarding: NotificationLog.Forwarding? = nil
     ) async throws -> HandlingResult {
-        try await database.transaction { transaction in
+        try await database.storeHeaders(of: notification.signedParts)
+        return try await database.transaction { transaction in
             try await apply([notification], source: source, forwarding: forwarding, on: transaction)[0]
         }
     }
@@ -130,7 +134,11 @@ package struct NotificationHandler: Sendable {
             }
             if let transaction = notification.subscription.transaction {
                 // Apple removes the revocation from a reversed refund's transaction; make sure of it.
-                transactions.append(.init(transaction, clearsRevocation: notification.notificationType == .refundReversed, fromNotification: true))
+                // Stored once, inside the notification recorded with it.
+                transactions.append(
+                    .init(
+                        transaction, clearsRevocation: notification.notificationType == .refundReversed, fromNotification: true,
+                        signedInNotification: notification.notificationUUID))
             }
             updates.append(
                 .init(

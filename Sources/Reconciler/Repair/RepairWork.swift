@@ -164,6 +164,7 @@ struct RepairWork: Sendable {
     private mutating func record(_ page: NotificationHistoryPage) async throws -> Set<String> {
         let verified = try await VerifiedHistoryPage(items: page.items, context: context)
         let context = self.context
+        try await context.database.storeHeaders(of: verified.notifications.flatMap(\.signedParts))
         let recorded = try await context.database.transaction { transaction in try await verified.record(context: context, on: transaction) }
         for rejection in recorded.rejections {
             logger.warning(

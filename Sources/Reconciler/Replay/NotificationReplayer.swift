@@ -255,6 +255,7 @@ struct NotificationReplayer: Sendable {
         let (run, context, ledger) = (self.run, self.context, self.ledger)
         let outcome: VerifiedHistoryPage.Recorded
         do {
+            try await context.database.storeHeaders(of: verified.notifications.flatMap(\.signedParts))
             outcome = try await context.database.transaction { transaction in
                 let recorded = try await verified.record(context: context, on: transaction)
                 if let split {

@@ -55,16 +55,16 @@ package struct RunReport: Sendable, Codable {
         package var notificationUUID: String
         package var transactionId: String?
         package var originalTransactionId: String?
-        /// When Apple first tried to send it (UNIX ms).
-        package var firstSentAt: Int64?
-        /// The deadline for an answer (UNIX ms): 12 hours after `firstSentAt`, else after its signedDate.
-        package var respondBy: Int64
+        /// When Apple first tried to send it.
+        package var firstSentAt: Timestamp?
+        /// The deadline for an answer: 12 hours after `firstSentAt`, else after its signedDate.
+        package var respondBy: Timestamp
         /// The deadline had passed, with no answer, when the report was made.
         package var expired: Bool
         /// An answer Apple accepted was sent (`reconciler consumption send`).
         package var answered: Bool
 
-        package init(_ request: ConsumptionRequests.Request, at now: Int64) {
+        package init(_ request: ConsumptionRequests.Request, at now: Timestamp) {
             notificationUUID = request.notificationUUID
             transactionId = request.transactionId
             originalTransactionId = request.originalTransactionId
@@ -242,8 +242,8 @@ package struct RunReport: Sendable, Codable {
             for request in requests.prefix(maximumChanges) {
                 let state = request.answered ? "answered" : request.expired ? "EXPIRED" : "open"
                 lines.append(
-                    "    \(request.transactionId ?? "?")  respond by \(Timestamp(millisecondsSince1970: request.respondBy).description)  \(state)"
-                        + (request.firstSentAt.map { "  (first sent \(Timestamp(millisecondsSince1970: $0).description))" } ?? ""))
+                    "    \(request.transactionId ?? "?")  respond by \(request.respondBy)  \(state)"
+                        + (request.firstSentAt.map { "  (first sent \($0))" } ?? ""))
             }
             if requests.count > maximumChanges { lines.append("    … \(requests.count - maximumChanges) more in --report-json") }
         }

@@ -86,7 +86,7 @@ struct ConsumptionCommand: AsyncParsableCommand {
         func run() async throws {
             let logger = logging.makeLogger()
             let apps = try app.storedScope().appsOnly()
-            let now = Int64(Date().timeIntervalSince1970 * 1000)
+            let now = Timestamp.now
             let requests = try await database.withDatabase(logger: logger) { database in
                 try await Migrator().requireCurrent(database)
                 let store = ConsumptionRequests(logger: logger)
@@ -122,8 +122,8 @@ struct ConsumptionCommand: AsyncParsableCommand {
                     line(
                         [
                             request.transactionId ?? "-", request.originalTransactionId ?? "-",
-                            Timestamp(millisecondsSince1970: request.respondBy).description, state,
-                            request.reason ?? "-", request.firstSentAt.map { Timestamp(millisecondsSince1970: $0).description } ?? "(live)",
+                            request.respondBy.description, state,
+                            request.reason ?? "-", request.firstSentAt.map(\.description) ?? "(live)",
                         ] + (several ? ["\(request.bundleId) (\(request.environment))"] : [])))
             }
         }
@@ -133,8 +133,8 @@ struct ConsumptionCommand: AsyncParsableCommand {
         }
 
         /// `11h 58m`, `45m`.
-        static func timeLeft(_ milliseconds: Int64) -> String {
-            let minutes = max(milliseconds / 60_000, 0)
+        static func timeLeft(_ left: Duration) -> String {
+            let minutes = max(left.milliseconds / 60_000, 0)
             return minutes >= 60 ? "\(minutes / 60)h \(minutes % 60)m" : "\(minutes)m"
         }
     }
@@ -202,12 +202,12 @@ struct ConsumptionCommand: AsyncParsableCommand {
             else {
                 throw ReconcilerError.configuration("\(prepared.target) is not configured: no key to send its answer with")
             }
-            let now = Int64(Date().timeIntervalSince1970 * 1000)
+            let now = Timestamp.now
             switch prepared.request.state(at: now) {
             case .expired:
                 logger.warning(
                     "the request's deadline has passed; sending the answer anyway",
-                    metadata: ["respondBy": "\(Timestamp(millisecondsSince1970: prepared.request.respondBy).description)"])
+                    metadata: ["respondBy": "\(prepared.request.respondBy)"])
             case .answered:
                 logger.notice("an answer to this request was sent before; sending this one too")
             case .open: break
@@ -223,9 +223,9 @@ struct ConsumptionCommand: AsyncParsableCommand {
             print(
                 "accepted: Apple received the consumption information for transaction \(prepared.transactionId) "
                     + "(\(prepared.target.bundleId), \(prepared.target.environment.rawValue); request \(prepared.request.notificationUUID), "
-                    + (left > 0
-                        ? "answered \(ListCommand.timeLeft(left)) before its deadline \(Timestamp(millisecondsSince1970: prepared.request.respondBy).description))"
-                        : "answered after its deadline \(Timestamp(millisecondsSince1970: prepared.request.respondBy).description))"))
+                    + (left > .zero
+                        ? "answered \(ListCommand.timeLeft(left)) before its deadline \(prepared.request.respondBy))"
+                        : "answered after its deadline \(prepared.request.respondBy))"))
         }
     }
 }

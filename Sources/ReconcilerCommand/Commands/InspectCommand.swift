@@ -1,7 +1,10 @@
 import AppStoreServer
 import ArgumentParser
 import Foundation
+import Logging
+import Reconciler
 import ReconcilerDomain
+import ReconcilerStore
 
 struct InspectCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
@@ -15,18 +18,82 @@ struct InspectCommand: AsyncParsableCommand {
             A notification's nested signedTransactionInfo and signedRenewalInfo are verified and shown. \
             Exit 0 when genuine; 3 and the reason when not.
 
+            --notification UUID or --transaction ID inspects the value stored in the database (DATABASE_URL) \
+            instead, rebuilt byte for byte from what is stored; with --print-jws, only that JWS is printed, \
+            for another tool (Apple's own libraries) to check. A pruned payload cannot be shown: exit 1.
+
               reconciler inspect eyJhbGciOiJFUzI1NiIsIng1YyI6...
               pbpaste | reconciler inspect -
+              reconciler inspect --notification 8c3e1f0a-...
+              reconciler inspect --transaction 2000001024998954 --print-jws > transaction.jws
             """)
 
     @Argument(help: ArgumentHelp("The JWS, or - to read standard input.", valueName: "jws"))
     var jws: String = "-"
 
+    @Option(help: ArgumentHelp("Inspect this stored notification, rebuilt from the database.", valueName: "uuid"))
+    var notification: String?
+
+    @Option(help: ArgumentHelp("Inspect the stored version of this transaction, rebuilt from the database.", valueName: "id"))
+    var transaction: String?
+
+    @Flag(help: "With --notification or --transaction: print only the stored JWS, rebuilt, and check nothing.")
+    var printJWS = false
+
     @OptionGroup var app: AppOptions
+    @OptionGroup var database: DatabaseOptions
+
+    func validate() throws {
+        guard notification == nil || transaction == nil else { throw ValidationError("give --notification or --transaction, not both") }
+        guard !printJWS || notification != nil || transaction != nil else {
+            throw ValidationError("--print-jws goes with --notification or --transaction")
+        }
+        guard jws == "-" || (notification == nil && transaction == nil) else {
+            throw ValidationError("give a JWS or --notification/--transaction, not both")
+        }
+    }
+
+    /// The stored value `--notification` or `--transaction` names, rebuilt.
+    private func stored() async throws -> String? {
+        guard notification != nil || transaction != nil else { return nil }
+        let (notification, transaction) = (self.notification, self.transaction)
+        let logger = {
+            var logger = Logger(label: "reconciler")
+            // Only what stops it: the output is the value.
+            logger.logLevel = .error
+            return logger
+        }()
+        let value: StoredSignedValue? = try await database.withDatabase(logger: logger) { database in
+            try await Migrator().requireCurrent(database)
+            return try await database.transaction { connection in
+                if let notification {
+                    return try await NotificationLog(logger: logger).storedPayloads([notification], headers: HeaderBook(), on: connection)[
+                        notification]
+                }
+                let versions = try await PurchaseStore(logger: logger).storedTransactions(
+                    transactionId: transaction ?? "", headers: HeaderBook(), on: connection)
+                return versions.first?.value
+            }
+        }
+        let name = notification.map { "notification \($0)" } ?? "transaction \(transaction ?? "")"
+        switch value {
+        case .signed(let jws, _)?: return jws
+        case .pruned?: throw ReconcilerError.configuration("the signed payload of \(name) was pruned (prune --payloads-older-than)")
+        case .incomplete?:
+            throw ReconcilerError(.payloadUnavailable, "the stored parts of \(name) cannot be put together (run reconciler verify-stored)")
+        case nil: throw ReconcilerError.configuration("no \(name) is stored")
+        }
+    }
 
     func run() async throws {
         var input = jws
-        if input == "-" {
+        if let stored = try await stored() {
+            if printJWS {
+                print(stored)
+                return
+            }
+            input = stored
+        } else if input == "-" {
             input = String(decoding: FileHandle.standardInput.readDataToEndOfFile(), as: UTF8.self)
         }
         input = input.trimmingCharacters(in: .whitespacesAndNewlines)

@@ -79,6 +79,10 @@ package struct ReconcilerError: Error, CustomStringConvertible, CustomDebugStrin
         package static let lockOrder = Code("lockOrder", .retryable)
         /// A row the store had just written was not there.
         package static let missingRow = Code("missingRow", .retryable)
+        /// A stored signed value cannot be rebuilt: it was pruned, or its parts name a header that is
+        /// not stored (changed by hand).
+        package static let payloadUnavailable = Code(
+            "payloadUnavailable", .configuration, remedy: "run `reconciler verify-stored` to list what cannot be rebuilt")
 
         // MARK: Runs, workers and the feed
 
@@ -137,6 +141,9 @@ package struct ReconcilerError: Error, CustomStringConvertible, CustomDebugStrin
         package static let needsAttention = Code("needsAttention", .attention)
         /// A signed value is not genuine.
         package static let rejected = Code("rejected", .rejected)
+        /// `verify-stored`: a stored signed value, rebuilt, does not verify (or no longer matches its row).
+        package static let storedPayloadNotGenuine = Code(
+            "storedPayloadNotGenuine", .rejected, remedy: "the database was changed; restore the listed rows from a backup")
     }
 
     package var code: Code

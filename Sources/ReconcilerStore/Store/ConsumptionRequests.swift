@@ -3,6 +3,7 @@ package import Foundation
 package import Logging
 import PostgresNIO
 package import ReconcilerDomain
+package import ReconcilerShared
 
 /// The SQL of the notifications Apple wants an answer to, consumption requests: reading them
 /// (`notifications` rows with a deadline, `respond_by_ms`, written by ``NotificationLog``), and the
@@ -32,9 +33,9 @@ package struct ConsumptionRequests: Sendable {
         package var originalTransactionId: String?
         package var signedDate: Int64
         /// When Apple first tried to send it (`nil`: received live, the first attempt unknown).
-        package var firstSentAt: Int64?
+        package var firstSentAt: Timestamp?
         /// The deadline for an answer, fixed when it was first recorded.
-        package var respondBy: Int64
+        package var respondBy: Timestamp
         /// The customer's reason (`UNINTENDED_PURCHASE`, `FULFILLMENT_ISSUE`, ...).
         package var reason: String?
         /// The run that recovered it (`nil`: the live webhook).
@@ -42,8 +43,8 @@ package struct ConsumptionRequests: Sendable {
         /// When an answer Apple accepted was sent.
         package var answeredAt: Date?
 
-        /// Answered, open or expired at `now` (UNIX ms).
-        package func state(at now: Int64) -> ConsumptionRequestDeadline.State {
+        /// Answered, open or expired at `now`.
+        package func state(at now: Timestamp) -> ConsumptionRequestDeadline.State {
             ConsumptionRequestDeadline.state(respondBy: respondBy, answered: answeredAt != nil, at: now)
         }
     }
@@ -66,9 +67,10 @@ package struct ConsumptionRequests: Sendable {
     /// The requests of some apps and environments (`nil`: every one stored), soonest deadline
     /// first; with `openAt`, only those neither answered nor past their deadline at that moment.
     package func list(
-        apps: [AppTarget]?, openAt now: Int64? = nil, limit: Int = 10_000, on transaction: DatabaseTransaction
+        apps: [AppTarget]?, openAt moment: Timestamp? = nil, limit: Int = 10_000, on transaction: DatabaseTransaction
     ) async throws -> [Request] {
         let scope = try PurchaseStore.scope(apps)
+        let now = moment?.millisecondsSince1970
         let rows = try await transaction.query(
             """
             SELECT \(unescaped: Self.requestColumns) FROM notifications n

@@ -52,6 +52,8 @@ package struct Database: Sendable {
     package let configuration: Configuration
     /// Set for a dry run: every transaction reads and writes the run's shadow tables first.
     package let shadow: ShadowSchema?
+    /// The JWS headers this process has seen stored (``storeHeaders(of:)``).
+    let storedHeaders: StoredHeaders
 
     /// A database on a client its caller runs (tests); ``init(settings:logger:configuration:)``
     /// makes one the database runs itself (``run()``).
@@ -59,17 +61,23 @@ package struct Database: Sendable {
         self.init(pool: client, start: ClientStart(started: true), logger: logger, configuration: configuration, shadow: nil)
     }
 
-    init(pool: PostgresClient, start: ClientStart, logger: Logger, configuration: Configuration, shadow: ShadowSchema?) {
+    init(
+        pool: PostgresClient, start: ClientStart, logger: Logger, configuration: Configuration, shadow: ShadowSchema?,
+        storedHeaders: StoredHeaders = StoredHeaders()
+    ) {
         self.pool = pool
         self.start = start
         self.logger = logger
         self.configuration = configuration
         self.shadow = shadow
+        self.storedHeaders = storedHeaders
     }
 
-    /// The same database, seen through a dry run's shadow tables.
+    /// The same database, seen through a dry run's shadow tables (which hold headers of their own).
     package func shadowed(by shadow: ShadowSchema?) -> Database {
-        Database(pool: pool, start: start, logger: logger, configuration: configuration, shadow: shadow)
+        Database(
+            pool: pool, start: start, logger: logger, configuration: configuration, shadow: shadow,
+            storedHeaders: shadow == self.shadow ? storedHeaders : StoredHeaders())
     }
 
     /// The PostgreSQL client, once it runs (``ClientStart``).
@@ -91,7 +99,7 @@ package struct Database: Sendable {
     package func with(entitlement: EntitlementPolicy) -> Database {
         var configuration = configuration
         configuration.entitlement = entitlement
-        return Database(pool: pool, start: start, logger: logger, configuration: configuration, shadow: shadow)
+        return Database(pool: pool, start: start, logger: logger, configuration: configuration, shadow: shadow, storedHeaders: storedHeaders)
     }
 
     /// The same database, giving up sooner while it is unreachable (for work that must not wait long).
@@ -99,7 +107,7 @@ package struct Database: Sendable {
         var configuration = configuration
         configuration.unavailableTimeout = unavailableTimeout
         configuration.attemptTimeout = min(configuration.attemptTimeout, unavailableTimeout)
-        return Database(pool: pool, start: start, logger: logger, configuration: configuration, shadow: shadow)
+        return Database(pool: pool, start: start, logger: logger, configuration: configuration, shadow: shadow, storedHeaders: storedHeaders)
     }
 
     /// Runs `body` in one transaction on one connection: committed when it returns, rolled back

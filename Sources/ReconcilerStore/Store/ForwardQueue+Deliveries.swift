@@ -34,10 +34,18 @@ extension ForwardQueue {
         for urgent in [true, false] {
             let rows = try await transaction.query(
                 Self.leaseQuery(target: target, worker: worker, token: token, leaseDuration: leaseDuration, urgent: urgent), logger: logger)
-            for try await (uuid, redacted, payload, attempts) in rows.decode((String, String, String, Int).self) {
+            for try await row in rows {
+                let columns = NamedColumns(row)
+                // The headers the payload names, by hash in hex.
+                let headers = try (columns["headers"] as String?).map { try JSONDecoder().decode([String: String].self, from: Data($0.utf8)) } ?? [:]
+                let uuid: String = try columns["notification_uuid"]
+                // Apple's exact body, rebuilt from what is stored (the payload of a queued delivery is never pruned).
+                guard let payload = try NotificationLog.storedPayload(columns, header: { headers[Bytea.plainHex($0)] }).jws else {
+                    throw ReconcilerError(.payloadUnavailable, "the signed payload of a queued notification cannot be rebuilt", details: uuid)
+                }
                 return Delivery(
-                    notificationUUID: uuid, target: ForwardingTarget(id: target.id, redacted: redacted), signedPayload: payload,
-                    attempts: attempts, leaseToken: token, urgent: urgent)
+                    notificationUUID: uuid, target: ForwardingTarget(id: target.id, redacted: try columns["target_redacted"]),
+                    signedPayload: payload, attempts: try columns["attempts"], leaseToken: token, urgent: urgent)
             }
         }
         return nil
@@ -72,7 +80,9 @@ extension ForwardQueue {
                     lease_until = now() + $4 * interval '1 millisecond'
                 FROM (\(pick)) AS due, notifications n
                 WHERE q.notification_uuid = due.notification_uuid AND q.target_id = due.target_id AND n.notification_uuid = q.notification_uuid
-                RETURNING q.notification_uuid, q.target_redacted, n.signed_payload, q.attempts
+                RETURNING q.notification_uuid, q.target_redacted, q.attempts, \(NotificationLog.payloadColumns),
+                    (SELECT jsonb_object_agg(encode(h.sha256, 'hex'), h.encoded_header)::text FROM jws_headers h
+                     WHERE h.sha256 IN (n.header_sha256, n.transaction_header_sha256, n.renewal_header_sha256)) AS headers
                 """, binds: bindings)
     }
 

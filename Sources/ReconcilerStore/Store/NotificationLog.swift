@@ -57,21 +57,97 @@ package struct NotificationLog: Sendable {
 
     /// One row of `notifications`; the keys are its column names.
     private struct NotificationColumns: Encodable {
-        package var notification_uuid: String
-        package var notification_type: String
-        package var subtype: String?
-        package var signed_date_ms: Int64
-        package var bundle_id: String
-        package var environment: String
-        package var original_transaction_id: String?
-        package var transaction_id: String?
-        package var signed_payload: String
-        package var source: String
-        package var run_id: Int64?
-        package var outcome: String
-        package var first_send_attempt_ms: Int64?
-        package var respond_by_ms: Int64?
-        package var consumption_request_reason: String?
+        var notification_uuid: String
+        var notification_type: String
+        var subtype: String?
+        var signed_date_ms: Int64
+        var bundle_id: String
+        var environment: String
+        var original_transaction_id: String?
+        var transaction_id: String?
+        var source: String
+        var run_id: Int64?
+        var outcome: String
+        var first_send_attempt_ms: Int64?
+        var respond_by_ms: Int64?
+        var consumption_request_reason: String?
+        /// The columns that hold the signed payload, in the same JSON object.
+        var stored: PayloadColumns
+
+        private enum CodingKeys: String, CodingKey {
+            case notification_uuid, notification_type, subtype, signed_date_ms, bundle_id, environment, original_transaction_id,
+                transaction_id, source, run_id, outcome, first_send_attempt_ms, respond_by_ms, consumption_request_reason
+        }
+
+        func encode(to encoder: any Encoder) throws {
+            var container = encoder.container(keyedBy: CodingKeys.self)
+            try container.encode(notification_uuid, forKey: .notification_uuid)
+            try container.encode(notification_type, forKey: .notification_type)
+            try container.encodeIfPresent(subtype, forKey: .subtype)
+            try container.encode(signed_date_ms, forKey: .signed_date_ms)
+            try container.encode(bundle_id, forKey: .bundle_id)
+            try container.encode(environment, forKey: .environment)
+            try container.encodeIfPresent(original_transaction_id, forKey: .original_transaction_id)
+            try container.encodeIfPresent(transaction_id, forKey: .transaction_id)
+            try container.encode(source, forKey: .source)
+            try container.encodeIfPresent(run_id, forKey: .run_id)
+            try container.encode(outcome, forKey: .outcome)
+            try container.encodeIfPresent(first_send_attempt_ms, forKey: .first_send_attempt_ms)
+            try container.encodeIfPresent(respond_by_ms, forKey: .respond_by_ms)
+            try container.encodeIfPresent(consumption_request_reason, forKey: .consumption_request_reason)
+            try stored.encode(to: encoder)
+        }
+    }
+
+    /// The columns of `notifications` that hold a signed payload; the keys are their names.
+    struct PayloadColumns: Encodable {
+        var notification_uuid: String
+        var payload_form: String
+        var payload_sha256: String
+        /// The whole JWS, only when its parts would not rebuild it exactly.
+        var signed_payload: String?
+        var header_sha256: String?
+        var payload: String?
+        var signature: String?
+        var transaction_offset: Int?
+        var transaction_signature: String?
+        var transaction_header_sha256: String?
+        var renewal_offset: Int?
+        var renewal_signature: String?
+        var renewal_header_sha256: String?
+
+        /// The signed payload as stored: taken apart (``NotificationStorage``), or whole when
+        /// the parts would not rebuild it byte for byte.
+        init(notificationUUID: String, signedPayload: String, storage: NotificationStorage?) {
+            notification_uuid = notificationUUID
+            payload_sha256 = Bytea.hex(JWSParts.sha256(signedPayload))
+            guard let storage else {
+                (payload_form, signed_payload) = (PayloadForm.whole.rawValue, signedPayload)
+                return
+            }
+            let notification = storage.parts.notification
+            payload_form = PayloadForm.parts.rawValue
+            header_sha256 = Bytea.hex(notification.headerSHA256)
+            payload = Bytea.hex(storage.payloads.deflated)
+            signature = Bytea.hex(notification.signature)
+            for nested in storage.parts.nested {
+                // The header is named only when it is not the notification's own.
+                let header = nested.parts.headerSHA256 == notification.headerSHA256 ? nil : Bytea.hex(nested.parts.headerSHA256)
+                let signature = Bytea.hex(nested.parts.signature)
+                switch nested.field {
+                case .signedTransactionInfo:
+                    (transaction_offset, transaction_signature, transaction_header_sha256) = (nested.offset, signature, header)
+                case .signedRenewalInfo:
+                    (renewal_offset, renewal_signature, renewal_header_sha256) = (nested.offset, signature, header)
+                }
+            }
+        }
+
+        /// The payload columns, for a statement that sets them.
+        static let names = """
+            payload_form, payload_sha256, signed_payload, header_sha256, payload, signature,
+            transaction_offset, transaction_signature, transaction_header_sha256, renewal_offset, renewal_signature, renewal_header_sha256
+            """
     }
 
     /// Records notifications; returns the UUIDs that were new (the others are duplicates). With
@@ -89,22 +165,35 @@ package struct NotificationLog: Sendable {
             throw ReconcilerError(.missingApp, "a notification was recorded without naming its app")
         }
         let (bundleId, environment) = (target.bundleId, target.environment.rawValue)
-        let json = try PurchaseStore.json(
-            rows.map { row in
-                let n = row.notification
-                return NotificationColumns(
-                    notification_uuid: n.notificationUUID, notification_type: n.notificationType.rawValue, subtype: n.subtype?.rawValue,
-                    signed_date_ms: n.signedDate, bundle_id: bundleId, environment: n.environment,
-                    original_transaction_id: n.originalTransactionId,
-                    transaction_id: n.transaction?.transactionId, signed_payload: n.signedPayload, source: source.name,
-                    run_id: source.runId, outcome: row.outcome.rawValue, first_send_attempt_ms: n.firstSendAttempt, respond_by_ms: n.respondBy,
-                    consumption_request_reason: n.payload.data?.consumptionRequestReason?.rawValue)
-            })
+        var wholeUUIDs: [String] = []
+        let columns = rows.map { row in
+            let n = row.notification
+            if n.storage == nil { wholeUUIDs.append(n.notificationUUID) }
+            return NotificationColumns(
+                notification_uuid: n.notificationUUID, notification_type: n.notificationType.rawValue, subtype: n.subtype?.rawValue,
+                signed_date_ms: n.signedDate, bundle_id: bundleId, environment: n.environment,
+                original_transaction_id: n.originalTransactionId, transaction_id: n.transaction?.transactionId, source: source.name,
+                run_id: source.runId, outcome: row.outcome.rawValue, first_send_attempt_ms: n.firstSendAttempt,
+                respond_by_ms: n.respondBy?.millisecondsSince1970,
+                consumption_request_reason: n.payload.data?.consumptionRequestReason?.rawValue,
+                stored: PayloadColumns(notificationUUID: n.notificationUUID, signedPayload: n.signedPayload, storage: n.storage))
+        }
+        if !wholeUUIDs.isEmpty {
+            // Apple's values always rebuild; one that does not is kept whole and counted (`verify-stored`).
+            logger.warning(
+                "a notification's signed payload does not rebuild exactly from its parts: stored whole",
+                metadata: ["notificationUUIDs": "\(wholeUUIDs)"])
+        }
+        let json = try PurchaseStore.json(columns)
+        let headers = try PurchaseStore.json(
+            JWSHeaders.rows(for: rows.flatMap(\.notification.signedParts)))
         let only = forwarding?.only.map { Array($0).sorted() }
         let holdMilliseconds = forwarding?.hold.map(\.milliseconds)
         let result = try await transaction.query(
             """
-            WITH inserted AS (
+            WITH headers AS (
+                \(insertingHeaders: headers)
+            ), inserted AS (
                 INSERT INTO notifications (\(unescaped: Self.notificationColumns))
                 SELECT \(unescaped: Self.notificationColumns) FROM jsonb_populate_recordset(NULL::notifications, \(json)::jsonb)
                 ON CONFLICT (notification_uuid) DO NOTHING
@@ -133,7 +222,7 @@ package struct NotificationLog: Sendable {
 
     package static let notificationColumns = """
         notification_uuid, notification_type, subtype, signed_date_ms, bundle_id, environment, original_transaction_id, transaction_id,
-        signed_payload, source, run_id, outcome, first_send_attempt_ms, respond_by_ms, consumption_request_reason
+        source, run_id, outcome, first_send_attempt_ms, respond_by_ms, consumption_request_reason, \(PayloadColumns.names)
         """
 
     /// When a run's replay recorded the last of the notifications of these types (`received_at`).

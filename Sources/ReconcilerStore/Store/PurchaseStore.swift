@@ -98,11 +98,18 @@ package struct PurchaseStore: Sendable {
         /// It came inside a notification, not in a snapshot (Get Transaction History, Get All
         /// Subscription Statuses), which Apple signs when it is read: see ``snapshotMargin``.
         package var fromNotification: Bool
+        /// The notification recorded in the same transaction whose `data.signedTransactionInfo` this
+        /// is: the row names it instead of storing the signed value again.
+        package var signedInNotification: String?
 
-        package init(_ transaction: Verified<JWSTransactionDecodedPayload>, clearsRevocation: Bool = false, fromNotification: Bool = false) {
+        package init(
+            _ transaction: Verified<JWSTransactionDecodedPayload>, clearsRevocation: Bool = false, fromNotification: Bool = false,
+            signedInNotification: String? = nil
+        ) {
             self.transaction = transaction
             self.clearsRevocation = clearsRevocation
             self.fromNotification = fromNotification
+            self.signedInNotification = signedInNotification
         }
     }
 
@@ -256,17 +263,40 @@ package struct PurchaseStore: Sendable {
         package var advanced_commerce_info: RawJSON?
         package var commitment_info: TransactionCommitmentInfo?
         package var signed_date_ms: Int64
-        package var signed_transaction_info: String
         package var from_notification: Bool
+        package var payload_form: String
+        package var payload_sha256: String?
+        /// The whole JWS, only when its parts would not rebuild it exactly.
+        package var signed_transaction_info: String?
+        package var signed_in_notification: String?
+        package var header_sha256: String?
+        package var payload: String?
+        package var signature: String?
+
+        /// The header to store with the row, when it is stored in parts.
+        package var parts: JWSParts?
+
+        private enum CodingKeys: String, CodingKey, CaseIterable {
+            case transaction_id, original_transaction_id, environment, bundle_id, product_id, product_type, subscription_group_identifier,
+                web_order_line_item_id, in_app_ownership_type, transaction_reason, purchase_date_ms, original_purchase_date_ms,
+                expires_date_ms, quantity, is_upgraded, offer_type, offer_identifier, storefront, currency, price, app_account_token,
+                revocation_date_ms, revocation_reason, revocation_type, revocation_percentage, app_transaction_id, offer_period,
+                offer_discount_type, storefront_id, billing_plan_type, previous_original_transaction_id, advanced_commerce_info,
+                commitment_info, signed_date_ms, from_notification, payload_form, payload_sha256, signed_transaction_info,
+                signed_in_notification, header_sha256, payload, signature
+        }
 
         package init(_ write: TransactionWrite) {
             self.init(
                 write.transaction.payload, signedValue: write.transaction.signedValue, clearsRevocation: write.clearsRevocation,
-                fromNotification: write.fromNotification)
+                fromNotification: write.fromNotification, signedInNotification: write.signedInNotification)
         }
 
-        private init(_ payload: JWSTransactionDecodedPayload, signedValue: String, clearsRevocation: Bool, fromNotification: Bool) {
-            var t = payload
+        private init(
+            _ decoded: JWSTransactionDecodedPayload, signedValue: String, clearsRevocation: Bool, fromNotification: Bool,
+            signedInNotification: String?
+        ) {
+            var t = decoded
             if clearsRevocation {
                 (t.revocationDate, t.revocationReason, t.revocationType, t.revocationPercentage) = (nil, nil, nil, nil)
             }
@@ -304,15 +334,59 @@ package struct PurchaseStore: Sendable {
             advanced_commerce_info = t.advancedCommerceInfo
             commitment_info = t.commitmentInfo
             signed_date_ms = t.signedDate ?? 0
-            signed_transaction_info = signedValue
             from_notification = fromNotification
+            let stored = StoredTransactionPayload(signedValue, signedInNotification: signedInNotification)
+            (payload_form, payload_sha256, signed_transaction_info, self.signed_in_notification) = (
+                stored.payload_form, stored.payload_sha256, stored.signed_transaction_info, stored.signed_in_notification
+            )
+            (header_sha256, payload, signature, parts) = (stored.header_sha256, stored.payload, stored.signature, stored.parts)
         }
 
-        /// The column names, in declaration order: the stored properties above are the mapping.
-        package static let names = Mirror(
-            reflecting: TransactionColumns(JWSTransactionDecodedPayload(), signedValue: "", clearsRevocation: false, fromNotification: false)
-        )
-        .children.compactMap(\.label)
+        /// The column names, in declaration order of the coding keys.
+        package static let names = CodingKeys.allCases.map(\.rawValue)
+        /// The columns that are not what the transaction says: its key, its signing and how it is stored.
+        static let notContent: Set<String> = [
+            "transaction_id", "bundle_id", "environment", "signed_date_ms", "from_notification", "payload_form", "payload_sha256",
+            "signed_transaction_info", "signed_in_notification", "header_sha256", "payload", "signature",
+        ]
+    }
+
+    /// The columns of `transactions` that hold a signed value; the keys are their names.
+    package struct StoredTransactionPayload: Encodable {
+        var payload_form: String
+        /// SHA-256 of the JWS; not for one inside a notification, whose own hash covers it.
+        var payload_sha256: String?
+        /// The whole JWS, only when its parts would not rebuild it exactly.
+        var signed_transaction_info: String?
+        var signed_in_notification: String?
+        var header_sha256: String?
+        var payload: String?
+        var signature: String?
+        /// The header to store with the row, when it is stored in parts.
+        var parts: JWSParts?
+
+        private enum CodingKeys: String, CodingKey, CaseIterable {
+            case payload_form, payload_sha256, signed_transaction_info, signed_in_notification, header_sha256, payload, signature
+        }
+
+        /// The value stored once: inside the notification it came in, else taken apart (the payload
+        /// deflated), else whole.
+        init(_ signedValue: String, signedInNotification: String?) {
+            if let signedInNotification {
+                (payload_form, signed_in_notification) = (PayloadForm.inNotification.rawValue, signedInNotification)
+                return
+            }
+            payload_sha256 = Bytea.hex(JWSParts.sha256(signedValue))
+            if let parts = JWSParts(exactly: signedValue), let payload = StoredPayloads(parts.payload) {
+                payload_form = PayloadForm.parts.rawValue
+                (header_sha256, self.payload, signature) = (Bytea.hex(parts.headerSHA256), Bytea.hex(payload.deflated), Bytea.hex(parts.signature))
+                self.parts = parts
+            } else {
+                (payload_form, signed_transaction_info) = (PayloadForm.whole.rawValue, signedValue)
+            }
+        }
+
+        static let names = CodingKeys.allCases.map(\.rawValue)
     }
 
     /// Whether two versions of a transaction, signed `a` and `b`, disagree on its revocation
@@ -326,14 +400,21 @@ package struct PurchaseStore: Sendable {
 
     /// Each transaction keeps its newest signed version, except that within ``snapshotMargin`` a
     /// notification's version wins over a snapshot's that disagrees with it on the revocation,
-    /// whichever came first; such a purchase is read again once the margin has passed.
+    /// whichever came first; such a purchase is read again once the margin has passed. A newer
+    /// version that says the same as the stored one (all but its signedDate) is not written: the
+    /// stored one, often kept inside its notification, stays, and nothing is written twice.
     package static let upsertTransactionsSQL: String = {
         let columns = TransactionColumns.names.joined(separator: ", ")
+        // What a version says: a newer version that says the same is not written (the stored one,
+        // often inside its notification, stays).
+        let content = TransactionColumns.names.filter { !TransactionColumns.notContent.contains($0) }
         let updates = TransactionColumns.names.filter { !["transaction_id", "bundle_id", "environment"].contains($0) }.map {
             "\($0) = EXCLUDED.\($0)"
         }.joined(separator: ", ")
         return """
-            WITH incoming AS (
+            WITH headers AS (
+                \(JWSHeaders.insertSQL(parameter: "$2"))
+            ), incoming AS (
                 SELECT \(columns) FROM jsonb_populate_recordset(NULL::transactions, $1::jsonb)
             ), disagreements AS (
                 SELECT i.bundle_id, i.environment, i.original_transaction_id,
@@ -353,6 +434,8 @@ package struct PurchaseStore: Sendable {
             ON CONFLICT (bundle_id, environment, transaction_id) DO UPDATE SET \(updates), updated_at = now()
             WHERE CASE WHEN \(revocationConflict("stored", "EXCLUDED")) THEN EXCLUDED.from_notification
                        ELSE stored.signed_date_ms <= EXCLUDED.signed_date_ms END
+              AND (\(content.map { "stored.\($0)" }.joined(separator: ", ")))
+                  IS DISTINCT FROM (\(content.map { "EXCLUDED.\($0)" }.joined(separator: ", ")))
             """
     }()
 
@@ -367,8 +450,14 @@ package struct PurchaseStore: Sendable {
         }
         guard !newest.isEmpty else { return }
         let rows = newest.keys.sorted().map { TransactionColumns(newest[$0]!) }
+        let wholeIds = rows.filter { $0.payload_form == PayloadForm.whole.rawValue }.map(\.transaction_id)
+        if !wholeIds.isEmpty {
+            logger.warning(
+                "a signed transaction does not rebuild exactly from its parts: stored whole", metadata: ["transactionIds": "\(wholeIds)"])
+        }
         var bindings = PostgresBindings()
         bindings.append(try Self.json(rows))
+        bindings.append(try Self.json(JWSHeaders.rows(for: rows.compactMap(\.parts))))
         try await transaction.query(PostgresQuery(unsafeSQL: Self.upsertTransactionsSQL, binds: bindings), logger: logger)
     }
 
@@ -650,11 +739,11 @@ package struct PurchaseStore: Sendable {
         package var transactionId: String?
         package var appAccountToken: String?
         package var signedDate: Int64
-        package var respondBy: Int64?
+        package var respondBy: Timestamp?
 
         package init(
             notificationUUID: String, notificationType: String, subtype: String?, originalTransactionId: String?, transactionId: String?,
-            appAccountToken: String?, signedDate: Int64, respondBy: Int64?
+            appAccountToken: String?, signedDate: Int64, respondBy: Timestamp?
         ) {
             self.notificationUUID = notificationUUID
             self.notificationType = notificationType
@@ -697,7 +786,7 @@ package struct PurchaseStore: Sendable {
                     original_transaction_id: $0.originalTransactionId, bundle_id: target.bundleId, environment: target.environment.rawValue,
                     app_account_token: $0.appAccountToken, source: origin.source.rawValue, notification_uuid: $0.notificationUUID,
                     run_id: origin.runId, kind: FeedKind.notification.rawValue, notification_type: $0.notificationType, subtype: $0.subtype,
-                    transaction_id: $0.transactionId, signed_date_ms: $0.signedDate, respond_by_ms: $0.respondBy)
+                    transaction_id: $0.transactionId, signed_date_ms: $0.signedDate, respond_by_ms: $0.respondBy?.millisecondsSince1970)
             })
         try await transaction.query(
             """

@@ -25,7 +25,9 @@ package struct ShadowSchema: Sendable, Hashable {
     package var purchaseColumns = "*"
 
     /// The tables a dry run writes instead of the real ones.
-    package static let tables = ["notifications", "transactions", "purchases", "history_revisions", "purchase_changes", "forward_queue"]
+    package static let tables = [
+        "notifications", "transactions", "purchases", "history_revisions", "purchase_changes", "forward_queue", "jws_headers",
+    ]
 
     /// The shadow schema's name; made of the run id only, so it is safe to put into SQL.
     package var name: String { "reconciler_dry_run_\(runId)" }
