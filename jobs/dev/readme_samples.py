@@ -14,7 +14,7 @@ fails when they differ:
   spaces inside it) and that holds something masked, or a line that starts with a masked value
   followed by two spaces (the rows of `status` and `consumption list`);
 - a JSON line keeps its keys, its `true`, `false` and `null`, and its strings without digits (kinds,
-  types, bundle ids); other values are masked.
+  types, bundle ids) but product ids; other values are masked.
 
 Every other line, its labels and their order must be the same.
 """
@@ -77,28 +77,41 @@ def export_lines(path):
 
 
 def change_lines(path):
-    """Two rows of the change feed: a purchase a run changed (an expiry replayed), and a consumption request."""
+    """Two rows of the change feed: a purchase a run changed (an expiry replayed), and a consumption request.
+
+    Which rows a run writes first depends on timing (the replay and the gap fill run side by side),
+    so each is the one with the smallest originalTransactionId among rows of the same shape (a
+    known user, no offer), not the first in feed order.
+    """
     rows = [(line, json.loads(line)) for line in path.read_text().splitlines() if line]
-    changed = next(
-        line
-        for line, row in rows
-        if row["kind"] == "purchase"
-        and row["source"] == "history"
-        and row["before"] is not None
-        and row["before"]["status"] == 1
-        and row["after"]["status"] == 2
-        and row["bundleId"] == "com.example.one"
-        and row["environment"] == "Production"
-    )
-    request = next(
-        line
-        for line, row in rows
-        if row["kind"] == "notification"
-        and row["notificationType"] == "CONSUMPTION_REQUEST"
-        and row["source"] == "history"
-        and row["bundleId"] == "com.example.one"
-        and row["environment"] == "Production"
-    )
+    changed = min(
+        (
+            (row["originalTransactionId"], line)
+            for line, row in rows
+            if row["kind"] == "purchase"
+            and row["source"] == "history"
+            and row["before"] is not None
+            and row["before"]["status"] == 1
+            and row["after"]["status"] == 2
+            and row["appAccountToken"] is not None
+            and row["before"]["offerType"] is None
+            and row["after"]["offerType"] is None
+            and row["bundleId"] == "com.example.one"
+            and row["environment"] == "Production"
+        )
+    )[1]
+    request = min(
+        (
+            (row["originalTransactionId"], line)
+            for line, row in rows
+            if row["kind"] == "notification"
+            and row["notificationType"] == "CONSUMPTION_REQUEST"
+            and row["source"] == "history"
+            and row["appAccountToken"] is None
+            and row["bundleId"] == "com.example.one"
+            and row["environment"] == "Production"
+        )
+    )[1]
     return changed + "\n" + request + "\n"
 
 
@@ -139,7 +152,7 @@ MASKED = re.compile(r"<(time|uuid|path|url|order|duration|id|n)>")
 def skeleton(value):
     """A JSON value with what varies from run to run masked."""
     if isinstance(value, dict):
-        return {key: skeleton(item) for key, item in value.items()}
+        return {key: "<product>" if key == "productId" else skeleton(item) for key, item in value.items()}
     if isinstance(value, list):
         return [skeleton(item) for item in value]
     if isinstance(value, bool) or value is None:
