@@ -23,6 +23,9 @@ import Testing
             let handler = try app.handler(db)
             let early = try await handler.verify(signedPayload: try subscribed("order-1"))
             let late = try await handler.verify(signedPayload: try subscribed("order-2"))
+            // As every recording path does: the headers first, committed, so the two transactions
+            // below share no uncommitted row but the feed's.
+            try await db.database.storeHeaders(of: early.signedParts + late.signedParts)
             try await db.client.withConnection { a in
                 try await db.client.withConnection { b in
                     try await Self.execute("BEGIN", on: a)
