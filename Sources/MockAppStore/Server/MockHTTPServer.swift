@@ -3,6 +3,7 @@ import NIOCore
 import NIOFoundationCompat
 import NIOHTTP1
 import NIOPosix
+import Synchronization
 
 /// A request as the mock's endpoints see it.
 struct MockHTTPRequest: Sendable {
@@ -70,7 +71,9 @@ struct MockHTTPServer: Sendable {
             .bind(host: host, port: port) { channel in
                 channel.eventLoop.makeCompletedFuture {
                     try channel.pipeline.syncOperations.configureHTTPServerPipeline(withErrorHandling: true)
-                    return try NIOAsyncChannel<HTTPServerRequestPart, HTTPServerResponsePart>(wrappingChannelSynchronously: channel)
+                    let connection = try NIOAsyncChannel<HTTPServerRequestPart, HTTPServerResponsePart>(wrappingChannelSynchronously: channel)
+                    Self.keep(connection)
+                    return connection
                 }
             }
         try await onBound(server.channel.localAddress?.port ?? port)
@@ -87,7 +90,24 @@ struct MockHTTPServer: Sendable {
         }
     }
 
+    /// Accepted connections no task has taken yet. A connection accepted while the server stops
+    /// may never be read from the server's stream, and a dropped NIOAsyncChannel whose writer was
+    /// never finished traps the whole process ("Deinited NIOAsyncWriter without calling finish()",
+    /// apple/swift-nio#2637). Each is kept here from its creation until ``serve(_:)`` takes it,
+    /// so one never taken is never deallocated (a few objects, only when a server stops as
+    /// connections arrive; its socket closes with the peer's).
+    private static let untaken = Mutex<[ObjectIdentifier: NIOAsyncChannel<HTTPServerRequestPart, HTTPServerResponsePart>]>([:])
+
+    private static func keep(_ connection: NIOAsyncChannel<HTTPServerRequestPart, HTTPServerResponsePart>) {
+        untaken.withLock { $0[ObjectIdentifier(connection.channel)] = connection }
+    }
+
+    private static func take(_ connection: NIOAsyncChannel<HTTPServerRequestPart, HTTPServerResponsePart>) {
+        _ = untaken.withLock { $0.removeValue(forKey: ObjectIdentifier(connection.channel)) }
+    }
+
     private func serve(_ connection: NIOAsyncChannel<HTTPServerRequestPart, HTTPServerResponsePart>) async {
+        Self.take(connection)
         do {
             try await connection.executeThenClose { inbound, outbound in
                 var head: HTTPRequestHead?
