@@ -309,7 +309,7 @@ package struct ReconcileRun: Sendable {
         // Judged at the report's moment: a request recovered late may already be past its deadline.
         let now = Timestamp(finishedAt)
         let consumption = try await database.transaction { [logger = database.logger] transaction in
-            try await ConsumptionRequests(logger: logger).recorded(byRun: run.runId, limit: RunReport.listedChangesLimit, on: transaction)
+            try await ConsumptionRequests(logger: logger).recorded(byRun: run.runId, limit: RunReport.listedChangesLimit, at: now, on: transaction)
         }
         var report = RunReport(
             runId: run.runId, kind: run.kind, environment: run.environment, bundleId: run.bundleId, windowStart: run.window.start,
@@ -330,10 +330,10 @@ package struct ReconcileRun: Sendable {
             changesTotal: listed.total,
             rejections: try await ledger.rejections(runId: run.runId), givenUp: try await ledger.givenUp(runId: run.runId),
             api: try await ledger.apiStatistics(runId: run.runId) + extraAPI)
-        let states = consumption.requests.map { $0.state(at: now) }
         report.consumptionRequests = consumption.requests.map { RunReport.ConsumptionRequestEntry($0, at: now) }
-        report.consumptionRequestsOpen = states.filter { $0 == .open }.count
-        report.consumptionRequestsExpired = states.filter { $0 == .expired }.count
+        report.consumptionRequestsTotal = consumption.total
+        report.consumptionRequestsOpen = consumption.open
+        report.consumptionRequestsExpired = consumption.expired
         return report
     }
 }

@@ -40,8 +40,9 @@ package enum RunMetrics {
             }
         }
         if let requests = report.consumptionRequests {
-            let answered = requests.filter(\.answered).count
-            let states = [("open", report.consumptionRequestsOpen ?? 0), ("expired", report.consumptionRequestsExpired ?? 0), ("answered", answered)]
+            let (open, expired) = (report.consumptionRequestsOpen ?? 0, report.consumptionRequestsExpired ?? 0)
+            let answered = report.consumptionRequestsTotal.map { $0 - open - expired } ?? requests.filter(\.answered).count
+            let states = [("open", open), ("expired", expired), ("answered", answered)]
             for (state, count) in states {
                 MetricDefinition.runConsumptionRequests.gauge([state], in: metrics).record(Int64(count))
             }

@@ -365,7 +365,8 @@ package struct IncidentReportPage: Sendable {
     private func consumptionSection(_ html: inout HTML) {
         guard let requests = report.consumptionRequests, !requests.isEmpty else { return }
         let (open, expired) = (report.consumptionRequestsOpen ?? 0, report.consumptionRequestsExpired ?? 0)
-        html.raw("<section id=\"consumption-section\">\n<h2>Consumption requests (\(requests.count))</h2>\n<p class=\"")
+        let total = report.consumptionRequestsTotal ?? requests.count
+        html.raw("<section id=\"consumption-section\">\n<h2>Consumption requests (\(total))</h2>\n<p class=\"")
         html.raw(open > 0 ? "attention" : "note")
         html.raw("\" data-total=\"consumption\" data-open=\"\(open)\" data-expired=\"\(expired)\">")
         html.text(

@@ -149,7 +149,9 @@ package struct RunReport: Sendable, Codable {
     /// ``listedChangesLimit`` of them), as of when the report was made; `nil` in a report stored
     /// before consumption requests were reported. They never change the run's status or exit code.
     package var consumptionRequests: [ConsumptionRequestEntry]?
-    /// How many of them were still before their deadline without an answer, and how many were past it.
+    /// How many it recovered in all (the list holds the first ``listedChangesLimit``), how many of
+    /// them were still before their deadline without an answer, and how many were past it.
+    package var consumptionRequestsTotal: Int?
     package var consumptionRequestsOpen: Int?
     package var consumptionRequestsExpired: Int?
     /// With `--forward-to`: where the deliveries of this run's notifications to the app's webhook
@@ -236,8 +238,9 @@ package struct RunReport: Sendable, Codable {
         }
         if let requests = consumptionRequests, !requests.isEmpty {
             let (open, expired) = (consumptionRequestsOpen ?? 0, consumptionRequestsExpired ?? 0)
+            let total = consumptionRequestsTotal ?? requests.count
             lines.append(
-                "  consumption  \(requests.count) consumption requests recovered: \(open) open, \(expired) expired"
+                "  consumption  \(total) consumption requests recovered: \(open) open, \(expired) expired"
                     + (open > 0 ? "; answer them with `reconciler consumption send` (`reconciler consumption list --open`)" : ""))
             for request in requests.prefix(maximumChanges) {
                 let state = request.answered ? "answered" : request.expired ? "EXPIRED" : "open"
@@ -245,7 +248,13 @@ package struct RunReport: Sendable, Codable {
                     "    \(request.transactionId ?? "?")  respond by \(request.respondBy)  \(state)"
                         + (request.firstSentAt.map { "  (first sent \($0))" } ?? ""))
             }
-            if requests.count > maximumChanges { lines.append("    … \(requests.count - maximumChanges) more in --report-json") }
+            let shown = min(requests.count, maximumChanges)
+            if total > shown {
+                lines.append(
+                    total > requests.count
+                        ? "    … \(total - shown) more (\(requests.count) in --report-json; all: reconciler consumption list)"
+                        : "    … \(total - shown) more in --report-json")
+            }
         }
         if let forwarding {
             lines.append(

@@ -88,21 +88,39 @@ package struct ConsumptionRequests: Sendable {
         return requests
     }
 
-    /// The requests a run recorded for the first time, soonest deadline first (at most `limit`), and how many there are.
-    package func recorded(byRun runId: Int64, limit: Int, on transaction: DatabaseTransaction) async throws -> (requests: [Request], total: Int) {
+    /// The requests a run recorded for the first time: the first `limit` by soonest deadline,
+    /// and how many there are in all and in each state at `now`.
+    package struct RecordedByRun: Sendable {
+        package var requests: [Request]
+        package var total: Int
+        package var open: Int
+        package var expired: Int
+        package var answered: Int { total - open - expired }
+    }
+
+    /// The requests a run recorded for the first time, soonest deadline first (at most `limit`),
+    /// counted in all and by state at `now` (the counts are not limited).
+    package func recorded(byRun runId: Int64, limit: Int, at now: Timestamp, on transaction: DatabaseTransaction) async throws -> RecordedByRun {
+        let moment = now.millisecondsSince1970
         let rows = try await transaction.query(
             """
-            SELECT \(unescaped: Self.requestColumns), count(*) OVER () AS total FROM notifications n
-            WHERE n.run_id = \(runId) AND n.respond_by_ms IS NOT NULL
-            ORDER BY n.respond_by_ms, n.notification_uuid
+            WITH recorded AS (
+                SELECT \(unescaped: Self.requestColumns) FROM notifications n
+                WHERE n.run_id = \(runId) AND n.respond_by_ms IS NOT NULL
+            )
+            SELECT *, count(*) OVER () AS total,
+                count(*) FILTER (WHERE answered_at IS NULL AND respond_by_ms > \(moment)) OVER () AS open,
+                count(*) FILTER (WHERE answered_at IS NULL AND respond_by_ms <= \(moment)) OVER () AS expired
+            FROM recorded ORDER BY respond_by_ms, notification_uuid
             LIMIT \(limit)
             """, logger: logger)
-        var (requests, total) = ([Request](), 0)
+        var recorded = RecordedByRun(requests: [], total: 0, open: 0, expired: 0)
         for try await row in rows {
-            requests.append(try request(row))
-            total = try NamedColumns(row)["total"]
+            recorded.requests.append(try request(row))
+            let columns = NamedColumns(row)
+            (recorded.total, recorded.open, recorded.expired) = (try columns["total"], try columns["open"], try columns["expired"])
         }
-        return (requests, total)
+        return recorded
     }
 
     /// The newest stored request for `transactionId` in each app and environment of `apps` (`nil`:
@@ -208,20 +226,6 @@ package struct ConsumptionRequests: Sendable {
                 refund_preference, consumption_percentage, outcome, http_status, error_code, error_message
             FROM jsonb_populate_recordset(NULL::consumption_answers, \(try PurchaseStore.json([row]))::jsonb)
             """, logger: logger)
-    }
-
-    /// The answers sent for a request, oldest first, with what Apple said.
-    package func answers(to notificationUUID: String, on transaction: DatabaseTransaction) async throws -> [(outcome: AnswerOutcome, sentAt: Date)] {
-        let rows = try await transaction.query(
-            """
-            SELECT outcome, sent_at FROM consumption_answers WHERE notification_uuid = \(notificationUUID) ORDER BY sent_at, answer_id
-            """, logger: logger)
-        var answers: [(outcome: AnswerOutcome, sentAt: Date)] = []
-        for try await row in rows {
-            let columns = NamedColumns(row)
-            answers.append((try columns.stored("outcome", of: "consumption_answers"), try columns["sent_at"]))
-        }
-        return answers
     }
 
     /// The open requests of one app and environment at `now`, for the gauges: how many are due
