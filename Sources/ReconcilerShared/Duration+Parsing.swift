@@ -10,18 +10,26 @@ extension Duration {
     /// ```
     package init?(parsing text: String) {
         let trimmed = text.trimmingCharacters(in: .whitespaces)
-        if trimmed.hasSuffix("ms"), let value = Double(trimmed.dropLast(2)), value >= 0 {
-            self = .milliseconds(Int64(value))
+        if trimmed.hasSuffix("ms"), let value = Double(trimmed.dropLast(2)), let milliseconds = Self.wholeMilliseconds(value) {
+            self = .milliseconds(milliseconds)
             return
         }
         guard let unit = trimmed.last else { return nil }
         let multipliers: [Character: Double] = ["s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000, "w": 604_800_000]
-        if let multiplier = multipliers[unit], let value = Double(trimmed.dropLast()), value >= 0 {
-            self = .milliseconds(Int64(value * multiplier))
+        if let multiplier = multipliers[unit], let value = Double(trimmed.dropLast()), let milliseconds = Self.wholeMilliseconds(value * multiplier) {
+            self = .milliseconds(milliseconds)
             return
         }
         guard trimmed.allSatisfy(\.isNumber), let milliseconds = Int64(trimmed) else { return nil }
         self = .milliseconds(milliseconds)
+    }
+
+    /// `value` milliseconds, rounded down, when it is a length a duration can hold (not negative,
+    /// not infinite, not NaN, under about 290,000 years); `nil` otherwise, so `infh` or `1e300d` is
+    /// not a duration rather than a trap.
+    private static func wholeMilliseconds(_ value: Double) -> Int64? {
+        guard value >= 0, value < 9e15 else { return nil }
+        return Int64(value.rounded(.down))
     }
 
     /// Whole milliseconds (what PostgreSQL intervals, Apple's dates and the command line's durations are given in).

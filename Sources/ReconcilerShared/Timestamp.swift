@@ -32,7 +32,7 @@ package struct Timestamp: Hashable, Comparable, Sendable, Codable, CustomStringC
     package var secondsSince1970: Double { Double(millisecondsSince1970) / 1000 }
 
     /// ISO 8601 with milliseconds, in UTC.
-    package var description: String { Self.iso8601.string(from: date) }
+    package var description: String { date.formatted(Self.iso8601) }
 
     /// A time as operators type it, `now` being `now`; `nil` when the text is not a time.
     package init?(parsing text: String, now: Timestamp = .now) {
@@ -43,7 +43,13 @@ package struct Timestamp: Hashable, Comparable, Sendable, Codable, CustomStringC
         }
         if trimmed.hasPrefix("now-") || trimmed.hasPrefix("now+") {
             guard let offset = Duration(parsing: String(trimmed.dropFirst(4))) else { return nil }
-            self = trimmed.hasPrefix("now-") ? now - offset : now + offset
+            let (milliseconds, overflow) =
+                trimmed.hasPrefix("now-")
+                ? now.millisecondsSince1970.subtractingReportingOverflow(offset.milliseconds)
+                : now.millisecondsSince1970.addingReportingOverflow(offset.milliseconds)
+            // Beyond what a date can be: not a time (a trap otherwise).
+            guard !overflow, abs(milliseconds) < Self.farthest else { return nil }
+            self.init(millisecondsSince1970: milliseconds)
             return
         }
         if !trimmed.isEmpty, trimmed.allSatisfy(\.isNumber) {
@@ -52,8 +58,8 @@ package struct Timestamp: Hashable, Comparable, Sendable, Codable, CustomStringC
             self.init(millisecondsSince1970: value)
             return
         }
-        for formatter in Self.formatters {
-            if let date = formatter.date(from: trimmed) {
+        for style in Self.iso8601Styles {
+            if let date = try? style.parse(trimmed) {
                 self.init(date)
                 return
             }
@@ -91,19 +97,11 @@ package struct Timestamp: Hashable, Comparable, Sendable, Codable, CustomStringC
         try container.encode(millisecondsSince1970)
     }
 
-    nonisolated(unsafe) private static let iso8601: ISO8601DateFormatter = {
-        let formatter = ISO8601DateFormatter()
-        formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
-        return formatter
-    }()
-
-    nonisolated(unsafe) private static let formatters: [ISO8601DateFormatter] = {
-        let withFraction = ISO8601DateFormatter()
-        withFraction.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
-        let plain = ISO8601DateFormatter()
-        plain.formatOptions = [.withInternetDateTime]
-        return [plain, withFraction]
-    }()
+    /// Format styles are values, safe to share between threads (a shared formatter object is not).
+    private static let iso8601 = Date.ISO8601FormatStyle(includingFractionalSeconds: true)
+    private static let iso8601Styles = [Date.ISO8601FormatStyle(), iso8601]
+    /// Milliseconds from 1970 to about the year 10000 either way: further is no time anyone means.
+    private static let farthest: Int64 = 253_402_300_800_000
 
     private static let utcFormatters: [DateFormatter] = [
         "yyyy-MM-dd'T'HH:mm:ss.SSS", "yyyy-MM-dd'T'HH:mm:ss", "yyyy-MM-dd'T'HH:mm", "yyyy-MM-dd HH:mm:ss", "yyyy-MM-dd",

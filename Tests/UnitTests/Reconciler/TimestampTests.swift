@@ -26,6 +26,18 @@ import Testing
         }
     }
 
+    /// Values no clock or calendar holds are refused like any other bad input (they trapped the
+    /// process: `Int64(Double.infinity)`, an offset beyond `Int64`).
+    @Test func valuesBeyondAnyDateAreRefusedNotATrap() {
+        for text in ["infh", "nanms", "1e300d", "99999999999999999999999w"] {
+            #expect(Duration(parsing: text) == nil, "\(text)")
+        }
+        for text in ["now-infh", "now+1e300d", "now-100000000d", "now+100000000d"] {
+            #expect(time(text) == nil, "\(text)")
+        }
+        #expect(time("now-3650d") == now.millisecondsSince1970 - 3650 * 86_400_000)
+    }
+
     @Test func durations() {
         #expect(Duration(parsing: "90s") == .seconds(90))
         #expect(Duration(parsing: "1.5h") == .minutes(90))
