@@ -85,7 +85,7 @@ struct ChangesCommand: AsyncParsableCommand {
     var runId: Int64?
 
     @Option(help: ArgumentHelp("Only rows of this kind: purchase or notification (default: both).", valueName: "kind"))
-    var kind: String?
+    var kind: PurchaseStore.FeedKind?
 
     @Flag(help: "Print the id of the newest change (0 when the feed is empty) and exit.")
     var newest = false
@@ -114,7 +114,6 @@ struct ChangesCommand: AsyncParsableCommand {
             throw ValidationError("--app-account-token: \(appAccountToken) is not a UUID (the app's appAccountToken)")
         }
         if let runId, runId < 1 { throw ValidationError("--run-id must be a run's id (1 or more)") }
-        if let kind, PurchaseStore.FeedKind(rawValue: kind) == nil { throw ValidationError("--kind must be purchase or notification") }
         let reading = follow || since != 0 || limit != nil || appAccountToken != nil || runId != nil || kind != nil
         if let pruneBefore {
             guard !reading, !newest else {
@@ -147,7 +146,7 @@ struct ChangesCommand: AsyncParsableCommand {
             let follower = ChangeFeedFollower.Configuration(
                 since: since, follow: follow, limit: limit, batch: batch, pollInterval: pollInterval,
                 apps: try app.storedScope().appsOnly(), appAccountToken: appAccountToken?.lowercased(), runId: runId,
-                kind: kind.flatMap(PurchaseStore.FeedKind.init(rawValue:)))
+                kind: kind)
             do {
                 try await database.runWork(logger: logger) { database in
                     try await Self.requireSchema(database, logger: logger)

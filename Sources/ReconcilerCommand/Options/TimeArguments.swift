@@ -1,7 +1,8 @@
 public import ArgumentParser
 import ReconcilerShared
+import ReconcilerStore
 
-// Times and durations are read once, where the command line is parsed: a command holds instants
+// Times, durations and other typed values are read once, where the command line is parsed: a command holds instants
 // and lengths, never their text, and a value that is not one fails parsing with ArgumentParser's
 // message naming the option (exit 1, a usage error).
 
@@ -9,6 +10,9 @@ import ReconcilerShared
 extension Timestamp: ExpressibleByArgument {
     package init?(argument: String) { self.init(parsing: argument) }
 }
+
+/// `purchase` or `notification` (`changes --kind`).
+extension PurchaseStore.FeedKind: ExpressibleByArgument {}
 
 /// `90s`, `45m`, `6h`, `7d`, `250ms`, or plain milliseconds.
 extension Duration: @retroactive ExpressibleByArgument {
