@@ -12,8 +12,6 @@ import Testing
 
 /// The gauges the metrics read from the database, once and as `serve` refreshes them.
 @Suite struct MetricsTests {
-    /// The quarantine, the last finished run and the newest live notification come from the
-    /// database; the newest live notification only moves forward, whichever source feeds it.
     /// Open consumption requests by time left at the moment the gauges are read (fixed here), and
     /// the soonest deadline; an expired request is not open, and with none open the deadline is 0.
     @Test func theConsumptionRequestGaugesCountOpenRequestsByTimeLeft() async throws {
@@ -45,6 +43,8 @@ import Testing
         }
     }
 
+    /// The quarantine, the last finished run and the newest live notification come from the
+    /// database; the newest live notification only moves forward, whichever source feeds it.
     @Test func theLedgerGaugesComeFromTheDatabase() async throws {
         let app = try TestApp()
         try await TestDatabase.with { db in

@@ -132,14 +132,28 @@ package func freePort() -> Int {
         let port = Int.random(in: 20000...60000)
         let socket = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         defer { close(socket) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = in_port_t(UInt16(port).bigEndian)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        let bound = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(socket, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-        }
+        let bound = withLoopbackAddress(port: port) { bind(socket, $0, $1) }
         if bound == 0 { return port }
     }
     return Int.random(in: 20000...60000)
+}
+
+/// Opens a TCP connection to `port` on 127.0.0.1 and closes it at once; whether it connected.
+@discardableResult
+package func connectAndClose(port: Int) -> Bool {
+    let socket = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    guard socket >= 0 else { return false }
+    defer { close(socket) }
+    return withLoopbackAddress(port: port) { connect(socket, $0, $1) } == 0
+}
+
+/// Calls `body` with 127.0.0.1:`port` as a `sockaddr` and its length.
+private func withLoopbackAddress<Result>(port: Int, _ body: (UnsafePointer<sockaddr>, socklen_t) -> Result) -> Result {
+    var address = sockaddr_in()
+    address.sin_family = sa_family_t(AF_INET)
+    address.sin_port = in_port_t(UInt16(port).bigEndian)
+    address.sin_addr.s_addr = inet_addr("127.0.0.1")
+    return withUnsafePointer(to: &address) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { body($0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+    }
 }

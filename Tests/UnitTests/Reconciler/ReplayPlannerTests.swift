@@ -45,7 +45,6 @@ import Testing
                 .filter { $0.queryIndex == 0 }.count == 4)
     }
 
-    /// Without `--shard-duration`, every query is one shard over the whole window, however long.
     /// Apple wants an answer to a consumption request within 12 hours of its first send attempt:
     /// by default a run queries them before everything else; `--priority` can change that.
     @Test func consumptionRequestsAreQueriedFirst() {
@@ -58,6 +57,7 @@ import Testing
         #expect(renewalsFirst.map(\.filter) == [.init(.didRenew), .init(.consumptionRequest), .everything])
     }
 
+    /// Without `--shard-duration`, every query is one shard over the whole window, however long.
     @Test func eachQueryStartsAsOneShardOverTheWholeWindow() {
         let start: Int64 = 1_700_000_000_000, end = start + 9 * 86_400_000
         let shards = ReplayPlanner().plan(TimeWindow(milliseconds: start..<end))
