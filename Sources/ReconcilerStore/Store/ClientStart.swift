@@ -7,8 +7,9 @@ import Synchronization
 ///
 /// ```swift
 /// let start = ClientStart(started: false)
-/// group.addTask { start.markStarted(); await client.run() }
-/// await start.wait()   // returns once markStarted() was called, or the task is cancelled
+/// group.addImmediateTask { await client.run() }   // marks the client running before it returns
+/// start.markStarted()
+/// await start.wait()   // elsewhere: returns once markStarted() was called, or the task is cancelled
 /// ```
 final class ClientStart: Sendable {
     private struct State {

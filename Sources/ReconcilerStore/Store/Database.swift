@@ -90,9 +90,14 @@ package struct Database: Sendable {
 
     /// Runs the client as this database's service needs it (``run()``).
     func runPool() async {
-        // No suspension between the two: the client marks itself running on its first line.
-        start.markStarted()
-        await pool.run()
+        // The waiters are released only once `run()` has marked the client running (its first
+        // line, before it first suspends, which an immediate child task runs on this thread before
+        // `addImmediateTask` returns): released before the call, a waiter on the other core could
+        // lease before that line ran, and PostgresNIO warned that `run()` had not been called.
+        await withDiscardingTaskGroup { group in
+            group.addImmediateTask { await self.pool.run() }
+            start.markStarted()
+        }
     }
 
     /// The same database, judging `entitled` by one app's choices (each app of a deployment has its own).
