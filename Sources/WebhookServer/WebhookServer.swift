@@ -15,7 +15,8 @@ package import ServiceLifecycle
 ///
 /// - `POST /notifications` takes Apple's `{"signedPayload": "..."}`, verifies its signature and
 ///   chain, and runs the ``NotificationHandler`` of the app and environment it names (a
-///   ``NotificationRouter``): 200 when the notification is stored (also for a duplicate), 400
+///   ``NotificationRouter``), with the notifications that arrived with it in one transaction
+///   (``NotificationBatcher``): 200 when the notification is stored (also for a duplicate), 400
 ///   with the rejection reason when it fails verification (nothing is written), 503
 ///   `APP_NOT_CONFIGURED` for an authentic notification of an app or environment the
 ///   configuration does not name (not stored; Apple delivers it again once it does), 413 when the
@@ -39,12 +40,18 @@ package struct WebhookServer: Sendable {
         /// The app's own webhook: every notification stored for the first time is queued for it,
         /// in the same transaction (`serve --forward-to`); a forwarder service delivers the queue.
         package var forwardTo: ForwardingTarget?
+        /// How notifications that arrive together share a transaction.
+        package var batches: NotificationBatcher.Configuration
 
-        package init(host: String = "0.0.0.0", port: Int = 8080, maximumBodySize: Int = 256 * 1024, forwardTo: ForwardingTarget? = nil) {
+        package init(
+            host: String = "0.0.0.0", port: Int = 8080, maximumBodySize: Int = 256 * 1024, forwardTo: ForwardingTarget? = nil,
+            batches: NotificationBatcher.Configuration = .init()
+        ) {
             self.host = host
             self.port = port
             self.maximumBodySize = maximumBodySize
             self.forwardTo = forwardTo
+            self.batches = batches
         }
     }
 
@@ -58,6 +65,8 @@ package struct WebhookServer: Sendable {
     /// failures start at 0 with the server (so `increase()` sees the first), and a request only
     /// looks its app's up.
     private let appMetrics: [AppTarget: WebhookMetrics]
+    /// Applies the notifications that arrive together in one transaction; a service of the application.
+    let batcher: NotificationBatcher
     let logger: Logger
 
     /// One app in one environment; without `metrics`, the server counts into a registry of its
@@ -88,6 +97,7 @@ package struct WebhookServer: Sendable {
                 let target = handler.verifier.configuration.target
                 return (target, metrics.scoped(environment: target.environment.rawValue, bundleId: target.bundleId))
             }, uniquingKeysWith: { first, _ in first })
+        self.batcher = NotificationBatcher(configuration: configuration.batches, logger: logger)
         self.logger = logger
     }
 
@@ -98,7 +108,9 @@ package struct WebhookServer: Sendable {
 
     /// The Hummingbird application; `onServerRunning` receives the bound port (useful with port 0).
     /// `beforeServerStarts` runs once the services run and before the port opens (`serve` checks or
-    /// migrates the schema there, with the database client already running).
+    /// migrates the schema there, with the database client already running). The server's
+    /// ``NotificationBatcher`` runs after `services` (and so stops before them, once the server has
+    /// answered every request in flight).
     package func makeApplication(
         services: [any Service] = [], onServerRunning: @escaping @Sendable (Int) async -> Void = { _ in },
         beforeServerStarts: (@Sendable () async throws -> Void)? = nil
@@ -118,7 +130,7 @@ package struct WebhookServer: Sendable {
         var application = Application(
             router: router,
             configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: "app-store-reconciler"),
-            services: services,
+            services: services + [batcher],
             onServerRunning: { channel in await onServerRunning(channel.localAddress?.port ?? 0) },
             logger: logger)
         if let beforeServerStarts { application.beforeServerStarts(perform: beforeServerStarts) }
@@ -167,7 +179,7 @@ package struct WebhookServer: Sendable {
         let appMetrics = appMetrics[target] ?? metrics(of: target.bundleId, target.environment)
         let result: HandlingResult
         do {
-            result = try await handler.handle(notification, source: .webhook, forwarding: forwarding[target].map { .init(target: $0) })
+            result = try await batcher.handle(notification, by: handler, forwarding: forwarding[target].map { .init(target: $0) })
         } catch {
             return answer(failure: error, metrics: appMetrics)
         }

@@ -105,6 +105,8 @@ package struct ReconcilerError: Error, CustomStringConvertible, CustomDebugStrin
         package static let appNotConfigured = Code("appNotConfigured", .configuration)
         /// A notification could not be routed for a reason that is no verdict on it (the webhook answers 503).
         package static let routingUnavailable = Code("routingUnavailable", .retryable)
+        /// The process is stopping: a live notification was not stored (the webhook answers 503; Apple delivers it again).
+        package static let stopping = Code("stopping", .retryable)
 
         // MARK: Repair
 

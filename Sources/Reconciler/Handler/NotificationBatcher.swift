@@ -1,0 +1,202 @@
+import AppStoreServer
+package import Logging
+package import ReconcilerDomain
+package import ReconcilerStore
+package import ServiceLifecycle
+import Synchronization
+
+/// Applies live notifications that arrive together in one transaction each batch, as a replayed
+/// page is applied, instead of one transaction per request: a transaction's fixed cost (its
+/// statements planned, its commit's WAL flush) is shared by every notification of the batch.
+///
+/// Nothing waits to fill a batch: a notification is applied at once by an idle worker, and those
+/// that arrive while every worker is applying form the next batch (group commit). A request is
+/// answered once its batch has committed, so "stored" still means stored. The rules are the
+/// handler's (dedup by `notificationUUID`, each part of a purchase keeps its newest version), so a
+/// batch leaves the same state as its notifications applied one by one. When a batch fails for
+/// any reason but an unreachable database or a shutdown, each of its notifications is applied again
+/// alone, so one that cannot be stored never refuses the others.
+///
+/// Run it as a service beside the server that calls it (``WebhookServer`` does):
+///
+/// ```swift
+/// let batcher = NotificationBatcher(logger: logger)
+/// let result = try await batcher.handle(notification, by: handler, forwarding: nil)   // in a request
+/// ```
+package final class NotificationBatcher: Service, Sendable {
+    package struct Configuration: Sendable {
+        /// At most this many notifications in one transaction.
+        package var maximumBatch: Int
+        /// Batches applied at once (each on one pooled connection): while one waits for its commit's
+        /// flush, another is built and sent.
+        package var workers: Int
+
+        package init(maximumBatch: Int = 64, workers: Int = 2) {
+            self.maximumBatch = max(1, maximumBatch)
+            self.workers = max(1, workers)
+        }
+    }
+
+    /// One request's notification, waiting for its batch.
+    private struct Waiting {
+        var notification: VerifiedNotification
+        var handler: NotificationHandler
+        var forwarding: NotificationLog.Forwarding?
+        var answer: CheckedContinuation<HandlingResult, any Error>
+
+        /// Notifications of one app and one forwarding target share a transaction.
+        var key: Key { Key(target: handler.verifier.configuration.target, forwardingTargetId: forwarding?.target.id) }
+    }
+
+    private struct Key: Hashable {
+        var target: AppTarget
+        var forwardingTargetId: String?
+    }
+
+    private struct State {
+        var waiting: [Waiting] = []
+        var idleWorkers: [CheckedContinuation<[Waiting]?, Never>] = []
+        var stopping = false
+
+        /// The oldest waiting notification and those of its app after it, up to `limit`, in order.
+        mutating func takeBatch(limit: Int) -> [Waiting]? {
+            guard let key = waiting.first?.key else { return nil }
+            var batch: [Waiting] = []
+            var rest: [Waiting] = []
+            for item in waiting {
+                if batch.count < limit, item.key == key { batch.append(item) } else { rest.append(item) }
+            }
+            waiting = rest
+            return batch
+        }
+    }
+
+    package let configuration: Configuration
+    let logger: Logger
+    private let state = Mutex(State())
+    private let batches = Atomic<Int>(0)
+
+    /// How many notifications wait for a worker now (for tests).
+    package var waiting: Int { state.withLock { $0.waiting.count } }
+    /// How many batches were applied in one transaction each (for tests and benchmarks).
+    package var appliedBatches: Int { batches.load(ordering: .relaxed) }
+
+    package init(configuration: Configuration = .init(), logger: Logger) {
+        self.configuration = configuration
+        self.logger = logger
+    }
+
+    /// Applies `notification` with `handler` in the next batch and returns once that batch
+    /// committed. Throws what the handler throws for it, or ``ReconcilerError/Code/stopping`` when
+    /// the batcher no longer runs (the notification was not stored: Apple delivers it again).
+    package func handle(
+        _ notification: VerifiedNotification, by handler: NotificationHandler, forwarding: NotificationLog.Forwarding?
+    ) async throws -> HandlingResult {
+        try await withCheckedThrowingContinuation { answer in
+            let item = Waiting(notification: notification, handler: handler, forwarding: forwarding, answer: answer)
+            enum Next {
+                case refuse(Waiting)
+                case wake(CheckedContinuation<[Waiting]?, Never>, [Waiting])
+                case wait
+            }
+            let next: Next = state.withLock { state in
+                guard !state.stopping else { return .refuse(item) }
+                state.waiting.append(item)
+                guard !state.idleWorkers.isEmpty, let batch = state.takeBatch(limit: configuration.maximumBatch) else { return .wait }
+                return .wake(state.idleWorkers.removeLast(), batch)
+            }
+            switch next {
+            case .refuse(let item): item.answer.resume(throwing: Self.stoppingError)
+            case .wake(let worker, let batch): worker.resume(returning: batch)
+            case .wait: break
+            }
+        }
+    }
+
+    /// Runs the workers until graceful shutdown or cancellation; what is waiting then is applied
+    /// (or, once cancelled, refused) before it returns.
+    package func run() async throws {
+        await withTaskCancellationHandler {
+            await withDiscardingTaskGroup { group in
+                for _ in 0..<configuration.workers {
+                    group.addTask { await self.work() }
+                }
+                // Returns on graceful shutdown, throws on cancellation: either way the workers
+                // finish what waits and stop.
+                try? await gracefulShutdown()
+                stop()
+            }
+        } onCancel: {
+            stop()
+        }
+        // Nothing can still be waiting (new requests are refused once stopping), but answer any
+        // that would, rather than leave a request hanging.
+        let left = state.withLock { state in
+            defer { state.waiting.removeAll() }
+            return state.waiting
+        }
+        for item in left { item.answer.resume(throwing: Self.stoppingError) }
+    }
+
+    private static var stoppingError: ReconcilerError {
+        ReconcilerError(.stopping, "the process is stopping: the notification was not stored")
+    }
+
+    private func stop() {
+        let idle = state.withLock { state in
+            state.stopping = true
+            defer { state.idleWorkers.removeAll() }
+            return state.idleWorkers
+        }
+        for worker in idle { worker.resume(returning: nil) }
+    }
+
+    private func work() async {
+        while let batch = await nextBatch() {
+            await apply(batch)
+        }
+    }
+
+    /// The next batch, waiting for one; `nil` once stopping and nothing waits.
+    private func nextBatch() async -> [Waiting]? {
+        await withCheckedContinuation { worker in
+            let ready: [Waiting]?? = state.withLock { state in
+                if let batch = state.takeBatch(limit: configuration.maximumBatch) { return .some(batch) }
+                if state.stopping { return .some(nil) }
+                state.idleWorkers.append(worker)
+                return .none
+            }
+            if let ready { worker.resume(returning: ready) }
+        }
+    }
+
+    private func apply(_ batch: [Waiting]) async {
+        let (handler, forwarding) = (batch[0].handler, batch[0].forwarding)
+        do {
+            let results = try await handler.record(batch.map(\.notification), source: .webhook, forwarding: forwarding)
+            batches.add(1, ordering: .relaxed)
+            for (item, result) in zip(batch, results) { item.answer.resume(returning: result) }
+        } catch {
+            guard batch.count > 1, !Self.failsEveryNotification(error) else {
+                for item in batch { item.answer.resume(throwing: error) }
+                return
+            }
+            logger.warning(
+                "a batch of live notifications failed; applying each alone",
+                metadata: ["notifications": "\(batch.count)", "error": "\(Database.operatorDescription(of: error))"])
+            for item in batch {
+                do {
+                    item.answer.resume(returning: try await handler.handle(item.notification, source: .webhook, forwarding: forwarding))
+                } catch {
+                    item.answer.resume(throwing: error)
+                }
+            }
+        }
+    }
+
+    /// Errors that are no verdict on any one notification: applying each alone would only wait
+    /// for the same failure once per notification.
+    private static func failsEveryNotification(_ error: any Error) -> Bool {
+        error is CancellationError || (error as? ReconcilerError)?.code == .databaseUnavailable
+    }
+}

@@ -1,0 +1,140 @@
+import AppStoreServer
+import Foundation
+import PostgresNIO
+import ReconcilerDomain
+import ReconcilerShared
+import TestSupport
+import Testing
+
+@testable import Reconciler
+@testable import ReconcilerStore
+
+/// The live path's batches: notifications that arrive together share a transaction and leave the
+/// state that applying them one by one leaves.
+@Suite struct NotificationBatcherTests {
+    let app: TestApp
+    init() throws { app = try TestApp() }
+
+    var t0: Int64 { app.start + 86_400_000 }
+
+    /// Eight purchases, three notifications each, newest first (so each older one is applied after
+    /// a newer one of its purchase).
+    func notifications() throws -> [String] {
+        let day: Int64 = 86_400_000
+        return try (0..<8).flatMap { index -> [String] in
+            let original = "\(7000 + index)"
+            let bought = try app.notification(
+                .subscribed, .initialBuy, signedDate: t0, transaction: app.subscription(original: original, period: 0, signedDate: t0),
+                renewal: app.renewal(original: original, autoRenew: .on, signedDate: t0), status: .active)
+            let renewed = try app.notification(
+                .didRenew, signedDate: t0 + 30 * day, transaction: app.subscription(original: original, period: 1, signedDate: t0 + 30 * day),
+                renewal: app.renewal(original: original, autoRenew: .on, signedDate: t0 + 30 * day), status: .active)
+            let disabled = try app.notification(
+                .didChangeRenewalStatus, .autoRenewDisabled, signedDate: t0 + 40 * day,
+                transaction: app.subscription(original: original, period: 1, signedDate: t0 + 40 * day),
+                renewal: app.renewal(original: original, autoRenew: .off, signedDate: t0 + 40 * day), status: .active)
+            return [disabled, renewed, bought]
+        }
+    }
+
+    /// Submits every notification, waits until all of them wait for a worker, then runs the
+    /// batcher: with one worker they are one batch. Returns each one's result or error, in order.
+    func submitThenRun(
+        _ payloads: [String], handler: NotificationHandler, batcher: NotificationBatcher
+    ) async throws -> [Result<HandlingResult, any Error>] {
+        let notifications = try await payloads.asyncMap { try await handler.verify(signedPayload: $0) }
+        return try await withThrowingTaskGroup(of: (Int, Result<HandlingResult, any Error>)?.self) { group in
+            for (index, notification) in notifications.enumerated() {
+                group.addTask {
+                    do { return (index, .success(try await batcher.handle(notification, by: handler, forwarding: nil))) } catch {
+                        return (index, .failure(error))
+                    }
+                }
+            }
+            while batcher.waiting < notifications.count { await Task.yield() }
+            group.addTask {
+                try await batcher.run()
+                return nil
+            }
+            var results = [Result<HandlingResult, any Error>?](repeating: nil, count: notifications.count)
+            for _ in notifications.indices {
+                guard let (index, result) = try await group.next() ?? nil else { continue }
+                results[index] = result
+            }
+            group.cancelAll()
+            return results.compactMap { $0 }
+        }
+    }
+
+    @Test func notificationsThatArriveTogetherAreOneTransactionAndLeaveWhatOneByOneLeaves() async throws {
+        let payloads = try notifications()
+        let originals = Set((0..<8).map { "\(7000 + $0)" })
+        let oneByOne = try await TestDatabase.with { db in
+            let handler = try app.handler(db)
+            for payload in payloads { _ = try await handler.handle(signedPayload: payload, source: .webhook) }
+            return try await db.database.transaction { try await handler.store.purchaseStates(originals, on: $0) }
+        }
+        try await TestDatabase.with { db in
+            let handler = try app.handler(db)
+            let batcher = NotificationBatcher(configuration: .init(workers: 1), logger: TestDatabase.logger)
+            let results = try await submitThenRun(payloads, handler: handler, batcher: batcher)
+            #expect(batcher.appliedBatches == 1)
+            #expect(results.count == payloads.count)
+            #expect(results.allSatisfy { (try? $0.get().outcome) == .applied })
+            let batched = try await db.database.transaction { try await handler.store.purchaseStates(originals, on: $0) }
+            #expect(batched.count == 8)
+            #expect(batched == oneByOne)
+            #expect(batched["7000"]?.autoRenewStatus == 0)
+            #expect(batched["7000"]?.latestTransactionId == "7000-1")
+            #expect(try await db.count("SELECT count(*) FROM notifications WHERE source = 'webhook'") == payloads.count)
+            // Every notification reaches the feed: a purchase's change names one, the others have rows of their own.
+            #expect(try await db.count("SELECT count(*) FROM purchase_changes WHERE kind = 'notification'") == payloads.count - 8)
+        }
+    }
+
+    /// A notification the database refuses (here a trigger refuses its UUID) fails alone: the
+    /// others of its batch are stored and answered.
+    @Test func aNotificationTheDatabaseRefusesFailsAloneNotItsBatch() async throws {
+        try await TestDatabase.with { db in
+            let handler = try app.handler(db)
+            let payloads = try notifications().enumerated().filter { $0.offset % 3 == 0 }.prefix(3).map(\.element)  // three purchases
+            let refused = try await handler.verify(signedPayload: payloads[1]).notificationUUID
+            try await db.execute(
+                """
+                CREATE FUNCTION refuse_one() RETURNS trigger LANGUAGE plpgsql AS $$
+                BEGIN
+                    IF NEW.notification_uuid = '\(unescaped: refused)' THEN RAISE EXCEPTION 'refused by the test'; END IF;
+                    RETURN NEW;
+                END $$
+                """)
+            try await db.execute("CREATE TRIGGER refuse_one BEFORE INSERT ON notifications FOR EACH ROW EXECUTE FUNCTION refuse_one()")
+            let batcher = NotificationBatcher(configuration: .init(workers: 1), logger: TestDatabase.logger)
+            let results = try await submitThenRun(payloads, handler: handler, batcher: batcher)
+            #expect((try? results[0].get().outcome) == .applied)
+            #expect((try? results[1].get()) == nil)
+            #expect((try? results[2].get().outcome) == .applied)
+            #expect(batcher.appliedBatches == 0)
+            #expect(try await db.count("SELECT count(*) FROM notifications") == 2)
+            #expect(try await db.count("SELECT count(*) FROM notifications WHERE notification_uuid = \(refused)") == 0)
+        }
+    }
+
+    /// Once stopped, a notification is refused with a retryable code (the webhook answers 503 and
+    /// Apple delivers it again) and nothing is written.
+    @Test func aStoppedBatcherRefusesAndStoresNothing() async throws {
+        try await TestDatabase.with { db in
+            let handler = try app.handler(db)
+            let batcher = NotificationBatcher(logger: TestDatabase.logger)
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                group.addTask { try await batcher.run() }
+                group.cancelAll()
+                try await group.waitForAll()
+            }
+            let notification = try await handler.verify(signedPayload: try notifications()[0])
+            let error = await #expect(throws: ReconcilerError.self) { try await batcher.handle(notification, by: handler, forwarding: nil) }
+            #expect(error?.code == .stopping)
+            #expect(error?.code.exitClass == .retryable)
+            #expect(try await db.count("SELECT count(*) FROM notifications") == 0)
+        }
+    }
+}
