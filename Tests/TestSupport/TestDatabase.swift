@@ -39,30 +39,32 @@ package struct TestDatabase {
         let admin = PostgresClient(
             configuration: try DatabaseSettings(url: serverURL, maximumConnections: 2).clientConfiguration,
             backgroundLogger: logger)
-        return try await withThrowingTaskGroup(of: Void.self) { group in
-            group.addTask { await admin.run() }
-            defer { group.cancelAll() }
-            try await admin.query("CREATE DATABASE \(unescaped: name)", logger: logger)
-            var components = URLComponents(string: serverURL)!
-            components.path = "/\(name)"
-            let url = components.string!
-            let client = PostgresClient(
-                configuration: try DatabaseSettings(url: url, maximumConnections: 24).clientConfiguration,
-                backgroundLogger: logger)
-            let result: Result<T, any Error> = await withTaskGroup(of: Void.self) { inner in
-                inner.addTask { await client.run() }
-                defer { inner.cancelAll() }
-                do {
-                    if migrate { try await Migrator().migrate(client, logger: logger) }
-                    let testDatabase = TestDatabase(client: client, database: Database(client: client, logger: logger), name: name, url: url)
-                    return .success(try await body(testDatabase))
-                } catch {
-                    return .failure(error)
-                }
-            }
-            _ = try? await admin.query("DROP DATABASE IF EXISTS \(unescaped: name) WITH (FORCE)", logger: logger)
-            return try result.get()
+        // The clients run in tasks of their own that are cancelled, not awaited, at the end: a full
+        // run of the suite once hung after a test's body had returned, with every task waiting and no
+        // connection open (most likely a client's `run()` not returning after cancellation), so no
+        // test waits for a client to finish stopping. `DROP DATABASE ... WITH (FORCE)` ends any
+        // connection still open.
+        let runningAdmin = Task { await admin.run() }
+        defer { runningAdmin.cancel() }
+        try await admin.query("CREATE DATABASE \(unescaped: name)", logger: logger)
+        var components = URLComponents(string: serverURL)!
+        components.path = "/\(name)"
+        let url = components.string!
+        let client = PostgresClient(
+            configuration: try DatabaseSettings(url: url, maximumConnections: 24).clientConfiguration,
+            backgroundLogger: logger)
+        let runningClient = Task { await client.run() }
+        let result: Result<T, any Error>
+        do {
+            if migrate { try await Migrator().migrate(client, logger: logger) }
+            let testDatabase = TestDatabase(client: client, database: Database(client: client, logger: logger), name: name, url: url)
+            result = .success(try await body(testDatabase))
+        } catch {
+            result = .failure(error)
         }
+        runningClient.cancel()
+        _ = try? await admin.query("DROP DATABASE IF EXISTS \(unescaped: name) WITH (FORCE)", logger: logger)
+        return try result.get()
     }
 
     /// Runs a query and returns its first column as Int.
