@@ -13,7 +13,9 @@ import Synchronization
 /// that arrive while every worker is applying form the next batch (group commit). A request is
 /// answered once its batch has committed, so "stored" still means stored. The rules are the
 /// handler's (dedup by `notificationUUID`, each part of a purchase keeps its newest version), so a
-/// batch leaves the same state as its notifications applied one by one. When a batch fails for
+/// batch leaves the same state as its notifications applied one by one. As for a replayed page,
+/// outcomes are judged against the state before the batch: an older notification that shares a
+/// batch with a newer one of its purchase is counted `applied`, not `stale`. When a batch fails for
 /// any reason but an unreachable database or a shutdown, each of its notifications is applied again
 /// alone, so one that cannot be stored never refuses the others.
 ///
