@@ -65,8 +65,6 @@ package struct WebhookServer: Sendable {
     /// failures start at 0 with the server (so `increase()` sees the first), and a request only
     /// looks its app's up.
     private let appMetrics: [AppTarget: WebhookMetrics]
-    /// Applies the notifications that arrive together in one transaction; a service of the application.
-    let batcher: NotificationBatcher
     let logger: Logger
 
     /// One app in one environment; without `metrics`, the server counts into a registry of its
@@ -97,7 +95,6 @@ package struct WebhookServer: Sendable {
                 let target = handler.verifier.configuration.target
                 return (target, metrics.scoped(environment: target.environment.rawValue, bundleId: target.bundleId))
             }, uniquingKeysWith: { first, _ in first })
-        self.batcher = NotificationBatcher(configuration: configuration.batches, logger: logger)
         self.logger = logger
     }
 
@@ -108,16 +105,17 @@ package struct WebhookServer: Sendable {
 
     /// The Hummingbird application; `onServerRunning` receives the bound port (useful with port 0).
     /// `beforeServerStarts` runs once the services run and before the port opens (`serve` checks or
-    /// migrates the schema there, with the database client already running). The server's
-    /// ``NotificationBatcher`` runs after `services` (and so stops before them, once the server has
-    /// answered every request in flight).
+    /// migrates the schema there, with the database client already running). Each application has
+    /// its own ``NotificationBatcher``, run after `services` (so it stops before them, once the
+    /// server has answered every request in flight).
     package func makeApplication(
         services: [any Service] = [], onServerRunning: @escaping @Sendable (Int) async -> Void = { _ in },
         beforeServerStarts: (@Sendable () async throws -> Void)? = nil
     ) -> some ApplicationProtocol {
+        let batcher = NotificationBatcher(configuration: configuration.batches, logger: logger)
         let router = Router()
         router.post("notifications") { request, context in
-            try await receive(request, context: context)
+            try await receive(request, context: context, batcher: batcher)
         }
         router.get("health") { _, _ in
             try await health()
@@ -137,7 +135,7 @@ package struct WebhookServer: Sendable {
         return application
     }
 
-    private func receive(_ request: Request, context: some RequestContext) async throws -> Response {
+    private func receive(_ request: Request, context: some RequestContext, batcher: NotificationBatcher) async throws -> Response {
         // Refuse by the declared length without reading; a chunked body is cut at the limit.
         let declaredLength = request.headers[.contentLength].flatMap(Int.init)
         guard (declaredLength ?? 0) <= configuration.maximumBodySize,

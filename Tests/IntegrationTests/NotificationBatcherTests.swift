@@ -17,9 +17,9 @@ import Testing
 
     var t0: Int64 { app.start + 86_400_000 }
 
-    /// Eight purchases, three notifications each, newest first (so each older one is applied after
-    /// a newer one of its purchase).
-    func notifications() throws -> [String] {
+    /// Eight purchases, three notifications each, each purchase's newest first (so each older one
+    /// is applied after a newer one of its purchase) or oldest first.
+    func notifications(newestFirst: Bool = true) throws -> [String] {
         let day: Int64 = 86_400_000
         return try (0..<8).flatMap { index -> [String] in
             let original = "\(7000 + index)"
@@ -33,8 +33,21 @@ import Testing
                 .didChangeRenewalStatus, .autoRenewDisabled, signedDate: t0 + 40 * day,
                 transaction: app.subscription(original: original, period: 1, signedDate: t0 + 40 * day),
                 renewal: app.renewal(original: original, autoRenew: .off, signedDate: t0 + 40 * day), status: .active)
-            return [disabled, renewed, bought]
+            return newestFirst ? [disabled, renewed, bought] : [bought, renewed, disabled]
         }
+    }
+
+    /// What a database holds after the notifications: the purchases, and the feed's rows by kind.
+    struct Applied: Equatable {
+        var states: [String: PurchaseState]
+        var feedRows: [String]
+    }
+
+    func applied(_ db: TestDatabase, _ handler: NotificationHandler) async throws -> Applied {
+        let originals = Set((0..<8).map { "\(7000 + $0)" })
+        return Applied(
+            states: try await db.database.transaction { try await handler.store.purchaseStates(originals, on: $0) },
+            feedRows: try await db.strings("SELECT kind || ' ' || count(*) FROM purchase_changes GROUP BY kind ORDER BY kind"))
     }
 
     /// Submits every notification, waits until all of them wait for a worker, then runs the
@@ -66,29 +79,60 @@ import Testing
         }
     }
 
-    @Test func notificationsThatArriveTogetherAreOneTransactionAndLeaveWhatOneByOneLeaves() async throws {
-        let payloads = try notifications()
-        let originals = Set((0..<8).map { "\(7000 + $0)" })
-        let oneByOne = try await TestDatabase.with { db in
+    /// Notifications that arrive together are applied in few transactions (one per notification
+    /// of a purchase: a batch holds one of each) and leave what applying them one by one leaves:
+    /// the same purchases, the same outcomes (`stale` included), the same rows in the change feed.
+    @Test(arguments: [true, false])
+    func notificationsThatArriveTogetherShareTransactionsAndLeaveWhatOneByOneLeaves(newestFirst: Bool) async throws {
+        let payloads = try notifications(newestFirst: newestFirst)
+        let (oneByOne, oneByOneOutcomes) = try await TestDatabase.with { db in
             let handler = try app.handler(db)
-            for payload in payloads { _ = try await handler.handle(signedPayload: payload, source: .webhook) }
-            return try await db.database.transaction { try await handler.store.purchaseStates(originals, on: $0) }
+            var outcomes: [HandlingResult.Outcome] = []
+            for payload in payloads { outcomes.append(try await handler.handle(signedPayload: payload, source: .webhook).outcome) }
+            return (try await applied(db, handler), outcomes)
         }
+        #expect(oneByOneOutcomes.contains(newestFirst ? .stale : .applied))
         try await TestDatabase.with { db in
             let handler = try app.handler(db)
             let batcher = NotificationBatcher(configuration: .init(workers: 1), logger: TestDatabase.logger)
             let results = try await submitThenRun(payloads, handler: handler, batcher: batcher)
-            #expect(batcher.appliedBatches == 1)
-            #expect(results.count == payloads.count)
-            #expect(results.allSatisfy { (try? $0.get().outcome) == .applied })
-            let batched = try await db.database.transaction { try await handler.store.purchaseStates(originals, on: $0) }
-            #expect(batched.count == 8)
+            #expect(batcher.appliedBatches == 3)
+            #expect(results.map { (try? $0.get().outcome) } == oneByOneOutcomes)
+            let batched = try await applied(db, handler)
+            #expect(batched.states.count == 8)
             #expect(batched == oneByOne)
-            #expect(batched["7000"]?.autoRenewStatus == 0)
-            #expect(batched["7000"]?.latestTransactionId == "7000-1")
+            #expect(batched.states["7000"]?.autoRenewStatus == 0)
+            #expect(batched.states["7000"]?.latestTransactionId == "7000-1")
             #expect(try await db.count("SELECT count(*) FROM notifications WHERE source = 'webhook'") == payloads.count)
-            // Every notification reaches the feed: a purchase's change names one, the others have rows of their own.
-            #expect(try await db.count("SELECT count(*) FROM purchase_changes WHERE kind = 'notification'") == payloads.count - 8)
+        }
+    }
+
+    /// Beyond the configured number of waiting notifications, one more is refused at once with a
+    /// retryable code (503: Apple delivers it again) and is not stored; those waiting are stored.
+    @Test func beyondTheWaitingLimitANotificationIsRefusedAtOnce() async throws {
+        try await TestDatabase.with { db in
+            let handler = try app.handler(db)
+            let payloads = try notifications().enumerated().filter { $0.offset % 3 == 0 }.prefix(3).map(\.element)  // three purchases
+            let batcher = NotificationBatcher(configuration: .init(workers: 1, maximumWaiting: 2), logger: TestDatabase.logger)
+            let refused = try await handler.verify(signedPayload: payloads[2])
+            try await withThrowingTaskGroup(of: HandlingResult?.self) { group in
+                for payload in payloads.prefix(2) {
+                    let notification = try await handler.verify(signedPayload: payload)
+                    group.addTask { try await batcher.handle(notification, by: handler, forwarding: nil) }
+                }
+                while batcher.waiting < 2 { await Task.yield() }
+                let error = await #expect(throws: ReconcilerError.self) { try await batcher.handle(refused, by: handler, forwarding: nil) }
+                #expect(error?.code == .overloaded)
+                #expect(error?.code.exitClass == .retryable)
+                group.addTask {
+                    try await batcher.run()
+                    return nil
+                }
+                for _ in 0..<2 { #expect(try await group.next()??.outcome == .applied) }
+                group.cancelAll()
+            }
+            #expect(try await db.count("SELECT count(*) FROM notifications") == 2)
+            #expect(try await db.count("SELECT count(*) FROM notifications WHERE notification_uuid = \(refused.notificationUUID)") == 0)
         }
     }
 

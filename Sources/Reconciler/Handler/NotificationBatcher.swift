@@ -12,12 +12,14 @@ import Synchronization
 /// Nothing waits to fill a batch: a notification is applied at once by an idle worker, and those
 /// that arrive while every worker is applying form the next batch (group commit). A request is
 /// answered once its batch has committed, so "stored" still means stored. The rules are the
-/// handler's (dedup by `notificationUUID`, each part of a purchase keeps its newest version), so a
-/// batch leaves the same state as its notifications applied one by one. As for a replayed page,
-/// outcomes are judged against the state before the batch: an older notification that shares a
-/// batch with a newer one of its purchase is counted `applied`, not `stale`. When a batch fails for
-/// any reason but an unreachable database or a shutdown, each of its notifications is applied again
-/// alone, so one that cannot be stored never refuses the others.
+/// handler's (dedup by `notificationUUID`, each part of a purchase keeps its newest version), and a
+/// batch holds at most one notification of each purchase (a second one waits for the next batch),
+/// so outcomes (`stale` included) and the change feed's rows are those of applying the
+/// notifications one by one in the order they arrived. When a batch fails for any reason but an
+/// unreachable database or a shutdown, each of its notifications is applied again alone, so one
+/// that cannot be stored never refuses the others; when the database is unreachable, everything
+/// waiting for the same app is answered with that failure at once (Apple delivers it again), and
+/// at most ``Configuration/maximumWaiting`` notifications wait at all.
 ///
 /// Run it as a service beside the server that calls it (``WebhookServer`` does):
 ///
@@ -32,10 +34,14 @@ package final class NotificationBatcher: Service, Sendable {
         /// Batches applied at once (each on one pooled connection): while one waits for its commit's
         /// flush, another is built and sent.
         package var workers: Int
+        /// Beyond this many waiting notifications a request is refused at once (``ReconcilerError/Code/overloaded``,
+        /// a 503 Apple retries) rather than queued without bound while the database is slow.
+        package var maximumWaiting: Int
 
-        package init(maximumBatch: Int = 64, workers: Int = 2) {
+        package init(maximumBatch: Int = 64, workers: Int = 2, maximumWaiting: Int = 4_096) {
             self.maximumBatch = max(1, maximumBatch)
             self.workers = max(1, workers)
+            self.maximumWaiting = max(1, maximumWaiting)
         }
     }
 
@@ -60,16 +66,31 @@ package final class NotificationBatcher: Service, Sendable {
         var idleWorkers: [CheckedContinuation<[Waiting]?, Never>] = []
         var stopping = false
 
-        /// The oldest waiting notification and those of its app after it, up to `limit`, in order.
+        /// The oldest waiting notification and those of its app after it, up to `limit`, in order,
+        /// at most one of each purchase (a purchase's later notifications keep their order for the
+        /// next batches).
         mutating func takeBatch(limit: Int) -> [Waiting]? {
             guard let key = waiting.first?.key else { return nil }
             var batch: [Waiting] = []
+            var purchases = Set<String>()
             var rest: [Waiting] = []
             for item in waiting {
-                if batch.count < limit, item.key == key { batch.append(item) } else { rest.append(item) }
+                let purchase = item.notification.originalTransactionId
+                if batch.count < limit, item.key == key, purchase.map({ purchases.insert($0).inserted }) ?? true {
+                    batch.append(item)
+                } else {
+                    rest.append(item)
+                }
             }
             waiting = rest
             return batch
+        }
+
+        /// Everything waiting for `key` (its app is failing as a whole).
+        mutating func takeAll(of key: Key) -> [Waiting] {
+            let taken = waiting.filter { $0.key == key }
+            waiting.removeAll { $0.key == key }
+            return taken
         }
     }
 
@@ -97,18 +118,19 @@ package final class NotificationBatcher: Service, Sendable {
         try await withCheckedThrowingContinuation { answer in
             let item = Waiting(notification: notification, handler: handler, forwarding: forwarding, answer: answer)
             enum Next {
-                case refuse(Waiting)
+                case refuse(Waiting, ReconcilerError)
                 case wake(CheckedContinuation<[Waiting]?, Never>, [Waiting])
                 case wait
             }
             let next: Next = state.withLock { state in
-                guard !state.stopping else { return .refuse(item) }
+                guard !state.stopping else { return .refuse(item, Self.stoppingError) }
+                guard state.waiting.count < configuration.maximumWaiting else { return .refuse(item, Self.overloadedError) }
                 state.waiting.append(item)
                 guard !state.idleWorkers.isEmpty, let batch = state.takeBatch(limit: configuration.maximumBatch) else { return .wait }
                 return .wake(state.idleWorkers.removeLast(), batch)
             }
             switch next {
-            case .refuse(let item): item.answer.resume(throwing: Self.stoppingError)
+            case .refuse(let item, let error): item.answer.resume(throwing: error)
             case .wake(let worker, let batch): worker.resume(returning: batch)
             case .wait: break
             }
@@ -142,6 +164,10 @@ package final class NotificationBatcher: Service, Sendable {
 
     private static var stoppingError: ReconcilerError {
         ReconcilerError(.stopping, "the process is stopping: the notification was not stored")
+    }
+
+    private static var overloadedError: ReconcilerError {
+        ReconcilerError(.overloaded, "too many notifications wait for the database: the notification was not stored")
     }
 
     private func stop() {
@@ -179,8 +205,14 @@ package final class NotificationBatcher: Service, Sendable {
             batches.add(1, ordering: .relaxed)
             for (item, result) in zip(batch, results) { item.answer.resume(returning: result) }
         } catch {
-            guard batch.count > 1, !Self.failsEveryNotification(error) else {
-                for item in batch { item.answer.resume(throwing: error) }
+            guard !Self.failsEveryNotification(error) else {
+                // What waits for the same app would wait as long for the same failure.
+                let waiting = state.withLock { $0.takeAll(of: batch[0].key) }
+                for item in batch + waiting { item.answer.resume(throwing: error) }
+                return
+            }
+            guard batch.count > 1 else {
+                batch[0].answer.resume(throwing: error)
                 return
             }
             logger.warning(

@@ -107,6 +107,8 @@ package struct ReconcilerError: Error, CustomStringConvertible, CustomDebugStrin
         package static let routingUnavailable = Code("routingUnavailable", .retryable)
         /// The process is stopping: a live notification was not stored (the webhook answers 503; Apple delivers it again).
         package static let stopping = Code("stopping", .retryable)
+        /// Too many live notifications wait for the database: one more was not stored (the webhook answers 503; Apple delivers it again).
+        package static let overloaded = Code("overloaded", .retryable)
 
         // MARK: Repair
 

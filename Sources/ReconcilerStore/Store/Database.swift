@@ -94,6 +94,9 @@ package struct Database: Sendable {
         // line, before it first suspends, which an immediate child task runs on this thread before
         // `addImmediateTask` returns): released before the call, a waiter on the other core could
         // lease before that line ran, and PostgresNIO warned that `run()` had not been called.
+        // This relies on `run()` being nonisolated, like this function: were either ever isolated
+        // to an actor, the call could suspend before that first line (DatabaseTests would show it
+        // under load).
         await withDiscardingTaskGroup { group in
             group.addImmediateTask { await self.pool.run() }
             start.markStarted()
