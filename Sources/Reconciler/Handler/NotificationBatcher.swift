@@ -138,7 +138,7 @@ package final class NotificationBatcher: Service, Sendable {
     }
 
     /// Runs the workers until graceful shutdown or cancellation; what is waiting then is applied
-    /// (or, once cancelled, refused) before it returns.
+    /// (once cancelled, failed with the cancellation) before it returns.
     package func run() async throws {
         await withTaskCancellationHandler {
             await withDiscardingTaskGroup { group in
@@ -153,13 +153,8 @@ package final class NotificationBatcher: Service, Sendable {
         } onCancel: {
             stop()
         }
-        // Nothing can still be waiting (new requests are refused once stopping), but answer any
-        // that would, rather than leave a request hanging.
-        let left = state.withLock { state in
-            defer { state.waiting.removeAll() }
-            return state.waiting
-        }
-        for item in left { item.answer.resume(throwing: Self.stoppingError) }
+        // Nothing is left waiting: workers stop only once stopping is set and nothing waits, and a
+        // request that arrives after that is refused in `handle`.
     }
 
     private static var stoppingError: ReconcilerError {

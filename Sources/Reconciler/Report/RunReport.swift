@@ -229,13 +229,7 @@ package struct RunReport: Sendable, Codable {
         for change in changes.prefix(maximumChanges) {
             lines.append("    \(change.originalTransactionId)  \(Self.describe(PurchaseChange(before: change.before, after: change.after)))")
         }
-        let shown = min(changes.count, maximumChanges)
-        if changesTotal > shown {
-            lines.append(
-                changesTotal > changes.count
-                    ? "    … \(changesTotal - shown) more (\(changes.count) in --report-json; all: reconciler changes --run-id \(runId))"
-                    : "    … \(changesTotal - shown) more in --report-json")
-        }
+        lines += Self.moreLine(total: changesTotal, listed: changes.count, shown: maximumChanges, all: "reconciler changes --run-id \(runId)")
         if let requests = consumptionRequests, !requests.isEmpty {
             let (open, expired) = (consumptionRequestsOpen ?? 0, consumptionRequestsExpired ?? 0)
             let total = consumptionRequestsTotal ?? requests.count
@@ -248,13 +242,7 @@ package struct RunReport: Sendable, Codable {
                     "    \(request.transactionId ?? "?")  respond by \(request.respondBy)  \(state)"
                         + (request.firstSentAt.map { "  (first sent \($0))" } ?? ""))
             }
-            let shown = min(requests.count, maximumChanges)
-            if total > shown {
-                lines.append(
-                    total > requests.count
-                        ? "    … \(total - shown) more (\(requests.count) in --report-json; all: reconciler consumption list)"
-                        : "    … \(total - shown) more in --report-json")
-            }
+            lines += Self.moreLine(total: total, listed: requests.count, shown: maximumChanges, all: "reconciler consumption list")
         }
         if let forwarding {
             lines.append(
@@ -298,6 +286,16 @@ package struct RunReport: Sendable, Codable {
                     .joined(separator: ", "))
         }
         return lines.joined(separator: "\n")
+    }
+
+    /// The line under a list the text shows `shown` of: how many more there are, where the report
+    /// lists `listed` of `total`, and the command that lists all when even the report does not.
+    static func moreLine(total: Int, listed: Int, shown: Int, all: String) -> [String] {
+        let shown = min(listed, shown)
+        guard total > shown else { return [] }
+        return [
+            total > listed ? "    … \(total - shown) more (\(listed) in --report-json; all: \(all))" : "    … \(total - shown) more in --report-json"
+        ]
     }
 
     /// A purchase's change in one line: the fields that changed, before → after.
