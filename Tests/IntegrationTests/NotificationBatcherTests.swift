@@ -50,8 +50,9 @@ import Testing
             feedRows: try await db.strings("SELECT kind || ' ' || count(*) FROM purchase_changes GROUP BY kind ORDER BY kind"))
     }
 
-    /// Submits every notification, waits until all of them wait for a worker, then runs the
-    /// batcher: with one worker they are one batch. Returns each one's result or error, in order.
+    /// Submits every notification in order (each one only once the previous waits: child tasks
+    /// start in no set order), then runs the batcher: with one worker it takes them in that order.
+    /// Returns each one's result or error, in order.
     func submitThenRun(
         _ payloads: [String], handler: NotificationHandler, batcher: NotificationBatcher
     ) async throws -> [Result<HandlingResult, any Error>] {
@@ -63,8 +64,8 @@ import Testing
                         return (index, .failure(error))
                     }
                 }
+                while batcher.waiting < index + 1 { await Task.yield() }
             }
-            while batcher.waiting < notifications.count { await Task.yield() }
             group.addTask {
                 try await batcher.run()
                 return nil
