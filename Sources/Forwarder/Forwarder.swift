@@ -174,6 +174,11 @@ package struct Forwarder: Service, Sendable {
         try await transaction { [queue] in try await queue.summary(runIds: runIds) }
     }
 
+    /// The runs whose deliveries for this forwarder's target still wait, oldest first.
+    package func runsWaiting() async throws -> [Int64] {
+        try await transaction { [queue, target = configuration.url.target] in try await queue.runsWaiting(target: target) }
+    }
+
     /// Delivers until this forwarder's deliveries of `runIds` (`nil`: the whole queue) are all
     /// delivered or failed, or `time` is up (retries are waited for within it); anything else
     /// that is due for its target is delivered on the way. Returns where the deliveries of

@@ -548,12 +548,16 @@ import Testing
                 #expect(state.entitled == expected, "export: \(entitlementCase)")
                 #expect(state.status == entitlementCase.status, "export: \(entitlementCase)")
                 #expect(state.appAccountToken == token)
-                // Other tests' transactions in the cluster may hold the feed back a moment (commit order).
+                // Other tests' transactions in the cluster may hold the feed back a moment (commit
+                // order), its later rows longer than its first: wait until every purchase row is readable.
+                let stored = try await db.count(
+                    "SELECT count(*) FROM purchase_changes WHERE original_transaction_id = \(original) AND kind = 'purchase'")
                 var read: ProcessResult?
                 try await eventually("the purchase's changes readable") {
                     let result = try await runProcess("reconciler", ["changes", "--app-account-token", token.uppercased()], environment: environment)
                     read = result
-                    return result.status != 0 || !Self.completeLines(result.stdout).isEmpty
+                    guard result.status == 0 else { return true }
+                    return try Self.completeLines(result.stdout).map(Self.decode).filter { $0.kind == .purchase }.count >= stored
                 }
                 let feed = try #require(read)
                 #expect(feed.status == 0, "\(feed.stderr)")

@@ -121,7 +121,7 @@ import Testing
                 let killed = try rehearsal.start(arguments)
                 try await eventually("some deliveries") { receiver.statistics.acknowledged.count >= 6 }
                 killed.signal(SIGKILL)
-                _ = try await killed.wait()
+                let killedOutput = try await killed.wait()
                 // Requests the killed run had sent are answered, then nothing more arrives.
                 try await eventually("the receiver idle") { receiver.statistics.inFlight == 0 }
                 let answeredBeforeKill = Set(receiver.statistics.acknowledged.keys)
@@ -131,11 +131,59 @@ import Testing
                 let rerun = try await rehearsal.reconciler(Array(arguments))
                 #expect(rerun.status == 0, "\(rerun.stderr)")
                 let acknowledged = receiver.statistics.acknowledged
+                let missing = outage.subtracting(acknowledged.keys).sorted()
+                let missingRows = try await rehearsal.db.strings(
+                    """
+                    SELECT notification_uuid || ' ' || status || ' held ' || held || ' attempts ' || attempts || ' run ' || coalesce(run_id::text, '-')
+                        || ' due in ' || round(extract(epoch FROM next_attempt_at - now()))::text || ' s'
+                    FROM forward_queue WHERE notification_uuid = ANY(\(missing)::text[])
+                    """)
+                #expect(
+                    missing.isEmpty,
+                    "undelivered: \(missingRows)\nthe rerun:\n\(rerun.stdout)\n\(rerun.stderr)\nthe killed run:\n\(killedOutput.stderr)")
                 #expect(Set(acknowledged.keys) == outage)
                 let repeated = Set(acknowledged.filter { $0.value > 1 }.keys)
                 #expect(repeated.isSubset(of: answeredBeforeKill.subtracting(recorded)), "only unrecorded answers may repeat")
                 #expect(acknowledged.values.allSatisfy { $0 <= 2 })
                 #expect(repeated.count <= 4 * 4, "at most one leased batch")
+            }
+        }
+    }
+
+    /// A run killed while it drains its deliveries (its windows finished, the app still refusing)
+    /// has recorded its status, so rerunning the command starts a new run, which records nothing new:
+    /// the rerun still delivers what the killed run left queued before it ends (its output promised
+    /// that "the next run delivers the rest"), and counts them apart from its own.
+    @Test func aRunKilledWhileItDrainsLeavesItsDeliveriesToTheRerun() async throws {
+        try await AppWebhookReceiver.withRunning(.init()) { receiver, receiverURL in
+            try await Rehearsal.with(customers: 30, seed: 64) { rehearsal in
+                receiver.setBehaviour(.init(status: 503))
+                let outage = Set(try Self.undelivered(try await Self.notifications(of: rehearsal), in: rehearsal).map(\.notificationUUID))
+                // A backoff longer than the rerun's windows take: what the killed run tried waits for the rerun's drain.
+                let arguments = [
+                    "run", "--start", rehearsal.outageStart, "--end", rehearsal.outageEnd, "--forward-to", receiverURL,
+                    "--forward-backoff", "15s", "--forward-drain-timeout", "120s",
+                ]
+                let killed = try rehearsal.start(arguments)
+                try await eventually("the run finished and draining") {
+                    try await rehearsal.db.count("SELECT count(*) FROM reconcile_runs WHERE run_id = 1 AND status <> 'running'") == 1
+                        && receiver.statistics.failed > 0
+                }
+                #expect(killed.process.isRunning, "the run ended before it was killed in its drain")
+                killed.signal(SIGKILL)
+                _ = try await killed.wait()
+                #expect(receiver.statistics.acknowledged.isEmpty)
+                receiver.setBehaviour(.init(status: 200))
+
+                let rerun = try await rehearsal.reconciler(arguments)
+                #expect(rerun.status == 0, "\(rerun.stderr)")
+                #expect(try await rehearsal.db.count("SELECT count(*) FROM reconcile_runs") == 2, "the rerun is a run of its own")
+                #expect(Set(receiver.statistics.acknowledged.keys) == outage, "\(rerun.stdout)")
+                #expect(try await rehearsal.db.count("SELECT count(*) FROM forward_queue WHERE status <> 'delivered'") == 0)
+                #expect(rerun.stdout.contains("forwarded    0 notifications delivered to the app's webhook, 0 pending, 0 failed"), "\(rerun.stdout)")
+                #expect(
+                    rerun.stdout.contains("forwarded    earlier runs' deliveries (run 1): \(outage.count) delivered, 0 pending, 0 failed"),
+                    "\(rerun.stdout)")
             }
         }
     }

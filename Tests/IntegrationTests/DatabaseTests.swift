@@ -6,7 +6,7 @@ import Testing
 @testable import ReconcilerStore
 
 /// The store's ``Database``: the PostgreSQL client it makes and runs itself.
-@Suite struct DatabaseTests {
+@Suite(.timeLimit(.minutes(10))) struct DatabaseTests {
     /// Work that starts before the database's client runs (a command's work beside the client in a
     /// task group) waits for it instead of asking the pool for a connection early, which PostgresNIO
     /// warns of: a clean `migrate` or `export` printed that warning.

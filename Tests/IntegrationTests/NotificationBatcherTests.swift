@@ -11,7 +11,7 @@ import Testing
 
 /// The live path's batches: notifications that arrive together share a transaction and leave the
 /// state that applying them one by one leaves.
-@Suite struct NotificationBatcherTests {
+@Suite(.timeLimit(.minutes(5))) struct NotificationBatcherTests {
     let app: TestApp
     init() throws { app = try TestApp() }
 

@@ -126,17 +126,29 @@ package func runProcess(
     try await RunningProcess(executable, arguments, environment: environment, stdin: stdin).wait(timeout: timeout)
 }
 
-/// A TCP port nothing listens on right now.
+/// A TCP port nothing listens on right now, below the ephemeral range: a port the kernel may
+/// hand to any outgoing connection (a pooled PostgreSQL connection, an HTTP client) could be taken
+/// between this check and the child process binding it, or while a restarted server is down.
 package func freePort() -> Int {
     for _ in 0..<100 {
-        let port = Int.random(in: 20000...60000)
+        let port = Int.random(in: listeningPorts)
         let socket = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         defer { close(socket) }
         let bound = withLoopbackAddress(port: port) { bind(socket, $0, $1) }
         if bound == 0 { return port }
     }
-    return Int.random(in: 20000...60000)
+    return Int.random(in: listeningPorts)
 }
+
+/// The ports `freePort()` picks from: from 20000 up to where the kernel's ephemeral ports start
+/// (32768 on Linux by default), or 20000...60000 where that cannot be read.
+private let listeningPorts: ClosedRange<Int> = {
+    let range = (try? String(contentsOfFile: "/proc/sys/net/ipv4/ip_local_port_range", encoding: .utf8)) ?? ""
+    guard let ephemeralStart = range.split(whereSeparator: \.isWhitespace).first.flatMap({ Int($0) }), ephemeralStart > 21_000 else {
+        return 20000...60000
+    }
+    return 20000...(ephemeralStart - 1)
+}()
 
 /// Opens a TCP connection to `port` on 127.0.0.1 and closes it at once; whether it connected.
 @discardableResult

@@ -300,20 +300,38 @@ struct RunCommand: AsyncParsableCommand {
         return outcome
     }
 
-    /// Waits up to --forward-drain-timeout for the runs' deliveries, and adds where they stand to their reports.
+    /// Waits up to --forward-drain-timeout for the runs' deliveries, and for those earlier runs
+    /// left for this webhook, and adds where the runs' stand to their reports.
+    ///
+    /// A run killed while it drained has recorded its end, so rerunning the command makes a new
+    /// run that queues nothing the killed one had stored: waiting for the earlier runs' deliveries
+    /// too is what makes "the next run delivers the rest" true.
     private func drain(_ forwarder: Forwarder, into outcome: inout Outcome, logger: Logger) async throws {
         let runIds = outcome.reports.map(\.runId)
         guard !runIds.isEmpty else { return }
-        logger.info("delivering this run's notifications to the app's webhook", metadata: ["upTo": "\(forwardDrainTimeout.operatorText)"])
-        let total = try await forwarder.drain(runIds: runIds, upTo: forwardDrainTimeout)
+        let earlier = try await forwarder.runsWaiting().filter { !runIds.contains($0) }
+        logger.info(
+            "delivering this run's notifications to the app's webhook",
+            metadata: ["upTo": "\(forwardDrainTimeout.operatorText)", "earlierRuns": "\(earlier)"])
+        _ = try await forwarder.drain(runIds: runIds + earlier, upTo: forwardDrainTimeout)
         for index in outcome.reports.indices {
             outcome.reports[index].forwarding = try await forwarder.summary(runIds: [outcome.reports[index].runId])
         }
-        print(
-            "forwarded    \(total.delivered) notifications delivered to the app's webhook, \(total.pending) pending, \(total.failed) failed"
-                + (total.pending > 0 ? "; `reconciler forward` or the next run delivers the rest" : "")
-                + (total.failed > 0 ? "; `reconciler forward --retry-failed` tries the failed ones again" : ""))
+        let own = try await forwarder.summary(runIds: runIds)
+        print(Self.forwardedLine("\(own.delivered) notifications delivered to the app's webhook", own))
+        if !earlier.isEmpty {
+            let left = try await forwarder.summary(runIds: earlier)
+            let runs = earlier.map(String.init).joined(separator: ", ")
+            print(Self.forwardedLine("earlier runs' deliveries (run\(earlier.count == 1 ? "" : "s") \(runs)): \(left.delivered) delivered", left))
+        }
         if let reportJson, let report = outcome.reports.last { try write(report, toJSON: reportJson) }
+    }
+
+    /// `forwarded    <what was delivered>, N pending, N failed`, and what to do about the rest.
+    static func forwardedLine(_ delivered: String, _ summary: ForwardQueue.ForwardingSummary) -> String {
+        "forwarded    \(delivered), \(summary.pending) pending, \(summary.failed) failed"
+            + (summary.pending > 0 ? "; `reconciler forward` or the next run delivers the rest" : "")
+            + (summary.failed > 0 ? "; `reconciler forward --retry-failed` tries the failed ones again" : "")
     }
 
     private func recoverWindows(

@@ -277,6 +277,20 @@ extension ForwardQueue {
         """
     }
 
+    /// The runs whose deliveries for `target` are not delivered or failed yet, oldest first (the
+    /// live webhook's deliveries are no run's).
+    package func runsWithWaitingDeliveries(target: ForwardingTarget, on transaction: DatabaseTransaction) async throws -> [Int64] {
+        let rows = try await transaction.query(
+            """
+            SELECT DISTINCT run_id FROM forward_queue
+            WHERE status IN ('pending', 'leased') AND target_id = \(target.id) AND run_id IS NOT NULL
+            ORDER BY run_id
+            """, logger: logger)
+        var runIds: [Int64] = []
+        for try await runId in rows.decode(Int64.self) { runIds.append(runId) }
+        return runIds
+    }
+
     /// The targets deliveries wait for, with how many each: a forwarder delivers only its own
     /// URL's, so the others wait for a process configured with theirs.
     package func waitingTargets(on transaction: DatabaseTransaction) async throws -> [(target: ForwardingTarget, pending: Int)] {

@@ -58,6 +58,11 @@ package struct ForwardQueue: Sendable {
         try await database.transaction { [self] in try await self.pendingDeliveries(target: target, runIds: runIds, on: $0) }
     }
 
+    /// The runs whose deliveries for `target` still wait (``runsWithWaitingDeliveries(target:on:)``).
+    package func runsWaiting(target: ForwardingTarget) async throws -> [Int64] {
+        try await database.transaction { [self] in try await self.runsWithWaitingDeliveries(target: target, on: $0) }
+    }
+
     /// Makes failed deliveries for `target` due again; returns how many.
     package func retryFailed(target: ForwardingTarget) async throws -> Int {
         try await database.transaction { [self] in try await self.retryFailedDeliveries(target: target, on: $0) }

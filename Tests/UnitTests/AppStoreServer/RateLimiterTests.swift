@@ -4,7 +4,7 @@ import Testing
 @testable import AppStoreServer
 
 /// The limiter's pause, which a process's shared budget uses while the others do not count it.
-@Suite struct RateLimiterTests {
+@Suite(.timeLimit(.minutes(1))) struct RateLimiterTests {
     /// A paused endpoint grants no turn until a share resumes it; other endpoints keep granting.
     @Test func aPausedEndpointGrantsNoTurnUntilItResumes() async throws {
         let limiter = RateLimiter(requestsPerSecond: [.getTransactionHistory: 1000, .getNotificationHistory: 1000])

@@ -6,7 +6,7 @@ import Testing
 /// Idle workers wait on a ``Wakeup`` thousands of times a minute in a long run: a wait, however it
 /// ends, leaves nothing behind (a million-notification run grew by 40 MiB when each wait woken by
 /// `notify()` left an id behind).
-@Suite struct WakeupTests {
+@Suite(.timeLimit(.minutes(1))) struct WakeupTests {
     @Test func waitsLeaveNothingBehindHoweverTheyEnd() async throws {
         let wakeup = Wakeup()
         for _ in 0..<200 {
