@@ -139,8 +139,15 @@ import Testing
         ) { rehearsal in
             let reportPath = rehearsal.file("faults.json")
             // Large shards so pages follow tokens (and tokens can expire).
-            let run = try await rehearsal.runWindow(["--report-json", reportPath, "--shard-duration", "3h"])
+            var run = try await rehearsal.runWindow(["--report-json", reportPath, "--shard-duration", "3h"])
+            // With 40% of requests failing at random, a request can fail more often in a row than the
+            // client retries (seen once in about 30 full passes): the run is then partial (exit 2) and says to
+            // rerun, and the rerun resumes it. That is the documented path, so it is taken, at most twice.
+            for _ in 0..<2 where run.status == 2 && (run.stdout + run.stderr).contains("rerun the same command") {
+                run = try await rehearsal.runWindow(["--report-json", reportPath, "--shard-duration", "3h"])
+            }
             #expect(run.status == 0, "\(run.stdout)\n\(run.stderr)")
+            #expect(try await rehearsal.db.count("SELECT count(*) FROM reconcile_runs") == 1, "a rerun resumes the run")
             let export = try await rehearsal.export(), truth = try await rehearsal.truth()
             #expect(export == truth, "\(Rehearsal.difference(export, truth))")
             let stats = try await rehearsal.mockStatistics()
