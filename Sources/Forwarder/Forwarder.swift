@@ -174,9 +174,29 @@ package struct Forwarder: Service, Sendable {
         try await transaction { [queue] in try await queue.summary(runIds: runIds) }
     }
 
-    /// The runs whose deliveries for this forwarder's target still wait, oldest first.
-    package func runsWaiting() async throws -> [Int64] {
-        try await transaction { [queue, target = configuration.url.target] in try await queue.runsWaiting(target: target) }
+    /// Where a drain left the runs it was given and the earlier runs it found waiting.
+    package struct Drained: Sendable {
+        package var own: ForwardQueue.ForwardingSummary
+        /// Earlier runs whose deliveries for this target were still waiting, oldest first.
+        package var earlierRuns: [Int64]
+        package var earlier: ForwardQueue.ForwardingSummary
+    }
+
+    /// ``drain(runIds:upTo:)`` for `runIds` and every earlier run whose deliveries for this
+    /// forwarder's target still wait. A run killed while it drained has recorded its end, so
+    /// rerunning its command makes a new run that queues nothing the killed one stored: waiting
+    /// for the earlier runs' deliveries too is what makes "the next run delivers the rest" true.
+    package func drain(runIdsAndEarlier runIds: [Int64], upTo time: Duration) async throws -> Drained {
+        let earlier = try await transaction { [queue, target = configuration.url.target] in
+            try await queue.runsWaiting(target: target)
+        }.filter { !runIds.contains($0) }
+        logger.info(
+            "delivering this run's notifications to the app's webhook",
+            metadata: ["upTo": "\(time.operatorText)", "runs": "\(runIds)", "earlierRuns": "\(earlier)"])
+        _ = try await drain(runIds: runIds + earlier, upTo: time)
+        return Drained(
+            own: try await summary(runIds: runIds), earlierRuns: earlier,
+            earlier: earlier.isEmpty ? .init() : try await summary(runIds: earlier))
     }
 
     /// Delivers until this forwarder's deliveries of `runIds` (`nil`: the whole queue) are all

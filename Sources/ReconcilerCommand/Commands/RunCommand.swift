@@ -285,7 +285,7 @@ struct RunCommand: AsyncParsableCommand {
             }
             if !Task.isShuttingDownGracefully, !Task.isCancelled {
                 do {
-                    try await drain(forwarder, into: &outcome, logger: logger)
+                    try await drain(forwarder, into: &outcome)
                 } catch let error as ReconcilerError {
                     outcome.stop = outcome.stop ?? error
                 } catch {
@@ -301,28 +301,20 @@ struct RunCommand: AsyncParsableCommand {
     }
 
     /// Waits up to --forward-drain-timeout for the runs' deliveries, and for those earlier runs
-    /// left for this webhook, and adds where the runs' stand to their reports.
-    ///
-    /// A run killed while it drained has recorded its end, so rerunning the command makes a new
-    /// run that queues nothing the killed one had stored: waiting for the earlier runs' deliveries
-    /// too is what makes "the next run delivers the rest" true.
-    private func drain(_ forwarder: Forwarder, into outcome: inout Outcome, logger: Logger) async throws {
+    /// left for this webhook (``Forwarder/drain(runIdsAndEarlier:upTo:)``), and adds where the
+    /// runs' stand to their reports.
+    private func drain(_ forwarder: Forwarder, into outcome: inout Outcome) async throws {
         let runIds = outcome.reports.map(\.runId)
         guard !runIds.isEmpty else { return }
-        let earlier = try await forwarder.runsWaiting().filter { !runIds.contains($0) }
-        logger.info(
-            "delivering this run's notifications to the app's webhook",
-            metadata: ["upTo": "\(forwardDrainTimeout.operatorText)", "earlierRuns": "\(earlier)"])
-        _ = try await forwarder.drain(runIds: runIds + earlier, upTo: forwardDrainTimeout)
+        let drained = try await forwarder.drain(runIdsAndEarlier: runIds, upTo: forwardDrainTimeout)
         for index in outcome.reports.indices {
             outcome.reports[index].forwarding = try await forwarder.summary(runIds: [outcome.reports[index].runId])
         }
-        let own = try await forwarder.summary(runIds: runIds)
-        print(Self.forwardedLine("\(own.delivered) notifications delivered to the app's webhook", own))
-        if !earlier.isEmpty {
-            let left = try await forwarder.summary(runIds: earlier)
-            let runs = earlier.map(String.init).joined(separator: ", ")
-            print(Self.forwardedLine("earlier runs' deliveries (run\(earlier.count == 1 ? "" : "s") \(runs)): \(left.delivered) delivered", left))
+        print(Self.forwardedLine("\(drained.own.delivered) notifications delivered to the app's webhook", drained.own))
+        if !drained.earlierRuns.isEmpty {
+            let runs = drained.earlierRuns.map(String.init).joined(separator: ", ")
+            let label = "earlier runs' deliveries (run\(drained.earlierRuns.count == 1 ? "" : "s") \(runs))"
+            print(Self.forwardedLine("\(label): \(drained.earlier.delivered) delivered", drained.earlier))
         }
         if let reportJson, let report = outcome.reports.last { try write(report, toJSON: reportJson) }
     }
