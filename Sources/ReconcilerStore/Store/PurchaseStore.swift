@@ -193,6 +193,9 @@ package struct PurchaseStore: Sendable {
         if !keys.isEmpty {
             // Purchases of different apps may share an id: the lock is on the app's purchase.
             let app = "\(try bundleId) \(try environment) "
+            // The page's recorded notifications are looked up by key, once: `OR NOT EXISTS (…)`
+            // was planned as a hash of every stored UUID (a scan of `notifications` per page) for
+            // as long as the table looked small enough, tens of thousands of rows.
             let rows = try await transaction.query(
                 """
                 SELECT pg_advisory_xact_lock(727002, k)::text, pg_current_xact_id_if_assigned() IS NULL
@@ -200,7 +203,9 @@ package struct PurchaseStore: Sendable {
                     SELECT DISTINCT hashtext(\(app) || key.original_transaction_id) AS k
                     FROM jsonb_to_recordset(\(try Self.json(keys))::jsonb) AS key (original_transaction_id text, notification_uuid text)
                     WHERE key.notification_uuid IS NULL
-                       OR NOT EXISTS (SELECT 1 FROM notifications n WHERE n.notification_uuid = key.notification_uuid)
+                       OR NOT key.notification_uuid = ANY(ARRAY(
+                           SELECT n.notification_uuid FROM notifications n
+                           WHERE n.notification_uuid = ANY(\(purchasesByNotification.keys.sorted())::text[])))
                     ORDER BY 1
                 ) AS sorted_keys
                 """, logger: logger)
@@ -420,7 +425,16 @@ package struct PurchaseStore: Sendable {
                 SELECT i.bundle_id, i.environment, i.original_transaction_id,
                        max(CASE WHEN i.from_notification THEN i.signed_date_ms ELSE s.signed_date_ms END) AS notification_signed_ms
                 FROM incoming i
-                JOIN transactions s ON (s.bundle_id, s.environment, s.transaction_id) = (i.bundle_id, i.environment, i.transaction_id)
+                -- Each incoming version looks its stored one up by key: as a join, the incoming
+                -- rows (estimated at 100) were hashed against a scan of the whole table. The
+                -- purchase is named too (a transaction never changes purchase), so either index finds
+                -- the row directly, whatever the table's statistics say; LIMIT keeps it a lookup.
+                CROSS JOIN LATERAL (
+                    SELECT * FROM transactions s
+                    WHERE (s.bundle_id, s.environment, s.original_transaction_id, s.transaction_id)
+                        = (i.bundle_id, i.environment, i.original_transaction_id, i.transaction_id)
+                    LIMIT 1
+                ) s
                 WHERE \(revocationConflict("i", "s"))
                 GROUP BY i.bundle_id, i.environment, i.original_transaction_id
             ), recheck AS (
