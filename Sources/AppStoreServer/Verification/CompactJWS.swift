@@ -7,7 +7,6 @@ struct CompactJWS: Sendable {
     let encodedHeader: Substring
     /// `header.payload` as ASCII bytes: the data the signature covers.
     let signingInput: ArraySlice<UInt8>
-    let header: [UInt8]
     let payload: [UInt8]
     let signature: [UInt8]
 
@@ -27,9 +26,6 @@ struct CompactJWS: Sendable {
         guard !headerBytes.isEmpty, !payloadBytes.isEmpty else {
             throw VerificationError(.malformedJWS, "empty header or payload segment")
         }
-        guard let header = Base64URL.decode(headerBytes) else {
-            throw VerificationError(.malformedJWS, "header is not base64url")
-        }
         guard let payload = Base64URL.decode(payloadBytes) else {
             throw VerificationError(.malformedJWS, "payload is not base64url")
         }
@@ -38,9 +34,17 @@ struct CompactJWS: Sendable {
         }
         self.encodedHeader = Substring(decoding: headerBytes, as: UTF8.self)
         self.signingInput = bytes[..<dots[1]]
-        self.header = header
         self.payload = payload
         self.signature = signature
+    }
+
+    /// The decoded header. Only a header not seen before is decoded: a cached chain's key is the
+    /// encoded header itself, and it is 4.4 KB of every value Apple signs.
+    func decodedHeader() throws(VerificationError) -> [UInt8] {
+        guard let header = Base64URL.decode(encodedHeader.utf8) else {
+            throw VerificationError(.malformedJWS, "header is not base64url")
+        }
+        return header
     }
 }
 

@@ -37,19 +37,18 @@ public struct JWSParts: Sendable, Hashable {
             let secondDot = bytes[(firstDot + 1)...].firstIndex(of: UInt8(ascii: ".")),
             !bytes[(secondDot + 1)...].contains(UInt8(ascii: ".")), firstDot > 0
         else { return nil }
-        let payloadSegment = bytes[(firstDot + 1)..<secondDot]
-        let signatureSegment = bytes[(secondDot + 1)...]
-        guard let payload = Base64URL.decode(payloadSegment), let signature = Base64URL.decode(signatureSegment) else { return nil }
+        // What is stored must give back exactly what was signed: only canonical segments decode
+        // here, and re-encoding a canonical segment's bytes gives the segment itself.
+        guard let payload = Base64URL.decodeCanonical(bytes[(firstDot + 1)..<secondDot]),
+            let signature = Base64URL.decodeCanonical(bytes[(secondDot + 1)...])
+        else { return nil }
         let header = String(decoding: bytes[..<firstDot], as: UTF8.self)
         if let other, other.encodedHeader == header {
             self.init(encodedHeader: other.encodedHeader, headerSHA256: other.headerSHA256, payload: payload, signature: signature)
         } else {
             self.init(encodedHeader: header, payload: payload, signature: signature)
         }
-        // Rebuild and compare: what is stored must give back exactly what was signed.
-        guard Array(Base64URL.encode(payload).utf8).elementsEqual(payloadSegment),
-            Array(Base64URL.encode(signature).utf8).elementsEqual(signatureSegment)
-        else { return nil }
+        assert(compact == jws, "a JWS taken apart does not rebuild")
     }
 
     /// Parts read back from storage.
@@ -155,8 +154,9 @@ public struct NotificationPayloadParts: Sendable, Hashable {
         }
         cut.append(contentsOf: whole.payload[position...])
         self.init(notification: whole.with(payload: cut), nested: nested)
-        // Rebuild and compare.
-        guard compact == signedPayload else { return nil }
+        // Exact by construction: each nested value's parts rebuild its characters (canonical
+        // segments), which go back where they were cut from, and the whole's segments are canonical.
+        assert(compact == signedPayload, "a notification taken apart does not rebuild")
     }
 
     /// The notification's payload with its nested values put back: the JSON Apple signed.

@@ -335,8 +335,9 @@ final class ChainVerifier: Sendable {
     /// The time-independent checks, each with its own reason.
     private func buildChain(_ token: CompactJWS) throws -> (chain: VerifiedChain, leaf: Certificate, intermediate: Certificate) {
         let header: JWSHeader
+        let headerJSON = try token.decodedHeader()
         do {
-            header = try JSONDecoder().decode(JWSHeader.self, from: Data(token.header))
+            header = try JSONDecoder().decode(JWSHeader.self, from: Data(headerJSON))
         } catch {
             throw VerificationError(.malformedJWS, "the header is not a JSON object: \(error)")
         }
