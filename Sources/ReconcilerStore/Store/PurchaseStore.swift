@@ -513,10 +513,16 @@ package struct PurchaseStore: Sendable {
         _ originalTransactionIds: some Collection<String>, on transaction: DatabaseTransaction
     ) async throws -> [String: PurchaseState] {
         guard !originalTransactionIds.isEmpty else { return [:] }
+        // One primary-key lookup per purchase (migration 0016: before it, until the table's first
+        // ANALYZE, `= ANY(…)` could read the history anchor's index and filter every purchase of the app).
         let rows = try await transaction.query(
             """
-            SELECT \(unescaped: Self.purchaseColumns) FROM purchases
-            WHERE bundle_id = \(try bundleId) AND environment = \(try environment) AND original_transaction_id = ANY(\(Array(originalTransactionIds))::text[])
+            SELECT p.* FROM unnest(\(Array(originalTransactionIds))::text[]) AS key(original_transaction_id)
+            CROSS JOIN LATERAL (
+                SELECT \(unescaped: Self.purchaseColumns) FROM purchases
+                WHERE (bundle_id, environment, original_transaction_id) = (\(try bundleId), \(try environment), key.original_transaction_id)
+                LIMIT 1
+            ) p
             """, logger: logger)
         var result: [String: PurchaseState] = [:]
         for try await row in rows {
