@@ -136,14 +136,17 @@ package struct Database: Sendable {
                     try await client.withConnection { connection in
                         leased.withLock { $0 = true }
                         try await connection.query("BEGIN", logger: logger)
+                        let transaction = DatabaseTransaction(connection)
                         do {
-                            let transaction = DatabaseTransaction(connection)
                             if let shadow { try await shadow.enter(on: transaction, logger: logger) }
                             let result = try await body(transaction)
                             try await connection.query(rollback ? "ROLLBACK" : "COMMIT", logger: logger)
                             return result
                         } catch {
                             _ = try? await connection.query("ROLLBACK", logger: logger)
+                            // A preparation that failed (say, in a transaction already aborted) would fail every
+                            // later use of the statement on this connection: the pool opens a new one instead.
+                            if transaction.preparedStatementFailed.withLock({ $0 }) { try? await connection.close() }
                             throw error
                         }
                     }

@@ -187,36 +187,11 @@ package struct NotificationLog: Sendable {
         let json = try PurchaseStore.json(columns)
         let headers = try PurchaseStore.json(
             JWSHeaders.rows(for: rows.flatMap(\.notification.signedParts)))
-        let only = forwarding?.only.map { Array($0).sorted() }
-        let holdMilliseconds = forwarding?.hold.map(\.milliseconds)
-        let result = try await transaction.query(
-            """
-            WITH headers AS (
-                \(insertingHeaders: headers)
-            ), inserted AS (
-                INSERT INTO notifications (\(unescaped: Self.notificationColumns))
-                SELECT \(unescaped: Self.notificationColumns) FROM jsonb_populate_recordset(NULL::notifications, \(json)::jsonb)
-                ON CONFLICT (notification_uuid) DO NOTHING
-                RETURNING notification_uuid, respond_by_ms
-            ), deliveries AS (
-                SELECT notification_uuid, respond_by_ms,
-                       \(holdMilliseconds)::bigint IS NOT NULL
-                           AND NOT coalesce(respond_by_ms > (extract(epoch FROM now()) * 1000)::bigint, false) AS held
-                FROM inserted
-                WHERE \(forwarding?.target.id)::text IS NOT NULL AND (\(only)::text[] IS NULL OR notification_uuid = ANY(\(only)::text[]))
-            ), queued AS (
-                INSERT INTO forward_queue (notification_uuid, target_id, target_redacted, run_id, bundle_id, environment, respond_by_ms, held,
-                    next_attempt_at)
-                SELECT notification_uuid, \(forwarding?.target.id), \(forwarding?.target.redacted), \(source.runId), \(bundleId), \(environment),
-                    respond_by_ms, held, CASE WHEN held THEN now() + \(holdMilliseconds) * interval '1 millisecond' ELSE now() END
-                FROM deliveries
-                ORDER BY notification_uuid
-                ON CONFLICT (notification_uuid, target_id) DO NOTHING
-            )
-            SELECT notification_uuid FROM inserted
-            """, logger: logger)
+        let query = InsertNotificationsSQL.query(
+            headers: headers, rows: json, forwarding: forwarding, runId: source.runId, bundleId: bundleId, environment: environment)
+        let result = try await transaction.query(query, preparedAs: InsertNotificationsSQL.self, logger: logger)
         var inserted = Set<String>()
-        for try await uuid in result.decode(String.self) { inserted.insert(uuid) }
+        for try await row in result { inserted.insert(try row.decode(String.self)) }
         return inserted
     }
 
@@ -274,4 +249,44 @@ package struct NotificationLog: Sendable {
             self.hold = hold
         }
     }
+}
+
+/// ``NotificationLog/insert(_:source:forwarding:on:)``'s statement, prepared (``PreparedSQL``).
+private enum InsertNotificationsSQL: PreparedSQL {
+    static func query(
+        headers: String, rows json: String, forwarding: NotificationLog.Forwarding?, runId: Int64?, bundleId: String, environment: String
+    ) -> PostgresQuery {
+        let only = forwarding?.only.map { Array($0).sorted() }
+        let holdMilliseconds = forwarding?.hold.map(\.milliseconds)
+        return
+            """
+            WITH headers AS (
+                \(insertingHeaders: headers)
+            ), inserted AS (
+                INSERT INTO notifications (\(unescaped: NotificationLog.notificationColumns))
+                SELECT \(unescaped: NotificationLog.notificationColumns) FROM jsonb_populate_recordset(NULL::notifications, \(json)::jsonb)
+                ON CONFLICT (notification_uuid) DO NOTHING
+                RETURNING notification_uuid, respond_by_ms
+            ), deliveries AS (
+                SELECT notification_uuid, respond_by_ms,
+                       \(holdMilliseconds)::bigint IS NOT NULL
+                           AND NOT coalesce(respond_by_ms > (extract(epoch FROM now()) * 1000)::bigint, false) AS held
+                FROM inserted
+                WHERE \(forwarding?.target.id)::text IS NOT NULL AND (\(only)::text[] IS NULL OR notification_uuid = ANY(\(only)::text[]))
+            ), queued AS (
+                INSERT INTO forward_queue (notification_uuid, target_id, target_redacted, run_id, bundle_id, environment, respond_by_ms, held,
+                    next_attempt_at)
+                SELECT notification_uuid, \(forwarding?.target.id), \(forwarding?.target.redacted), \(runId), \(bundleId), \(environment),
+                    respond_by_ms, held, CASE WHEN held THEN now() + \(holdMilliseconds) * interval '1 millisecond' ELSE now() END
+                FROM deliveries
+                ORDER BY notification_uuid
+                ON CONFLICT (notification_uuid, target_id) DO NOTHING
+            )
+            SELECT notification_uuid FROM inserted
+            """
+    }
+
+    static let sql = query(headers: "", rows: "", forwarding: nil, runId: nil, bundleId: "", environment: "").sql
+    /// Headers, rows, hold, target, only (twice), target, its redacted form, run, bundle, environment, hold.
+    static let bindingTypes: [PostgresDataType] = [.text, .text, .int8, .text, .textArray, .textArray, .text, .text, .int8, .text, .text, .int8]
 }

@@ -196,21 +196,10 @@ package struct PurchaseStore: Sendable {
             // The page's recorded notifications are looked up by key, once: `OR NOT EXISTS (…)`
             // was planned as a hash of every stored UUID (a scan of `notifications` per page) for
             // as long as the table looked small enough, tens of thousands of rows.
-            let rows = try await transaction.query(
-                """
-                SELECT pg_advisory_xact_lock(727002, k)::text, pg_current_xact_id_if_assigned() IS NULL
-                FROM (
-                    SELECT DISTINCT hashtext(\(app) || key.original_transaction_id) AS k
-                    FROM jsonb_to_recordset(\(try Self.json(keys))::jsonb) AS key (original_transaction_id text, notification_uuid text)
-                    WHERE key.notification_uuid IS NULL
-                       OR NOT key.notification_uuid = ANY(ARRAY(
-                           SELECT n.notification_uuid FROM notifications n
-                           WHERE n.notification_uuid = ANY(\(purchasesByNotification.keys.sorted())::text[])))
-                    ORDER BY 1
-                ) AS sorted_keys
-                """, logger: logger)
+            let query = LockPurchasesSQL.query(app: app, keys: try Self.json(keys), notificationUUIDs: purchasesByNotification.keys.sorted())
+            let rows = try await transaction.query(query, preparedAs: LockPurchasesSQL.self, logger: logger)
             var wroteBefore = false
-            for try await (_, unwritten) in rows.decode((String, Bool).self) where !unwritten { wroteBefore = true }
+            for try await row in rows where try !row.decode((String, Bool).self).1 { wroteBefore = true }
             if wroteBefore {
                 throw ReconcilerError(
                     .lockOrder, "purchases locked after the transaction wrote: the change feed would misorder their changes")
@@ -472,7 +461,8 @@ package struct PurchaseStore: Sendable {
         var bindings = PostgresBindings()
         bindings.append(try Self.json(rows))
         bindings.append(try Self.json(JWSHeaders.rows(for: rows.compactMap(\.parts))))
-        try await transaction.query(PostgresQuery(unsafeSQL: Self.upsertTransactionsSQL, binds: bindings), logger: logger)
+        _ = try await transaction.query(
+            PostgresQuery(unsafeSQL: Self.upsertTransactionsSQL, binds: bindings), preparedAs: UpsertTransactionsSQL.self, logger: logger)
     }
 
     // MARK: Purchases
@@ -515,15 +505,8 @@ package struct PurchaseStore: Sendable {
         guard !originalTransactionIds.isEmpty else { return [:] }
         // One primary-key lookup per purchase (migration 0016: before it, until the table's first
         // ANALYZE, `= ANY(…)` could read the history anchor's index and filter every purchase of the app).
-        let rows = try await transaction.query(
-            """
-            SELECT p.* FROM unnest(\(Array(originalTransactionIds))::text[]) AS key(original_transaction_id)
-            CROSS JOIN LATERAL (
-                SELECT \(unescaped: Self.purchaseColumns) FROM purchases
-                WHERE (bundle_id, environment, original_transaction_id) = (\(try bundleId), \(try environment), key.original_transaction_id)
-                LIMIT 1
-            ) p
-            """, logger: logger)
+        let query = PurchaseStatesSQL.query(originalTransactionIds: Array(originalTransactionIds), bundleId: try bundleId, environment: try environment)
+        let rows = try await transaction.query(query, preparedAs: PurchaseStatesSQL.self, logger: logger)
         var result: [String: PurchaseState] = [:]
         for try await row in rows {
             let state = try purchaseState(row)
@@ -699,7 +682,8 @@ package struct PurchaseStore: Sendable {
         var bindings = PostgresBindings()
         let target = try scope
         bindings.append(try Self.json(merged.keys.sorted().map { PurchaseUpdateColumns(merged[$0]!, of: target) }))
-        let rows = try await transaction.query(PostgresQuery(unsafeSQL: Self.refreshPurchasesSQL, binds: bindings), logger: logger)
+        let rows = try await transaction.query(
+            PostgresQuery(unsafeSQL: Self.refreshPurchasesSQL, binds: bindings), preparedAs: RefreshPurchasesSQL.self, logger: logger)
         var result: [String: PurchaseState] = [:]
         for try await row in rows {
             let state = try purchaseState(row)
@@ -808,17 +792,8 @@ package struct PurchaseStore: Sendable {
                     run_id: origin.runId, kind: FeedKind.notification.rawValue, notification_type: $0.notificationType, subtype: $0.subtype,
                     transaction_id: $0.transactionId, signed_date_ms: $0.signedDate, respond_by_ms: $0.respondBy?.millisecondsSince1970)
             })
-        try await transaction.query(
-            """
-            WITH recorded AS (
-                INSERT INTO purchase_changes (original_transaction_id, bundle_id, environment, app_account_token, source, notification_uuid, run_id,
-                    kind, notification_type, subtype, transaction_id, signed_date_ms, respond_by_ms)
-                SELECT original_transaction_id, bundle_id, environment, app_account_token, source, notification_uuid, run_id, kind,
-                    notification_type, subtype, transaction_id, signed_date_ms, respond_by_ms
-                FROM jsonb_populate_recordset(NULL::purchase_changes, \(rows)::jsonb)
-            )
-            SELECT pg_notify(\(Self.changeChannel), '') WHERE \(shadow == nil)
-            """, logger: logger)
+        _ = try await transaction.query(
+            RecordEventsSQL.query(rows: rows, notify: shadow == nil), preparedAs: RecordEventsSQL.self, logger: logger)
     }
 
     /// The channel listeners of the change feed wait on.
@@ -848,17 +823,8 @@ package struct PurchaseStore: Sendable {
                     before_state: $0.before, after_state: $0.after)
             })
         // The NOTIFY is delivered when the transaction commits; a dry run's changes are its own.
-        try await transaction.query(
-            """
-            WITH recorded AS (
-                INSERT INTO purchase_changes (original_transaction_id, bundle_id, environment, app_account_token, source, notification_uuid,
-                    run_id, before_state, after_state)
-                SELECT original_transaction_id, bundle_id, environment, app_account_token, source, notification_uuid, run_id, before_state,
-                    after_state
-                FROM jsonb_populate_recordset(NULL::purchase_changes, \(rows)::jsonb)
-            )
-            SELECT pg_notify(\(Self.changeChannel), '') WHERE \(shadow == nil)
-            """, logger: logger)
+        _ = try await transaction.query(
+            RecordChangesSQL.query(rows: rows, notify: shadow == nil), preparedAs: RecordChangesSQL.self, logger: logger)
     }
 
     // MARK: Reading
@@ -928,4 +894,94 @@ extension ReconcilerError {
         }
         return value
     }
+}
+
+/// The live path's statements, prepared (``PreparedSQL``).
+private enum UpsertTransactionsSQL: PreparedSQL {
+    static var sql: String { PurchaseStore.upsertTransactionsSQL }
+    /// The transactions' rows and their headers' rows, as JSON.
+    static let bindingTypes: [PostgresDataType] = [.text, .text]
+}
+
+private enum RefreshPurchasesSQL: PreparedSQL {
+    static var sql: String { PurchaseStore.refreshPurchasesSQL }
+    /// The purchases' updates, as JSON.
+    static let bindingTypes: [PostgresDataType] = [.text]
+}
+
+private enum LockPurchasesSQL: PreparedSQL {
+    static func query(app: String, keys: String, notificationUUIDs: [String]) -> PostgresQuery {
+        """
+        SELECT pg_advisory_xact_lock(727002, k)::text, pg_current_xact_id_if_assigned() IS NULL
+        FROM (
+            SELECT DISTINCT hashtext(\(app) || key.original_transaction_id) AS k
+            FROM jsonb_to_recordset(\(keys)::jsonb) AS key (original_transaction_id text, notification_uuid text)
+            WHERE key.notification_uuid IS NULL
+               OR NOT key.notification_uuid = ANY(ARRAY(
+                   SELECT n.notification_uuid FROM notifications n
+                   WHERE n.notification_uuid = ANY(\(notificationUUIDs)::text[])))
+            ORDER BY 1
+        ) AS sorted_keys
+        """
+    }
+
+    static let sql = query(app: "", keys: "", notificationUUIDs: []).sql
+    /// The app's prefix of a lock key, the keys as JSON, the page's notification UUIDs.
+    static let bindingTypes: [PostgresDataType] = [.text, .text, .textArray]
+}
+
+private enum PurchaseStatesSQL: PreparedSQL {
+    static func query(originalTransactionIds: [String], bundleId: String, environment: String) -> PostgresQuery {
+        """
+        SELECT p.* FROM unnest(\(originalTransactionIds)::text[]) AS key(original_transaction_id)
+        CROSS JOIN LATERAL (
+            SELECT \(unescaped: PurchaseStore.purchaseColumns) FROM purchases
+            WHERE (bundle_id, environment, original_transaction_id) = (\(bundleId), \(environment), key.original_transaction_id)
+            LIMIT 1
+        ) p
+        """
+    }
+
+    static let sql = query(originalTransactionIds: [], bundleId: "", environment: "").sql
+    static let bindingTypes: [PostgresDataType] = [.textArray, .text, .text]
+}
+
+/// The change feed's rows of notification events (``PurchaseStore``'s `recordNotificationsInFeed`).
+private enum RecordEventsSQL: PreparedSQL {
+    static func query(rows: String, notify: Bool) -> PostgresQuery {
+        """
+        WITH recorded AS (
+            INSERT INTO purchase_changes (original_transaction_id, bundle_id, environment, app_account_token, source, notification_uuid, run_id,
+                kind, notification_type, subtype, transaction_id, signed_date_ms, respond_by_ms)
+            SELECT original_transaction_id, bundle_id, environment, app_account_token, source, notification_uuid, run_id, kind,
+                notification_type, subtype, transaction_id, signed_date_ms, respond_by_ms
+            FROM jsonb_populate_recordset(NULL::purchase_changes, \(rows)::jsonb)
+        )
+        SELECT pg_notify(\(PurchaseStore.changeChannel), '') WHERE \(notify)
+        """
+    }
+
+    static let sql = query(rows: "", notify: false).sql
+    /// The rows as JSON, the channel, whether to notify (not in a dry run: its changes are its own).
+    static let bindingTypes: [PostgresDataType] = [.text, .text, .bool]
+}
+
+/// The change feed's rows of purchase changes (``PurchaseStore``'s `recordInFeed`).
+private enum RecordChangesSQL: PreparedSQL {
+    static func query(rows: String, notify: Bool) -> PostgresQuery {
+        """
+        WITH recorded AS (
+            INSERT INTO purchase_changes (original_transaction_id, bundle_id, environment, app_account_token, source, notification_uuid,
+                run_id, before_state, after_state)
+            SELECT original_transaction_id, bundle_id, environment, app_account_token, source, notification_uuid, run_id, before_state,
+                after_state
+            FROM jsonb_populate_recordset(NULL::purchase_changes, \(rows)::jsonb)
+        )
+        SELECT pg_notify(\(PurchaseStore.changeChannel), '') WHERE \(notify)
+        """
+    }
+
+    static let sql = query(rows: "", notify: false).sql
+    /// The rows as JSON, the channel, whether to notify (not in a dry run: its changes are its own).
+    static let bindingTypes: [PostgresDataType] = [.text, .text, .bool]
 }

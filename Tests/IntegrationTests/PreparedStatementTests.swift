@@ -1,0 +1,74 @@
+import AppStoreServer
+import Logging
+import PostgresNIO
+import ReconcilerDomain
+import TestSupport
+import Testing
+
+@testable import ReconcilerStore
+
+/// The live path's statements are prepared per connection (``PreparedSQL``). postgres-nio keeps a
+/// failed preparation for the connection's life, so a statement first prepared inside a
+/// transaction that had already failed must not leave its connection failing it for ever.
+@Suite struct PreparedStatementTests {
+    @Test func aPreparationThatFailedDoesNotBreakTheConnectionForLaterTransactions() async throws {
+        try await TestDatabase.with { db in
+            let store = PurchaseStore(logger: Logger(label: "test"), target: AppTarget(bundleId: TestApp.bundleId, environment: .production))
+            // The transaction fails first (division by zero, the error ignored), so preparing the
+            // purchase states' statement, never prepared on this connection yet, fails too.
+            await #expect(throws: (any Error).self) {
+                try await db.database.transaction { transaction in
+                    try? await transaction.run("SELECT 1 / 0", logger: Logger(label: "test"))
+                    return try await store.purchaseStates(["1"], on: transaction).count
+                }
+            }
+            // The same statement, in transactions on the client's connections (the one that failed
+            // is closed, not lent again).
+            for _ in 0..<4 {
+                let count = try await db.database.transaction { try await store.purchaseStates(["1"], on: $0).count }
+                #expect(count == 0)
+            }
+        }
+    }
+
+    /// PostgreSQL caches a prepared statement's generic plan after five runs, for the connection's
+    /// life or until the table is analyzed. Cached while `notifications` was empty, the page lock's
+    /// look-up of recorded notifications was a scan of the whole table for every later batch.
+    @Test func aPlanCachedWhileTheTablesWereEmptyStillLooksUpByKey() async throws {
+        try await TestDatabase.with { db in
+            let logger = Logger(label: "test")
+            // One connection, so every transaction below runs on the connection that cached the plan.
+            let database = try Database(settings: DatabaseSettings(url: db.url, maximumConnections: 1), logger: logger)
+            let store = PurchaseStore(logger: logger, target: AppTarget(bundleId: TestApp.bundleId, environment: .production))
+            let sequentialScans = try await withThrowingTaskGroup(of: Int64?.self) { group in
+                group.addTask {
+                    try await database.run()
+                    return nil
+                }
+                group.addTask {
+                    for round in 0..<8 {
+                        try await database.transaction { try await store.lock(purchases: [], purchasesByNotification: ["u\(round)": "1"], on: $0) }
+                    }
+                    try await db.execute(
+                        """
+                        INSERT INTO notifications (notification_uuid, notification_type, signed_date_ms, environment, bundle_id, signed_payload,
+                            source, outcome, payload_form)
+                        SELECT 'stored-' || g, 'TEST', 1, 'Production', \(TestApp.bundleId), 'x', 'webhook', 'recorded', 'whole'
+                        FROM generate_series(1, 5000) g
+                        """)
+                    return try await database.transaction { transaction in
+                        try await store.lock(purchases: [], purchasesByNotification: ["stored-7": "1", "new": "2"], on: transaction)
+                        // Sequential scans of the table in this transaction (before it ends).
+                        let rows = try await transaction.query("SELECT pg_stat_get_xact_numscans('notifications'::regclass)", logger: logger)
+                        for try await scans in rows.decode(Int64.self) { return scans }
+                        return -1
+                    }
+                }
+                let scans = try await group.next()!
+                group.cancelAll()
+                return scans
+            }
+            #expect(sequentialScans == 0)
+        }
+    }
+}
