@@ -505,7 +505,8 @@ package struct PurchaseStore: Sendable {
         guard !originalTransactionIds.isEmpty else { return [:] }
         // One primary-key lookup per purchase (migration 0016: before it, until the table's first
         // ANALYZE, `= ANY(…)` could read the history anchor's index and filter every purchase of the app).
-        let query = PurchaseStatesSQL.query(originalTransactionIds: Array(originalTransactionIds), bundleId: try bundleId, environment: try environment)
+        let query = PurchaseStatesSQL.query(
+            originalTransactionIds: Array(originalTransactionIds), bundleId: try bundleId, environment: try environment)
         let rows = try await transaction.query(query, preparedAs: PurchaseStatesSQL.self, logger: logger)
         var result: [String: PurchaseState] = [:]
         for try await row in rows {
