@@ -182,4 +182,52 @@ import Testing
             #expect(try await db.count("SELECT count(*) FROM notifications") == 0)
         }
     }
+
+    /// A batch starts beside one being applied only once `overlapAt` notifications wait: while the
+    /// first (its purchase locked by the test) waits, three more arrive and are applied together,
+    /// where an idle worker used to take the first of them alone at once.
+    @Test func aSecondBatchStartsBesideTheFirstOnlyOnceEnoughWait() async throws {
+        try await TestDatabase.with { db in
+            let handler = try app.handler(db)
+            let payloads = try notifications().enumerated().filter { $0.offset % 3 == 2 }.prefix(4).map(\.element)  // four purchases
+            let verified = try await payloads.asyncMap { try await handler.verify(signedPayload: $0) }
+            let batcher = NotificationBatcher(configuration: .init(workers: 2, overlapAt: 3), logger: TestDatabase.logger)
+            // The lock the batch takes on its purchase (PurchaseStore.lock), held on a connection of the test's.
+            let lock: PostgresQuery =
+                "SELECT hashtext(\(TestApp.bundleId) || ' Production ' || \(verified[0].originalTransactionId ?? ""))"
+            try await db.client.withConnection { holder in
+                let key = try await holder.query(lock, logger: TestDatabase.logger).collect().first!.decode(Int32.self)
+                try await holder.query("SELECT pg_advisory_lock(727002, \(key))", logger: TestDatabase.logger)
+                try await withThrowingTaskGroup(of: (Int, HandlingResult)?.self) { group in
+                    group.addTask {
+                        try await batcher.run()
+                        return nil
+                    }
+                    group.addTask { (0, try await batcher.handle(verified[0], by: handler, forwarding: nil)) }
+                    // The first batch is taken (and waits for the lock) before the others arrive.
+                    while batcher.waiting > 0 { await Task.yield() }
+                    while try await !Self.waitsForALock(db) { await Task.yield() }
+                    for index in 1..<4 {
+                        group.addTask { (index, try await batcher.handle(verified[index], by: handler, forwarding: nil)) }
+                    }
+                    var answered: [Int] = []
+                    while answered.count < 3, let (index, result) = try await group.next() ?? nil {
+                        #expect(result.outcome == .applied)
+                        answered.append(index)
+                    }
+                    #expect(answered.sorted() == [1, 2, 3])
+                    #expect(batcher.appliedBatches == 1, "the three waiting were applied together, beside the first")
+                    try await holder.query("SELECT pg_advisory_unlock(727002, \(key))", logger: TestDatabase.logger)
+                    #expect(try await group.next()??.0 == 0)
+                    #expect(batcher.appliedBatches == 2)
+                    group.cancelAll()
+                }
+            }
+        }
+    }
+
+    /// Whether a session of the database waits for an advisory lock.
+    static func waitsForALock(_ db: TestDatabase) async throws -> Bool {
+        try await db.count("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted") > 0
+    }
 }

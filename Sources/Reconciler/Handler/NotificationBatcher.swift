@@ -9,8 +9,10 @@ import Synchronization
 /// page is applied, instead of one transaction per request: a transaction's fixed cost (its
 /// statements planned, its commit's WAL flush) is shared by every notification of the batch.
 ///
-/// Nothing waits to fill a batch: a notification is applied at once by an idle worker, and those
-/// that arrive while every worker is applying form the next batch (group commit). A request is
+/// Nothing waits to fill a batch: a notification is applied at once when no batch is being applied,
+/// and those that arrive meanwhile form the next batch (group commit). A second batch starts beside
+/// one being applied only once ``Configuration/overlapAt`` notifications wait: overlapping small
+/// batches would pay a transaction's fixed cost for each of a few notifications. A request is
 /// answered once its batch has committed, so "stored" still means stored. The rules are the
 /// handler's (dedup by `notificationUUID`, each part of a purchase keeps its newest version), and a
 /// batch holds at most one notification of each purchase (a second one waits for the next batch),
@@ -34,13 +36,20 @@ package final class NotificationBatcher: Service, Sendable {
         /// Batches applied at once (each on one pooled connection): while one waits for its commit's
         /// flush, another is built and sent.
         package var workers: Int
+        /// A batch starts while another is being applied only when at least this many notifications
+        /// wait. In the webhook bench (16 senders, 2 cores), two workers each taking what waited
+        /// applied 4.4 notifications per transaction (643/s); one worker, 7.9, but its batches
+        /// waited on each other's round trips (607/s); 8 here: 6.8 and 736/s, 15% less CPU per
+        /// notification than without it (4: 5.1 and 708/s).
+        package var overlapAt: Int
         /// Beyond this many waiting notifications a request is refused at once (``ReconcilerError/Code/overloaded``,
         /// a 503 Apple retries) rather than queued without bound while the database is slow.
         package var maximumWaiting: Int
 
-        package init(maximumBatch: Int = 64, workers: Int = 2, maximumWaiting: Int = 4_096) {
+        package init(maximumBatch: Int = 64, workers: Int = 2, overlapAt: Int = 8, maximumWaiting: Int = 4_096) {
             self.maximumBatch = max(1, maximumBatch)
             self.workers = max(1, workers)
+            self.overlapAt = max(1, overlapAt)
             self.maximumWaiting = max(1, maximumWaiting)
         }
     }
@@ -65,6 +74,17 @@ package final class NotificationBatcher: Service, Sendable {
         var waiting: [Waiting] = []
         var idleWorkers: [CheckedContinuation<[Waiting]?, Never>] = []
         var stopping = false
+        /// Batches taken and not applied yet.
+        var applying = 0
+
+        /// The next batch if one may start now (none is being applied, or `overlapAt` wait).
+        mutating func startBatch(_ configuration: Configuration) -> [Waiting]? {
+            guard applying == 0 || waiting.count >= configuration.overlapAt, let batch = takeBatch(limit: configuration.maximumBatch) else {
+                return nil
+            }
+            applying += 1
+            return batch
+        }
 
         /// The oldest waiting notification and those of its app after it, up to `limit`, in order,
         /// at most one of each purchase (a purchase's later notifications keep their order for the
@@ -126,7 +146,7 @@ package final class NotificationBatcher: Service, Sendable {
                 guard !state.stopping else { return .refuse(item, Self.stoppingError) }
                 guard state.waiting.count < configuration.maximumWaiting else { return .refuse(item, Self.overloadedError) }
                 state.waiting.append(item)
-                guard !state.idleWorkers.isEmpty, let batch = state.takeBatch(limit: configuration.maximumBatch) else { return .wait }
+                guard !state.idleWorkers.isEmpty, let batch = state.startBatch(configuration) else { return .wait }
                 return .wake(state.idleWorkers.removeLast(), batch)
             }
             switch next {
@@ -177,6 +197,7 @@ package final class NotificationBatcher: Service, Sendable {
     private func work() async {
         while let batch = await nextBatch() {
             await apply(batch)
+            state.withLock { $0.applying -= 1 }
         }
     }
 
@@ -184,7 +205,8 @@ package final class NotificationBatcher: Service, Sendable {
     private func nextBatch() async -> [Waiting]? {
         await withCheckedContinuation { worker in
             let ready: [Waiting]?? = state.withLock { state in
-                if let batch = state.takeBatch(limit: configuration.maximumBatch) { return .some(batch) }
+                if let batch = state.startBatch(configuration) { return .some(batch) }
+                // Stopping, this worker ends; what still waits is taken by the one applying a batch.
                 if state.stopping { return .some(nil) }
                 state.idleWorkers.append(worker)
                 return .none
