@@ -17,10 +17,17 @@ package struct NotificationLog: Sendable {
     package let logger: Logger
     /// The app and environment whose notifications this log records (`nil` for one that only reads).
     package let target: AppTarget?
+    /// The headers known to be stored: those are not sent again (see ``PurchaseStore``).
+    let storedHeaders: StoredHeaders?
 
     package init(logger: Logger, target: AppTarget? = nil) {
+        self.init(logger: logger, target: target, storedHeaders: nil)
+    }
+
+    init(logger: Logger, target: AppTarget?, storedHeaders: StoredHeaders?) {
         self.logger = logger
         self.target = target
+        self.storedHeaders = storedHeaders
     }
 
     /// Where a notification came from.
@@ -186,7 +193,7 @@ package struct NotificationLog: Sendable {
         }
         let json = try PurchaseStore.json(columns)
         let headers = try PurchaseStore.json(
-            JWSHeaders.rows(for: rows.flatMap(\.notification.signedParts)))
+            JWSHeaders.rows(for: storedHeaders.notKnown(rows.flatMap(\.notification.signedParts))))
         let query = InsertNotificationsSQL.query(
             headers: headers, rows: json, forwarding: forwarding, runId: source.runId, bundleId: bundleId, environment: environment)
         let result = try await transaction.query(query, preparedAs: InsertNotificationsSQL.self, logger: logger)

@@ -27,22 +27,32 @@ package struct PurchaseStore: Sendable {
     /// The app and environment whose purchases this store writes and reads; `nil` for a store that
     /// only reads across every app (export, the feed, the forwarding queue).
     package let target: AppTarget?
+    /// The headers known to be stored (``Database/storeHeaders(of:)``): a statement that records
+    /// signed values sends only the others (a 4.4 KB header, twice per batch, otherwise).
+    let storedHeaders: StoredHeaders?
 
     package init(logger: Logger, target: AppTarget? = nil, entitlement: EntitlementPolicy = .init()) {
         self.init(logger: logger, shadow: nil, target: target, entitlement: entitlement)
     }
 
     package init(logger: Logger, shadow: ShadowSchema?, target: AppTarget?, entitlement: EntitlementPolicy = .init()) {
+        self.init(logger: logger, shadow: shadow, target: target, entitlement: entitlement, storedHeaders: nil)
+    }
+
+    private init(logger: Logger, shadow: ShadowSchema?, target: AppTarget?, entitlement: EntitlementPolicy, storedHeaders: StoredHeaders?) {
         self.logger = logger
         self.shadow = shadow
         self.target = target
         self.entitlement = entitlement
+        self.storedHeaders = storedHeaders
     }
 
     /// The store of one app's purchases in a database, as the database's configuration says (a dry
     /// run's shadow, the entitlement rule).
     package init(database: Database, target: AppTarget?) {
-        self.init(logger: database.logger, shadow: database.shadow, target: target, entitlement: database.configuration.entitlement)
+        self.init(
+            logger: database.logger, shadow: database.shadow, target: target, entitlement: database.configuration.entitlement,
+            storedHeaders: database.storedHeaders)
     }
 
     /// The app and environment a write or a read of one purchase is for.
@@ -59,7 +69,7 @@ package struct PurchaseStore: Sendable {
 
     /// The notifications this store's app records (`notifications`, and the forwarding queue rows
     /// written with them).
-    package var notifications: NotificationLog { NotificationLog(logger: logger, target: target) }
+    package var notifications: NotificationLog { NotificationLog(logger: logger, target: target, storedHeaders: storedHeaders) }
 
     /// This app's customers and where their transaction history resumes.
     package var customers: CustomerStore {
@@ -460,7 +470,7 @@ package struct PurchaseStore: Sendable {
         }
         var bindings = PostgresBindings()
         bindings.append(try Self.json(rows))
-        bindings.append(try Self.json(JWSHeaders.rows(for: rows.compactMap(\.parts))))
+        bindings.append(try Self.json(JWSHeaders.rows(for: storedHeaders.notKnown(rows.compactMap(\.parts)))))
         _ = try await transaction.query(
             PostgresQuery(unsafeSQL: Self.upsertTransactionsSQL, binds: bindings), preparedAs: UpsertTransactionsSQL.self, logger: logger)
     }
