@@ -1,7 +1,5 @@
 import ArgumentParser
 import Foundation
-import NIOCore
-import NIOPosix
 import Reconciler
 import ReconcilerDomain
 import ReconcilerStore
@@ -35,12 +33,6 @@ struct ReconcilerCommand: AsyncParsableCommand {
     static func main() async {
         do {
             var command = try parseAsRoot()
-            if command is ServeCommand {
-                // Each request would hop between Swift's global executor and NIO's event loops
-                // several times (HTTP in, verification, the batcher, PostgreSQL, HTTP out), each hop
-                // a thread switch; with the loops as the global executor the work stays on a loop.
-                NIOSingletons.unsafeTryInstallSingletonPosixEventLoopGroupAsConcurrencyGlobalExecutor()
-            }
             if var asyncCommand = command as? AsyncParsableCommand {
                 try await asyncCommand.run()
             } else {
