@@ -71,4 +71,36 @@ import Testing
             #expect(sequentialScans == 0)
         }
     }
+
+    /// With prepared statements off (a pool such as PgBouncer before 1.21 that cannot keep them), the
+    /// same statements run unnamed: the session holds no prepared statement, and they still work.
+    @Test(arguments: [true, false])
+    func preparedStatementsCanBeTurnedOffForPoolsThatCannotKeepThem(_ prepared: Bool) async throws {
+        try await TestDatabase.with { db in
+            let logger = Logger(label: "test")
+            let database = try Database(
+                settings: DatabaseSettings(url: db.url, maximumConnections: 1), logger: logger,
+                configuration: .init(preparedStatements: prepared))
+            let store = PurchaseStore(logger: logger, target: AppTarget(bundleId: TestApp.bundleId, environment: .production))
+            let held = try await withThrowingTaskGroup(of: Int?.self) { group in
+                group.addTask {
+                    try await database.run()
+                    return nil
+                }
+                group.addTask {
+                    try await database.transaction { transaction in
+                        try await store.lock(purchases: [], purchasesByNotification: ["u": "1"], on: transaction)
+                        #expect(try await store.purchaseStates(["1"], on: transaction).isEmpty)
+                        let rows = try await transaction.query("SELECT count(*)::int FROM pg_prepared_statements", logger: logger)
+                        for try await count in rows.decode(Int.self) { return count }
+                        return -1
+                    }
+                }
+                let held = try await group.next()!
+                group.cancelAll()
+                return held
+            }
+            #expect(prepared ? held == 2 : held == 0)
+        }
+    }
 }

@@ -33,11 +33,23 @@ struct DatabaseOptions: ParsableArguments {
         }
     }
 
+    /// DATABASE_PREPARED_STATEMENTS: `on` (the default) or `off`, for a pool that cannot keep named
+    /// prepared statements (PgBouncer in transaction mode before 1.21, or with `max_prepared_statements = 0`).
+    static func preparedStatements() throws -> Bool {
+        switch Env.value("DATABASE_PREPARED_STATEMENTS")?.lowercased() {
+        case nil, "on", "true", "1": return true
+        case "off", "false", "0": return false
+        case let other?:
+            throw ReconcilerError.configuration("DATABASE_PREPARED_STATEMENTS is \"\(other)\": use on or off")
+        }
+    }
+
     /// The ``Database`` settings every command shares: the name errors show, a connection of its own
     /// for listeners, and the app's entitlement choices (RECONCILER_ENTITLE_BILLING_RETRY,
     /// RECONCILER_NON_RENEWING_TERMS) for the `entitled` the change feed records.
     func database(_ settings: DatabaseSettings, logger: Logger, unavailableTimeout: Duration = .seconds(60)) throws -> Database {
-        let configuration = Database.Configuration(unavailableTimeout: unavailableTimeout, entitlement: try EntitlementOptions.policy())
+        let configuration = Database.Configuration(
+            unavailableTimeout: unavailableTimeout, entitlement: try EntitlementOptions.policy(), preparedStatements: try Self.preparedStatements())
         do {
             return try Database(settings: settings, logger: logger, configuration: configuration)
         } catch {

@@ -28,6 +28,10 @@ package struct Database: Sendable {
         /// The app's entitlement choices (billing retry, non-renewing terms), for `entitled` in the
         /// change feed and exports.
         package var entitlement: EntitlementPolicy
+        /// Whether the live path's statements are named prepared statements (``PreparedSQL``): off
+        /// for a pool that cannot keep them (PgBouncer in transaction mode before 1.21, or with
+        /// `max_prepared_statements = 0`), which then gets each statement unnamed, planned each time.
+        package var preparedStatements: Bool
         /// How to open a connection outside the pool for `LISTEN` (`nil`: borrow one from the pool,
         /// as tests do).
         /// (Set by ``Database/init(settings:logger:configuration:)`` from the settings.)
@@ -35,12 +39,13 @@ package struct Database: Sendable {
 
         package init(
             name: String = "the database", unavailableTimeout: Duration = .seconds(60), attemptTimeout: Duration = .seconds(30),
-            entitlement: EntitlementPolicy = .init()
+            entitlement: EntitlementPolicy = .init(), preparedStatements: Bool = true
         ) {
             self.name = name
             self.unavailableTimeout = unavailableTimeout
             self.attemptTimeout = attemptTimeout
             self.entitlement = entitlement
+            self.preparedStatements = preparedStatements
         }
     }
 
@@ -136,7 +141,7 @@ package struct Database: Sendable {
                     try await client.withConnection { connection in
                         leased.withLock { $0 = true }
                         try await connection.query("BEGIN", logger: logger)
-                        let transaction = DatabaseTransaction(connection)
+                        let transaction = DatabaseTransaction(connection, preparesStatements: configuration.preparedStatements)
                         do {
                             if let shadow { try await shadow.enter(on: transaction, logger: logger) }
                             let result = try await body(transaction)

@@ -21,7 +21,13 @@ package struct DatabaseTransaction: Sendable {
     /// Whether this transaction plans without sequential scans yet (see ``PreparedSQL``).
     private let plansKeyLookups = Locked(false)
 
-    init(_ connection: PostgresConnection) { self.connection = connection }
+    /// Whether ``query(_:preparedAs:logger:)`` prepares (``Database/Configuration/preparedStatements``).
+    let preparesStatements: Bool
+
+    init(_ connection: PostgresConnection, preparesStatements: Bool = true) {
+        self.connection = connection
+        self.preparesStatements = preparesStatements
+    }
 
     @discardableResult
     func query(_ query: PostgresQuery, logger: Logger, file: String = #fileID, line: Int = #line) async throws -> PostgresRowSequence {
@@ -39,6 +45,10 @@ package struct DatabaseTransaction: Sendable {
         _ query: PostgresQuery, preparedAs: SQL.Type, logger: Logger
     ) async throws -> AsyncThrowingMapSequence<PostgresRowSequence, PostgresRow> {
         assert(query.sql == SQL.sql, "\(SQL.self) was built with another text than its prepared one")
+        guard preparesStatements else {
+            // Unnamed, it is planned for its own values every time: no plan outlives the tables' sizes.
+            return try await connection.query(query, logger: logger).map { row throws -> PostgresRow in row }
+        }
         do {
             if !plansKeyLookups.withLock({ $0 }) {
                 try await connection.query("SET LOCAL enable_seqscan = off", logger: logger)
