@@ -15,8 +15,9 @@ import ReconcilerDomain
 /// ```
 package struct DatabaseTransaction: Sendable {
     let connection: PostgresConnection
-    /// Set when a prepared statement failed: postgres-nio keeps a failed preparation for the
-    /// connection's life, so ``Database`` closes the connection rather than lend it again.
+    /// Set when a prepared statement failed. postgres-nio keeps a failed preparation for the
+    /// connection's life and its error does not say whether preparing or running failed, so
+    /// ``Database`` closes the connection after any such failure rather than lend it again.
     let preparedStatementFailed = Locked(false)
     /// Whether this transaction plans without sequential scans yet (see ``PreparedSQL``).
     private let plansKeyLookups = Locked(false)
