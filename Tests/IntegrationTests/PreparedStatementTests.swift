@@ -37,36 +37,26 @@ import Testing
     @Test func aPlanCachedWhileTheTablesWereEmptyStillLooksUpByKey() async throws {
         try await TestDatabase.with { db in
             let logger = Logger(label: "test")
-            // One connection, so every transaction below runs on the connection that cached the plan.
-            let database = try Database(settings: DatabaseSettings(url: db.url, maximumConnections: 1), logger: logger)
             let store = PurchaseStore(logger: logger, target: AppTarget(bundleId: TestApp.bundleId, environment: .production))
-            let sequentialScans = try await withThrowingTaskGroup(of: Int64?.self) { group in
-                group.addTask {
-                    try await database.run()
-                    return nil
+            // One connection, so every transaction below runs on the connection that cached the plan.
+            let sequentialScans = try await Self.withOneConnection(db) { database in
+                for round in 0..<8 {
+                    try await database.transaction { try await store.lock(purchases: [], purchasesByNotification: ["u\(round)": "1"], on: $0) }
                 }
-                group.addTask {
-                    for round in 0..<8 {
-                        try await database.transaction { try await store.lock(purchases: [], purchasesByNotification: ["u\(round)": "1"], on: $0) }
-                    }
-                    try await db.execute(
-                        """
-                        INSERT INTO notifications (notification_uuid, notification_type, signed_date_ms, environment, bundle_id, signed_payload,
-                            source, outcome, payload_form)
-                        SELECT 'stored-' || g, 'TEST', 1, 'Production', \(TestApp.bundleId), 'x', 'webhook', 'recorded', 'whole'
-                        FROM generate_series(1, 5000) g
-                        """)
-                    return try await database.transaction { transaction in
-                        try await store.lock(purchases: [], purchasesByNotification: ["stored-7": "1", "new": "2"], on: transaction)
-                        // Sequential scans of the table in this transaction (before it ends).
-                        let rows = try await transaction.query("SELECT pg_stat_get_xact_numscans('notifications'::regclass)", logger: logger)
-                        for try await scans in rows.decode(Int64.self) { return scans }
-                        return -1
-                    }
+                try await db.execute(
+                    """
+                    INSERT INTO notifications (notification_uuid, notification_type, signed_date_ms, environment, bundle_id, signed_payload,
+                        source, outcome, payload_form)
+                    SELECT 'stored-' || g, 'TEST', 1, 'Production', \(TestApp.bundleId), 'x', 'webhook', 'recorded', 'whole'
+                    FROM generate_series(1, 5000) g
+                    """)
+                return try await database.transaction { transaction in
+                    try await store.lock(purchases: [], purchasesByNotification: ["stored-7": "1", "new": "2"], on: transaction)
+                    // Sequential scans of the table in this transaction (before it ends).
+                    let rows = try await transaction.query("SELECT pg_stat_get_xact_numscans('notifications'::regclass)", logger: logger)
+                    for try await scans in rows.decode(Int64.self) { return scans }
+                    return -1
                 }
-                let scans = try await group.next()!
-                group.cancelAll()
-                return scans
             }
             #expect(sequentialScans == 0)
         }
@@ -78,29 +68,39 @@ import Testing
     func preparedStatementsCanBeTurnedOffForPoolsThatCannotKeepThem(_ prepared: Bool) async throws {
         try await TestDatabase.with { db in
             let logger = Logger(label: "test")
-            let database = try Database(
-                settings: DatabaseSettings(url: db.url, maximumConnections: 1), logger: logger,
-                configuration: .init(preparedStatements: prepared))
             let store = PurchaseStore(logger: logger, target: AppTarget(bundleId: TestApp.bundleId, environment: .production))
-            let held = try await withThrowingTaskGroup(of: Int?.self) { group in
-                group.addTask {
-                    try await database.run()
-                    return nil
+            let held = try await Self.withOneConnection(db, configuration: .init(preparedStatements: prepared)) { database in
+                try await database.transaction { transaction in
+                    try await store.lock(purchases: [], purchasesByNotification: ["u": "1"], on: transaction)
+                    #expect(try await store.purchaseStates(["1"], on: transaction).isEmpty)
+                    let rows = try await transaction.query("SELECT count(*)::int FROM pg_prepared_statements", logger: logger)
+                    for try await count in rows.decode(Int.self) { return count }
+                    return -1
                 }
-                group.addTask {
-                    try await database.transaction { transaction in
-                        try await store.lock(purchases: [], purchasesByNotification: ["u": "1"], on: transaction)
-                        #expect(try await store.purchaseStates(["1"], on: transaction).isEmpty)
-                        let rows = try await transaction.query("SELECT count(*)::int FROM pg_prepared_statements", logger: logger)
-                        for try await count in rows.decode(Int.self) { return count }
-                        return -1
-                    }
-                }
-                let held = try await group.next()!
-                group.cancelAll()
-                return held
             }
             #expect(prepared ? held == 2 : held == 0)
+        }
+    }
+
+    /// Runs `work` with a database of one pooled connection (every transaction on one session),
+    /// its client running beside it.
+    static func withOneConnection<Result: Sendable>(
+        _ db: TestDatabase, configuration: Database.Configuration = .init(), _ work: @escaping @Sendable (Database) async throws -> Result
+    ) async throws -> Result {
+        let database = try Database(
+            settings: DatabaseSettings(url: db.url, maximumConnections: 1), logger: Logger(label: "test"), configuration: configuration)
+        return try await withThrowingTaskGroup(of: Result?.self) { group in
+            group.addTask {
+                try await database.run()
+                return nil
+            }
+            group.addTask { try await work(database) }
+            while let finished = try await group.next() {
+                guard let result = finished else { continue }
+                group.cancelAll()
+                return result
+            }
+            throw CancellationError()
         }
     }
 }
