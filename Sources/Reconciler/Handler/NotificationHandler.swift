@@ -147,16 +147,17 @@ package struct NotificationHandler: Sendable {
                         notificationUUID: notification.notificationUUID, signedDate: notification.signedDate,
                         status: notification.payload.data?.status)))
         }
-        let changes = try await store.write(transactions: transactions, updates: updates, before: before, origin: origin, on: transaction)
         // Every notification recorded for the first time reaches the feed: named by the purchase row
         // of the change it made, or in a row of its own (and one with a deadline always in its own).
-        let named = Set(changes.filter(\.value.changesPurchase).keys.compactMap { origin.notificationUUIDs[$0] })
-        try await store.recordNotificationsInFeed(
-            rows.map(\.notification).filter {
-                inserted.contains($0.notificationUUID) && (!named.contains($0.notificationUUID) || $0.respondBy != nil)
-            }
-            .map(\.feedRow),
-            origin: origin, on: transaction)
+        let changes = try await store.write(
+            transactions: transactions, updates: updates, before: before, origin: origin,
+            events: { [origin] changes in
+                let named = Set(changes.filter(\.value.changesPurchase).keys.compactMap { origin.notificationUUIDs[$0] })
+                return rows.map(\.notification).filter {
+                    inserted.contains($0.notificationUUID) && (!named.contains($0.notificationUUID) || $0.respondBy != nil)
+                }
+                .map(\.feedRow)
+            }, on: transaction)
 
         var recorded = Set<String>()
         return notifications.map { notification in

@@ -733,14 +733,16 @@ package struct PurchaseStore: Sendable {
     /// gap fill; it takes only ``Verified`` values, which only the verifier makes. Every purchase
     /// that changed (``PurchaseChange/changesPurchase``: `entitled` and `lastSignedDate` aside) gets
     /// a row in the change feed in this same transaction, and listeners are told when it commits.
+    /// `events`, given the changes, names the notifications that get feed rows of their own
+    /// (``NotificationFeedRow``), written after the purchases' rows by the same statement.
     package func write(
         transactions: [TransactionWrite], updates: [PurchaseUpdate], before: [String: PurchaseState], origin: ChangeOrigin,
-        on transaction: DatabaseTransaction
+        events: ([String: PurchaseChange]) -> [NotificationFeedRow] = { _ in [] }, on transaction: DatabaseTransaction
     ) async throws -> [String: PurchaseChange] {
         try await upsertTransactions(transactions, on: transaction)
         let after = try await refreshPurchases(updates, on: transaction)
         let changes = after.mapValues { PurchaseChange(before: before[$0.originalTransactionId], after: $0) }
-        try await recordInFeed(changes.values.filter(\.changesPurchase), origin: origin, on: transaction)
+        try await recordInFeed(changes.values.filter(\.changesPurchase), events: events(changes), origin: origin, on: transaction)
         return changes
     }
 
@@ -771,71 +773,54 @@ package struct PurchaseStore: Sendable {
         }
     }
 
-    /// Writes feed rows of kind `notification` in the caller's transaction (after the purchases'
-    /// locks, as every write), in the order given; listeners are told when it commits.
-    package func recordNotificationsInFeed(
-        _ notifications: [NotificationFeedRow], origin: ChangeOrigin, on transaction: DatabaseTransaction
-    )
-        async throws
-    {
-        guard !notifications.isEmpty else { return }
-        struct Row: Encodable {
-            package var original_transaction_id: String?
-            package var bundle_id: String
-            package var environment: String
-            package var app_account_token: String?
-            package var source: String
-            package var notification_uuid: String
-            package var run_id: Int64?
-            package var kind: String
-            package var notification_type: String
-            package var subtype: String?
-            package var transaction_id: String?
-            package var signed_date_ms: Int64
-            package var respond_by_ms: Int64?
-        }
-        let target = try scope
-        let rows = try Self.json(
-            notifications.map {
-                Row(
-                    original_transaction_id: $0.originalTransactionId, bundle_id: target.bundleId, environment: target.environment.rawValue,
-                    app_account_token: $0.appAccountToken, source: origin.source.rawValue, notification_uuid: $0.notificationUUID,
-                    run_id: origin.runId, kind: FeedKind.notification.rawValue, notification_type: $0.notificationType, subtype: $0.subtype,
-                    transaction_id: $0.transactionId, signed_date_ms: $0.signedDate, respond_by_ms: $0.respondBy?.millisecondsSince1970)
-            })
-        _ = try await transaction.query(
-            RecordEventsSQL.query(rows: rows, notify: shadow == nil), preparedAs: RecordEventsSQL.self, logger: logger)
-    }
-
     /// The channel listeners of the change feed wait on.
     package static let changeChannel = "reconciler_changes"
 
-    private func recordInFeed(_ changes: [PurchaseChange], origin: ChangeOrigin, on transaction: DatabaseTransaction) async throws {
-        guard !changes.isEmpty else { return }
-        struct Row: Encodable {
-            package var original_transaction_id: String
-            package var bundle_id: String
-            package var environment: String
-            package var app_account_token: String?
-            package var source: String
-            package var notification_uuid: String?
-            package var run_id: Int64?
-            package var before_state: PurchaseState?
-            package var after_state: PurchaseState
-        }
+    /// One row of `purchase_changes`: a purchase's change (`before_state`, `after_state`) or a
+    /// notification's event (its type, subtype and deadline); the keys are the columns.
+    private struct FeedRow: Encodable {
+        var original_transaction_id: String?
+        var bundle_id: String
+        var environment: String
+        var app_account_token: String?
+        var source: String
+        var notification_uuid: String?
+        var run_id: Int64?
+        var kind: String
+        var before_state: PurchaseState?
+        var after_state: PurchaseState?
+        var notification_type: String?
+        var subtype: String?
+        var transaction_id: String?
+        var signed_date_ms: Int64?
+        var respond_by_ms: Int64?
+    }
+
+    /// Writes the purchases' changes (by originalTransactionId), then the notifications' events in
+    /// the order given, in one statement of the caller's transaction (after the purchases' locks, as
+    /// every write); listeners are told when it commits (a dry run's changes are its own).
+    private func recordInFeed(
+        _ changes: [PurchaseChange], events: [NotificationFeedRow], origin: ChangeOrigin, on transaction: DatabaseTransaction
+    ) async throws {
+        guard !changes.isEmpty || !events.isEmpty else { return }
         let target = try scope
-        let rows = try Self.json(
-            changes.sorted { $0.after.originalTransactionId < $1.after.originalTransactionId }.map {
-                Row(
-                    original_transaction_id: $0.after.originalTransactionId, bundle_id: target.bundleId,
-                    environment: target.environment.rawValue,
-                    app_account_token: $0.after.appAccountToken ?? $0.before?.appAccountToken,
-                    source: origin.source.rawValue, notification_uuid: origin.notificationUUIDs[$0.after.originalTransactionId], run_id: origin.runId,
-                    before_state: $0.before, after_state: $0.after)
-            })
-        // The NOTIFY is delivered when the transaction commits; a dry run's changes are its own.
+        let changeRows = changes.sorted { $0.after.originalTransactionId < $1.after.originalTransactionId }.map {
+            FeedRow(
+                original_transaction_id: $0.after.originalTransactionId, bundle_id: target.bundleId, environment: target.environment.rawValue,
+                app_account_token: $0.after.appAccountToken ?? $0.before?.appAccountToken, source: origin.source.rawValue,
+                notification_uuid: origin.notificationUUIDs[$0.after.originalTransactionId], run_id: origin.runId,
+                kind: FeedKind.purchase.rawValue, before_state: $0.before, after_state: $0.after)
+        }
+        let eventRows = events.map {
+            FeedRow(
+                original_transaction_id: $0.originalTransactionId, bundle_id: target.bundleId, environment: target.environment.rawValue,
+                app_account_token: $0.appAccountToken, source: origin.source.rawValue, notification_uuid: $0.notificationUUID,
+                run_id: origin.runId, kind: FeedKind.notification.rawValue, notification_type: $0.notificationType, subtype: $0.subtype,
+                transaction_id: $0.transactionId, signed_date_ms: $0.signedDate, respond_by_ms: $0.respondBy?.millisecondsSince1970)
+        }
         _ = try await transaction.query(
-            RecordChangesSQL.query(rows: rows, notify: shadow == nil), preparedAs: RecordChangesSQL.self, logger: logger)
+            RecordInFeedSQL.query(rows: try Self.json(changeRows + eventRows), notify: shadow == nil), preparedAs: RecordInFeedSQL.self,
+            logger: logger)
     }
 
     // MARK: Reading
@@ -957,35 +942,15 @@ private enum PurchaseStatesSQL: PreparedSQL {
     static let bindingTypes: [PostgresDataType] = [.textArray, .text, .text]
 }
 
-/// The change feed's rows of notification events (``PurchaseStore``'s `recordNotificationsInFeed`).
-private enum RecordEventsSQL: PreparedSQL {
+/// The change feed's rows, purchases' changes and notifications' events (``PurchaseStore``'s `recordInFeed`).
+private enum RecordInFeedSQL: PreparedSQL {
     static func query(rows: String, notify: Bool) -> PostgresQuery {
         """
         WITH recorded AS (
             INSERT INTO purchase_changes (original_transaction_id, bundle_id, environment, app_account_token, source, notification_uuid, run_id,
-                kind, notification_type, subtype, transaction_id, signed_date_ms, respond_by_ms)
+                kind, before_state, after_state, notification_type, subtype, transaction_id, signed_date_ms, respond_by_ms)
             SELECT original_transaction_id, bundle_id, environment, app_account_token, source, notification_uuid, run_id, kind,
-                notification_type, subtype, transaction_id, signed_date_ms, respond_by_ms
-            FROM jsonb_populate_recordset(NULL::purchase_changes, \(rows)::jsonb)
-        )
-        SELECT pg_notify(\(PurchaseStore.changeChannel), '') WHERE \(notify)
-        """
-    }
-
-    static let sql = query(rows: "", notify: false).sql
-    /// The rows as JSON, the channel, whether to notify (not in a dry run: its changes are its own).
-    static let bindingTypes: [PostgresDataType] = [.text, .text, .bool]
-}
-
-/// The change feed's rows of purchase changes (``PurchaseStore``'s `recordInFeed`).
-private enum RecordChangesSQL: PreparedSQL {
-    static func query(rows: String, notify: Bool) -> PostgresQuery {
-        """
-        WITH recorded AS (
-            INSERT INTO purchase_changes (original_transaction_id, bundle_id, environment, app_account_token, source, notification_uuid,
-                run_id, before_state, after_state)
-            SELECT original_transaction_id, bundle_id, environment, app_account_token, source, notification_uuid, run_id, before_state,
-                after_state
+                before_state, after_state, notification_type, subtype, transaction_id, signed_date_ms, respond_by_ms
             FROM jsonb_populate_recordset(NULL::purchase_changes, \(rows)::jsonb)
         )
         SELECT pg_notify(\(PurchaseStore.changeChannel), '') WHERE \(notify)
