@@ -103,14 +103,6 @@ final class StoredHeaders: Sendable {
     }
 }
 
-extension Optional where Wrapped == StoredHeaders {
-    /// The values whose headers are not known to be stored (all of them when nothing is known).
-    func notKnown(_ values: [JWSParts]) -> [JWSParts] {
-        guard let self else { return values }
-        return self.unknown(values)
-    }
-}
-
 extension Database {
     /// Commits the headers of `values` that this process has not seen stored, in a short
     /// transaction of their own; call it before the transaction that records the values. The

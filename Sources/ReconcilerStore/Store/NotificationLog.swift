@@ -192,8 +192,8 @@ package struct NotificationLog: Sendable {
                 metadata: ["notificationUUIDs": "\(wholeUUIDs)"])
         }
         let json = try PurchaseStore.json(columns)
-        let headers = try PurchaseStore.json(
-            JWSHeaders.rows(for: storedHeaders.notKnown(rows.flatMap(\.notification.signedParts))))
+        let parts = rows.flatMap(\.notification.signedParts)
+        let headers = try PurchaseStore.json(JWSHeaders.rows(for: storedHeaders?.unknown(parts) ?? parts))
         let query = InsertNotificationsSQL.query(
             headers: headers, rows: json, forwarding: forwarding, runId: source.runId, bundleId: bundleId, environment: environment)
         let result = try await transaction.query(query, preparedAs: InsertNotificationsSQL.self, logger: logger)

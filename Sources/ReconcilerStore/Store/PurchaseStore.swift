@@ -470,7 +470,8 @@ package struct PurchaseStore: Sendable {
         }
         var bindings = PostgresBindings()
         bindings.append(try Self.json(rows))
-        bindings.append(try Self.json(JWSHeaders.rows(for: storedHeaders.notKnown(rows.compactMap(\.parts)))))
+        let parts = rows.compactMap(\.parts)
+        bindings.append(try Self.json(JWSHeaders.rows(for: storedHeaders?.unknown(parts) ?? parts)))
         _ = try await transaction.query(
             PostgresQuery(unsafeSQL: Self.upsertTransactionsSQL, binds: bindings), preparedAs: UpsertTransactionsSQL.self, logger: logger)
     }
