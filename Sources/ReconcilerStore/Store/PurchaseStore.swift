@@ -872,9 +872,9 @@ package struct PurchaseStore: Sendable {
         return try apps.map { apps in try json(apps.map { Row(bundle_id: $0.bundleId, environment: $0.environment.rawValue) }) }
     }
 
-    /// A JSON array of rows, bound as one parameter.
+    /// A JSON array of rows, bound as one parameter (``RowJSON``).
     package static func json(_ rows: some Encodable) throws -> String {
-        String(decoding: try JSONEncoder().encode(rows), as: UTF8.self)
+        try RowJSON.encode(rows)
     }
 }
 
