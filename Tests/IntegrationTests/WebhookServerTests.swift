@@ -146,6 +146,12 @@ import WebhookServer
                 ("not a JWS", try body("hello"), 400, "MALFORMED_JWS"),
                 ("not JSON", Data("signedPayload=abc".utf8), 400, "MALFORMED_BODY"),
                 ("no signedPayload", Data("{\"payload\":\"x\"}".utf8), 400, "MALFORMED_BODY"),
+                // The compact form's edges: what its reader leaves to the JSON decoder is answered as before.
+                ("unterminated", Data("{\"signedPayload\":\"abc".utf8), 400, "MALFORMED_BODY"),
+                ("empty signedPayload", Data("{\"signedPayload\":\"\"}".utf8), 400, "MALFORMED_BODY"),
+                ("trailing text", Data("{\"signedPayload\":\"abc\"}x".utf8), 400, "MALFORMED_BODY"),
+                ("another member after", Data("{\"signedPayload\":\"abc\",\"other\":1}".utf8), 400, "MALFORMED_JWS"),
+                ("escaped", Data("{\"signedPayload\":\"a\\u0062c\"}".utf8), 400, "MALFORMED_JWS"),
                 ("oversized", try body(String(repeating: "a", count: 100 * 1024)), 413, "BODY_TOO_LARGE"),
             ]
             try await withRouter(db, maximumBodySize: 64 * 1024, handler: handler) { client in
@@ -174,6 +180,26 @@ import WebhookServer
                 #expect(metrics.samples("reconciler_webhook_last_notification_timestamp_seconds").isEmpty)
             }
         }
+    }
+
+    /// The compact body Apple sends is read without a JSON decoder; whatever that reader returns
+    /// is what the decoder reads, and anything else it leaves to the decoder.
+    @Test func theCompactBodyIsReadAsTheJSONDecoderReadsIt() throws {
+        let jws = try app.notification(
+            .subscribed, signedDate: app.start, transaction: app.subscription(original: "9101", period: 0, signedDate: app.start))
+        let bodies = [
+            "{\"signedPayload\":\"\(jws)\"}", "{\"signedPayload\":\"\(jws)\"}\n", "{ \"signedPayload\": \"\(jws)\" }",
+            "{\"signedPayload\":\"a\\/b\"}", "{\"signedPayload\":\"é\"}", "{\"signedPayload\":\"a\tb\"}", "{\"signedPayload\":\"abc\"}}",
+            "{\"signedPayload\":\"abc\",\"x\":1}", "{\"signedPayload\":null}", "{\"signedPayload\":\"",
+        ]
+        for text in bodies {
+            let decoded = (try? JSONDecoder().decode(ResponseBodyV2.self, from: Data(text.utf8)))?.signedPayload
+            if let compact = WebhookServer.compactSignedPayload(ByteBuffer(string: text)) {
+                #expect(compact == decoded, "\(text.prefix(40))")
+            }
+        }
+        #expect(WebhookServer.compactSignedPayload(ByteBuffer(string: bodies[0])) == jws)
+        #expect(WebhookServer.compactSignedPayload(ByteBuffer(string: bodies[2])) == nil)
     }
 
     /// A leaf whose own validity ended before signedDate fails the time check, not the chain.

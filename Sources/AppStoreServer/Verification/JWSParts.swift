@@ -1,4 +1,5 @@
 import Crypto
+import Foundation
 
 /// A compact JWS (`header.payload.signature`) taken apart for storage: the header segment as
 /// signed (the `x5c` chain makes it about 4.4 KB, and one signing certificate signs millions of
@@ -183,16 +184,22 @@ public struct NotificationPayloadParts: Sendable, Hashable {
     private static func range(of value: String, inQuotesIn payload: [UInt8]) -> Range<Int>? {
         let needle = Array(value.utf8)
         guard !needle.isEmpty, payload.count >= needle.count + 2 else { return nil }
-        let first = needle[0]
-        var start = 1
-        while start + needle.count < payload.count {
-            if payload[start] == first, payload[start - 1] == UInt8(ascii: "\""), payload[start + needle.count] == UInt8(ascii: "\""),
-                payload[start..<(start + needle.count)].elementsEqual(needle)
-            {
-                return start..<(start + needle.count)
+        return payload.withUnsafeBytes { payload in
+            needle.withUnsafeBytes { needle in
+                let first = needle[0]
+                var start = 1
+                while start + needle.count < payload.count {
+                    // Compared as memory: a generic element-by-element comparison of the ~6 KB value
+                    // was a percent of serve's CPU.
+                    if payload[start] == first, payload[start - 1] == UInt8(ascii: "\""), payload[start + needle.count] == UInt8(ascii: "\""),
+                        memcmp(payload.baseAddress! + start, needle.baseAddress!, needle.count) == 0
+                    {
+                        return start..<(start + needle.count)
+                    }
+                    start += 1
+                }
+                return nil
             }
-            start += 1
         }
-        return nil
     }
 }

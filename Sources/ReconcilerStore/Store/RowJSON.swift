@@ -25,6 +25,13 @@ package enum RowJSON {
         }
     }
 
+    /// `text` as a JSON string, quoted and escaped.
+    package static func string(_ text: String) -> String {
+        let writer = Writer()
+        writer.string(text)
+        return writer.finish()
+    }
+
     /// A value this writer leaves to Foundation's `JSONEncoder`.
     struct NotWrittenHere: Error {}
 
