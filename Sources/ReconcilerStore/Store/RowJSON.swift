@@ -236,7 +236,7 @@ private struct RowKeyedContainer<Key: CodingKey>: KeyedEncodingContainerProtocol
     mutating func superEncoder(forKey key: Key) -> any Encoder { RowEncoder.unwritable() }
 }
 
-private struct RowUnkeyedContainer: UnkeyedEncodingContainer {
+private struct RowUnkeyedContainer: UnkeyedEncodingContainer, RowValueSlot {
     let writer: RowJSON.Writer
     let container: (id: Int, depth: Int)?
     private(set) var count = 0
@@ -247,76 +247,52 @@ private struct RowUnkeyedContainer: UnkeyedEncodingContainer {
         self.container = container
     }
 
-    private mutating func element() throws {
+    /// Before each element: the comma, and the elements opened inside the previous one closed.
+    mutating func willWrite() throws {
         guard let container else { throw RowJSON.NotWrittenHere() }
         try writer.member(of: container)
         count += 1
     }
 
-    mutating func encodeNil() throws {
-        try element()
-        writer.literal("null")
-    }
-    mutating func encode(_ value: Bool) throws {
-        try element()
-        writer.bool(value)
-    }
-    mutating func encode(_ value: String) throws {
-        try element()
-        writer.string(value)
-    }
-    mutating func encode(_ value: Double) throws { throw RowJSON.NotWrittenHere() }
-    mutating func encode(_ value: Float) throws { throw RowJSON.NotWrittenHere() }
-    mutating func encode(_ value: Int) throws { try integer(value) }
-    mutating func encode(_ value: Int8) throws { try integer(value) }
-    mutating func encode(_ value: Int16) throws { try integer(value) }
-    mutating func encode(_ value: Int32) throws { try integer(value) }
-    mutating func encode(_ value: Int64) throws { try integer(value) }
-    mutating func encode(_ value: UInt) throws { try integer(value) }
-    mutating func encode(_ value: UInt8) throws { try integer(value) }
-    mutating func encode(_ value: UInt16) throws { try integer(value) }
-    mutating func encode(_ value: UInt32) throws { try integer(value) }
-    mutating func encode(_ value: UInt64) throws { try integer(value) }
-
-    private mutating func integer(_ value: some BinaryInteger) throws {
-        try element()
-        writer.integer(value)
-    }
-
-    mutating func encode<Value: Encodable>(_ value: Value) throws {
-        try element()
-        try writer.value(value)
-    }
-
     mutating func nestedContainer<NestedKey: CodingKey>(keyedBy keyType: NestedKey.Type) -> KeyedEncodingContainer<NestedKey> {
-        let nested = try? element()
+        let nested = try? willWrite()
         return KeyedEncodingContainer(
             RowKeyedContainer<NestedKey>(writer: writer, container: nested.map { writer.begin(UInt8(ascii: "{"), closer: UInt8(ascii: "}")) }))
     }
 
     mutating func nestedUnkeyedContainer() -> any UnkeyedEncodingContainer {
-        let nested = try? element()
+        let nested = try? willWrite()
         return RowUnkeyedContainer(writer: writer, container: nested.map { writer.begin(UInt8(ascii: "["), closer: UInt8(ascii: "]")) })
     }
 
     mutating func superEncoder() -> any Encoder { RowEncoder.unwritable() }
 }
 
-private struct RowSingleValueContainer: SingleValueEncodingContainer {
+private struct RowSingleValueContainer: SingleValueEncodingContainer, RowValueSlot {
     let encoder: RowEncoder
     var codingPath: [any CodingKey] { [] }
-    private var writer: RowJSON.Writer { encoder.writer }
+    var writer: RowJSON.Writer { encoder.writer }
 
+    func willWrite() throws { try encoder.willWriteSingleValue() }
+}
+
+/// The value writes an unkeyed and a single-value container share: each, after `willWrite`.
+private protocol RowValueSlot {
+    var writer: RowJSON.Writer { get }
+    mutating func willWrite() throws
+}
+
+extension RowValueSlot {
     mutating func encodeNil() throws {
-        try encoder.willWriteSingleValue()
+        try willWrite()
         writer.literal("null")
     }
     mutating func encode(_ value: Bool) throws {
-        try encoder.willWriteSingleValue()
+        try willWrite()
         writer.bool(value)
     }
     mutating func encode(_ value: String) throws {
-        try encoder.willWriteSingleValue()
+        try willWrite()
         writer.string(value)
     }
     mutating func encode(_ value: Double) throws { throw RowJSON.NotWrittenHere() }
@@ -333,12 +309,12 @@ private struct RowSingleValueContainer: SingleValueEncodingContainer {
     mutating func encode(_ value: UInt64) throws { try integer(value) }
 
     private mutating func integer(_ value: some BinaryInteger) throws {
-        try encoder.willWriteSingleValue()
+        try willWrite()
         writer.integer(value)
     }
 
     mutating func encode<Value: Encodable>(_ value: Value) throws {
-        try encoder.willWriteSingleValue()
+        try willWrite()
         try writer.value(value)
     }
 }
