@@ -186,7 +186,15 @@ package struct Forwarder: Service, Sendable {
     /// forwarder's target still wait. A run killed while it drained has recorded its end, so
     /// rerunning its command makes a new run that queues nothing the killed one stored: waiting
     /// for the earlier runs' deliveries too is what makes "the next run delivers the rest" true.
+    ///
+    /// The runs' own deliveries still held back are released first: a run drains only once its
+    /// replay is over, and so is its hold; a delivery still held then (seen after a run killed
+    /// under load was resumed) would not be due for ten minutes, past the drain. Earlier runs'
+    /// holds are theirs to end.
     package func drain(runIdsAndEarlier runIds: [Int64], upTo time: Duration) async throws -> Drained {
+        for runId in runIds {
+            _ = try await transaction { [queue] in try await queue.releaseHeld(runId: runId) }
+        }
         let earlier = try await transaction { [queue, target = configuration.url.target] in
             try await queue.runsWaiting(target: target)
         }.filter { !runIds.contains($0) }

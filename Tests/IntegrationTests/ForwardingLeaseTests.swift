@@ -168,4 +168,31 @@ import Testing
             #expect(released.allSatisfy { !$0.urgent })
         }
     }
+
+    /// A run's drain releases the run's own deliveries still held back (its replay, and so its
+    /// hold, is over), not an earlier run's.
+    @Test func aRunsDrainReleasesWhatTheRunStillHolds() async throws {
+        try await TestDatabase.with { db in
+            let url = "http://127.0.0.1:9/notifications"
+            let target = ForwardingTarget(url: url)
+            let handler = try app.handler(db)
+            let now = Int64(Date().timeIntervalSince1970 * 1000)
+            func charge(_ original: String) async throws -> VerifiedNotification {
+                try await handler.verify(
+                    signedPayload: try app.notification(
+                        .oneTimeCharge, signedDate: now - 60_000,
+                        transaction: app.oneTime(original, purchaseDate: now - 120_000, signedDate: now - 60_000)))
+            }
+            _ = try await handler.record(
+                [try await charge("9201")], source: .history(runId: 7), forwarding: .init(target: target, hold: .seconds(600)))
+            _ = try await handler.record(
+                [try await charge("9202"), try await charge("9203")], source: .history(runId: 8),
+                forwarding: .init(target: target, hold: .seconds(600)))
+            #expect(try await db.count("SELECT count(*) FROM forward_queue WHERE held") == 3)
+            let drained = try await Self.forwarder("w", url: url, concurrency: 1, db: db).drain(runIdsAndEarlier: [8], upTo: .zero)
+            #expect(drained.earlierRuns == [7])
+            #expect(try await db.count("SELECT count(*) FROM forward_queue WHERE held AND run_id = 8") == 0)
+            #expect(try await db.count("SELECT count(*) FROM forward_queue WHERE held AND run_id = 7") == 1)
+        }
+    }
 }
