@@ -165,9 +165,12 @@ import Testing
                     "--forward-backoff", "15s", "--forward-drain-timeout", "120s",
                 ]
                 let killed = try rehearsal.start(arguments)
-                try await eventually("the run finished and draining") {
-                    try await rehearsal.db.count("SELECT count(*) FROM reconcile_runs WHERE run_id = 1 AND status <> 'running'") == 1
-                        && receiver.statistics.failed > 0
+                // Every delivery tried once (and backed off): one still due would be delivered by the
+                // rerun's windows, before its drain looks for earlier runs' deliveries.
+                try await eventually("the run finished and draining, every delivery tried") {
+                    let untried = try await rehearsal.db.count("SELECT count(*) FROM forward_queue WHERE run_id = 1 AND attempts = 0")
+                    return try await rehearsal.db.count("SELECT count(*) FROM reconcile_runs WHERE run_id = 1 AND status <> 'running'") == 1
+                        && receiver.statistics.failed > 0 && untried == 0
                 }
                 #expect(killed.process.isRunning, "the run ended before it was killed in its drain")
                 killed.signal(SIGKILL)
