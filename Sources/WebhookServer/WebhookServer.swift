@@ -223,9 +223,9 @@ package struct WebhookServer: Sendable {
     }
 
     /// The `signedPayload` of a body in the compact form Apple sends, `{"signedPayload":"<JWS>"}`,
-    /// read without a JSON decoder (a third of the time it took to verify the notification); `nil`
-    /// for any other form, which `JSONDecoder` reads as before: other spacing or members, escapes,
-    /// control characters or non-ASCII bytes in the value.
+    /// read without a JSON decoder (Foundation's scanned, copied and checked the 18 KB string: 2%
+    /// of `serve`'s CPU under the webhook bench); `nil` for any other form, which `JSONDecoder`
+    /// reads as before: other spacing or members, escapes, control or non-ASCII bytes in the value.
     package static func compactSignedPayload(_ body: ByteBuffer) -> String? {
         body.withUnsafeReadableBytes { bytes -> String? in
             let prefix = #"{"signedPayload":""#.utf8

@@ -16,13 +16,13 @@ import Foundation
 package enum RowJSON {
     /// `value` as JSON text.
     package static func encode(_ value: some Encodable) throws -> String {
+        let writer = Writer()
         do {
-            let writer = Writer()
             try writer.value(value)
-            return writer.finish()
-        } catch is NotWrittenHere {
-            return String(decoding: try JSONEncoder().encode(value), as: UTF8.self)
-        }
+            // Handed over even when a value's own code caught the error (`try?`) and went on.
+            if !writer.handedOver { return writer.finish() }
+        } catch is NotWrittenHere {}
+        return String(decoding: try JSONEncoder().encode(value), as: UTF8.self)
     }
 
     /// `text` as a JSON string, quoted and escaped.
@@ -43,19 +43,27 @@ package enum RowJSON {
         @exclusivity(unchecked) private(set) var bytes: [UInt8] = []
         @exclusivity(unchecked) private var open: [(id: Int, closer: UInt8, count: Int)] = []
         private var nextId = 0
+        /// Set by the first write this writer declined: the whole value goes to `JSONEncoder`.
+        private(set) var handedOver = false
 
         init() { bytes.reserveCapacity(4096) }
+
+        /// Declines a write: the value is handed to `JSONEncoder` (``encode(_:)``).
+        func handOver() -> NotWrittenHere {
+            handedOver = true
+            return NotWrittenHere()
+        }
 
         /// Writes `value` at the current position (after a key, a comma, or at the start).
         func value<Value: Encodable>(_ value: Value) throws {
             // Types whose Foundation spelling is not their `encode(to:)`'s.
             if Value.self == Date.self || Value.self == Data.self || Value.self == URL.self || Value.self == Decimal.self {
-                throw NotWrittenHere()
+                throw handOver()
             }
             let start = bytes.count
             try value.encode(to: RowEncoder(writer: self))
             // A value that wrote nothing has no JSON spelling here.
-            if bytes.count == start { throw NotWrittenHere() }
+            if bytes.count == start { throw handOver() }
         }
 
         /// Opens an object or array; the container's identity for later writes.
@@ -68,7 +76,7 @@ package enum RowJSON {
 
         /// Before a member of the container `id`: closes what was opened inside it and writes the comma.
         func member(of container: (id: Int, depth: Int)) throws {
-            guard container.depth < open.count, open[container.depth].id == container.id else { throw NotWrittenHere() }
+            guard container.depth < open.count, open[container.depth].id == container.id else { throw handOver() }
             while open.count > container.depth + 1 { bytes.append(open.removeLast().closer) }
             if open[container.depth].count > 0 { bytes.append(UInt8(ascii: ",")) }
             open[container.depth].count += 1
@@ -140,16 +148,16 @@ private final class RowEncoder: Encoder {
 
     init(writer: RowJSON.Writer) { self.writer = writer }
 
-    /// What a super-encoder gets: every write throws, so Foundation writes the value.
-    static func unwritable() -> RowEncoder {
-        let encoder = RowEncoder(writer: RowJSON.Writer())
+    /// What a super-encoder gets: every write is declined, so Foundation writes the value.
+    static func unwritable(_ writer: RowJSON.Writer) -> RowEncoder {
+        let encoder = RowEncoder(writer: writer)
         encoder.wroteSingleValue = true
         return encoder
     }
 
     private func container(_ opener: UInt8, closer: UInt8) throws -> (id: Int, depth: Int) {
         if let opened { return opened }
-        guard !wroteSingleValue else { throw RowJSON.NotWrittenHere() }
+        guard !wroteSingleValue else { throw writer.handOver() }
         let container = writer.begin(opener, closer: closer)
         opened = container
         return container
@@ -169,7 +177,7 @@ private final class RowEncoder: Encoder {
 
     /// Before the single value: only one, and not beside a container.
     fileprivate func willWriteSingleValue() throws {
-        guard opened == nil, !wroteSingleValue else { throw RowJSON.NotWrittenHere() }
+        guard opened == nil, !wroteSingleValue else { throw writer.handOver() }
         wroteSingleValue = true
     }
 }
@@ -181,7 +189,7 @@ private struct RowKeyedContainer<Key: CodingKey>: KeyedEncodingContainerProtocol
     var codingPath: [any CodingKey] { [] }
 
     private func member(_ key: Key) throws {
-        guard let container else { throw RowJSON.NotWrittenHere() }
+        guard let container else { throw writer.handOver() }
         try writer.member(of: container)
         writer.key(key)
     }
@@ -198,8 +206,8 @@ private struct RowKeyedContainer<Key: CodingKey>: KeyedEncodingContainerProtocol
         try member(key)
         writer.string(value)
     }
-    mutating func encode(_ value: Double, forKey key: Key) throws { throw RowJSON.NotWrittenHere() }
-    mutating func encode(_ value: Float, forKey key: Key) throws { throw RowJSON.NotWrittenHere() }
+    mutating func encode(_ value: Double, forKey key: Key) throws { throw writer.handOver() }
+    mutating func encode(_ value: Float, forKey key: Key) throws { throw writer.handOver() }
     mutating func encode(_ value: Int, forKey key: Key) throws { try integer(value, key) }
     mutating func encode(_ value: Int8, forKey key: Key) throws { try integer(value, key) }
     mutating func encode(_ value: Int16, forKey key: Key) throws { try integer(value, key) }
@@ -232,8 +240,8 @@ private struct RowKeyedContainer<Key: CodingKey>: KeyedEncodingContainerProtocol
         return RowUnkeyedContainer(writer: writer, container: nested.map { writer.begin(UInt8(ascii: "["), closer: UInt8(ascii: "]")) })
     }
 
-    mutating func superEncoder() -> any Encoder { RowEncoder.unwritable() }
-    mutating func superEncoder(forKey key: Key) -> any Encoder { RowEncoder.unwritable() }
+    mutating func superEncoder() -> any Encoder { RowEncoder.unwritable(writer) }
+    mutating func superEncoder(forKey key: Key) -> any Encoder { RowEncoder.unwritable(writer) }
 }
 
 private struct RowUnkeyedContainer: UnkeyedEncodingContainer, RowValueSlot {
@@ -249,7 +257,7 @@ private struct RowUnkeyedContainer: UnkeyedEncodingContainer, RowValueSlot {
 
     /// Before each element: the comma, and the elements opened inside the previous one closed.
     mutating func willWrite() throws {
-        guard let container else { throw RowJSON.NotWrittenHere() }
+        guard let container else { throw writer.handOver() }
         try writer.member(of: container)
         count += 1
     }
@@ -265,7 +273,7 @@ private struct RowUnkeyedContainer: UnkeyedEncodingContainer, RowValueSlot {
         return RowUnkeyedContainer(writer: writer, container: nested.map { writer.begin(UInt8(ascii: "["), closer: UInt8(ascii: "]")) })
     }
 
-    mutating func superEncoder() -> any Encoder { RowEncoder.unwritable() }
+    mutating func superEncoder() -> any Encoder { RowEncoder.unwritable(writer) }
 }
 
 private struct RowSingleValueContainer: SingleValueEncodingContainer, RowValueSlot {
@@ -295,8 +303,8 @@ extension RowValueSlot {
         try willWrite()
         writer.string(value)
     }
-    mutating func encode(_ value: Double) throws { throw RowJSON.NotWrittenHere() }
-    mutating func encode(_ value: Float) throws { throw RowJSON.NotWrittenHere() }
+    mutating func encode(_ value: Double) throws { throw writer.handOver() }
+    mutating func encode(_ value: Float) throws { throw writer.handOver() }
     mutating func encode(_ value: Int) throws { try integer(value) }
     mutating func encode(_ value: Int8) throws { try integer(value) }
     mutating func encode(_ value: Int16) throws { try integer(value) }

@@ -58,6 +58,16 @@ import Testing
         let dated = try Self.sameJSON([Dated(at: Date(timeIntervalSince1970: 1_700_000_000.5), data: Data([1, 2, 3]))])
         #expect(dated.contains("AQID"))
         _ = try Self.sameJSON([RawJSON.number(1.5), .number(2), .integer(3)])
+        // A value whose own code swallows the declined write still goes to Foundation whole.
+        struct Swallowing: Encodable {
+            enum Keys: String, CodingKey { case at, name }
+            func encode(to encoder: any Encoder) throws {
+                var container = encoder.container(keyedBy: Keys.self)
+                try? container.encode(Date(timeIntervalSince1970: 0), forKey: .at)
+                try container.encode("x", forKey: .name)
+            }
+        }
+        _ = try Self.sameJSON([Swallowing()])
         _ = try Self.sameJSON(["url": URL(string: "https://example.com/a")!])
     }
 
