@@ -231,6 +231,10 @@ package struct WebhookServer: Sendable {
             let prefix = #"{"signedPayload":""#.utf8
             guard bytes.count > prefix.count + 1, bytes.starts(with: prefix) else { return nil }
             var end = prefix.count
+            // Eight bytes at a time while none needs a look (a JWS is 18 KB of plain ASCII), then byte by byte.
+            while end + 8 <= bytes.count, Self.isPlainJSONText(bytes.loadUnaligned(fromByteOffset: end, as: UInt64.self)) {
+                end += 8
+            }
             while end < bytes.count {
                 let byte = bytes[end]
                 if byte == UInt8(ascii: "\"") { break }
@@ -241,5 +245,18 @@ package struct WebhookServer: Sendable {
             guard end < bytes.count, bytes[(end + 1)...].elementsEqual("}".utf8) else { return nil }
             return String(decoding: UnsafeRawBufferPointer(rebasing: bytes[prefix.count..<end]), as: UTF8.self)
         }
+    }
+
+    /// Whether none of a word's eight bytes is a quote, a backslash, a control character or
+    /// non-ASCII: the bytes JSON spells as themselves inside a string.
+    @inline(__always)
+    private static func isPlainJSONText(_ word: UInt64) -> Bool {
+        let ones: UInt64 = 0x0101_0101_0101_0101
+        let highBits: UInt64 = 0x8080_8080_8080_8080
+        // Some byte below n (n ≤ 0x80), and some byte zero: the word tricks of "Bit Twiddling Hacks".
+        func hasByteBelow(_ word: UInt64, _ n: UInt64) -> Bool { (word &- ones &* n) & ~word & highBits != 0 }
+        return word & highBits == 0 && !hasByteBelow(word, 0x20)
+            && !hasByteBelow(word ^ (ones &* UInt64(UInt8(ascii: "\""))), 1)
+            && !hasByteBelow(word ^ (ones &* UInt64(UInt8(ascii: "\\"))), 1)
     }
 }

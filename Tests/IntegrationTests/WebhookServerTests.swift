@@ -198,6 +198,18 @@ import WebhookServer
                 #expect(compact == decoded, "\(text.prefix(40))")
             }
         }
+        // Whatever needs a look, at every place in a word of eight bytes and beyond.
+        for offset in 0..<24 {
+            for byte: UInt8 in [0x22, 0x5C, 0x00, 0x1F, 0x7F, 0x80, 0xC3, 0xFF] {
+                var value = Array(String(repeating: "a", count: 40).utf8)
+                value[offset] = byte
+                let text = Array(#"{"signedPayload":""#.utf8) + value + Array(#""}"#.utf8)
+                let decoded = (try? JSONDecoder().decode(ResponseBodyV2.self, from: Data(text)))?.signedPayload
+                let compact = WebhookServer.compactSignedPayload(ByteBuffer(bytes: text))
+                #expect(compact == nil || compact == decoded, "byte \(byte) at \(offset)")
+                #expect(byte == 0x7F || compact == nil, "byte \(byte) at \(offset)")
+            }
+        }
         #expect(WebhookServer.compactSignedPayload(ByteBuffer(string: bodies[0])) == jws)
         #expect(WebhookServer.compactSignedPayload(ByteBuffer(string: bodies[2])) == nil)
     }

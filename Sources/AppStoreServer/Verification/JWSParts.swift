@@ -34,10 +34,9 @@ public struct JWSParts: Sendable, Hashable {
     /// (a notification's nested values are signed with its own certificate).
     init?(exactly jws: String, sameHeaderAs other: JWSParts?) {
         let bytes = Array(jws.utf8)
-        guard let firstDot = bytes.firstIndex(of: UInt8(ascii: ".")),
-            let secondDot = bytes[(firstDot + 1)...].firstIndex(of: UInt8(ascii: ".")),
-            !bytes[(secondDot + 1)...].contains(UInt8(ascii: ".")), firstDot > 0
-        else { return nil }
+        let dots = CompactJWS.dots(in: bytes, upTo: 3)
+        guard dots.count == 2, dots[0] > 0 else { return nil }
+        let (firstDot, secondDot) = (dots[0], dots[1])
         // What is stored must give back exactly what was signed: only canonical segments decode
         // here, and re-encoding a canonical segment's bytes gives the segment itself.
         guard let payload = Base64URL.decodeCanonical(bytes[(firstDot + 1)..<secondDot]),

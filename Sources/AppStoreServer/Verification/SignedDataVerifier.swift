@@ -268,7 +268,23 @@ final class ChainVerifier: Sendable {
     private let roots: [Certificate]
     private let rootDERs: [[UInt8]]
     private let capacity: Int
-    private let cache = Mutex<[Substring: VerifiedChain]>([:])
+    private let cache = Mutex<[HeaderKey: VerifiedChain]>([:])
+
+    /// An encoded header as the cache's key: compared whole, hashed by its length and its first
+    /// 512 bytes (they hold the leaf certificate's serial number), not by all 4.4 KB three times
+    /// per notification. Only chains that passed full validation are cached, at most `capacity`.
+    private struct HeaderKey: Hashable {
+        let header: Substring
+
+        func hash(into hasher: inout Hasher) {
+            let utf8 = header.utf8
+            hasher.combine(utf8.count)
+            let hashed = utf8.withContiguousStorageIfAvailable {
+                hasher.combine(bytes: UnsafeRawBufferPointer(UnsafeBufferPointer(rebasing: $0.prefix(512))))
+            }
+            if hashed == nil { hasher.combine(String(header.prefix(512))) }
+        }
+    }
 
     init(roots: [Certificate], capacity: Int) {
         self.roots = roots
@@ -288,7 +304,7 @@ final class ChainVerifier: Sendable {
     /// Verifies a JWS and decodes its payload once, as `Payload`; also returns the payload's JSON.
     func verifiedPayload<Payload: SignedPayload>(_ jws: String, as type: Payload.Type) async throws -> (payload: Payload, json: [UInt8]) {
         let token = try CompactJWS(jws)
-        let cached = cache.withLock { $0[token.encodedHeader] }
+        let cached = cache.withLock { $0[HeaderKey(header: token.encodedHeader)] }
         let chain: VerifiedChain
         var needsFullValidation: (leaf: Certificate, intermediate: Certificate)?
         if let cached {
@@ -326,7 +342,7 @@ final class ChainVerifier: Sendable {
             try await validateRFC5280(leaf: leaf, intermediate: intermediate, at: signedDate)
             cache.withLock { cache in
                 if cache.count >= capacity { cache.removeAll(keepingCapacity: true) }
-                cache[token.encodedHeader] = chain
+                cache[HeaderKey(header: token.encodedHeader)] = chain
             }
         }
         return (payload, token.payload)

@@ -44,9 +44,10 @@ package struct JWSHeaders: Sendable {
     /// The distinct header rows of some values, sorted by hash (the order every writer inserts in,
     /// so two transactions inserting the same new headers wait for each other rather than deadlock).
     package static func rows(for values: some Sequence<JWSParts>) -> [HeaderColumns] {
-        var seen = Set<String>()
+        // By hash: hashing a 4.4 KB header for a set costs more than the 32 bytes of its SHA-256.
+        var seen = Set<[UInt8]>()
         var rows: [HeaderColumns] = []
-        for value in values where seen.insert(value.encodedHeader).inserted {
+        for value in values where seen.insert(value.headerSHA256).inserted {
             rows.append(HeaderColumns(sha256: Bytea.hex(value.headerSHA256), encoded_header: value.encodedHeader))
         }
         return rows.sorted { $0.sha256 < $1.sha256 }

@@ -125,7 +125,7 @@ import X509
     }
 
     @Test func malformedInputIsRejected() async throws {
-        for garbage in ["", "not a jws", "a.b", "a.b.c.d", "!!!.???.***", "eyJhbGciOiJFUzI1NiJ9..sig"] {
+        for garbage in ["", "not a jws", "a.b", "a.b.c.d", "a.b.c.", ".b.c", "!!!.???.***", "eyJhbGciOiJFUzI1NiJ9..sig"] {
             #expect(await reason(garbage) == .malformedJWS, "\(garbage)")
         }
         let header = try authority.signer.sign(notification()).split(separator: ".")[0]

@@ -140,6 +140,7 @@ import Testing
             "\(segments[0]).\(segments[1].replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")).\(segments[2])x",
             "\(segments[0]).\(segments[1])",  // two segments
             "\(segments[0]).\(segments[1]).\(segments[2]).x",  // four
+            "\(segments[0]).\(segments[1]).\(segments[2]).",  // a dot at the end
             ".\(segments[1]).\(segments[2])",  // no header
         ] where altered != token {
             #expect(JWSParts(exactly: altered) == nil, "\(altered.prefix(40))")
