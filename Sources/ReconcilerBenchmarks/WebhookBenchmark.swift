@@ -22,15 +22,28 @@ struct WebhookBenchmark: AsyncParsableCommand {
     @Option(help: "Concurrent senders.") var senders: Int = 16
     @Option(help: "Where to write root.pem and reconciler.env for serve.") var credentialsDir: String
     @Option(help: "Scenario seed.") var seed: UInt64 = 101
+    @Option(
+        help: """
+            How the senders post: sockets (a thread and one kept-alive connection each, blocking calls: little CPU beside serve) \
+            or async-http-client (AsyncHTTPClient, the bench's senders before 2026-11-28: about 205 µs of CPU per notification).
+            """)
+    var client: Client = .sockets
+
+    enum Client: String, ExpressibleByArgument, Sendable {
+        case sockets
+        case asyncHTTPClient = "async-http-client"
+    }
 
     func run() async throws {
-        let (url, customers, senders, credentials, seed) = (self.url, self.customers, self.senders, self.credentialsDir, self.seed)
+        let (url, customers, senders, credentials, seed, client) = (
+            self.url, self.customers, self.senders, self.credentialsDir, self.seed, self.client
+        )
         try await Task.detached {
-            try await Self.measure(url: url, customers: customers, senders: senders, credentials: credentials, seed: seed)
+            try await Self.measure(url: url, customers: customers, senders: senders, credentials: credentials, seed: seed, sendingWith: client)
         }.value
     }
 
-    static func measure(url: String, customers: Int, senders: Int, credentials: String, seed: UInt64) async throws {
+    static func measure(url: String, customers: Int, senders: Int, credentials: String, seed: UInt64, sendingWith sender: Client) async throws {
         do {
             let now = Int64(Date().timeIntervalSince1970 * 1000)
             let scenario = ScenarioConfiguration(seed: seed, customers: customers, now: now, span: 30 * 86_400_000)
@@ -84,42 +97,46 @@ struct WebhookBenchmark: AsyncParsableCommand {
             let cpuAtStart = processCPUSeconds()
             let clock = ContinuousClock()
             let start = clock.now
-            let results = try await withThrowingTaskGroup(of: (latencies: [Duration], failures: [String]).self) { group in
-                for _ in 0..<senders {
-                    group.addTask {
-                        var latencies: [Duration] = []
-                        var failures: [String] = []
-                        while true {
-                            let index = next.withLock { value in
-                                defer { value += 1 }
-                                return value
+            let bodies = payloads
+            let results =
+                try await sender == .sockets
+                ? SocketSenders(url: url, path: "/notifications").post(bodies, senders: senders)
+                : withThrowingTaskGroup(of: (latencies: [Duration], failures: [String]).self) { group in
+                    for _ in 0..<senders {
+                        group.addTask {
+                            var latencies: [Duration] = []
+                            var failures: [String] = []
+                            while true {
+                                let index = next.withLock { value in
+                                    defer { value += 1 }
+                                    return value
+                                }
+                                guard index < payloads.count else { break }
+                                var request = HTTPClientRequest(url: "\(url)/notifications")
+                                request.method = .POST
+                                request.headers.add(name: "Content-Type", value: "application/json")
+                                request.body = .bytes(ByteBuffer(string: "{\"signedPayload\":\"\(payloads[index])\"}"))
+                                let sent = clock.now
+                                do {
+                                    let response = try await client.execute(request, timeout: .seconds(30))
+                                    _ = try await response.body.collect(upTo: 1 << 16)
+                                    latencies.append(clock.now - sent)
+                                    if response.status != .ok { failures.append("HTTP \(response.status.code)") }
+                                } catch {
+                                    latencies.append(clock.now - sent)
+                                    failures.append("\(error)")
+                                }
                             }
-                            guard index < payloads.count else { break }
-                            var request = HTTPClientRequest(url: "\(url)/notifications")
-                            request.method = .POST
-                            request.headers.add(name: "Content-Type", value: "application/json")
-                            request.body = .bytes(ByteBuffer(string: "{\"signedPayload\":\"\(payloads[index])\"}"))
-                            let sent = clock.now
-                            do {
-                                let response = try await client.execute(request, timeout: .seconds(30))
-                                _ = try await response.body.collect(upTo: 1 << 16)
-                                latencies.append(clock.now - sent)
-                                if response.status != .ok { failures.append("HTTP \(response.status.code)") }
-                            } catch {
-                                latencies.append(clock.now - sent)
-                                failures.append("\(error)")
-                            }
+                            return (latencies, failures)
                         }
-                        return (latencies, failures)
                     }
+                    var all: (latencies: [Duration], failures: [String]) = ([], [])
+                    for try await result in group {
+                        all.latencies += result.latencies
+                        all.failures += result.failures
+                    }
+                    return all
                 }
-                var all: (latencies: [Duration], failures: [String]) = ([], [])
-                for try await result in group {
-                    all.latencies += result.latencies
-                    all.failures += result.failures
-                }
-                return all
-            }
             let elapsed = clock.now - start
             let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
             let senderCPU = cpuAtStart.distance(to: processCPUSeconds())
@@ -136,7 +153,9 @@ struct WebhookBenchmark: AsyncParsableCommand {
                     percentile(1.0)))
             let failures = Dictionary(grouping: results.failures, by: { $0 }).mapValues(\.count)
             print("  answered other than 200: \(results.failures.count)\(failures.isEmpty ? "" : " \(failures)")")
-            print(String(format: "  the senders used %.1f s of CPU (%.0f µs per notification)", senderCPU, senderCPU / Double(payloads.count) * 1e6))
+            print(
+                "  the senders (\(sender.rawValue))"
+                    + String(format: " used %.1f s of CPU (%.0f µs per notification)", senderCPU, senderCPU / Double(payloads.count) * 1e6))
             print("notifications posted: \(payloads.count)")
         }
     }
