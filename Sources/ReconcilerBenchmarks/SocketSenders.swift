@@ -101,6 +101,10 @@ struct SocketSenders: Sendable {
         // Each request is written whole, then the answer awaited: no reason to wait for more to send.
         var on: Int32 = 1
         setsockopt(socket, Int32(IPPROTO_TCP), TCP_NODELAY, &on, socklen_t(MemoryLayout<Int32>.size))
+        // An answer not read within 30 s is a failure (as AsyncHTTPClient's read timeout was), not a sender stuck for ever.
+        var timeout = timeval(tv_sec: 30, tv_usec: 0)
+        setsockopt(socket, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        setsockopt(socket, SOL_SOCKET, SO_SNDTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
         guard Glibc.connect(socket, address.pointee.ai_addr, address.pointee.ai_addrlen) == 0 else {
             let failure = errno
             close(socket)
