@@ -193,6 +193,33 @@ import Testing
 
     /// Deliveries the app keeps refusing are marked failed after --forward-attempts, never make
     /// the run partial, and `forward --once --retry-failed` delivers them once the app is back.
+    /// A run resumed past its replay (so it never replays, nor ends a hold) releases the deliveries
+    /// it still held back: its drain does so first, however short (`--forward-drain-timeout 0s`),
+    /// so they are due at once, not when the hold would have run out ten minutes later.
+    @Test func aRunResumedPastItsReplayReleasesWhatItStillHeld() async throws {
+        try await AppWebhookReceiver.withRunning(.init()) { _, receiverURL in
+            try await Rehearsal.with(customers: 20, seed: 64) { rehearsal in
+                let forwarding = ["--forward-to", receiverURL, "--forward-drain-timeout", "0s"]
+                let first = try await rehearsal.runWindow(forwarding)
+                #expect(first.status == 0, "\(first.stderr)")
+                // As a process killed in its gap-fill phase would leave it, with deliveries still held back.
+                try await rehearsal.db.execute(
+                    """
+                    UPDATE forward_queue SET status = 'pending', held = true, next_attempt_at = now() + interval '10 minutes'
+                    WHERE run_id IS NOT NULL
+                    """)
+                try await rehearsal.db.execute("UPDATE reconcile_runs SET status = 'interrupted', phase = 'gap_fill', finished_at = NULL")
+                let held = try await rehearsal.db.count("SELECT count(*) FROM forward_queue WHERE held")
+                #expect(held > 0)
+                let resumed = try await rehearsal.runWindow(forwarding)
+                #expect(resumed.status == 0, "\(resumed.stderr)")
+                #expect(try await rehearsal.db.count("SELECT count(*) FROM reconcile_runs") == 1)
+                #expect(try await rehearsal.db.count("SELECT count(*) FROM forward_queue WHERE held") == 0)
+                #expect(try await rehearsal.db.count("SELECT count(*) FROM forward_queue WHERE next_attempt_at > now()") == 0)
+            }
+        }
+    }
+
     @Test func failedDeliveriesAreRetriedByTheForwardWorker() async throws {
         try await AppWebhookReceiver.withRunning(.init()) { receiver, receiverURL in
             try await Rehearsal.with(customers: 30, seed: 63) { rehearsal in
