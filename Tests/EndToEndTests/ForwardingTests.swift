@@ -191,8 +191,6 @@ import Testing
         }
     }
 
-    /// Deliveries the app keeps refusing are marked failed after --forward-attempts, never make
-    /// the run partial, and `forward --once --retry-failed` delivers them once the app is back.
     /// A run resumed past its replay (so it never replays, nor ends a hold) releases the deliveries
     /// it still held back: its drain does so first, however short (`--forward-drain-timeout 0s`),
     /// so they are due at once, not when the hold would have run out ten minutes later.
@@ -222,6 +220,8 @@ import Testing
         }
     }
 
+    /// Deliveries the app keeps refusing are marked failed after --forward-attempts, never make
+    /// the run partial, and `forward --once --retry-failed` delivers them once the app is back.
     @Test func failedDeliveriesAreRetriedByTheForwardWorker() async throws {
         try await AppWebhookReceiver.withRunning(.init()) { receiver, receiverURL in
             try await Rehearsal.with(customers: 30, seed: 63) { rehearsal in
