@@ -64,11 +64,14 @@ struct SocketSenders: Sendable {
                 return value
             }
             guard index < bodies.count else { break }
+            // The body, `{"signedPayload":"<JWS>"}`, written into the request in place (not built apart and copied).
+            let (opening, closing) = (#"{"signedPayload":""#.utf8, #""}"#.utf8)
+            let length = opening.count + bodies[index].utf8.count + closing.count
             request.removeAll(keepingCapacity: true)
-            let body = #"{"signedPayload":""# + bodies[index] + #""}"#
-            request +=
-                "POST \(path) HTTP/1.1\r\nHost: \(host):\(port)\r\nContent-Type: application/json\r\nContent-Length: \(body.utf8.count)\r\n\r\n".utf8
-            request += body.utf8
+            request += "POST \(path) HTTP/1.1\r\nHost: \(host):\(port)\r\nContent-Type: application/json\r\nContent-Length: \(length)\r\n\r\n".utf8
+            request += opening
+            request += bodies[index].utf8
+            request += closing
             let sent = clock.now
             do {
                 let socket = try connection ?? connect()
