@@ -158,15 +158,13 @@ public actor RateLimiter {
     }
 
     /// Closes `endpoint` for every caller for `duration` from now (a 429's `Retry-After`), and
-    /// tells the observer.
-    public func close(_ endpoint: AppStoreServerAPIEndpoint, for duration: Duration) {
+    /// tells the observer before it returns: a process that ends on this 429 (a `Retry-After`
+    /// beyond its cap) has then shared the closure (a detached report could be lost with the process).
+    public func close(_ endpoint: AppStoreServerAPIEndpoint, for duration: Duration) async {
         let instant = clock.now + duration
         if let current = closedUntil[endpoint], current >= instant { return }
         closedUntil[endpoint] = instant
-        if let observer {
-            let until = unixMilliseconds(of: instant)
-            Task { await observer.endpointClosed(endpoint, untilUNIXMilliseconds: until) }
-        }
+        await observer?.endpointClosed(endpoint, untilUNIXMilliseconds: unixMilliseconds(of: instant))
     }
 
     /// Closes `endpoint` until a wall-clock instant another process learned from a 429.

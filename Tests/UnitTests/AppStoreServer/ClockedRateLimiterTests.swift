@@ -114,6 +114,32 @@ import Testing
 }
 
 /// The clock's time of each turn granted, as the granted callers record it.
+/// The observer that shares a 429's closure with the app's other processes has been told by the
+/// time `close` returns: a process that ends on that 429 (a `Retry-After` beyond its cap, exit 2)
+/// must not end before the closure is written, or the next process calls Apple inside Apple's hour.
+@Suite struct RateLimiterObserverTests {
+    @Test func closeReturnsOnlyOnceTheObserverWasTold() async throws {
+        let clock = ManualClock()
+        let limiter = RateLimiter(configuration: .init(requestsPerSecond: [.getNotificationHistory: 10], clock: clock))
+        let observer = SlowObserver()
+        await limiter.observe(with: observer)
+        await limiter.close(.getNotificationHistory, for: .seconds(3600))
+        #expect(observer.told == [AppStoreServerAPIEndpoint.getNotificationHistory.name])
+    }
+}
+
+/// Records each closure it is told of, after giving way many times (as a database write would).
+private final class SlowObserver: RateLimiter.Observer {
+    private let recorded = Mutex<[String]>([])
+
+    func endpointClosed(_ endpoint: AppStoreServerAPIEndpoint, untilUNIXMilliseconds: Int64) async {
+        for _ in 0..<100 { await Task.yield() }
+        recorded.withLock { $0.append(endpoint.name) }
+    }
+
+    var told: [String] { recorded.withLock { $0 } }
+}
+
 private final class Grants: Sendable {
     private let recorded = Mutex<[Duration]>([])
 
