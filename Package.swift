@@ -220,7 +220,7 @@ let package = Package(
         .executableTarget(
             name: "ReconcilerBenchmarks",
             dependencies: [
-                "Reconciler", "ReconcilerDomain", "ReconcilerStore",
+                "Reconciler", "ReconcilerDomain", "ReconcilerShared", "ReconcilerStore",
                 "AppStoreServer",
                 "MockAppStore",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
@@ -240,7 +240,7 @@ let package = Package(
         .target(
             name: "TestSupport",
             dependencies: [
-                "AppStoreServer", "MockAppStore", "Reconciler", "ReconcilerDomain", "ReconcilerStore", "ReconcilerMetrics",
+                "AppStoreServer", "MockAppStore", "Reconciler", "ReconcilerDomain", "ReconcilerShared", "ReconcilerStore", "ReconcilerMetrics",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "CoreMetrics", package: "swift-metrics"),
                 .product(name: "Crypto", package: "swift-crypto"),

@@ -1,6 +1,6 @@
 package import AppStoreServer
 import Foundation
-import ReconcilerDomain
+package import ReconcilerDomain
 package import ReconcilerShared
 import Yams
 
@@ -31,7 +31,9 @@ package struct ReconcilerConfiguration: Sendable {
 
     /// One app in one environment, and what its processes need.
     package struct Target: Sendable, CustomStringConvertible {
-        package var app: AppTarget
+        /// The app and environment with the app's rule for `entitled`: every writer of its
+        /// purchases is given this, so each judges `entitled` as `export` and `serve` do.
+        package let scope: AppScope
         /// The In-App Purchase key for the App Store Server API; `nil` when no key is configured
         /// (only commands that call Apple need one).
         package var key: APIKey?
@@ -40,7 +42,6 @@ package struct ReconcilerConfiguration: Sendable {
         /// The app's request budget per endpoint in this environment (requests per second); `nil`:
         /// the default (80% of Apple's limit).
         package var rateLimit: Double?
-        package var entitlement: EntitlementPolicy
         /// The app's own webhook, when its notifications are forwarded there.
         package var forwardTo: String?
 
@@ -48,14 +49,15 @@ package struct ReconcilerConfiguration: Sendable {
             app: AppTarget, key: APIKey?, apiBaseURL: String? = nil, rateLimit: Double? = nil, entitlement: EntitlementPolicy = .init(),
             forwardTo: String? = nil
         ) {
-            self.app = app
+            self.scope = AppScope(target: app, entitlement: entitlement)
             self.key = key
             self.apiBaseURL = apiBaseURL
             self.rateLimit = rateLimit
-            self.entitlement = entitlement
             self.forwardTo = forwardTo
         }
 
+        package var app: AppTarget { scope.target }
+        package var entitlement: EntitlementPolicy { scope.entitlement }
         package var description: String { app.description }
     }
 

@@ -521,9 +521,10 @@ import Testing
     @Test(arguments: [false, true])
     func entitlementRules(billingRetryEntitles: Bool) async throws {
         try await TestDatabase.with { db in
-            let database = Database(
-                client: db.client, logger: Self.logger, configuration: .init(entitlement: .init(billingRetryEntitles: billingRetryEntitles)))
-            let handler = NotificationHandler(verifier: try SignedDataVerifier(configuration: app.verifierConfiguration), database: database)
+            let database = Database(client: db.client, logger: Self.logger)
+            let handler = NotificationHandler(
+                verifier: try SignedDataVerifier(configuration: app.verifierConfiguration), database: database,
+                entitlement: .init(billingRetryEntitles: billingRetryEntitles))
             let now = Int64(Date().timeIntervalSince1970 * 1000)
             var tokens: [String: String] = [:]
             for (index, entitlementCase) in Self.entitlementCases.enumerated() {

@@ -2,6 +2,7 @@ import AppStoreServer
 import Foundation
 import NIOHTTP1
 import PostgresNIO
+import ReconcilerDomain
 import ReconcilerShared
 import TestSupport
 import Testing
@@ -118,7 +119,9 @@ import Testing
             FROM generate_series(1, 25) AS i
             """)
         try await db.execute("ANALYZE purchases")
-        let store = PurchaseStore(logger: TestDatabase.logger, target: AppTarget(bundleId: "com.example.one", environment: .production))
+        let store = PurchaseStore(
+            logger: TestDatabase.logger,
+            scope: AppScope(target: AppTarget(bundleId: "com.example.one", environment: .production), entitlement: .init()))
         let due = try await db.database.transaction {
             try await store.customers.dueAnchors(by: Timestamp(millisecondsSince1970: now), all: false, on: $0)
         }

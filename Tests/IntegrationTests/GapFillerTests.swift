@@ -2,6 +2,7 @@ import AppStoreServer
 import Foundation
 import MockAppStore
 import PostgresNIO
+import ReconcilerDomain
 import ReconcilerShared
 import TestSupport
 import Testing
@@ -27,7 +28,8 @@ import Testing
 
                 func worker(_ name: String) -> RunWorker {
                     RunWorker(
-                        configuration: .init(runId: run.runId, concurrency: 2, worker: name), database: db.database, verifier: verifier,
+                        configuration: .init(runId: run.runId, concurrency: 2, worker: name),
+                        scope: AppScope(target: verifier.configuration.target, entitlement: .init()), database: db.database, verifier: verifier,
                         client: mock.client(baseURL: baseURL))
                 }
                 async let first: Void = worker("worker-a").work(progress: RunProgress())

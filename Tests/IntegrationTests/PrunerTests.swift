@@ -75,7 +75,7 @@ import Testing
                 let signed = try app.authority.signer.sign(app.subscription(original: original, period: 0, signedDate: now - age))
                 let verified = try await SignedDataVerifier(configuration: app.verifierConfiguration).verifyTransaction(signed)
                 try await db.database.storeHeaders(of: [try #require(JWSParts(exactly: signed))])
-                let store = PurchaseStore(database: db.database, target: app.verifierConfiguration.target)
+                let store = PurchaseStore(database: db.database, scope: AppScope(target: app.verifierConfiguration.target, entitlement: .init()))
                 try await db.database.transaction { try await store.upsertTransactions([.init(verified)], on: $0) }
             }
             try await db.execute("UPDATE transactions SET updated_at = now() - interval '300 days' WHERE original_transaction_id = '22S'")

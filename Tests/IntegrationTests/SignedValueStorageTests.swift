@@ -3,6 +3,7 @@ import Foundation
 import MockAppStore
 import PostgresNIO
 import ReconcilerDomain
+import ReconcilerShared
 import TestSupport
 import Testing
 
@@ -43,11 +44,11 @@ import Testing
             let snapshot = try Self.vector("08-transaction-sandbox.jws")
             let verifiedSnapshot = try await goodheart.verifyTransaction(snapshot)
             try await db.database.storeHeaders(of: [try #require(JWSParts(exactly: snapshot))])
-            let goodheartStore = PurchaseStore(database: db.database, target: goodheart.configuration.target)
+            let goodheartStore = PurchaseStore(database: db.database, scope: AppScope(target: goodheart.configuration.target, entitlement: .init()))
             try await db.database.transaction { try await goodheartStore.upsertTransactions([.init(verifiedSnapshot)], on: $0) }
             // 06 is the transaction inside 05, read again as a snapshot: the same value is not stored again.
             let inside = try Self.vector("06-transaction-sandbox.jws")
-            let sandboxStore = PurchaseStore(database: db.database, target: sandbox.configuration.target)
+            let sandboxStore = PurchaseStore(database: db.database, scope: AppScope(target: sandbox.configuration.target, entitlement: .init()))
             let verifiedInside = try await sandbox.verifyTransaction(inside)
             try await db.database.transaction { try await sandboxStore.upsertTransactions([.init(verifiedInside)], on: $0) }
 
@@ -92,7 +93,7 @@ import Testing
         let signed = try app.authority.signer.sign(app.subscription(original: original, period: 0, signedDate: signedDate))
         let verified = try await SignedDataVerifier(configuration: app.verifierConfiguration).verifyTransaction(signed)
         try await db.database.storeHeaders(of: [try #require(JWSParts(exactly: signed))])
-        let store = PurchaseStore(database: db.database, target: app.verifierConfiguration.target)
+        let store = PurchaseStore(database: db.database, scope: AppScope(target: app.verifierConfiguration.target, entitlement: .init()))
         try await db.database.transaction { try await store.upsertTransactions([.init(verified)], on: $0) }
         return signed
     }

@@ -17,23 +17,31 @@ package import ReconcilerStore
 /// state; a notification that fails verification writes nothing.
 ///
 /// ```swift
-/// let handler = NotificationHandler(verifier: verifier, database: database)
+/// let handler = NotificationHandler(scope: target.scope, verifier: verifier, database: database)
 /// let result = try await handler.handle(signedPayload: body.signedPayload, source: .webhook)
 /// ```
 package struct NotificationHandler: Sendable {
+    /// The app and environment this handler writes, with the app's rule for `entitled`.
+    package let scope: AppScope
     package let verifier: SignedDataVerifier
     let database: Database
     let store: PurchaseStore
 
-    package init(verifier: SignedDataVerifier, database: Database) {
+    /// - Parameters:
+    ///   - scope: the app and environment, and its entitlement rule; the verifier must accept
+    ///     exactly this app and environment.
+    package init(scope: AppScope, verifier: SignedDataVerifier, database: Database) {
+        precondition(
+            verifier.configuration.target == scope.target, "a handler for \(scope) was given a verifier for \(verifier.configuration.target)")
+        self.scope = scope
         self.verifier = verifier
         self.database = database
-        self.store = PurchaseStore(database: database, target: verifier.configuration.target)
+        self.store = PurchaseStore(database: database, scope: scope)
     }
 
     /// The same handler writing a dry run's shadow tables instead of the real ones.
     func shadowed(by shadow: ShadowSchema?) -> NotificationHandler {
-        NotificationHandler(verifier: verifier, database: database.shadowed(by: shadow))
+        NotificationHandler(scope: scope, verifier: verifier, database: database.shadowed(by: shadow))
     }
 
     /// Verifies a notification and everything signed inside it. Touches no database.

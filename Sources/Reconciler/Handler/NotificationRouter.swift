@@ -8,7 +8,7 @@ package import ReconcilerDomain
 /// `appAppleId`) read to pick the handler.
 ///
 /// ```swift
-/// let router = try NotificationRouter(handlers: targets.map { NotificationHandler(verifier: $0.verifier, database: database) })
+/// let router = try NotificationRouter(handlers: targets.map { NotificationHandler(scope: $0.scope, verifier: $0.verifier, database: database) })
 /// let (handler, notification) = try await router.route(signedPayload: body.signedPayload)
 /// let result = try await handler.apply(notification, source: .webhook)
 /// ```

@@ -71,8 +71,9 @@ struct ExportCommand: AsyncParsableCommand {
             throw ReconcilerError.configuration("--app-account-token: \(appAccountToken) is not a UUID (the app's appAccountToken)")
         }
         // Each app and environment's own choices, with this command's flags added.
-        let store = PurchaseStore(
-            logger: logger, entitlement: try EntitlementOptions.policy(entitleBillingRetry: entitleBillingRetry, terms: nonRenewingTerm))
+        let store = PurchaseStore(logger: logger)
+        // Apps the configuration does not name (an export of whatever the database holds): the variables' rule.
+        let otherApps = try EntitlementOptions.policy(entitleBillingRetry: entitleBillingRetry, terms: nonRenewingTerm)
         let entitlements = try Dictionary(
             (scope.targets ?? []).map { target in
                 (target.app, try EntitlementOptions.policy(target.entitlement, entitleBillingRetry: entitleBillingRetry, terms: nonRenewingTerm))
@@ -83,7 +84,8 @@ struct ExportCommand: AsyncParsableCommand {
             var buffer = Data()
             var count = 0
             try await store.exportPurchases(
-                apps: apps, environment: environment, appAccountToken: token, entitlements: entitlements, at: at ?? .now, in: database
+                apps: apps, environment: environment, appAccountToken: token, entitlements: entitlements, otherApps: otherApps, at: at ?? .now,
+                in: database
             ) { purchase in
                 buffer.append(contentsOf: Array(try purchase.jsonLine().utf8))
                 buffer.append(0x0A)

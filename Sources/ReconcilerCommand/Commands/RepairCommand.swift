@@ -169,7 +169,9 @@ struct RepairCommand: AsyncParsableCommand {
                 do {
                     try await Migrator().requireCurrent(database)
                 }
-                var report = try await CustomerRepair(configuration: configuration, database: database, verifier: verifier, client: client).repair()
+                var report = try await CustomerRepair(
+                    configuration: configuration, scope: target.scope, database: database, verifier: verifier, client: client
+                ).repair()
                 if let forwarding {
                     let forwarder = Forwarder(configuration: forwarding, database: database)
                     report.forwarding = try await forwarder.drain(runIds: [report.runId], upTo: drainTimeout)

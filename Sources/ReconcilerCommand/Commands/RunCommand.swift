@@ -229,11 +229,10 @@ struct RunCommand: AsyncParsableCommand {
                     }
                     var configuration = template
                     configuration.options.forwardTo = forwardURLs[index]?.target
-                    let targetDatabase = database.with(entitlement: target.configuration.entitlement)
                     outcomes.append(
                         try await command.recover(
-                            target: target, database: targetDatabase, template: configuration,
-                            forwarder: forwarders[index].map { Forwarder(configuration: $0, database: targetDatabase) },
+                            target: target, database: database, template: configuration,
+                            forwarder: forwarders[index].map { Forwarder(configuration: $0, database: database) },
                             metrics: metrics?.scoped(environment: target.app.environment.rawValue, bundleId: target.app.bundleId),
                             logger: targetLogger))
                 }
@@ -335,18 +334,20 @@ struct RunCommand: AsyncParsableCommand {
         do {
             if sinceLast {
                 try await runSchedule(
-                    template, database: database, verifier: verifier, client: client, ledger: ledger, logger: logger,
+                    template, scope: target.scope, database: database, verifier: verifier, client: client, ledger: ledger, logger: logger,
                     into: &outcome)
             } else if detected {
                 for window in try await detectedWindows(client: client, logger: logger) {
                     var configuration = template
                     (configuration.window, configuration.kind) = (window, .detected)
-                    try await execute(configuration, database: database, verifier: verifier, client: client, logger: logger, into: &outcome)
+                    try await execute(
+                        configuration, scope: target.scope, database: database, verifier: verifier, client: client, logger: logger, into: &outcome)
                 }
             } else {
                 var configuration = template
                 configuration.window = manualWindow()
-                try await execute(configuration, database: database, verifier: verifier, client: client, logger: logger, into: &outcome)
+                try await execute(
+                    configuration, scope: target.scope, database: database, verifier: verifier, client: client, logger: logger, into: &outcome)
             }
         } catch let stop as ReconcilerError {
             outcome.stop = stop
@@ -460,7 +461,7 @@ struct RunCommand: AsyncParsableCommand {
     /// chain ended, minus the overlap, to now, so a window that stays unfinished never freezes the
     /// schedule. This prints what the plan says and runs its windows.
     private func runSchedule(
-        _ template: ReconcileRun.Configuration, database: Database, verifier: SignedDataVerifier,
+        _ template: ReconcileRun.Configuration, scope: AppScope, database: Database, verifier: SignedDataVerifier,
         client: AppStoreServerAPIClient, ledger: RunLedger, logger: Logger, into outcome: inout Outcome
     ) async throws {
         let target = verifier.configuration.target
@@ -496,7 +497,8 @@ struct RunCommand: AsyncParsableCommand {
             (configuration.window, configuration.kind) = (unfinished.window, .scheduled)
             configuration.options = unfinished.options
             configuration.options.forwardTo = template.options.forwardTo ?? unfinished.options.forwardTo
-            try await execute(configuration, database: database, verifier: verifier, client: client, logger: logger, into: &outcome)
+            try await execute(
+                configuration, scope: scope, database: database, verifier: verifier, client: client, logger: logger, into: &outcome)
         }
         let (next, origin) = (plan.next, plan.origin)
         if origin == .firstWindow {
@@ -514,7 +516,9 @@ struct RunCommand: AsyncParsableCommand {
         logger.info("window from --since-last", metadata: ["start": "\(next.start)", "end": "\(next.end)", "from": "\(origin.rawValue)"])
         var configuration = template
         (configuration.window, configuration.kind) = (next, .scheduled)
-        try await execute(configuration, database: database, verifier: verifier, client: client, logger: logger, into: &outcome) { report in
+        try await execute(
+            configuration, scope: scope, database: database, verifier: verifier, client: client, logger: logger, into: &outcome
+        ) { report in
             // The newest report says which windows of the chain are still unfinished (this one included).
             report.unfinishedScheduledWindows = try await ledger.unfinishedScheduledRuns(environment: environmentName, bundleId: bundleId)
                 .map { .init(runId: $0.runId, window: $0.window, status: $0.status) }
@@ -524,11 +528,11 @@ struct RunCommand: AsyncParsableCommand {
     /// Runs one window with progress, signals and the report; a stop that ends the whole
     /// invocation is thrown as a ``ReconcilerError``.
     private func execute(
-        _ configuration: ReconcileRun.Configuration, database: Database, verifier: SignedDataVerifier,
+        _ configuration: ReconcileRun.Configuration, scope: AppScope, database: Database, verifier: SignedDataVerifier,
         client: AppStoreServerAPIClient, logger: Logger, into outcome: inout Outcome,
         completing complete: ((inout RunReport) async throws -> Void)? = nil
     ) async throws {
-        let run = ReconcileRun(configuration: configuration, database: database, verifier: verifier, client: client)
+        let run = ReconcileRun(configuration: configuration, scope: scope, database: database, verifier: verifier, client: client)
         let progress = RunProgress()
         let reporter = ProgressReporter(progress: progress, logger: logger, interval: .seconds(max(progressInterval, 1)))
         let progressTask = Task { await reporter.run() }

@@ -100,7 +100,7 @@ struct ServeCommand: AsyncParsableCommand {
             },
             uniquingKeysWith: { first, _ in first })
         let handlers = zip(targets, verifiers).map { target, verifier in
-            NotificationHandler(verifier: verifier, database: database.with(entitlement: target.entitlement))
+            NotificationHandler(scope: target.scope, verifier: verifier, database: database)
         }
         let server = WebhookServer(
             configuration: .init(host: host, port: port, maximumBodySize: maxBodyBytes),

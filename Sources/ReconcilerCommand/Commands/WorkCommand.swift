@@ -74,7 +74,7 @@ struct WorkCommand: AsyncParsableCommand {
                 try await Migrator().requireCurrent(database)
                 let worker = RunWorker(
                     configuration: .init(runId: runId, concurrency: concurrency, worker: holder, giveUp: giveUp),
-                    database: database, verifier: verifier, client: client)
+                    scope: target.scope, database: database, verifier: verifier, client: client)
                 let reporter = ProgressReporter(progress: progress, logger: logger, interval: .seconds(10))
                 let progressTask = Task { await reporter.run() }
                 defer { progressTask.cancel() }

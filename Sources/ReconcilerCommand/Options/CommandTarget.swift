@@ -13,6 +13,8 @@ struct CommandTarget: Sendable {
     let budget: RequestBudget
 
     var app: AppTarget { configuration.app }
+    /// The app and environment with its rule for `entitled`, for every writer of its purchases.
+    var scope: AppScope { configuration.scope }
 
     /// What this command shares of the app's budget with its other processes, for these endpoints.
     func sharing(_ endpoints: [AppStoreServerAPIEndpoint]) -> BudgetSharing {

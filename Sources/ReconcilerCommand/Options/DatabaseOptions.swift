@@ -45,11 +45,11 @@ struct DatabaseOptions: ParsableArguments {
     }
 
     /// The ``Database`` settings every command shares: the name errors show, a connection of its own
-    /// for listeners, and the app's entitlement choices (RECONCILER_ENTITLE_BILLING_RETRY,
-    /// RECONCILER_NON_RENEWING_TERMS) for the `entitled` the change feed records.
+    /// for listeners, prepared statements or not. (Each app's rule for `entitled` comes with its
+    /// ``AppScope``, not with the database.)
     func database(_ settings: DatabaseSettings, logger: Logger, unavailableTimeout: Duration = .seconds(60)) throws -> Database {
         let configuration = Database.Configuration(
-            unavailableTimeout: unavailableTimeout, entitlement: try EntitlementOptions.policy(), preparedStatements: try Self.preparedStatements())
+            unavailableTimeout: unavailableTimeout, preparedStatements: try Self.preparedStatements())
         do {
             return try Database(settings: settings, logger: logger, configuration: configuration)
         } catch {

@@ -22,41 +22,43 @@ package struct PurchaseStore: Sendable {
     package let logger: Logger
     /// Set in a dry run: touched rows are copied into the shadow tables before they are used.
     package let shadow: ShadowSchema?
-    /// The app's entitlement choices (billing retry, non-renewing terms).
-    package let entitlement: EntitlementPolicy
-    /// The app and environment whose purchases this store writes and reads; `nil` for a store that
-    /// only reads across every app (export, the feed, the forwarding queue).
-    package let target: AppTarget?
+    /// The app and environment whose purchases this store writes and reads, with the app's rule
+    /// for `entitled`; `nil` for a store that only reads across every app (export, the feed, the
+    /// forwarding queue), which judges each app's rows by the rules it is given.
+    package let scope: AppScope?
     /// The headers known to be stored (``Database/storeHeaders(of:)``): a statement that records
     /// signed values sends only the others (a 4.4 KB header, twice per batch, otherwise).
     let storedHeaders: StoredHeaders?
 
-    package init(logger: Logger, target: AppTarget? = nil, entitlement: EntitlementPolicy = .init()) {
-        self.init(logger: logger, shadow: nil, target: target, entitlement: entitlement)
+    package init(logger: Logger, scope: AppScope? = nil) {
+        self.init(logger: logger, shadow: nil, scope: scope)
     }
 
-    package init(logger: Logger, shadow: ShadowSchema?, target: AppTarget?, entitlement: EntitlementPolicy = .init()) {
-        self.init(logger: logger, shadow: shadow, target: target, entitlement: entitlement, storedHeaders: nil)
+    package init(logger: Logger, shadow: ShadowSchema?, scope: AppScope?) {
+        self.init(logger: logger, shadow: shadow, scope: scope, storedHeaders: nil)
     }
 
-    private init(logger: Logger, shadow: ShadowSchema?, target: AppTarget?, entitlement: EntitlementPolicy, storedHeaders: StoredHeaders?) {
+    private init(logger: Logger, shadow: ShadowSchema?, scope: AppScope?, storedHeaders: StoredHeaders?) {
         self.logger = logger
         self.shadow = shadow
-        self.target = target
-        self.entitlement = entitlement
+        self.scope = scope
         self.storedHeaders = storedHeaders
     }
 
     /// The store of one app's purchases in a database, as the database's configuration says (a dry
-    /// run's shadow, the entitlement rule).
-    package init(database: Database, target: AppTarget?) {
-        self.init(
-            logger: database.logger, shadow: database.shadow, target: target, entitlement: database.configuration.entitlement,
-            storedHeaders: database.storedHeaders)
+    /// run's shadow, the headers already stored).
+    package init(database: Database, scope: AppScope?) {
+        self.init(logger: database.logger, shadow: database.shadow, scope: scope, storedHeaders: database.storedHeaders)
     }
 
+    /// The app and environment of this store, when it has one.
+    package var target: AppTarget? { scope?.target }
+
+    /// The rule `entitled` is judged by: the app's (the default rule for a store across apps).
+    var entitlement: EntitlementPolicy { scope?.entitlement ?? .init() }
+
     /// The app and environment a write or a read of one purchase is for.
-    package var scope: AppTarget {
+    package var requiredTarget: AppTarget {
         get throws {
             guard let target else {
                 throw ReconcilerError(.missingApp, "a purchase was read or written without naming its app")
@@ -64,8 +66,8 @@ package struct PurchaseStore: Sendable {
             return target
         }
     }
-    package var bundleId: String { get throws { try scope.bundleId } }
-    package var environment: String { get throws { try scope.environment.rawValue } }
+    package var bundleId: String { get throws { try requiredTarget.bundleId } }
+    package var environment: String { get throws { try requiredTarget.environment.rawValue } }
 
     /// The notifications this store's app records (`notifications`, and the forwarding queue rows
     /// written with them).
@@ -73,7 +75,7 @@ package struct PurchaseStore: Sendable {
 
     /// This app's customers and where their transaction history resumes.
     package var customers: CustomerStore {
-        get throws { CustomerStore(logger: logger, shadow: shadow, target: try scope) }
+        get throws { CustomerStore(logger: logger, shadow: shadow, target: try requiredTarget) }
     }
 
     /// What a notification contributes to its purchase beyond its transaction and renewal info.
@@ -218,7 +220,7 @@ package struct PurchaseStore: Sendable {
         if let shadow {
             try await shadow.copyOnFirstTouch(
                 purchases: Array(Set(originalTransactionIds).union(purchasesByNotification.values)), notifications: notificationUUIDs,
-                anchors: anchors, of: try scope, on: transaction, logger: logger)
+                anchors: anchors, of: try requiredTarget, on: transaction, logger: logger)
         }
     }
 
@@ -692,7 +694,7 @@ package struct PurchaseStore: Sendable {
         }
         guard !merged.isEmpty else { return [:] }
         var bindings = PostgresBindings()
-        let target = try scope
+        let target = try requiredTarget
         bindings.append(try Self.json(merged.keys.sorted().map { PurchaseUpdateColumns(merged[$0]!, of: target) }))
         let rows = try await transaction.query(
             PostgresQuery(unsafeSQL: Self.refreshPurchasesSQL, binds: bindings), preparedAs: RefreshPurchasesSQL.self, logger: logger)
@@ -804,7 +806,7 @@ package struct PurchaseStore: Sendable {
         _ changes: [PurchaseChange], events: [NotificationFeedRow], origin: ChangeOrigin, on transaction: DatabaseTransaction
     ) async throws {
         guard !changes.isEmpty || !events.isEmpty else { return }
-        let target = try scope
+        let target = try requiredTarget
         let changeRows = changes.sorted { $0.after.originalTransactionId < $1.after.originalTransactionId }.map {
             FeedRow(
                 original_transaction_id: $0.after.originalTransactionId, bundle_id: target.bundleId, environment: target.environment.rawValue,
@@ -836,7 +838,7 @@ package struct PurchaseStore: Sendable {
     /// ```
     package func exportPurchases(
         apps: [AppTarget]?, environment: String? = nil, appAccountToken: String? = nil,
-        entitlements: [AppTarget: EntitlementPolicy] = [:], at now: Timestamp = .now,
+        entitlements: [AppTarget: EntitlementPolicy] = [:], otherApps: EntitlementPolicy? = nil, at now: Timestamp = .now,
         in database: Database, _ body: (PurchaseState) throws -> Void
     ) async throws {
         let scope = try Self.scope(apps)
@@ -858,7 +860,7 @@ package struct PurchaseStore: Sendable {
             let columns = NamedColumns(row)
             let (bundleId, environment): (String, String?) = (try columns["bundle_id"], try columns["environment"])
             let app = environment.map { AppTarget(bundleId: bundleId, environment: AppStoreEnvironment(rawValue: $0)) }
-            try body(try purchaseState(row, now: now, policy: app.flatMap { policies[$0] } ?? entitlement))
+            try body(try purchaseState(row, now: now, policy: app.flatMap { policies[$0] } ?? otherApps ?? entitlement))
         }
     }
 
