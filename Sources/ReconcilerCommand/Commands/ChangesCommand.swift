@@ -154,7 +154,7 @@ struct ChangesCommand: AsyncParsableCommand {
                         try FileHandle.standardOutput.write(contentsOf: Data((try change.jsonLine() + "\n").utf8))
                     }
                 }
-            } catch is Interrupted {
+            } catch let error as ReconcilerError where error.code == .interrupted {
                 // SIGTERM or SIGINT: every line printed is whole, and the consumer resumes after the last one.
             }
         }

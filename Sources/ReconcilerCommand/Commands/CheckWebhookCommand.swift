@@ -38,8 +38,8 @@ struct CheckWebhookCommand: AsyncParsableCommand {
             (token, status) = try await database.sharingBudgetIfConfigured(logger: logger, sharing: sharing) { [timeout] in
                 try await Self.requestAndWait(client: client, timeout: timeout)
             }
-        } catch is Interrupted {
-            throw ReconcilerError.partial("interrupted before the App Store tried to deliver the TEST notification")
+        } catch let error as ReconcilerError where error.code == .interrupted {
+            throw ReconcilerError(.interrupted, "interrupted before the App Store tried to deliver the TEST notification")
         }
         guard let attempt = status.sendAttempts?.last else {
             throw ReconcilerError.partial("FAILED: no delivery attempt within \(timeout) s (token \(token))")

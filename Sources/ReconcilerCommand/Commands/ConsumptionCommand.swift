@@ -216,8 +216,8 @@ struct ConsumptionCommand: AsyncParsableCommand {
                 try await database.runWork(logger: logger, sharing: [target.sharing([.sendConsumptionInformation])]) { database in
                     try await ConsumptionAnswers.send(prepared, client: target.client, database: database)
                 }
-            } catch is Interrupted {
-                throw ReconcilerError.partial("interrupted: the answer may not have been sent; send it again")
+            } catch let error as ReconcilerError where error.code == .interrupted {
+                throw ReconcilerError(.interrupted, "interrupted: the answer may not have been sent; send it again")
             }
             let left = prepared.request.respondBy - now
             print(

@@ -140,7 +140,7 @@ struct RepairCommand: AsyncParsableCommand {
             throw ReconcilerError.configuration(
                 "several apps are configured (\(Set(targets.map(\.app.bundleId)).sorted().joined(separator: ", "))): choose one with --app")
         }
-        return try await Self.mapErrors {
+        return try await Self.namingTheRepair {
             for (index, target) in targets.enumerated().dropLast() {
                 do {
                     return try await repair(
@@ -178,23 +178,19 @@ struct RepairCommand: AsyncParsableCommand {
                 }
                 return report
             }
-        } catch is Interrupted {
-            throw ReconcilerError.partial("interrupted: run the same command again (what is done is not done twice)")
+        } catch let error as ReconcilerError where error.code == .interrupted {
+            throw ReconcilerError(.interrupted, "interrupted: run the same command again (what is done is not done twice)")
         }
     }
 
-    /// The repair's errors in the command line's words and exit codes.
-    private static func mapErrors<T>(_ body: () async throws -> T) async throws -> T {
+    /// Names the repair in a refusal of the order's signed values; every error keeps its code, and
+    /// with it its exit code (the entry point's ``ReconcilerError/init(endingCommandWith:)``).
+    private static func namingTheRepair<T>(_ body: () async throws -> T) async throws -> T {
         do {
             return try await body()
-        } catch let error as ReconcilerError {
-            if error.code == .notGenuine { throw ReconcilerError.attention(error.description + (error.runId.map { " (repair \($0))" } ?? "")) }
-            throw ReconcilerError.configuration(error.description)
-        } catch let error as AppStoreServerAPIError {
-            if case .unauthorized = error { throw ReconcilerError.configuration(error.operatorDescription) }
-            throw ReconcilerError.partial("the repair stopped: \(error); run the same command again")
-        } catch is CancellationError {
-            throw ReconcilerError.partial("interrupted: run the same command again (what is done is not done twice)")
+        } catch var error as ReconcilerError where error.code == .notGenuine {
+            error.description += error.runId.map { " (repair \($0))" } ?? ""
+            throw error
         }
     }
 

@@ -250,8 +250,8 @@ struct RunCommand: AsyncParsableCommand {
                 }
                 return outcomes
             }
-        } catch is Interrupted {
-            throw ReconcilerError.partial("interrupted before the run started; rerun the same command")
+        } catch let error as ReconcilerError where error.code == .interrupted {
+            throw ReconcilerError(.interrupted, "interrupted before the run started; rerun the same command")
         }
     }
 

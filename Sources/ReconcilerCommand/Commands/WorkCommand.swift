@@ -80,11 +80,8 @@ struct WorkCommand: AsyncParsableCommand {
                 defer { progressTask.cancel() }
                 try await worker.work(progress: progress)
             }
-        } catch let error as AppStoreServerAPIError {
-            if case .unauthorized = error { throw ReconcilerError.configuration(error.operatorDescription) }
-            throw ReconcilerError.partial("the worker stopped: \(error); the customers it held are pending again")
-        } catch is Interrupted, is CancellationError {
-            throw ReconcilerError.partial("interrupted; the customers this worker held are pending again")
+        } catch let error as ReconcilerError where error.code == .interrupted {
+            throw ReconcilerError(.interrupted, "interrupted; the customers this worker held are pending again")
         }
         let snapshot = progress.snapshot
         print(

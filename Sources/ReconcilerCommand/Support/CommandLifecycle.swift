@@ -24,7 +24,7 @@ struct CommandLifecycle: Sendable {
     var budgets: [SharedBudget] = []
     var stopTimeout: Duration = .seconds(10)
 
-    /// Runs `work` to its end; a signal cancels it (a bare cancellation becomes ``Interrupted``).
+    /// Runs `work` to its end; a signal cancels it (a bare cancellation becomes ``ReconcilerError/interruption``).
     func run<Result: Sendable>(_ work: @escaping @Sendable () async throws -> Result) async throws -> Result {
         let (budgets, logger, database) = (self.budgets, self.logger, self.database)
         let service = WorkService(
@@ -57,9 +57,9 @@ struct CommandLifecycle: Sendable {
         try await group.run()
         switch service.outcome.withLock({ $0 }) {
         case .success(let result)?: return result
-        case .failure(let error as CancellationError)?: throw service.signalled.load(ordering: .relaxed) ? Interrupted() : error
+        case .failure(let error as CancellationError)?: throw service.signalled.load(ordering: .relaxed) ? ReconcilerError.interruption : error
         case .failure(let error)?: throw error
-        case nil: throw Interrupted()
+        case nil: throw ReconcilerError.interruption
         }
     }
 }
@@ -73,8 +73,10 @@ private struct BudgetService: Service {
     }
 }
 
-/// SIGINT or SIGTERM arrived and the work stopped.
-struct Interrupted: Error {}
+extension ReconcilerError {
+    /// SIGINT or SIGTERM arrived and the work stopped.
+    static let interruption = ReconcilerError(.interrupted, "interrupted: rerun the same command to resume")
+}
 
 /// The work, cancelled when the group shuts down gracefully; its outcome is kept for the caller.
 private final class WorkService<Result: Sendable>: Service, Sendable {
