@@ -10,10 +10,10 @@ import Testing
 @testable import Reconciler
 @testable import ReconcilerStore
 
-/// The parts of `reconciler prune` that issue 22 adds: raw payloads (never one with a delivery not
-/// yet delivered or an unacknowledged quarantine, never a young one), finished runs' shards, queue
-/// and timeline rows (never an unfinished run's), acknowledged quarantine. Each part's count (the
-/// dry run) is exactly what it then removes, in batches smaller than the work.
+/// `Pruner`'s parts for raw payloads (never one with a delivery not yet delivered or an
+/// unacknowledged quarantine, never a young one), finished runs' shards, queue and timeline rows
+/// (never an unfinished run's) and acknowledged quarantine. Each part's count (the dry run) is
+/// exactly what it then removes, in batches smaller than the work.
 @Suite struct PrunerTests {
     let app: TestApp
     init() throws { app = try TestApp() }
