@@ -10,7 +10,9 @@ import Testing
 @testable import Reconciler
 @testable import ReconcilerStore
 
-/// Forwarders sharing one queue never have the same delivery in flight at once.
+/// Forwarders sharing one queue never have the same delivery in flight at once, and a delivery
+/// that cannot be sent at all (its stored payload does not rebuild) fails with its reason rather
+/// than hold up the deliveries behind it.
 /// The app's webhook is ``AppWebhookReceiver`` holding every delivery unanswered until the test
 /// releases it, so a delivery stays in flight as long as the test needs, past any lease. The
 /// forwarder that sends judges its leases on a manual clock the test moves; the database judges
@@ -118,6 +120,32 @@ import Testing
                 try await eventually("the request closed") { receiver.statistics.abandoned == 1 }
                 #expect(try await db.strings("SELECT status || ' ' || worker || ' ' || attempts FROM forward_queue") == ["leased B 0"])
                 receiver.release()
+            }
+        }
+    }
+
+    /// The oldest due delivery names a JWS header that `jws_headers` no longer holds (as after a
+    /// restore from a backup taken before the header was stored): it cannot be rebuilt, so it is
+    /// marked failed with its reason when it comes up, and the deliveries behind it are delivered.
+    /// `forward --once` exits 4 and says why it failed; `status` counts it apart.
+    @Test func aDeliveryThatCannotBeRebuiltFailsWithItsReasonAndTheQueueMovesOn() async throws {
+        try await TestDatabase.with { db in
+            try await AppWebhookReceiver.withRunning(.init()) { receiver, url in
+                let uuids = try await queue(3, for: url, in: db)
+                try await db.execute("UPDATE notifications SET header_sha256 = sha256('not stored'::bytea) WHERE notification_uuid = \(uuids[0])")
+                let forward = try await db.reconciler(["forward", "--once", "--forward-to", url, "--drain-timeout", "30s"])
+                #expect(forward.status == 4, "\(forward.stdout) \(forward.stderr)")
+                #expect(receiver.statistics.acknowledged == [uuids[1]: 1, uuids[2]: 1], "\(receiver.statistics)")
+                #expect(forward.stdout.contains("queue: 2 delivered, 0 pending, 1 failed"), "\(forward.stdout)")
+                #expect(forward.stdout.contains("1 failed: its stored signed payload cannot be rebuilt"), "\(forward.stdout)")
+                #expect(forward.stderr.contains("cannot be rebuilt"), "\(forward.stderr)")
+                let failed = try await db.strings(
+                    "SELECT status || ' ' || attempts || ' ' || coalesce(last_error, '-') FROM forward_queue WHERE notification_uuid = \(uuids[0])")
+                #expect(failed.count == 1 && failed[0].hasPrefix("failed 0 payloadUnavailable: "), "\(failed)")
+                #expect(failed.first?.hasSuffix("(JWS header \(Bytea.plainHex(JWSParts.sha256("not stored"))) not in jws_headers)") == true)
+                let status = try await db.reconciler(["status"])
+                #expect(status.stdout.contains("2 delivered, 0 pending, 1 failed"), "\(status.stdout)")
+                #expect(status.stdout.contains("1 failed: its stored signed payload cannot be rebuilt"), "\(status.stdout)")
             }
         }
     }

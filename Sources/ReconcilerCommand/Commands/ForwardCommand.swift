@@ -31,7 +31,8 @@ struct ForwardCommand: AsyncParsableCommand {
             Without --once it runs until SIGTERM or SIGINT. With --once it delivers what is due, waits for retries \
             up to --drain-timeout, prints where the queue stands and exits: 0 nothing left pending for its URL; \
             2 deliveries still pending (retrying); 4 deliveries failed for good during this invocation (after \
-            --forward-attempts tries; fix the app's endpoint, then --retry-failed); 1 no URL given.
+            --forward-attempts tries: fix the app's endpoint, then --retry-failed; or at once, never sent, when a \
+            delivery's stored signed payload cannot be rebuilt: the runbook says what to do); 1 no URL given.
 
               reconciler forward --forward-to https://app.internal/apple/notifications
               reconciler forward --once --drain-timeout 10m
@@ -63,7 +64,7 @@ struct ForwardCommand: AsyncParsableCommand {
             return configuration
         }
         let (once, retryFailed, targets) = (self.once, self.retryFailed, urls.map(\.target))
-        let (before, after, others, pendingHere) = try await database.runWork(logger: logger) { database in
+        let (before, after, others, pendingHere, unrebuildable) = try await database.runWork(logger: logger) { database in
             do {
                 try await Migrator().requireCurrent(database)
             }
@@ -76,9 +77,11 @@ struct ForwardCommand: AsyncParsableCommand {
                     print("retrying \(retried) failed deliveries to \(target.redacted)")
                 }
             }
-            let before = try await queue.summary(runIds: nil)
+            let before = (summary: try await queue.summary(runIds: nil), unrebuildable: try await queue.unrebuildable())
             for target in targets {
-                logger.info("forwarding", metadata: ["to": "\(target.redacted)", "pending": "\(before.pending)", "failed": "\(before.failed)"])
+                logger.info(
+                    "forwarding",
+                    metadata: ["to": "\(target.redacted)", "pending": "\(before.summary.pending)", "failed": "\(before.summary.failed)"])
             }
             try await withThrowingTaskGroup(of: Void.self) { group in
                 for forwarder in forwarders {
@@ -99,20 +102,30 @@ struct ForwardCommand: AsyncParsableCommand {
             let others = try await queue.waitingTargets().filter { waiting in
                 !targets.contains { $0.id == waiting.target.id }
             }
-            return (before, try await queue.summary(runIds: nil), others, pendingHere)
+            let after = try await queue.summary(runIds: nil)
+            return (before.summary, after, others, pendingHere, (before: before.unrebuildable, after: try await queue.unrebuildable()))
         }
         let delivered = after.delivered - before.delivered
         print(
             "forward: \(delivered) delivered now; queue: \(after.delivered) delivered, \(after.pending) pending, \(after.failed) failed"
                 + (after.oldestPending.map { " (oldest pending queued \(ISO8601DateFormatter().string(from: $0)))" } ?? ""))
+        if let line = ForwardQueue.unrebuildableLine(unrebuildable.after) { print(line) }
         for (target, pending) in others {
             print(
                 "  \(pending) pending for another webhook, \(target.redacted): `reconciler forward --once --forward-to <that URL>` delivers them")
         }
         guard once else { return }
         if after.failed > before.failed {
+            let failed = after.failed - before.failed
+            let unrebuilt = max(0, unrebuildable.after - unrebuildable.before)
+            guard unrebuilt > 0 else {
+                throw ReconcilerError.attention(
+                    "\(failed) deliveries failed for good; fix the app's endpoint, then `reconciler forward --once --retry-failed`")
+            }
             throw ReconcilerError.attention(
-                "\(after.failed - before.failed) deliveries failed for good; fix the app's endpoint, then `reconciler forward --once --retry-failed`")
+                "\(failed) deliveries failed for good, \(unrebuilt) of them because their stored signed payload cannot be rebuilt "
+                    + "(never sent: see the runbook, \"A delivery that cannot be rebuilt\"); for the others fix the app's endpoint; "
+                    + "then `reconciler forward --once --retry-failed`")
         }
         if pendingHere > 0 {
             throw ReconcilerError.partial(

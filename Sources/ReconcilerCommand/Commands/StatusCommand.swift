@@ -105,6 +105,9 @@ struct StatusCommand: AsyncParsableCommand {
                     "forward queue: \(queue.delivered) delivered, \(queue.pending) pending"
                         + (queue.oldestPending.map { " (oldest queued \(ISO8601DateFormatter().string(from: $0)))" } ?? "")
                         + ", \(queue.failed) failed" + (queue.failed > 0 ? " (`reconciler forward --once --retry-failed` tries them again)" : ""))
+                if queue.failed > 0, let line = ForwardQueue.unrebuildableLine(try await ForwardQueue(database: database).unrebuildable()) {
+                    print(line)
+                }
                 // The queue keeps no URL: a forwarder given the URL of each target delivers its deliveries.
                 for (target, pending) in try await ForwardQueue(database: database).waitingTargets() {
                     print(

@@ -28,20 +28,33 @@ extension ForwardQueue {
     /// Leases a due delivery for `target` (new, due for a retry, or held by a forwarder whose lease
     /// ran out) with `token`, for `leaseDuration`; `nil` when none is due. Consumption requests still
     /// before their deadline come first, the soonest deadline first; then the oldest due.
+    ///
+    /// A delivery whose payload cannot be rebuilt from what is stored (a header gone from
+    /// `jws_headers`, a column emptied by hand) can never be sent: it is marked failed with the
+    /// reason (``unrebuildablePayload``) and the next due one is leased, so it does not hold up the
+    /// queue behind it. At most ``unrebuildablePerLease`` are marked per call (`nil` after that:
+    /// the transaction stays short; the next call goes on).
     package func leaseDelivery(
         target: ForwardingTarget, worker: String, token: UUID, leaseDuration: Duration, on transaction: DatabaseTransaction
     ) async throws -> Delivery? {
+        var unrebuildable = 0
         for urgent in [true, false] {
-            let rows = try await transaction.query(
-                Self.leaseQuery(target: target, worker: worker, token: token, leaseDuration: leaseDuration, urgent: urgent), logger: logger)
-            for try await row in rows {
-                let columns = NamedColumns(row)
+            while unrebuildable < Self.unrebuildablePerLease {
+                let rows = try await transaction.query(
+                    Self.leaseQuery(target: target, worker: worker, token: token, leaseDuration: leaseDuration, urgent: urgent), logger: logger)
+                var leased: NamedColumns?
+                for try await row in rows { leased = NamedColumns(row) }
+                guard let columns = leased else { break }
                 // The headers the payload names, by hash in hex.
                 let headers = try (columns["headers"] as String?).map { try JSONDecoder().decode([String: String].self, from: Data($0.utf8)) } ?? [:]
                 let uuid: String = try columns["notification_uuid"]
                 // Apple's exact body, rebuilt from what is stored (the payload of a queued delivery is never pruned).
-                guard let payload = try NotificationLog.storedPayload(columns, header: { headers[Bytea.plainHex($0)] }).jws else {
-                    throw ReconcilerError(.payloadUnavailable, "the signed payload of a queued notification cannot be rebuilt", details: uuid)
+                let stored = try NotificationLog.storedPayload(columns, header: { headers[Bytea.plainHex($0)] })
+                guard let payload = stored.jws else {
+                    let missing = try NotificationLog.headerHashes(columns).map(Bytea.plainHex).filter { headers[$0] == nil }
+                    try await failUnrebuildable(uuid, target: target, token: token, stored: stored, missingHeaders: missing, on: transaction)
+                    unrebuildable += 1
+                    continue
                 }
                 return Delivery(
                     notificationUUID: uuid, target: ForwardingTarget(id: target.id, redacted: try columns["target_redacted"]),
@@ -49,6 +62,40 @@ extension ForwardQueue {
             }
         }
         return nil
+    }
+
+    /// How many deliveries that cannot be rebuilt one lease marks failed at most.
+    static let unrebuildablePerLease = 100
+
+    /// The `last_error` of a delivery whose payload cannot be rebuilt begins with this (the error's
+    /// code first, so ``unrebuildableFailures(on:)`` tells these apart from the app's refusals); what is
+    /// missing follows.
+    package static let unrebuildablePayload = "\(ReconcilerError.Code.payloadUnavailable): its stored signed payload cannot be rebuilt"
+
+    /// Marks a delivery just leased with `token` failed, because its payload cannot be rebuilt; no attempt is counted.
+    private func failUnrebuildable(
+        _ uuid: String, target: ForwardingTarget, token: UUID, stored: StoredSignedValue, missingHeaders: [String],
+        on transaction: DatabaseTransaction
+    ) async throws {
+        let what =
+            switch stored {
+            case .pruned: "its payload was pruned"
+            case .incomplete, .signed:
+                missingHeaders.isEmpty
+                    ? "a column it needs is empty or does not inflate" : "JWS header \(missingHeaders.joined(separator: ", ")) not in jws_headers"
+            }
+        let reason = "\(Self.unrebuildablePayload) (\(what))"
+        logger.warning(
+            "a queued notification cannot be forwarded: its stored signed payload cannot be rebuilt; marked failed",
+            metadata: [
+                "notificationUUID": "\(uuid)", "target": "\(target.redacted)", "reason": "\(what)",
+                "do": "see the runbook: a delivery that cannot be rebuilt",
+            ])
+        try await transaction.query(
+            """
+            UPDATE forward_queue SET status = 'failed', last_status_code = NULL, last_error = \(reason), lease_until = NULL, lease_token = NULL
+            WHERE notification_uuid = \(uuid) AND target_id = \(target.id) AND status = 'leased' AND lease_token = \(token)
+            """, logger: logger)
     }
 
     /// Leases one due delivery: with `urgent`, of a consumption request before its deadline (from the
@@ -260,6 +307,16 @@ extension ForwardQueue {
                (SELECT count(*) FROM forward_queue WHERE status = 'failed'),
                (SELECT coalesce(sum(delivered), 0)::bigint FROM forward_queue_totals)
         """
+    }
+
+    /// How many failed deliveries failed because their payload cannot be rebuilt (``unrebuildablePayload``),
+    /// of the whole queue (from the partial index of failed rows).
+    package func unrebuildableFailures(on transaction: DatabaseTransaction) async throws -> Int {
+        let rows = try await transaction.query(
+            "SELECT count(*) FROM forward_queue WHERE status = 'failed' AND starts_with(last_error, \(Self.unrebuildablePayload))",
+            logger: logger)
+        for try await count in rows.decode(Int.self) { return count }
+        return 0
     }
 
     /// How many deliveries for `target` wait (or are being sent), of `runIds` (`nil`: any).

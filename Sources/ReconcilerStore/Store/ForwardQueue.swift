@@ -53,6 +53,11 @@ package struct ForwardQueue: Sendable {
         try await database.transaction { [self] in try await self.forwardingSummary(runIds: runIds, on: $0) }
     }
 
+    /// How many failed deliveries can never be sent as they are: their stored payload cannot be rebuilt.
+    package func unrebuildable() async throws -> Int {
+        try await database.transaction { [self] in try await self.unrebuildableFailures(on: $0) }
+    }
+
     /// How many deliveries of `runIds` for `target` are not delivered or failed yet.
     package func pending(target: ForwardingTarget, runIds: [Int64]?) async throws -> Int {
         try await database.transaction { [self] in try await self.pendingDeliveries(target: target, runIds: runIds, on: $0) }

@@ -27,7 +27,8 @@ package struct PurchaseStore: Sendable {
     /// forwarding queue), which judges each app's rows by the rules it is given.
     package let scope: AppScope?
     /// The headers known to be stored (``Database/storeHeaders(of:)``): a statement that records
-    /// signed values sends only the others (a 4.4 KB header, twice per batch, otherwise).
+    /// signed values sends only the others (a 4.4 KB header, twice per batch, otherwise), and the
+    /// hashes of these, which it checks are still stored (``JWSHeaders/missingSQL(parameter:)``).
     let storedHeaders: StoredHeaders?
 
     package init(logger: Logger, scope: AppScope? = nil) {
@@ -420,6 +421,8 @@ package struct PurchaseStore: Sendable {
         return """
             WITH headers AS (
                 \(JWSHeaders.insertSQL(parameter: "$2"))
+            ), missing_headers AS (
+                \(JWSHeaders.missingSQL(parameter: "$2"))
             ), incoming AS (
                 SELECT \(columns) FROM jsonb_populate_recordset(NULL::transactions, $1::jsonb)
             ), disagreements AS (
@@ -443,14 +446,16 @@ package struct PurchaseStore: Sendable {
                 SET recheck_at_ms = GREATEST(p.recheck_at_ms, d.notification_signed_ms + \(snapshotMarginMilliseconds) + 1)
                 FROM disagreements d
                 WHERE (p.bundle_id, p.environment, p.original_transaction_id) = (d.bundle_id, d.environment, d.original_transaction_id)
+            ), upserted AS (
+                INSERT INTO transactions AS stored (\(columns))
+                SELECT \(columns) FROM incoming
+                ON CONFLICT (bundle_id, environment, transaction_id) DO UPDATE SET \(updates), updated_at = now()
+                WHERE CASE WHEN \(revocationConflict("stored", "EXCLUDED")) THEN EXCLUDED.from_notification
+                           ELSE stored.signed_date_ms <= EXCLUDED.signed_date_ms END
+                  AND (\(content.map { "stored.\($0)" }.joined(separator: ", ")))
+                      IS DISTINCT FROM (\(content.map { "EXCLUDED.\($0)" }.joined(separator: ", ")))
             )
-            INSERT INTO transactions AS stored (\(columns))
-            SELECT \(columns) FROM incoming
-            ON CONFLICT (bundle_id, environment, transaction_id) DO UPDATE SET \(updates), updated_at = now()
-            WHERE CASE WHEN \(revocationConflict("stored", "EXCLUDED")) THEN EXCLUDED.from_notification
-                       ELSE stored.signed_date_ms <= EXCLUDED.signed_date_ms END
-              AND (\(content.map { "stored.\($0)" }.joined(separator: ", ")))
-                  IS DISTINCT FROM (\(content.map { "EXCLUDED.\($0)" }.joined(separator: ", ")))
+            SELECT sha256 FROM missing_headers
             """
     }()
 
@@ -473,9 +478,12 @@ package struct PurchaseStore: Sendable {
         var bindings = PostgresBindings()
         bindings.append(try Self.json(rows))
         let parts = rows.compactMap(\.parts)
-        bindings.append(try Self.json(JWSHeaders.rows(for: storedHeaders?.unknown(parts) ?? parts)))
-        _ = try await transaction.query(
+        bindings.append(try Self.json(JWSHeaders.rows(for: parts, knowing: storedHeaders)))
+        let result = try await transaction.query(
             PostgresQuery(unsafeSQL: Self.upsertTransactionsSQL, binds: bindings), preparedAs: UpsertTransactionsSQL.self, logger: logger)
+        var missing: [String] = []
+        for try await hash in result.decode(String.self) { missing.append(hash) }
+        try await JWSHeaders(logger: logger).restore(missing, of: parts, stored: storedHeaders, on: transaction)
     }
 
     // MARK: Purchases
