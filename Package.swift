@@ -157,7 +157,7 @@ let package = Package(
             name: "WebhookServer",
             dependencies: [
                 "Reconciler", "ReconcilerDomain", "ReconcilerStore",
-                "ReconcilerMetrics",
+                "ReconcilerMetrics", "ReconcilerShared",
                 "AppStoreServer",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "Logging", package: "swift-log"),

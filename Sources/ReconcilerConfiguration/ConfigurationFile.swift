@@ -87,9 +87,12 @@ struct ConfigurationFile: Decodable {
     var entitleBillingRetry: Bool?
     var forwardTo: String?
     var giveUpAfter: Int?
+    /// Bundle IDs of the team's apps this deployment does not serve.
+    var knownApps: [String]?
 
     private enum CodingKeys: String, CodingKey, CaseIterable {
         case key, apiBaseURL, rootCertificates, rateLimit, apps, nonRenewingTerms, sandboxEntitles, entitleBillingRetry, forwardTo, giveUpAfter
+        case knownApps
     }
 
     init(from decoder: any Decoder) throws {
@@ -105,6 +108,7 @@ struct ConfigurationFile: Decodable {
         entitleBillingRetry = try container.decodeIfPresent(Bool.self, forKey: .entitleBillingRetry)
         forwardTo = try container.decodeIfPresent(String.self, forKey: .forwardTo)
         giveUpAfter = try container.decodeIfPresent(Int.self, forKey: .giveUpAfter)
+        knownApps = try container.decodeIfPresent([String].self, forKey: .knownApps)
     }
 }
 

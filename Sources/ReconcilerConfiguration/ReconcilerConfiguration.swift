@@ -68,6 +68,10 @@ package struct ReconcilerConfiguration: Sendable {
     package var giveUpAfter: Int?
     /// Where it came from, for messages: the file's path, or "the environment".
     package var source: String
+    /// Bundle IDs of the team's apps that no target names (`knownApps`): a genuine notification of
+    /// one reaching `serve` is a configuration gap that pages, as one of a configured app in an
+    /// environment not configured is; any other app's only warns.
+    package var knownApps: [String] = []
 
     package init(targets: [Target], rootCertificates: [String]? = nil, giveUpAfter: Int? = nil, source: String) {
         self.targets = targets
@@ -75,6 +79,10 @@ package struct ReconcilerConfiguration: Sendable {
         self.giveUpAfter = giveUpAfter
         self.source = source
     }
+
+    /// Every bundle ID the deployment knows: those of every target (before `--app` narrows them)
+    /// and `knownApps`.
+    package var knownBundleIds: Set<String> { Set(targets.map(\.app.bundleId) + knownApps) }
 
     /// The targets `--app` and `--environment` select (all when neither is given); an error when
     /// the selection matches none.
@@ -191,8 +199,13 @@ package struct ReconcilerConfiguration: Sendable {
                         forwardTo: app.forwardTo ?? file.forwardTo))
             }
         }
-        return ReconcilerConfiguration(
+        var configuration = ReconcilerConfiguration(
             targets: targets, rootCertificates: file.rootCertificates, giveUpAfter: file.giveUpAfter, source: path)
+        for (index, bundleId) in (file.knownApps ?? []).enumerated() where bundleId.isEmpty {
+            throw ReconcilerError(.invalidValue, source: path, key: "knownApps[\(index)]", detail: "\(path): knownApps[\(index)] is empty")
+        }
+        configuration.knownApps = file.knownApps ?? []
+        return configuration
     }
 
     private static func terms(_ terms: [String: String]?, key: String, path: String) throws -> [String: Int64] {

@@ -54,8 +54,21 @@ extension MetricDefinition {
         processes: [.serve])
     package static let webhookUnconfiguredApp = MetricDefinition(
         "reconciler_webhook_unconfigured_app_total", .counter,
-        help: "Authentic notifications for an app or environment the configuration does not name (503 APP_NOT_CONFIGURED; "
-            + "not stored, Apple delivers them again), by the app and environment they name.",
+        help: "Authentic notifications for an app the deployment knows (configured, in another environment or with another "
+            + "app Apple ID, or listed in knownApps) in an environment the configuration does not name (503 APP_NOT_CONFIGURED; "
+            + "not stored, Apple delivers them again), by the app and environment they name; TEST notifications are not counted here.",
+        processes: [.serve])
+    package static let webhookForeignApp = MetricDefinition(
+        "reconciler_webhook_foreign_app_total", .counter,
+        help: "Authentic notifications, signed in the last 7 days, of an app the deployment does not know, and TEST notifications "
+            + "of any app or environment it does not serve (503 APP_NOT_CONFIGURED, not stored): someone else's; not labelled "
+            + "with the app they name.",
+        processes: [.serve])
+    package static let webhookReplayed = MetricDefinition(
+        "reconciler_webhook_replayed_total", .counter,
+        help: "Authentic notifications of an app or environment the deployment does not serve, signed more than 7 days ago: "
+            + "not Apple's delivery (Apple's last retry comes about 157 hours after the first attempt) but a copy posted again "
+            + "(400 NOTIFICATION_TOO_OLD, not stored); not labelled with the app they name.",
         processes: [.serve])
     package static let webhookStoreFailures = MetricDefinition(
         "reconciler_webhook_store_failures_total", .counter,
@@ -205,7 +218,8 @@ extension MetricDefinition {
 
     /// Every family, in the order the README's table lists them.
     package static let all: [MetricDefinition] = [
-        webhookNotifications, webhookRejected, webhookUnconfiguredApp, webhookStoreFailures, webhookLastNotification,
+        webhookNotifications, webhookRejected, webhookUnconfiguredApp, webhookForeignApp, webhookReplayed, webhookStoreFailures,
+        webhookLastNotification,
         quarantineUnacknowledged, givenUpUnacknowledged, scheduleUnfinishedWindows, scheduleOldestUnfinishedWindowStart, lastFinishedRun,
         ledgerRefreshFailures, forwardQueueDeliveries, forwardQueueOldestPending, consumptionRequestsOpen, consumptionRequestNextDeadline,
         runExitCode, runEnd, runStatus, runDryRun, runDuration, runUrgentRecovery, runWindowStart, runWindowEnd,

@@ -25,7 +25,10 @@ struct ServeCommand: AsyncParsableCommand {
             notifications to the production URL unless a sandbox URL is set). \
             Responses: 200 stored (also for a duplicate); 400 rejected with its reason (nothing is \
             written); 503 APP_NOT_CONFIGURED for an authentic notification of an app or environment the \
-            configuration does not name (not stored: Apple delivers it again once it does); 413 body too large; \
+            configuration does not name (not stored: Apple delivers it again once it does; only an app the \
+            deployment knows, configured in another environment or listed in knownApps, counts as a configuration gap \
+            that pages); 400 NOTIFICATION_TOO_OLD for such a notification signed more than 7 days ago (not Apple's \
+            delivery: a copy posted again); 413 body too large; \
             503 database unavailable (Apple retries). \
             GET /health answers 200 when the database is reachable; GET /metrics serves Prometheus text: the \
             webhook's counters, the newest live notification's time, and gauges read from the database every \
@@ -69,7 +72,9 @@ struct ServeCommand: AsyncParsableCommand {
 
     func run() async throws {
         let logger = logging.makeLogger()
-        let (targets, verifiers) = try app.verifyingTargets()
+        let configuration = try app.configuration()
+        let targets = try app.targets(in: configuration)
+        let verifiers = try app.verifiers(for: targets, roots: configuration.rootCertificates)
         let settings = try database.settings()
         let port =
             try self.port ?? Env.value("PORT").map { value in
@@ -104,7 +109,7 @@ struct ServeCommand: AsyncParsableCommand {
         }
         let server = WebhookServer(
             configuration: .init(host: host, port: port, maximumBodySize: maxBodyBytes),
-            router: try NotificationRouter(handlers: handlers), forwarding: forwardURLs.mapValues(\.target),
+            router: try NotificationRouter(handlers: handlers, knownApps: configuration.knownBundleIds), forwarding: forwardURLs.mapValues(\.target),
             metrics: WebhookMetrics(registry: metrics), logger: logger)
         let migrate = self.migrate
         // The forwarders' own Database waits longer than the webhook's: their queue is durable. One per distinct URL.

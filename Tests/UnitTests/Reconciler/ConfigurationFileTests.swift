@@ -71,6 +71,7 @@ import Testing
             entitleBillingRetry: true
             forwardTo: https://app.internal/apple
             giveUpAfter: 3
+            knownApps: [com.example.legacy]
             apps:
               - bundleId: com.example.one
                 environments: [sandbox]
@@ -83,6 +84,8 @@ import Testing
         #expect(target.entitlement.sandboxEntitles && target.entitlement.billingRetryEntitles)
         #expect(target.forwardTo == "https://app.internal/apple")
         #expect(configuration.giveUpAfter == 3)
+        #expect(configuration.knownApps == ["com.example.legacy"])
+        #expect(configuration.knownBundleIds == ["com.example.legacy", "com.example.one"])
     }
 
     /// Each mistake names the file and the key; none is taken for a default.
@@ -114,6 +117,10 @@ import Testing
         (
             "key: {id: K, issuer: I, privateKeyPath: /k.p8}\napps:\n  - {bundleId: a, appAppleId: 1, nonRenewingTerms: {p: forever}}", .invalidValue,
             "apps[0].nonRenewingTerms.p"
+        ),
+        (
+            "key: {id: K, issuer: I, privateKeyPath: /k.p8}\nknownApps: [com.example.two, '']\napps:\n  - {bundleId: a, appAppleId: 1}",
+            .invalidValue, "knownApps[1]"
         ),
     ])
     func aMistakeNamesTheFileAndTheKey(text: String, code: ReconcilerError.Code, key: String) throws {
