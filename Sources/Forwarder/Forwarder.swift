@@ -6,7 +6,7 @@ import Logging
 import NIOCore
 import NIOFoundationCompat
 import NIOHTTP1
-import Reconciler
+package import Reconciler
 import ReconcilerDomain
 import ReconcilerShared
 package import ReconcilerStore
@@ -44,7 +44,7 @@ import ServiceLifecycle
 ///     configuration: .init(url: ForwardingURL("https://app.internal/apple"), secret: ForwardingSecret("s3cret")), database: database)
 /// let left = try await forwarder.drain(runIds: [run.runId], upTo: .seconds(60))
 /// ```
-package struct Forwarder: Service, Sendable {
+package struct Forwarder: Service, RunForwarding, Sendable {
     package struct Configuration: Sendable {
         /// The app's webhook; only deliveries queued for its target are sent.
         package var url: ForwardingURL
@@ -174,14 +174,6 @@ package struct Forwarder: Service, Sendable {
         try await transaction { [queue] in try await queue.summary(runIds: runIds) }
     }
 
-    /// Where a drain left the runs it was given and the earlier runs it found waiting.
-    package struct Drained: Sendable {
-        package var own: ForwardQueue.ForwardingSummary
-        /// Earlier runs whose deliveries for this target were still waiting, oldest first.
-        package var earlierRuns: [Int64]
-        package var earlier: ForwardQueue.ForwardingSummary
-    }
-
     /// ``drain(runIds:upTo:)`` for `runIds` and every earlier run whose deliveries for this
     /// forwarder's target still wait. A run killed while it drained has recorded its end, so
     /// rerunning its command makes a new run that queues nothing the killed one stored: waiting
@@ -191,7 +183,7 @@ package struct Forwarder: Service, Sendable {
     /// replay is over, and so is its hold; a delivery still held then (seen after a run killed
     /// under load was resumed) would not be due for ten minutes, past the drain. Earlier runs'
     /// holds are theirs to end.
-    package func drain(runIdsAndEarlier runIds: [Int64], upTo time: Duration) async throws -> Drained {
+    package func drain(runIdsAndEarlier runIds: [Int64], upTo time: Duration) async throws -> ForwardingDrain {
         for runId in runIds {
             _ = try await transaction { [queue] in try await queue.releaseHeld(runId: runId) }
         }
@@ -202,7 +194,7 @@ package struct Forwarder: Service, Sendable {
             "delivering this run's notifications to the app's webhook",
             metadata: ["upTo": "\(time.operatorText)", "runs": "\(runIds)", "earlierRuns": "\(earlier)"])
         _ = try await drain(runIds: runIds + earlier, upTo: time)
-        return Drained(
+        return ForwardingDrain(
             own: try await summary(runIds: runIds), earlierRuns: earlier,
             earlier: earlier.isEmpty ? .init() : try await summary(runIds: earlier))
     }

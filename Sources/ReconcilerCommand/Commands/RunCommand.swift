@@ -31,6 +31,10 @@ struct RunCommand: AsyncParsableCommand {
             listed by `reconciler rejections`, so its window can finish. A signed value that fails verification is \
             quarantined (`reconciler rejections`), never applied, and does not hold the schedule back.
 
+            With a configuration file of several apps and environments (RECONCILER_CONFIG), every one is recovered \
+            at once, each in its own run, lease and share of its app's budget; --app and --environment choose some. \
+            The reports print once all are done, in the file's order.
+
             T is ISO 8601 (2026-11-20T03:10:00Z), UNIX milliseconds, or now-6h.
             Exit codes: 0 everything was recovered; 4 done, but something needs a person (payloads quarantined for \
             the first time, requests Apple refused, a window lost to retention); 2 partial or interrupted (rerun to \
@@ -153,14 +157,15 @@ struct RunCommand: AsyncParsableCommand {
             MetricsRegistry(environment: (try? app.resolvedEnvironment)?.rawValue ?? "", bundleId: app.resolvedBundleId ?? "")
         }
         if let metrics { MetricsSystem.bootstrap(metrics.factory) }
-        let outcomes: [Outcome]
+        let outcomes: [RecoveryOutcome]
         do {
-            outcomes = try await invoke(metrics: metrics, logger: logger)
+            outcomes = try await recover(metrics: metrics, logger: logger)
         } catch {
             // Stopped before any run could report (configuration, the database): alerts still see the exit code.
             do {
                 if let metrics {
-                    RunMetrics.record(exitCode: (error as? ReconcilerError)?.exitCode ?? 1, kind: invocationKind, report: nil, in: metrics)
+                    RunMetrics.record(
+                        exitCode: ReconcilerError(endingCommandWith: error)?.exitCode ?? 1, kind: invocationKind, report: nil, in: metrics)
                 }
                 try writeMetrics(metrics)
             } catch let metricsError {
@@ -170,32 +175,57 @@ struct RunCommand: AsyncParsableCommand {
         }
         let several = outcomes.count > 1
         for outcome in outcomes {
+            print(Self.text(of: outcome, several: several, detected: detected))
             // Another run holds the lease: the file keeps what that run (the one doing the work) writes.
             if let metrics, !outcome.leaseHeld {
                 RunMetrics.record(
                     exitCode: outcome.exitCode, kind: invocationKind, report: outcome.reports.last,
-                    in: metrics.scoped(environment: outcome.target.environment.rawValue, bundleId: outcome.target.bundleId))
+                    in: metrics.scoped(environment: outcome.scope.environment.rawValue, bundleId: outcome.scope.bundleId))
             }
-            if outcome.reports.isEmpty, outcome.stop == nil, outcome.lost.isEmpty {
-                print("\(several ? "\(outcome.target): " : "")no failed deliveries found: nothing to recover")
-            }
-            if several, let stop = outcome.stop { print("\(outcome.target): \(stop.description)") }
         }
         try writeMetrics(metrics)
-        if several, let reportJson { try write(outcomes, toJSON: reportJson) }
+        if let reportJson {
+            if several {
+                try write(outcomes, toJSON: reportJson)
+            } else if let report = outcomes.first?.reports.last {
+                try write(report, toJSON: reportJson)
+            }
+        }
         // The worst of the apps and environments decides the exit code.
-        guard let worst = Outcome.worst(outcomes, several: several) else { return }
-        if let stop = worst.stop { throw stop }
+        guard let worst = RecoveryOutcome.worst(outcomes) else { return }
         throw worst.error
     }
 
-    /// Every configured app and environment (or the one `--app` and `--environment` choose), one
-    /// after the other in one process and database pool, each in its own runs with its own lease
-    /// and its own share of its app's budget: a 401 or an outage of one does not stop the others.
-    private func invoke(metrics: MetricsRegistry?, logger: Logger) async throws -> [Outcome] {
+    /// What one app and environment did, as the operator reads it: under its header when there are
+    /// several, what needs reading first, each window's report, the deliveries.
+    static func text(of outcome: RecoveryOutcome, several: Bool, detected: Bool) -> String {
+        var lines: [String] = several ? ["== \(outcome.scope.target)"] : []
+        lines += outcome.notices
+        lines += outcome.reports.map { $0.humanSummary() }
+        if let drained = outcome.forwarded {
+            lines.append(forwardedLine("\(drained.own.delivered) notifications delivered to the app's webhook", drained.own))
+            if !drained.earlierRuns.isEmpty {
+                let runs = drained.earlierRuns.map(String.init).joined(separator: ", ")
+                let label = "earlier runs' deliveries (run\(drained.earlierRuns.count == 1 ? "" : "s") \(runs))"
+                lines.append(forwardedLine("\(label): \(drained.earlier.delivered) delivered", drained.earlier))
+            }
+        }
+        if detected, outcome.reports.isEmpty, outcome.stop == nil, outcome.lost.isEmpty {
+            lines.append("no failed deliveries found: nothing to recover")
+        }
+        if several, let stop = outcome.stop { lines.append("\(outcome.scope.target): \(stop.description)") }
+        return lines.joined(separator: "\n")
+    }
+
+    /// Every configured app and environment (or those `--app` and `--environment` choose), at once
+    /// in one process and database pool, each in its own runs with its own lease and its own share
+    /// of its app's budget (``Recovery``): a 401 or an outage of one does not stop the others.
+    private func recover(metrics: MetricsRegistry?, logger: Logger) async throws -> [RecoveryOutcome] {
         let loaded = try app.loadTargets(api: api)
         let targets = loaded.targets
-        let template = try runTemplate(giveUpAfterInFile: loaded.configuration.giveUpAfter)
+        let configuration = Recovery.Configuration(
+            windows: try windows(), template: try runTemplate(giveUpAfterInFile: loaded.configuration.giveUpAfter),
+            forwardDrainTimeout: forwardDrainTimeout, maximumConnections: database.maxConnections)
         let forwardURL = try ForwardingOptions.target(forwardTo)
         // Each app's recovered notifications go to its own webhook (`forwardTo` in the file), or all to --forward-to.
         let forwardURLs = try targets.map { target in try forwardURL ?? target.configuration.forwardTo.flatMap(ForwardingOptions.target) }
@@ -206,53 +236,67 @@ struct RunCommand: AsyncParsableCommand {
             configuration.companionTargets = companions
             return configuration
         }
-        let several = targets.count > 1
-        // With several apps and environments, the JSON report and the page cover all of them (below).
-        var perTarget = self
-        if several { (perTarget.reportJson, perTarget.reportHtml) = (nil, nil) }
-        let command = perTarget
-        do {
-            // SIGINT or SIGTERM stop the work at a checkpoint (exit 2); see CommandLifecycle.
-            // Phase 1 pages the notification history, phase 2 the customers' transaction history and
-            // statuses (a resumed run keeps the --refresh-status it started with).
-            let sharing = targets.map { $0.sharing([.getNotificationHistory, .getTransactionHistory, .getAllSubscriptionStatuses]) }
-            return try await database.runWork(logger: logger, sharing: sharing) { database in
-                try await command.requireSchema(database)
-                var outcomes: [Outcome] = []
-                for (index, target) in targets.enumerated() {
-                    if Task.isShuttingDownGracefully || Task.isCancelled { break }
-                    var targetLogger = logger
-                    if several {
-                        targetLogger[metadataKey: "app"] = "\(target.app.bundleId)"
-                        targetLogger[metadataKey: "environment"] = "\(target.app.environment.rawValue)"
-                        print("== \(target.app)")
-                    }
-                    var configuration = template
-                    configuration.options.forwardTo = forwardURLs[index]?.target
-                    outcomes.append(
-                        try await command.recover(
-                            target: target, database: database, template: configuration,
-                            forwarder: forwarders[index].map { Forwarder(configuration: $0, database: database) },
-                            metrics: metrics?.scoped(environment: target.app.environment.rawValue, bundleId: target.app.bundleId),
-                            logger: targetLogger))
-                }
-                // The page shows the most pressing app's run (the JSON report lists each); a page
-                // that cannot be written is a configuration error, as with one app.
-                if several, let reportHtml, let index = Outcome.worstIndex(outcomes, several: several) ?? outcomes.indices.last,
-                    let report = outcomes[index].reports.last
-                {
-                    do {
-                        try await ReportPageFile.write(report: report, ledger: RunLedger(database: database), to: reportHtml, logger: logger)
-                    } catch {
-                        let stop = (error as? ReconcilerError) ?? .configuration("cannot write the report page to \(reportHtml): \(error)")
-                        outcomes[index].stop = outcomes[index].stop ?? stop
-                    }
-                }
-                return outcomes
+        // Phase 1 pages the notification history, phase 2 the customers' transaction history and
+        // statuses (a resumed run keeps the --refresh-status it started with).
+        let endpoints: [AppStoreServerAPIEndpoint] = [.getNotificationHistory, .getTransactionHistory, .getAllSubscriptionStatuses]
+        let (reportHtml, interval) = (self.reportHtml, Duration.seconds(max(progressInterval, 1)))
+        // SIGINT or SIGTERM stop the work at a checkpoint (exit 2); see CommandLifecycle.
+        return try await database.runWork(logger: logger) { database in
+            try await Migrator().requireCurrent(database)
+            let recovery = Recovery(
+                configuration: configuration,
+                targets: targets.indices.map { index in
+                    Recovery.Target(
+                        scope: targets[index].scope, verifier: targets[index].verifier, client: targets[index].client,
+                        budget: .init(claims: targets[index].budget.claims(endpoints)),
+                        forwarder: forwarders[index].map { Forwarder(configuration: $0, database: database) },
+                        forwardTo: forwardURLs[index]?.target)
+                }, database: database, logger: logger)
+            let reporters = Locked<[Task<Void, Never>]>([])
+            var outcomes = await recovery.recover { scope in
+                let progress = RunProgress()
+                var targetLogger = logger
+                if targets.count > 1 { targetLogger[metadataKey: "app"] = "\(scope)" }
+                // On a terminal one line is rewritten in place: with several apps, each logs its own instead.
+                let reporter = ProgressReporter(progress: progress, logger: targetLogger, interval: interval, rewritesLine: targets.count == 1)
+                reporters.withLock { $0.append(Task { await reporter.run() }) }
+                return progress
             }
-        } catch let error as ReconcilerError where error.code == .interrupted {
-            throw ReconcilerError(.interrupted, "interrupted before the run started; rerun the same command")
+            for reporter in reporters.withLock({ $0 }) {
+                reporter.cancel()
+                await reporter.value
+            }
+            for outcome in outcomes {
+                // What alerts watch besides this run: the quarantine, the last finished run, the newest live notification.
+                guard let metrics else { break }
+                let (environment, bundleId) = (outcome.scope.environment.rawValue, outcome.scope.bundleId)
+                try? await LedgerMetrics(
+                    ledger: RunLedger(database: database), environment: environment, bundleId: bundleId,
+                    registry: metrics.scoped(environment: environment, bundleId: bundleId)
+                ).refresh()
+            }
+            // The page shows the most pressing app's run (the JSON report lists each); a page that
+            // cannot be written is a configuration error.
+            if let reportHtml, let index = RecoveryOutcome.worstIndex(outcomes) ?? outcomes.indices.last,
+                let report = outcomes[index].reports.last
+            {
+                do {
+                    try await ReportPageFile.write(report: report, ledger: RunLedger(database: database), to: reportHtml, logger: logger)
+                } catch {
+                    let stop = (error as? ReconcilerError) ?? .configuration("cannot write the report page to \(reportHtml): \(error)")
+                    outcomes[index].stop = outcomes[index].stop ?? stop
+                }
+            }
+            return outcomes
         }
+    }
+
+    /// The windows this invocation recovers.
+    private func windows() throws -> Recovery.Windows {
+        if sinceLast { return .sinceLast(overlap: overlap) }
+        if detected { return .detected(since: detectSince) }
+        // validate() made sure --start is given with this form.
+        return .window(TimeWindow(start: start ?? .now, end: end ?? .now))
     }
 
     /// The kind of run this invocation makes, for the metrics of one that stopped before any run.
@@ -267,158 +311,11 @@ struct RunCommand: AsyncParsableCommand {
         }
     }
 
-    /// Every window of this invocation, in order, with the forwarder delivering beside them (a slow
-    /// app backs up the queue, not the run), then draining what they queued; what stops the
-    /// invocation is kept in the outcome.
-    private func recover(
-        target: CommandTarget, database: Database, template: ReconcileRun.Configuration, forwarder: Forwarder?, metrics: MetricsRegistry?,
-        logger: Logger
-    ) async throws -> Outcome {
-        var outcome: Outcome
-        if let forwarder {
-            let windowsDone = Locked(false)
-            outcome = try await withThrowingTaskGroup(of: Void.self) { group in
-                group.addTask { await forwarder.run(until: { windowsDone.withLock { $0 } || Task.isShuttingDownGracefully }) }
-                defer { windowsDone.withLock { $0 = true } }
-                return try await recoverWindows(target: target, database: database, template: template, logger: logger)
-            }
-            if !Task.isShuttingDownGracefully, !Task.isCancelled {
-                do {
-                    try await drain(forwarder, into: &outcome)
-                } catch let error as ReconcilerError {
-                    outcome.stop = outcome.stop ?? error
-                } catch {
-                    // The deliveries stay queued; the next run or `reconciler forward` sends them.
-                    logger.warning("could not finish forwarding; the deliveries stay queued", metadata: ["error": "\(error)"])
-                }
-            }
-        } else {
-            outcome = try await recoverWindows(target: target, database: database, template: template, logger: logger)
-        }
-        await conclude(&outcome, database: database, target: target.app, metrics: metrics, logger: logger)
-        return outcome
-    }
-
-    /// Waits up to --forward-drain-timeout for the runs' deliveries, and for those earlier runs
-    /// left for this webhook (``Forwarder/drain(runIdsAndEarlier:upTo:)``), and adds where the
-    /// runs' stand to their reports.
-    private func drain(_ forwarder: Forwarder, into outcome: inout Outcome) async throws {
-        let runIds = outcome.reports.map(\.runId)
-        guard !runIds.isEmpty else { return }
-        let drained = try await forwarder.drain(runIdsAndEarlier: runIds, upTo: forwardDrainTimeout)
-        for index in outcome.reports.indices {
-            outcome.reports[index].forwarding = try await forwarder.summary(runIds: [outcome.reports[index].runId])
-        }
-        print(Self.forwardedLine("\(drained.own.delivered) notifications delivered to the app's webhook", drained.own))
-        if !drained.earlierRuns.isEmpty {
-            let runs = drained.earlierRuns.map(String.init).joined(separator: ", ")
-            let label = "earlier runs' deliveries (run\(drained.earlierRuns.count == 1 ? "" : "s") \(runs))"
-            print(Self.forwardedLine("\(label): \(drained.earlier.delivered) delivered", drained.earlier))
-        }
-        if let reportJson, let report = outcome.reports.last { try write(report, toJSON: reportJson) }
-    }
-
     /// `forwarded    <what was delivered>, N pending, N failed`, and what to do about the rest.
     static func forwardedLine(_ delivered: String, _ summary: ForwardQueue.ForwardingSummary) -> String {
         "forwarded    \(delivered), \(summary.pending) pending, \(summary.failed) failed"
             + (summary.pending > 0 ? "; `reconciler forward` or the next run delivers the rest" : "")
             + (summary.failed > 0 ? "; `reconciler forward --retry-failed` tries the failed ones again" : "")
-    }
-
-    private func recoverWindows(
-        target: CommandTarget, database: Database, template: ReconcileRun.Configuration, logger: Logger
-    ) async throws -> Outcome {
-        let (verifier, client) = (target.verifier, target.client)
-        let ledger = RunLedger(database: database)
-        var outcome = Outcome(target: target.app)
-        do {
-            if sinceLast {
-                try await runSchedule(
-                    template, scope: target.scope, database: database, verifier: verifier, client: client, ledger: ledger, logger: logger,
-                    into: &outcome)
-            } else if detected {
-                for window in try await detectedWindows(client: client, logger: logger) {
-                    var configuration = template
-                    (configuration.window, configuration.kind) = (window, .detected)
-                    try await execute(
-                        configuration, scope: target.scope, database: database, verifier: verifier, client: client, logger: logger, into: &outcome)
-                }
-            } else {
-                var configuration = template
-                configuration.window = manualWindow()
-                try await execute(
-                    configuration, scope: target.scope, database: database, verifier: verifier, client: client, logger: logger, into: &outcome)
-            }
-        } catch let stop as ReconcilerError {
-            outcome.stop = stop
-        }
-        return outcome
-    }
-
-    /// What the metrics and the report page need once the work is done.
-    private func conclude(
-        _ outcome: inout Outcome, database: Database, target: AppTarget, metrics: MetricsRegistry?, logger: Logger
-    ) async {
-        let ledger = RunLedger(database: database)
-        if let metrics {
-            // What alerts watch besides this run: the quarantine, the last finished run, the newest live notification.
-            try? await LedgerMetrics(
-                ledger: ledger, environment: target.environment.rawValue, bundleId: target.bundleId, registry: metrics
-            ).refresh()
-        }
-        if let reportHtml, let report = outcome.reports.last {
-            do {
-                try await ReportPageFile.write(report: report, ledger: ledger, to: reportHtml, logger: logger)
-            } catch let error as ReconcilerError {
-                outcome.stop = outcome.stop ?? error
-            } catch {
-                outcome.stop = outcome.stop ?? .configuration("cannot write the report page to \(reportHtml): \(error)")
-            }
-        }
-    }
-
-    /// What this invocation did, over one window or several.
-    struct Outcome {
-        /// The app and environment of these runs.
-        var target: AppTarget
-        var reports: [RunReport] = []
-        /// Scheduled windows given up because they left Apple's retention.
-        var lost: [RunRecord] = []
-        /// The error that stopped the invocation.
-        var stop: ReconcilerError?
-        /// Another run of this app and environment held the lease, so this one did nothing.
-        var leaseHeld = false
-
-        /// The most pressing of the reports (``ExitClass/mostPressing(_:)-([ExitClass])``); windows lost to retention need a person.
-        var exitCode: Int32 {
-            if let stop { return stop.exitCode }
-            let classes = reports.map { ExitClass(runStatus: $0.status) } + (lost.isEmpty ? [] : [.attention])
-            return ExitClass.mostPressing(classes).map { classes[$0].rawValue } ?? 0
-        }
-
-        /// The outcome that decides a whole invocation's exit code: configuration (1) over
-        /// retryable (2) over attention (4); `nil` when everything was recovered. In a run of
-        /// several apps and environments, one whose lease another run holds is being recovered
-        /// there, and counts as done here.
-        static func worst(_ outcomes: [Outcome], several: Bool) -> Outcome? {
-            worstIndex(outcomes, several: several).map { outcomes[$0] }
-        }
-
-        static func worstIndex(_ outcomes: [Outcome], several: Bool) -> Int? {
-            ExitClass.mostPressing(outcomes.map { several && $0.leaseHeld ? 0 : $0.exitCode })
-        }
-
-        var error: ReconcilerError {
-            if let stop { return stop }
-            if let report = reports.last(where: { $0.status == .partial || $0.status == .interrupted || $0.status == .failed }) {
-                return .partial(
-                    "not everything was recovered (run \(report.runId) is \(report.status.rawValue)); rerun the same command to resume it")
-            }
-            let quarantined = reports.reduce(0) { $0 + $1.rejections.filter(\.newlyQuarantined).count }
-            return .attention(
-                "done, but needs attention: \(quarantined) payloads newly quarantined (`reconciler rejections`), "
-                    + "\(lost.count) windows lost to retention, refused requests are listed in the report")
-        }
     }
 
     /// The options every window of this invocation runs with.
@@ -443,153 +340,20 @@ struct RunCommand: AsyncParsableCommand {
         }
         return ReconcileRun.Configuration(
             window: TimeWindow(start: .now, end: .now), kind: .manual, dryRun: dryRun,
-            options: RunOptions(
-                planner: planner, allCustomers: all, refreshStatus: refreshStatus, forwardTo: try ForwardingOptions.target(forwardTo)?.target),
+            options: RunOptions(planner: planner, allCustomers: all, refreshStatus: refreshStatus),
             replayConcurrency: concurrency, gapConcurrency: gapConcurrency,
             lease: .init(duration: leaseDuration, renewalInterval: max(leaseDuration / 6, .milliseconds(500)), wait: wait), fresh: fresh,
             giveUp: try GiveUpOption.policy(giveUpAfter, file: giveUpAfterInFile))
     }
 
-    private func requireSchema(_ database: Database) async throws {
-        do {
-            try await Migrator().requireCurrent(database)
-        }
-    }
-
-    /// The schedule (``ScheduleChain``): retry every unfinished scheduled window in its own window
-    /// (the core gives up those that left Apple's retention), then always recover from where the
-    /// chain ended, minus the overlap, to now, so a window that stays unfinished never freezes the
-    /// schedule. This prints what the plan says and runs its windows.
-    private func runSchedule(
-        _ template: ReconcileRun.Configuration, scope: AppScope, database: Database, verifier: SignedDataVerifier,
-        client: AppStoreServerAPIClient, ledger: RunLedger, logger: Logger, into outcome: inout Outcome
-    ) async throws {
-        let target = verifier.configuration.target
-        let (environmentName, bundleId) = (target.environment.rawValue, target.bundleId)
-        let retention = ReconcileRun.retention(target.environment)
-        let now = Timestamp.now
-        let plan = try await ScheduleChain.prepare(target, overlap: overlap, dryRun: template.dryRun, database: database, now: now)
-        for lost in plan.lost {
-            logger.error(
-                "a scheduled window left Apple's notification history retention before it was finished; it is lost",
-                metadata: ["runId": "\(lost.runId)", "window": "\(lost.window)"])
-            print(
-                "LOST: scheduled run \(lost.runId) (\(lost.window.start) → \(lost.window.end)) "
-                    + "left Apple's retention unfinished; `reconciler run --start now-\(retention.days - 1)d --all` "
-                    + "checks every customer's transaction history")
-            outcome.lost.append(lost)
-        }
-        for unfinished in plan.nearingRetentionEdge {
-            let daysLeft = max(0, (unfinished.window.start + retention - now).days)
-            logger.warning(
-                "an unfinished scheduled window nears the edge of Apple's retention",
-                metadata: ["runId": "\(unfinished.runId)", "daysLeft": "\(daysLeft)"])
-            print(
-                "WARNING: scheduled run \(unfinished.runId) (\(unfinished.window.start) → \(unfinished.window.end)) is unfinished "
-                    + "and leaves Apple's retention in \(daysLeft) days; `reconciler rejections` lists what holds it")
-        }
-        for unfinished in plan.retry {
-            // Each unfinished window again, as it was planned; what it cannot finish is reported, and the schedule goes on.
-            logger.info(
-                "retrying an unfinished scheduled window before the newest one",
-                metadata: ["runId": "\(unfinished.runId)", "window": "\(unfinished.window)", "status": "\(unfinished.status.rawValue)"])
-            var configuration = template
-            (configuration.window, configuration.kind) = (unfinished.window, .scheduled)
-            configuration.options = unfinished.options
-            configuration.options.forwardTo = template.options.forwardTo ?? unfinished.options.forwardTo
-            try await execute(
-                configuration, scope: scope, database: database, verifier: verifier, client: client, logger: logger, into: &outcome)
-        }
-        let (next, origin) = (plan.next, plan.origin)
-        if origin == .firstWindow {
-            logger.notice("the schedule's first window: no earlier run and no live notification yet", metadata: ["app": "\(target)"])
-            print(
-                "first scheduled window for \(target): nothing recorded yet, so it starts \(overlap.operatorText) ago; "
-                    + "recover anything earlier with `reconciler run --start T --app \(target.bundleId) --environment \(target.environment.rawValue.lowercased())`"
-            )
-        }
-        if plan.clippedToRetention {
-            logger.error(
-                "the schedule's next window starts before Apple's retention; the part before it cannot be replayed",
-                metadata: ["servedFrom": "\(next.start)"])
-        }
-        logger.info("window from --since-last", metadata: ["start": "\(next.start)", "end": "\(next.end)", "from": "\(origin.rawValue)"])
-        var configuration = template
-        (configuration.window, configuration.kind) = (next, .scheduled)
-        try await execute(
-            configuration, scope: scope, database: database, verifier: verifier, client: client, logger: logger, into: &outcome
-        ) { report in
-            // The newest report says which windows of the chain are still unfinished (this one included).
-            report.unfinishedScheduledWindows = try await ledger.unfinishedScheduledRuns(environment: environmentName, bundleId: bundleId)
-                .map { .init(runId: $0.runId, window: $0.window, status: $0.status) }
-        }
-    }
-
-    /// Runs one window with progress, signals and the report; a stop that ends the whole
-    /// invocation is thrown as a ``ReconcilerError``.
-    private func execute(
-        _ configuration: ReconcileRun.Configuration, scope: AppScope, database: Database, verifier: SignedDataVerifier,
-        client: AppStoreServerAPIClient, logger: Logger, into outcome: inout Outcome,
-        completing complete: ((inout RunReport) async throws -> Void)? = nil
-    ) async throws {
-        let run = ReconcileRun(configuration: configuration, scope: scope, database: database, verifier: verifier, client: client)
-        let progress = RunProgress()
-        let reporter = ProgressReporter(progress: progress, logger: logger, interval: .seconds(max(progressInterval, 1)))
-        let progressTask = Task { await reporter.run() }
-        defer { progressTask.cancel() }
-        func stop(_ report: RunReport?, _ error: ReconcilerError) throws -> Never {
-            progressTask.cancel()
-            if let report {
-                try? output(report)
-                outcome.reports.append(report)
-            }
-            throw error
-        }
-        do {
-            var report = try await run.reconcile(progress: progress) { logger.notice("another run holds the lease; waiting (--wait)") }
-            progressTask.cancel()
-            await progressTask.value
-            try await complete?(&report)
-            try output(report)
-            outcome.reports.append(report)
-        } catch let error as ReconcileRun.RunStopped {
-            switch error.reason {
-            case .interrupted: try stop(error.report, .partial("interrupted: rerun the same command to resume"))
-            case .configuration(let text):
-                try stop(error.report, .configuration((error.cause as? AppStoreServerAPIError)?.operatorDescription ?? text))
-            case .unavailable(let text): try stop(error.report, .partial("the run stopped: \(text); rerun the same command to resume"))
-            }
-        } catch is CancellationError {
-            try stop(nil, .partial("interrupted before the run started; rerun the same command"))
-        } catch let error as ReconcilerError where error.code == .leaseHeld {
-            outcome.leaseHeld = true
-            try stop(nil, .configuration(error.description))
-        } catch let error as ReconcilerError where error.code == .invalidWindow {
-            try stop(nil, .configuration(error.description))
-        } catch let error as AppStoreServerAPIError {
-            if case .unauthorized = error { try stop(nil, .configuration(error.operatorDescription)) }
-            try stop(nil, .partial("the run stopped: \(error); rerun the same command to resume"))
-        } catch let error as ReconcilerError where error.code == .databaseUnavailable {
-            try stop(nil, .partial("the run stopped: \(error); rerun the same command to resume"))
-        } catch let error where Database.isDatabaseFailure(error) {
-            try stop(
-                nil, .partial("the database failed during the run (\(Database.operatorDescription(of: error))); rerun the same command to resume"))
-        }
-    }
-
-    private func output(_ report: RunReport) throws {
-        print(report.humanSummary())
-        if let reportJson { try write(report, toJSON: reportJson) }
-    }
-
     /// The JSON report of a run over several apps and environments: `{"targets": [...]}`, each the
     /// newest report of its app and environment (or where it stopped before one).
-    private func write(_ outcomes: [Outcome], toJSON path: String) throws {
+    private func write(_ outcomes: [RecoveryOutcome], toJSON path: String) throws {
         do {
             let entries: [Any] = try outcomes.map { outcome in
                 if let report = outcome.reports.last { return try JSONSerialization.jsonObject(with: try report.json()) }
                 var entry: [String: Any] = [
-                    "bundleId": outcome.target.bundleId, "environment": outcome.target.environment.rawValue, "exitCode": outcome.exitCode,
+                    "bundleId": outcome.scope.bundleId, "environment": outcome.scope.environment.rawValue, "exitCode": outcome.exitCode,
                 ]
                 if let stop = outcome.stop { entry["stopped"] = stop.description }
                 if outcome.leaseHeld { entry["leaseHeldByAnotherRun"] = true }
@@ -608,19 +372,5 @@ struct RunCommand: AsyncParsableCommand {
         } catch {
             throw ReconcilerError.configuration("cannot write the report to \(path): \(error.localizedDescription)")
         }
-    }
-
-    /// --start/--end (validate() made sure --start is given with this form).
-    private func manualWindow() -> TimeWindow {
-        TimeWindow(start: start ?? .now, end: end ?? .now)
-    }
-
-    /// The windows `detect-outage` finds.
-    private func detectedWindows(client: AppStoreServerAPIClient, logger: Logger) async throws -> [TimeWindow] {
-        let detection = try await OutageDetector(client: client).detect(in: TimeWindow(start: .now - detectSince, end: .now))
-        for window in detection.windows {
-            logger.info("detected outage window", metadata: ["window": "\(window.window)", "failed": "\(window.notifications)"])
-        }
-        return detection.windows.map(\.window)
     }
 }
