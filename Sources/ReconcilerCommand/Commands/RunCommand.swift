@@ -296,7 +296,10 @@ struct RunCommand: AsyncParsableCommand {
         } else {
             outcome = try await recoverWindows(target: target, database: database, template: template, logger: logger)
         }
-        await conclude(&outcome, database: database, target: target.app, metrics: metrics, logger: logger)
+        await conclude(
+            &outcome, database: database, target: target.app, liveConsumptionRequests: target.configuration.consumption.liveRequests,
+            metrics: metrics,
+            logger: logger)
         return outcome
     }
 
@@ -356,13 +359,15 @@ struct RunCommand: AsyncParsableCommand {
 
     /// What the metrics and the report page need once the work is done.
     private func conclude(
-        _ outcome: inout Outcome, database: Database, target: AppTarget, metrics: MetricsRegistry?, logger: Logger
+        _ outcome: inout Outcome, database: Database, target: AppTarget, liveConsumptionRequests: ConsumptionSettings.LiveRequests,
+        metrics: MetricsRegistry?, logger: Logger
     ) async {
         let ledger = RunLedger(database: database)
         if let metrics {
             // What alerts watch besides this run: the quarantine, the last finished run, the newest live notification.
             try? await LedgerMetrics(
-                ledger: ledger, environment: target.environment.rawValue, bundleId: target.bundleId, registry: metrics
+                ledger: ledger, environment: target.environment.rawValue, bundleId: target.bundleId, registry: metrics,
+                liveConsumptionRequests: liveConsumptionRequests
             ).refresh()
         }
         if let reportHtml, let report = outcome.reports.last {

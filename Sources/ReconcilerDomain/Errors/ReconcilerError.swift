@@ -136,6 +136,12 @@ package struct ReconcilerError: Error, CustomStringConvertible, CustomDebugStrin
         /// No consumption request is stored for the transaction (in the apps and environments given).
         package static let unknownConsumptionRequest = Code(
             "unknownConsumptionRequest", .configuration, remedy: "`reconciler consumption list` shows the stored requests and their transactions")
+        /// The request was answered (Apple accepted an answer), acked, or an answer to it is being sent
+        /// (or was, and what Apple said was never recorded): no answer is sent unless on purpose.
+        package static let consumptionRequestSettled = Code(
+            "consumptionRequestSettled", .configuration, remedy: "`reconciler consumption send --again` sends an answer anyway")
+        /// Apple accepted an answer, and the database could not record it: do not send it again.
+        package static let answerNotRecorded = Code("answerNotRecorded", .attention)
 
         // MARK: How a command ended
 

@@ -85,6 +85,22 @@ import Testing
         #expect(configuration.giveUpAfter == 3)
     }
 
+    /// `consumption.liveRequests`: `watch` unless said otherwise, the top level's for every app, an
+    /// app's own over it.
+    @Test func whetherLiveConsumptionRequestsCountIsSaidAtTheTopOrPerApp() throws {
+        let configuration = try load(
+            """
+            key: {id: K, issuer: I, privateKeyPath: /k.p8}
+            consumption: {liveRequests: ignore}
+            apps:
+              - {bundleId: com.example.one, appAppleId: 1}
+              - {bundleId: com.example.two, appAppleId: 2, consumption: {liveRequests: watch}}
+            """)
+        #expect(configuration.targets.map(\.consumption.liveRequests) == [.ignore, .watch])
+        let plain = try load("key: {id: K, issuer: I, privateKeyPath: /k.p8}\napps:\n  - {bundleId: a, appAppleId: 1}")
+        #expect(plain.targets.map(\.consumption.liveRequests) == [.watch])
+    }
+
     /// Each mistake names the file and the key; none is taken for a default.
     @Test(arguments: [
         ("apps: []\nkey: {id: K, issuer: I, privateKeyPath: /k.p8}", ReconcilerError.Code.missingKey, "apps"),
@@ -114,6 +130,14 @@ import Testing
         (
             "key: {id: K, issuer: I, privateKeyPath: /k.p8}\napps:\n  - {bundleId: a, appAppleId: 1, nonRenewingTerms: {p: forever}}", .invalidValue,
             "apps[0].nonRenewingTerms.p"
+        ),
+        (
+            "key: {id: K, issuer: I, privateKeyPath: /k.p8}\nconsumption: {liveRequests: sometimes}\napps:\n  - {bundleId: a, appAppleId: 1}",
+            .invalidValue, "consumption.liveRequests"
+        ),
+        (
+            "key: {id: K, issuer: I, privateKeyPath: /k.p8}\napps:\n  - {bundleId: a, appAppleId: 1, consumption: {live: ignore}}", .unknownKey,
+            "apps[0].consumption.live"
         ),
     ])
     func aMistakeNamesTheFileAndTheKey(text: String, code: ReconcilerError.Code, key: String) throws {
