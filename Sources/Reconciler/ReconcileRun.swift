@@ -337,6 +337,7 @@ package struct ReconcileRun: Sendable {
         report.consumptionRequestsTotal = consumption.total
         report.consumptionRequestsOpen = consumption.open
         report.consumptionRequestsExpired = consumption.expired
+        report.consumptionRequestsAcked = consumption.acked
         return report
     }
 }

@@ -51,6 +51,20 @@ struct ConfigurationFile: Decodable {
         subscript(environment: AppStoreEnvironment) -> Value? { environment == .sandbox ? sandbox : production }
     }
 
+    /// `consumption:`, at the top level or in one app's entry: what the deployment wants of its
+    /// consumption requests.
+    struct Consumption: Decodable {
+        var liveRequests: String?
+
+        private enum CodingKeys: String, CodingKey, CaseIterable { case liveRequests }
+
+        init(from decoder: any Decoder) throws {
+            let container = try decoder.container(keyedBy: CodingKeys.self)
+            try StrictKeys.check(decoder, CodingKeys.self)
+            liveRequests = try container.decodeIfPresent(String.self, forKey: .liveRequests)
+        }
+    }
+
     struct App: Decodable {
         var bundleId: String
         var appAppleId: Int64?
@@ -59,9 +73,10 @@ struct ConfigurationFile: Decodable {
         var nonRenewingTerms: [String: String]?
         var sandboxEntitles: Bool?
         var forwardTo: String?
+        var consumption: Consumption?
 
         private enum CodingKeys: String, CodingKey, CaseIterable {
-            case bundleId, appAppleId, environments, key, nonRenewingTerms, sandboxEntitles, forwardTo
+            case bundleId, appAppleId, environments, key, nonRenewingTerms, sandboxEntitles, forwardTo, consumption
         }
 
         init(from decoder: any Decoder) throws {
@@ -74,6 +89,7 @@ struct ConfigurationFile: Decodable {
             nonRenewingTerms = try container.decodeIfPresent([String: String].self, forKey: .nonRenewingTerms)
             sandboxEntitles = try container.decodeIfPresent(Bool.self, forKey: .sandboxEntitles)
             forwardTo = try container.decodeIfPresent(String.self, forKey: .forwardTo)
+            consumption = try container.decodeIfPresent(Consumption.self, forKey: .consumption)
         }
     }
 
@@ -90,9 +106,11 @@ struct ConfigurationFile: Decodable {
     /// Bundle IDs of the team's apps this deployment does not serve.
     var knownApps: [String]?
 
+    var consumption: Consumption?
+
     private enum CodingKeys: String, CodingKey, CaseIterable {
         case key, apiBaseURL, rootCertificates, rateLimit, apps, nonRenewingTerms, sandboxEntitles, entitleBillingRetry, forwardTo, giveUpAfter
-        case knownApps
+        case knownApps, consumption
     }
 
     init(from decoder: any Decoder) throws {
@@ -109,6 +127,7 @@ struct ConfigurationFile: Decodable {
         forwardTo = try container.decodeIfPresent(String.self, forKey: .forwardTo)
         giveUpAfter = try container.decodeIfPresent(Int.self, forKey: .giveUpAfter)
         knownApps = try container.decodeIfPresent([String].self, forKey: .knownApps)
+        consumption = try container.decodeIfPresent(Consumption.self, forKey: .consumption)
     }
 }
 

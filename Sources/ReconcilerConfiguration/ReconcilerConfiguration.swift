@@ -44,16 +44,19 @@ package struct ReconcilerConfiguration: Sendable {
         package var rateLimit: Double?
         /// The app's own webhook, when its notifications are forwarded there.
         package var forwardTo: String?
+        /// What the deployment wants of the app's consumption requests.
+        package var consumption: ConsumptionSettings
 
         package init(
             app: AppTarget, key: APIKey?, apiBaseURL: String? = nil, rateLimit: Double? = nil, entitlement: EntitlementPolicy = .init(),
-            forwardTo: String? = nil
+            forwardTo: String? = nil, consumption: ConsumptionSettings = .init()
         ) {
             self.scope = AppScope(target: app, entitlement: entitlement)
             self.key = key
             self.apiBaseURL = apiBaseURL
             self.rateLimit = rateLimit
             self.forwardTo = forwardTo
+            self.consumption = consumption
         }
 
         package var app: AppTarget { scope.target }
@@ -151,6 +154,7 @@ package struct ReconcilerConfiguration: Sendable {
                     detail: "\(path): apiBaseURL.\(environment) must be a URL such as https://api.storekit.apple.com")
             }
         }
+        let globalConsumption = try consumption(file.consumption, base: .init(), key: "consumption", path: path)
         var targets: [Target] = []
         for (index, app) in file.apps.enumerated() {
             let at = "apps[\(index)]"
@@ -177,6 +181,7 @@ package struct ReconcilerConfiguration: Sendable {
                 throw ReconcilerError(.invalidValue, source: path, key: "\(at).environments", detail: "\(path): \(at).environments is empty")
             }
             let appTerms = try terms(app.nonRenewingTerms, key: "\(at).nonRenewingTerms", path: path)
+            let appConsumption = try consumption(app.consumption, base: globalConsumption, key: "\(at).consumption", path: path)
             for environment in environments {
                 if environment == .production, app.appAppleId == nil {
                     throw ReconcilerError(
@@ -196,7 +201,7 @@ package struct ReconcilerConfiguration: Sendable {
                     Target(
                         app: target, key: .init(id: key.id, issuer: key.issuer, privateKeyPath: key.privateKeyPath),
                         apiBaseURL: file.apiBaseURL?[environment], rateLimit: file.rateLimit?[environment], entitlement: entitlement,
-                        forwardTo: app.forwardTo ?? file.forwardTo))
+                        forwardTo: app.forwardTo ?? file.forwardTo, consumption: appConsumption))
             }
         }
         var configuration = ReconcilerConfiguration(
@@ -206,6 +211,22 @@ package struct ReconcilerConfiguration: Sendable {
         }
         configuration.knownApps = file.knownApps ?? []
         return configuration
+    }
+
+    /// `consumption:` over `base` (an app's over the top level's).
+    private static func consumption(
+        _ consumption: ConfigurationFile.Consumption?, base: ConsumptionSettings, key: String, path: String
+    ) throws -> ConsumptionSettings {
+        var settings = base
+        if let text = consumption?.liveRequests {
+            guard let live = ConsumptionSettings.LiveRequests(rawValue: text.lowercased()) else {
+                throw ReconcilerError(
+                    .invalidValue, source: path, key: "\(key).liveRequests",
+                    detail: "\(path): \(key).liveRequests is \(text): use watch or ignore")
+            }
+            settings.liveRequests = live
+        }
+        return settings
     }
 
     private static func terms(_ terms: [String: String]?, key: String, path: String) throws -> [String: Int64] {

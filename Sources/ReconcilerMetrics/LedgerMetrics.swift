@@ -3,6 +3,7 @@ import CoreMetrics
 import Foundation
 import Logging
 import Reconciler
+package import ReconcilerDomain
 import ReconcilerShared
 package import ReconcilerStore
 import ServiceLifecycle
@@ -37,15 +38,21 @@ package struct LedgerMetrics: Service {
     package let bundleId: String
     package let registry: MetricsRegistry
     package let configuration: Configuration
+    /// Whether the consumption requests the live webhook received count as open.
+    package let liveConsumptionRequests: ConsumptionSettings.LiveRequests
     /// The moment deadlines are judged at, UNIX ms (a test fixes it).
     package var now: @Sendable () -> Int64 = { Int64(Date().timeIntervalSince1970 * 1000) }
 
-    package init(ledger: RunLedger, environment: String, bundleId: String, registry: MetricsRegistry, configuration: Configuration = .init()) {
+    package init(
+        ledger: RunLedger, environment: String, bundleId: String, registry: MetricsRegistry, configuration: Configuration = .init(),
+        liveConsumptionRequests: ConsumptionSettings.LiveRequests = .watch
+    ) {
         self.ledger = ledger
         self.environment = environment
         self.bundleId = bundleId
         self.registry = registry
         self.configuration = configuration
+        self.liveConsumptionRequests = liveConsumptionRequests
     }
 
     /// Reads the values and sets their gauges; a value the database does not have yet (no
@@ -90,8 +97,9 @@ package struct LedgerMetrics: Service {
         let (now, target) = (now(), AppTarget(bundleId: bundleId, environment: AppStoreEnvironment(rawValue: environment)))
         let requests = ConsumptionRequests(logger: ledger.logger)
         let bounds = Self.timeLeftBuckets.dropFirst().map(\.from)
+        let watchingLive = liveConsumptionRequests == .watch
         let summary = try await ledger.database.transaction { transaction in
-            try await requests.openSummary(of: target, at: now, bounds: Array(bounds), on: transaction)
+            try await requests.openSummary(of: target, at: now, bounds: Array(bounds), watchingLive: watchingLive, on: transaction)
         }
         for (index, bucket) in Self.timeLeftBuckets.enumerated() {
             MetricDefinition.consumptionRequestsOpen.gauge([bucket.label], in: registry).record(Int64(summary.counts[index]))

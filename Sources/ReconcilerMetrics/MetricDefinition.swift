@@ -120,12 +120,13 @@ extension MetricDefinition {
 
     package static let consumptionRequestsOpen = MetricDefinition(
         "reconciler_consumption_requests_open", .gauge, labels: ["time_left"],
-        help: "Consumption requests without an answer and before their deadline (12 hours after Apple first sent them), "
-            + "by time left: under_2h, 2h_to_6h, over_6h (reconciler consumption list --open).",
+        help: "Consumption requests without an answer or an ack and before their deadline (12 hours after Apple first sent them), "
+            + "by time left: under_2h, 2h_to_6h, over_6h (reconciler consumption list --open); with consumption.liveRequests: ignore, "
+            + "only those a run recovered.",
         processes: [.serve, .run])
     package static let consumptionRequestNextDeadline = MetricDefinition(
         "reconciler_consumption_request_next_deadline_timestamp_seconds", .gauge,
-        help: "The soonest deadline of a consumption request without an answer and before its deadline; 0 when none.",
+        help: "The soonest deadline of a consumption request without an answer or an ack and before its deadline; 0 when none.",
         processes: [.serve, .run])
 
     // MARK: run: the last invocation, for node_exporter's textfile collector
@@ -169,7 +170,7 @@ extension MetricDefinition {
     package static let runConsumptionRequests = MetricDefinition(
         "reconciler_run_consumption_requests", .gauge, labels: ["state"],
         help: "Consumption requests the last run recovered, by state when it ended: open, expired (past the deadline "
-            + "without an answer), answered. They never change the run's exit code.",
+            + "without an answer), answered, acked (needs nothing more: reconciler consumption ack). They never change the run's exit code.",
         processes: [.run])
     package static let runPurchasesChanged = MetricDefinition(
         "reconciler_run_purchases_changed", .gauge,

@@ -389,7 +389,9 @@ package struct IncidentReportPage: Sendable {
             html.raw(
                 request.answered
                     ? "<span class=\"badge\">answered</span>"
-                    : request.expired ? "<span class=\"badge bad\">expired</span>" : "<span class=\"badge new\">open</span>")
+                    : request.acked
+                        ? "<span class=\"badge\">acked</span>"
+                        : request.expired ? "<span class=\"badge bad\">expired</span>" : "<span class=\"badge new\">open</span>")
             html.raw("</td></tr>\n")
         }
         html.raw("</tbody>\n</table>\n</section>\n")

@@ -63,6 +63,8 @@ package struct RunReport: Sendable, Codable {
         package var expired: Bool
         /// An answer Apple accepted was sent (`reconciler consumption send`).
         package var answered: Bool
+        /// Acked (`reconciler consumption ack`): it needs nothing more from the reconciler.
+        package var acked: Bool
 
         package init(_ request: ConsumptionRequests.Request, at now: Timestamp) {
             notificationUUID = request.notificationUUID
@@ -73,6 +75,24 @@ package struct RunReport: Sendable, Codable {
             let state = request.state(at: now)
             expired = state == .expired
             answered = state == .answered
+            acked = state == .acked
+        }
+
+        private enum CodingKeys: String, CodingKey {
+            case notificationUUID, transactionId, originalTransactionId, firstSentAt, respondBy, expired, answered, acked
+        }
+
+        /// A report stored before acks were reported reads as not acked.
+        package init(from decoder: any Decoder) throws {
+            let container = try decoder.container(keyedBy: CodingKeys.self)
+            notificationUUID = try container.decode(String.self, forKey: .notificationUUID)
+            transactionId = try container.decodeIfPresent(String.self, forKey: .transactionId)
+            originalTransactionId = try container.decodeIfPresent(String.self, forKey: .originalTransactionId)
+            firstSentAt = try container.decodeIfPresent(Timestamp.self, forKey: .firstSentAt)
+            respondBy = try container.decode(Timestamp.self, forKey: .respondBy)
+            expired = try container.decode(Bool.self, forKey: .expired)
+            answered = try container.decode(Bool.self, forKey: .answered)
+            acked = try container.decodeIfPresent(Bool.self, forKey: .acked) ?? false
         }
 
         /// Every key, absent values as `null`.
@@ -85,6 +105,7 @@ package struct RunReport: Sendable, Codable {
             try container.encode(respondBy, forKey: .respondBy)
             try container.encode(expired, forKey: .expired)
             try container.encode(answered, forKey: .answered)
+            try container.encode(acked, forKey: .acked)
         }
     }
 
@@ -150,10 +171,12 @@ package struct RunReport: Sendable, Codable {
     /// before consumption requests were reported. They never change the run's status or exit code.
     package var consumptionRequests: [ConsumptionRequestEntry]?
     /// How many it recovered in all (the list holds the first ``listedChangesLimit``), how many of
-    /// them were still before their deadline without an answer, and how many were past it.
+    /// them were still before their deadline without an answer or an ack, how many were past it,
+    /// and how many were acked (`nil` in a report stored before acks).
     package var consumptionRequestsTotal: Int?
     package var consumptionRequestsOpen: Int?
     package var consumptionRequestsExpired: Int?
+    package var consumptionRequestsAcked: Int?
     /// With `--forward-to`: where the deliveries of this run's notifications to the app's webhook
     /// stood when the run ended (after draining the queue for `--forward-drain-timeout`).
     package var forwarding: ForwardQueue.ForwardingSummary?
@@ -237,7 +260,7 @@ package struct RunReport: Sendable, Codable {
                 "  consumption  \(total) consumption requests recovered: \(open) open, \(expired) expired"
                     + (open > 0 ? "; answer them with `reconciler consumption send` (`reconciler consumption list --open`)" : ""))
             for request in requests.prefix(maximumChanges) {
-                let state = request.answered ? "answered" : request.expired ? "EXPIRED" : "open"
+                let state = request.answered ? "answered" : request.acked ? "acked" : request.expired ? "EXPIRED" : "open"
                 lines.append(
                     "    \(request.transactionId ?? "?")  respond by \(request.respondBy)  \(state)"
                         + (request.firstSentAt.map { "  (first sent \($0))" } ?? ""))

@@ -266,13 +266,14 @@ struct RunCommand: AsyncParsableCommand {
                 reporter.cancel()
                 await reporter.value
             }
-            for outcome in outcomes {
+            for (outcome, target) in zip(outcomes, targets) {
                 // What alerts watch besides this run: the quarantine, the last finished run, the newest live notification.
                 guard let metrics else { break }
                 let (environment, bundleId) = (outcome.scope.environment.rawValue, outcome.scope.bundleId)
                 try? await LedgerMetrics(
                     ledger: RunLedger(database: database), environment: environment, bundleId: bundleId,
-                    registry: metrics.scoped(environment: environment, bundleId: bundleId)
+                    registry: metrics.scoped(environment: environment, bundleId: bundleId),
+                    liveConsumptionRequests: target.configuration.consumption.liveRequests
                 ).refresh()
             }
             // The page shows the most pressing app's run (the JSON report lists each); a page that

@@ -96,7 +96,7 @@ struct ServeCommand: AsyncParsableCommand {
             LedgerMetrics(
                 ledger: RunLedger(database: database), environment: target.app.environment.rawValue, bundleId: target.app.bundleId,
                 registry: metrics.scoped(environment: target.app.environment.rawValue, bundleId: target.app.bundleId),
-                configuration: .init(interval: metricsInterval))
+                configuration: .init(interval: metricsInterval), liveConsumptionRequests: target.consumption.liveRequests)
         }
         // Each app's notifications are queued for its own webhook (`forwardTo` in the file), or all for --forward-to.
         let forwardURLs = try Dictionary(

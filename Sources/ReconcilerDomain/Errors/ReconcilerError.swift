@@ -22,7 +22,7 @@ package struct ReconcilerError: Error, CustomStringConvertible, CustomDebugStrin
                 missingRow, payloadUnavailable, leaseHeld, leaseLost, checkpointConflict, checkpointAlreadyCommitted, invalidWindow, cannotJoin,
                 feedPositionPruned, appNotConfigured, routingUnavailable, stopping, overloaded, selector, malformedSelector, unknownOrderId,
                 unknownTransactionId, unknownAppAccountToken, appleRefused, window, notGenuine, invalidAnswer, unknownConsumptionRequest,
-                notRecovered, interrupted, needsAttention, rejected, storedPayloadNotGenuine
+                notRecovered, interrupted, needsAttention, rejected, storedPayloadNotGenuine, consumptionRequestSettled, answerNotRecorded
         }
 
         private let base: Base
@@ -42,12 +42,13 @@ package struct ReconcilerError: Error, CustomStringConvertible, CustomDebugStrin
             case .invalidInput, .unreadable, .invalidYAML, .unknownKey, .missingKey, .invalidValue, .duplicateApp, .noSuchApp, .appMismatch,
                 .untrustedChains, .textfile, .invalidDatabaseURL, .databaseRefused, .schemaNotCurrent, .unknownStoredValue, .missingApp,
                 .payloadUnavailable, .leaseHeld, .invalidWindow, .cannotJoin, .feedPositionPruned, .appNotConfigured, .selector, .malformedSelector,
-                .unknownOrderId, .unknownTransactionId, .unknownAppAccountToken, .appleRefused, .window, .invalidAnswer, .unknownConsumptionRequest:
+                .unknownOrderId, .unknownTransactionId, .unknownAppAccountToken, .appleRefused, .window, .invalidAnswer, .unknownConsumptionRequest,
+                .consumptionRequestSettled:
                 .configuration
             case .databaseUnavailable, .lockOrder, .missingRow, .leaseLost, .checkpointConflict, .checkpointAlreadyCommitted, .routingUnavailable,
                 .stopping, .overloaded, .notRecovered, .interrupted:
                 .retryable
-            case .notGenuine, .needsAttention: .attention
+            case .notGenuine, .needsAttention, .answerNotRecorded: .attention
             case .rejected, .storedPayloadNotGenuine: .rejected
             }
         }
@@ -65,6 +66,7 @@ package struct ReconcilerError: Error, CustomStringConvertible, CustomDebugStrin
             case .notGenuine: "see `reconciler rejections`"
             case .unknownConsumptionRequest: "`reconciler consumption list` shows the stored requests and their transactions"
             case .storedPayloadNotGenuine: "the database was changed; restore the listed rows from a backup"
+            case .consumptionRequestSettled: "`reconciler consumption send --again` sends an answer anyway"
             default: nil
             }
         }
@@ -169,6 +171,11 @@ package struct ReconcilerError: Error, CustomStringConvertible, CustomDebugStrin
         package static let invalidAnswer = Code(.invalidAnswer)
         /// No consumption request is stored for the transaction (in the apps and environments given).
         package static let unknownConsumptionRequest = Code(.unknownConsumptionRequest)
+        /// The request was answered (Apple accepted an answer), acked, or an answer to it is being sent
+        /// (or was, and what Apple said was never recorded): no answer is sent unless on purpose.
+        package static let consumptionRequestSettled = Code(.consumptionRequestSettled)
+        /// Apple accepted an answer, and the database could not record it: do not send it again.
+        package static let answerNotRecorded = Code(.answerNotRecorded)
 
         // MARK: How a command ended
 

@@ -88,6 +88,22 @@ import Testing
         #expect(configuration.knownBundleIds == ["com.example.legacy", "com.example.one"])
     }
 
+    /// `consumption.liveRequests`: `watch` unless said otherwise, the top level's for every app, an
+    /// app's own over it.
+    @Test func whetherLiveConsumptionRequestsCountIsSaidAtTheTopOrPerApp() throws {
+        let configuration = try load(
+            """
+            key: {id: K, issuer: I, privateKeyPath: /k.p8}
+            consumption: {liveRequests: ignore}
+            apps:
+              - {bundleId: com.example.one, appAppleId: 1}
+              - {bundleId: com.example.two, appAppleId: 2, consumption: {liveRequests: watch}}
+            """)
+        #expect(configuration.targets.map(\.consumption.liveRequests) == [.ignore, .watch])
+        let plain = try load("key: {id: K, issuer: I, privateKeyPath: /k.p8}\napps:\n  - {bundleId: a, appAppleId: 1}")
+        #expect(plain.targets.map(\.consumption.liveRequests) == [.watch])
+    }
+
     /// Each mistake names the file and the key; none is taken for a default.
     @Test(arguments: [
         ("apps: []\nkey: {id: K, issuer: I, privateKeyPath: /k.p8}", ReconcilerError.Code.missingKey, "apps"),
@@ -121,6 +137,14 @@ import Testing
         (
             "key: {id: K, issuer: I, privateKeyPath: /k.p8}\nknownApps: [com.example.two, '']\napps:\n  - {bundleId: a, appAppleId: 1}",
             .invalidValue, "knownApps[1]"
+        ),
+        (
+            "key: {id: K, issuer: I, privateKeyPath: /k.p8}\nconsumption: {liveRequests: sometimes}\napps:\n  - {bundleId: a, appAppleId: 1}",
+            .invalidValue, "consumption.liveRequests"
+        ),
+        (
+            "key: {id: K, issuer: I, privateKeyPath: /k.p8}\napps:\n  - {bundleId: a, appAppleId: 1, consumption: {live: ignore}}", .unknownKey,
+            "apps[0].consumption.live"
         ),
     ])
     func aMistakeNamesTheFileAndTheKey(text: String, code: ReconcilerError.Code, key: String) throws {

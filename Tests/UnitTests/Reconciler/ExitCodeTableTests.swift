@@ -17,7 +17,7 @@ import Testing
         "overloaded": 2, "selector": 1, "malformedSelector": 1, "unknownOrderId": 1, "unknownTransactionId": 1,
         "unknownAppAccountToken": 1, "appleRefused": 1, "window": 1, "notGenuine": 4, "invalidAnswer": 1,
         "unknownConsumptionRequest": 1, "notRecovered": 2, "interrupted": 2, "needsAttention": 4, "rejected": 3,
-        "storedPayloadNotGenuine": 3,
+        "storedPayloadNotGenuine": 3, "consumptionRequestSettled": 1, "answerNotRecorded": 4,
     ]
 
     @Test func everyCodeEndsACommandWithItsExitCode() throws {
