@@ -1,6 +1,6 @@
 import Foundation
 package import Logging
-import PostgresNIO
+package import PostgresNIO
 import ReconcilerDomain
 package import ReconcilerShared
 import Synchronization
@@ -58,7 +58,7 @@ package struct Database: Sendable {
 
     /// A database on a client its caller runs (tests); ``init(settings:logger:configuration:)``
     /// makes one the database runs itself (``run()``).
-    init(client: PostgresClient, logger: Logger, configuration: Configuration = .init()) {
+    package init(client: PostgresClient, logger: Logger, configuration: Configuration = .init()) {
         self.init(pool: client, start: ClientStart(started: true), logger: logger, configuration: configuration, shadow: nil)
     }
 

@@ -1,6 +1,6 @@
 import Foundation
 package import Logging
-import PostgresNIO
+package import PostgresNIO
 
 /// The PostgreSQL connection settings, from a `postgres://` URL such as `DATABASE_URL`.
 ///
@@ -196,7 +196,7 @@ package struct DatabaseSettings: Sendable, CustomStringConvertible {
         return tls
     }
 
-    var clientConfiguration: PostgresClient.Configuration {
+    package var clientConfiguration: PostgresClient.Configuration {
         var configuration: PostgresClient.Configuration
         if let unixSocketPath {
             configuration = .init(unixSocketPath: unixSocketPath, username: username, password: password, database: database)
