@@ -264,6 +264,11 @@ import Testing
             environment["END"] = rehearsal.outageEnd
             // The support ticket's order ID (from the customer's receipt email).
             environment["ORDER_ID"] = try #require(try await RepairTests.orders(rehearsal).last { $0.forged != true }).orderId
+            // A consumption request the webhook stored (the transaction `consumption list` shows), and the app's webhook.
+            let requests = try await rehearsal.reconciler(["consumption", "list", "--json"])
+            let listed = try JSONSerialization.jsonObject(with: Data(requests.stdout.utf8)) as? [[String: Any]] ?? []
+            environment["TRANSACTION_ID"] = try #require(listed.first?["transactionId"] as? String, "\(requests.stdout) \(requests.stderr)")
+            environment["APP_WEBHOOK"] = "http://127.0.0.1:9/notifications"
             environment["PATH"] = Executables.directory.path + ":" + (ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin")
             for command in commands {
                 // The files the runbook writes to /tmp go to the rehearsal's directory, removed with it.
