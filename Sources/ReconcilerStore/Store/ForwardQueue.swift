@@ -1,3 +1,4 @@
+package import AppStoreServer
 package import Foundation
 import Logging
 
@@ -51,6 +52,11 @@ package struct ForwardQueue: Sendable {
     /// Where the deliveries of `runIds` stand (`nil`: the whole queue).
     package func summary(runIds: [Int64]?) async throws -> ForwardQueue.ForwardingSummary {
         try await database.transaction { [self] in try await self.forwardingSummary(runIds: runIds, on: $0) }
+    }
+
+    /// Where the deliveries of `app`'s notifications stand, per webhook (``forwardingSummaries(of:on:)``).
+    package func summaries(of app: AppTarget) async throws -> [ForwardQueue.TargetSummary] {
+        try await database.transaction { [self] in try await self.forwardingSummaries(of: app, on: $0) }
     }
 
     /// How many deliveries of `runIds` for `target` are not delivered or failed yet.
