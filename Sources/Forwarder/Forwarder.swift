@@ -428,8 +428,8 @@ package struct Forwarder: Service, Sendable {
 }
 
 /// The shared secret of forwarded deliveries' signatures; it prints as `<redacted>` wherever it
-/// is interpolated, so no log line or report can carry it.
-package struct ForwardingSecret: Sendable, CustomStringConvertible, CustomDebugStringConvertible {
+/// is interpolated, so no log line or report can carry it. Two are equal when they sign alike.
+package struct ForwardingSecret: Sendable, Equatable, CustomStringConvertible, CustomDebugStringConvertible {
     let value: String
 
     package init(_ value: String) { self.value = value }
