@@ -164,8 +164,7 @@ import Testing
         let (password, token) = ("pw-\(UUID().uuidString)", "tok-\(UUID().uuidString)")
         try await Rehearsal.with(customers: 4, seed: 75, mockArguments: EveryAppCommandsTests.apps, configurationFile: true) { rehearsal in
             let file = try rehearsal.configurationFile("both") { yaml in
-                EveryAppCommandsTests.adding(
-                    "    forwardTo: {url: \"https://hooks:\(password)@two.internal/apple\", unsigned: true}\n", toApp: Self.two, in: yaml)
+                EveryAppCommandsTests.adding("    forwardTo: https://hooks:\(password)@two.internal/apple\n", toApp: Self.two, in: yaml)
             }
             let processWide = "https://all:\(password)@all.internal/apple?token=\(token)"
             let before = try await rehearsal.db.stateFingerprint()
@@ -178,7 +177,7 @@ import Testing
             for (name, arguments) in commands {
                 for (origin, extra, environment) in [
                     ("RECONCILER_FORWARD_TO", [], ["RECONCILER_FORWARD_TO": processWide, "RECONCILER_FORWARD_SECRET": "s"]),
-                    ("--forward-to", ["--forward-to", processWide, "--forward-unsigned"], [:]),
+                    ("--forward-to", ["--forward-to", processWide], ["RECONCILER_FORWARD_SECRET": "s"]),
                 ] {
                     // Also when --app chooses an app without forwardTo: the variable is still a leftover.
                     let result = try await runProcess(
