@@ -239,7 +239,7 @@ package struct Forwarder: Service, Sendable {
                 "deliveries wait for another webhook than this forwarder's; only a forwarder configured with that URL delivers them",
                 metadata: [
                     "target": "\(target.redacted)", "pending": "\(pending)",
-                    "do": "run `reconciler forward --once --forward-to <that URL>` (or set RECONCILER_FORWARD_TO to it)",
+                    "do": "run `reconciler forward --once --forward-to <that URL> --forward-secret-file <its secret>`",
                 ])
         }
         return others

@@ -103,7 +103,8 @@ struct ForwardCommand: AsyncParsableCommand {
                 + (after.oldestPending.map { " (oldest pending queued \(ISO8601DateFormatter().string(from: $0)))" } ?? ""))
         for (target, pending) in others {
             print(
-                "  \(pending) pending for another webhook, \(target.redacted): `reconciler forward --once --forward-to <that URL>` delivers them")
+                "  \(pending) pending for another webhook, \(target.redacted): `reconciler forward --once --forward-to <that URL>` with its secret delivers them"
+            )
         }
         guard once else { return }
         if after.failed > before.failed {
