@@ -301,7 +301,7 @@ let package = Package(
             dependencies: [
                 "TestSupport",
                 "AppStoreServer", "MockAppStore", "Reconciler", "ReconcilerDomain", "ReconcilerStore", "ReportPage", "ReconcilerMetrics",
-                "ReconcilerShared",
+                "ReconcilerShared", "Forwarder",
                 // Not imported: the executables the tests run, built with the tests.
                 "ReconcilerCommand", "MockAppStoreCommand",
                 .product(name: "CoreMetrics", package: "swift-metrics"),

@@ -231,7 +231,7 @@ package struct Forwarder: Service, RunForwarding, Sendable {
                 "deliveries wait for another webhook than this forwarder's; only a forwarder configured with that URL delivers them",
                 metadata: [
                     "target": "\(target.redacted)", "pending": "\(pending)",
-                    "do": "run `reconciler forward --once --forward-to <that URL>` (or set RECONCILER_FORWARD_TO to it)",
+                    "do": "run `reconciler forward --once --forward-to <that URL> --forward-secret-file <its secret>`",
                 ])
         }
         return others
@@ -420,8 +420,8 @@ package struct Forwarder: Service, RunForwarding, Sendable {
 }
 
 /// The shared secret of forwarded deliveries' signatures; it prints as `<redacted>` wherever it
-/// is interpolated, so no log line or report can carry it.
-package struct ForwardingSecret: Sendable, CustomStringConvertible, CustomDebugStringConvertible {
+/// is interpolated, so no log line or report can carry it. Two are equal when they sign alike.
+package struct ForwardingSecret: Sendable, Equatable, CustomStringConvertible, CustomDebugStringConvertible {
     let value: String
 
     package init(_ value: String) { self.value = value }

@@ -109,13 +109,14 @@ extension MetricDefinition {
         help: "Periodic database reads for the ledger gauges that failed; the gauges keep their last value.",
         processes: [.serve])
     package static let forwardQueueDeliveries = MetricDefinition(
-        "reconciler_forward_queue_deliveries", .gauge, labels: ["status"],
-        help: "Deliveries to the app's own webhook in the forwarding queue, by status: pending (waiting or being sent), "
-            + "failed (out of attempts; reconciler forward --retry-failed), delivered (the app answered 2xx).",
+        "reconciler_forward_queue_deliveries", .gauge, labels: ["target", "status"],
+        help: "Deliveries of the app's notifications to its own webhook in the forwarding queue, by webhook (target: its URL "
+            + "without credentials or query) and status: pending (waiting or being sent), failed (out of attempts; "
+            + "reconciler forward --retry-failed), delivered (the app answered 2xx).",
         processes: [.serve, .run])
     package static let forwardQueueOldestPending = MetricDefinition(
-        "reconciler_forward_queue_oldest_pending_timestamp_seconds", .gauge,
-        help: "When the oldest delivery still waiting for the app's webhook was queued; 0 when none waits.",
+        "reconciler_forward_queue_oldest_pending_timestamp_seconds", .gauge, labels: ["target"],
+        help: "When the oldest delivery of the app's notifications still waiting for the webhook (target) was queued; 0 when none waits.",
         processes: [.serve, .run])
 
     package static let consumptionRequestsOpen = MetricDefinition(

@@ -36,7 +36,8 @@ import Testing
                 let run = try await rehearsal.reconciler(
                     [
                         "run", "--start", rehearsal.outageStart, "--end", rehearsal.outageEnd,
-                        "--forward-to", receiverURL, "--forward-drain-timeout", "120s", "--report-json", reportPath, "--metrics-file", metricsPath,
+                        "--forward-to", receiverURL, "--forward-unsigned", "--forward-drain-timeout", "120s", "--report-json", reportPath,
+                        "--metrics-file", metricsPath,
                         "--report-html", pagePath,
                     ], environment: ["LOG_LEVEL": "info"])
                 #expect(run.status == 0, "\(run.stdout)\n\(run.stderr)")

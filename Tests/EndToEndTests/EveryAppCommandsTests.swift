@@ -326,7 +326,8 @@ import Testing
                 try await Rehearsal.with(customers: 8, seed: 74, mockArguments: Self.apps, configurationFile: true) { rehearsal in
                     let file = try rehearsal.configurationFile("webhooks") { yaml in
                         Self.adding(
-                            "    forwardTo: \(urlTwo)\n", toApp: Self.two, in: Self.adding("    forwardTo: \(urlOne)\n", toApp: Self.one, in: yaml))
+                            "    forwardTo: {url: \"\(urlTwo)\", unsigned: true}\n", toApp: Self.two,
+                            in: Self.adding("    forwardTo: {url: \"\(urlOne)\", unsigned: true}\n", toApp: Self.one, in: yaml))
                     }
                     // Both apps are down while the run queues what Apple did not deliver: each delivery fails once, for good.
                     receiverOne.setBehaviour(.init(status: 503))

@@ -111,13 +111,21 @@ import Testing
                    now() - interval '1 day'
             FROM generate_series(1, 1000000) g
             """)
-        try await db.execute("UPDATE forward_queue_totals SET delivered = delivered + 1000000")
+        try await db.execute(
+            """
+            INSERT INTO forward_queue_totals (bundle_id, environment, target_id, target_redacted, delivered)
+            VALUES (\(TestApp.bundleId), 'Production', \(target.id), \(target.redacted), 1000000)
+            """)
         try await db.execute("ANALYZE forward_queue")
-        let query = ForwardQueue.queueSummaryQuery()
-        let plan = try await db.strings(PostgresQuery(unsafeSQL: "EXPLAIN " + query.sql, binds: query.binds)).joined(separator: "\n")
-        #expect(!plan.contains("Seq Scan on forward_queue "), "\(plan)")
+        let app = AppTarget(bundleId: TestApp.bundleId, environment: .production)
+        for query in [ForwardQueue.queueSummaryQuery(), ForwardQueue.appSummaryQuery(of: app)] {
+            let plan = try await db.strings(PostgresQuery(unsafeSQL: "EXPLAIN " + query.sql, binds: query.binds)).joined(separator: "\n")
+            #expect(!plan.contains("Seq Scan on forward_queue "), "\(plan)")
+        }
         let summary = try await ForwardQueue(database: db.database).summary(runIds: nil)
         #expect(summary.delivered == 1_000_000 && summary.pending == 3 && summary.failed == 0, "\(summary)")
+        let ofApp = try await ForwardQueue(database: db.database).summaries(of: app)
+        #expect(ofApp.map(\.target) == [target] && ofApp.first?.summary.delivered == 1_000_000 && ofApp.first?.summary.pending == 3)
         // What a forwarder asks while draining, and what pruning counts and removes, read indexes too.
         for query in [
             ForwardQueue.pendingDeliveriesQuery(target: target, runIds: nil),

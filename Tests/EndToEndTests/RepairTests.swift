@@ -100,7 +100,7 @@ import Testing
             let older = try #require(orders.first { $0.account == transactionAccount })
             try await AppWebhookReceiver.withRunning(.init()) { receiver, receiverURL in
                 let report = try await Self.repair(
-                    ["--transaction-id", older.transactionId, "--forward-to", receiverURL],
+                    ["--transaction-id", older.transactionId, "--forward-to", receiverURL, "--forward-unsigned"],
                     account: transactionAccount, in: rehearsal, orders: orders)
                 let undelivered = Set(report.missedNotifications.filter { !$0.deliveredByApple }.map(\.notificationUUID))
                 #expect(!undelivered.isEmpty)

@@ -25,8 +25,9 @@ struct RepairCommand: AsyncParsableCommand {
 
             It holds no run lease and waits for none: it runs beside a scheduled run and `work` processes, in \
             short transactions, sharing the app's request budget. It is recorded like a run (kind repair, in \
-            `status`), its changes go to the change feed, and with --forward-to (or RECONCILER_FORWARD_TO) the \
-            notifications it recorded that Apple had not delivered are forwarded to the app's webhook.
+            `status`), its changes go to the change feed, and with the app's forwardTo (or --forward-to, \
+            RECONCILER_FORWARD_TO) the notifications it recorded that Apple had not delivered are forwarded to the \
+            app's webhook, signed with its secret.
 
             Exit codes: 0 repaired; 4 repaired, but something needs a person (payloads quarantined for the \
             first time, a request Apple refused), or the order's signed transactions failed verification \
@@ -54,7 +55,7 @@ struct RepairCommand: AsyncParsableCommand {
     @Option(
         help: ArgumentHelp(
             """
-            Deliver each notification the repair records that Apple did not deliver to the app's own webhook (env RECONCILER_FORWARD_TO).
+            Deliver each notification the repair records that Apple did not deliver to this webhook (env RECONCILER_FORWARD_TO); without it, to the app's forwardTo (never both).
             """, valueName: "url"))
     var forwardTo: String?
     @Option(
@@ -128,29 +129,39 @@ struct RepairCommand: AsyncParsableCommand {
         do {
             selector = try CustomerRepair.Selector.parse(orderId: orderId, transactionId: transactionId, appAccountToken: appAccountToken)
         }
-        let forwardTarget = try ForwardingOptions.target(forwardTo)
-        let forwarding = try forwardTarget.flatMap { url in dryRun ? nil : try self.forwarding.configuration(url: url) }
-        let configuration = CustomerRepair.Configuration(
-            selector: selector, since: since, fullHistory: full, dryRun: dryRun, forwardTo: forwardTarget?.target)
         // One app; where it is configured in both environments, production first, then the sandbox
         // when Apple knows the customer in production under none of the IDs given (TestFlight and
         // App Review purchases are sandbox purchases).
-        let targets = try app.commandTargets(api: api).sorted { $0.app.environment == .production && $1.app.environment != .production }
+        let loaded = try app.loadTargets(api: api)
+        let targets = loaded.targets.sorted { $0.app.environment == .production && $1.app.environment != .production }
         guard Set(targets.map(\.app.bundleId)).count == 1 else {
             throw ReconcilerError.configuration(
                 "several apps are configured (\(Set(targets.map(\.app.bundleId)).sorted().joined(separator: ", "))): choose one with --app")
+        }
+        // The app's webhook (its forwardTo, or --forward-to), signed with its secret: checked before anything starts.
+        let forwardingPlan = try self.forwarding.plan(
+            forwardTo: forwardTo, configuration: loaded.configuration, targets: targets.map(\.configuration))
+        let plans = try targets.map { target in
+            let webhook = forwardingPlan.webhook(for: target.app)
+            return (
+                repair: CustomerRepair.Configuration(
+                    selector: selector, since: since, fullHistory: full, dryRun: dryRun, forwardTo: webhook?.url.target),
+                forwarder: try webhook.flatMap { dryRun ? nil : try self.forwarding.configuration(for: $0) }
+            )
         }
         return try await Self.namingTheRepair {
             for (index, target) in targets.enumerated().dropLast() {
                 do {
                     return try await repair(
-                        configuration: configuration, forwarding: forwarding, drainTimeout: forwardDrainTimeout, target: target, logger: logger)
+                        configuration: plans[index].repair, forwarding: plans[index].forwarder, drainTimeout: forwardDrainTimeout, target: target,
+                        logger: logger)
                 } catch let error as ReconcilerError where [.unknownTransactionId, .unknownOrderId].contains(error.code) {
                     logger.info("not found in \(target.app.environment.rawValue); trying \(targets[index + 1].app.environment.rawValue)")
                 }
             }
+            let last = targets.count - 1
             return try await repair(
-                configuration: configuration, forwarding: forwarding, drainTimeout: forwardDrainTimeout, target: targets[targets.count - 1],
+                configuration: plans[last].repair, forwarding: plans[last].forwarder, drainTimeout: forwardDrainTimeout, target: targets[last],
                 logger: logger)
         }
     }

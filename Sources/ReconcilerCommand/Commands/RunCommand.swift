@@ -97,7 +97,7 @@ struct RunCommand: AsyncParsableCommand {
     @Option(
         help: ArgumentHelp(
             """
-            Deliver each notification this run records that Apple did not deliver to the app's own webhook, as Apple's exact body         (env RECONCILER_FORWARD_TO).
+            Deliver each notification this run records that Apple did not deliver to this webhook, as Apple's exact body, for every app         (env RECONCILER_FORWARD_TO); without it, to each app's forwardTo (never both).
             """, valueName: "url"))
     var forwardTo: String?
     @Option(
@@ -226,16 +226,12 @@ struct RunCommand: AsyncParsableCommand {
         let configuration = Recovery.Configuration(
             windows: try windows(), template: try runTemplate(giveUpAfterInFile: loaded.configuration.giveUpAfter),
             forwardDrainTimeout: forwardDrainTimeout, maximumConnections: database.maxConnections)
-        let forwardURL = try ForwardingOptions.target(forwardTo)
-        // Each app's recovered notifications go to its own webhook (`forwardTo` in the file), or all to --forward-to.
-        let forwardURLs = try targets.map { target in try forwardURL ?? target.configuration.forwardTo.flatMap(ForwardingOptions.target) }
-        let companions = Set(forwardURLs.compactMap { $0?.target.id })
-        let forwarders = try forwardURLs.map { url -> Forwarder.Configuration? in
-            guard let url, !dryRun else { return nil }
-            var configuration = try forwarding.configuration(url: url)
-            configuration.companionTargets = companions
-            return configuration
-        }
+        // Each app's recovered notifications go to its own webhook (`forwardTo` in the file), or all to
+        // --forward-to, each signed with its secret: checked before anything starts, also in a dry run.
+        let forwardingPlan = try forwarding.plan(forwardTo: forwardTo, configuration: loaded.configuration, targets: targets.map(\.configuration))
+        let forwarderConfigurations = try forwarding.configurations(for: forwardingPlan)
+        let forwardURLs = targets.map { forwardingPlan.webhook(for: $0.app)?.url }
+        let forwarders = forwardURLs.map { url in dryRun ? nil : forwarderConfigurations.first { $0.url.target.id == url?.target.id } }
         // Phase 1 pages the notification history, phase 2 the customers' transaction history and
         // statuses (a resumed run keeps the --refresh-status it started with).
         let endpoints: [AppStoreServerAPIEndpoint] = [.getNotificationHistory, .getTransactionHistory, .getAllSubscriptionStatuses]

@@ -35,12 +35,13 @@ struct ServeCommand: AsyncParsableCommand {
             --metrics-interval (unacknowledged quarantined payloads, the last finished run). \
             SIGTERM or SIGINT shuts down gracefully.
 
-            With --forward-to, every notification stored for the first time is also delivered to the app's own \
-            webhook (Apple's exact body, from a durable queue, retried with backoff), so the app's handler sees \
-            what Apple sent; deliveries that a run queued are delivered too.
+            With each app's forwardTo in the configuration file (or --forward-to, for every app), every notification \
+            stored for the first time is also delivered to the app's own webhook (Apple's exact body, from a durable \
+            queue, retried with backoff, signed with the webhook's secret), so the app's handler sees what Apple sent; \
+            deliveries that a run queued are delivered too.
 
               reconciler serve --port 8080
-              reconciler serve --port 8080 --forward-to https://app.internal/apple/notifications
+              reconciler serve --port 8080 --forward-to https://app.internal/apple/notifications --forward-secret-file /run/secrets/hook
             """)
 
     @OptionGroup var app: AppOptions
@@ -65,16 +66,18 @@ struct ServeCommand: AsyncParsableCommand {
     @Option(
         name: .long,
         help: ArgumentHelp(
-            "Also deliver every notification stored for the first time to the app's own webhook (env RECONCILER_FORWARD_TO).", valueName: "url"))
+            "Also deliver every app's notifications stored for the first time to this webhook (env RECONCILER_FORWARD_TO); refused beside a forwardTo in the configuration file.",
+            valueName: "url"))
     var forwardTo: String?
 
     @OptionGroup(title: "Forwarding") var forwarding: ForwardingOptions
 
     func run() async throws {
         let logger = logging.makeLogger()
-        let configuration = try app.configuration()
-        let targets = try app.targets(in: configuration)
-        let verifiers = try app.verifiers(for: targets, roots: configuration.rootCertificates)
+        let (configuration, targets, verifiers) = try app.verifyingTargets()
+        // Where each app forwards, checked before anything starts (``ForwardingOptions/plan(forwardTo:configuration:targets:)``).
+        let forwardingPlan = try forwarding.plan(forwardTo: forwardTo, configuration: configuration, targets: targets)
+        let forwarderConfigurations = try forwarding.configurations(for: forwardingPlan)
         let settings = try database.settings()
         let port =
             try self.port ?? Env.value("PORT").map { value in
@@ -86,24 +89,22 @@ struct ServeCommand: AsyncParsableCommand {
         }
         // Apple waits only so long for an answer: a database that is away gets a quick 503 (Apple retries).
         let database = try self.database.database(settings, logger: logger, unavailableTimeout: .seconds(5))
-        let forwardTo = try ForwardingOptions.target(forwardTo)
         // One registry for the process: the webhook's counters, the ledger gauges, and any library's
         // swift-metrics; each app's series carry its labels (one app: every series, as before).
         let single = targets.count == 1 ? targets[0].app : nil
         let metrics = MetricsRegistry(environment: single?.environment.rawValue ?? "", bundleId: single?.bundleId ?? "")
         MetricsSystem.bootstrap(metrics.factory)
+        // Each app's notifications are queued for its own webhook (`forwardTo` in the file), or all for --forward-to.
+        let forwardURLs = Dictionary(
+            targets.compactMap { target in forwardingPlan.webhook(for: target.app).map { (target.app, $0.url) } },
+            uniquingKeysWith: { first, _ in first })
         let ledgerMetrics = targets.map { target in
             LedgerMetrics(
                 ledger: RunLedger(database: database), environment: target.app.environment.rawValue, bundleId: target.app.bundleId,
                 registry: metrics.scoped(environment: target.app.environment.rawValue, bundleId: target.app.bundleId),
-                configuration: .init(interval: metricsInterval), liveConsumptionRequests: target.consumption.liveRequests)
+                configuration: .init(interval: metricsInterval), liveConsumptionRequests: target.consumption.liveRequests,
+                forwardingTargets: forwardURLs[target.app].map { [$0.target] } ?? [])
         }
-        // Each app's notifications are queued for its own webhook (`forwardTo` in the file), or all for --forward-to.
-        let forwardURLs = try Dictionary(
-            targets.compactMap { target in
-                try (forwardTo ?? target.forwardTo.map { try ForwardingOptions.target($0) } ?? nil).map { (target.app, $0) }
-            },
-            uniquingKeysWith: { first, _ in first })
         let handlers = zip(targets, verifiers).map { target, verifier in
             NotificationHandler(scope: target.scope, verifier: verifier, database: database)
         }
@@ -113,13 +114,7 @@ struct ServeCommand: AsyncParsableCommand {
             metrics: WebhookMetrics(registry: metrics), logger: logger)
         let migrate = self.migrate
         // The forwarders' own Database waits longer than the webhook's: their queue is durable. One per distinct URL.
-        var forwarders: [Forwarder] = []
-        let distinctURLs = Dictionary(forwardURLs.values.map { ($0.target.id, $0) }, uniquingKeysWith: { first, _ in first })
-        for url in distinctURLs.values {
-            var configuration = try forwarding.configuration(url: url)
-            configuration.companionTargets = Set(distinctURLs.keys)
-            forwarders.append(Forwarder(configuration: configuration, database: database.with(unavailableTimeout: .seconds(60))))
-        }
+        let forwarders = forwarderConfigurations.map { Forwarder(configuration: $0, database: database.with(unavailableTimeout: .seconds(60))) }
         let services: [any Service] = [database] + ledgerMetrics + forwarders
         let migrator = Migrator(defaultBundleId: Set(targets.map(\.app.bundleId)).count == 1 ? targets.first?.app.bundleId : nil)
         // The schema is checked (or migrated) once the database client runs and before the port

@@ -111,7 +111,7 @@ struct StatusCommand: AsyncParsableCommand {
                 // The queue keeps no URL: a forwarder given the URL of each target delivers its deliveries.
                 for (target, pending) in try await ForwardQueue(database: database).waitingTargets() {
                     print(
-                        "  \(pending) pending for \(target.redacted): delivered by a forwarder given that URL (--forward-to, RECONCILER_FORWARD_TO)")
+                        "  \(pending) pending for \(target.redacted): delivered by a forwarder given that URL (an app's forwardTo, or --forward-to)")
                 }
             }
             if runId != nil, let run = rows.first?.run {

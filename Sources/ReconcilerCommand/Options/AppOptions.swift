@@ -140,12 +140,14 @@ struct AppOptions: ParsableArguments {
         }
     }
 
-    /// The targets `--app` and `--environment` leave of the configuration (read once) and their
-    /// verifiers: commands that verify without calling Apple (`serve`, `inspect`).
-    func verifyingTargets() throws -> (targets: [ReconcilerConfiguration.Target], verifiers: [SignedDataVerifier]) {
+    /// The configuration (read once), the targets `--app` and `--environment` leave of it and
+    /// their verifiers: commands that verify without calling Apple (`serve`, `inspect`).
+    func verifyingTargets() throws -> (
+        configuration: ReconcilerConfiguration, targets: [ReconcilerConfiguration.Target], verifiers: [SignedDataVerifier]
+    ) {
         let configuration = try configuration()
         let targets = try targets(in: configuration)
-        return (targets, try verifiers(for: targets, roots: configuration.rootCertificates))
+        return (configuration, targets, try verifiers(for: targets, roots: configuration.rootCertificates))
     }
 
     /// One verifier per target, sharing one cache of verified chains.

@@ -1,3 +1,4 @@
+package import AppStoreServer
 package import Foundation
 import PostgresNIO
 import ReconcilerDomain
@@ -298,8 +299,8 @@ extension ForwardQueue {
     }
 
     /// The whole queue's summary: what waits and what failed from their partial indexes, the
-    /// delivered rows from the counter the triggers of migration 0009 keep, so its cost does not
-    /// grow with the delivered rows (a test checks its plan with a million of them).
+    /// delivered rows from the counters the triggers keep (migrations 0009 and 0018), so its cost
+    /// does not grow with the delivered rows (a test checks its plan with a million of them).
     static func queueSummaryQuery() -> PostgresQuery {
         """
         SELECT (SELECT count(*) FROM forward_queue WHERE status IN ('pending', 'leased')),
@@ -317,6 +318,52 @@ extension ForwardQueue {
             logger: logger)
         for try await count in rows.decode(Int.self) { return count }
         return 0
+    }
+
+    /// Where one app and environment's deliveries to one webhook stand (the gauges' labels).
+    package struct TargetSummary: Sendable, Hashable {
+        package var target: ForwardingTarget
+        package var summary: ForwardingSummary
+
+        package init(target: ForwardingTarget, summary: ForwardingSummary) {
+            self.target = target
+            self.summary = summary
+        }
+    }
+
+    /// Where the deliveries of `app`'s notifications stand, per webhook they are queued for, as
+    /// the gauges read them every minute (``appSummaryQuery(of:)``), by target id.
+    package func forwardingSummaries(of app: AppTarget, on transaction: DatabaseTransaction) async throws -> [TargetSummary] {
+        let rows = try await transaction.query(Self.appSummaryQuery(of: app), logger: logger)
+        var summaries: [TargetSummary] = []
+        for try await (id, redacted, pending, oldest, failed, delivered) in rows.decode((String, String, Int, Date?, Int, Int).self) {
+            var summary = ForwardingSummary()
+            (summary.pending, summary.oldestPending, summary.failed, summary.delivered) = (pending, oldest, failed, delivered)
+            summaries.append(TargetSummary(target: ForwardingTarget(id: id, redacted: redacted), summary: summary))
+        }
+        return summaries
+    }
+
+    /// One app and environment's deliveries per webhook: what waits and what failed from their
+    /// partial indexes, the delivered ones from the counter the triggers keep per app, environment
+    /// and webhook (migration 0018), so its cost does not grow with the delivered rows.
+    static func appSummaryQuery(of app: AppTarget) -> PostgresQuery {
+        let (bundleId, environment) = (app.bundleId, app.environment.rawValue)
+        return """
+            SELECT target_id, min(redacted), sum(pending)::bigint, min(oldest), sum(failed)::bigint, sum(delivered)::bigint FROM (
+                SELECT target_id, min(target_redacted) AS redacted, count(*) AS pending, min(queued_at) AS oldest, 0 AS failed, 0 AS delivered
+                FROM forward_queue WHERE status IN ('pending', 'leased') AND bundle_id = \(bundleId) AND environment = \(environment)
+                GROUP BY target_id
+                UNION ALL
+                SELECT target_id, min(target_redacted), 0, NULL, count(*), 0
+                FROM forward_queue WHERE status = 'failed' AND bundle_id = \(bundleId) AND environment = \(environment)
+                GROUP BY target_id
+                UNION ALL
+                SELECT target_id, target_redacted, 0, NULL, 0, delivered
+                FROM forward_queue_totals WHERE bundle_id = \(bundleId) AND environment = \(environment)
+            ) per_status
+            GROUP BY target_id ORDER BY target_id
+            """
     }
 
     /// How many deliveries for `target` wait (or are being sent), of `runIds` (`nil`: any).

@@ -1,3 +1,4 @@
+package import AppStoreServer
 package import Foundation
 import Logging
 
@@ -56,6 +57,11 @@ package struct ForwardQueue: Sendable {
     /// How many failed deliveries can never be sent as they are: their stored payload cannot be rebuilt.
     package func unrebuildable() async throws -> Int {
         try await database.transaction { [self] in try await self.unrebuildableFailures(on: $0) }
+    }
+
+    /// Where the deliveries of `app`'s notifications stand, per webhook (``forwardingSummaries(of:on:)``).
+    package func summaries(of app: AppTarget) async throws -> [ForwardQueue.TargetSummary] {
+        try await database.transaction { [self] in try await self.forwardingSummaries(of: app, on: $0) }
     }
 
     /// How many deliveries of `runIds` for `target` are not delivered or failed yet.
