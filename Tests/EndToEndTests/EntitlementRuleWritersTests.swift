@@ -87,22 +87,29 @@ import Testing
             let repairRun = try RepairTests.report(repair).runId
             Self.expectJudgedByTheFile(try await Self.feed(rehearsal).filter { $0.runId == Int(repairRun) }, writer: "repair")
 
-            // run and work: a window after the outage with --all, so phase 2 reads every customer's
-            // history and brings what the outage missed; the run works on one customer at a time,
-            // a worker joins with four.
+            // run: the outage's window, whose renewals and expiries the webhook missed.
+            let run = try await rehearsal.runWindow()
+            #expect(run.status == 0, "\(run.stdout)\n\(run.stderr)")
+            let runId = try await rehearsal.db.count("SELECT max(run_id) FROM reconcile_runs WHERE kind = 'manual'")
+            Self.expectJudgedByTheFile(try await Self.feed(rehearsal).filter { $0.runId == runId }, writer: "run")
+
+            // work: every subscription's expiry is lost from its purchase row (as a bad restore or a
+            // hand edit would), and no customer's history has been read yet, so phase 2 of a run over
+            // every customer (--all) writes each of them again from Apple's transaction history; the
+            // run works on one customer at a time, a worker joins with four.
+            try await rehearsal.db.execute("UPDATE purchases SET expires_date_ms = NULL WHERE expires_date_ms IS NOT NULL")
+            try await rehearsal.db.execute("DELETE FROM history_revisions")
             try await rehearsal.setFaults(["latencyMilliseconds": 40])
-            let run = try rehearsal.start(["run", "--start", "now-2m", "--all", "--concurrency", "1", "--gap-concurrency", "1"])
-            var runId = 0
+            let rerun = try rehearsal.start(["run", "--start", "now-2m", "--all", "--concurrency", "1", "--gap-concurrency", "1"])
+            var rerunId = 0
             try await eventually("the run's customers queued") {
-                let rows = try await rehearsal.db.client.query(
-                    "SELECT r.run_id::bigint FROM reconcile_runs r JOIN gap_queue q USING (run_id) WHERE r.kind <> 'repair' AND q.status = 'pending' LIMIT 1",
-                    logger: TestDatabase.logger)
-                for try await (id) in rows.decode(Int64.self) { runId = Int(id) }
-                return runId > 0
+                rerunId = try await rehearsal.db.count(
+                    "SELECT coalesce(max(run_id), 0) FROM gap_queue WHERE status = 'pending' AND run_id > \(Int64(runId))")
+                return rerunId > 0
             }
-            let worker = try await rehearsal.reconciler(["work", "--run", "\(runId)", "--concurrency", "4"])
+            let worker = try await rehearsal.reconciler(["work", "--run", "\(rerunId)", "--concurrency", "4"])
             #expect(worker.status == 0, "\(worker.stdout)\n\(worker.stderr)")
-            let finished = try await run.wait()
+            let finished = try await rerun.wait()
             #expect(finished.status == 0, "\(finished.stdout)\n\(finished.stderr)")
             try await rehearsal.setFaults(["latencyMilliseconds": 0])
             let holder = try #require(
@@ -114,12 +121,11 @@ import Testing
                 """
                 SELECT p.original_transaction_id FROM purchases p
                 JOIN gap_queue q ON q.anchor_transaction_id = p.history_anchor_transaction_id
-                WHERE q.run_id = \(Int64(runId)) AND q.worker = \(holder)
+                WHERE q.run_id = \(Int64(rerunId)) AND q.worker = \(holder)
                 """, logger: TestDatabase.logger)
             for try await (original) in rows.decode(String.self) { byWorker.insert(original) }
-            let ofRun = try await Self.feed(rehearsal).filter { $0.runId == runId }
-            Self.expectJudgedByTheFile(ofRun.filter { byWorker.contains($0.originalTransactionId) }, writer: "work")
-            Self.expectJudgedByTheFile(ofRun.filter { !byWorker.contains($0.originalTransactionId) }, writer: "run")
+            let ofRerun = try await Self.feed(rehearsal).filter { $0.runId == rerunId }
+            Self.expectJudgedByTheFile(ofRerun.filter { byWorker.contains($0.originalTransactionId) }, writer: "work")
 
             // And export says the same as the feed's last row of each purchase.
             let exportedAfter = try RepairTests.lines(try await rehearsal.export())

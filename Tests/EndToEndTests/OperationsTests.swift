@@ -268,13 +268,18 @@ import Testing
             let requests = try await rehearsal.reconciler(["consumption", "list", "--json"])
             let listed = try JSONSerialization.jsonObject(with: Data(requests.stdout.utf8)) as? [[String: Any]] ?? []
             environment["TRANSACTION_ID"] = try #require(listed.first?["transactionId"] as? String, "\(requests.stdout) \(requests.stderr)")
-            environment["APP_WEBHOOK"] = "http://127.0.0.1:9/notifications"
             environment["PATH"] = Executables.directory.path + ":" + (ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin")
-            for command in commands {
-                // The files the runbook writes to /tmp go to the rehearsal's directory, removed with it.
-                let command = command.replacingOccurrences(of: "/tmp/", with: rehearsal.directory.path + "/")
-                let result = try await runProcess("/bin/bash", ["-c", command], environment: environment)
-                #expect(result.status == 0, "`\(command)` exited \(result.status): \(result.stderr.suffix(1500))")
+            // The app's own webhook, signed, as a deployment that forwards configures it.
+            try await AppWebhookReceiver.withRunning(.init(secret: "runbook-secret")) { receiver, url in
+                environment["RECONCILER_FORWARD_TO"] = url
+                environment["RECONCILER_FORWARD_SECRET"] = "runbook-secret"
+                for command in commands {
+                    // The files the runbook writes to /tmp go to the rehearsal's directory, removed with it.
+                    let command = command.replacingOccurrences(of: "/tmp/", with: rehearsal.directory.path + "/")
+                    let result = try await runProcess("/bin/bash", ["-c", command], environment: environment)
+                    #expect(result.status == 0, "`\(command)` exited \(result.status): \(result.stderr.suffix(1500))")
+                }
+                #expect(receiver.statistics.badSignatures == 0)
             }
             let export = try await rehearsal.export(), truth = try await rehearsal.truth()
             #expect(export == truth, "\(Rehearsal.difference(export, truth))")
