@@ -1,7 +1,6 @@
 import AppStoreServer
 import Foundation
 import Reconciler
-
 import ReconcilerStore
 
 extension TestApp {
