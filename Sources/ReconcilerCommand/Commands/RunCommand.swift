@@ -175,7 +175,6 @@ struct RunCommand: AsyncParsableCommand {
         }
         let several = outcomes.count > 1
         for outcome in outcomes {
-            print(Self.text(of: outcome, several: several, detected: detected))
             // Another run holds the lease: the file keeps what that run (the one doing the work) writes.
             if let metrics, !outcome.leaseHeld {
                 RunMetrics.record(
@@ -235,7 +234,7 @@ struct RunCommand: AsyncParsableCommand {
         // Phase 1 pages the notification history, phase 2 the customers' transaction history and
         // statuses (a resumed run keeps the --refresh-status it started with).
         let endpoints: [AppStoreServerAPIEndpoint] = [.getNotificationHistory, .getTransactionHistory, .getAllSubscriptionStatuses]
-        let (reportHtml, interval) = (self.reportHtml, Duration.seconds(max(progressInterval, 1)))
+        let (reportHtml, interval, detected) = (self.reportHtml, Duration.seconds(max(progressInterval, 1)), self.detected)
         // SIGINT or SIGTERM stop the work at a checkpoint (exit 2); see CommandLifecycle.
         return try await database.runWork(logger: logger) { database in
             try await Migrator().requireCurrent(database)
@@ -272,6 +271,8 @@ struct RunCommand: AsyncParsableCommand {
                     liveConsumptionRequests: target.configuration.consumption.liveRequests
                 ).refresh()
             }
+            // Each app's reports, in the configuration's order, then the page that names itself.
+            for outcome in outcomes { print(Self.text(of: outcome, several: outcomes.count > 1, detected: detected)) }
             // The page shows the most pressing app's run (the JSON report lists each); a page that
             // cannot be written is a configuration error.
             if let reportHtml, let index = RecoveryOutcome.worstIndex(outcomes) ?? outcomes.indices.last,
