@@ -418,6 +418,56 @@ import Testing
         }
     }
 
+    /// `changes | head -1`: the reader takes one line and closes the pipe while `changes` is still
+    /// writing (the pipe holds a page, the feed a dozen lines). The command ends quietly, exit 0,
+    /// with no "Broken pipe" (before: a Cocoa error and a non-zero exit).
+    @Test func aReaderThatClosesThePipeEndsTheCommandQuietly() async throws {
+        try await TestDatabase.with { db in
+            let handler = try app.handler(db)
+            for index in 1...12 { _ = try await handler.handle(signedPayload: try subscribed("head-\(index)"), source: .webhook) }
+            try await eventually("the feed readable") { try await Self.feed(db).count == 12 }
+            let pipe = try ReaderPipe()
+            // Only a write can tell it the reader is gone: the check while idle waits an hour.
+            let changes = try RunningProcess(
+                "reconciler", ["changes", "--since", "0", "--output-check-interval", "1h"],
+                environment: ["DATABASE_URL": db.url, "LOG_LEVEL": "warning"], standardOutput: pipe.writing)
+            pipe.closeWriting()
+            let first = try #require(pipe.readLine())
+            #expect(try Self.decode(first).originalTransactionId == "head-1")
+            pipe.closeReading()
+            let ended = try await changes.wait(timeout: .seconds(60))
+            #expect(ended.status == 0, "\(ended.stderr)")
+            #expect(!ended.stderr.localizedCaseInsensitiveContains("broken pipe") && !ended.stderr.contains("Error"), "\(ended.stderr)")
+        }
+    }
+
+    /// A `changes --follow` consumer dies while the feed is quiet: nothing is written, so the
+    /// follower looks at its standard output every --output-check-interval, sees the pipe's
+    /// reader gone and ends quietly (exit 0), releasing its connections (before: it held them
+    /// until the next change, then died on "Broken pipe").
+    @Test func anIdleFollowerWhoseReaderIsGoneEndsAndReleasesItsConnection() async throws {
+        try await TestDatabase.with { db in
+            let handler = try app.handler(db)
+            _ = try await handler.handle(signedPayload: try subscribed("idle-1"), source: .webhook)
+            try await eventually("the feed readable") { try await Self.feed(db).count == 1 }
+            let pipe = try ReaderPipe()
+            let follower = try RunningProcess(
+                "reconciler", ["changes", "--follow", "--since", "0", "--poll-interval", "1h", "--output-check-interval", "100ms"],
+                environment: ["DATABASE_URL": db.url, "LOG_LEVEL": "warning"], standardOutput: pipe.writing)
+            defer { follower.kill() }
+            pipe.closeWriting()
+            #expect(try Self.decode(try #require(pipe.readLine())).originalTransactionId == "idle-1")
+            let listeners: PostgresQuery = "SELECT pid::text FROM pg_stat_activity WHERE datname = current_database() AND query ILIKE 'LISTEN%'"
+            try await eventually("the follower listening") { try await db.strings(listeners).count == 1 }
+            pipe.closeReading()
+            // A generous bound, only to catch a follower that never ends.
+            let ended = try await follower.wait(timeout: .seconds(60))
+            #expect(ended.status == 0, "\(ended.stderr)")
+            #expect(!ended.stderr.localizedCaseInsensitiveContains("broken pipe") && !ended.stderr.contains("Error"), "\(ended.stderr)")
+            try await eventually("the follower's connections closed") { try await db.strings(listeners).isEmpty }
+        }
+    }
+
     // MARK: Entitlement, through the handler, export and the feed
 
     /// One purchase of an entitlement case, signing its notifications relative to `now`.
