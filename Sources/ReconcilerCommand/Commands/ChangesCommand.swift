@@ -19,8 +19,9 @@ struct ChangesCommand: AsyncParsableCommand {
             bundleId, environment, appAccountToken, source (webhook, history, transaction_history, status_refresh), \
             notificationUUID, runId, before and after (the `export` shape, entitled as of the change; before is \
             null for a new purchase; both null on notification rows), changedAt (ISO 8601), and notificationType, \
-            subtype, transactionId, signedDate and respondBy (the deadline for an answer, UNIX ms; all null on \
-            purchase rows). --kind purchase or --kind notification prints one kind. Lines come in commit order: a change is printed only once no transaction that could \
+            subtype, transactionId, signedDate and respondBy (the deadline for an answer, UNIX ms; on purchase \
+            rows only notificationType and subtype, of the notification that caused the change, null for \
+            transaction_history and status_refresh). --kind purchase or --kind notification prints one kind. Lines come in commit order: a change is printed only once no transaction that could \
             still commit an earlier one is running, so resuming after the last id you processed misses nothing.
 
             It prints the changes of every app and environment of the configuration file (--config, \
