@@ -119,7 +119,7 @@ package struct Forwarder: Service, RunForwarding, Sendable {
     /// One transaction at a time (leases, answers, renewals): the forwarder needs one pooled connection.
     private let oneAtATime = OneAtATime()
 
-    package init(configuration: Configuration, database: Database, httpClient: HTTPClient = .shared) {
+    package init(configuration: Configuration, database: Database, httpClient: HTTPClient = .forwarding) {
         self.configuration = configuration
         self.database = database
         self.queue = ForwardQueue(database: database)
@@ -217,6 +217,25 @@ package struct Forwarder: Service, RunForwarding, Sendable {
         return try await summary(runIds: runIds)
     }
 
+    /// One pass over the deliveries of this forwarder's target that are due when it starts: each is
+    /// sent once and its answer recorded (a failure with its backoff, so it waits in the queue for
+    /// a later pass or worker); returns how many were sent. What falls due meanwhile (a retry, a new
+    /// notification) is left for the next pass, so the pass ends whether or not the app answers.
+    package func deliverOnePass() async throws -> Int {
+        let queue = self.queue
+        try await reportOtherTargets()
+        // A dead forwarder's deliveries on this host are due now, and so in this pass.
+        try await transaction { try await queue.release(where: ProcessIdentity.isDeadOnThisHost) }
+        let dueBy = try await transaction { try await queue.databaseTime() }
+        var sent = 0
+        while !Task.isCancelled {
+            let round = try await deliverDue(dueBy: dueBy)
+            guard round > 0 else { break }
+            sent += round
+        }
+        return sent
+    }
+
     /// Logs, once per target, the deliveries that wait for another webhook than this forwarder's
     /// (and its companions'), and what delivers them; returns them.
     @discardableResult
@@ -237,11 +256,12 @@ package struct Forwarder: Service, RunForwarding, Sendable {
         return others
     }
 
-    /// Leases and sends due deliveries of this forwarder's target, `concurrency` at a time and
-    /// each only when it is about to be sent, up to `concurrency × 4` of them; returns how many
-    /// were sent. Answers are recorded as they come and the leases in flight renewed beside them,
-    /// one transaction at a time (one pooled connection).
-    func deliverDue() async throws -> Int {
+    /// Leases and sends due deliveries of this forwarder's target (with `dueBy`, only those due by
+    /// then, by the database's clock), `concurrency` at a time and each only when it is about to be
+    /// sent, up to `concurrency × 4` of them; returns how many were sent. Answers are recorded as
+    /// they come and the leases in flight renewed beside them, one transaction at a time (one
+    /// pooled connection).
+    func deliverDue(dueBy: Date? = nil) async throws -> Int {
         let (queue, configuration, leases) = (self.queue, self.configuration, DeliveryLeases())
         try await transaction { try await queue.release(where: ProcessIdentity.isDeadOnThisHost) }
         return try await withThrowingTaskGroup(of: (ForwardQueue.Delivery, ForwardQueue.DeliveryResult?)?.self) { group in
@@ -264,7 +284,7 @@ package struct Forwarder: Service, RunForwarding, Sendable {
                     let delivery = try await transaction({
                         try await queue.lease(
                             target: configuration.url.target, worker: configuration.worker, token: token,
-                            leaseDuration: configuration.leaseDuration)
+                            leaseDuration: configuration.leaseDuration, dueBy: dueBy)
                     })
                 else { break }
                 await leases.add(token, validUntil: leasedAt + configuration.leaseDuration)
@@ -390,19 +410,16 @@ package struct Forwarder: Service, RunForwarding, Sendable {
             if (200..<300).contains(status) { return .delivered(statusCode: status) }
             return outcome(ofFailedAttempt: attempt, statusCode: status, error: "HTTP \(status)")
         } catch {
-            // The error names the failure (timeout, refused), never the URL's credentials.
-            return outcome(ofFailedAttempt: attempt, statusCode: nil, error: String(describing: type(of: error)) + ": " + Self.brief(error))
+            // Plain words and the redacted URL: "connection refused by https://app.internal/apple".
+            return outcome(
+                ofFailedAttempt: attempt, statusCode: nil,
+                error: DeliveryFailure.describe(error, target: configuration.url.target, timeout: configuration.timeout))
         }
     }
 
     private func outcome(ofFailedAttempt attempt: Int, statusCode: Int?, error: String) -> ForwardQueue.DeliveryResult {
         guard attempt < configuration.maximumAttempts else { return .failed(statusCode: statusCode, error: error) }
         return .retry(statusCode: statusCode, error: error, after: configuration.backoff(afterAttempt: attempt))
-    }
-
-    private static func brief(_ error: any Error) -> String {
-        if let error = error as? HTTPClientError { return "\(error)" }
-        return (error as NSError).localizedDescription
     }
 
     /// Apple's body, exactly: `{"signedPayload":"..."}`.

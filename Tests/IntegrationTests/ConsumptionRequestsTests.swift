@@ -120,7 +120,9 @@ import Testing
             #expect(request.signedDate == t0 + 60_000 && request.respondBy == t0 + 60_000 + Self.twelveHours)
             #expect(request.before == nil && request.after == nil && request.runId == nil)
             #expect(feed[2].notificationType == "DID_CHANGE_RENEWAL_STATUS" && feed[2].subtype == "AUTO_RENEW_ENABLED" && feed[2].respondBy == nil)
-            #expect(feed[3].after?.latestTransactionId == "6000-1" && feed[3].notificationType == nil && feed[3].runId == 6)
+            #expect(
+                feed[3].after?.latestTransactionId == "6000-1" && feed[3].notificationType == "DID_RENEW" && feed[3].subtype == nil
+                    && feed[3].runId == 6)
             #expect(feed[4].respondBy == t0 + 180_000 + Self.twelveHours && feed[4].runId == 6 && feed[4].source == .history)
             // The consumption request moved lastSignedDate, and nothing else: no purchase row for it.
             let stored = try await db.database.transaction { try await handler.store.purchaseStates(["6000"], on: $0)["6000"] }

@@ -138,7 +138,9 @@ package struct NotificationHandler: Sendable {
             let rank = (withoutDeadline: notification.respondBy == nil ? 1 : 0, signedDate: notification.signedDate)
             if newestSigned[original].map({ rank >= $0 }) ?? true {
                 newestSigned[original] = rank
-                origin.notificationUUIDs[original] = notification.notificationUUID
+                origin.notifications[original] = .init(
+                    notificationUUID: notification.notificationUUID, notificationType: notification.notificationType.rawValue,
+                    subtype: notification.subtype?.rawValue)
             }
             if let transaction = notification.subscription.transaction {
                 // Apple removes the revocation from a reversed refund's transaction; make sure of it.
@@ -160,7 +162,7 @@ package struct NotificationHandler: Sendable {
         let changes = try await store.write(
             transactions: transactions, updates: updates, before: before, origin: origin,
             events: { [origin] changes in
-                let named = Set(changes.filter(\.value.changesPurchase).keys.compactMap { origin.notificationUUIDs[$0] })
+                let named = Set(changes.filter(\.value.changesPurchase).keys.compactMap { origin.notifications[$0]?.notificationUUID })
                 return rows.map(\.notification).filter {
                     inserted.contains($0.notificationUUID) && (!named.contains($0.notificationUUID) || $0.respondBy != nil)
                 }

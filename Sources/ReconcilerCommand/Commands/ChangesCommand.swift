@@ -19,8 +19,9 @@ struct ChangesCommand: AsyncParsableCommand {
             bundleId, environment, appAccountToken, source (webhook, history, transaction_history, status_refresh), \
             notificationUUID, runId, before and after (the `export` shape, entitled as of the change; before is \
             null for a new purchase; both null on notification rows), changedAt (ISO 8601), and notificationType, \
-            subtype, transactionId, signedDate and respondBy (the deadline for an answer, UNIX ms; all null on \
-            purchase rows). --kind purchase or --kind notification prints one kind. Lines come in commit order: a change is printed only once no transaction that could \
+            subtype, transactionId, signedDate and respondBy (the deadline for an answer, UNIX ms; on purchase \
+            rows only notificationType and subtype, of the notification that caused the change, null for \
+            transaction_history and status_refresh). --kind purchase or --kind notification prints one kind. Lines come in commit order: a change is printed only once no transaction that could \
             still commit an earlier one is running, so resuming after the last id you processed misses nothing.
 
             It prints the changes of every app and environment of the configuration file (--config, \
@@ -46,7 +47,9 @@ struct ChangesCommand: AsyncParsableCommand {
             it at PostgreSQL or a session-mode pool, not PgBouncer in transaction mode, where it only polls) and \
             reads again every --poll-interval as well, since a change held back by an older transaction becomes \
             readable without a new notification. It rides out a database outage of any length; SIGTERM or \
-            SIGINT end it after the line in progress, with exit 0.
+            SIGINT end it after the line in progress, with exit 0. A reader that goes away (a closed pipe: \
+            `changes | head -1`, a consumer that died) ends it quietly with exit 0, at the next line or within \
+            5 s while nothing is printed, and so releases its database connections.
 
             --since ID when ID is no longer in the feed (pruned) exits 1 and prints nothing: the consumer may \
             have missed changes and must resync: take `reconciler changes --newest`, load `reconciler export`, \
@@ -74,6 +77,13 @@ struct ChangesCommand: AsyncParsableCommand {
 
     @Option(help: ArgumentHelp("With --follow, also read this often without a notification (default 5s).", valueName: "duration"))
     var pollInterval: Duration = .seconds(5)
+
+    /// Hidden: tests shorten it to see a closed standard output ended without waiting.
+    @Option(
+        help: ArgumentHelp(
+            "How often to look whether standard output's reader is gone while nothing is printed (default 5s).", valueName: "duration",
+            visibility: .hidden))
+    var outputCheckInterval: Duration = .seconds(5)
 
     @Option(
         help: ArgumentHelp(
@@ -110,6 +120,9 @@ struct ChangesCommand: AsyncParsableCommand {
         guard pollInterval >= .milliseconds(100) else {
             throw ValidationError("--poll-interval: \(pollInterval.operatorText) is shorter than 100ms")
         }
+        guard outputCheckInterval >= .milliseconds(10) else {
+            throw ValidationError("--output-check-interval: \(outputCheckInterval.operatorText) is shorter than 10ms")
+        }
         if let appAccountToken, UUID(uuidString: appAccountToken) == nil {
             throw ValidationError("--app-account-token: \(appAccountToken) is not a UUID (the app's appAccountToken)")
         }
@@ -143,17 +156,32 @@ struct ChangesCommand: AsyncParsableCommand {
             }
             print(position.changeId)
         } else {
-            let follower = ChangeFeedFollower.Configuration(
+            let configuration = ChangeFeedFollower.Configuration(
                 since: since, follow: follow, limit: limit, batch: batch, pollInterval: pollInterval,
                 apps: try app.storedScope().appsOnly(), appAccountToken: appAccountToken?.lowercased(), runId: runId,
                 kind: kind)
+            let outputCheckInterval = self.outputCheckInterval
+            StandardOutput.ignoreBrokenPipeSignal()
             do {
                 try await database.runWork(logger: logger) { database in
                     try await Self.requireSchema(database, logger: logger)
-                    try await ChangeFeedFollower(configuration: follower, database: database, logger: logger).run { change in
-                        try FileHandle.standardOutput.write(contentsOf: Data((try change.jsonLine() + "\n").utf8))
+                    let follower = ChangeFeedFollower(configuration: configuration, database: database, logger: logger)
+                    try await withThrowingTaskGroup(of: Void.self) { group in
+                        group.addTask {
+                            try await follower.run { change in try StandardOutput.write(try change.jsonLine() + "\n") }
+                        }
+                        // A reader that goes away while nothing is written is seen only by looking.
+                        group.addTask {
+                            try await StandardOutput.waitUntilReaderIsGone(checkingEvery: outputCheckInterval)
+                            throw StandardOutput.ReaderGone()
+                        }
+                        _ = try await group.next()
+                        group.cancelAll()
                     }
                 }
+            } catch is StandardOutput.ReaderGone {
+                // Nobody reads any more (`changes | head -1`, a consumer that died): the consumer resumes
+                // after the last line it processed, so there is nothing to report.
             } catch let error as ReconcilerError where error.code == .interrupted {
                 // SIGTERM or SIGINT: every line printed is whole, and the consumer resumes after the last one.
             }

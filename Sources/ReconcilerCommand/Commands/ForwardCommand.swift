@@ -28,22 +28,26 @@ struct ForwardCommand: AsyncParsableCommand {
             --forward-to sends to one URL whatever the app, and is refused beside a forwardTo in the file. A URL \
             delivers every delivery queued for it, of whichever app.
 
-            Without --once it runs until SIGTERM or SIGINT. With --once it delivers what is due, waits for retries \
-            up to --drain-timeout, prints where the queue stands and exits: 0 nothing left pending for its URL; \
-            2 deliveries still pending (retrying); 4 deliveries failed for good during this invocation (after \
-            --forward-attempts tries: fix the app's endpoint, then --retry-failed; or at once, never sent, when a \
-            delivery's stored signed payload cannot be rebuilt: the runbook says what to do); 1 no URL given, or a \
-            webhook without a secret that is not marked unsigned, or --forward-to beside a forwardTo.
+            Without --once it runs until SIGTERM or SIGINT. With --once it makes one pass over the deliveries due: \
+            each is sent once and its answer recorded (a failure with its backoff, as the worker would), whether \
+            or not the app's endpoint answers; with --drain-timeout it also waits for retries, up to that long. \
+            Then it prints where the queue stands and exits: 0 nothing left pending for its URL; 2 deliveries \
+            still pending (retrying: the worker, the next run or the next --once sends them when their backoff \
+            ends); 4 deliveries failed for good during this invocation (after --forward-attempts tries: fix the \
+            app's endpoint, then --retry-failed; or at once, never sent, when a delivery's stored signed payload \
+            cannot be rebuilt: the runbook says what to do); 1 no URL given, or a webhook without a secret that \
+            is not marked unsigned, or --forward-to beside a forwardTo.
 
               reconciler forward --forward-to https://app.internal/apple/notifications --forward-secret-file /run/secrets/hook
-              reconciler forward --once --drain-timeout 10m
+              reconciler forward --once                       # one pass over what is due, then exit
+              reconciler forward --once --drain-timeout 10m   # and wait for retries, up to 10 minutes
               reconciler forward --once --retry-failed
               reconciler forward --config /etc/reconciler/reconciler.yaml --app com.example.two   # that app's forwardTo
             """)
 
-    @Flag(help: "Deliver what is due, wait for retries up to --drain-timeout, then exit.") var once = false
-    @Option(help: ArgumentHelp("With --once, how long to wait for retries (default 5m).", valueName: "duration")) var drainTimeout: Duration =
-        .minutes(5)
+    @Flag(help: "Send each delivery that is due once, record its answer, then exit.") var once = false
+    @Option(help: ArgumentHelp("With --once, also wait for retries, up to this long (default: no wait).", valueName: "duration"))
+    var drainTimeout: Duration?
     @Flag(help: "First give the deliveries marked failed a new set of attempts (after the app's endpoint was fixed).") var retryFailed = false
     @Option(
         help: ArgumentHelp(
@@ -55,6 +59,10 @@ struct ForwardCommand: AsyncParsableCommand {
     @OptionGroup var database: DatabaseOptions
     @OptionGroup(title: "Forwarding") var forwarding: ForwardingOptions
     @OptionGroup var logging: LoggingOptions
+
+    func validate() throws {
+        if drainTimeout != nil, !once { throw ValidationError("--drain-timeout goes with --once (the worker never stops to wait)") }
+    }
 
     func run() async throws {
         let logger = logging.makeLogger()
@@ -82,8 +90,10 @@ struct ForwardCommand: AsyncParsableCommand {
             try await withThrowingTaskGroup(of: Void.self) { group in
                 for forwarder in forwarders {
                     group.addTask {
-                        if once {
+                        if once, let drainTimeout {
                             _ = try await forwarder.drain(runIds: nil, upTo: drainTimeout)
+                        } else if once {
+                            _ = try await forwarder.deliverOnePass()
                         } else {
                             try await forwarder.run()
                         }

@@ -27,8 +27,10 @@ extension ForwardQueue {
     }
 
     /// Leases a due delivery for `target` (new, due for a retry, or held by a forwarder whose lease
-    /// ran out) with `token`, for `leaseDuration`; `nil` when none is due. Consumption requests still
-    /// before their deadline come first, the soonest deadline first; then the oldest due.
+    /// ran out) with `token`, for `leaseDuration`; `nil` when none is due. With `dueBy` (a time the
+    /// database gave: ``now(on:)``), only a delivery due by then: a pass that started then tries
+    /// each delivery once, not again when its backoff runs out during the pass. Consumption requests
+    /// still before their deadline come first, the soonest deadline first; then the oldest due.
     ///
     /// A delivery whose payload cannot be rebuilt from what is stored (a header gone from
     /// `jws_headers`, a column emptied by hand) can never be sent: it is marked failed with the
@@ -36,13 +38,14 @@ extension ForwardQueue {
     /// queue behind it. At most ``unrebuildablePerLease`` are marked per call (`nil` after that:
     /// the transaction stays short; the next call goes on).
     package func leaseDelivery(
-        target: ForwardingTarget, worker: String, token: UUID, leaseDuration: Duration, on transaction: DatabaseTransaction
+        target: ForwardingTarget, worker: String, token: UUID, leaseDuration: Duration, dueBy: Date? = nil, on transaction: DatabaseTransaction
     ) async throws -> Delivery? {
         var unrebuildable = 0
         for urgent in [true, false] {
             while unrebuildable < Self.unrebuildablePerLease {
                 let rows = try await transaction.query(
-                    Self.leaseQuery(target: target, worker: worker, token: token, leaseDuration: leaseDuration, urgent: urgent), logger: logger)
+                    Self.leaseQuery(target: target, worker: worker, token: token, leaseDuration: leaseDuration, dueBy: dueBy, urgent: urgent),
+                    logger: logger)
                 var leased: NamedColumns?
                 for try await row in rows { leased = NamedColumns(row) }
                 guard let columns = leased else { break }
@@ -101,8 +104,10 @@ extension ForwardQueue {
 
     /// Leases one due delivery: with `urgent`, of a consumption request before its deadline (from the
     /// partial index of deadlines), else the oldest due of any.
-    static func leaseQuery(target: ForwardingTarget, worker: String, token: UUID, leaseDuration: Duration, urgent: Bool) -> PostgresQuery {
-        let due = "((status = 'pending' AND next_attempt_at <= now()) OR (status = 'leased' AND lease_until < now()))"
+    static func leaseQuery(
+        target: ForwardingTarget, worker: String, token: UUID, leaseDuration: Duration, dueBy: Date? = nil, urgent: Bool
+    ) -> PostgresQuery {
+        let due = "((status = 'pending' AND next_attempt_at <= coalesce($5, now())) OR (status = 'leased' AND lease_until < now()))"
         let pick =
             urgent
             ? """
@@ -122,6 +127,7 @@ extension ForwardQueue {
         bindings.append(worker)
         bindings.append(token)
         bindings.append(leaseDuration.milliseconds)
+        if let dueBy { bindings.append(dueBy) } else { bindings.appendNull() }
         return PostgresQuery(
             unsafeSQL: """
                 UPDATE forward_queue AS q SET status = 'leased', worker = $2, lease_token = $3,
@@ -132,6 +138,12 @@ extension ForwardQueue {
                     (SELECT jsonb_object_agg(encode(h.sha256, 'hex'), h.encoded_header)::text FROM jws_headers h
                      WHERE h.sha256 IN (n.header_sha256, n.transaction_header_sha256, n.renewal_header_sha256)) AS headers
                 """, binds: bindings)
+    }
+
+    /// The database's clock now (the start of `transaction`), which `next_attempt_at` and `lease_until` are judged by.
+    package func now(on transaction: DatabaseTransaction) async throws -> Date {
+        for try await now in try await transaction.query("SELECT now()", logger: logger).decode(Date.self) { return now }
+        throw ReconcilerError(.missingRow, "SELECT now() returned no row")
     }
 
     /// Makes the deliveries a run held back due now, in the order they were queued (the run's query

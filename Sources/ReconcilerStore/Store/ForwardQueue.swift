@@ -20,11 +20,18 @@ package struct ForwardQueue: Sendable {
         self.database = database
     }
 
-    /// Leases the oldest due delivery for `target` with `token` (``leaseDelivery(target:worker:token:leaseDuration:on:)``).
-    package func lease(target: ForwardingTarget, worker: String, token: UUID, leaseDuration: Duration) async throws -> ForwardQueue.Delivery? {
+    /// Leases the oldest due delivery for `target` with `token` (``leaseDelivery(target:worker:token:leaseDuration:dueBy:on:)``).
+    package func lease(
+        target: ForwardingTarget, worker: String, token: UUID, leaseDuration: Duration, dueBy: Date? = nil
+    ) async throws -> ForwardQueue.Delivery? {
         try await database.transaction { [self] in
-            try await self.leaseDelivery(target: target, worker: worker, token: token, leaseDuration: leaseDuration, on: $0)
+            try await self.leaseDelivery(target: target, worker: worker, token: token, leaseDuration: leaseDuration, dueBy: dueBy, on: $0)
         }
+    }
+
+    /// The database's clock, which the queue's times (`next_attempt_at`, `lease_until`) are judged by.
+    package func databaseTime() async throws -> Date {
+        try await database.transaction { [self] in try await self.now(on: $0) }
     }
 
     /// Makes the deliveries a run held back due now (``releaseHeldDeliveries(runId:on:)``); returns how many.

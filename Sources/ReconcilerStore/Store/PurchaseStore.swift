@@ -726,16 +726,31 @@ package struct PurchaseStore: Sendable {
         case statusRefresh = "status_refresh"
     }
 
-    /// Where a write comes from: its source, its run, and per purchase the notification behind it.
+    /// Where a write comes from: its source, its run, and per purchase (by originalTransactionId)
+    /// the notification behind it.
     package struct ChangeOrigin: Sendable {
         package var source: ChangeSource
         package var runId: Int64?
-        package var notificationUUIDs: [String: String] = [:]
+        package var notifications: [String: Cause] = [:]
 
-        package init(source: ChangeSource, runId: Int64? = nil, notificationUUIDs: [String: String] = [:]) {
+        package init(source: ChangeSource, runId: Int64? = nil, notifications: [String: Cause] = [:]) {
             self.source = source
             self.runId = runId
-            self.notificationUUIDs = notificationUUIDs
+            self.notifications = notifications
+        }
+
+        /// The notification that caused a purchase's change: its feed row names it and carries its
+        /// type and subtype, so a consumer can react to the event (a refund, a renewal).
+        package struct Cause: Sendable, Hashable {
+            package var notificationUUID: String
+            package var notificationType: String
+            package var subtype: String?
+
+            package init(notificationUUID: String, notificationType: String, subtype: String?) {
+                self.notificationUUID = notificationUUID
+                self.notificationType = notificationType
+                self.subtype = subtype
+            }
         }
     }
 
@@ -816,11 +831,12 @@ package struct PurchaseStore: Sendable {
         guard !changes.isEmpty || !events.isEmpty else { return }
         let target = try requiredTarget
         let changeRows = changes.sorted { $0.after.originalTransactionId < $1.after.originalTransactionId }.map {
-            FeedRow(
+            let cause = origin.notifications[$0.after.originalTransactionId]
+            return FeedRow(
                 original_transaction_id: $0.after.originalTransactionId, bundle_id: target.bundleId, environment: target.environment.rawValue,
                 app_account_token: $0.after.appAccountToken ?? $0.before?.appAccountToken, source: origin.source.rawValue,
-                notification_uuid: origin.notificationUUIDs[$0.after.originalTransactionId], run_id: origin.runId,
-                kind: FeedKind.purchase.rawValue, before_state: $0.before, after_state: $0.after)
+                notification_uuid: cause?.notificationUUID, run_id: origin.runId, kind: FeedKind.purchase.rawValue, before_state: $0.before,
+                after_state: $0.after, notification_type: cause?.notificationType, subtype: cause?.subtype)
         }
         let eventRows = events.map {
             FeedRow(
