@@ -84,8 +84,13 @@ struct ServeCommand: AsyncParsableCommand {
         guard metricsInterval >= .seconds(1) else {
             throw ReconcilerError.configuration("--metrics-interval: \(metricsInterval.operatorText) is shorter than 1s")
         }
+        // A database it cannot reach at start ends serve, in one line (within --database-timeout); SIGTERM while it waits, at once.
+        guard try await untilSignalled({ [database] in try await database.checkConnection(settings, logger: logger) }) != nil else {
+            logger.info("stopped before connecting to the database")
+            return
+        }
         // Apple waits only so long for an answer: a database that is away gets a quick 503 (Apple retries).
-        let database = try self.database.database(settings, logger: logger, unavailableTimeout: .seconds(5))
+        let database = try self.database.database(settings, logger: logger, unavailableTimeout: min(.seconds(5), self.database.databaseTimeout))
         let forwardTo = try ForwardingOptions.target(forwardTo)
         // One registry for the process: the webhook's counters, the ledger gauges, and any library's
         // swift-metrics; each app's series carry its labels (one app: every series, as before).
@@ -118,14 +123,14 @@ struct ServeCommand: AsyncParsableCommand {
         for url in distinctURLs.values {
             var configuration = try forwarding.configuration(url: url)
             configuration.companionTargets = Set(distinctURLs.keys)
-            forwarders.append(Forwarder(configuration: configuration, database: database.with(unavailableTimeout: .seconds(60))))
+            forwarders.append(Forwarder(configuration: configuration, database: database.with(unavailableTimeout: self.database.databaseTimeout)))
         }
         let services: [any Service] = [database] + ledgerMetrics + forwarders
         let migrator = Migrator(defaultBundleId: Set(targets.map(\.app.bundleId)).count == 1 ? targets.first?.app.bundleId : nil)
         // The schema is checked (or migrated) once the database client runs and before the port
-        // opens, so a serve that answers is one whose schema matches. A database away at startup
-        // is no reason not to listen (/health says 503 until it is back): that only warns. SIGTERM
-        // while it waits for the database ends serve at once.
+        // opens, so a serve that answers is one whose schema matches. A database that went away
+        // since the connection check is no reason not to listen (/health says 503 until it is
+        // back): that only warns. SIGTERM while it waits for the database ends serve at once.
         let prepareSchema: @Sendable () async throws -> Void = {
             try await cancelWhenGracefulShutdown {
                 logger.info("checking the database schema before opening the port")
