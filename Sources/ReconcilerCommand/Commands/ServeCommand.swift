@@ -87,8 +87,23 @@ struct ServeCommand: AsyncParsableCommand {
         guard metricsInterval >= .seconds(1) else {
             throw ReconcilerError.configuration("--metrics-interval: \(metricsInterval.operatorText) is shorter than 1s")
         }
+        // A database serve cannot use as configured (a name that does not resolve, a refused password,
+        // TLS) ends it at once, in one line. One that is away (refused, no answer: a restart, a
+        // failover) is said in one line after --database-timeout, and serve listens anyway: Apple's
+        // deliveries get 503 and are retried, /health says 503, until the database is back. SIGTERM
+        // while it waits ends it at once.
+        var databaseAway = false
+        do {
+            guard try await untilSignalled({ [database] in try await database.checkConnection(settings, logger: logger) }) != nil else {
+                logger.info("stopped before connecting to the database")
+                return
+            }
+        } catch let error as ReconcilerError where error.code == .databaseUnavailable {
+            logger.error("\(error.description); serving anyway: notifications get 503 (Apple retries them) until it is back")
+            databaseAway = true
+        }
         // Apple waits only so long for an answer: a database that is away gets a quick 503 (Apple retries).
-        let database = try self.database.database(settings, logger: logger, unavailableTimeout: .seconds(5))
+        let database = try self.database.database(settings, logger: logger, unavailableTimeout: min(.seconds(5), self.database.databaseTimeout))
         // One registry for the process: the webhook's counters, the ledger gauges, and any library's
         // swift-metrics; each app's series carry its labels (one app: every series, as before).
         let single = targets.count == 1 ? targets[0].app : nil
@@ -114,14 +129,18 @@ struct ServeCommand: AsyncParsableCommand {
             metrics: WebhookMetrics(registry: metrics), logger: logger)
         let migrate = self.migrate
         // The forwarders' own Database waits longer than the webhook's: their queue is durable. One per distinct URL.
-        let forwarders = forwarderConfigurations.map { Forwarder(configuration: $0, database: database.with(unavailableTimeout: .seconds(60))) }
+        let forwarders = forwarderConfigurations.map {
+            Forwarder(configuration: $0, database: database.with(unavailableTimeout: self.database.databaseTimeout))
+        }
         let services: [any Service] = [database] + ledgerMetrics + forwarders
         let migrator = Migrator(defaultBundleId: Set(targets.map(\.app.bundleId)).count == 1 ? targets.first?.app.bundleId : nil)
         // The schema is checked (or migrated) once the database client runs and before the port
-        // opens, so a serve that answers is one whose schema matches. A database away at startup
-        // is no reason not to listen (/health says 503 until it is back): that only warns. SIGTERM
-        // while it waits for the database ends serve at once.
-        let prepareSchema: @Sendable () async throws -> Void = {
+        // opens, so a serve that answers is one whose schema matches. A database that went away
+        // since the connection check is no reason not to listen (/health says 503 until it is
+        // back): that only warns. SIGTERM while it waits for the database ends serve at once.
+        let prepareSchema: @Sendable () async throws -> Void = { [databaseAway] in
+            // Away at the connection check: the schema check would only wait for the pool to give up.
+            guard !databaseAway else { return }
             try await cancelWhenGracefulShutdown {
                 logger.info("checking the database schema before opening the port")
                 do {
