@@ -45,8 +45,8 @@ struct RepairCommand: AsyncParsableCommand {
     var appAccountToken: String?
     @Option(
         help: ArgumentHelp(
-            "Read the customer's notification history from T (default: as far back as Apple keeps it, 180 days; 30 in the sandbox).",
-            valueName: "T"))
+            "Read the customer's notification history from T (ISO 8601 with a zone, UNIX ms, now-30d; default: as far back as Apple keeps it, 180 days; 30 in the sandbox).",
+            valueName: "T"), transform: Timestamp.argument)
     var since: Timestamp?
     @Flag(help: "Read the customer's transaction history from the start, not from the stored revision.") var full = false
     @Flag(help: "Change nothing; print exactly what the repair would do.") var dryRun = false

@@ -46,8 +46,9 @@ struct RunCommand: AsyncParsableCommand {
               reconciler run --since-last --metrics-file /var/lib/node_exporter/reconciler.prom
             """)
 
-    @Option(help: ArgumentHelp("Start of the window (ISO 8601, UNIX ms, or now-6h).", valueName: "T")) var start: Timestamp?
-    @Option(help: ArgumentHelp("End of the window (default now).", valueName: "T")) var end: Timestamp?
+    @Option(help: ArgumentHelp("Start of the window (ISO 8601 with a zone, UNIX ms, or now-6h).", valueName: "T"), transform: Timestamp.argument)
+    var start: Timestamp?
+    @Option(help: ArgumentHelp("End of the window (default now).", valueName: "T"), transform: Timestamp.argument) var end: Timestamp?
     @Flag(help: "The schedule's next window: retry the unfinished scheduled windows, then recover from the chain's end minus --overlap to now.")
     var sinceLast = false
     @Option(
