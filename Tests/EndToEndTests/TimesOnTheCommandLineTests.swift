@@ -1,11 +1,13 @@
 import Foundation
 import PostgresNIO
+import ReconcilerShared
 import TestSupport
 import Testing
 
 /// Times on the command line: strict ISO 8601 with a zone, UNIX milliseconds or
-/// `now-<number><unit>`, anything else refused before anything is asked of Apple or written.
-/// Real processes (`mock-appstore`, `reconciler`), a real PostgreSQL.
+/// `now-<number><unit>`, anything else refused before anything is asked of Apple or written; and
+/// every run prints the window it will recover before its first request. Real processes
+/// (`mock-appstore`, `reconciler`), a real PostgreSQL.
 @Suite(.serialized) struct TimesOnTheCommandLineTests {
     /// `--start now-6` recovered a 0.2-second window and exited 0; `2026-11-2T…` was read as
     /// 2 November. Each typo is refused (exit 1) naming what is wrong and the accepted forms, and
@@ -39,6 +41,55 @@ import Testing
             let requests = try await mock.requests()
             #expect(requests.values.reduce(0, +) == 0, "\(requests)")
             #expect(try await mock.db.count("SELECT count(*) FROM reconcile_runs") == 0)
+        }
+    }
+
+    /// The window each run will recover, both ends in ISO 8601 and its length, is on stderr before
+    /// the run's first request: here the first request is refused (a key that does not cover the
+    /// app), and the window was printed before the error all the same.
+    @Test func aRunPrintsItsWindowBeforeItsFirstRequest() async throws {
+        let app = "com.example.reconciler.mock"
+        try await HistoryMock.with(["--customers", "4", "--span", "2d", "--unauthorized-app", app]) { mock in
+            let run = try await mock.reconciler(["run", "--start", "now-2h", "--end", "now-1h"])
+            #expect(run.status == 1, "\(run.stdout)\n\(run.stderr)")
+            let windows = Self.windows(run.stderr)
+            #expect(windows.map(\.target) == ["\(app) (Production)"], "\(run.stderr)")
+            let window = try #require(windows.first)
+            #expect(window.length == "1h" && abs((window.end - window.start).milliseconds - 3_600_000) < 60_000, "\(run.stderr)")
+            #expect(abs((Timestamp.now - window.end).milliseconds - 3_600_000) < 600_000, "\(run.stderr)")
+            let announced = try #require(run.stderr.range(of: "recovering \(app)"))
+            let refused = try #require(run.stderr.range(of: "Error:"), "\(run.stderr)")
+            #expect(announced.lowerBound < refused.lowerBound, "\(run.stderr)")
+            #expect(try await mock.requests()["Get Notification History", default: 0] >= 1)
+        }
+    }
+
+    /// With several apps and environments and `--since-last`, each target's window is printed.
+    @Test func everyWindowOfSeveralAppsAndTheScheduleIsPrinted() async throws {
+        try await HistoryMock.with(["--customers", "4", "--span", "2d", "--app", "com.example.one:1234567890:production,sandbox"]) { mock in
+            // Configured by the file alone (the mock's APP_STORE_* variables name only its first app).
+            let run = try await runProcess("reconciler", ["run", "--since-last", "--overlap", "30m"], environment: mock.configurationFileEnvironment)
+            #expect(run.status == 0, "\(run.stdout)\n\(run.stderr)")
+            let windows = Self.windows(run.stderr)
+            #expect(Set(windows.map(\.target)) == ["com.example.one (Production)", "com.example.one (Sandbox)"], "\(run.stderr)")
+            #expect(windows.allSatisfy { $0.length == "30m" }, "\(run.stderr)")
+
+            let dryRun = try await runProcess(
+                "reconciler", ["run", "--start", "now-3h", "--end", "now-150m", "--dry-run", "--app", "com.example.one"],
+                environment: mock.configurationFileEnvironment)
+            #expect(dryRun.status == 0, "\(dryRun.stdout)\n\(dryRun.stderr)")
+            #expect(Self.windows(dryRun.stderr).map(\.length) == ["30m", "30m"], "\(dryRun.stderr)")
+            #expect(dryRun.stderr.contains("dry run, would recover com.example.one (Production): "), "\(dryRun.stderr)")
+        }
+    }
+
+    /// The windows a run announced: `recovering APP (ENV): START → END (LENGTH)`, each end parsed back.
+    static func windows(_ stderr: String) -> [(target: String, start: Timestamp, end: Timestamp, length: String)] {
+        stderr.split(separator: "\n").compactMap { line in
+            guard let match = line.firstMatch(of: /(?:recovering|would recover) (.+ \(\w+\)): (\S+) → (\S+) \((.+)\)$/),
+                let start = Timestamp(parsing: String(match.2)), let end = Timestamp(parsing: String(match.3))
+            else { return nil }
+            return (String(match.1), start, end, String(match.4))
         }
     }
 }

@@ -78,6 +78,15 @@ package struct Recovery: Sendable {
         }
     }
 
+    /// A window a target's run is about to recover, told before the run's first request, so the
+    /// operator sees what a typo in a time would recover before it is recovered.
+    package struct WindowStart: Sendable {
+        package var scope: AppScope
+        package var window: TimeWindow
+        package var kind: RunRecord.Kind
+        package var dryRun: Bool
+    }
+
     package let configuration: Configuration
     package let targets: [Target]
     let database: Database
@@ -91,8 +100,13 @@ package struct Recovery: Sendable {
     }
 
     /// Recovers every target at once; returns their outcomes in the targets' order.
-    /// - Parameter progress: where each target's runs count their progress.
-    package func recover(progress: @escaping @Sendable (AppScope) -> RunProgress) async -> [RecoveryOutcome] {
+    /// - Parameters:
+    ///   - progress: where each target's runs count their progress.
+    ///   - starting: told of each window (of every target, each retried scheduled window too) once
+    ///     it is checked and before its run's first request; the command prints it at once.
+    package func recover(
+        progress: @escaping @Sendable (AppScope) -> RunProgress, starting: @escaping @Sendable (WindowStart) -> Void = { _ in }
+    ) async -> [RecoveryOutcome] {
         let template = Self.scaled(
             configuration.template, targets: targets.count, forwarders: targets.filter { $0.forwarder != nil }.count,
             maximumConnections: configuration.maximumConnections)
@@ -116,7 +130,7 @@ package struct Recovery: Sendable {
                 }
                 let work = TargetRecovery(
                     target: target, windows: configuration.windows, template: template,
-                    forwardDrainTimeout: configuration.forwardDrainTimeout, database: database, logger: targetLogger)
+                    forwardDrainTimeout: configuration.forwardDrainTimeout, database: database, logger: targetLogger, starting: starting)
                 group.addTask { (index, await work.recover(progress: progress(target.scope))) }
             }
             var outcomes: [RecoveryOutcome?] = Array(repeating: nil, count: targets.count)
@@ -153,6 +167,7 @@ struct TargetRecovery: Sendable {
     let forwardDrainTimeout: Duration
     let database: Database
     let logger: Logger
+    let starting: @Sendable (Recovery.WindowStart) -> Void
 
     func recover(progress: RunProgress) async -> RecoveryOutcome {
         var outcome = RecoveryOutcome(scope: target.scope)
@@ -315,6 +330,9 @@ struct TargetRecovery: Sendable {
         _ configuration: ReconcileRun.Configuration, progress: RunProgress, into outcome: inout RecoveryOutcome,
         completing complete: ((inout RunReport) async throws -> Void)? = nil
     ) async throws {
+        // A window Apple's limits refuse is refused before it is announced.
+        try ReconcileRun.validate(configuration.window, environment: target.scope.environment)
+        starting(.init(scope: target.scope, window: configuration.window, kind: configuration.kind, dryRun: configuration.dryRun))
         let run = ReconcileRun(
             configuration: configuration, scope: target.scope, database: database, verifier: target.verifier, client: target.client)
         do {
