@@ -12,7 +12,7 @@ package import ReconcilerStore
 ///
 /// ```swift
 /// let prepared = try await ConsumptionAnswers.prepare(input, apps: nil, database: database)   // bad input: throws, nothing sent
-/// try await ConsumptionAnswers.send(prepared, client: client, database: database)
+/// try await ConsumptionAnswers.send(prepared, client: client, origins: target.origins, database: database)
 /// ```
 package enum ConsumptionAnswers {
     /// An answer as the operator typed it.
@@ -188,8 +188,11 @@ package enum ConsumptionAnswers {
     ///   a 4xx, with Apple's code; ``ReconcilerError/Code/notRecovered`` (exit 2) for a 429, a 5xx
     ///   or no answer after the client's retries: send it again;
     ///   ``ReconcilerError/Code/answerNotRecorded`` (exit 4) when Apple accepted it and the database
-    ///   could not record that: it must not be sent again.
-    package static func send(_ prepared: Prepared, again: Bool = false, client: AppStoreServerAPIClient, database: Database) async throws {
+    ///   could not record that: it must not be sent again. A 401 names the settings to check where
+    ///   they were set (`origins`).
+    package static func send(
+        _ prepared: Prepared, again: Bool = false, client: AppStoreServerAPIClient, origins: SettingOrigins, database: Database
+    ) async throws {
         let answer = ConsumptionRequests.Answer(
             target: prepared.target, transactionId: prepared.transactionId, notificationUUID: prepared.request.notificationUUID,
             body: prepared.body, answeredBy: .command)
@@ -213,7 +216,7 @@ package enum ConsumptionAnswers {
                 reply.outcome = .refused
                 failure = ReconcilerError(
                     .appleRefused,
-                    "Apple refused the request: \(error); check the key (APP_STORE_KEY_ID, APP_STORE_ISSUER_ID, APP_STORE_PRIVATE_KEY_PATH) covers \(prepared.target.bundleId)"
+                    "Apple refused the request: \(error); check \(origins.credentials) (the key must cover \(prepared.target.bundleId))"
                 )
             default:
                 reply.outcome = .failed

@@ -64,12 +64,16 @@ package struct Recovery: Sendable {
         package var forwarder: (any RunForwarding)?
         /// The webhook its runs queue deliveries for.
         package var forwardTo: ForwardingTarget?
+        /// Where its settings came from: what ends its recovery names them so (Apple's 401 names
+        /// the file's keys, or the variables).
+        package var origins: SettingOrigins
 
         package init(
-            scope: AppScope, verifier: SignedDataVerifier, client: AppStoreServerAPIClient, budget: SharedBudget.Configuration? = nil,
-            forwarder: (any RunForwarding)? = nil, forwardTo: ForwardingTarget? = nil
+            scope: AppScope, origins: SettingOrigins, verifier: SignedDataVerifier, client: AppStoreServerAPIClient,
+            budget: SharedBudget.Configuration? = nil, forwarder: (any RunForwarding)? = nil, forwardTo: ForwardingTarget? = nil
         ) {
             self.scope = scope
+            self.origins = origins
             self.verifier = verifier
             self.client = client
             self.budget = budget
@@ -186,7 +190,7 @@ struct TargetRecovery: Sendable {
                 }
             }
         } catch {
-            outcome.stop = outcome.stop ?? Self.stop(error)
+            outcome.stop = outcome.stop ?? Self.stop(error, origins: target.origins)
         }
         return outcome
     }
@@ -253,7 +257,7 @@ struct TargetRecovery: Sendable {
                 try await execute(configuration, progress: progress, into: &outcome)
             }
         } catch {
-            outcome.stop = Self.stop(error)
+            outcome.stop = Self.stop(error, origins: target.origins)
         }
         return outcome
     }
@@ -348,27 +352,29 @@ struct TargetRecovery: Sendable {
         }
     }
 
-    /// What ends a target's recovery, in the command line's words, with its code.
-    static func stop(_ error: any Error) -> ReconcilerError {
+    /// What ends a target's recovery, in the command line's words, with its code; a hint names
+    /// the settings to check where they were set (`origins`).
+    static func stop(_ error: any Error, origins: SettingOrigins) -> ReconcilerError {
         switch error {
         case let stopped as ReconcileRun.RunStopped:
             switch stopped.reason {
             case .interrupted: return ReconcilerError(.interrupted, "interrupted: rerun the same command to resume")
             case .configuration(let text):
-                if let cause = stopped.cause as? ReconcilerError { return cause }
-                return .configuration((stopped.cause as? AppStoreServerAPIError)?.operatorDescription ?? text)
+                if let cause = stopped.cause as? ReconcilerError { return cause.naming(origins) }
+                return .configuration((stopped.cause as? AppStoreServerAPIError)?.operatorDescription(checking: origins) ?? text)
             case .unavailable(let text): return .partial("the run stopped: \(text); rerun the same command to resume")
             }
         case is CancellationError: return ReconcilerError(.interrupted, "interrupted before the run started; rerun the same command")
         case let error as ReconcilerError where error.code == .databaseUnavailable:
             return .partial("the run stopped: \(error); rerun the same command to resume")
         case let error as AppStoreServerAPIError:
-            if case .unauthorized = error { return .configuration(error.operatorDescription) }
+            if case .unauthorized = error { return .configuration(error.operatorDescription(checking: origins)) }
             return .partial("the run stopped: \(error); rerun the same command to resume")
         case let error where Database.isDatabaseFailure(error):
             return .partial("the database failed during the run (\(Database.operatorDescription(of: error))); rerun the same command to resume")
         default:
-            return ReconcilerError(endingCommandWith: error) ?? .partial("the run stopped: \(error); rerun the same command to resume")
+            return ReconcilerError(endingCommandWith: error)?.naming(origins)
+                ?? .partial("the run stopped: \(error); rerun the same command to resume")
         }
     }
 }

@@ -14,7 +14,7 @@ struct CheckWebhookCommand: AsyncParsableCommand {
         discussion: """
             Calls Request a Test Notification, then polls Get Test Notification Status until the App Store has \
             tried to deliver it. Prints SUCCESS, or the sendAttemptResult Apple recorded. With DATABASE_URL set, \
-            it also confirms the webhook stored the TEST notification. Exit 0 on success, 2 on failure.
+            it also confirms the webhook stored the TEST notification. Exit 0 on success, 2 on failure, 1 when Apple refused the key.
 
               reconciler check-webhook
             """)
@@ -29,6 +29,11 @@ struct CheckWebhookCommand: AsyncParsableCommand {
     func run() async throws {
         let logger = logging.makeLogger()
         let target = try app.commandTarget(api: api)
+        print(try await target.callingApple { try await check(target, logger: logger) })
+    }
+
+    /// Checks one app and environment's webhook: the line that says it succeeded, or an error.
+    private func check(_ target: CommandTarget, logger: Logger) async throws -> String {
         let client = target.client
         let verifier = target.verifier
         // With a database, the requests come out of the budget the app's other processes share.
@@ -77,7 +82,7 @@ struct CheckWebhookCommand: AsyncParsableCommand {
             }
             stored = ", stored by the webhook"
         }
-        print("SUCCESS: TEST notification \(uuid) delivered at \(when)\(stored)")
+        return "SUCCESS: TEST notification \(uuid) delivered at \(when)\(stored)"
     }
 
     /// Requests the TEST notification, then polls its status until the App Store has tried to deliver it.
@@ -89,7 +94,9 @@ struct CheckWebhookCommand: AsyncParsableCommand {
             }
             token = value
         } catch let error as AppStoreServerAPIError {
-            throw ReconcilerError.partial("FAILED: Request a Test Notification: \(error.operatorDescription)")
+            // A refused key is the configuration's (exit 1): ``CommandTarget/callingApple(_:)`` names its settings.
+            if case .unauthorized = error { throw error }
+            throw ReconcilerError.partial("FAILED: Request a Test Notification: \(error)")
         }
         let deadline = ContinuousClock.now + .seconds(timeout)
         var status = CheckTestNotificationResponse()
@@ -97,7 +104,8 @@ struct CheckWebhookCommand: AsyncParsableCommand {
             do {
                 status = try await client.getTestNotificationStatus(testNotificationToken: token)
             } catch let error as AppStoreServerAPIError {
-                throw ReconcilerError.partial("FAILED: Get Test Notification Status: \(error.operatorDescription)")
+                if case .unauthorized = error { throw error }
+                throw ReconcilerError.partial("FAILED: Get Test Notification Status: \(error)")
             }
             if !(status.sendAttempts ?? []).isEmpty { break }
             try await Task.sleep(for: .seconds(1))

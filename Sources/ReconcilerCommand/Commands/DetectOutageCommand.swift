@@ -54,7 +54,8 @@ struct DetectOutageCommand: AsyncParsableCommand {
                     outcomes.append(Outcome(app: target.app, detection: detection))
                 } catch let error as AppStoreServerAPIError {
                     switch error {
-                    case .unauthorized, .badRequest: outcomes.append(Outcome(app: target.app, error: .configuration(error.operatorDescription)))
+                    case .unauthorized, .badRequest:
+                        outcomes.append(Outcome(app: target.app, error: .configuration(error.operatorDescription(checking: target.origins))))
                     default: outcomes.append(Outcome(app: target.app, error: .partial(error.description)))
                     }
                 }

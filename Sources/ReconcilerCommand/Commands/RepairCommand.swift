@@ -165,18 +165,20 @@ struct RepairCommand: AsyncParsableCommand {
                 target.sharing(
                     [.getNotificationHistory, .getTransactionHistory, .getAllSubscriptionStatuses] + (orderId == nil ? [] : [.lookUpOrderId]))
             ]
-            return try await database.runWork(logger: logger, sharing: sharing) { database in
-                do {
-                    try await Migrator().requireCurrent(database)
+            return try await target.callingApple {
+                try await database.runWork(logger: logger, sharing: sharing) { database in
+                    do {
+                        try await Migrator().requireCurrent(database)
+                    }
+                    var report = try await CustomerRepair(
+                        configuration: configuration, scope: target.scope, database: database, verifier: verifier, client: client
+                    ).repair()
+                    if let forwarding {
+                        let forwarder = Forwarder(configuration: forwarding, database: database)
+                        report.forwarding = try await forwarder.drain(runIds: [report.runId], upTo: drainTimeout)
+                    }
+                    return report
                 }
-                var report = try await CustomerRepair(
-                    configuration: configuration, scope: target.scope, database: database, verifier: verifier, client: client
-                ).repair()
-                if let forwarding {
-                    let forwarder = Forwarder(configuration: forwarding, database: database)
-                    report.forwarding = try await forwarder.drain(runIds: [report.runId], upTo: drainTimeout)
-                }
-                return report
             }
         } catch let error as ReconcilerError where error.code == .interrupted {
             throw ReconcilerError(.interrupted, "interrupted: run the same command again (what is done is not done twice)")

@@ -250,7 +250,8 @@ struct RunCommand: AsyncParsableCommand {
                 configuration: configuration,
                 targets: targets.indices.map { index in
                     Recovery.Target(
-                        scope: targets[index].scope, verifier: targets[index].verifier, client: targets[index].client,
+                        scope: targets[index].scope, origins: targets[index].origins, verifier: targets[index].verifier,
+                        client: targets[index].client,
                         budget: .init(claims: targets[index].budget.claims(endpoints)),
                         forwarder: forwarders[index].map { Forwarder(configuration: $0, database: database) },
                         forwardTo: forwardURLs[index]?.target)

@@ -70,15 +70,17 @@ struct WorkCommand: AsyncParsableCommand {
         do {
             // SIGINT or SIGTERM stop the worker at a checkpoint; its customers go back to the queue.
             let sharing = [target.sharing([.getTransactionHistory, .getAllSubscriptionStatuses])]
-            try await database.runWork(logger: logger, sharing: sharing) { database in
-                try await Migrator().requireCurrent(database)
-                let worker = RunWorker(
-                    configuration: .init(runId: runId, concurrency: concurrency, worker: holder, giveUp: giveUp),
-                    scope: target.scope, database: database, verifier: verifier, client: client)
-                let reporter = ProgressReporter(progress: progress, logger: logger, interval: .seconds(10))
-                let progressTask = Task { await reporter.run() }
-                defer { progressTask.cancel() }
-                try await worker.work(progress: progress)
+            try await target.callingApple {
+                try await database.runWork(logger: logger, sharing: sharing) { database in
+                    try await Migrator().requireCurrent(database)
+                    let worker = RunWorker(
+                        configuration: .init(runId: runId, concurrency: concurrency, worker: holder, giveUp: giveUp),
+                        scope: target.scope, database: database, verifier: verifier, client: client)
+                    let reporter = ProgressReporter(progress: progress, logger: logger, interval: .seconds(10))
+                    let progressTask = Task { await reporter.run() }
+                    defer { progressTask.cancel() }
+                    try await worker.work(progress: progress)
+                }
             }
         } catch let error as ReconcilerError where error.code == .interrupted {
             throw ReconcilerError(.interrupted, "interrupted; the customers this worker held are pending again")

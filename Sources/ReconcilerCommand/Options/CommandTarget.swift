@@ -15,10 +15,23 @@ struct CommandTarget: Sendable {
     var app: AppTarget { configuration.app }
     /// The app and environment with its rule for `entitled`, for every writer of its purchases.
     var scope: AppScope { configuration.scope }
+    /// Where its settings came from, for the hints that name them.
+    var origins: SettingOrigins { configuration.origins }
 
     /// What this command shares of the app's budget with its other processes, for these endpoints.
     func sharing(_ endpoints: [AppStoreServerAPIEndpoint]) -> BudgetSharing {
         BudgetSharing(client: client, target: app, budget: budget, endpoints: endpoints)
+    }
+
+    /// Runs `work`, which calls Apple as this app and environment: what ends it names the settings
+    /// its hint asks to check where they were set (Apple's 401: the key and bundle ID, as
+    /// `key.id … in /etc/reconciler/reconciler.yaml` or `APP_STORE_KEY_ID …`).
+    func callingApple<T>(_ work: () async throws -> T) async throws -> T {
+        do {
+            return try await work()
+        } catch {
+            throw ReconcilerError.naming(origins, in: error)
+        }
     }
 }
 
@@ -44,7 +57,10 @@ extension AppOptions {
     /// The configuration, read once, and every app and environment this command works on, ready
     /// to call Apple (apps that share a key file share its one read).
     func loadTargets(api: APIOptions) throws -> LoadedTargets {
-        let configuration = try self.configuration(key: try api.environmentKey(), apiBaseURL: api.baseURLOverride())
+        var configuration = try self.configuration(key: try api.environmentKey(), apiBaseURL: api.baseURLOverride())
+        if configurationFile == nil {
+            for index in configuration.targets.indices { api.namingFlags(in: &configuration.targets[index].origins) }
+        }
         let targets = try self.targets(in: configuration)
         let verifiers = try verifiers(for: targets, roots: configuration.rootCertificates)
         var keys = APIOptions.PrivateKeys()
