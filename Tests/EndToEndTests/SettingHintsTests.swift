@@ -19,6 +19,7 @@ import Testing
                 ["run", "--start", "now-2h", "--end", "now-1h"],
                 ["run", "--start", "now-2h", "--end", "now-1h", "--app", "com.example.two"],
                 ["detect-outage", "--since", "1d", "--app", "com.example.two"],
+                ["check-webhook", "--app", "com.example.two", "--timeout", "5"],
                 ["repair", "--transaction-id", "2000000000000001", "--app", "com.example.two"],
             ]
             for arguments in commands {

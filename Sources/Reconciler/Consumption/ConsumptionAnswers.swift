@@ -142,14 +142,14 @@ package enum ConsumptionAnswers {
                     + ": check the ID (the request's transactionId, as `reconciler consumption list` shows it); a request the webhook missed is recovered by `reconciler run`"
             )
         }
-        let places = found.reduce(into: [String]()) { places, request in
-            let place = "\(request.bundleId) (\(request.environment))"
+        let places = found.reduce(into: [AppTarget]()) { places, request in
+            let place = AppTarget(bundleId: request.bundleId, environment: AppStoreEnvironment(rawValue: request.environment))
             if !places.contains(place) { places.append(place) }
         }
         guard places.count == 1 else {
             throw ReconcilerError.configuration(
                 "consumption requests for transaction \(transactionId) are stored for several apps or environments ("
-                    + places.joined(separator: ", ") + "): choose one with --app and --environment")
+                    + places.map(\.description).joined(separator: ", ") + "): choose one with " + AppTarget.choices(places))
         }
         return found
     }

@@ -308,7 +308,7 @@ struct TargetRecovery: Sendable {
             logger.notice("the schedule's first window: no earlier run and no live notification yet", metadata: ["app": "\(app)"])
             outcome.notices.append(
                 "first scheduled window for \(app): nothing recorded yet, so it starts \(overlap.operatorText) ago; "
-                    + "recover anything earlier with `reconciler run --start T --app \(app.bundleId) --environment \(app.environment.rawValue.lowercased())`"
+                    + "recover anything earlier with `reconciler run --start T \(app.choosingOptions)`"
             )
         }
         if plan.clippedToRetention {

@@ -135,7 +135,7 @@ struct RepairCommand: AsyncParsableCommand {
         // One app; where it is configured in both environments, production first, then the sandbox
         // when Apple knows the customer in production under none of the IDs given (TestFlight and
         // App Review purchases are sandbox purchases).
-        let targets = try app.commandTargets(api: api).sorted { $0.app.environment == .production && $1.app.environment != .production }
+        let targets = try app.commandTargets(api: api).productionFirst()
         guard Set(targets.map(\.app.bundleId)).count == 1 else {
             throw ReconcilerError.configuration(
                 "several apps are configured (\(Set(targets.map(\.app.bundleId)).sorted().joined(separator: ", "))): choose one with --app")

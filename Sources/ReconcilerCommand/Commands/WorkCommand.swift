@@ -48,7 +48,8 @@ struct WorkCommand: AsyncParsableCommand {
     /// worker of a deployment with several apps needs no `--app`.
     private func runTarget(_ loaded: LoadedTargets, logger: Logger) async throws -> CommandTarget {
         let targets = loaded.targets
-        guard targets.count > 1 else { return try loaded.onlyTarget() }
+        // `--app` and `--environment` (or the file) leave one: the worker works for it.
+        if targets.count == 1 { return targets[0] }
         // A short read before the work: the worker's own client, lifecycle and budget start after.
         let runId = self.runId
         let run = try await database.withDatabase(logger: logger) { database in try await RunLedger(database: database).run(id: runId) }

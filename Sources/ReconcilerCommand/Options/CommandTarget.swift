@@ -35,22 +35,37 @@ struct CommandTarget: Sendable {
     }
 }
 
+extension [CommandTarget] {
+    /// In the configuration's order of apps, each app's production before its sandbox: how a
+    /// command given `--app` alone goes through an app configured in both (`repair`, `check-webhook`).
+    func productionFirst() -> [CommandTarget] {
+        var bundleIds: [String] = []
+        for target in self where !bundleIds.contains(target.app.bundleId) { bundleIds.append(target.app.bundleId) }
+        return bundleIds.flatMap { bundleId in
+            filter { $0.app.bundleId == bundleId && $0.app.environment == .production }
+                + filter { $0.app.bundleId == bundleId && $0.app.environment != .production }
+        }
+    }
+}
+
+extension ReconcilerError {
+    /// What ends a command over several apps and environments that went on past failures: the
+    /// most pressing failure's code (1 > 2 > 4), with every failure named by its app; one target's
+    /// failure as it is. `nil` when nothing failed.
+    static func worst(of failures: [(app: AppTarget, error: ReconcilerError)], several: Bool) -> ReconcilerError? {
+        let errors = failures.map(\.error)
+        guard let index = ExitClass.mostPressing(errors.map(\.exitCode)) ?? errors.indices.first else { return nil }
+        guard several else { return errors[index] }
+        return ReconcilerError(errors[index].code, failures.map { "\($0.app): \($0.error)" }.joined(separator: "; "))
+    }
+}
+
 /// The configuration a command that calls Apple loaded, and its targets ready to call Apple.
 struct LoadedTargets: Sendable {
     /// Everything the file (or the APP_STORE_* variables) says, before `--app` and `--environment`.
     let configuration: ReconcilerConfiguration
     /// What `--app` and `--environment` leave of it.
     let targets: [CommandTarget]
-
-    /// The one target of a command that works on one.
-    func onlyTarget() throws -> CommandTarget {
-        guard targets.count == 1, let target = targets.first else {
-            throw ReconcilerError.configuration(
-                "several apps and environments are configured (\(targets.map(\.app.description).joined(separator: ", "))): choose one with --app and --environment"
-            )
-        }
-        return target
-    }
 }
 
 extension AppOptions {
@@ -75,11 +90,5 @@ extension AppOptions {
     /// Every app and environment this command works on, ready to call Apple.
     func commandTargets(api: APIOptions) throws -> [CommandTarget] {
         try loadTargets(api: api).targets
-    }
-
-    /// The one app and environment of a command that works on one: `--app` and `--environment`
-    /// choose it when the configuration has several.
-    func commandTarget(api: APIOptions) throws -> CommandTarget {
-        try loadTargets(api: api).onlyTarget()
     }
 }
