@@ -47,13 +47,16 @@ package struct ReconcilerConfiguration: Sendable {
         package var forwardTo: ForwardingDestination?
         /// What the deployment wants of the app's consumption requests.
         package var consumption: ConsumptionSettings
+        /// Where its settings came from (the file's keys, or the variables and flags), for hints.
+        package var origins: SettingOrigins
 
         package init(
-            app: AppTarget, key: APIKey?, apiBaseURL: String? = nil, rateLimit: Double? = nil, entitlement: EntitlementPolicy = .init(),
-            forwardTo: ForwardingDestination? = nil, consumption: ConsumptionSettings = .init()
+            app: AppTarget, key: APIKey?, origins: SettingOrigins, apiBaseURL: String? = nil, rateLimit: Double? = nil,
+            entitlement: EntitlementPolicy = .init(), forwardTo: ForwardingDestination? = nil, consumption: ConsumptionSettings = .init()
         ) {
             self.scope = AppScope(target: app, entitlement: entitlement)
             self.key = key
+            self.origins = origins
             self.apiBaseURL = apiBaseURL
             self.rateLimit = rateLimit
             self.forwardTo = forwardTo
@@ -162,6 +165,7 @@ package struct ReconcilerConfiguration: Sendable {
             guard !app.bundleId.isEmpty else {
                 throw ReconcilerError(.invalidValue, source: path, key: "\(at).bundleId", detail: "\(path): \(at).bundleId is empty")
             }
+            let keyAt = app.key == nil ? "key" : "\(at).key"
             guard let key = app.key ?? file.key else {
                 throw ReconcilerError(
                     .missingKey, source: path, key: "key",
@@ -199,9 +203,15 @@ package struct ReconcilerConfiguration: Sendable {
                     billingRetryEntitles: file.entitleBillingRetry ?? false,
                     nonRenewingTerms: globalTerms.merging(appTerms) { $1 },
                     sandboxEntitles: app.sandboxEntitles ?? file.sandboxEntitles ?? true)
+                let origins = SettingOrigins(
+                    bundleId: .file(path: path, key: "\(at).bundleId"), appAppleId: .file(path: path, key: "\(at).appAppleId"),
+                    environment: .file(path: path, key: "\(at).environments"), keyId: .file(path: path, key: "\(keyAt).id"),
+                    issuerId: .file(path: path, key: "\(keyAt).issuer"), privateKeyPath: .file(path: path, key: "\(keyAt).privateKeyPath"),
+                    rootCertificates: file.rootCertificates == nil
+                        ? .named("the bundled Apple Root CA - G3") : .file(path: path, key: "rootCertificates"))
                 targets.append(
                     Target(
-                        app: target, key: .init(id: key.id, issuer: key.issuer, privateKeyPath: key.privateKeyPath),
+                        app: target, key: .init(id: key.id, issuer: key.issuer, privateKeyPath: key.privateKeyPath), origins: origins,
                         apiBaseURL: file.apiBaseURL?[environment], rateLimit: file.rateLimit?[environment], entitlement: entitlement,
                         forwardTo: forwardTo, consumption: appConsumption))
             }

@@ -12,7 +12,7 @@ package import ReconcilerStore
 ///
 /// ```swift
 /// let prepared = try await ConsumptionAnswers.prepare(input, apps: nil, database: database)   // bad input: throws, nothing sent
-/// try await ConsumptionAnswers.send(prepared, client: client, database: database)
+/// try await ConsumptionAnswers.send(prepared, client: client, origins: target.origins, database: database)
 /// ```
 package enum ConsumptionAnswers {
     /// An answer as the operator typed it.
@@ -142,14 +142,14 @@ package enum ConsumptionAnswers {
                     + ": check the ID (the request's transactionId, as `reconciler consumption list` shows it); a request the webhook missed is recovered by `reconciler run`"
             )
         }
-        let places = found.reduce(into: [String]()) { places, request in
-            let place = "\(request.bundleId) (\(request.environment))"
+        let places = found.reduce(into: [AppTarget]()) { places, request in
+            let place = AppTarget(bundleId: request.bundleId, environment: AppStoreEnvironment(rawValue: request.environment))
             if !places.contains(place) { places.append(place) }
         }
         guard places.count == 1 else {
             throw ReconcilerError.configuration(
                 "consumption requests for transaction \(transactionId) are stored for several apps or environments ("
-                    + places.joined(separator: ", ") + "): choose one with --app and --environment")
+                    + places.map(\.description).joined(separator: ", ") + "): choose one with " + AppTarget.choices(places))
         }
         return found
     }
@@ -188,8 +188,11 @@ package enum ConsumptionAnswers {
     ///   a 4xx, with Apple's code; ``ReconcilerError/Code/notRecovered`` (exit 2) for a 429, a 5xx
     ///   or no answer after the client's retries: send it again;
     ///   ``ReconcilerError/Code/answerNotRecorded`` (exit 4) when Apple accepted it and the database
-    ///   could not record that: it must not be sent again.
-    package static func send(_ prepared: Prepared, again: Bool = false, client: AppStoreServerAPIClient, database: Database) async throws {
+    ///   could not record that: it must not be sent again. A 401 names the settings to check where
+    ///   they were set (`origins`).
+    package static func send(
+        _ prepared: Prepared, again: Bool = false, client: AppStoreServerAPIClient, origins: SettingOrigins, database: Database
+    ) async throws {
         let answer = ConsumptionRequests.Answer(
             target: prepared.target, transactionId: prepared.transactionId, notificationUUID: prepared.request.notificationUUID,
             body: prepared.body, answeredBy: .command)
@@ -213,7 +216,7 @@ package enum ConsumptionAnswers {
                 reply.outcome = .refused
                 failure = ReconcilerError(
                     .appleRefused,
-                    "Apple refused the request: \(error); check the key (APP_STORE_KEY_ID, APP_STORE_ISSUER_ID, APP_STORE_PRIVATE_KEY_PATH) covers \(prepared.target.bundleId)"
+                    "Apple refused the request: \(error); check \(origins.credentials) (the key must cover \(prepared.target.bundleId))"
                 )
             default:
                 reply.outcome = .failed

@@ -17,7 +17,8 @@ extension ReconcilerError {
             self = error
         case let error as AppStoreServerAPIError:
             if case .unauthorized = error {
-                self = .configuration(error.operatorDescription)
+                // Commands that call Apple name the settings to check (``naming(_:in:)``); this is the fallback.
+                self = .configuration(error.description)
             } else {
                 self = .partial("stopped: \(error); rerun the same command to resume")
             }

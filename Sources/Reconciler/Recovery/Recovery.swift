@@ -64,18 +64,31 @@ package struct Recovery: Sendable {
         package var forwarder: (any RunForwarding)?
         /// The webhook its runs queue deliveries for.
         package var forwardTo: ForwardingTarget?
+        /// Where its settings came from: what ends its recovery names them so (Apple's 401 names
+        /// the file's keys, or the variables).
+        package var origins: SettingOrigins
 
         package init(
-            scope: AppScope, verifier: SignedDataVerifier, client: AppStoreServerAPIClient, budget: SharedBudget.Configuration? = nil,
-            forwarder: (any RunForwarding)? = nil, forwardTo: ForwardingTarget? = nil
+            scope: AppScope, origins: SettingOrigins, verifier: SignedDataVerifier, client: AppStoreServerAPIClient,
+            budget: SharedBudget.Configuration? = nil, forwarder: (any RunForwarding)? = nil, forwardTo: ForwardingTarget? = nil
         ) {
             self.scope = scope
+            self.origins = origins
             self.verifier = verifier
             self.client = client
             self.budget = budget
             self.forwarder = forwarder
             self.forwardTo = forwardTo
         }
+    }
+
+    /// A window a target's run is about to recover, told before the run's first request, so the
+    /// operator sees what a typo in a time would recover before it is recovered.
+    package struct WindowStart: Sendable {
+        package var scope: AppScope
+        package var window: TimeWindow
+        package var kind: RunRecord.Kind
+        package var dryRun: Bool
     }
 
     package let configuration: Configuration
@@ -91,8 +104,13 @@ package struct Recovery: Sendable {
     }
 
     /// Recovers every target at once; returns their outcomes in the targets' order.
-    /// - Parameter progress: where each target's runs count their progress.
-    package func recover(progress: @escaping @Sendable (AppScope) -> RunProgress) async -> [RecoveryOutcome] {
+    /// - Parameters:
+    ///   - progress: where each target's runs count their progress.
+    ///   - starting: told of each window (of every target, each retried scheduled window too) once
+    ///     it is checked and before its run's first request; the command prints it at once.
+    package func recover(
+        progress: @escaping @Sendable (AppScope) -> RunProgress, starting: @escaping @Sendable (WindowStart) -> Void = { _ in }
+    ) async -> [RecoveryOutcome] {
         let template = Self.scaled(
             configuration.template, targets: targets.count, forwarders: targets.filter { $0.forwarder != nil }.count,
             maximumConnections: configuration.maximumConnections)
@@ -116,7 +134,7 @@ package struct Recovery: Sendable {
                 }
                 let work = TargetRecovery(
                     target: target, windows: configuration.windows, template: template,
-                    forwardDrainTimeout: configuration.forwardDrainTimeout, database: database, logger: targetLogger)
+                    forwardDrainTimeout: configuration.forwardDrainTimeout, database: database, logger: targetLogger, starting: starting)
                 group.addTask { (index, await work.recover(progress: progress(target.scope))) }
             }
             var outcomes: [RecoveryOutcome?] = Array(repeating: nil, count: targets.count)
@@ -153,6 +171,7 @@ struct TargetRecovery: Sendable {
     let forwardDrainTimeout: Duration
     let database: Database
     let logger: Logger
+    let starting: @Sendable (Recovery.WindowStart) -> Void
 
     func recover(progress: RunProgress) async -> RecoveryOutcome {
         var outcome = RecoveryOutcome(scope: target.scope)
@@ -171,7 +190,7 @@ struct TargetRecovery: Sendable {
                 }
             }
         } catch {
-            outcome.stop = outcome.stop ?? Self.stop(error)
+            outcome.stop = outcome.stop ?? Self.stop(error, origins: target.origins)
         }
         return outcome
     }
@@ -238,7 +257,7 @@ struct TargetRecovery: Sendable {
                 try await execute(configuration, progress: progress, into: &outcome)
             }
         } catch {
-            outcome.stop = Self.stop(error)
+            outcome.stop = Self.stop(error, origins: target.origins)
         }
         return outcome
     }
@@ -289,7 +308,7 @@ struct TargetRecovery: Sendable {
             logger.notice("the schedule's first window: no earlier run and no live notification yet", metadata: ["app": "\(app)"])
             outcome.notices.append(
                 "first scheduled window for \(app): nothing recorded yet, so it starts \(overlap.operatorText) ago; "
-                    + "recover anything earlier with `reconciler run --start T --app \(app.bundleId) --environment \(app.environment.rawValue.lowercased())`"
+                    + "recover anything earlier with `reconciler run --start T \(app.choosingOptions)`"
             )
         }
         if plan.clippedToRetention {
@@ -315,6 +334,9 @@ struct TargetRecovery: Sendable {
         _ configuration: ReconcileRun.Configuration, progress: RunProgress, into outcome: inout RecoveryOutcome,
         completing complete: ((inout RunReport) async throws -> Void)? = nil
     ) async throws {
+        // A window Apple's limits refuse is refused before it is announced.
+        try ReconcileRun.validate(configuration.window, environment: target.scope.environment)
+        starting(.init(scope: target.scope, window: configuration.window, kind: configuration.kind, dryRun: configuration.dryRun))
         let run = ReconcileRun(
             configuration: configuration, scope: target.scope, database: database, verifier: target.verifier, client: target.client)
         do {
@@ -330,27 +352,29 @@ struct TargetRecovery: Sendable {
         }
     }
 
-    /// What ends a target's recovery, in the command line's words, with its code.
-    static func stop(_ error: any Error) -> ReconcilerError {
+    /// What ends a target's recovery, in the command line's words, with its code; a hint names
+    /// the settings to check where they were set (`origins`).
+    static func stop(_ error: any Error, origins: SettingOrigins) -> ReconcilerError {
         switch error {
         case let stopped as ReconcileRun.RunStopped:
             switch stopped.reason {
             case .interrupted: return ReconcilerError(.interrupted, "interrupted: rerun the same command to resume")
             case .configuration(let text):
-                if let cause = stopped.cause as? ReconcilerError { return cause }
-                return .configuration((stopped.cause as? AppStoreServerAPIError)?.operatorDescription ?? text)
+                if let cause = stopped.cause as? ReconcilerError { return cause.naming(origins) }
+                return .configuration((stopped.cause as? AppStoreServerAPIError)?.operatorDescription(checking: origins) ?? text)
             case .unavailable(let text): return .partial("the run stopped: \(text); rerun the same command to resume")
             }
         case is CancellationError: return ReconcilerError(.interrupted, "interrupted before the run started; rerun the same command")
         case let error as ReconcilerError where error.code == .databaseUnavailable:
             return .partial("the run stopped: \(error); rerun the same command to resume")
         case let error as AppStoreServerAPIError:
-            if case .unauthorized = error { return .configuration(error.operatorDescription) }
+            if case .unauthorized = error { return .configuration(error.operatorDescription(checking: origins)) }
             return .partial("the run stopped: \(error); rerun the same command to resume")
         case let error where Database.isDatabaseFailure(error):
             return .partial("the database failed during the run (\(Database.operatorDescription(of: error))); rerun the same command to resume")
         default:
-            return ReconcilerError(endingCommandWith: error) ?? .partial("the run stopped: \(error); rerun the same command to resume")
+            return ReconcilerError(endingCommandWith: error)?.naming(origins)
+                ?? .partial("the run stopped: \(error); rerun the same command to resume")
         }
     }
 }

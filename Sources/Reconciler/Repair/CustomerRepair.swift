@@ -310,7 +310,7 @@ package struct CustomerRepair: Sendable {
             return ReconcilerError(
                 .unknownTransactionId,
                 """
-                the App Store knows no \(what) for this app in this environment: check the ID, and APP_STORE_ENVIRONMENT \
+                the App Store knows no \(what) for this app in this environment: check the ID, and the environment \
                 (a sandbox purchase is not in production)
                 """, details: details.description)
         case .badRequest(let details), .notFound(let details), .unexpectedStatus(let details):

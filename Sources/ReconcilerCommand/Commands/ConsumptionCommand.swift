@@ -236,7 +236,8 @@ struct ConsumptionCommand: AsyncParsableCommand {
             }
             do {
                 try await database.runWork(logger: logger, sharing: [target.sharing([.sendConsumptionInformation])]) { [again] database in
-                    try await ConsumptionAnswers.send(prepared, again: again, client: target.client, database: database)
+                    try await ConsumptionAnswers.send(
+                        prepared, again: again, client: target.client, origins: target.origins, database: database)
                 }
             } catch let error as ReconcilerError where error.code == .interrupted {
                 throw ReconcilerError(

@@ -54,7 +54,8 @@ struct DetectOutageCommand: AsyncParsableCommand {
                     outcomes.append(Outcome(app: target.app, detection: detection))
                 } catch let error as AppStoreServerAPIError {
                     switch error {
-                    case .unauthorized, .badRequest: outcomes.append(Outcome(app: target.app, error: .configuration(error.operatorDescription)))
+                    case .unauthorized, .badRequest:
+                        outcomes.append(Outcome(app: target.app, error: .configuration(error.operatorDescription(checking: target.origins))))
                     default: outcomes.append(Outcome(app: target.app, error: .partial(error.description)))
                     }
                 }
@@ -82,14 +83,8 @@ struct DetectOutageCommand: AsyncParsableCommand {
             }
         }
         // The worst of the apps and environments decides the exit code (``ExitClass/mostPressing(_:)``).
-        let errors = outcomes.compactMap(\.error)
-        if let index = ExitClass.mostPressing(errors.map(\.exitCode)) ?? errors.indices.first {
-            let worst = errors[index]
-            throw several
-                ? ReconcilerError(
-                    worst.code, outcomes.compactMap { outcome in outcome.error.map { "\(outcome.app): \($0)" } }.joined(separator: "; "))
-                : worst
-        }
+        let failures = outcomes.compactMap { outcome in outcome.error.map { (app: outcome.app, error: $0) } }
+        if let worst = ReconcilerError.worst(of: failures, several: several) { throw worst }
     }
 
     /// What the detection found for one app and environment, or why it could not look.

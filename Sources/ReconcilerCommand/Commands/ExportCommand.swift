@@ -41,7 +41,9 @@ struct ExportCommand: AsyncParsableCommand {
             valueName: "uuid"))
     var appAccountToken: String?
 
-    @Option(name: .long, help: ArgumentHelp("Judge `entitled` at this time instead of now (ISO 8601, UNIX ms, now-1h).", valueName: "T"))
+    @Option(
+        name: .long, help: ArgumentHelp("Judge `entitled` at this time instead of now (ISO 8601 with a zone, UNIX ms, now-1h).", valueName: "T"),
+        transform: Timestamp.argument)
     var at: Timestamp?
 
     @Flag(name: .long, help: "A subscription in Apple's billing retry counts as entitled (env RECONCILER_ENTITLE_BILLING_RETRY=1).")

@@ -116,7 +116,7 @@ struct RejectionsCommand: AsyncParsableCommand {
         }
         guard matching.count <= 1 else {
             throw ReconcilerError.configuration(
-                "\(selector) matches in \(matching.map(\.description).joined(separator: " and ")): choose one with --app (and --environment); nothing was acknowledged"
+                "\(selector) matches in \(matching.map(\.description).joined(separator: " and ")): choose one with \(AppTarget.choices(matching)); nothing was acknowledged"
             )
         }
         guard let owner = matching.first else {

@@ -46,8 +46,8 @@ struct RepairCommand: AsyncParsableCommand {
     var appAccountToken: String?
     @Option(
         help: ArgumentHelp(
-            "Read the customer's notification history from T (default: as far back as Apple keeps it, 180 days; 30 in the sandbox).",
-            valueName: "T"))
+            "Read the customer's notification history from T (ISO 8601 with a zone, UNIX ms, now-30d; default: as far back as Apple keeps it, 180 days; 30 in the sandbox).",
+            valueName: "T"), transform: Timestamp.argument)
     var since: Timestamp?
     @Flag(help: "Read the customer's transaction history from the start, not from the stored revision.") var full = false
     @Flag(help: "Change nothing; print exactly what the repair would do.") var dryRun = false
@@ -133,7 +133,7 @@ struct RepairCommand: AsyncParsableCommand {
         // when Apple knows the customer in production under none of the IDs given (TestFlight and
         // App Review purchases are sandbox purchases).
         let loaded = try app.loadTargets(api: api)
-        let targets = loaded.targets.sorted { $0.app.environment == .production && $1.app.environment != .production }
+        let targets = loaded.targets.productionFirst()
         guard Set(targets.map(\.app.bundleId)).count == 1 else {
             throw ReconcilerError.configuration(
                 "several apps are configured (\(Set(targets.map(\.app.bundleId)).sorted().joined(separator: ", "))): choose one with --app")
@@ -176,18 +176,20 @@ struct RepairCommand: AsyncParsableCommand {
                 target.sharing(
                     [.getNotificationHistory, .getTransactionHistory, .getAllSubscriptionStatuses] + (orderId == nil ? [] : [.lookUpOrderId]))
             ]
-            return try await database.runWork(logger: logger, sharing: sharing) { database in
-                do {
-                    try await Migrator().requireCurrent(database)
+            return try await target.callingApple {
+                try await database.runWork(logger: logger, sharing: sharing) { database in
+                    do {
+                        try await Migrator().requireCurrent(database)
+                    }
+                    var report = try await CustomerRepair(
+                        configuration: configuration, scope: target.scope, database: database, verifier: verifier, client: client
+                    ).repair()
+                    if let forwarding {
+                        let forwarder = Forwarder(configuration: forwarding, database: database)
+                        report.forwarding = try await forwarder.drain(runIds: [report.runId], upTo: drainTimeout)
+                    }
+                    return report
                 }
-                var report = try await CustomerRepair(
-                    configuration: configuration, scope: target.scope, database: database, verifier: verifier, client: client
-                ).repair()
-                if let forwarding {
-                    let forwarder = Forwarder(configuration: forwarding, database: database)
-                    report.forwarding = try await forwarder.drain(runIds: [report.runId], upTo: drainTimeout)
-                }
-                return report
             }
         } catch let error as ReconcilerError where error.code == .interrupted {
             throw ReconcilerError(.interrupted, "interrupted: run the same command again (what is done is not done twice)")

@@ -35,7 +35,9 @@ struct RunCommand: AsyncParsableCommand {
             at once, each in its own run, lease and share of its app's budget; --app and --environment choose some. \
             The reports print once all are done, in the file's order.
 
-            T is ISO 8601 (2026-11-20T03:10:00Z), UNIX milliseconds, or now-6h.
+            T is ISO 8601 with zero-padded fields and a zone (2026-11-20T03:10:00Z, 2026-11-20T04:10:00+01:00), UNIX \
+            milliseconds (1763608200000), or now-<number><unit> (now-6h, now-90m); anything else is refused. Each \
+            window is printed (both ends and its length) before its first request.
             Exit codes: 0 everything was recovered; 4 done, but something needs a person (payloads quarantined for \
             the first time, requests Apple refused, a window lost to retention); 2 partial or interrupted (rerun to \
             resume); 1 usage or configuration error, or another run holds the lease.
@@ -46,8 +48,9 @@ struct RunCommand: AsyncParsableCommand {
               reconciler run --since-last --metrics-file /var/lib/node_exporter/reconciler.prom
             """)
 
-    @Option(help: ArgumentHelp("Start of the window (ISO 8601, UNIX ms, or now-6h).", valueName: "T")) var start: Timestamp?
-    @Option(help: ArgumentHelp("End of the window (default now).", valueName: "T")) var end: Timestamp?
+    @Option(help: ArgumentHelp("Start of the window (ISO 8601 with a zone, UNIX ms, or now-6h).", valueName: "T"), transform: Timestamp.argument)
+    var start: Timestamp?
+    @Option(help: ArgumentHelp("End of the window (default now).", valueName: "T"), transform: Timestamp.argument) var end: Timestamp?
     @Flag(help: "The schedule's next window: retry the unfinished scheduled windows, then recover from the chain's end minus --overlap to now.")
     var sinceLast = false
     @Option(
@@ -242,21 +245,26 @@ struct RunCommand: AsyncParsableCommand {
                 configuration: configuration,
                 targets: targets.indices.map { index in
                     Recovery.Target(
-                        scope: targets[index].scope, verifier: targets[index].verifier, client: targets[index].client,
+                        scope: targets[index].scope, origins: targets[index].origins, verifier: targets[index].verifier,
+                        client: targets[index].client,
                         budget: .init(claims: targets[index].budget.claims(endpoints)),
                         forwarder: forwarders[index].map { Forwarder(configuration: $0, database: database) },
                         forwardTo: forwardURLs[index]?.target)
                 }, database: database, logger: logger)
             let reporters = Locked<[Task<Void, Never>]>([])
-            var outcomes = await recovery.recover { scope in
-                let progress = RunProgress()
-                var targetLogger = logger
-                if targets.count > 1 { targetLogger[metadataKey: "app"] = "\(scope)" }
-                // On a terminal one line is rewritten in place: with several apps, each logs its own instead.
-                let reporter = ProgressReporter(progress: progress, logger: targetLogger, interval: interval, rewritesLine: targets.count == 1)
-                reporters.withLock { $0.append(Task { await reporter.run() }) }
-                return progress
-            }
+            let json = logging.json
+            var outcomes = await recovery.recover(
+                progress: { scope in
+                    let progress = RunProgress()
+                    var targetLogger = logger
+                    if targets.count > 1 { targetLogger[metadataKey: "app"] = "\(scope)" }
+                    // On a terminal one line is rewritten in place: with several apps, each logs its own instead.
+                    let reporter = ProgressReporter(
+                        progress: progress, logger: targetLogger, interval: interval, rewritesLine: targets.count == 1)
+                    reporters.withLock { $0.append(Task { await reporter.run() }) }
+                    return progress
+                },
+                starting: { Self.announce($0, json: json, logger: logger) })
             for reporter in reporters.withLock({ $0 }) {
                 reporter.cancel()
                 await reporter.value
@@ -287,6 +295,25 @@ struct RunCommand: AsyncParsableCommand {
             }
             return outcomes
         }
+    }
+
+    /// Prints the window a run is about to recover, before its first request, whatever the log
+    /// level (a typo in a time shows here, not after the recovery): one line on stderr, stdout
+    /// keeping the reports; with `--log-format json`, a notice log line.
+    static func announce(_ start: Recovery.WindowStart, json: Bool, logger: Logger) {
+        let verb = start.dryRun ? "dry run, would recover" : "recovering"
+        guard !json else {
+            logger.notice(
+                "\(verb) a window",
+                metadata: [
+                    "app": "\(start.scope)", "start": "\(start.window.start)", "end": "\(start.window.end)",
+                    "length": "\(start.window.duration.readableText)", "kind": "\(start.kind.rawValue)",
+                ])
+            return
+        }
+        // On a terminal the progress line may be on screen: clear it first.
+        let clear = ProgressReporter.stderrIsTerminal ? "\r\u{1B}[K" : ""
+        FileHandle.standardError.write(Data("\(clear)\(verb) \(start.scope): \(start.window.readableText)\n".utf8))
     }
 
     /// The windows this invocation recovers.

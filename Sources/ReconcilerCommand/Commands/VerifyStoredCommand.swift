@@ -20,8 +20,8 @@ struct VerifyStoredCommand: AsyncParsableCommand {
             too) and that it still names its row's notification or transaction. Values of an app the \
             configuration does not name are checked for their signature and chain only, and listed.
 
-            --since T checks only notifications received, and transactions written, at or after T (ISO 8601, \
-            UNIX ms, now-7d). Payloads removed by `prune --payloads-older-than` are counted apart: there is \
+            --since T checks only notifications received, and transactions written, at or after T (ISO 8601 \
+            with a zone, UNIX ms, now-7d). Payloads removed by `prune --payloads-older-than` are counted apart: there is \
             nothing left to verify, and that is not a failure. It reads in batches of short transactions, \
             beside `serve` and runs.
 
@@ -32,7 +32,9 @@ struct VerifyStoredCommand: AsyncParsableCommand {
               reconciler verify-stored --since now-7d --json
             """)
 
-    @Option(help: ArgumentHelp("Only values stored at or after this time (ISO 8601, UNIX ms, now-7d).", valueName: "T"))
+    @Option(
+        help: ArgumentHelp("Only values stored at or after this time (ISO 8601 with a zone, UNIX ms, now-7d).", valueName: "T"),
+        transform: Timestamp.argument)
     var since: Timestamp?
 
     @Flag(help: "Print the report as JSON.")

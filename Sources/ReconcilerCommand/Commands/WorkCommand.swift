@@ -48,7 +48,8 @@ struct WorkCommand: AsyncParsableCommand {
     /// worker of a deployment with several apps needs no `--app`.
     private func runTarget(_ loaded: LoadedTargets, logger: Logger) async throws -> CommandTarget {
         let targets = loaded.targets
-        guard targets.count > 1 else { return try loaded.onlyTarget() }
+        // `--app` and `--environment` (or the file) leave one: the worker works for it.
+        if targets.count == 1 { return targets[0] }
         // A short read before the work: the worker's own client, lifecycle and budget start after.
         let runId = self.runId
         let run = try await database.withDatabase(logger: logger) { database in try await RunLedger(database: database).run(id: runId) }
@@ -70,15 +71,17 @@ struct WorkCommand: AsyncParsableCommand {
         do {
             // SIGINT or SIGTERM stop the worker at a checkpoint; its customers go back to the queue.
             let sharing = [target.sharing([.getTransactionHistory, .getAllSubscriptionStatuses])]
-            try await database.runWork(logger: logger, sharing: sharing) { database in
-                try await Migrator().requireCurrent(database)
-                let worker = RunWorker(
-                    configuration: .init(runId: runId, concurrency: concurrency, worker: holder, giveUp: giveUp),
-                    scope: target.scope, database: database, verifier: verifier, client: client)
-                let reporter = ProgressReporter(progress: progress, logger: logger, interval: .seconds(10))
-                let progressTask = Task { await reporter.run() }
-                defer { progressTask.cancel() }
-                try await worker.work(progress: progress)
+            try await target.callingApple {
+                try await database.runWork(logger: logger, sharing: sharing) { database in
+                    try await Migrator().requireCurrent(database)
+                    let worker = RunWorker(
+                        configuration: .init(runId: runId, concurrency: concurrency, worker: holder, giveUp: giveUp),
+                        scope: target.scope, database: database, verifier: verifier, client: client)
+                    let reporter = ProgressReporter(progress: progress, logger: logger, interval: .seconds(10))
+                    let progressTask = Task { await reporter.run() }
+                    defer { progressTask.cancel() }
+                    try await worker.work(progress: progress)
+                }
             }
         } catch let error as ReconcilerError where error.code == .interrupted {
             throw ReconcilerError(.interrupted, "interrupted; the customers this worker held are pending again")

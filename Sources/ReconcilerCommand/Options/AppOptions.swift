@@ -77,7 +77,12 @@ struct AppOptions: ParsableArguments {
             }
             do {
                 var configuration = try ReconcilerConfiguration.load(file: file)
-                if let rootCertificates { configuration.rootCertificates = Self.paths(rootCertificates) }
+                if let rootCertificates {
+                    configuration.rootCertificates = Self.paths(rootCertificates)
+                    for index in configuration.targets.indices {
+                        configuration.targets[index].origins.rootCertificates = .named("--root-certificates")
+                    }
+                }
                 return configuration
             }
         }
@@ -91,8 +96,19 @@ struct AppOptions: ParsableArguments {
             throw ReconcilerError.configuration(
                 "production needs the app's Apple ID: set APP_STORE_APP_APPLE_ID or --app-apple-id (or use --environment sandbox)")
         }
+        // The flag where one was given, else its variable: the hints name what set it.
+        let origins = SettingOrigins(
+            bundleId: .named(self.bundleId == nil ? "APP_STORE_BUNDLE_ID" : "--bundle-id"),
+            appAppleId: .named(self.appAppleId == nil ? "APP_STORE_APP_APPLE_ID" : "--app-apple-id"),
+            environment: .named(self.environment == nil ? "APP_STORE_ENVIRONMENT" : "--environment"),
+            keyId: .named("APP_STORE_KEY_ID"), issuerId: .named("APP_STORE_ISSUER_ID"), privateKeyPath: .named("APP_STORE_PRIVATE_KEY_PATH"),
+            rootCertificates: .named(
+                self.rootCertificates != nil
+                    ? "--root-certificates"
+                    : Env.value("APP_STORE_ROOT_CERTIFICATES") != nil ? "APP_STORE_ROOT_CERTIFICATES" : "the bundled Apple Root CA - G3"))
         let target = ReconcilerConfiguration.Target(
-            app: AppTarget(bundleId: bundleId, environment: environment, appAppleId: appAppleId), key: key, apiBaseURL: apiBaseURL,
+            app: AppTarget(bundleId: bundleId, environment: environment, appAppleId: appAppleId), key: key, origins: origins,
+            apiBaseURL: apiBaseURL,
             entitlement: try EntitlementOptions.policy(), forwardTo: nil, consumption: try ConsumptionOptions.settings())
         return ReconcilerConfiguration(
             targets: [target], rootCertificates: (rootCertificates ?? Env.value("APP_STORE_ROOT_CERTIFICATES")).map(Self.paths),

@@ -21,10 +21,12 @@ struct LoggingOptions: ParsableArguments {
         }
     }
 
+    /// Whether logs are JSON lines (`--log-format json`, LOG_FORMAT=json).
+    var json: Bool { (logFormat ?? Env.value("LOG_FORMAT") ?? "text").lowercased() == "json" }
+
     /// Sets up swift-log once for the process (logs go to stderr) and returns a logger.
     func makeLogger(label: String = "reconciler") -> Logger {
         let level = Logger.Level(rawValue: (logLevel ?? Env.value("LOG_LEVEL") ?? "info").lowercased()) ?? .info
-        let json = (logFormat ?? Env.value("LOG_FORMAT") ?? "text").lowercased() == "json"
         LoggingBootstrap.once(json: json, verbose: verbose)
         var logger = Logger(label: label)
         logger.logLevel = level

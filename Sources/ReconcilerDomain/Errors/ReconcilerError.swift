@@ -57,7 +57,7 @@ package struct ReconcilerError: Error, CustomStringConvertible, CustomDebugStrin
         package var remedy: String? {
             switch base {
             case .appMismatch: "check the bundle id, the app's Apple ID and the environment"
-            case .untrustedChains: "check APP_STORE_ROOT_CERTIFICATES (Apple Root CA - G3)"
+            case .untrustedChains: "check the configured root certificates"
             case .databaseUnavailable: "rerun once the database is back; the work resumes where it stopped"
             case .unknownStoredValue: "run the version of the reconciler that wrote it"
             case .payloadUnavailable: "run `reconciler verify-stored` to list what cannot be rebuilt"
