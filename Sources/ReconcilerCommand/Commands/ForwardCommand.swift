@@ -37,11 +37,13 @@ struct ForwardCommand: AsyncParsableCommand {
               reconciler forward --forward-to https://app.internal/apple/notifications
               reconciler forward --once --drain-timeout 10m
               reconciler forward --once --retry-failed
-              reconciler forward --config /etc/reconciler/reconciler.yaml --app com.example.two   # that app's forwardTo
+              # that app's forwardTo
+              reconciler forward --config /etc/reconciler/reconciler.yaml \\
+                  --app com.example.two
             """)
 
     @Flag(help: "Deliver what is due, wait for retries up to --drain-timeout, then exit.") var once = false
-    @Option(help: ArgumentHelp("With --once, how long to wait for retries (default 5m).", valueName: "duration")) var drainTimeout: Duration =
+    @Option(help: ArgumentHelp("With --once, how long to wait for retries.", valueName: "duration")) var drainTimeout: Duration =
         .minutes(5)
     @Flag(help: "First give the deliveries marked failed a new set of attempts (after the app's endpoint was fixed).") var retryFailed = false
     @Option(
@@ -120,16 +122,18 @@ struct ForwardCommand: AsyncParsableCommand {
             let unrebuilt = max(0, unrebuildable.after - unrebuildable.before)
             guard unrebuilt > 0 else {
                 throw ReconcilerError.attention(
-                    "\(failed) deliveries failed for good; fix the app's endpoint, then `reconciler forward --once --retry-failed`")
+                    "\(Plural.count(failed, "delivery", "deliveries")) failed for good; fix the app's endpoint, then `reconciler forward --once --retry-failed`"
+                )
             }
             throw ReconcilerError.attention(
-                "\(failed) deliveries failed for good, \(unrebuilt) of them because their stored signed payload cannot be rebuilt "
+                "\(Plural.count(failed, "delivery", "deliveries")) failed for good, \(unrebuilt) of them because their stored signed payload cannot be rebuilt "
                     + "(never sent: see the runbook, \"A delivery that cannot be rebuilt\"); for the others fix the app's endpoint; "
                     + "then `reconciler forward --once --retry-failed`")
         }
         if pendingHere > 0 {
             throw ReconcilerError.partial(
-                "\(pendingHere) deliveries are still pending; they are retried by `reconciler forward`, the next run or `serve --forward-to`")
+                "\(Plural.count(pendingHere, "delivery", "deliveries")) still pending; they are retried by `reconciler forward`, the next run or `serve --forward-to`"
+            )
         }
     }
 
