@@ -167,6 +167,18 @@ package struct NotificationHandler: Sendable {
                 .map(\.feedRow)
             }, on: transaction)
 
+        // Applied counts the notifications the feed names for a purchase's change; one whose data
+        // changed nothing (or that another notification of the page is named for) is recorded only.
+        let named = Set(changes.filter(\.value.changesPurchase).keys.compactMap { origin.notificationUUIDs[$0] })
+        let outcomes = Dictionary(
+            rows.filter { inserted.contains($0.notification.notificationUUID) }.map { row in
+                let outcome = row.outcome == .applied && !named.contains(row.notification.notificationUUID) ? .recorded : row.outcome
+                return (row.notification.notificationUUID, outcome)
+            }, uniquingKeysWith: { first, _ in first })
+        try await store.notifications.markRecordedOnly(
+            rows.filter { $0.outcome == .applied && outcomes[$0.notification.notificationUUID] == .recorded }.map(\.notification.notificationUUID),
+            on: transaction)
+
         var recorded = Set<String>()
         return notifications.map { notification in
             let first = recorded.insert(notification.notificationUUID).inserted
@@ -174,11 +186,13 @@ package struct NotificationHandler: Sendable {
             return HandlingResult(
                 notificationUUID: notification.notificationUUID, typeAndSubtype: notification.typeAndSubtype,
                 originalTransactionId: notification.originalTransactionId,
-                outcome: isNew ? outcome(of: notification, before: before) : .duplicate,
+                outcome: isNew ? outcomes[notification.notificationUUID] ?? .duplicate : .duplicate,
                 change: isNew ? notification.originalTransactionId.flatMap { changes[$0] } : nil)
         }
     }
 
+    /// How a notification is recorded before its data is applied: `applied` may still become
+    /// `recorded` when it changed no purchase (``apply(_:source:forwarding:on:)``).
     private func outcome(of notification: VerifiedNotification, before: [String: PurchaseState]) -> HandlingResult.Outcome {
         guard notification.appliesToPurchase, let original = notification.originalTransactionId else { return .recorded }
         return (before[original]?.lastSignedDate ?? Int64.min) > notification.signedDate ? .stale : .applied
