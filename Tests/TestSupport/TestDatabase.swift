@@ -2,9 +2,8 @@ import Foundation
 package import Logging
 package import PostgresNIO
 import Reconciler
-import Testing
-
 package import ReconcilerStore
+import Testing
 
 /// A fresh, migrated database in the throwaway cluster of `jobs/dev/with-postgres`, dropped afterwards.
 package struct TestDatabase {
