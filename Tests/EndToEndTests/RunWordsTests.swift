@@ -134,16 +134,22 @@ import Testing
             let rows = try await rehearsal.reconciler(["changes", "--run-id", "\(runId)", "--kind", "purchase"]).stdout
                 .split(separator: "\n").map { try JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] ?? [:] }
             let purchases = Set(rows.compactMap { $0["originalTransactionId"] as? String })
-            let named = Set(rows.compactMap { $0["notificationUUID"] as? String })
             #expect(report["changesTotal"] as? Int == purchases.count, "\(report["changesTotal"] ?? "?") vs the feed's \(purchases.count)")
             #expect(predicted == purchases.count, "the dry run predicted \(predicted ?? -1), the feed shows \(purchases.count)")
-            // Every notification counted applied is one a purchase row of the feed names, and the
-            // stored outcomes (which the incident page charts) are the report's counts.
-            let applied = Set(
-                try await rehearsal.db.strings("SELECT notification_uuid FROM notifications WHERE run_id = \(runId) AND outcome = 'applied'"))
+            // Every notification counted applied changed its purchase: the transaction that recorded
+            // it wrote a purchase row of the feed for that purchase. The stored outcomes (which the
+            // incident page charts) are the report's counts.
+            let applied = try await rehearsal.db.count("SELECT count(*) FROM notifications WHERE run_id = \(runId) AND outcome = 'applied'")
+            let changedNothing = try await rehearsal.db.count(
+                """
+                SELECT count(*) FROM notifications n WHERE n.run_id = \(runId) AND n.outcome = 'applied' AND NOT EXISTS (
+                    SELECT 1 FROM purchase_changes c
+                    WHERE c.kind = 'purchase' AND c.original_transaction_id = n.original_transaction_id AND c.bundle_id = n.bundle_id
+                      AND c.environment = n.environment AND c.xid::text::numeric % 4294967296 = n.xmin::text::numeric)
+                """)
             let notifications = report["notifications"] as? [String: Int] ?? [:]
-            #expect(notifications["applied"] == applied.count, "report \(notifications), stored \(applied.count) applied")
-            #expect(applied.subtracting(named).isEmpty, "\(applied.subtracting(named).count) applied notifications changed no purchase")
+            #expect(notifications["applied"] == applied, "report \(notifications), stored \(applied) applied")
+            #expect(changedNothing == 0, "\(changedNothing) notifications counted applied changed no purchase")
             #expect(
                 try await rehearsal.db.count("SELECT count(*) FROM notifications WHERE run_id = \(runId) AND outcome = 'recorded'")
                     == notifications["recorded"])

@@ -167,13 +167,13 @@ package struct NotificationHandler: Sendable {
                 .map(\.feedRow)
             }, on: transaction)
 
-        // Applied counts the notifications the feed names for a purchase's change; one whose data
-        // changed nothing (or that another notification of the page is named for) is recorded only.
-        let named = Set(changes.filter(\.value.changesPurchase).keys.compactMap { origin.notificationUUIDs[$0] })
+        // Applied counts the notifications whose purchase changed (as the feed counts a change:
+        // entitled and lastSignedDate aside); one whose data changed nothing is recorded only.
+        let changed = Set(changes.filter(\.value.changesPurchase).keys)
         let outcomes = Dictionary(
             rows.filter { inserted.contains($0.notification.notificationUUID) }.map { row in
-                let outcome = row.outcome == .applied && !named.contains(row.notification.notificationUUID) ? .recorded : row.outcome
-                return (row.notification.notificationUUID, outcome)
+                let purchaseChanged = row.notification.originalTransactionId.map(changed.contains) ?? false
+                return (row.notification.notificationUUID, row.outcome == .applied && !purchaseChanged ? .recorded : row.outcome)
             }, uniquingKeysWith: { first, _ in first })
         try await store.notifications.markRecordedOnly(
             rows.filter { $0.outcome == .applied && outcomes[$0.notification.notificationUUID] == .recorded }.map(\.notification.notificationUUID),

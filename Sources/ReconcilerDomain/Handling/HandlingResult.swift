@@ -3,8 +3,9 @@ import AppStoreServer
 /// What the handler did with one notification.
 package struct HandlingResult: Sendable {
     package enum Outcome: String, Sendable, Codable, CaseIterable {
-        /// Recorded, and its data applied: it changed its purchase (the change feed's purchase row
-        /// of that change names it).
+        /// Recorded, and its data applied: its purchase changed (as the change feed counts a change,
+        /// `entitled` and `lastSignedDate` aside; the feed's row names the newest notification of
+        /// the batch).
         case applied
         /// Recorded, but signed before the newest notification its purchase already reflected.
         /// Its data goes through the same guards as any other: each part of the purchase (its
@@ -13,8 +14,7 @@ package struct HandlingResult: Sendable {
         /// before), and never takes anything back.
         case stale
         /// Recorded only: it carries nothing to apply (TEST, summaries, external purchase tokens),
-        /// or its data changed no purchase (stored already, or a newer notification of the same
-        /// batch is the one the change names).
+        /// or what it carried was stored already, so its purchase did not change.
         case recorded
         /// Already recorded under its notificationUUID: nothing done.
         case duplicate

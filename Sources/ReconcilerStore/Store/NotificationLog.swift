@@ -207,9 +207,9 @@ package struct NotificationLog: Sendable {
     }
 
     /// Records as `recorded` notifications first recorded as `applied` whose data, once applied,
-    /// changed no purchase (what was in them was stored already, or another notification of the
-    /// same page is the one the change feed names): the run's counts, the report page and the feed
-    /// then agree on what changed a purchase. In the caller's transaction, right after ``insert``.
+    /// changed no purchase (what was in them was stored already): the run's counts, the report
+    /// page and the feed then agree on what changed a purchase. In the caller's transaction, right
+    /// after ``insert``.
     package func markRecordedOnly(_ notificationUUIDs: [String], on transaction: DatabaseTransaction) async throws {
         guard !notificationUUIDs.isEmpty else { return }
         let (recorded, applied) = (HandlingResult.Outcome.recorded.rawValue, HandlingResult.Outcome.applied.rawValue)
