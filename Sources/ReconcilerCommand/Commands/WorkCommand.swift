@@ -86,7 +86,7 @@ struct WorkCommand: AsyncParsableCommand {
         }
         let snapshot = progress.snapshot
         print(
-            "worker \(ProcessIdentity.short(holder)) on run \(runId): \(Plural.count(snapshot.customersDoneHere, "customer")) done here, "
+            "worker \(holder) on run \(runId): \(Plural.count(snapshot.customersDoneHere, "customer")) done here, "
                 + "\(snapshot.customersFailedHere) failed, \(Plural.count(client.statistics.snapshot.requests, "request"))")
         if snapshot.customersFailedHere > 0 {
             throw ReconcilerError.partial(
