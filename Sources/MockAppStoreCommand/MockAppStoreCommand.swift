@@ -45,12 +45,15 @@ struct MockAppStoreCommand: AsyncParsableCommand {
 
             Times: ISO 8601 with a zone, UNIX milliseconds, or now-6h. Durations: 90s, 45m, 6h, 3d.
 
-              mock-appstore --port 8081 --seed 7 --customers 200 --outage-start now-6h --outage-end now-3h \\
+              mock-appstore --port 8081 --seed 7 --customers 200 \\
+                --outage-start now-6h --outage-end now-3h \\
                 --webhook http://127.0.0.1:8080/notifications --credentials-dir /tmp/mock
 
-              mock-appstore --port 8081 --sandbox-port 8082 --app com.example.one:1234567890:production,sandbox \\
-                --app com.example.two:2345678901:production --webhook http://127.0.0.1:8080/notifications \\
-                --credentials-dir /tmp/mock    # then: reconciler --config /tmp/mock/reconciler.yaml ...
+              # then: reconciler --config /tmp/mock/reconciler.yaml ...
+              mock-appstore --port 8081 --sandbox-port 8082 \\
+                --app com.example.one:1234567890:production,sandbox \\
+                --app com.example.two:2345678901:production \\
+                --webhook http://127.0.0.1:8080/notifications --credentials-dir /tmp/mock
             """)
 
     @Option(help: "Port to listen on (0 picks a free one, printed when ready).") var port: Int = 8081

@@ -123,7 +123,7 @@ import Testing
         ) { rehearsal in
             let run = try await rehearsal.runWindow()
             #expect(run.status == 1, "\(run.stdout)\n\(run.stderr)")
-            #expect(run.stdout.contains("\(Self.two) (Production):"), "\(run.stdout)")
+            #expect(run.stderr.contains("\(Self.two) (Production) was not recovered"), "\(run.stdout)\n\(run.stderr)")
             let recovered = Set(["\(Self.one)/Production", "\(Self.one)/Sandbox"])
             func lines(_ text: String) throws -> [String] {
                 try text.split(separator: "\n").map(String.init).filter { line in

@@ -169,6 +169,18 @@ package struct NotificationHandler: Sendable {
                 .map(\.feedRow)
             }, on: transaction)
 
+        // Applied counts the notifications whose purchase changed (as the feed counts a change:
+        // entitled and lastSignedDate aside); one whose data changed nothing is recorded only.
+        let changed = Set(changes.filter(\.value.changesPurchase).keys)
+        let outcomes = Dictionary(
+            rows.filter { inserted.contains($0.notification.notificationUUID) }.map { row in
+                let purchaseChanged = row.notification.originalTransactionId.map(changed.contains) ?? false
+                return (row.notification.notificationUUID, row.outcome == .applied && !purchaseChanged ? .recorded : row.outcome)
+            }, uniquingKeysWith: { first, _ in first })
+        try await store.notifications.markRecordedOnly(
+            rows.filter { $0.outcome == .applied && outcomes[$0.notification.notificationUUID] == .recorded }.map(\.notification.notificationUUID),
+            on: transaction)
+
         var recorded = Set<String>()
         return notifications.map { notification in
             let first = recorded.insert(notification.notificationUUID).inserted
@@ -176,11 +188,13 @@ package struct NotificationHandler: Sendable {
             return HandlingResult(
                 notificationUUID: notification.notificationUUID, typeAndSubtype: notification.typeAndSubtype,
                 originalTransactionId: notification.originalTransactionId,
-                outcome: isNew ? outcome(of: notification, before: before) : .duplicate,
+                outcome: isNew ? outcomes[notification.notificationUUID] ?? .duplicate : .duplicate,
                 change: isNew ? notification.originalTransactionId.flatMap { changes[$0] } : nil)
         }
     }
 
+    /// How a notification is recorded before its data is applied: `applied` may still become
+    /// `recorded` when it changed no purchase (``apply(_:source:forwarding:on:)``).
     private func outcome(of notification: VerifiedNotification, before: [String: PurchaseState]) -> HandlingResult.Outcome {
         guard notification.appliesToPurchase, let original = notification.originalTransactionId else { return .recorded }
         return (before[original]?.lastSignedDate ?? Int64.min) > notification.signedDate ? .stale : .applied

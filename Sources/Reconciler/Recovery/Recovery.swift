@@ -290,7 +290,7 @@ struct TargetRecovery: Sendable {
                 metadata: ["runId": "\(unfinished.runId)", "daysLeft": "\(daysLeft)"])
             outcome.notices.append(
                 "WARNING: scheduled run \(unfinished.runId) (\(unfinished.window.start) → \(unfinished.window.end)) is unfinished "
-                    + "and leaves Apple's retention in \(daysLeft) days; `reconciler rejections` lists what holds it")
+                    + "and leaves Apple's retention in \(Plural.count(daysLeft, "day")); `reconciler rejections` lists what holds it")
         }
         for unfinished in plan.retry {
             // Each unfinished window again, as it was planned; what it cannot finish is reported, and the schedule goes on.

@@ -1,4 +1,5 @@
 package import ReconcilerDomain
+import ReconcilerShared
 package import ReconcilerStore
 
 /// What a ``Recovery`` did for one app and environment, over one window or several, and how it
@@ -39,8 +40,8 @@ package struct RecoveryOutcome: Sendable {
         }
         let quarantined = reports.reduce(0) { $0 + $1.rejections.filter(\.newlyQuarantined).count }
         return .attention(
-            "done, but needs attention: \(quarantined) payloads newly quarantined (`reconciler rejections`), "
-                + "\(lost.count) windows lost to retention, refused requests are listed in the report")
+            "done, but needs attention: \(Plural.count(quarantined, "payload")) newly quarantined (`reconciler rejections`), "
+                + "\(Plural.count(lost.count, "window")) lost to retention, refused requests are listed in the report")
     }
 
     /// The outcome that decides a whole invocation's exit code: configuration (1) over retryable

@@ -145,7 +145,7 @@ struct RepairWork: Sendable {
                     failures.append(
                         .init(
                             step: "notification history", transactionId: history.entry.transactionId, kind: .retryable,
-                            error: "pagination token expired \(restarts) times: \(details)"))
+                            error: "pagination token expired \(Plural.count(restarts, "time")): \(details)"))
                     return originals
                 }
                 token = nil

@@ -34,14 +34,19 @@ struct ChangesCommand: AsyncParsableCommand {
             the effect and storing the id repeats that change (at-least-once): make the effect idempotent, for \
             example by applying the `after` state, which is the whole state of the purchase.
 
-              reconciler changes --since 0 > feed.jsonl                  # the whole feed, then exit
+              # the whole feed, then exit
+              reconciler changes --since 0 > feed.jsonl
               reconciler changes --since "$LAST_ID" --follow | my-consumer
-              reconciler changes --app com.example.two --environment production --since "$LAST_ID" --follow
+              reconciler changes --app com.example.two --environment production \\
+                  --since "$LAST_ID" --follow
               reconciler changes --app-account-token 6f1c...-...-... --since 0
-              reconciler changes --run-id 42                             # every change a run made (its report lists 1,000)
-              reconciler changes --since "$LAST_ID" --kind notification  # only notifications that changed no purchase
-              reconciler changes --newest                                # the newest id, for a new consumer
-              reconciler changes --prune-before 30d                      # retention: reconciler prune --changes-older-than 30d
+              # every change a run made (its report lists 1,000)
+              reconciler changes --run-id 42
+              # only notifications that changed no purchase
+              reconciler changes --since "$LAST_ID" --kind notification
+              reconciler changes --newest            # the newest id, for a new consumer
+              # retention: reconciler prune --changes-older-than 30d
+              reconciler changes --prune-before 30d
 
             --follow stays connected: it waits on LISTEN reconciler_changes (a connection of its own, so point \
             it at PostgreSQL or a session-mode pool, not PgBouncer in transaction mode, where it only polls) and \
@@ -72,10 +77,10 @@ struct ChangesCommand: AsyncParsableCommand {
     @Option(help: ArgumentHelp("Stop after printing this many changes.", valueName: "n"))
     var limit: Int?
 
-    @Option(help: ArgumentHelp("Changes read per query (default 500).", valueName: "n"))
+    @Option(help: ArgumentHelp("Changes read per query.", valueName: "n"))
     var batch: Int = 500
 
-    @Option(help: ArgumentHelp("With --follow, also read this often without a notification (default 5s).", valueName: "duration"))
+    @Option(help: ArgumentHelp("With --follow, also read this often without a notification.", valueName: "duration"))
     var pollInterval: Duration = .seconds(5)
 
     /// Hidden: tests shorten it to see a closed standard output ended without waiting.

@@ -23,7 +23,7 @@ struct CheckWebhookCommand: AsyncParsableCommand {
               reconciler check-webhook --app com.example.one
             """)
 
-    @Option(help: ArgumentHelp("How long to wait for the delivery attempt, in seconds (default 60).", valueName: "s")) var timeout: Int = 60
+    @Option(help: ArgumentHelp("How long to wait for the delivery attempt, in seconds.", valueName: "s")) var timeout: Int = 60
 
     @OptionGroup var app: AppOptions
     @OptionGroup var api: APIOptions

@@ -27,10 +27,12 @@ struct ConsumptionCommand: AsyncParsableCommand {
             are the app's to answer and only those a run recovered count.
 
               reconciler consumption list --open
-              reconciler consumption send --transaction-id 2000000100000317 --customer-consented \\
-                  --delivery-status DELIVERED --sample-content-provided false \\
-                  --refund-preference GRANT_PRORATED --consumption-percentage 25000
-              reconciler consumption ack --transaction-id 2000000100000318 --note "answered by the app"
+              reconciler consumption send --transaction-id 2000000100000317 \\
+                  --customer-consented --delivery-status DELIVERED \\
+                  --sample-content-provided false --refund-preference GRANT_PRORATED \\
+                  --consumption-percentage 25000
+              reconciler consumption ack --transaction-id 2000000100000318 \\
+                  --note "answered by the app"
             """,
         subcommands: [ListCommand.self, SendCommand.self, AckCommand.self])
 
@@ -55,7 +57,7 @@ struct ConsumptionCommand: AsyncParsableCommand {
 
         @Flag(help: "Only requests without an answer or an ack and before their deadline.") var open = false
         @Flag(help: "Print a JSON array instead of a table.") var json = false
-        @Option(help: ArgumentHelp("List at most this many (default 1000).", valueName: "n")) var limit: Int = 1000
+        @Option(help: ArgumentHelp("List at most this many.", valueName: "n")) var limit: Int = 1000
 
         @OptionGroup var app: AppOptions
         @OptionGroup var database: DatabaseOptions
@@ -179,8 +181,9 @@ struct ConsumptionCommand: AsyncParsableCommand {
                 (5xx) or no answer: send it again; 4 Apple accepted it but the database could not record that: \
                 do not send it again, ack it once the database is back.
 
-                  reconciler consumption send --transaction-id 2000000100000317 --customer-consented \\
-                      --delivery-status DELIVERED --sample-content-provided false --consumption-percentage 100000
+                  reconciler consumption send --transaction-id 2000000100000317 \\
+                      --customer-consented --delivery-status DELIVERED \\
+                      --sample-content-provided false --consumption-percentage 100000
                 """)
 
         @Option(help: ArgumentHelp("The CONSUMPTION_REQUEST's transactionId (`consumption list` shows it).", valueName: "id"))
@@ -276,7 +279,8 @@ struct ConsumptionCommand: AsyncParsableCommand {
                 Exit codes: 0 acked, or acked before (the first ack is kept and shown); 1 no stored request for the \
                 transaction, requests for it in several apps or environments, or bad input (nothing written).
 
-                  reconciler consumption ack --transaction-id 2000000100000317 --note "answered by the app"
+                  reconciler consumption ack --transaction-id 2000000100000317 \\
+                      --note "answered by the app"
                 """)
 
         @Option(help: ArgumentHelp("The CONSUMPTION_REQUEST's transactionId (`consumption list` shows it).", valueName: "id"))

@@ -102,7 +102,7 @@ struct ExportCommand: AsyncParsableCommand {
         }
         if output != nil {
             try sink.close()
-            FileHandle.standardError.write(Data("exported \(count) purchases to \(output!)\n".utf8))
+            FileHandle.standardError.write(Data("exported \(Plural.count(count, "purchase")) to \(output!)\n".utf8))
         }
     }
 }

@@ -42,7 +42,9 @@ struct ForwardCommand: AsyncParsableCommand {
               reconciler forward --once                       # one pass over what is due, then exit
               reconciler forward --once --drain-timeout 10m   # and wait for retries, up to 10 minutes
               reconciler forward --once --retry-failed
-              reconciler forward --config /etc/reconciler/reconciler.yaml --app com.example.two   # that app's forwardTo
+              # that app's forwardTo
+              reconciler forward --config /etc/reconciler/reconciler.yaml \\
+                  --app com.example.two
             """)
 
     @Flag(help: "Send each delivery that is due once, record its answer, then exit.") var once = false
@@ -127,16 +129,18 @@ struct ForwardCommand: AsyncParsableCommand {
             let unrebuilt = max(0, unrebuildable.after - unrebuildable.before)
             guard unrebuilt > 0 else {
                 throw ReconcilerError.attention(
-                    "\(failed) deliveries failed for good; fix the app's endpoint, then `reconciler forward --once --retry-failed`")
+                    "\(Plural.count(failed, "delivery", "deliveries")) failed for good; fix the app's endpoint, then `reconciler forward --once --retry-failed`"
+                )
             }
             throw ReconcilerError.attention(
-                "\(failed) deliveries failed for good, \(unrebuilt) of them because their stored signed payload cannot be rebuilt "
+                "\(Plural.count(failed, "delivery", "deliveries")) failed for good, \(unrebuilt) of them because their stored signed payload cannot be rebuilt "
                     + "(never sent: see the runbook, \"A delivery that cannot be rebuilt\"); for the others fix the app's endpoint; "
                     + "then `reconciler forward --once --retry-failed`")
         }
         if pendingHere > 0 {
             throw ReconcilerError.partial(
-                "\(pendingHere) deliveries are still pending; they are retried by `reconciler forward`, the next run or `serve --forward-to`")
+                "\(Plural.count(pendingHere, "delivery", "deliveries")) still pending; they are retried by `reconciler forward`, the next run or `serve --forward-to`"
+            )
         }
     }
 

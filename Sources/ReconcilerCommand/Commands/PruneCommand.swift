@@ -41,9 +41,10 @@ struct PruneCommand: AsyncParsableCommand {
             usage or configuration (no option, an age under its minimum, the schema not migrated, no database to \
             connect to); 2 the database went away while pruning (run it again: what was removed stays removed).
 
-              reconciler prune --changes-older-than 30d --delivered-older-than 7d --finished-runs-older-than 30d --dry-run
-              reconciler prune --changes-older-than 30d --delivered-older-than 7d --finished-runs-older-than 30d \
-                  --acknowledged-quarantine-older-than 90d
+              reconciler prune --changes-older-than 30d --delivered-older-than 7d \\
+                  --finished-runs-older-than 30d --dry-run
+              reconciler prune --changes-older-than 30d --delivered-older-than 7d \\
+                  --finished-runs-older-than 30d --acknowledged-quarantine-older-than 90d
               reconciler prune --payloads-older-than 400d
             """)
 

@@ -23,9 +23,10 @@ struct RejectionsCommand: AsyncParsableCommand {
 
               reconciler rejections                     # unacknowledged ones
               reconciler rejections --all --json
-              reconciler rejections --ack 3f2a9c1d --note "forged test payload from the security drill"
+              reconciler rejections --ack 3f2a9c1d --note "forged in the security drill"
               reconciler rejections --ack 2000000100000123 --note "repaired by hand"
-              reconciler rejections --ack 2000000100000123 --app com.example.two --environment production
+              reconciler rejections --ack 2000000100000123 --app com.example.two \\
+                  --environment production
 
             It lists every app and environment of the configuration file (--config, RECONCILER_CONFIG), each \
             under its own `== bundle (Environment)` header, or the one app of the APP_STORE_* variables; --app \

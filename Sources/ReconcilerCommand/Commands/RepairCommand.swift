@@ -37,7 +37,8 @@ struct RepairCommand: AsyncParsableCommand {
               reconciler repair --order-id MQ5Q7X2ZYB --dry-run
               reconciler repair --order-id MQ5Q7X2ZYB
               reconciler repair --transaction-id 2000000123456789 --full
-              reconciler repair --app-account-token 7e3fb20b-4cdb-47cc-936d-99d65f608138 --json
+              reconciler repair --app-account-token 7e3fb20b-4cdb-47cc-936d-99d65f608138 \\
+                  --json
             """)
 
     @Option(help: ArgumentHelp("The order ID on the customer's receipt email from Apple.", valueName: "id")) var orderId: String?
@@ -60,7 +61,7 @@ struct RepairCommand: AsyncParsableCommand {
     var forwardTo: String?
     @Option(
         help: ArgumentHelp(
-            "How long to wait at the end for those deliveries (default 60s); `reconciler forward` delivers the rest.",
+            "How long to wait at the end for those deliveries; `reconciler forward` delivers the rest.",
             valueName: "duration"))
     var forwardDrainTimeout: Duration = .seconds(60)
     @Option(

@@ -42,10 +42,12 @@ struct RunCommand: AsyncParsableCommand {
             the first time, requests Apple refused, a window lost to retention); 2 partial or interrupted (rerun to \
             resume); 1 usage or configuration error, or another run holds the lease.
 
-              reconciler run --start 2026-11-20T03:10:00Z --end 2026-11-20T05:45:00Z --dry-run
-              reconciler run --start 2026-11-20T03:10:00Z --end 2026-11-20T05:45:00Z --report-json report.json
-              reconciler run --start 2026-11-20T03:10:00Z --end 2026-11-20T05:45:00Z --report-html incident.html
-              reconciler run --since-last --metrics-file /var/lib/node_exporter/reconciler.prom
+              reconciler run --start 2026-11-20T03:10:00Z --end 2026-11-20T05:45:00Z \\
+                  --dry-run
+              reconciler run --start 2026-11-20T03:10:00Z --end 2026-11-20T05:45:00Z \\
+                  --report-json report.json --report-html incident.html
+              reconciler run --since-last \\
+                  --metrics-file /var/lib/node_exporter/textfile_collector/reconciler.prom
             """)
 
     @Option(help: ArgumentHelp("Start of the window (ISO 8601 with a zone, UNIX ms, or now-6h).", valueName: "T"), transform: Timestamp.argument)
@@ -58,9 +60,9 @@ struct RunCommand: AsyncParsableCommand {
             "Give up a customer or shard that failed in this many attempts of its run in a row (default 6, env RECONCILER_GIVE_UP_AFTER).",
             valueName: "n"))
     var giveUpAfter: Int?
-    @Option(help: ArgumentHelp("Overlap for --since-last (default 1h).", valueName: "duration")) var overlap: Duration = .hours(1)
+    @Option(help: ArgumentHelp("Overlap for --since-last.", valueName: "duration")) var overlap: Duration = .hours(1)
     @Flag(help: "Recover the windows `detect-outage` finds (failed deliveries in the last --detect-since).") var detected = false
-    @Option(help: ArgumentHelp("How far back --detected looks (default 7d).", valueName: "duration")) var detectSince: Duration = .days(7)
+    @Option(help: ArgumentHelp("How far back --detected looks.", valueName: "duration")) var detectSince: Duration = .days(7)
     @Flag(help: "Change nothing; report exactly what a real run would change.") var dryRun = false
     @Flag(help: "Phase 2 checks every known customer, not only those at risk.") var all = false
     @Flag(help: "Phase 2 also calls Get All Subscription Statuses for each customer.") var refreshStatus = false
@@ -73,16 +75,16 @@ struct RunCommand: AsyncParsableCommand {
             "Cut each query into time shards of this length up front (default: one shard per query over the whole window); a dense shard splits further while it is paged.",
             valueName: "duration"))
     var shardDuration: Duration?
-    @Option(help: ArgumentHelp("With --shard-duration: the most shards a query starts with (default 48).", valueName: "n")) var maxShards: Int = 48
-    @Option(help: ArgumentHelp("Shards paged at once in phase 1 (default 8).", valueName: "n")) var concurrency: Int = 8
-    @Option(help: ArgumentHelp("Customers processed at once in phase 2 (default 8).", valueName: "n")) var gapConcurrency: Int = 8
+    @Option(help: ArgumentHelp("With --shard-duration: the most shards a query starts with.", valueName: "n")) var maxShards: Int = 48
+    @Option(help: ArgumentHelp("Shards paged at once in phase 1.", valueName: "n")) var concurrency: Int = 8
+    @Option(help: ArgumentHelp("Customers processed at once in phase 2.", valueName: "n")) var gapConcurrency: Int = 8
     @Flag(help: "Wait for another run of this app and environment to finish instead of exiting.") var wait = false
     @Flag(help: "Start a new run even if an unfinished one exists for this window.") var fresh = false
     @Option(help: ArgumentHelp("Also write the report as JSON to this file (with several windows, the last).", valueName: "path")) var reportJson:
         String?
     @Option(
         help: ArgumentHelp(
-            "Also write the incident report page, one self-contained HTML file, to this file (also for a partial or interrupted run; with several windows, the last).",
+            "Also write the incident report page, one self-contained HTML file, to this file (also for a partial or interrupted run; with several windows, the last). With several apps or environments, one page each: incident.html becomes incident-com.example.one-production.html and so on, each named after its report.",
             valueName: "path"))
     var reportHtml: String?
     @Option(
@@ -90,23 +92,25 @@ struct RunCommand: AsyncParsableCommand {
             "Write Prometheus metrics (node_exporter textfile format) to this file, atomically, whatever the outcome "
                 + "(not when another run holds the lease: that run writes it).", valueName: "path"))
     var metricsFile: String?
-    @Option(help: ArgumentHelp("Seconds between progress log lines when not on a terminal (default 10).", valueName: "s")) var progressInterval: Int =
+    @Option(help: ArgumentHelp("Seconds between progress log lines when not on a terminal.", valueName: "s")) var progressInterval: Int =
         10
     @Option(
         help: ArgumentHelp(
-            "How long the run lease lasts without renewal; a killed run's window can be taken over after it (default 30s).",
+            "How long the run lease lasts without renewal; a killed run's window can be taken over after it.",
             valueName: "duration"))
     var leaseDuration: Duration = .seconds(30)
     @Option(
         help: ArgumentHelp(
             """
-            Deliver each notification this run records that Apple did not deliver to this webhook, as Apple's exact body, for every app         (env RECONCILER_FORWARD_TO); without it, to each app's forwardTo (never both).
+            Deliver each notification this run records that Apple did not deliver to this webhook, as Apple's exact body, \
+            for every app (env RECONCILER_FORWARD_TO); without it, to each app's forwardTo (never both).
             """, valueName: "url"))
     var forwardTo: String?
     @Option(
         help: ArgumentHelp(
             """
-            How long the run waits at its end for its deliveries (default 60s); the rest is delivered by the next run,         `serve --forward-to` or `reconciler forward`.
+            How long the run waits at its end for its deliveries; the rest is delivered by the next run, \
+            `serve --forward-to` or `reconciler forward`.
             """, valueName: "duration"))
     var forwardDrainTimeout: Duration = .seconds(60)
 
@@ -145,8 +149,8 @@ struct RunCommand: AsyncParsableCommand {
         guard database.maxConnections >= needed else {
             throw ValidationError(
                 """
-                --max-connections \(database.maxConnections) could starve this run: it works on --concurrency \(concurrency) shards and \
-                --gap-concurrency \(gapConcurrency) customers at once, plus its lease, its bookkeeping, the shared budget\(forwards ? " and the forwarder" : ""), so it needs \(needed); \
+                --max-connections \(database.maxConnections) could starve this run: it works on --concurrency \(Plural.count(concurrency, "shard")) and \
+                --gap-concurrency \(Plural.count(gapConcurrency, "customer")) at once, plus its lease, its bookkeeping, the shared budget\(forwards ? " and the forwarder" : ""), so it needs \(needed); \
                 set --max-connections \(needed) or more, or lower --concurrency / --gap-concurrency
                 """)
         }
@@ -161,8 +165,9 @@ struct RunCommand: AsyncParsableCommand {
         }
         if let metrics { MetricsSystem.bootstrap(metrics.factory) }
         let outcomes: [RecoveryOutcome]
+        let pages: [Int: String]
         do {
-            outcomes = try await recover(metrics: metrics, logger: logger)
+            (outcomes, pages) = try await recover(metrics: metrics, logger: logger)
         } catch {
             // Stopped before any run could report (configuration, the database): alerts still see the exit code.
             do {
@@ -177,7 +182,8 @@ struct RunCommand: AsyncParsableCommand {
             throw error
         }
         let several = outcomes.count > 1
-        for outcome in outcomes {
+        for (index, outcome) in outcomes.enumerated() {
+            print(Self.text(of: outcome, several: several, detected: detected, page: pages[index]))
             // Another run holds the lease: the file keeps what that run (the one doing the work) writes.
             if let metrics, !outcome.leaseHeld {
                 RunMetrics.record(
@@ -193,19 +199,27 @@ struct RunCommand: AsyncParsableCommand {
                 try write(report, toJSON: reportJson)
             }
         }
-        // The worst of the apps and environments decides the exit code.
+        // The worst of the apps and environments decides the exit code. With several, each one's
+        // section said what stopped it: the last line names them instead of saying it again.
         guard let worst = RecoveryOutcome.worst(outcomes) else { return }
-        throw worst.error
+        guard several else { throw worst.error }
+        let named = outcomes.filter { !$0.leaseHeld && $0.exitCode == worst.exitCode }.map { "\($0.scope.target)" }
+        throw ReconcilerError(
+            worst.error.code,
+            "\(named.joined(separator: ", ")) \(named.count == 1 ? "was" : "were") not recovered in full (exit \(worst.exitCode)): "
+                + "\(named.count == 1 ? "its section" : "their sections") above \(named.count == 1 ? "says" : "say") why")
     }
 
     /// What one app and environment did, as the operator reads it: under its header when there are
-    /// several, what needs reading first, each window's report, the deliveries.
-    static func text(of outcome: RecoveryOutcome, several: Bool, detected: Bool) -> String {
+    /// several, what needs reading first, each window's report, its incident page, the deliveries.
+    static func text(of outcome: RecoveryOutcome, several: Bool, detected: Bool, page: String? = nil) -> String {
         var lines: [String] = several ? ["== \(outcome.scope.target)"] : []
         lines += outcome.notices
         lines += outcome.reports.map { $0.humanSummary() }
+        if several, let stop = outcome.stop { lines += stopLine(stop, of: outcome) }
+        if let page, let report = outcome.reports.last { lines.append(ReportPageFile.line(path: page, report: report)) }
         if let drained = outcome.forwarded {
-            lines.append(forwardedLine("\(drained.own.delivered) notifications delivered to the app's webhook", drained.own))
+            lines.append(forwardedLine("\(Plural.count(drained.own.delivered, "notification")) delivered to the app's webhook", drained.own))
             if !drained.earlierRuns.isEmpty {
                 let runs = drained.earlierRuns.map(String.init).joined(separator: ", ")
                 let label = "earlier runs' deliveries (run\(drained.earlierRuns.count == 1 ? "" : "s") \(runs))"
@@ -215,14 +229,23 @@ struct RunCommand: AsyncParsableCommand {
         if detected, outcome.reports.isEmpty, outcome.stop == nil, outcome.lost.isEmpty {
             lines.append("no failed deliveries found: nothing to recover")
         }
-        if several, let stop = outcome.stop { lines.append("\(outcome.scope.target): \(stop.description)") }
         return lines.joined(separator: "\n")
+    }
+
+    /// What stopped one app and environment of several, said once: a report's `failure` line says
+    /// it already, so only what the stop adds (the remedy) follows it.
+    static func stopLine(_ stop: ReconcilerError, of outcome: RecoveryOutcome) -> [String] {
+        let message = stop.operatorMessage
+        guard let failure = outcome.reports.last?.failure, message.hasPrefix(failure) else { return ["\(outcome.scope.target): \(message)"] }
+        let rest = message.dropFirst(failure.count).drop { $0 == ":" || $0 == ";" || $0 == " " }
+        return rest.isEmpty ? [] : ["  remedy       \(rest)"]
     }
 
     /// Every configured app and environment (or those `--app` and `--environment` choose), at once
     /// in one process and database pool, each in its own runs with its own lease and its own share
     /// of its app's budget (``Recovery``): a 401 or an outage of one does not stop the others.
-    private func recover(metrics: MetricsRegistry?, logger: Logger) async throws -> [RecoveryOutcome] {
+    /// Returns each app and environment's outcome, and the incident page written for each (by index).
+    private func recover(metrics: MetricsRegistry?, logger: Logger) async throws -> (outcomes: [RecoveryOutcome], pages: [Int: String]) {
         let loaded = try app.loadTargets(api: api)
         let targets = loaded.targets
         let configuration = Recovery.Configuration(
@@ -279,21 +302,27 @@ struct RunCommand: AsyncParsableCommand {
                     liveConsumptionRequests: target.configuration.consumption.liveRequests
                 ).refresh()
             }
-            // Each app's reports, in the configuration's order, then the page that names itself.
-            for outcome in outcomes { print(Self.text(of: outcome, several: outcomes.count > 1, detected: detected)) }
-            // The page shows the most pressing app's run (the JSON report lists each); a page that
-            // cannot be written is a configuration error.
-            if let reportHtml, let index = RecoveryOutcome.worstIndex(outcomes) ?? outcomes.indices.last,
-                let report = outcomes[index].reports.last
-            {
+            // A null `entitled` never goes unexplained: how many purchases have one, and the setting.
+            let setting = UnknownEntitlement.setting(configurationFile: app.configurationFile)
+            for index in outcomes.indices where !outcomes[index].reports.isEmpty {
+                let unknown = try? await UnknownEntitlement.count(of: outcomes[index].scope, setting: setting, in: database)
+                for report in outcomes[index].reports.indices { outcomes[index].reports[report].unknownEntitlement = unknown }
+            }
+            // One page per app and environment, each showing its newest run (``ReportPageFile/path(_:for:)``);
+            // a page that cannot be written is a configuration error.
+            var pages: [Int: String] = [:]
+            for index in outcomes.indices {
+                guard let reportHtml, let report = outcomes[index].reports.last else { continue }
+                let path = targets.count > 1 ? ReportPageFile.path(reportHtml, for: outcomes[index].scope.target) : reportHtml
                 do {
-                    try await ReportPageFile.write(report: report, ledger: RunLedger(database: database), to: reportHtml, logger: logger)
+                    try await ReportPageFile.write(report: report, ledger: RunLedger(database: database), to: path, logger: logger, announce: false)
+                    pages[index] = path
                 } catch {
-                    let stop = (error as? ReconcilerError) ?? .configuration("cannot write the report page to \(reportHtml): \(error)")
+                    let stop = (error as? ReconcilerError) ?? .configuration("cannot write the report page to \(path): \(error)")
                     outcomes[index].stop = outcomes[index].stop ?? stop
                 }
             }
-            return outcomes
+            return (outcomes, pages)
         }
     }
 

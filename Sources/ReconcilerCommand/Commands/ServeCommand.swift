@@ -41,7 +41,9 @@ struct ServeCommand: AsyncParsableCommand {
             deliveries that a run queued are delivered too.
 
               reconciler serve --port 8080
-              reconciler serve --port 8080 --forward-to https://app.internal/apple/notifications --forward-secret-file /run/secrets/hook
+              reconciler serve --port 8080 \\
+                  --forward-to https://app.internal/apple/notifications \\
+                  --forward-secret-file /run/secrets/hook
             """)
 
     @OptionGroup var app: AppOptions
@@ -51,16 +53,16 @@ struct ServeCommand: AsyncParsableCommand {
     @Option(name: .long, help: "Port to listen on (env PORT, default 8080).")
     var port: Int?
 
-    @Option(name: .long, help: "Address to listen on (default 0.0.0.0).")
+    @Option(name: .long, help: "Address to listen on.")
     var host: String = "0.0.0.0"
 
-    @Option(name: .long, help: ArgumentHelp("Largest request body accepted, in bytes (default 262144).", valueName: "bytes"))
+    @Option(name: .long, help: ArgumentHelp("Largest request body accepted, in bytes.", valueName: "bytes"))
     var maxBodyBytes: Int = 256 * 1024
 
     @Flag(name: .long, help: "Apply pending migrations before serving.")
     var migrate = false
 
-    @Option(name: .long, help: ArgumentHelp("How often GET /metrics's gauges are read from the database (default 60s).", valueName: "duration"))
+    @Option(name: .long, help: ArgumentHelp("How often GET /metrics's gauges are read from the database.", valueName: "duration"))
     var metricsInterval: Duration = .seconds(60)
 
     @Option(

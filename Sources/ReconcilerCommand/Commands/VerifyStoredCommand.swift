@@ -75,7 +75,7 @@ struct VerifyStoredCommand: AsyncParsableCommand {
                 let (n, t) = (report.notifications, report.transactions)
                 FileHandle.standardError.write(
                     Data(
-                        ("verify-stored: \(n.verified + n.pruned + n.failed) notifications, \(t.verified + t.pruned + t.failed) transactions "
+                        ("verify-stored: \(Plural.count(n.verified + n.pruned + n.failed, "notification")), \(Plural.count(t.verified + t.pruned + t.failed, "transaction")) "
                             + "checked so far (\((now - start).components.seconds) s)\n").utf8))
             }
         }
@@ -100,7 +100,7 @@ struct VerifyStoredCommand: AsyncParsableCommand {
             if inside { held.append("\(counts.insideNotification) inside their notification") }
             if counts.legacy > 0 { held.append("\(counts.legacy) not compacted yet (compact-payloads)") }
             return "  \(name): \(counts.verified) verified (\(held.joined(separator: ", "))), \(counts.failed) do not verify, "
-                + "\(counts.pruned) pruned (not checked); \(counts.signedBytes) bytes as signed"
+                + "\(counts.pruned) pruned (not checked); \(Plural.count(counts.signedBytes, "byte")) as signed"
         }
         var lines = [
             "verify-stored: signed values stored \(report.since.map { "since \($0.formatted(.iso8601))" } ?? "at any time"), rebuilt from the database and verified",

@@ -5,6 +5,7 @@ import Logging
 import Reconciler
 import ReconcilerConfiguration
 import ReconcilerDomain
+import ReconcilerShared
 import ReconcilerStore
 
 struct WorkCommand: AsyncParsableCommand {
@@ -22,7 +23,7 @@ struct WorkCommand: AsyncParsableCommand {
             """)
 
     @Option(name: .customLong("run"), help: ArgumentHelp("The run to join.", valueName: "id")) var runId: Int64
-    @Option(help: ArgumentHelp("Customers processed at once (default 8).", valueName: "n")) var concurrency: Int = 8
+    @Option(help: ArgumentHelp("Customers processed at once.", valueName: "n")) var concurrency: Int = 8
     @Option(
         help: ArgumentHelp(
             "Give up a customer that failed in this many attempts of the run in a row (default 6, env RECONCILER_GIVE_UP_AFTER).",
@@ -88,10 +89,11 @@ struct WorkCommand: AsyncParsableCommand {
         }
         let snapshot = progress.snapshot
         print(
-            "worker \(holder) on run \(runId): \(snapshot.customersDone) customers done here, \(snapshot.customersFailed) failed, "
-                + "\(client.statistics.snapshot.requests) requests")
-        if snapshot.customersFailed > 0 {
-            throw ReconcilerError.partial("\(snapshot.customersFailed) customers failed; `reconciler status --run \(runId)` lists them")
+            "worker \(holder) on run \(runId): \(Plural.count(snapshot.customersDoneHere, "customer")) done here, "
+                + "\(snapshot.customersFailedHere) failed, \(Plural.count(client.statistics.snapshot.requests, "request"))")
+        if snapshot.customersFailedHere > 0 {
+            throw ReconcilerError.partial(
+                "\(Plural.count(snapshot.customersFailedHere, "customer")) failed; `reconciler status --run \(runId)` lists them")
         }
     }
 }

@@ -35,7 +35,7 @@ struct APIOptions: ParsableArguments {
             valueName: "seconds"))
     var maxRetryAfter: Double?
 
-    @Option(name: .long, help: ArgumentHelp("Per-request timeout in seconds (default 30).", valueName: "seconds"))
+    @Option(name: .long, help: ArgumentHelp("Per-request timeout in seconds.", valueName: "seconds"))
     var requestTimeout: Double = 30
 
     /// The key the flags and the `APP_STORE_*` variables name (one app without a configuration

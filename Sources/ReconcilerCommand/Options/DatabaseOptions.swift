@@ -12,13 +12,13 @@ struct DatabaseOptions: ParsableArguments {
         help: ArgumentHelp("PostgreSQL URL, postgres://user:password@host:5432/db (env DATABASE_URL).", valueName: "url"))
     var databaseURL: String?
 
-    @Option(name: .long, help: ArgumentHelp("Most connections this process opens (default 20).", valueName: "n"))
+    @Option(name: .long, help: ArgumentHelp("Most connections this process opens.", valueName: "n"))
     var maxConnections: Int = 20
 
     @Option(
         name: .long,
         help: ArgumentHelp(
-            "How long to wait for an unreachable database (at start, and after a restart or a failover) before giving up (default 10s).",
+            "How long to wait for an unreachable database (at start, and after a restart or a failover) before giving up.",
             valueName: "duration"))
     var databaseTimeout: Duration = .seconds(10)
 

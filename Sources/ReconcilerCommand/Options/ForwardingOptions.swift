@@ -24,7 +24,7 @@ struct ForwardingOptions: ParsableArguments {
         ))
     var forwardUnsigned = false
 
-    @Option(name: .long, help: ArgumentHelp("Deliveries in flight at once (default 4).", valueName: "n"))
+    @Option(name: .long, help: ArgumentHelp("Deliveries in flight at once.", valueName: "n"))
     var forwardConcurrency: Int = 4
 
     @Option(
@@ -34,13 +34,13 @@ struct ForwardingOptions: ParsableArguments {
             valueName: "n"))
     var forwardRate: Double?
 
-    @Option(name: .long, help: ArgumentHelp("How long the app's webhook may take to answer (default 10s).", valueName: "duration"))
+    @Option(name: .long, help: ArgumentHelp("How long the app's webhook may take to answer.", valueName: "duration"))
     var forwardTimeout: Duration = .seconds(10)
 
-    @Option(name: .long, help: ArgumentHelp("Tries per delivery before it is marked failed (default 12).", valueName: "n"))
+    @Option(name: .long, help: ArgumentHelp("Tries per delivery before it is marked failed.", valueName: "n"))
     var forwardAttempts: Int = 12
 
-    @Option(name: .long, help: ArgumentHelp("The first retry's delay; each further one doubles, up to 1h (default 5s).", valueName: "duration"))
+    @Option(name: .long, help: ArgumentHelp("The first retry's delay; each further one doubles, up to 1h.", valueName: "duration"))
     var forwardBackoff: Duration = .seconds(5)
 
     func validate() throws {

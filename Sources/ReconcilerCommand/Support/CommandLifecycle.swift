@@ -29,17 +29,14 @@ struct CommandLifecycle: Sendable {
         let (budgets, logger, database) = (self.budgets, self.logger, self.database)
         let service = WorkService(
             work: {
+                // The schema first: the budget's table does not exist before `reconciler migrate`,
+                // and that one line is all the operator needs to read.
+                if !budgets.isEmpty { try await Migrator().requireCurrent(database) }
                 do {
                     for budget in budgets { try await budget.join() }
                 } catch let error where !(error is CancellationError) {
                     // Without a lease the others do not count this process: it must not call Apple.
                     logger.error("could not join the request budget shared with the app's other processes", metadata: ["error": "\(error)"])
-                    // The likeliest cause is a database not migrated yet: say so.
-                    do {
-                        try await Migrator().requireCurrent(database)
-                    } catch let schema as ReconcilerError where schema.code == .schemaNotCurrent {
-                        throw schema
-                    } catch {}
                     throw error
                 }
                 return try await work()

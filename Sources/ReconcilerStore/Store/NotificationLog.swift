@@ -206,6 +206,20 @@ package struct NotificationLog: Sendable {
         return inserted
     }
 
+    /// Records as `recorded` notifications first recorded as `applied` whose data, once applied,
+    /// changed no purchase (what was in them was stored already): the run's counts, the report
+    /// page and the feed then agree on what changed a purchase. In the caller's transaction, right
+    /// after ``insert``.
+    package func markRecordedOnly(_ notificationUUIDs: [String], on transaction: DatabaseTransaction) async throws {
+        guard !notificationUUIDs.isEmpty else { return }
+        let (recorded, applied) = (HandlingResult.Outcome.recorded.rawValue, HandlingResult.Outcome.applied.rawValue)
+        try await transaction.query(
+            """
+            UPDATE notifications SET outcome = \(recorded)
+            WHERE notification_uuid = ANY(\(notificationUUIDs.sorted())) AND outcome = \(applied)
+            """, logger: logger)
+    }
+
     package static let notificationColumns = """
         notification_uuid, notification_type, subtype, signed_date_ms, bundle_id, environment, original_transaction_id, transaction_id,
         source, run_id, outcome, first_send_attempt_ms, respond_by_ms, consumption_request_reason, \(PayloadColumns.names)
