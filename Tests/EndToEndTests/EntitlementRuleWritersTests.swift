@@ -56,8 +56,9 @@ import Testing
 
     /// The lines a writer wrote: some, at least one a subscription the default rule would call
     /// entitled, and each judged not entitled by the file's rule.
-    static func expectJudgedByTheFile(_ lines: [FeedLine], writer: String) {
-        #expect(!lines.isEmpty, "\(writer) wrote no feed row")
+    /// `context` is what the writer logged, shown when it wrote nothing.
+    static func expectJudgedByTheFile(_ lines: [FeedLine], writer: String, context: @autoclosure () -> String = "") {
+        #expect(!lines.isEmpty, "\(writer) wrote no feed row\n\(context())")
         #expect(lines.contains { $0.entitledByDefault }, "\(writer) wrote no row of an active subscription")
         for line in lines where !line.judgedNotEntitled {
             Issue.record("\(writer) wrote \(line.originalTransactionId) as entitled \(line.entitled ?? "nil"); the file's rule says no")
@@ -70,7 +71,8 @@ import Testing
             configurationFile: true, editConfiguration: { $0 + "sandboxEntitles: false\n" }
         ) { rehearsal in
             // serve: the live notifications before the outage.
-            Self.expectJudgedByTheFile(try await Self.feed(rehearsal).filter { $0.source == "webhook" }, writer: "serve")
+            Self.expectJudgedByTheFile(try await Self.feed(rehearsal).filter { $0.source == "webhook" }, writer: "serve",
+                context: String(rehearsal.serve.stderr.suffix(3000)))
 
             // repair: one customer the outage left behind Apple.
             let orders = try await RepairTests.orders(rehearsal)

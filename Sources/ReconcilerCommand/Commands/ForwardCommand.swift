@@ -38,9 +38,12 @@ struct ForwardCommand: AsyncParsableCommand {
             cannot be rebuilt: the runbook says what to do); 1 no URL given, or a webhook without a secret that \
             is not marked unsigned, or --forward-to beside a forwardTo.
 
-              reconciler forward --forward-to https://app.internal/apple/notifications --forward-secret-file /run/secrets/hook
-              reconciler forward --once                       # one pass over what is due, then exit
-              reconciler forward --once --drain-timeout 10m   # and wait for retries, up to 10 minutes
+              reconciler forward --forward-to https://app.internal/apple/notifications \\
+                  --forward-secret-file /run/secrets/hook
+              # one pass over what is due, then exit
+              reconciler forward --once
+              # and wait for retries, up to 10 minutes
+              reconciler forward --once --drain-timeout 10m
               reconciler forward --once --retry-failed
               # that app's forwardTo
               reconciler forward --config /etc/reconciler/reconciler.yaml \\

@@ -8,7 +8,7 @@ enum ConsumptionOptions {
     static let liveRequestsVariable = "RECONCILER_CONSUMPTION_LIVE_REQUESTS"
 
     static func settings() throws -> ConsumptionSettings {
-        guard let text = Env.value(liveRequestsVariable) else { return ConsumptionSettings() }
+        guard let text = Env.value("RECONCILER_CONSUMPTION_LIVE_REQUESTS") else { return ConsumptionSettings() }
         guard let live = ConsumptionSettings.LiveRequests(rawValue: text.lowercased()) else {
             throw ReconcilerError.configuration("\(liveRequestsVariable): \(text) is not watch or ignore")
         }
