@@ -71,7 +71,8 @@ import Testing
             configurationFile: true, editConfiguration: { $0 + "sandboxEntitles: false\n" }
         ) { rehearsal in
             // serve: the live notifications before the outage.
-            Self.expectJudgedByTheFile(try await Self.feed(rehearsal).filter { $0.source == "webhook" }, writer: "serve",
+            Self.expectJudgedByTheFile(
+                try await Self.feed(rehearsal).filter { $0.source == "webhook" }, writer: "serve",
                 context: String(rehearsal.serve.stderr.suffix(3000)))
 
             // repair: one customer the outage left behind Apple.
