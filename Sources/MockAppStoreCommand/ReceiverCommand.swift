@@ -17,7 +17,8 @@ struct ReceiverCommand: AsyncParsableCommand {
             valid Reconciler-Signature header is refused with 401.
 
               mock-appstore receiver --port 9000 --secret-file hook.secret
-              reconciler run --since-last --forward-to http://127.0.0.1:9000/notifications \\
+              reconciler run --since-last \\
+                  --forward-to http://127.0.0.1:9000/notifications \\
                   --forward-secret-file hook.secret
             """)
 
