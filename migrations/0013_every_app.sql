@@ -84,6 +84,26 @@ BEGIN
     END IF;
 END
 $$;
+-- Takes the tables this changes. Every write waits behind a lock that is waited for, so each
+-- attempt waits at most 2 s (for a long query of another session, say) and lets the webhook write
+-- for a second before the next; after a minute of attempts the migration stops, changing nothing.
+CREATE FUNCTION pg_temp.hold_tables() RETURNS void LANGUAGE plpgsql AS $$
+DECLARE
+    lock_timeout text := current_setting('lock_timeout');
+BEGIN
+    FOR attempt IN 1..20 LOOP
+        BEGIN
+            PERFORM set_config('lock_timeout', '2s', true);
+            LOCK TABLE purchases, notifications, transactions, purchase_changes, forward_queue, history_revisions IN ACCESS EXCLUSIVE MODE;
+            PERFORM set_config('lock_timeout', lock_timeout, true);
+            RETURN;
+        EXCEPTION WHEN lock_not_available THEN
+            PERFORM pg_sleep(1);
+        END;
+    END LOOP;
+    RAISE EXCEPTION 'the live tables stayed in use by other sessions for a minute (each wait for them gave up after 2 s): run `reconciler migrate` again, or stop what holds them';
+END
+$$;
 -- Builds an index unless a valid one of that name is there (the concurrent build above did not
 -- run, failed, or was interrupted).
 CREATE FUNCTION pg_temp.ensure_index(index_name text, definition text) RETURNS void LANGUAGE plpgsql AS $$
@@ -138,8 +158,8 @@ WHERE n.notification_uuid IS NULL OR n.notification_uuid IN (SELECT notification
 -- 2. The tables, at once, in the order the live webhook first touches them (a webhook transaction
 -- holding a later one while it waits for an earlier one would deadlock with this migration), and
 -- the rows written since they were first looked at.
-LOCK TABLE purchases, notifications, transactions, purchase_changes, forward_queue, history_revisions IN ACCESS EXCLUSIVE MODE;
-SET LOCAL maintenance_work_mem = '512MB';
+SELECT pg_temp.hold_tables();
+SET LOCAL maintenance_work_mem = '256MB';
 SELECT pg_temp.ensure_index('transactions_app_key', 'CREATE UNIQUE INDEX transactions_app_key ON transactions (bundle_id, environment, transaction_id)');
 SELECT pg_temp.ensure_index('transactions_app_purchase_idx',
     'CREATE INDEX transactions_app_purchase_idx ON transactions (bundle_id, environment, original_transaction_id)');
