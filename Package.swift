@@ -136,6 +136,8 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
+                // The connection's errors, to say why a delivery got no answer (DeliveryFailure).
+                .product(name: "NIOPosix", package: "swift-nio"),
             ],
             swiftSettings: swiftSettings,
             plugins: seams
@@ -157,7 +159,7 @@ let package = Package(
             name: "WebhookServer",
             dependencies: [
                 "Reconciler", "ReconcilerDomain", "ReconcilerStore",
-                "ReconcilerMetrics",
+                "ReconcilerMetrics", "ReconcilerShared",
                 "AppStoreServer",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "Logging", package: "swift-log"),
@@ -220,7 +222,7 @@ let package = Package(
         .executableTarget(
             name: "ReconcilerBenchmarks",
             dependencies: [
-                "Reconciler", "ReconcilerDomain", "ReconcilerStore",
+                "Reconciler", "ReconcilerDomain", "ReconcilerShared", "ReconcilerStore",
                 "AppStoreServer",
                 "MockAppStore",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
@@ -240,7 +242,7 @@ let package = Package(
         .target(
             name: "TestSupport",
             dependencies: [
-                "AppStoreServer", "MockAppStore", "Reconciler", "ReconcilerDomain", "ReconcilerStore", "ReconcilerMetrics",
+                "AppStoreServer", "MockAppStore", "Reconciler", "ReconcilerDomain", "ReconcilerShared", "ReconcilerStore", "ReconcilerMetrics",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "CoreMetrics", package: "swift-metrics"),
                 .product(name: "Crypto", package: "swift-crypto"),
@@ -301,7 +303,7 @@ let package = Package(
             dependencies: [
                 "TestSupport",
                 "AppStoreServer", "MockAppStore", "Reconciler", "ReconcilerDomain", "ReconcilerStore", "ReportPage", "ReconcilerMetrics",
-                "ReconcilerShared",
+                "ReconcilerShared", "Forwarder",
                 // Not imported: the executables the tests run, built with the tests.
                 "ReconcilerCommand", "MockAppStoreCommand",
                 .product(name: "CoreMetrics", package: "swift-metrics"),

@@ -6,7 +6,7 @@ import Logging
 import NIOCore
 import NIOFoundationCompat
 import NIOHTTP1
-import Reconciler
+package import Reconciler
 import ReconcilerDomain
 import ReconcilerShared
 package import ReconcilerStore
@@ -44,7 +44,7 @@ import ServiceLifecycle
 ///     configuration: .init(url: ForwardingURL("https://app.internal/apple"), secret: ForwardingSecret("s3cret")), database: database)
 /// let left = try await forwarder.drain(runIds: [run.runId], upTo: .seconds(60))
 /// ```
-package struct Forwarder: Service, Sendable {
+package struct Forwarder: Service, RunForwarding, Sendable {
     package struct Configuration: Sendable {
         /// The app's webhook; only deliveries queued for its target are sent.
         package var url: ForwardingURL
@@ -119,7 +119,7 @@ package struct Forwarder: Service, Sendable {
     /// One transaction at a time (leases, answers, renewals): the forwarder needs one pooled connection.
     private let oneAtATime = OneAtATime()
 
-    package init(configuration: Configuration, database: Database, httpClient: HTTPClient = .shared) {
+    package init(configuration: Configuration, database: Database, httpClient: HTTPClient = .forwarding) {
         self.configuration = configuration
         self.database = database
         self.queue = ForwardQueue(database: database)
@@ -174,14 +174,6 @@ package struct Forwarder: Service, Sendable {
         try await transaction { [queue] in try await queue.summary(runIds: runIds) }
     }
 
-    /// Where a drain left the runs it was given and the earlier runs it found waiting.
-    package struct Drained: Sendable {
-        package var own: ForwardQueue.ForwardingSummary
-        /// Earlier runs whose deliveries for this target were still waiting, oldest first.
-        package var earlierRuns: [Int64]
-        package var earlier: ForwardQueue.ForwardingSummary
-    }
-
     /// ``drain(runIds:upTo:)`` for `runIds` and every earlier run whose deliveries for this
     /// forwarder's target still wait. A run killed while it drained has recorded its end, so
     /// rerunning its command makes a new run that queues nothing the killed one stored: waiting
@@ -191,7 +183,7 @@ package struct Forwarder: Service, Sendable {
     /// replay is over, and so is its hold; a delivery still held then (seen after a run killed
     /// under load was resumed) would not be due for ten minutes, past the drain. Earlier runs'
     /// holds are theirs to end.
-    package func drain(runIdsAndEarlier runIds: [Int64], upTo time: Duration) async throws -> Drained {
+    package func drain(runIdsAndEarlier runIds: [Int64], upTo time: Duration) async throws -> ForwardingDrain {
         for runId in runIds {
             _ = try await transaction { [queue] in try await queue.releaseHeld(runId: runId) }
         }
@@ -202,7 +194,7 @@ package struct Forwarder: Service, Sendable {
             "delivering this run's notifications to the app's webhook",
             metadata: ["upTo": "\(time.operatorText)", "runs": "\(runIds)", "earlierRuns": "\(earlier)"])
         _ = try await drain(runIds: runIds + earlier, upTo: time)
-        return Drained(
+        return ForwardingDrain(
             own: try await summary(runIds: runIds), earlierRuns: earlier,
             earlier: earlier.isEmpty ? .init() : try await summary(runIds: earlier))
     }
@@ -225,6 +217,25 @@ package struct Forwarder: Service, Sendable {
         return try await summary(runIds: runIds)
     }
 
+    /// One pass over the deliveries of this forwarder's target that are due when it starts: each is
+    /// sent once and its answer recorded (a failure with its backoff, so it waits in the queue for
+    /// a later pass or worker); returns how many were sent. What falls due meanwhile (a retry, a new
+    /// notification) is left for the next pass, so the pass ends whether or not the app answers.
+    package func deliverOnePass() async throws -> Int {
+        let queue = self.queue
+        try await reportOtherTargets()
+        // A dead forwarder's deliveries on this host are due now, and so in this pass.
+        try await transaction { try await queue.release(where: ProcessIdentity.isDeadOnThisHost) }
+        let dueBy = try await transaction { try await queue.databaseTime() }
+        var sent = 0
+        while !Task.isCancelled {
+            let round = try await deliverDue(dueBy: dueBy)
+            guard round > 0 else { break }
+            sent += round
+        }
+        return sent
+    }
+
     /// Logs, once per target, the deliveries that wait for another webhook than this forwarder's
     /// (and its companions'), and what delivers them; returns them.
     @discardableResult
@@ -239,17 +250,18 @@ package struct Forwarder: Service, Sendable {
                 "deliveries wait for another webhook than this forwarder's; only a forwarder configured with that URL delivers them",
                 metadata: [
                     "target": "\(target.redacted)", "pending": "\(pending)",
-                    "do": "run `reconciler forward --once --forward-to <that URL>` (or set RECONCILER_FORWARD_TO to it)",
+                    "do": "run `reconciler forward --once --forward-to <that URL> --forward-secret-file <its secret>`",
                 ])
         }
         return others
     }
 
-    /// Leases and sends due deliveries of this forwarder's target, `concurrency` at a time and
-    /// each only when it is about to be sent, up to `concurrency × 4` of them; returns how many
-    /// were sent. Answers are recorded as they come and the leases in flight renewed beside them,
-    /// one transaction at a time (one pooled connection).
-    func deliverDue() async throws -> Int {
+    /// Leases and sends due deliveries of this forwarder's target (with `dueBy`, only those due by
+    /// then, by the database's clock), `concurrency` at a time and each only when it is about to be
+    /// sent, up to `concurrency × 4` of them; returns how many were sent. Answers are recorded as
+    /// they come and the leases in flight renewed beside them, one transaction at a time (one
+    /// pooled connection).
+    func deliverDue(dueBy: Date? = nil) async throws -> Int {
         let (queue, configuration, leases) = (self.queue, self.configuration, DeliveryLeases())
         try await transaction { try await queue.release(where: ProcessIdentity.isDeadOnThisHost) }
         return try await withThrowingTaskGroup(of: (ForwardQueue.Delivery, ForwardQueue.DeliveryResult?)?.self) { group in
@@ -272,7 +284,7 @@ package struct Forwarder: Service, Sendable {
                     let delivery = try await transaction({
                         try await queue.lease(
                             target: configuration.url.target, worker: configuration.worker, token: token,
-                            leaseDuration: configuration.leaseDuration)
+                            leaseDuration: configuration.leaseDuration, dueBy: dueBy)
                     })
                 else { break }
                 await leases.add(token, validUntil: leasedAt + configuration.leaseDuration)
@@ -398,19 +410,16 @@ package struct Forwarder: Service, Sendable {
             if (200..<300).contains(status) { return .delivered(statusCode: status) }
             return outcome(ofFailedAttempt: attempt, statusCode: status, error: "HTTP \(status)")
         } catch {
-            // The error names the failure (timeout, refused), never the URL's credentials.
-            return outcome(ofFailedAttempt: attempt, statusCode: nil, error: String(describing: type(of: error)) + ": " + Self.brief(error))
+            // Plain words and the redacted URL: "connection refused by https://app.internal/apple".
+            return outcome(
+                ofFailedAttempt: attempt, statusCode: nil,
+                error: DeliveryFailure.describe(error, target: configuration.url.target, timeout: configuration.timeout))
         }
     }
 
     private func outcome(ofFailedAttempt attempt: Int, statusCode: Int?, error: String) -> ForwardQueue.DeliveryResult {
         guard attempt < configuration.maximumAttempts else { return .failed(statusCode: statusCode, error: error) }
         return .retry(statusCode: statusCode, error: error, after: configuration.backoff(afterAttempt: attempt))
-    }
-
-    private static func brief(_ error: any Error) -> String {
-        if let error = error as? HTTPClientError { return "\(error)" }
-        return (error as NSError).localizedDescription
     }
 
     /// Apple's body, exactly: `{"signedPayload":"..."}`.
@@ -428,8 +437,8 @@ package struct Forwarder: Service, Sendable {
 }
 
 /// The shared secret of forwarded deliveries' signatures; it prints as `<redacted>` wherever it
-/// is interpolated, so no log line or report can carry it.
-package struct ForwardingSecret: Sendable, CustomStringConvertible, CustomDebugStringConvertible {
+/// is interpolated, so no log line or report can carry it. Two are equal when they sign alike.
+package struct ForwardingSecret: Sendable, Equatable, CustomStringConvertible, CustomDebugStringConvertible {
     let value: String
 
     package init(_ value: String) { self.value = value }

@@ -1,4 +1,5 @@
 import ArgumentParser
+import ReconcilerShared
 
 /// `mock-appstore`: a local App Store (`simulate`, the default) and an imitation of the app's own
 /// notification handler (`receiver`), for tests, benchmarks and the demo.
@@ -10,6 +11,7 @@ struct MockAppStoreEntry: AsyncParsableCommand {
         discussion: """
             Without a subcommand, `simulate` runs: `mock-appstore --customers 200 ...` is `mock-appstore simulate --customers 200 ...`.
             """,
+        version: ReconcilerVersion.current,
         subcommands: [MockAppStoreCommand.self, ReceiverCommand.self],
         defaultSubcommand: MockAppStoreCommand.self)
 }

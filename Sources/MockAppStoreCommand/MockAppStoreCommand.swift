@@ -43,14 +43,17 @@ struct MockAppStoreCommand: AsyncParsableCommand {
             least N notifications; each customer is rebuilt from the seed when a request needs it, so a million \
             notifications fit in a few hundred MB. The whole window is an outage: no live delivery, no --webhook.
 
-            Times: ISO 8601, UNIX milliseconds, or now-6h. Durations: 90s, 45m, 6h, 3d.
+            Times: ISO 8601 with a zone, UNIX milliseconds, or now-6h. Durations: 90s, 45m, 6h, 3d.
 
-              mock-appstore --port 8081 --seed 7 --customers 200 --outage-start now-6h --outage-end now-3h \\
+              mock-appstore --port 8081 --seed 7 --customers 200 \\
+                --outage-start now-6h --outage-end now-3h \\
                 --webhook http://127.0.0.1:8080/notifications --credentials-dir /tmp/mock
 
-              mock-appstore --port 8081 --sandbox-port 8082 --app com.example.one:1234567890:production,sandbox \\
-                --app com.example.two:2345678901:production --webhook http://127.0.0.1:8080/notifications \\
-                --credentials-dir /tmp/mock    # then: reconciler --config /tmp/mock/reconciler.yaml ...
+              # then: reconciler --config /tmp/mock/reconciler.yaml ...
+              mock-appstore --port 8081 --sandbox-port 8082 \\
+                --app com.example.one:1234567890:production,sandbox \\
+                --app com.example.two:2345678901:production \\
+                --webhook http://127.0.0.1:8080/notifications --credentials-dir /tmp/mock
             """)
 
     @Option(help: "Port to listen on (0 picks a free one, printed when ready).") var port: Int = 8081
@@ -170,10 +173,11 @@ struct MockAppStoreCommand: AsyncParsableCommand {
         logger.logLevel = Logger.Level(rawValue: logLevel) ?? .info
         let nowMilliseconds = Timestamp.now.millisecondsSince1970
         func time(_ text: String, _ flag: String) throws -> Int64 {
-            guard let value = Timestamp(parsing: text, now: Timestamp(millisecondsSince1970: nowMilliseconds)) else {
-                throw ValidationError("\(flag): \(text) is not a time (ISO 8601, UNIX ms, or now-6h)")
+            do {
+                return try Timestamp.parse(text, now: Timestamp(millisecondsSince1970: nowMilliseconds)).millisecondsSince1970
+            } catch {
+                throw ValidationError("\(flag): \(error)")
             }
-            return value.millisecondsSince1970
         }
         let present = try now.map { try time($0, "--now") } ?? nowMilliseconds
         guard let spanMilliseconds = Duration(parsing: span)?.milliseconds, spanMilliseconds > 0 else {

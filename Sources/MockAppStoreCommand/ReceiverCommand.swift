@@ -16,8 +16,9 @@ struct ReceiverCommand: AsyncParsableCommand {
             answer 500 until {"status": 200}. With RECEIVER_SECRET set (or --secret-file), a delivery without a \
             valid Reconciler-Signature header is refused with 401.
 
-              mock-appstore receiver --port 9000
-              reconciler run --since-last --forward-to http://127.0.0.1:9000/notifications
+              mock-appstore receiver --port 9000 --secret-file hook.secret
+              reconciler run --since-last --forward-to http://127.0.0.1:9000/notifications \\
+                  --forward-secret-file hook.secret
             """)
 
     @Option(help: "Port to listen on (0 picks a free one, printed when listening).") var port: Int = 9000

@@ -1,7 +1,7 @@
 package import AppStoreServer
 package import Foundation
 import Logging
-import ReconcilerDomain
+package import ReconcilerDomain
 package import ReconcilerShared
 package import ReconcilerStore
 
@@ -9,7 +9,7 @@ package import ReconcilerStore
 /// per customer (phase 2), one run at a time per app and environment, resumable after any crash.
 ///
 /// ```swift
-/// let run = ReconcileRun(configuration: .init(window: TimeWindow(start: start, end: .now)), database: database, verifier: verifier, client: client)
+/// let run = ReconcileRun(configuration: .init(window: TimeWindow(start: start, end: .now)), scope: target.scope, database: database, verifier: verifier, client: client)
 /// let report = try await run.reconcile(progress: RunProgress())
 /// print(report.humanSummary())
 /// ```
@@ -87,9 +87,12 @@ package struct ReconcileRun: Sendable {
     /// The app and environment the run is for (the verifier's).
     let app: SignedDataVerifier.Configuration
 
-    package init(configuration: Configuration, database: Database, verifier: SignedDataVerifier, client: AppStoreServerAPIClient) {
+    /// - Parameter scope: the app and environment, with its rule for `entitled` (the verifier's app).
+    package init(
+        configuration: Configuration, scope: AppScope, database: Database, verifier: SignedDataVerifier, client: AppStoreServerAPIClient
+    ) {
         self.configuration = configuration
-        self.handler = NotificationHandler(verifier: verifier, database: database)
+        self.handler = NotificationHandler(scope: scope, verifier: verifier, database: database)
         self.client = client
         self.logger = database.logger
         self.ledger = RunLedger(database: database)
@@ -302,7 +305,7 @@ package struct ReconcileRun: Sendable {
                 before: change.before, after: change.after)
         }
         let gapFill = try await ledger.gapFillTotals(runId: run.runId)
-        let store = PurchaseStore(database: database, target: nil)
+        let store = PurchaseStore(database: database, scope: nil)
         let urgent = try await database.transaction { transaction in
             try await store.notifications.lastRecorded(runId: run.runId, types: Self.urgentTypes, on: transaction)
         }
@@ -334,6 +337,7 @@ package struct ReconcileRun: Sendable {
         report.consumptionRequestsTotal = consumption.total
         report.consumptionRequestsOpen = consumption.open
         report.consumptionRequestsExpired = consumption.expired
+        report.consumptionRequestsAcked = consumption.acked
         return report
     }
 }

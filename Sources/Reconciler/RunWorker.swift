@@ -1,7 +1,7 @@
 package import AppStoreServer
 import Foundation
 import Logging
-import ReconcilerDomain
+package import ReconcilerDomain
 package import ReconcilerStore
 
 /// Joins a run's phase 2 from another process or machine (`reconciler work`): leases customers
@@ -9,7 +9,7 @@ package import ReconcilerStore
 /// left and the run's phase 1 (which queues more as it replays) has ended.
 ///
 /// ```swift
-/// let worker = RunWorker(configuration: .init(runId: 42), database: database, verifier: verifier, client: client)
+/// let worker = RunWorker(configuration: .init(runId: 42), scope: target.scope, database: database, verifier: verifier, client: client)
 /// try await worker.work(progress: RunProgress())
 /// ```
 package struct RunWorker: Sendable {
@@ -36,9 +36,12 @@ package struct RunWorker: Sendable {
     let ledger: RunLedger
     let logger: Logger
 
-    package init(configuration: Configuration, database: Database, verifier: SignedDataVerifier, client: AppStoreServerAPIClient) {
+    /// - Parameter scope: the app and environment of the run, with its rule for `entitled` (the verifier's app).
+    package init(
+        configuration: Configuration, scope: AppScope, database: Database, verifier: SignedDataVerifier, client: AppStoreServerAPIClient
+    ) {
         self.configuration = configuration
-        self.handler = NotificationHandler(verifier: verifier, database: database)
+        self.handler = NotificationHandler(scope: scope, verifier: verifier, database: database)
         self.client = client
         self.ledger = RunLedger(database: database)
         self.logger = database.logger

@@ -5,6 +5,7 @@ import Logging
 import MockAppStore
 import Reconciler
 import ReconcilerDomain
+import ReconcilerShared
 import ReconcilerStore
 
 /// `reconciler-bench`: the measurements behind BENCHMARKS.md. Run it through
@@ -130,7 +131,9 @@ struct ApplyBenchmark: AsyncParsableCommand {
             group.addTask { try await database.run() }
             defer { group.cancelAll() }
             try await Migrator().migrate(database)
-            let handler = NotificationHandler(verifier: try mock.verifier(), database: database)
+            let verifier = try mock.verifier()
+            let handler = NotificationHandler(
+                scope: AppScope(target: verifier.configuration.target, entitlement: .init()), verifier: verifier, database: database)
             // Verification first, on every core, as the run's shards verify their pages.
             let cpuBeforeVerifying = processCPUSeconds()
             let (verifiedPages, verifySeconds) = try await elapsed {

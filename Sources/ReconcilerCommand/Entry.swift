@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import Reconciler
 import ReconcilerDomain
+import ReconcilerShared
 import ReconcilerStore
 
 /// `reconciler`: brings in-app-purchase records back in line with the App Store after the
@@ -12,9 +13,17 @@ struct ReconcilerCommand: AsyncParsableCommand {
         commandName: "reconciler",
         abstract: "Brings in-app purchase records back in line with the App Store after a webhook outage.",
         discussion: """
-            Configuration comes from flags or environment variables: DATABASE_URL, APP_STORE_BUNDLE_ID, \
-            APP_STORE_APP_APPLE_ID (production), APP_STORE_ENVIRONMENT, APP_STORE_ROOT_CERTIFICATES, \
-            APP_STORE_KEY_ID, APP_STORE_ISSUER_ID, APP_STORE_PRIVATE_KEY_PATH, APP_STORE_API_BASE_URL.
+            The apps come from a configuration file, --config FILE or RECONCILER_CONFIG (every app and \
+            environment of the deployment, the key, the entitlement rules: the README's Configuration \
+            reference); without one, the APP_STORE_* variables name one app in one environment: \
+            APP_STORE_BUNDLE_ID, APP_STORE_APP_APPLE_ID (production), APP_STORE_ENVIRONMENT, \
+            APP_STORE_ROOT_CERTIFICATES, APP_STORE_KEY_ID, APP_STORE_ISSUER_ID, APP_STORE_PRIVATE_KEY_PATH, \
+            APP_STORE_API_BASE_URL. The database is DATABASE_URL (or --database-url) either way.
+
+              export RECONCILER_CONFIG=/etc/reconciler/reconciler.yaml
+              export DATABASE_URL=postgres://...
+              reconciler migrate && reconciler serve --port 8080
+              reconciler run --start now-6h --dry-run
 
             Exit codes: 0 success; 1 usage or configuration error, the run lease is held, or (repair) an unknown or \
             malformed order ID, transaction ID or app account token; 2 partial or \
@@ -23,6 +32,7 @@ struct ReconcilerCommand: AsyncParsableCommand {
             requests Apple refused, a window lost to retention). Consumption requests never change a run's exit \
             code; `consumption send` exits 1 on bad input or an Apple 4xx and 2 on a 429 or 5xx.
             """,
+        version: ReconcilerVersion.current,
         subcommands: [
             MigrateCommand.self, ServeCommand.self, RunCommand.self, RepairCommand.self, WorkCommand.self, StatusCommand.self,
             RejectionsCommand.self, ForwardCommand.self, ChangesCommand.self, ConsumptionCommand.self, PruneCommand.self, InspectCommand.self,

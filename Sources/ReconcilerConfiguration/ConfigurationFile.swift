@@ -16,6 +16,7 @@ import ReconcilerShared
 ///   - bundleId: com.example.one
 ///     appAppleId: 1234567890
 ///     environments: [production, sandbox]
+///     forwardTo: {urlEnv: ONE_HOOK_URL, secretFile: /run/secrets/one-hook-secret}
 /// ```
 struct ConfigurationFile: Decodable {
     struct Key: Decodable {
@@ -51,6 +52,20 @@ struct ConfigurationFile: Decodable {
         subscript(environment: AppStoreEnvironment) -> Value? { environment == .sandbox ? sandbox : production }
     }
 
+    /// `consumption:`, at the top level or in one app's entry: what the deployment wants of its
+    /// consumption requests.
+    struct Consumption: Decodable {
+        var liveRequests: String?
+
+        private enum CodingKeys: String, CodingKey, CaseIterable { case liveRequests }
+
+        init(from decoder: any Decoder) throws {
+            let container = try decoder.container(keyedBy: CodingKeys.self)
+            try StrictKeys.check(decoder, CodingKeys.self)
+            liveRequests = try container.decodeIfPresent(String.self, forKey: .liveRequests)
+        }
+    }
+
     struct App: Decodable {
         var bundleId: String
         var appAppleId: Int64?
@@ -58,10 +73,11 @@ struct ConfigurationFile: Decodable {
         var key: Key?
         var nonRenewingTerms: [String: String]?
         var sandboxEntitles: Bool?
-        var forwardTo: String?
+        var forwardTo: ForwardTo?
+        var consumption: Consumption?
 
         private enum CodingKeys: String, CodingKey, CaseIterable {
-            case bundleId, appAppleId, environments, key, nonRenewingTerms, sandboxEntitles, forwardTo
+            case bundleId, appAppleId, environments, key, nonRenewingTerms, sandboxEntitles, forwardTo, consumption
         }
 
         init(from decoder: any Decoder) throws {
@@ -73,7 +89,54 @@ struct ConfigurationFile: Decodable {
             key = try container.decodeIfPresent(Key.self, forKey: .key)
             nonRenewingTerms = try container.decodeIfPresent([String: String].self, forKey: .nonRenewingTerms)
             sandboxEntitles = try container.decodeIfPresent(Bool.self, forKey: .sandboxEntitles)
-            forwardTo = try container.decodeIfPresent(String.self, forKey: .forwardTo)
+            forwardTo = try container.decodeIfPresent(ForwardTo.self, forKey: .forwardTo)
+            consumption = try container.decodeIfPresent(Consumption.self, forKey: .consumption)
+        }
+    }
+
+    /// `forwardTo` as written: a URL, or a mapping that says where the URL and the secret are read
+    /// (``ForwardingDestination``). The node's kind decides, so a list of mappings can take its
+    /// place beside them.
+    enum ForwardTo: Decodable {
+        case url(String)
+        case mapping(Mapping)
+
+        struct Mapping: Decodable {
+            var url: String?
+            var urlFile: String?
+            var urlEnv: String?
+            var secretFile: String?
+            var secretEnv: String?
+            var unsigned: Bool?
+            /// Whether it has a `secret` key, known only to be refused by name: the file holds no secret.
+            var writesSecret: Bool
+
+            private enum CodingKeys: String, CodingKey, CaseIterable { case url, urlFile, urlEnv, secretFile, secretEnv, unsigned, secret }
+
+            init(from decoder: any Decoder) throws {
+                let container = try decoder.container(keyedBy: CodingKeys.self)
+                try StrictKeys.check(decoder, CodingKeys.self)
+                url = try container.decodeIfPresent(String.self, forKey: .url)
+                urlFile = try container.decodeIfPresent(String.self, forKey: .urlFile)
+                urlEnv = try container.decodeIfPresent(String.self, forKey: .urlEnv)
+                secretFile = try container.decodeIfPresent(String.self, forKey: .secretFile)
+                secretEnv = try container.decodeIfPresent(String.self, forKey: .secretEnv)
+                unsigned = try container.decodeIfPresent(Bool.self, forKey: .unsigned)
+                // Its value is not read, so no message can show it.
+                writesSecret = container.contains(.secret)
+            }
+        }
+
+        init(from decoder: any Decoder) throws {
+            if let url = try? decoder.singleValueContainer().decode(String.self) {
+                self = .url(url)
+                return
+            }
+            guard (try? decoder.container(keyedBy: StrictKeys.AnyKey.self)) != nil else {
+                throw DecodingError.typeMismatch(
+                    ForwardTo.self, .init(codingPath: decoder.codingPath, debugDescription: "a URL or a mapping"))
+            }
+            self = .mapping(try Mapping(from: decoder))
         }
     }
 
@@ -85,11 +148,16 @@ struct ConfigurationFile: Decodable {
     var nonRenewingTerms: [String: String]?
     var sandboxEntitles: Bool?
     var entitleBillingRetry: Bool?
-    var forwardTo: String?
+    var forwardTo: ForwardTo?
     var giveUpAfter: Int?
+    /// Bundle IDs of the team's apps this deployment does not serve.
+    var knownApps: [String]?
+
+    var consumption: Consumption?
 
     private enum CodingKeys: String, CodingKey, CaseIterable {
         case key, apiBaseURL, rootCertificates, rateLimit, apps, nonRenewingTerms, sandboxEntitles, entitleBillingRetry, forwardTo, giveUpAfter
+        case knownApps, consumption
     }
 
     init(from decoder: any Decoder) throws {
@@ -103,8 +171,10 @@ struct ConfigurationFile: Decodable {
         nonRenewingTerms = try container.decodeIfPresent([String: String].self, forKey: .nonRenewingTerms)
         sandboxEntitles = try container.decodeIfPresent(Bool.self, forKey: .sandboxEntitles)
         entitleBillingRetry = try container.decodeIfPresent(Bool.self, forKey: .entitleBillingRetry)
-        forwardTo = try container.decodeIfPresent(String.self, forKey: .forwardTo)
+        forwardTo = try container.decodeIfPresent(ForwardTo.self, forKey: .forwardTo)
         giveUpAfter = try container.decodeIfPresent(Int.self, forKey: .giveUpAfter)
+        knownApps = try container.decodeIfPresent([String].self, forKey: .knownApps)
+        consumption = try container.decodeIfPresent(Consumption.self, forKey: .consumption)
     }
 }
 
@@ -115,7 +185,7 @@ enum StrictKeys {
         var path: [any CodingKey]
     }
 
-    private struct AnyKey: CodingKey {
+    struct AnyKey: CodingKey {
         var stringValue: String
         var intValue: Int? { nil }
         init(stringValue: String) { self.stringValue = stringValue }

@@ -1,6 +1,6 @@
 package import AppStoreServer
 import Foundation
-import ReconcilerDomain
+package import ReconcilerDomain
 package import ReconcilerShared
 import Yams
 
@@ -31,7 +31,9 @@ package struct ReconcilerConfiguration: Sendable {
 
     /// One app in one environment, and what its processes need.
     package struct Target: Sendable, CustomStringConvertible {
-        package var app: AppTarget
+        /// The app and environment with the app's rule for `entitled`: every writer of its
+        /// purchases is given this, so each judges `entitled` as `export` and `serve` do.
+        package let scope: AppScope
         /// The In-App Purchase key for the App Store Server API; `nil` when no key is configured
         /// (only commands that call Apple need one).
         package var key: APIKey?
@@ -40,22 +42,29 @@ package struct ReconcilerConfiguration: Sendable {
         /// The app's request budget per endpoint in this environment (requests per second); `nil`:
         /// the default (80% of Apple's limit).
         package var rateLimit: Double?
-        package var entitlement: EntitlementPolicy
-        /// The app's own webhook, when its notifications are forwarded there.
-        package var forwardTo: String?
+        /// The app's own webhook and how deliveries to it are signed, when its notifications are
+        /// forwarded there (`forwardTo`).
+        package var forwardTo: ForwardingDestination?
+        /// What the deployment wants of the app's consumption requests.
+        package var consumption: ConsumptionSettings
+        /// Where its settings came from (the file's keys, or the variables and flags), for hints.
+        package var origins: SettingOrigins
 
         package init(
-            app: AppTarget, key: APIKey?, apiBaseURL: String? = nil, rateLimit: Double? = nil, entitlement: EntitlementPolicy = .init(),
-            forwardTo: String? = nil
+            app: AppTarget, key: APIKey?, origins: SettingOrigins, apiBaseURL: String? = nil, rateLimit: Double? = nil,
+            entitlement: EntitlementPolicy = .init(), forwardTo: ForwardingDestination? = nil, consumption: ConsumptionSettings = .init()
         ) {
-            self.app = app
+            self.scope = AppScope(target: app, entitlement: entitlement)
             self.key = key
+            self.origins = origins
             self.apiBaseURL = apiBaseURL
             self.rateLimit = rateLimit
-            self.entitlement = entitlement
             self.forwardTo = forwardTo
+            self.consumption = consumption
         }
 
+        package var app: AppTarget { scope.target }
+        package var entitlement: EntitlementPolicy { scope.entitlement }
         package var description: String { app.description }
     }
 
@@ -66,6 +75,10 @@ package struct ReconcilerConfiguration: Sendable {
     package var giveUpAfter: Int?
     /// Where it came from, for messages: the file's path, or "the environment".
     package var source: String
+    /// Bundle IDs of the team's apps that no target names (`knownApps`): a genuine notification of
+    /// one reaching `serve` is a configuration gap that pages, as one of a configured app in an
+    /// environment not configured is; any other app's only warns.
+    package var knownApps: [String] = []
 
     package init(targets: [Target], rootCertificates: [String]? = nil, giveUpAfter: Int? = nil, source: String) {
         self.targets = targets
@@ -73,6 +86,10 @@ package struct ReconcilerConfiguration: Sendable {
         self.giveUpAfter = giveUpAfter
         self.source = source
     }
+
+    /// Every bundle ID the deployment knows: those of every target (before `--app` narrows them)
+    /// and `knownApps`.
+    package var knownBundleIds: Set<String> { Set(targets.map(\.app.bundleId) + knownApps) }
 
     /// The targets `--app` and `--environment` select (all when neither is given); an error when
     /// the selection matches none.
@@ -116,8 +133,7 @@ package struct ReconcilerConfiguration: Sendable {
         } catch let error as DecodingError {
             throw Self.describe(error, file: path)
         } catch {
-            // Yams' parser errors quote the line; the file holds no secret (only the key's path).
-            throw ReconcilerError(.invalidYAML, source: path, detail: "\(path) is not valid YAML: \(error)")
+            throw ReconcilerError(.invalidYAML, source: path, detail: "\(path) is not valid YAML: \(Self.position(of: error))")
         }
         return try resolve(file, path: path)
     }
@@ -141,12 +157,15 @@ package struct ReconcilerConfiguration: Sendable {
                     detail: "\(path): apiBaseURL.\(environment) must be a URL such as https://api.storekit.apple.com")
             }
         }
+        let globalConsumption = try consumption(file.consumption, base: .init(), key: "consumption", path: path)
+        let everyAppsForwardTo = try file.forwardTo.map { try destination($0, key: "forwardTo", path: path) }
         var targets: [Target] = []
         for (index, app) in file.apps.enumerated() {
             let at = "apps[\(index)]"
             guard !app.bundleId.isEmpty else {
                 throw ReconcilerError(.invalidValue, source: path, key: "\(at).bundleId", detail: "\(path): \(at).bundleId is empty")
             }
+            let keyAt = app.key == nil ? "key" : "\(at).key"
             guard let key = app.key ?? file.key else {
                 throw ReconcilerError(
                     .missingKey, source: path, key: "key",
@@ -167,6 +186,8 @@ package struct ReconcilerConfiguration: Sendable {
                 throw ReconcilerError(.invalidValue, source: path, key: "\(at).environments", detail: "\(path): \(at).environments is empty")
             }
             let appTerms = try terms(app.nonRenewingTerms, key: "\(at).nonRenewingTerms", path: path)
+            let appConsumption = try consumption(app.consumption, base: globalConsumption, key: "\(at).consumption", path: path)
+            let forwardTo = try app.forwardTo.map { try destination($0, key: "\(at).forwardTo", path: path) } ?? everyAppsForwardTo
             for environment in environments {
                 if environment == .production, app.appAppleId == nil {
                     throw ReconcilerError(
@@ -182,15 +203,107 @@ package struct ReconcilerConfiguration: Sendable {
                     billingRetryEntitles: file.entitleBillingRetry ?? false,
                     nonRenewingTerms: globalTerms.merging(appTerms) { $1 },
                     sandboxEntitles: app.sandboxEntitles ?? file.sandboxEntitles ?? true)
+                let origins = SettingOrigins(
+                    bundleId: .file(path: path, key: "\(at).bundleId"), appAppleId: .file(path: path, key: "\(at).appAppleId"),
+                    environment: .file(path: path, key: "\(at).environments"), keyId: .file(path: path, key: "\(keyAt).id"),
+                    issuerId: .file(path: path, key: "\(keyAt).issuer"), privateKeyPath: .file(path: path, key: "\(keyAt).privateKeyPath"),
+                    rootCertificates: file.rootCertificates == nil
+                        ? .named("the bundled Apple Root CA - G3") : .file(path: path, key: "rootCertificates"))
                 targets.append(
                     Target(
-                        app: target, key: .init(id: key.id, issuer: key.issuer, privateKeyPath: key.privateKeyPath),
+                        app: target, key: .init(id: key.id, issuer: key.issuer, privateKeyPath: key.privateKeyPath), origins: origins,
                         apiBaseURL: file.apiBaseURL?[environment], rateLimit: file.rateLimit?[environment], entitlement: entitlement,
-                        forwardTo: app.forwardTo ?? file.forwardTo))
+                        forwardTo: forwardTo, consumption: appConsumption))
             }
         }
-        return ReconcilerConfiguration(
+        var configuration = ReconcilerConfiguration(
             targets: targets, rootCertificates: file.rootCertificates, giveUpAfter: file.giveUpAfter, source: path)
+        for (index, bundleId) in (file.knownApps ?? []).enumerated() where bundleId.isEmpty {
+            throw ReconcilerError(.invalidValue, source: path, key: "knownApps[\(index)]", detail: "\(path): knownApps[\(index)] is empty")
+        }
+        configuration.knownApps = file.knownApps ?? []
+        return configuration
+    }
+
+    /// `consumption:` over `base` (an app's over the top level's).
+    private static func consumption(
+        _ consumption: ConfigurationFile.Consumption?, base: ConsumptionSettings, key: String, path: String
+    ) throws -> ConsumptionSettings {
+        var settings = base
+        if let text = consumption?.liveRequests {
+            guard let live = ConsumptionSettings.LiveRequests(rawValue: text.lowercased()) else {
+                throw ReconcilerError(
+                    .invalidValue, source: path, key: "\(key).liveRequests",
+                    detail: "\(path): \(key).liveRequests is \(text): use watch or ignore")
+            }
+            settings.liveRequests = live
+        }
+        return settings
+    }
+
+    /// A `forwardTo` as written, checked: one URL source; a secret source or `unsigned: true` in
+    /// the mapping form (the plain URL is signed by the process's secret); no secret in the file.
+    private static func destination(_ written: ConfigurationFile.ForwardTo, key: String, path: String) throws -> ForwardingDestination {
+        switch written {
+        case .url(let url):
+            guard !url.isEmpty else { throw ReconcilerError(.invalidValue, source: path, key: key, detail: "\(path): \(key) is empty") }
+            return ForwardingDestination(url: .inline(url), signing: .process, key: key)
+        case .mapping(let mapping):
+            if mapping.writesSecret {
+                throw ReconcilerError(
+                    .invalidValue, source: path, key: "\(key).secret",
+                    detail: "\(path): \(key).secret: the file holds no secret; name where it is read with secretFile (a file holding it) "
+                        + "or secretEnv (an environment variable holding it)")
+            }
+            let urls = try sources(
+                [
+                    ("url", mapping.url.map(ForwardingDestination.Source.inline)), ("urlFile", mapping.urlFile.map { .file($0) }),
+                    ("urlEnv", mapping.urlEnv.map { .environment($0) }),
+                ], key: key, path: path)
+            guard urls.count == 1, let url = urls.first else {
+                throw ReconcilerError(
+                    urls.isEmpty ? .missingKey : .invalidValue, source: path, key: "\(key).url",
+                    detail: "\(path): \(key) needs exactly one of url, urlFile or urlEnv (\(urls.count) given)")
+            }
+            let secrets = try sources(
+                [("secretFile", mapping.secretFile.map { .file($0) }), ("secretEnv", mapping.secretEnv.map { .environment($0) })],
+                key: key, path: path)
+            guard secrets.count <= 1 else {
+                throw ReconcilerError(
+                    .invalidValue, source: path, key: "\(key).secretFile", detail: "\(path): \(key) takes secretFile or secretEnv, not both")
+            }
+            switch (secrets.first, mapping.unsigned ?? false) {
+            case (let secret?, false):
+                return ForwardingDestination(url: url, signing: .secret(secret), key: key)
+            case (nil, true):
+                return ForwardingDestination(url: url, signing: .unsigned, key: key)
+            case (_?, true):
+                throw ReconcilerError(
+                    .invalidValue, source: path, key: "\(key).unsigned",
+                    detail: "\(path): \(key) names a secret and unsigned: true; keep one")
+            case (nil, false):
+                throw ReconcilerError(
+                    .missingKey, source: path, key: "\(key).secretFile",
+                    detail: "\(path): \(key) names no secret for the Reconciler-Signature of its deliveries: add secretFile (a file "
+                        + "holding it) or secretEnv (an environment variable holding it), or unsigned: true to forward unsigned")
+            }
+        }
+    }
+
+    /// The sources given among `candidates` (name, source), each checked not to be empty.
+    private static func sources(
+        _ candidates: [(name: String, source: ForwardingDestination.Source?)], key: String, path: String
+    ) throws -> [ForwardingDestination.Source] {
+        try candidates.compactMap { name, source in
+            switch source {
+            case .inline(let text), .file(let text), .environment(let text):
+                guard !text.isEmpty else {
+                    throw ReconcilerError(.invalidValue, source: path, key: "\(key).\(name)", detail: "\(path): \(key).\(name) is empty")
+                }
+                return source
+            case nil: return nil
+            }
+        }
     }
 
     private static func terms(_ terms: [String: String]?, key: String, path: String) throws -> [String: Int64] {
@@ -239,7 +352,7 @@ package struct ReconcilerConfiguration: Sendable {
                 return ReconcilerError(.unknownKey, source: path, key: name, detail: "\(path): unknown key \(name)")
             }
             if let yaml = context.underlyingError as? YamlError {
-                return ReconcilerError(.invalidYAML, source: path, detail: "\(path) is not valid YAML: \(yaml)")
+                return ReconcilerError(.invalidYAML, source: path, detail: "\(path) is not valid YAML: \(position(of: yaml))")
             }
             let name = keyPath(context.codingPath)
             return ReconcilerError(
@@ -250,8 +363,37 @@ package struct ReconcilerConfiguration: Sendable {
         }
     }
 
+    /// What a YAML error says, and where: the parser's own words (fixed texts) and the line and
+    /// column, never the line itself, which may hold a `forwardTo` URL with its credentials.
+    static func position(of error: any Error) -> String {
+        guard let yaml = error as? YamlError else {
+            if case .dataCorrupted(let context) = error as? DecodingError, let underlying = context.underlyingError {
+                return position(of: underlying)
+            }
+            return "it cannot be parsed"
+        }
+        func at(_ mark: Mark) -> String { "line \(mark.line), column \(mark.column)" }
+        func within(_ context: YamlError.Context?) -> String { context.map { " (\($0.text) at \(at($0.mark)))" } ?? "" }
+        switch yaml {
+        case .scanner(let context, let problem, let mark, _), .parser(let context, let problem, let mark, _),
+            .composer(let context, let problem, let mark, _):
+            return "\(problem) at \(at(mark))\(within(context))"
+        case .reader(let problem, let offset, _, let yaml):
+            guard let offset, offset <= yaml.count else { return problem }
+            let before = yaml.prefix(offset)
+            let line = before.reduce(1) { $1 == "\n" ? $0 + 1 : $0 }
+            let column = before.count - (before.lastIndex(of: "\n").map { before.distance(from: before.startIndex, to: $0) + 1 } ?? 0) + 1
+            return "\(problem) at line \(line), column \(column)"
+        case .duplicatedKeysInMapping(_, let context):
+            return "a key appears twice in one mapping at \(at(context.mark))"
+        case .dataCouldNotBeDecoded: return "it is not UTF-8 text"
+        default: return "it cannot be parsed"
+        }
+    }
+
     private static func describe(_ type: Any.Type) -> String {
         switch type {
+        case is ConfigurationFile.ForwardTo.Type: "a URL or a mapping {url | urlFile | urlEnv, secretFile | secretEnv | unsigned: true}"
         case is String.Type: "a string"
         case is Int.Type, is Int64.Type: "a whole number"
         case is Double.Type: "a number"

@@ -3,14 +3,15 @@ import CoreMetrics
 import Foundation
 import Logging
 import Reconciler
+package import ReconcilerDomain
 import ReconcilerShared
 package import ReconcilerStore
 import ServiceLifecycle
 
 /// The gauges alerts watch that live in the database, not in one process: unacknowledged
 /// quarantined payloads and given-up customers and shards, the schedule's unfinished windows,
-/// when the last run finished, the newest live notification, the
-/// forwarding queue, and the consumption requests still waiting for an answer. `run`
+/// when the last run finished, the newest live notification, the app's deliveries in the
+/// forwarding queue (per webhook), and the consumption requests still waiting for an answer. `run`
 /// reads them once before writing its metrics file; `serve` runs this as a service that reads
 /// them at start and then every ``Configuration/interval``, so they stay true while nothing
 /// happens in that process (another process ran, `rejections --ack`, another replica stored a
@@ -37,15 +38,28 @@ package struct LedgerMetrics: Service {
     package let bundleId: String
     package let registry: MetricsRegistry
     package let configuration: Configuration
+    /// Whether the consumption requests the live webhook received count as open.
+    package let liveConsumptionRequests: ConsumptionSettings.LiveRequests
+    /// The webhooks this process forwards the app's notifications to: their gauges read 0 before
+    /// anything is queued for them.
+    package let forwardingTargets: [ForwardingTarget]
     /// The moment deadlines are judged at, UNIX ms (a test fixes it).
     package var now: @Sendable () -> Int64 = { Int64(Date().timeIntervalSince1970 * 1000) }
+    /// The webhooks whose forwarding gauges this instance has set, so one that no longer has rows reads 0.
+    private let forwardingLabels = Locked<Set<String>>([])
 
-    package init(ledger: RunLedger, environment: String, bundleId: String, registry: MetricsRegistry, configuration: Configuration = .init()) {
+    package init(
+        ledger: RunLedger, environment: String, bundleId: String, registry: MetricsRegistry, configuration: Configuration = .init(),
+        liveConsumptionRequests: ConsumptionSettings.LiveRequests = .watch,
+        forwardingTargets: [ForwardingTarget] = []
+    ) {
         self.ledger = ledger
         self.environment = environment
         self.bundleId = bundleId
         self.registry = registry
         self.configuration = configuration
+        self.liveConsumptionRequests = liveConsumptionRequests
+        self.forwardingTargets = forwardingTargets
     }
 
     /// Reads the values and sets their gauges; a value the database does not have yet (no
@@ -65,22 +79,44 @@ package struct LedgerMetrics: Service {
         }
         let store = PurchaseStore(logger: ledger.logger)
         let queue = ForwardQueue(database: ledger.database)
-        let environment = environment
+        let app = AppTarget(bundleId: bundleId, environment: AppStoreEnvironment(rawValue: environment))
         let (newestLive, forwarding) = try await ledger.database.transaction { transaction in
             (
-                try await store.notifications.newestLive(
-                    of: AppTarget(bundleId: bundleId, environment: AppStoreEnvironment(rawValue: environment)), on: transaction),
-                try await queue.forwardingSummary(runIds: nil, on: transaction)
+                try await store.notifications.newestLive(of: app, on: transaction),
+                try await queue.forwardingSummaries(of: app, on: transaction)
             )
         }
         if let newestLive {
             registry.newestLiveNotification.advance(to: newestLive.secondsSince1970)
         }
-        for (status, count) in [("pending", forwarding.pending), ("failed", forwarding.failed), ("delivered", forwarding.delivered)] {
-            MetricDefinition.forwardQueueDeliveries.gauge([status], in: registry).record(count)
-        }
-        MetricDefinition.forwardQueueOldestPending.gauge(in: registry).record(forwarding.oldestPending?.timeIntervalSince1970 ?? 0)
+        recordForwarding(forwarding)
         try await refreshConsumptionRequests()
+    }
+
+    /// The app's deliveries per webhook, labelled with its redacted URL (webhooks whose redacted
+    /// forms are the same add up); a webhook set before or configured reads 0 without rows.
+    private func recordForwarding(_ summaries: [ForwardQueue.TargetSummary]) {
+        var byLabel: [String: ForwardQueue.ForwardingSummary] = [:]
+        for target in forwardingTargets { byLabel[target.redacted] = .init() }
+        for (target, summary) in summaries.map({ ($0.target, $0.summary) }) {
+            var total = byLabel[target.redacted] ?? .init()
+            total.pending += summary.pending
+            total.failed += summary.failed
+            total.delivered += summary.delivered
+            total.oldestPending = [total.oldestPending, summary.oldestPending].compactMap { $0 }.min()
+            byLabel[target.redacted] = total
+        }
+        let labels = forwardingLabels.withLock { seen in
+            seen.formUnion(byLabel.keys)
+            return seen
+        }
+        for label in labels {
+            let summary = byLabel[label] ?? .init()
+            for (status, count) in [("pending", summary.pending), ("failed", summary.failed), ("delivered", summary.delivered)] {
+                MetricDefinition.forwardQueueDeliveries.gauge([label, status], in: registry).record(count)
+            }
+            MetricDefinition.forwardQueueOldestPending.gauge([label], in: registry).record(summary.oldestPending?.timeIntervalSince1970 ?? 0)
+        }
     }
 
     /// Where the time left of an open consumption request falls, ms: under 2 h (the alert's), 2 h to 6 h, over 6 h.
@@ -90,8 +126,9 @@ package struct LedgerMetrics: Service {
         let (now, target) = (now(), AppTarget(bundleId: bundleId, environment: AppStoreEnvironment(rawValue: environment)))
         let requests = ConsumptionRequests(logger: ledger.logger)
         let bounds = Self.timeLeftBuckets.dropFirst().map(\.from)
+        let watchingLive = liveConsumptionRequests == .watch
         let summary = try await ledger.database.transaction { transaction in
-            try await requests.openSummary(of: target, at: now, bounds: Array(bounds), on: transaction)
+            try await requests.openSummary(of: target, at: now, bounds: Array(bounds), watchingLive: watchingLive, on: transaction)
         }
         for (index, bucket) in Self.timeLeftBuckets.enumerated() {
             MetricDefinition.consumptionRequestsOpen.gauge([bucket.label], in: registry).record(Int64(summary.counts[index]))

@@ -54,8 +54,21 @@ extension MetricDefinition {
         processes: [.serve])
     package static let webhookUnconfiguredApp = MetricDefinition(
         "reconciler_webhook_unconfigured_app_total", .counter,
-        help: "Authentic notifications for an app or environment the configuration does not name (503 APP_NOT_CONFIGURED; "
-            + "not stored, Apple delivers them again), by the app and environment they name.",
+        help: "Authentic notifications for an app the deployment knows (configured, in another environment or with another "
+            + "app Apple ID, or listed in knownApps) in an environment the configuration does not name (503 APP_NOT_CONFIGURED; "
+            + "not stored, Apple delivers them again), by the app and environment they name; TEST notifications are not counted here.",
+        processes: [.serve])
+    package static let webhookForeignApp = MetricDefinition(
+        "reconciler_webhook_foreign_app_total", .counter,
+        help: "Authentic notifications, signed in the last 7 days, of an app the deployment does not know, and TEST notifications "
+            + "of any app or environment it does not serve (503 APP_NOT_CONFIGURED, not stored): someone else's; not labelled "
+            + "with the app they name.",
+        processes: [.serve])
+    package static let webhookReplayed = MetricDefinition(
+        "reconciler_webhook_replayed_total", .counter,
+        help: "Authentic notifications of an app or environment the deployment does not serve, signed more than 7 days ago: "
+            + "not Apple's delivery (Apple's last retry comes about 157 hours after the first attempt) but a copy posted again "
+            + "(400 NOTIFICATION_TOO_OLD, not stored); not labelled with the app they name.",
         processes: [.serve])
     package static let webhookStoreFailures = MetricDefinition(
         "reconciler_webhook_store_failures_total", .counter,
@@ -96,23 +109,25 @@ extension MetricDefinition {
         help: "Periodic database reads for the ledger gauges that failed; the gauges keep their last value.",
         processes: [.serve])
     package static let forwardQueueDeliveries = MetricDefinition(
-        "reconciler_forward_queue_deliveries", .gauge, labels: ["status"],
-        help: "Deliveries to the app's own webhook in the forwarding queue, by status: pending (waiting or being sent), "
-            + "failed (out of attempts; reconciler forward --retry-failed), delivered (the app answered 2xx).",
+        "reconciler_forward_queue_deliveries", .gauge, labels: ["target", "status"],
+        help: "Deliveries of the app's notifications to its own webhook in the forwarding queue, by webhook (target: its URL "
+            + "without credentials or query) and status: pending (waiting or being sent), failed (out of attempts; "
+            + "reconciler forward --retry-failed), delivered (the app answered 2xx).",
         processes: [.serve, .run])
     package static let forwardQueueOldestPending = MetricDefinition(
-        "reconciler_forward_queue_oldest_pending_timestamp_seconds", .gauge,
-        help: "When the oldest delivery still waiting for the app's webhook was queued; 0 when none waits.",
+        "reconciler_forward_queue_oldest_pending_timestamp_seconds", .gauge, labels: ["target"],
+        help: "When the oldest delivery of the app's notifications still waiting for the webhook (target) was queued; 0 when none waits.",
         processes: [.serve, .run])
 
     package static let consumptionRequestsOpen = MetricDefinition(
         "reconciler_consumption_requests_open", .gauge, labels: ["time_left"],
-        help: "Consumption requests without an answer and before their deadline (12 hours after Apple first sent them), "
-            + "by time left: under_2h, 2h_to_6h, over_6h (reconciler consumption list --open).",
+        help: "Consumption requests without an answer or an ack and before their deadline (12 hours after Apple first sent them), "
+            + "by time left: under_2h, 2h_to_6h, over_6h (reconciler consumption list --open); with consumption.liveRequests: ignore, "
+            + "only those a run recovered.",
         processes: [.serve, .run])
     package static let consumptionRequestNextDeadline = MetricDefinition(
         "reconciler_consumption_request_next_deadline_timestamp_seconds", .gauge,
-        help: "The soonest deadline of a consumption request without an answer and before its deadline; 0 when none.",
+        help: "The soonest deadline of a consumption request without an answer or an ack and before its deadline; 0 when none.",
         processes: [.serve, .run])
 
     // MARK: run: the last invocation, for node_exporter's textfile collector
@@ -156,7 +171,7 @@ extension MetricDefinition {
     package static let runConsumptionRequests = MetricDefinition(
         "reconciler_run_consumption_requests", .gauge, labels: ["state"],
         help: "Consumption requests the last run recovered, by state when it ended: open, expired (past the deadline "
-            + "without an answer), answered. They never change the run's exit code.",
+            + "without an answer), answered, acked (needs nothing more: reconciler consumption ack). They never change the run's exit code.",
         processes: [.run])
     package static let runPurchasesChanged = MetricDefinition(
         "reconciler_run_purchases_changed", .gauge,
@@ -205,7 +220,8 @@ extension MetricDefinition {
 
     /// Every family, in the order the README's table lists them.
     package static let all: [MetricDefinition] = [
-        webhookNotifications, webhookRejected, webhookUnconfiguredApp, webhookStoreFailures, webhookLastNotification,
+        webhookNotifications, webhookRejected, webhookUnconfiguredApp, webhookForeignApp, webhookReplayed, webhookStoreFailures,
+        webhookLastNotification,
         quarantineUnacknowledged, givenUpUnacknowledged, scheduleUnfinishedWindows, scheduleOldestUnfinishedWindowStart, lastFinishedRun,
         ledgerRefreshFailures, forwardQueueDeliveries, forwardQueueOldestPending, consumptionRequestsOpen, consumptionRequestNextDeadline,
         runExitCode, runEnd, runStatus, runDryRun, runDuration, runUrgentRecovery, runWindowStart, runWindowEnd,

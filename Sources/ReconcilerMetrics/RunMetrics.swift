@@ -41,8 +41,9 @@ package enum RunMetrics {
         }
         if let requests = report.consumptionRequests {
             let (open, expired) = (report.consumptionRequestsOpen ?? 0, report.consumptionRequestsExpired ?? 0)
-            let answered = report.consumptionRequestsTotal.map { $0 - open - expired } ?? requests.filter(\.answered).count
-            let states = [("open", open), ("expired", expired), ("answered", answered)]
+            let acked = report.consumptionRequestsAcked ?? requests.filter(\.acked).count
+            let answered = report.consumptionRequestsTotal.map { $0 - open - expired - acked } ?? requests.filter(\.answered).count
+            let states = [("open", open), ("expired", expired), ("answered", answered), ("acked", acked)]
             for (state, count) in states {
                 MetricDefinition.runConsumptionRequests.gauge([state], in: metrics).record(Int64(count))
             }

@@ -31,6 +31,11 @@ package final class WebhookMetrics: Sendable {
         for reason in Self.requestRejections + VerificationError.Reason.allCases.map(\.rawValue) where countsRejections {
             _ = MetricDefinition.webhookRejected.counter([reason], in: registry)
         }
+        // Counted for the process, not under the app they name (anyone can post them), and from 0.
+        if countsRejections {
+            _ = MetricDefinition.webhookForeignApp.counter(in: registry)
+            _ = MetricDefinition.webhookReplayed.counter(in: registry)
+        }
     }
 
     /// The counters of another app and environment the webhook serves, in the same registry.
@@ -50,10 +55,22 @@ package final class WebhookMetrics: Sendable {
         MetricDefinition.webhookRejected.counter([reason], in: registry).increment()
     }
 
-    /// An authentic notification named an app or environment the configuration does not (this
-    /// registry is scoped to the app it named).
+    /// An authentic notification named an app the deployment knows in an environment the
+    /// configuration does not serve (this registry is scoped to the app it named).
     package func unconfiguredApp() {
         MetricDefinition.webhookUnconfiguredApp.counter(in: registry).increment()
+    }
+
+    /// An authentic, recent notification of an app the deployment does not know, or a TEST
+    /// notification of an app or environment it does not serve (counted for the process).
+    package func foreignApp() {
+        MetricDefinition.webhookForeignApp.counter(in: registry).increment()
+    }
+
+    /// An authentic notification of an app or environment the deployment does not serve, too old
+    /// to be Apple's delivery (counted for the process).
+    package func replayed() {
+        MetricDefinition.webhookReplayed.counter(in: registry).increment()
     }
 
     package func storeFailed() {

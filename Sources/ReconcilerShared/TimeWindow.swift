@@ -3,7 +3,7 @@ public import Foundation
 /// A window of time: from `start`, inclusive, to `end`, exclusive.
 ///
 /// ```swift
-/// let window = TimeWindow(start: Timestamp(parsing: "now-6h")!, end: .now)
+/// let window = TimeWindow(start: .now - .hours(6), end: .now)
 /// let shards = ReplayPlanner().plan(window)
 /// ```
 package struct TimeWindow: Hashable, Sendable, Codable, CustomStringConvertible {
@@ -24,6 +24,9 @@ package struct TimeWindow: Hashable, Sendable, Codable, CustomStringConvertible 
     package var duration: Duration { max(.zero, end - start) }
 
     package func contains(_ time: Timestamp) -> Bool { start <= time && time < end }
+
+    /// For a person: `2026-11-20T03:10:00.000Z → 2026-11-20T05:45:00.000Z (2h 35m)`.
+    package var readableText: String { "\(start) → \(end) (\(duration.readableText))" }
 
     /// ISO 8601, `start/end`.
     package var description: String { "\(start)/\(end)" }

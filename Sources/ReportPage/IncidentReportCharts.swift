@@ -173,7 +173,7 @@ struct APIChart {
         html.text(endpoint)
         html.raw("</h3>\n<p class=\"note\">")
         html.text(
-            "\(requests) requests, busiest second \(busiest)/s, \(rateLimited) × 429, \(retries) retries; "
+            "\(Plural.count(requests, "request")), busiest second \(busiest)/s, \(rateLimited) × 429, \(Plural.count(retries, "retry", "retries")); "
                 + (budget.map { "budget \(Self.rate($0))/s" } ?? "no budget recorded"))
         html.raw("</p>\n")
 
@@ -204,7 +204,8 @@ struct APIChart {
             )
             html.text(
                 "\(NotificationChart.offset(from - runStart)) to \(NotificationChart.offset(from + axis.bucketMilliseconds - runStart)): "
-                    + "\(bucket.requests) requests, busiest second \(bucket.busiestSecond)/s, \(bucket.rateLimited) × 429, \(bucket.retries) retries")
+                    + "\(Plural.count(bucket.requests, "request")), busiest second \(bucket.busiestSecond)/s, \(bucket.rateLimited) × 429, "
+                    + Plural.count(bucket.retries, "retry", "retries"))
             html.raw("</title>")
             html.raw(
                 "<rect class=\"\(over ? "bu" : "bo")\" x=\"\(SVG.number(left + barWidth * 0.1))\" y=\"\(SVG.number(y(Double(bucket.busiestSecond))))\" "

@@ -103,8 +103,11 @@ package struct IncidentReportPage: Sendable {
             ("\(report.changesTotal)", "purchases changed", report.dryRun ? "would change" : "before → after below"),
             ("\(report.customersChecked)", "customers checked", "\(report.customersFailed.count) failed"),
             ("\(report.rejections.count)", "signed values rejected", "\(newRejections) newly quarantined"),
-            ("\(report.api.requests)", "API requests", "\(report.api.rateLimited) × 429, \(report.api.retries) retries"),
-            (Self.seconds(report.durationSeconds), "run duration", "\(report.pages) pages, \(report.shardsTotal) shards"),
+            ("\(report.api.requests)", "API requests", "\(report.api.rateLimited) × 429, \(Plural.count(report.api.retries, "retry", "retries"))"),
+            (
+                Self.seconds(report.durationSeconds), "run duration",
+                "\(Plural.count(report.pages, "page")), \(Plural.count(report.shardsTotal, "shard"))"
+            ),
         ]
         html.raw("<section class=\"cards\">\n")
         for (value, label, detail) in items {
@@ -389,7 +392,9 @@ package struct IncidentReportPage: Sendable {
             html.raw(
                 request.answered
                     ? "<span class=\"badge\">answered</span>"
-                    : request.expired ? "<span class=\"badge bad\">expired</span>" : "<span class=\"badge new\">open</span>")
+                    : request.acked
+                        ? "<span class=\"badge\">acked</span>"
+                        : request.expired ? "<span class=\"badge bad\">expired</span>" : "<span class=\"badge new\">open</span>")
             html.raw("</td></tr>\n")
         }
         html.raw("</tbody>\n</table>\n</section>\n")

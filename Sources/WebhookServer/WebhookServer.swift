@@ -6,6 +6,7 @@ import NIOFoundationCompat
 package import Reconciler
 import ReconcilerDomain
 package import ReconcilerMetrics
+package import ReconcilerShared
 package import ReconcilerStore
 package import ServiceLifecycle
 
@@ -19,8 +20,10 @@ package import ServiceLifecycle
 ///   (``NotificationBatcher``): 200 when the notification is stored (also for a duplicate), 400
 ///   with the rejection reason when it fails verification (nothing is written), 503
 ///   `APP_NOT_CONFIGURED` for an authentic notification of an app or environment the
-///   configuration does not name (not stored; Apple delivers it again once it does), 413 when the
-///   body is larger than the limit, 503 when the database fails (Apple then retries).
+///   configuration does not name (not stored; Apple delivers it again once it does), 400
+///   `NOTIFICATION_TOO_OLD` for one signed more than 7 days before ``Configuration/now`` (not
+///   Apple's delivery: a copy posted again), 413 when the body is larger than the limit, 503 when
+///   the database fails (Apple then retries).
 /// - `GET /health` answers 200 when the database is reachable, 503 otherwise.
 /// - `GET /metrics` serves the process's ``MetricsRegistry`` in Prometheus text format: what
 ///   ``WebhookMetrics`` counts, and whatever else the process put in that registry (the ledger
@@ -42,16 +45,20 @@ package struct WebhookServer: Sendable {
         package var forwardTo: ForwardingTarget?
         /// How notifications that arrive together share a transaction.
         package var batches: NotificationBatcher.Configuration
+        /// The present, against which a notification of an app the deployment does not serve is
+        /// judged too old to be Apple's delivery (tests move it).
+        package var now: @Sendable () -> Timestamp
 
         package init(
             host: String = "0.0.0.0", port: Int = 8080, maximumBodySize: Int = 256 * 1024, forwardTo: ForwardingTarget? = nil,
-            batches: NotificationBatcher.Configuration = .init()
+            batches: NotificationBatcher.Configuration = .init(), now: @escaping @Sendable () -> Timestamp = { .now }
         ) {
             self.host = host
             self.port = port
             self.maximumBodySize = maximumBodySize
             self.forwardTo = forwardTo
             self.batches = batches
+            self.now = now
         }
     }
 
@@ -162,15 +169,7 @@ package struct WebhookServer: Sendable {
             case .handler(let routed, let verified):
                 (handler, notification) = (routed, verified)
             case .notConfigured(let app):
-                // Genuine, so the app it names is real: a configuration gap, not a forgery. Apple retries a 5xx.
-                metrics(of: app.bundleId, app.environment).unconfiguredApp()
-                logger.error(
-                    "notification for an app or environment that is not configured; not stored (503), Apple will deliver it again",
-                    metadata: [
-                        "bundleId": "\(app.bundleId ?? "none")", "environment": "\(app.environment?.rawValue ?? "none")",
-                        "appAppleId": "\(app.appAppleId.map(String.init) ?? "none")",
-                    ])
-                return Self.json(.serviceUnavailable, ["error": "APP_NOT_CONFIGURED", "detail": app.description])
+                return refuse(app)
             }
         } catch {
             return answer(failure: error, metrics: metrics)
@@ -193,6 +192,41 @@ package struct WebhookServer: Sendable {
                 "changed": "\(result.change?.isChange ?? false)",
             ])
         return Self.json(.ok, ["outcome": result.outcome.rawValue, "notificationUUID": result.notificationUUID])
+    }
+
+    /// The answer to an authentic notification of an app or environment the router does not serve:
+    /// never 2xx, since nothing is stored. Genuine, so the app it names is real, but anyone can
+    /// post a genuine notification of someone else's app (many are public) or request a TEST
+    /// notification of their own: only an app the deployment knows is a configuration gap to page
+    /// about, and a notification signed too long ago for Apple's retries is a copy posted again.
+    private func refuse(_ app: NotificationRouter.UnconfiguredApp) -> Response {
+        var metadata: Logger.Metadata = [
+            "bundleId": "\(app.bundleId ?? "none")", "environment": "\(app.environment?.rawValue ?? "none")",
+            "appAppleId": "\(app.appAppleId.map(String.init) ?? "none")", "signedDate": "\(app.signedDate?.description ?? "none")",
+        ]
+        switch app.sender(at: configuration.now()) {
+        case .replay:
+            metrics.replayed()
+            logger.warning(
+                "notification signed too long ago to be Apple's delivery, of an app or environment not served; not stored (400)", metadata: metadata)
+            let age = NotificationRouter.maximumDeliveryAge.operatorText
+            return Self.json(
+                .badRequest,
+                [
+                    "error": "NOTIFICATION_TOO_OLD",
+                    "detail": "\(app.description), signed more than \(age) ago: not Apple's delivery (Apple retries for about 157 hours); not stored",
+                ])
+        case .someoneElse:
+            metrics.foreignApp()
+            metadata["type"] = "\(app.notificationType?.rawValue ?? "none")"
+            logger.warning("notification of an app this deployment does not know, or a TEST notification; not stored (503)", metadata: metadata)
+        case .appleForAKnownApp:
+            // A configuration gap, not a forgery. Apple retries a 5xx.
+            metrics(of: app.bundleId, app.environment).unconfiguredApp()
+            logger.error(
+                "notification for an app or environment that is not configured; not stored (503), Apple will deliver it again", metadata: metadata)
+        }
+        return Self.json(.serviceUnavailable, ["error": "APP_NOT_CONFIGURED", "detail": app.description])
     }
 
     /// The one place where a failure to take a notification becomes an HTTP answer: a payload that

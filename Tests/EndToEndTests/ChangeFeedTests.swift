@@ -174,7 +174,8 @@ import Testing
                 #expect(before != after, "change \(change.changeId) changes nothing")
                 #expect(after.originalTransactionId == original)
                 #expect((change.source == .webhook) == (change.runId == nil))
-                #expect(change.notificationType == nil && change.respondBy == nil)
+                // The notification that caused it, by its type; none for transaction history and status refresh.
+                #expect(change.respondBy == nil && (change.notificationType == nil) == (change.notificationUUID == nil))
                 states[original] = after
             }
             #expect(changes.contains { $0.kind == .purchase && $0.source == .webhook })
@@ -217,6 +218,43 @@ import Testing
                     == changes.filter { $0.kind == .purchase }.map(\.changeId))
             let events = try await rehearsal.reconciler(["changes", "--kind", "notification"])
             #expect(try Self.completeLines(events.stdout).map { try Self.decode($0).changeId } == notificationRows.map(\.changeId))
+        }
+    }
+
+    /// A purchase row says what caused it: a run that replays a REFUND and a DID_RENEW writes
+    /// purchase rows with those types and subtypes (of the notification each names), so a consumer
+    /// can react to the event; the gap fill's rows (transaction history, status refresh) have none.
+    @Test func purchaseRowsCarryTheTypeOfTheNotificationThatCausedThem() async throws {
+        let hour: Int64 = 3_600_000
+        let now = Int64(Date().timeIntervalSince1970 * 1000)
+        let (start, end) = (now - 6 * hour, now - 3 * hour)
+        try await HistoryMock.with([
+            "--seed", "33", "--customers", "30", "--span", "3d", "--outage-start", "\(start)", "--outage-end", "\(end)", "--rate-limit", "0",
+        ]) { mock in
+            let run = try await mock.reconciler(["run", "--start", "\(start)", "--end", "\(end)"], environment: ["APP_STORE_RATE_LIMIT": "1000"])
+            #expect(run.status == 0, "\(run.stdout)\n\(run.stderr)")
+            let printed = try await mock.reconciler(["changes", "--kind", "purchase"])
+            #expect(printed.status == 0, "\(printed.stderr)")
+            let rows = try Self.completeLines(printed.stdout).map(Self.decode)
+            var recorded: [String: (type: String, subtype: String?)] = [:]
+            for line in try await mock.db.strings(
+                "SELECT notification_uuid || ' ' || notification_type || coalesce(' ' || subtype, '') FROM notifications")
+            {
+                let parts = line.split(separator: " ").map(String.init)
+                recorded[parts[0]] = (parts[1], parts.count > 2 ? parts[2] : nil)
+            }
+            for row in rows {
+                switch row.source {
+                case .history, .webhook:
+                    let cause = try #require(row.notificationUUID.flatMap { recorded[$0] }, "change \(row.changeId) names no recorded notification")
+                    #expect(row.notificationType == cause.type && row.subtype == cause.subtype, "change \(row.changeId)")
+                default:
+                    #expect(row.notificationType == nil && row.subtype == nil && row.notificationUUID == nil, "change \(row.changeId)")
+                }
+            }
+            let replayed = Set(rows.filter { $0.source == .history }.compactMap(\.notificationType))
+            #expect(replayed.isSuperset(of: ["REFUND", "DID_RENEW"]), "\(replayed)")
+            #expect(rows.contains { $0.source == .transactionHistory || $0.source == .statusRefresh }, "no gap-fill row to check")
         }
     }
 
@@ -418,6 +456,56 @@ import Testing
         }
     }
 
+    /// `changes | head -1`: the reader takes one line and closes the pipe while `changes` is still
+    /// writing (the pipe holds a page, the feed a dozen lines). The command ends quietly, exit 0,
+    /// with no "Broken pipe" (before: a Cocoa error and a non-zero exit).
+    @Test func aReaderThatClosesThePipeEndsTheCommandQuietly() async throws {
+        try await TestDatabase.with { db in
+            let handler = try app.handler(db)
+            for index in 1...12 { _ = try await handler.handle(signedPayload: try subscribed("head-\(index)"), source: .webhook) }
+            try await eventually("the feed readable") { try await Self.feed(db).count == 12 }
+            let pipe = try ReaderPipe()
+            // Only a write can tell it the reader is gone: the check while idle waits an hour.
+            let changes = try RunningProcess(
+                "reconciler", ["changes", "--since", "0", "--output-check-interval", "1h"],
+                environment: ["DATABASE_URL": db.url, "LOG_LEVEL": "warning"], standardOutput: pipe.writing)
+            pipe.closeWriting()
+            let first = try #require(pipe.readLine())
+            #expect(try Self.decode(first).originalTransactionId == "head-1")
+            pipe.closeReading()
+            let ended = try await changes.wait(timeout: .seconds(60))
+            #expect(ended.status == 0, "\(ended.stderr)")
+            #expect(!ended.stderr.localizedCaseInsensitiveContains("broken pipe") && !ended.stderr.contains("Error"), "\(ended.stderr)")
+        }
+    }
+
+    /// A `changes --follow` consumer dies while the feed is quiet: nothing is written, so the
+    /// follower looks at its standard output every --output-check-interval, sees the pipe's
+    /// reader gone and ends quietly (exit 0), releasing its connections (before: it held them
+    /// until the next change, then died on "Broken pipe").
+    @Test func anIdleFollowerWhoseReaderIsGoneEndsAndReleasesItsConnection() async throws {
+        try await TestDatabase.with { db in
+            let handler = try app.handler(db)
+            _ = try await handler.handle(signedPayload: try subscribed("idle-1"), source: .webhook)
+            try await eventually("the feed readable") { try await Self.feed(db).count == 1 }
+            let pipe = try ReaderPipe()
+            let follower = try RunningProcess(
+                "reconciler", ["changes", "--follow", "--since", "0", "--poll-interval", "1h", "--output-check-interval", "100ms"],
+                environment: ["DATABASE_URL": db.url, "LOG_LEVEL": "warning"], standardOutput: pipe.writing)
+            defer { follower.kill() }
+            pipe.closeWriting()
+            #expect(try Self.decode(try #require(pipe.readLine())).originalTransactionId == "idle-1")
+            let listeners: PostgresQuery = "SELECT pid::text FROM pg_stat_activity WHERE datname = current_database() AND query ILIKE 'LISTEN%'"
+            try await eventually("the follower listening") { try await db.strings(listeners).count == 1 }
+            pipe.closeReading()
+            // A generous bound, only to catch a follower that never ends.
+            let ended = try await follower.wait(timeout: .seconds(60))
+            #expect(ended.status == 0, "\(ended.stderr)")
+            #expect(!ended.stderr.localizedCaseInsensitiveContains("broken pipe") && !ended.stderr.contains("Error"), "\(ended.stderr)")
+            try await eventually("the follower's connections closed") { try await db.strings(listeners).isEmpty }
+        }
+    }
+
     // MARK: Entitlement, through the handler, export and the feed
 
     /// One purchase of an entitlement case, signing its notifications relative to `now`.
@@ -521,9 +609,10 @@ import Testing
     @Test(arguments: [false, true])
     func entitlementRules(billingRetryEntitles: Bool) async throws {
         try await TestDatabase.with { db in
-            let database = Database(
-                client: db.client, logger: Self.logger, configuration: .init(entitlement: .init(billingRetryEntitles: billingRetryEntitles)))
-            let handler = NotificationHandler(verifier: try SignedDataVerifier(configuration: app.verifierConfiguration), database: database)
+            let database = Database(client: db.client, logger: Self.logger)
+            let handler = NotificationHandler(
+                verifier: try SignedDataVerifier(configuration: app.verifierConfiguration), database: database,
+                entitlement: .init(billingRetryEntitles: billingRetryEntitles))
             let now = Int64(Date().timeIntervalSince1970 * 1000)
             var tokens: [String: String] = [:]
             for (index, entitlementCase) in Self.entitlementCases.enumerated() {

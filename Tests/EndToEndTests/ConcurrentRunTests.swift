@@ -102,7 +102,7 @@ import Testing
             #expect(stats["rateLimited"] as? Int == 0, "\(stats)")
             #expect(stats["retryAfterViolations"] as? Int == 0, "\(stats)")
             // Both processes called Apple.
-            #expect(worker.stdout.contains("customers done here"))
+            #expect(worker.stdout.contains(" done here"), "\(worker.stdout)")
             let export = try await rehearsal.export(), truth = try await rehearsal.truth()
             #expect(export == truth, "\(Rehearsal.difference(export, truth))")
         }

@@ -36,7 +36,8 @@ import Testing
                 let run = try await rehearsal.reconciler(
                     [
                         "run", "--start", rehearsal.outageStart, "--end", rehearsal.outageEnd,
-                        "--forward-to", receiverURL, "--forward-drain-timeout", "120s", "--report-json", reportPath, "--metrics-file", metricsPath,
+                        "--forward-to", receiverURL, "--forward-unsigned", "--forward-drain-timeout", "120s", "--report-json", reportPath,
+                        "--metrics-file", metricsPath,
                         "--report-html", pagePath,
                     ], environment: ["LOG_LEVEL": "info"])
                 #expect(run.status == 0, "\(run.stdout)\n\(run.stderr)")
@@ -178,6 +179,177 @@ import Testing
             try await rehearsal.setFaults([:])
             #expect(
                 try await rehearsal.db.strings("SELECT outcome FROM consumption_answers ORDER BY answer_id") == ["accepted", "refused", "failed"])
+        }
+    }
+    /// The open request the live webhook received with the latest deadline, and the open one a run
+    /// recovered with the latest deadline (the furthest from expiring while the test runs).
+    static func openRequest(live: Bool, in rehearsal: Rehearsal) async throws -> String {
+        try #require(
+            try await rehearsal.db.strings(
+                """
+                SELECT transaction_id FROM notifications
+                WHERE respond_by_ms > (extract(epoch FROM now()) * 1000)::bigint + 3600000 AND (source = 'webhook') = \(live)
+                ORDER BY respond_by_ms DESC LIMIT 1
+                """
+            ).first, "no open \(live ? "live" : "recovered") request")
+    }
+
+    static func list(_ rehearsal: Rehearsal, _ extra: [String] = [], environment: [String: String] = [:]) async throws -> [[String: Any]] {
+        let listed = try await rehearsal.reconciler(["consumption", "list", "--json"] + extra, environment: environment)
+        #expect(listed.status == 0, "\(listed.stderr)")
+        return try #require(try JSONSerialization.jsonObject(with: Data(listed.stdout.utf8)) as? [[String: Any]])
+    }
+
+    /// `consumption ack` (the app answered a request itself): exit 0, the request acked by $USER
+    /// with the note and out of `list --open`; acked again, the first ack is kept (exit 0); an
+    /// unknown or malformed transaction is exit 1. With `RECONCILER_CONSUMPTION_LIVE_REQUESTS=ignore`
+    /// the requests the live webhook received leave `list --open` and the open gauge a run writes.
+    @Test func anAckedRequestLeavesTheOpenRequestsAndLiveOnesCanBeLeftToTheApp() async throws {
+        try await Rehearsal.with(customers: 60, seed: 213, mockArguments: ["--span", "20h"], outageHoursAgo: (14, 8)) { rehearsal in
+            let run = try await rehearsal.runWindow()
+            #expect(run.status == 0, "\(run.stderr)")
+            let live = try await Self.openRequest(live: true, in: rehearsal)
+            let recovered = try await Self.openRequest(live: false, in: rehearsal)
+
+            let acked = try await rehearsal.reconciler(
+                ["consumption", "ack", "--transaction-id", live, "--note", "answered by the app"], environment: ["USER": "alice"])
+            #expect(acked.status == 0, "\(acked.stdout)\(acked.stderr)")
+            #expect(acked.stdout.contains("acked: the consumption request for transaction \(live)"), "\(acked.stdout)")
+            let entries = try await Self.list(rehearsal)
+            for key in ["ackedAt", "ackedBy", "ackNote", "answeredBy", "answeredAt", "state"] {
+                #expect(entries.allSatisfy { $0.keys.contains(key) }, "\(key)")
+            }
+            let entry = try #require(entries.first { $0["transactionId"] as? String == live })
+            #expect(entry["state"] as? String == "acked" && entry["ackedBy"] as? String == "alice")
+            #expect(entry["ackNote"] as? String == "answered by the app" && entry["ackedAt"] is Int64 && entry["answeredBy"] is NSNull)
+            #expect(entries.filter { $0["state"] as? String == "acked" }.count == 1)
+            let open = try await Self.list(rehearsal, ["--open"])
+            #expect(!open.contains { $0["transactionId"] as? String == live } && open.contains { $0["transactionId"] as? String == recovered })
+            let table = try await rehearsal.reconciler(["consumption", "list"])
+            #expect(table.stdout.split(separator: "\n").contains { $0.hasPrefix(live) && $0.contains(" acked ") }, "\(table.stdout)")
+
+            // Again, by someone else: exit 0, the first ack kept.
+            let again = try await rehearsal.reconciler(["consumption", "ack", "--transaction-id", live, "--by", "bob"])
+            #expect(
+                again.status == 0 && again.stdout.contains("already acked") && again.stdout.contains("by alice"), "\(again.stdout)\(again.stderr)")
+            #expect(try await Self.list(rehearsal).first { $0["transactionId"] as? String == live }?["ackedBy"] as? String == "alice")
+            for (id, why) in [("2000999999999999", "no CONSUMPTION_REQUEST"), ("20009x", "not a transaction ID")] {
+                let refused = try await rehearsal.reconciler(["consumption", "ack", "--transaction-id", id])
+                #expect(refused.status == 1 && refused.stderr.contains(why), "\(id): \(refused.stderr)")
+            }
+            #expect(try await rehearsal.db.count("SELECT count(*) FROM consumption_acks") == 1)
+
+            // Live requests left to the app: only those a run recovered are open.
+            let ignore = ["RECONCILER_CONSUMPTION_LIVE_REQUESTS": "ignore"]
+            let recoveredOnly = try await Self.list(rehearsal, ["--open"], environment: ignore)
+            #expect(recoveredOnly.contains { $0["transactionId"] as? String == recovered })
+            #expect(recoveredOnly.allSatisfy { $0["runId"] is Int64 }, "\(recoveredOnly)")
+            #expect(try await Self.list(rehearsal, ["--open"]).contains { $0["runId"] is NSNull }, "no open live request to leave out")
+            let wrong = try await rehearsal.reconciler(
+                ["consumption", "list", "--open"], environment: ["RECONCILER_CONSUMPTION_LIVE_REQUESTS": "sometimes"])
+            #expect(wrong.status == 1 && wrong.stderr.contains("RECONCILER_CONSUMPTION_LIVE_REQUESTS"), "\(wrong.stderr)")
+            // Every recovered request acked: with live ones ignored, the gauge a run writes counts none.
+            try await rehearsal.db.execute(
+                """
+                INSERT INTO consumption_acks (notification_uuid, bundle_id, environment, transaction_id, acked_by)
+                SELECT notification_uuid, bundle_id, environment, transaction_id, 'test' FROM notifications
+                WHERE respond_by_ms IS NOT NULL AND source = 'history' ON CONFLICT DO NOTHING
+                """)
+            for (environment, anyOpen) in [(ignore, false), ([:], true)] {
+                let metricsPath = rehearsal.file("ack-\(anyOpen).prom")
+                let again = try await rehearsal.reconciler(
+                    ["run", "--start", rehearsal.outageStart, "--end", rehearsal.outageEnd, "--metrics-file", metricsPath], environment: environment)
+                #expect(again.status == 0, "\(again.stderr)")
+                let metrics = try PrometheusText(parsing: try String(contentsOfFile: metricsPath, encoding: .utf8))
+                let counted = ["under_2h", "2h_to_6h", "over_6h"].compactMap {
+                    metrics.value("reconciler_consumption_requests_open", ["time_left": $0])
+                }
+                #expect((counted.reduce(0, +) > 0) == anyOpen, "\(environment): \(counted)")
+                #expect((metrics.value("reconciler_consumption_request_next_deadline_timestamp_seconds") ?? 0 > 0) == anyOpen)
+            }
+        }
+    }
+
+    /// `consumption send` writes the answer `sending` before Apple is called and completes it
+    /// after; when the completion cannot be written it says Apple accepted it and exits 4 (not "send
+    /// it again"), and the request takes no other answer unless `--again`; neither does one answered
+    /// or acked. An answer Apple failed (5xx) leaves the request open to the next.
+    @Test func anAcceptedAnswerTheDatabaseCouldNotRecordIsNotSentAgainByMistake() async throws {
+        try await Rehearsal.with(customers: 30, seed: 214, outageHoursAgo: (16, 0.02)) { rehearsal in
+            let run = try await rehearsal.runWindow()
+            #expect(run.status == 0, "\(run.stderr)")
+            let open = try await rehearsal.db.strings(
+                """
+                SELECT transaction_id FROM notifications
+                WHERE respond_by_ms > (extract(epoch FROM now()) * 1000)::bigint + 3600000
+                ORDER BY respond_by_ms DESC LIMIT 3
+                """)
+            try #require(open.count == 3, "three open requests: \(open)")
+            let (unrecorded, answered, failing) = (open[0], open[1], open[2])
+            let answer = ["consumption", "send", "--customer-consented", "--delivery-status", "DELIVERED", "--sample-content-provided", "false"]
+            func received() async throws -> [MockAppStore.ReceivedConsumptionAnswer] {
+                String(decoding: try await HTTP.request(.GET, "\(rehearsal.mockURL)/mock/consumption").body, as: UTF8.self)
+                    .split(separator: "\n").compactMap { try? JSONDecoder().decode(MockAppStore.ReceivedConsumptionAnswer.self, from: Data($0.utf8)) }
+            }
+            func outcomes(_ id: String) async throws -> [String] {
+                try await rehearsal.db.strings("SELECT outcome FROM consumption_answers WHERE transaction_id = \(id) ORDER BY answer_id")
+            }
+
+            // The database refuses to record an accepted answer (as a full disk or a lost server would).
+            try await rehearsal.db.execute(
+                """
+                CREATE FUNCTION refuse_accepted() RETURNS trigger LANGUAGE plpgsql AS $$
+                BEGIN RAISE EXCEPTION 'could not extend file: No space left on device'; END $$
+                """)
+            try await rehearsal.db.execute(
+                """
+                CREATE TRIGGER refuse_accepted BEFORE INSERT OR UPDATE ON consumption_answers
+                FOR EACH ROW WHEN (NEW.outcome = 'accepted') EXECUTE FUNCTION refuse_accepted()
+                """)
+            let lost = try await rehearsal.reconciler(answer + ["--transaction-id", unrecorded])
+            #expect(lost.status == 4, "\(lost.stdout)\(lost.stderr)")
+            #expect(lost.stderr.contains("Apple accepted") && lost.stderr.contains("do not send it again"), "\(lost.stderr)")
+            #expect(try await received().map(\.transactionId) == [unrecorded])
+            // Written before Apple was called: the row is there, `sending`, from before the mock received it.
+            #expect(try await outcomes(unrecorded) == ["sending"])
+            let written = try await rehearsal.db.count(
+                "SELECT (extract(epoch FROM sent_at) * 1000)::bigint FROM consumption_answers WHERE transaction_id = \(unrecorded)")
+            let arrived = try #require(try await received().first?.receivedAt)
+            #expect(Int64(written) <= arrived)
+            try await rehearsal.db.execute("DROP TRIGGER refuse_accepted ON consumption_answers")
+
+            // Sent again by mistake: refused, nothing reaches Apple; acked instead.
+            let twice = try await rehearsal.reconciler(answer + ["--transaction-id", unrecorded])
+            #expect(twice.status == 1 && twice.stderr.contains("being sent") && twice.stderr.contains("--again"), "\(twice.stderr)")
+            #expect(try await received().count == 1)
+            let ack = try await rehearsal.reconciler(
+                ["consumption", "ack", "--transaction-id", unrecorded, "--note", "accepted by Apple, not recorded"])
+            #expect(ack.status == 0, "\(ack.stderr)")
+            let acked = try await rehearsal.reconciler(answer + ["--transaction-id", unrecorded])
+            #expect(acked.status == 1 && acked.stderr.contains("acked"), "\(acked.stderr)")
+
+            // Answered: refused unless --again.
+            let sent = try await rehearsal.reconciler(answer + ["--transaction-id", answered])
+            #expect(sent.status == 0, "\(sent.stderr)")
+            #expect(try await outcomes(answered) == ["accepted"])
+            let repeated = try await rehearsal.reconciler(answer + ["--transaction-id", answered])
+            #expect(repeated.status == 1 && repeated.stderr.contains("was answered") && repeated.stderr.contains("--again"), "\(repeated.stderr)")
+            #expect(try await received().count == 2)
+            let deliberate = try await rehearsal.reconciler(answer + ["--transaction-id", answered, "--again"])
+            #expect(deliberate.status == 0, "\(deliberate.stderr)")
+            #expect(try await received().map(\.transactionId) == [unrecorded, answered, answered])
+            #expect(try await outcomes(answered) == ["accepted", "accepted"])
+            let listed = try await Self.list(rehearsal).first { $0["transactionId"] as? String == answered }
+            #expect(listed?["state"] as? String == "answered" && listed?["answeredBy"] as? String == "command")
+
+            // The App Store failing: exit 2, and the next answer needs no --again.
+            try await rehearsal.setFaults(["serverErrorRate": 1.0])
+            let failed = try await rehearsal.reconciler(answer + ["--transaction-id", failing])
+            #expect(failed.status == 2 && failed.stderr.contains("send it again"), "\(failed.stderr)")
+            try await rehearsal.setFaults([:])
+            let retried = try await rehearsal.reconciler(answer + ["--transaction-id", failing])
+            #expect(retried.status == 0, "\(retried.stderr)")
+            #expect(try await outcomes(failing) == ["failed", "accepted"])
         }
     }
 }

@@ -326,7 +326,8 @@ import Testing
                 try await Rehearsal.with(customers: 8, seed: 74, mockArguments: Self.apps, configurationFile: true) { rehearsal in
                     let file = try rehearsal.configurationFile("webhooks") { yaml in
                         Self.adding(
-                            "    forwardTo: \(urlTwo)\n", toApp: Self.two, in: Self.adding("    forwardTo: \(urlOne)\n", toApp: Self.one, in: yaml))
+                            "    forwardTo: {url: \"\(urlTwo)\", unsigned: true}\n", toApp: Self.two,
+                            in: Self.adding("    forwardTo: {url: \"\(urlOne)\", unsigned: true}\n", toApp: Self.one, in: yaml))
                     }
                     // Both apps are down while the run queues what Apple did not deliver: each delivery fails once, for good.
                     receiverOne.setBehaviour(.init(status: 503))
@@ -402,6 +403,32 @@ import Testing
             let single = try Self.jsonObject(
                 try await rehearsal.reconciler(["detect-outage", "--since", "1d", "--json", "--app", Self.one, "--environment", "sandbox"]).stdout)
             #expect(single["targets"] == nil && single["environment"] as? String == "Sandbox" && (single["windows"] as? [Any])?.isEmpty == false)
+        }
+    }
+
+    /// `--app` alone, for an app in both environments, as `repair` takes it: each environment's
+    /// webhook is checked (each has its own URL in App Store Connect), production first, under
+    /// its header; `--environment` narrows it to one, printed as before.
+    @Test func checkWebhookTakesAnAppAloneAndChecksEachOfItsEnvironments() async throws {
+        try await Rehearsal.with(customers: 4, seed: 77, mockArguments: Self.apps, configurationFile: true) { rehearsal in
+            let check = try await rehearsal.reconciler(["check-webhook", "--app", Self.one])
+            #expect(check.status == 0, "\(check.stdout)\n\(check.stderr)")
+            let sections = Self.sections(check.stdout)
+            #expect(check.stdout.hasPrefix("== \(Self.one) (Production)\n"), "\(check.stdout)")
+            #expect(Set(sections.keys) == ["\(Self.one) (Production)", "\(Self.one) (Sandbox)"], "\(check.stdout)")
+            for (header, section) in sections {
+                #expect(section.hasPrefix("SUCCESS: TEST notification") && section.contains("stored by the webhook"), "\(header): \(section)")
+            }
+            for environment in ["Production", "Sandbox"] {
+                let stored = try await rehearsal.db.count(
+                    "SELECT count(*) FROM notifications WHERE notification_type = 'TEST' AND bundle_id = \(Self.one) AND environment = \(environment)"
+                )
+                #expect(stored == 1, "\(environment)")
+            }
+
+            let sandbox = try await rehearsal.reconciler(["check-webhook", "--app", Self.one, "--environment", "sandbox"])
+            #expect(sandbox.status == 0, "\(sandbox.stdout)\n\(sandbox.stderr)")
+            #expect(sandbox.stdout.hasPrefix("SUCCESS: TEST notification") && !sandbox.stdout.contains("== "), "\(sandbox.stdout)")
         }
     }
 

@@ -115,7 +115,7 @@ import Testing
             try await Rehearsal.with(customers: 60, seed: 62) { rehearsal in
                 let outage = Set(try Self.undelivered(try await Self.notifications(of: rehearsal), in: rehearsal).map(\.notificationUUID))
                 let arguments = [
-                    "run", "--start", rehearsal.outageStart, "--end", rehearsal.outageEnd, "--forward-to", receiverURL,
+                    "run", "--start", rehearsal.outageStart, "--end", rehearsal.outageEnd, "--forward-to", receiverURL, "--forward-unsigned",
                     "--forward-concurrency", "4", "--forward-drain-timeout", "120s",
                 ]
                 let killed = try rehearsal.start(arguments)
@@ -161,7 +161,7 @@ import Testing
                 let outage = Set(try Self.undelivered(try await Self.notifications(of: rehearsal), in: rehearsal).map(\.notificationUUID))
                 // A backoff longer than the rerun's windows take: what the killed run tried waits for the rerun's drain.
                 let arguments = [
-                    "run", "--start", rehearsal.outageStart, "--end", rehearsal.outageEnd, "--forward-to", receiverURL,
+                    "run", "--start", rehearsal.outageStart, "--end", rehearsal.outageEnd, "--forward-to", receiverURL, "--forward-unsigned",
                     "--forward-backoff", "15s", "--forward-drain-timeout", "120s",
                 ]
                 let killed = try rehearsal.start(arguments)
@@ -197,7 +197,7 @@ import Testing
     @Test func aRunResumedPastItsReplayReleasesWhatItStillHeld() async throws {
         try await AppWebhookReceiver.withRunning(.init()) { _, receiverURL in
             try await Rehearsal.with(customers: 20, seed: 64) { rehearsal in
-                let forwarding = ["--forward-to", receiverURL, "--forward-drain-timeout", "0s"]
+                let forwarding = ["--forward-to", receiverURL, "--forward-unsigned", "--forward-drain-timeout", "0s"]
                 let first = try await rehearsal.runWindow(forwarding)
                 #expect(first.status == 0, "\(first.stderr)")
                 // As a process killed in its gap-fill phase would leave them: held back, never tried (the
@@ -228,23 +228,25 @@ import Testing
                 let outage = Set(try Self.undelivered(try await Self.notifications(of: rehearsal), in: rehearsal).map(\.notificationUUID))
                 receiver.setBehaviour(.init(status: 500))
                 let run = try await rehearsal.runWindow([
-                    "--forward-to", receiverURL, "--forward-attempts", "2", "--forward-backoff", "50ms", "--forward-drain-timeout", "60s",
+                    "--forward-to", receiverURL, "--forward-unsigned", "--forward-attempts", "2", "--forward-backoff", "50ms",
+                    "--forward-drain-timeout", "60s",
                 ])
                 #expect(run.status == 0, "forwarding failures do not make a run partial: \(run.stderr)")
                 #expect(run.stdout.contains("0 notifications delivered to the app's webhook, 0 pending, \(outage.count) failed"), "\(run.stdout)")
                 #expect(receiver.statistics.acknowledged.isEmpty)
 
                 // Still down: the worker has nothing due (failed ones wait for --retry-failed), exit 0.
-                let idle = try await rehearsal.reconciler(["forward", "--once", "--forward-to", receiverURL])
+                let idle = try await rehearsal.reconciler(["forward", "--once", "--forward-to", receiverURL, "--forward-unsigned"])
                 #expect(idle.status == 0, "\(idle.stderr)")
                 // Retried while still down: they fail for good again, which needs a person (4).
                 let stillDown = try await rehearsal.reconciler(
-                    ["forward", "--once", "--retry-failed", "--forward-attempts", "1"], environment: ["RECONCILER_FORWARD_TO": receiverURL])
+                    ["forward", "--once", "--retry-failed", "--forward-attempts", "1"],
+                    environment: ["RECONCILER_FORWARD_TO": receiverURL, "RECONCILER_FORWARD_UNSIGNED": "1"])
                 #expect(stillDown.status == 4, "\(stillDown.stderr)")
 
                 receiver.setBehaviour(.init(status: 200))
                 let back = try await rehearsal.reconciler([
-                    "forward", "--once", "--retry-failed", "--forward-backoff", "50ms", "--forward-to", receiverURL,
+                    "forward", "--once", "--retry-failed", "--forward-backoff", "50ms", "--forward-to", receiverURL, "--forward-unsigned",
                 ])
                 #expect(back.status == 0, "\(back.stderr)")
                 #expect(Set(receiver.statistics.acknowledged.keys) == outage)
@@ -270,17 +272,20 @@ import Testing
                 // The app is down during the run: its deliveries stay queued.
                 receiver.setBehaviour(.init(status: 503))
                 let run = try await rehearsal.runWindow([
-                    "--forward-to", url, "--report-json", reportPath, "--forward-drain-timeout", "0s", "--forward-backoff", "50ms",
+                    "--forward-to", url, "--forward-unsigned", "--report-json", reportPath, "--forward-drain-timeout", "0s", "--forward-backoff",
+                    "50ms",
                 ])
                 #expect(run.status == 0, "\(run.stderr)")
                 #expect(receiver.statistics.acknowledged.isEmpty)
                 receiver.setBehaviour(.init(status: 200))
                 // Another webhook's forwarder delivers none of them, and says what does.
-                let other = try await rehearsal.reconciler(["forward", "--once", "--forward-to", "http://127.0.0.1:9/other"])
+                let other = try await rehearsal.reconciler(["forward", "--once", "--forward-to", "http://127.0.0.1:9/other", "--forward-unsigned"])
                 #expect(other.status == 0, "\(other.stderr)")
                 #expect(other.stdout.contains("pending for another webhook, http://…@127.0.0.1:"), "\(other.stdout)")
                 #expect(receiver.statistics.acknowledged.isEmpty)
-                let forward = try await rehearsal.reconciler(["forward", "--once", "--forward-to", url, "--forward-backoff", "50ms"])
+                let forward = try await rehearsal.reconciler([
+                    "forward", "--once", "--forward-to", url, "--forward-unsigned", "--forward-backoff", "50ms",
+                ])
                 #expect(forward.status == 0, "\(forward.stderr)")
                 #expect(Set(receiver.statistics.acknowledged.keys) == outage)
 

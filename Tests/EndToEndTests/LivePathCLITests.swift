@@ -2,6 +2,7 @@ import AppStoreServer
 import Foundation
 import MockAppStore
 import NIOHTTP1
+import PostgresNIO
 import Reconciler
 import ReconcilerShared
 import TestSupport
@@ -26,37 +27,20 @@ import Testing
         return path
     }
 
-    /// `serve` checks the schema before it opens its port; SIGTERM while that check waits for a
-    /// database that is away ends serve at once, and cleanly.
+    /// `serve` connects to its database before anything else (and gives up after --database-timeout,
+    /// UnreachableDatabaseTests); SIGTERM while it waits for a database that is away ends it at once, and cleanly.
     @Test func sigtermWhileServeWaitsForTheDatabaseEndsItCleanly() async throws {
         let serve = try RunningProcess(
-            "reconciler", ["serve", "--port", "\(freePort())", "--host", "127.0.0.1"],
+            "reconciler", ["serve", "--port", "\(freePort())", "--host", "127.0.0.1", "--database-timeout", "5m", "--verbose"],
             environment: [
                 "DATABASE_URL": "postgres://reconciler@127.0.0.1:\(freePort())/absent", "APP_STORE_BUNDLE_ID": TestApp.bundleId,
                 "APP_STORE_ENVIRONMENT": "sandbox", "LOG_LEVEL": "info",
             ])
-        try await serve.waitForOutput(containing: "checking the database schema before opening the port")
+        try await serve.waitForOutput(containing: "connecting to the database failed")
         serve.signal(SIGTERM)
         let served = try await serve.wait(timeout: .seconds(60))
         #expect(served.status == 0, "\(served.stderr)")
-        #expect(served.stderr.contains("stopped before the schema check finished"), "\(served.stderr)")
-    }
-
-    /// A database away for longer than serve waits at startup is no reason not to listen:
-    /// /health says 503 until it is back.
-    @Test func serveListensWhenTheDatabaseStaysAwayAtStartup() async throws {
-        let port = freePort()
-        let serve = try RunningProcess(
-            "reconciler", ["serve", "--port", "\(port)", "--host", "127.0.0.1"],
-            environment: [
-                "DATABASE_URL": "postgres://reconciler@127.0.0.1:\(freePort())/absent", "APP_STORE_BUNDLE_ID": TestApp.bundleId,
-                "APP_STORE_ENVIRONMENT": "sandbox", "LOG_LEVEL": "info",
-            ])
-        try await serve.waitForOutput(containing: "listening")
-        #expect((try await HTTP.request(.GET, "http://127.0.0.1:\(port)/health")).status == 503)
-        serve.signal(SIGTERM)
-        let served = try await serve.wait(timeout: .seconds(60))
-        #expect(served.status == 0, "\(served.stderr)")
+        #expect(served.stderr.contains("stopped before connecting to the database"), "\(served.stderr)")
     }
 
     @Test func migrateServeExportAndInspect() async throws {
@@ -124,6 +108,77 @@ import Testing
                     "reconciler", ["inspect", payload], environment: env.merging(["APP_STORE_BUNDLE_ID": "com.other"]) { $1 })
                 #expect(wrongBundle.status == 3)
                 #expect(wrongBundle.stderr.contains("INVALID_BUNDLE_ID"))
+            }
+        }
+    }
+
+    /// `serve` with a configuration file pages (the labelled counter) only for a genuine
+    /// notification of an app the deployment knows, configured in another environment or listed in
+    /// `knownApps`; another app's and a TEST notification only warn (the unlabelled counter); one
+    /// signed more than 7 days before its clock, a real Apple notification of someone else's app
+    /// among them, is refused with 400 `NOTIFICATION_TOO_OLD`. Nothing is stored.
+    @Test func serveWithAConfigurationFilePagesOnlyForTheAppsItKnows() async throws {
+        try await TemporaryDirectory.with { directory in
+            try await TestDatabase.with { db in
+                let appleRoot = Repository.root.appendingPathComponent(
+                    "Tests/UnitTests/AppStoreServer/Fixtures/apple-signed/real-chain/AppleRootCA-G3.pem")
+                let file = directory.file("reconciler.yaml")
+                try """
+                key: {id: K, issuer: I, privateKeyPath: \(directory.file("AuthKey.p8"))}
+                rootCertificates: [\(try writeRoot(in: directory)), \(appleRoot.path)]
+                knownApps: [com.example.known]
+                apps:
+                  - {bundleId: \(TestApp.bundleId), appAppleId: \(TestApp.appAppleId), environments: [production]}
+                """.write(toFile: file, atomically: true, encoding: .utf8)
+                let port = freePort()
+                let serve = try RunningProcess(
+                    "reconciler", ["serve", "--port", "\(port)", "--host", "127.0.0.1", "--config", file],
+                    environment: ["DATABASE_URL": db.url, "LOG_LEVEL": "info"])
+                try await serve.waitForOutput(containing: "listening")
+                let now = Int64(Date().timeIntervalSince1970 * 1000), hour: Int64 = 3_600_000
+                func signed(
+                    _ type: NotificationTypeV2, bundleId: String, environment: AppStoreEnvironment = .production, signedDate: Int64
+                ) throws
+                    -> String
+                {
+                    try app.notification(type, signedDate: signedDate, bundleId: bundleId, appAppleId: 42, environment: environment)
+                }
+                let apple = try String(
+                    contentsOf: Repository.root.appendingPathComponent(
+                        "Tests/UnitTests/AppStoreServer/Fixtures/apple-signed/09-notification-production.jws"),
+                    encoding: .utf8)
+                let cases: [(String, String, Int, String)] = [
+                    ("in knownApps", try signed(.didRenew, bundleId: "com.example.known", signedDate: now - hour), 503, "APP_NOT_CONFIGURED"),
+                    (
+                        "configured in another environment",
+                        try signed(.didRenew, bundleId: TestApp.bundleId, environment: .sandbox, signedDate: now - hour),
+                        503, "APP_NOT_CONFIGURED"
+                    ),
+                    ("another app", try signed(.didRenew, bundleId: "com.example.stranger", signedDate: now - hour), 503, "APP_NOT_CONFIGURED"),
+                    ("a TEST notification", try signed(.test, bundleId: "com.example.known", signedDate: now - hour), 503, "APP_NOT_CONFIGURED"),
+                    (
+                        "in knownApps, 8 days ago", try signed(.didRenew, bundleId: "com.example.known", signedDate: now - 192 * hour), 400,
+                        "NOTIFICATION_TOO_OLD"
+                    ),
+                    ("Apple's, of another app, in 2023", apple, 400, "NOTIFICATION_TOO_OLD"),
+                ]
+                for (name, payload, status, error) in cases {
+                    let reply = try await HTTP.postNotification("http://127.0.0.1:\(port)/notifications", signedPayload: payload)
+                    #expect(reply.status == status, "\(name): \(String(decoding: reply.body, as: UTF8.self))")
+                    #expect(reply.json["error"] as? String == error, "\(name)")
+                }
+                let metrics = try PrometheusText(
+                    parsing: String(decoding: try await HTTP.request(.GET, "http://127.0.0.1:\(port)/metrics").body, as: UTF8.self))
+                let paging = metrics.samples("reconciler_webhook_unconfigured_app_total").map {
+                    "\($0.labels["bundle_id"] ?? "?") \($0.labels["environment"] ?? "?") \($0.value)"
+                }
+                #expect(Set(paging) == ["\(TestApp.bundleId) Sandbox 1.0", "com.example.known Production 1.0"])
+                #expect(metrics.value("reconciler_webhook_foreign_app_total") == 2)
+                #expect(metrics.value("reconciler_webhook_replayed_total") == 2)
+                serve.signal(SIGTERM)
+                let served = try await serve.wait(timeout: .seconds(30))
+                #expect(served.status == 0, "\(served.stderr)")
+                #expect(try await db.count("SELECT count(*) FROM notifications") == 0)
             }
         }
     }

@@ -16,7 +16,7 @@ import Testing
     /// plan has no sequential scan, and it finds exactly the purchases that fell due.
     @Test func theDueQueryReadsAnIndexAtAMillionPurchases() async throws {
         let loaded = try MillionRows.loaded
-        let store = PurchaseStore(logger: TestDatabase.logger, target: MillionRows.app)
+        let store = PurchaseStore(logger: TestDatabase.logger, scope: MillionRows.scope)
         let now = Timestamp(millisecondsSince1970: loaded.now)
         let due = try await loaded.db.database.transaction { try await store.customers.dueAnchors(by: now, all: false, on: $0) }
         #expect(due == (1...25).map { "due\($0)" }.sorted())
@@ -30,10 +30,16 @@ import Testing
     /// the delivered count from a counter), and the counter holds the right number.
     @Test func theQueueGaugesScanNoDeliveredRows() async throws {
         let db = try MillionRows.loaded.db
-        let query = ForwardQueue.queueSummaryQuery()
-        #expect(!(try await db.plan(of: query)).contains("Seq Scan on forward_queue "))
+        for query in [ForwardQueue.queueSummaryQuery(), ForwardQueue.appSummaryQuery(of: MillionRows.forwardingApp)] {
+            let plan = try await db.plan(of: query)
+            #expect(!plan.contains("Seq Scan on forward_queue "), "\(plan)")
+        }
         let summary = try await ForwardQueue(database: db.database).summary(runIds: nil)
         #expect(summary.delivered == 1_000_000 && summary.pending == 3 && summary.failed == 0, "\(summary)")
+        let ofApp = try await ForwardQueue(database: db.database).summaries(of: MillionRows.forwardingApp)
+        #expect(
+            ofApp.map(\.target) == [MillionRows.forwardingTarget] && ofApp.first?.summary.delivered == 1_000_000
+                && ofApp.first?.summary.pending == 3)
         // What a forwarder asks while draining, and what pruning counts and removes, read indexes too.
         for query in [
             ForwardQueue.pendingDeliveriesQuery(target: MillionRows.forwardingTarget, runIds: nil),
@@ -52,7 +58,7 @@ import Testing
     /// one and links the purchases.
     @Test func aCustomersCompletionProbesIndexesAtAMillionRevisions() async throws {
         let db = try MillionRows.loaded.db
-        let store = try PurchaseStore(logger: TestDatabase.logger, target: MillionRows.app).customers
+        let store = PurchaseStore(logger: TestDatabase.logger, scope: MillionRows.scope).customers
         let checkedAt = Timestamp(millisecondsSince1970: 1_800_000_000_000)
         let queries = store.recordHistoryCheckedQueries(anchor: "c1", revision: "r2", purchases: ["c1", "c3"], checkedAt: checkedAt)
         for query in queries {
@@ -97,6 +103,9 @@ struct MillionRows: SuiteTrait, TestScoping {
 
     @TaskLocal static var current: Loaded?
     static let app = AppTarget(bundleId: "com.example.one", environment: .production)
+    static let scope = AppScope(target: app, entitlement: .init())
+    /// The app of the forwarded rows (``TestApp``'s, as `recordForwarded` records them).
+    static let forwardingApp = AppTarget(bundleId: TestApp.bundleId, environment: .production)
     static let forwardingURL = "https://app.example.com/hook"
     static let forwardingTarget = ForwardingTarget(url: forwardingURL)
 
@@ -160,7 +169,11 @@ struct MillionRows: SuiteTrait, TestScoping {
                    now() - interval '2 days', now() - interval '1 day'
             FROM generate_series(1, 1000000) g
             """)
-        try await db.execute("UPDATE forward_queue_totals SET delivered = delivered + 1000000")
+        try await db.execute(
+            """
+            INSERT INTO forward_queue_totals (bundle_id, environment, target_id, target_redacted, delivered)
+            VALUES (\(TestApp.bundleId), 'Production', \(forwardingTarget.id), \(forwardingTarget.redacted), 1000000)
+            """)
         try await db.execute("ANALYZE purchases, history_revisions, forward_queue")
     }
 }

@@ -264,12 +264,22 @@ import Testing
             environment["END"] = rehearsal.outageEnd
             // The support ticket's order ID (from the customer's receipt email).
             environment["ORDER_ID"] = try #require(try await RepairTests.orders(rehearsal).last { $0.forged != true }).orderId
+            // A consumption request the webhook stored (the transaction `consumption list` shows), and the app's webhook.
+            let requests = try await rehearsal.reconciler(["consumption", "list", "--json"])
+            let listed = try JSONSerialization.jsonObject(with: Data(requests.stdout.utf8)) as? [[String: Any]] ?? []
+            environment["TRANSACTION_ID"] = try #require(listed.first?["transactionId"] as? String, "\(requests.stdout) \(requests.stderr)")
             environment["PATH"] = Executables.directory.path + ":" + (ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin")
-            for command in commands {
-                // The files the runbook writes to /tmp go to the rehearsal's directory, removed with it.
-                let command = command.replacingOccurrences(of: "/tmp/", with: rehearsal.directory.path + "/")
-                let result = try await runProcess("/bin/bash", ["-c", command], environment: environment)
-                #expect(result.status == 0, "`\(command)` exited \(result.status): \(result.stderr.suffix(1500))")
+            // The app's own webhook, signed, as a deployment that forwards configures it.
+            try await AppWebhookReceiver.withRunning(.init(secret: "runbook-secret")) { receiver, url in
+                environment["RECONCILER_FORWARD_TO"] = url
+                environment["RECONCILER_FORWARD_SECRET"] = "runbook-secret"
+                for command in commands {
+                    // The files the runbook writes to /tmp go to the rehearsal's directory, removed with it.
+                    let command = command.replacingOccurrences(of: "/tmp/", with: rehearsal.directory.path + "/")
+                    let result = try await runProcess("/bin/bash", ["-c", command], environment: environment)
+                    #expect(result.status == 0, "`\(command)` exited \(result.status): \(result.stderr.suffix(1500))")
+                }
+                #expect(receiver.statistics.badSignatures == 0)
             }
             let export = try await rehearsal.export(), truth = try await rehearsal.truth()
             #expect(export == truth, "\(Rehearsal.difference(export, truth))")

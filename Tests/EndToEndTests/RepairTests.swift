@@ -100,7 +100,7 @@ import Testing
             let older = try #require(orders.first { $0.account == transactionAccount })
             try await AppWebhookReceiver.withRunning(.init()) { receiver, receiverURL in
                 let report = try await Self.repair(
-                    ["--transaction-id", older.transactionId, "--forward-to", receiverURL],
+                    ["--transaction-id", older.transactionId, "--forward-to", receiverURL, "--forward-unsigned"],
                     account: transactionAccount, in: rehearsal, orders: orders)
                 let undelivered = Set(report.missedNotifications.filter { !$0.deliveredByApple }.map(\.notificationUUID))
                 #expect(!undelivered.isEmpty)
@@ -187,6 +187,26 @@ import Testing
                 try await rehearsal.db.count("SELECT count(*) FROM quarantined_payloads WHERE source = 'order_lookup' AND reason = 'UNTRUSTED_ROOT'")
                     == 1)
             #expect(try await rehearsal.db.count("SELECT count(*) FROM reconcile_runs WHERE kind = 'repair' AND status = 'failed'") == 1)
+        }
+    }
+
+    /// A repair stopped by SIGINT exits 2 (rerun it), as its help says, not 1 (a configuration to
+    /// change); the rerun then finishes with 0.
+    @Test func anInterruptedRepairExitsTwoAndItsRerunFinishes() async throws {
+        try await Rehearsal.with(customers: 20, seed: 74) { rehearsal in
+            let order = try #require(try await Self.orders(rehearsal).first)
+            try await rehearsal.setFaults(["latencyMilliseconds": 400])
+            let repair = try rehearsal.start(["repair", "--transaction-id", order.originalTransactionId, "--full"])
+            try await eventually("the repair recorded") {
+                try await rehearsal.db.count("SELECT count(*) FROM reconcile_runs WHERE kind = 'repair' AND status = 'running'") == 1
+            }
+            repair.signal(SIGINT)
+            let interrupted = try await repair.wait(timeout: .seconds(60))
+            #expect(interrupted.status == 2, "\(interrupted.stdout)\n\(interrupted.stderr)")
+            #expect(interrupted.stderr.contains("interrupted"), "\(interrupted.stderr)")
+            try await rehearsal.setFaults(["latencyMilliseconds": 0])
+            let rerun = try await rehearsal.reconciler(["repair", "--transaction-id", order.originalTransactionId])
+            #expect(rerun.status == 0, "\(rerun.stdout)\n\(rerun.stderr)")
         }
     }
 }

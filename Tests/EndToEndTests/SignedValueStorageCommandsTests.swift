@@ -18,7 +18,7 @@ import Testing
 
     @Test func everyNotificationStoredOrForwardedIsWhatTheAppStoreSigned() async throws {
         try await AppWebhookReceiver.withRunning(.init()) { receiver, receiverURL in
-            let forwarding = ["--forward-to", receiverURL, "--forward-backoff", "100ms"]
+            let forwarding = ["--forward-to", receiverURL, "--forward-unsigned", "--forward-backoff", "100ms"]
             try await Rehearsal.with(
                 customers: 40, seed: 64, mockArguments: ["--apple-sized-certificates"], serveArguments: forwarding
             ) { rehearsal in

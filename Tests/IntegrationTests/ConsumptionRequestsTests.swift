@@ -2,6 +2,7 @@ import AppStoreServer
 import Foundation
 import PostgresNIO
 import ReconcilerDomain
+import ReconcilerMetrics
 import ReconcilerShared
 import TestSupport
 import Testing
@@ -30,6 +31,16 @@ import Testing
             "SELECT respond_by_ms, first_send_attempt_ms FROM notifications WHERE notification_uuid = \(uuid)", logger: Self.logger)
         for try await row in rows.decode((Int64?, Int64?).self) { return row }
         return (nil, nil)
+    }
+
+    /// An answer Apple accepted, recorded as `consumption send` records it: written `sending`, then completed.
+    static func answer(_ transactionId: String, _ notificationUUID: String, in db: TestDatabase) async throws {
+        let requests = ConsumptionRequests(logger: Self.logger)
+        let answer = ConsumptionRequests.Answer(
+            target: AppTarget(bundleId: TestApp.bundleId, environment: .production), transactionId: transactionId, notificationUUID: notificationUUID,
+            body: ConsumptionRequest(customerConsented: true, deliveryStatus: .delivered, sampleContentProvided: false))
+        #expect(try await db.database.transaction { try await requests.beginAnswer(answer, again: false, on: $0) } == nil)
+        try await db.database.transaction { try await requests.completeAnswer(answer.sendId, with: .init(outcome: .accepted), on: $0) }
     }
 
     /// Live: 12 hours after its signedDate (the webhook is not told of send attempts); replayed:
@@ -109,7 +120,9 @@ import Testing
             #expect(request.signedDate == t0 + 60_000 && request.respondBy == t0 + 60_000 + Self.twelveHours)
             #expect(request.before == nil && request.after == nil && request.runId == nil)
             #expect(feed[2].notificationType == "DID_CHANGE_RENEWAL_STATUS" && feed[2].subtype == "AUTO_RENEW_ENABLED" && feed[2].respondBy == nil)
-            #expect(feed[3].after?.latestTransactionId == "6000-1" && feed[3].notificationType == nil && feed[3].runId == 6)
+            #expect(
+                feed[3].after?.latestTransactionId == "6000-1" && feed[3].notificationType == "DID_RENEW" && feed[3].subtype == nil
+                    && feed[3].runId == 6)
             #expect(feed[4].respondBy == t0 + 180_000 + Self.twelveHours && feed[4].runId == 6 && feed[4].source == .history)
             // The consumption request moved lastSignedDate, and nothing else: no purchase row for it.
             let stored = try await db.database.transaction { try await handler.store.purchaseStates(["6000"], on: $0)["6000"] }
@@ -157,16 +170,13 @@ import Testing
                     try await requests.list(apps: [AppTarget(bundleId: "com.other", environment: .production)], on: $0)
                 }.isEmpty)
 
-            let answer = ConsumptionRequests.Answer(
-                target: target, transactionId: "7002", notificationUUID: uuids[2],
-                body: ConsumptionRequest(customerConsented: true, deliveryStatus: .delivered, sampleContentProvided: false), outcome: .accepted)
-            try await db.database.transaction { try await requests.record(answer, on: $0) }
+            try await Self.answer("7002", uuids[2], in: db)
             let answered = try await db.database.transaction { try await requests.list(apps: [target], on: $0) }
             #expect(answered.map { $0.state(at: now) } == [.expired, .expired, .answered])
             #expect(try await db.database.transaction { try await requests.list(apps: nil, openAt: now, on: $0) }.isEmpty)
             let byRun = try await db.database.transaction { try await requests.recorded(byRun: 8, limit: 2, at: now, on: $0) }
             #expect(byRun.total == 3 && byRun.requests.map(\.notificationUUID) == Array(uuids.prefix(2)))
-            #expect((byRun.open, byRun.expired, byRun.answered) == (0, 2, 1))
+            #expect((byRun.open, byRun.expired, byRun.answered, byRun.acked) == (0, 2, 1, 0))
             // The counts cover every request, not only the listed ones: before any deadline, the
             // second request (not listed with a limit of 1) is open and the third answered.
             let early = Timestamp(millisecondsSince1970: t0 + 1_000)
@@ -216,6 +226,194 @@ import Testing
             #expect(try await prepared("8002", percentage: 30_000, preference: "GRANT_PRORATED").body.consumptionPercentage == 30_000)
             #expect(await refusal { try await prepared("8999") } == .unknownConsumptionRequest)
             #expect(try await db.count("SELECT count(*) FROM consumption_answers") == 0)
+        }
+    }
+    /// What the error of `body` has for a code (`nil`: none was thrown).
+    static func code(_ body: () async throws -> Void) async -> ReconcilerError.Code? {
+        do {
+            try await body()
+            return nil
+        } catch { return (error as? ReconcilerError)?.code }
+    }
+
+    /// `consumption ack`: every stored request of the transaction needs nothing more; it is acked,
+    /// not open (nor in the gauges), and keeps its first ack; an unknown or malformed transaction,
+    /// an empty name, or requests of several apps write nothing.
+    @Test func anAckedRequestIsNoLongerOpenAndKeepsItsFirstAck() async throws {
+        try await TestDatabase.with { db in
+            let handler = try app.handler(db)
+            // The customer asked twice for one purchase, once for another.
+            let coins = app.oneTime("9100", purchaseDate: t0 - 60_000, signedDate: t0)
+            let (first, second) = (UUID().uuidString.lowercased(), UUID().uuidString.lowercased())
+            _ = try await handler.handle(signedPayload: try request(coins, uuid: first, signedDate: t0), source: .webhook)
+            _ = try await handler.handle(signedPayload: try request(coins, uuid: second, signedDate: t0 + 60_000), source: .webhook)
+            let other = app.oneTime("9101", purchaseDate: t0 - 60_000, signedDate: t0)
+            _ = try await handler.handle(signedPayload: try request(other, signedDate: t0), source: .webhook)
+            let target = AppTarget(bundleId: TestApp.bundleId, environment: .production)
+            let store = ConsumptionRequests(logger: Self.logger)
+            let now = Timestamp(millisecondsSince1970: t0 + 120_000)
+            func open() async throws -> [String?] {
+                try await db.database.transaction { try await store.list(apps: nil, openAt: now, on: $0) }.map(\.transactionId)
+            }
+            func gauged() async throws -> Int {
+                try await db.database.transaction {
+                    try await store.openSummary(of: target, at: now.millisecondsSince1970, bounds: [7_200_000, 21_600_000], on: $0)
+                }.counts.reduce(0, +)
+            }
+            #expect(try await open().sorted { ($0 ?? "") < ($1 ?? "") } == ["9100", "9100", "9101"])
+            #expect(try await gauged() == 3)
+
+            let acked = try await ConsumptionAcks.ack(
+                transactionId: "9100", apps: nil, by: " alice ", note: "answered by the app", database: db.database)
+            #expect(acked.target == target && acked.newlyAcked == [first, second])
+            #expect(acked.requests.map(\.notificationUUID) == [second, first])
+            #expect(
+                acked.requests.allSatisfy {
+                    $0.state(at: now) == .acked && $0.ackedBy == "alice" && $0.ackNote == "answered by the app" && $0.ackedAt != nil
+                        && $0.answeredAt == nil && $0.answeredBy == nil
+                })
+            #expect(try await open() == ["9101"])
+            #expect(try await gauged() == 1)
+
+            // Again, by someone else: the first ack is kept.
+            let again = try await ConsumptionAcks.ack(transactionId: "9100", apps: [target], by: "bob", note: nil, database: db.database)
+            #expect(again.newlyAcked.isEmpty && again.requests.map(\.ackedBy) == ["alice", "alice"])
+            #expect(again.requests.map(\.ackedAt) == acked.requests.map(\.ackedAt))
+
+            // Refused, nothing written.
+            #expect(
+                await Self.code { _ = try await ConsumptionAcks.ack(transactionId: "9999", apps: nil, by: "a", note: nil, database: db.database) }
+                    == .unknownConsumptionRequest)
+            #expect(
+                await Self.code { _ = try await ConsumptionAcks.ack(transactionId: "91OO", apps: nil, by: "a", note: nil, database: db.database) }
+                    == .invalidAnswer)
+            #expect(
+                await Self.code { _ = try await ConsumptionAcks.ack(transactionId: "9101", apps: nil, by: " ", note: nil, database: db.database) }
+                    == .invalidInput)
+            // The other request stored in the sandbox too (as if the sandbox had the same ID): the app must be chosen.
+            try await db.execute(
+                """
+                INSERT INTO notifications
+                SELECT (jsonb_populate_record(n, jsonb_build_object('notification_uuid', gen_random_uuid()::text, 'environment', 'Sandbox'))).*
+                FROM notifications n WHERE transaction_id = '9101'
+                """)
+            #expect(
+                await Self.code { _ = try await ConsumptionAcks.ack(transactionId: "9101", apps: nil, by: "a", note: nil, database: db.database) }
+                    == .invalidInput)
+            #expect(try await db.count("SELECT count(*) FROM consumption_acks") == 2)
+            let chosen = try await ConsumptionAcks.ack(transactionId: "9101", apps: [target], by: "carol", note: nil, database: db.database)
+            #expect(chosen.target == target && chosen.newlyAcked.count == 1 && chosen.requests.map(\.environment) == ["Production"])
+            // Only the sandbox's request is left open.
+            #expect(try await open() == ["9101"])
+            #expect(try await gauged() == 0)
+        }
+    }
+
+    /// Whether requests the live webhook received count as open is the deployment's choice
+    /// (`consumption.liveRequests`): ignored, `list --open` and the gauges count only those a run recovered.
+    @Test func liveRequestsCountAsOpenOnlyWhenWatched() async throws {
+        try await TestDatabase.with { db in
+            let handler = try app.handler(db)
+            let moment = t0 + 3_600_000
+            _ = try await handler.handle(
+                signedPayload: try request(app.oneTime("9200", purchaseDate: t0 - 60_000, signedDate: t0), signedDate: t0), source: .webhook)
+            var recovered = try await handler.verify(
+                signedPayload: try request(app.oneTime("9201", purchaseDate: t0 - 60_000, signedDate: t0), signedDate: t0))
+            recovered.firstSendAttempt = t0 + 1_000
+            _ = try await handler.record([recovered], source: .history(runId: 9))
+            let target = AppTarget(bundleId: TestApp.bundleId, environment: .production)
+            let store = ConsumptionRequests(logger: Self.logger)
+            func open(watching: [AppTarget]?) async throws -> [String?] {
+                try await db.database.transaction {
+                    try await store.list(apps: nil, openAt: Timestamp(millisecondsSince1970: moment), watchingLive: watching, on: $0)
+                }.map(\.transactionId)
+            }
+            #expect(try await open(watching: nil) == ["9200", "9201"])
+            #expect(try await open(watching: [target]) == ["9200", "9201"])
+            #expect(try await open(watching: []) == ["9201"])
+            #expect(try await open(watching: [AppTarget(bundleId: TestApp.bundleId, environment: .sandbox)]) == ["9201"])
+
+            for (live, expected) in [(ConsumptionSettings.LiveRequests.watch, 2.0), (.ignore, 1.0)] {
+                let metrics = MetricsRegistry(environment: "Production", bundleId: TestApp.bundleId)
+                var ledgerMetrics = LedgerMetrics(
+                    ledger: RunLedger(database: db.database), environment: "Production", bundleId: TestApp.bundleId, registry: metrics,
+                    liveConsumptionRequests: live)
+                ledgerMetrics.now = { moment }
+                try await ledgerMetrics.refresh()
+                let parsed = try PrometheusText(parsing: metrics.exposition())
+                let counted = ["under_2h", "2h_to_6h", "over_6h"].compactMap {
+                    parsed.value("reconciler_consumption_requests_open", ["time_left": $0])
+                }
+                #expect(counted.reduce(0, +) == expected, "\(live)")
+                let soonest = live == .watch ? t0 + Self.twelveHours : t0 + 1_000 + Self.twelveHours
+                #expect(parsed.value("reconciler_consumption_request_next_deadline_timestamp_seconds") == Double(soonest) / 1000, "\(live)")
+            }
+        }
+    }
+
+    /// An answer is written `sending` before Apple is called and completed after; a request
+    /// answered, acked or with an answer being sent takes no other unless sent again on purpose;
+    /// the same attempt written twice (a lost commit run again) is one row.
+    @Test func anAnswerIsWrittenSendingFirstAndASettledRequestTakesNoOtherUnlessAgain() async throws {
+        try await TestDatabase.with { db in
+            let handler = try app.handler(db)
+            var uuids: [String: String] = [:]
+            for id in ["9300", "9301"] {
+                let uuid = UUID().uuidString.lowercased()
+                _ = try await handler.handle(
+                    signedPayload: try request(app.oneTime(id, purchaseDate: t0 - 60_000, signedDate: t0), uuid: uuid, signedDate: t0),
+                    source: .webhook)
+                uuids[id] = uuid
+            }
+            let target = AppTarget(bundleId: TestApp.bundleId, environment: .production)
+            let store = ConsumptionRequests(logger: Self.logger)
+            let body = ConsumptionRequest(customerConsented: true, deliveryStatus: .delivered, sampleContentProvided: false)
+            func answer(_ id: String) -> ConsumptionRequests.Answer {
+                ConsumptionRequests.Answer(target: target, transactionId: id, notificationUUID: uuids[id]!, body: body)
+            }
+            func begin(_ answer: ConsumptionRequests.Answer, again: Bool = false) async throws -> ConsumptionRequests.Settled? {
+                try await db.database.transaction { try await store.beginAnswer(answer, again: again, on: $0) }
+            }
+            func stored(_ id: String) async throws -> ConsumptionRequests.Request {
+                try #require(try await db.database.transaction { try await store.requests(forTransaction: id, apps: nil, on: $0) }.first)
+            }
+            func outcomes(_ id: String) async throws -> [String] {
+                try await db.strings("SELECT outcome FROM consumption_answers WHERE transaction_id = \(id) ORDER BY answer_id")
+            }
+            let now = Timestamp(millisecondsSince1970: t0 + 60_000)
+
+            let sending = answer("9300")
+            #expect(try await begin(sending) == nil)
+            #expect(try await begin(sending) == nil)  // the same attempt again: one row
+            #expect(try await outcomes("9300") == ["sending"])
+            let beingSent = try await stored("9300")
+            #expect(beingSent.sending && beingSent.state(at: now) == .open)
+            #expect(try await begin(answer("9300")) == .sending(beingSent))
+            try await db.database.transaction {
+                try await store.completeAnswer(sending.sendId, with: .init(outcome: .accepted, httpStatus: 202), on: $0)
+            }
+            let answered = try await stored("9300")
+            #expect(!answered.sending && answered.state(at: now) == .answered && answered.answeredBy == .command && answered.answeredAt != nil)
+            #expect(try await begin(answer("9300")) == .answered(answered))
+            #expect(try await outcomes("9300") == ["accepted"])
+            #expect(try await begin(answer("9300"), again: true) == nil)
+            #expect(try await outcomes("9300") == ["accepted", "sending"])
+
+            // An answer Apple failed leaves the request open to the next one; an acked request takes none.
+            let failed = answer("9301")
+            #expect(try await begin(failed) == nil)
+            try await db.database.transaction {
+                try await store.completeAnswer(failed.sendId, with: .init(outcome: .failed, httpStatus: 503), on: $0)
+            }
+            #expect(try await stored("9301").state(at: now) == .open)
+            _ = try await ConsumptionAcks.ack(transactionId: "9301", apps: nil, by: "alice", note: nil, database: db.database)
+            #expect(try await begin(answer("9301")) == .acked(try await stored("9301")))
+            #expect(try await outcomes("9301") == ["failed"])
+            // Completing an attempt that was never begun is an error, not a silent no-op.
+            #expect(
+                await Self.code {
+                    try await db.database.transaction { try await store.completeAnswer(UUID(), with: .init(outcome: .accepted), on: $0) }
+                } == .missingRow)
         }
     }
 }

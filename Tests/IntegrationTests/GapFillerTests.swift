@@ -2,6 +2,7 @@ import AppStoreServer
 import Foundation
 import MockAppStore
 import PostgresNIO
+import ReconcilerDomain
 import ReconcilerShared
 import TestSupport
 import Testing
@@ -27,7 +28,8 @@ import Testing
 
                 func worker(_ name: String) -> RunWorker {
                     RunWorker(
-                        configuration: .init(runId: run.runId, concurrency: 2, worker: name), database: db.database, verifier: verifier,
+                        configuration: .init(runId: run.runId, concurrency: 2, worker: name),
+                        scope: AppScope(target: verifier.configuration.target, entitlement: .init()), database: db.database, verifier: verifier,
                         client: mock.client(baseURL: baseURL))
                 }
                 async let first: Void = worker("worker-a").work(progress: RunProgress())
@@ -56,6 +58,44 @@ import Testing
                     SELECT count(*) FROM purchases p WHERE latest_transaction_id IS NOT NULL
                     """)
                 #expect(stored == mock.truth.count)
+            }
+        }
+    }
+
+    /// Phase 2's progress counts come from the queue: the customers phase 1 queues after phase 2
+    /// started are in the total, so the progress line never shows more done than there are (it
+    /// read `gap fill: customers 34/11`, the total taken once when phase 2 started).
+    @Test func progressCountsTheCustomersQueuedWhilePhaseTwoWorks() async throws {
+        try await TestDatabase.with { db in
+            try await MockAppStore.withRunning(.init(scenario: .init(seed: 19, customers: 12))) { mock, baseURL in
+                let verifier = try mock.verifier()
+                let ledger = RunLedger(database: db.database)
+                // Still in phase 1 (replay): the worker waits for the customers it queues.
+                let run = try await ledger.createRun(
+                    kind: .manual, environment: "Production", bundleId: mock.configuration.scenario.bundleId, window: TimeWindow(milliseconds: 0..<1),
+                    dryRun: false, options: .init(), shards: [], holder: "test")
+                let customers = Array(Set(mock.sentNotifications.compactMap(\.notification.originalTransactionId))).sorted()
+                #expect(customers.count > 4)
+                let (first, later) = (Array(customers.prefix(2)), Array(customers.dropFirst(2)))
+                try await db.database.transaction { try await ledger.enqueue(runId: run.runId, anchors: first, reason: .touched, on: $0) }
+                let progress = RunProgress()
+                let worker = RunWorker(
+                    configuration: .init(runId: run.runId, concurrency: 2, worker: "worker"),
+                    scope: AppScope(target: verifier.configuration.target, entitlement: .init()), database: db.database, verifier: verifier,
+                    client: mock.client(baseURL: baseURL))
+                let working = Task { try await worker.work(progress: progress) }
+                // Once phase 2 finished a customer it has read the queue; then phase 1 queues the rest and ends.
+                try await eventually("a customer done") { try await ledger.queueSummary(runId: run.runId).done > 0 }
+                try await db.database.transaction { try await ledger.enqueue(runId: run.runId, anchors: later, reason: .touched, on: $0) }
+                try await ledger.setPhase(runId: run.runId, .gapFill)
+                try await working.value
+
+                let snapshot = progress.snapshot
+                #expect(snapshot.customersTotal == customers.count)
+                #expect(snapshot.customersDone == customers.count)
+                #expect(snapshot.customersDone <= snapshot.customersTotal)
+                // This process's own tally counts the histories it read (a customer's other purchases complete with it).
+                #expect(snapshot.customersDoneHere > 0 && snapshot.customersDoneHere <= customers.count)
             }
         }
     }

@@ -49,9 +49,10 @@ import Testing
         let app = try TestApp()
         try await TestDatabase.with { db in
             let metrics = MetricsRegistry(environment: "Production", bundleId: TestApp.bundleId)
+            // The webhook this process forwards to: its gauges read 0 before anything is queued.
             let ledgerMetrics = LedgerMetrics(
                 ledger: RunLedger(database: db.database), environment: "Production",
-                bundleId: TestApp.bundleId, registry: metrics)
+                bundleId: TestApp.bundleId, registry: metrics, forwardingTargets: [ForwardingTarget(url: "http://127.0.0.1:9/notifications")])
             try await ledgerMetrics.refresh()
             var parsed = try PrometheusText(parsing: metrics.exposition())
             #expect(parsed.value("reconciler_quarantined_payloads_unacknowledged") == 0)
@@ -109,7 +110,7 @@ import Testing
             #expect(parsed.value("reconciler_forward_queue_deliveries", ["status": "delivered"]) == 1)
             #expect(parsed.value("reconciler_forward_queue_deliveries", ["status": "pending"]) == 0)
             try await db.execute("DELETE FROM forward_queue")
-            #expect(try await db.count("SELECT delivered FROM forward_queue_totals") == 0)
+            #expect(try await db.count("SELECT sum(delivered)::bigint FROM forward_queue_totals") == 0)
 
             // A notification this process stores moves it forward; the database's older value does not move it back.
             let received = Date().timeIntervalSince1970
@@ -117,6 +118,62 @@ import Testing
             try await ledgerMetrics.refresh()
             parsed = try PrometheusText(parsing: metrics.exposition())
             #expect(parsed.value("reconciler_webhook_last_notification_timestamp_seconds") == received)
+        }
+    }
+
+    /// Each app and environment's forwarding gauges count only its own deliveries, per webhook
+    /// (`target`, the URL without credentials or query), so one app's failing handler alerts for
+    /// that app alone; the delivered counter is kept per app, environment and webhook.
+    @Test func theForwardingGaugesCountEachAppsOwnDeliveriesPerWebhook() async throws {
+        let (production, sandbox) = (try TestApp(), try TestApp(environment: .sandbox))
+        try await TestDatabase.with { db in
+            let (one, two) = ("https://hooks:pw@one.internal/apple?token=t", "https://two.internal/apple")
+            let (oneLabel, twoLabel) = ("https://…@one.internal/apple?…", "https://two.internal/apple")
+            let metrics = MetricsRegistry(environment: "Production", bundleId: TestApp.bundleId)
+            func refresh(_ app: TestApp) async throws {
+                let environment = app.environment.rawValue
+                try await LedgerMetrics(
+                    ledger: RunLedger(database: db.database), environment: environment, bundleId: TestApp.bundleId,
+                    registry: metrics.scoped(environment: environment, bundleId: TestApp.bundleId)
+                ).refresh()
+            }
+            // The production app's handler refuses everything: its two deliveries failed for good.
+            let failing = try await production.recordForwarded(2, to: one, in: db, purchasePrefix: "one")
+            try await db.execute("UPDATE forward_queue SET status = 'failed', attempts = 12 WHERE notification_uuid = ANY(\(failing))")
+            // The sandbox's handler took one of its three.
+            _ = try await sandbox.recordForwarded(3, to: two, in: db, purchasePrefix: "two")
+            try await db.execute(
+                """
+                UPDATE forward_queue SET status = 'delivered', delivered_at = now(), attempts = 1
+                WHERE notification_uuid = (SELECT min(notification_uuid) FROM forward_queue WHERE environment = 'Sandbox')
+                """)
+            for app in [production, sandbox] { try await refresh(app) }
+            var parsed = try PrometheusText(parsing: metrics.exposition())
+            func deliveries(_ environment: String, _ target: String, _ status: String) -> Double? {
+                parsed.value(
+                    "reconciler_forward_queue_deliveries",
+                    ["environment": environment, "bundle_id": TestApp.bundleId, "target": target, "status": status])
+            }
+            #expect(deliveries("Production", oneLabel, "failed") == 2)
+            #expect(deliveries("Production", oneLabel, "pending") == 0 && deliveries("Production", oneLabel, "delivered") == 0)
+            #expect(deliveries("Sandbox", twoLabel, "failed") == 0)
+            #expect(deliveries("Sandbox", twoLabel, "pending") == 2 && deliveries("Sandbox", twoLabel, "delivered") == 1)
+            // Neither names the other's webhook, and only the sandbox has deliveries waiting.
+            #expect(deliveries("Production", twoLabel, "pending") == nil && deliveries("Sandbox", oneLabel, "failed") == nil)
+            let oldest = "reconciler_forward_queue_oldest_pending_timestamp_seconds"
+            #expect(parsed.value(oldest, ["environment": "Production", "target": oneLabel]) == 0)
+            #expect((parsed.value(oldest, ["environment": "Sandbox", "target": twoLabel]) ?? 0) > 0)
+            #expect(
+                try await db.strings("SELECT environment || ' ' || target_redacted || ' ' || delivered FROM forward_queue_totals")
+                    == ["Sandbox https://two.internal/apple 1"])
+
+            // Pruned (deleted) and retried: the counter and the gauges follow, a webhook without rows reads 0.
+            try await db.execute("DELETE FROM forward_queue WHERE status = 'delivered'")
+            try await db.execute("UPDATE forward_queue SET status = 'pending', attempts = 0 WHERE status = 'failed'")
+            for app in [production, sandbox] { try await refresh(app) }
+            parsed = try PrometheusText(parsing: metrics.exposition())
+            #expect(deliveries("Sandbox", twoLabel, "delivered") == 0 && deliveries("Production", oneLabel, "failed") == 0)
+            #expect(deliveries("Production", oneLabel, "pending") == 2)
         }
     }
 

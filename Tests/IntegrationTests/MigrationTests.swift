@@ -451,6 +451,44 @@ import Testing
         }
     }
 
+    /// Migration 0018 counts the delivered rows of each app, environment and webhook, and the
+    /// triggers go on counting per key: a delivery recorded, or pruned, moves its own row only.
+    @Test func migration0018CountsTheDeliveredRowsOfEachAppAndWebhook() async throws {
+        let (production, sandbox) = (try TestApp(), try TestApp(environment: .sandbox))
+        try await TestDatabase.with(migrate: false) { db in
+            try await Migrator(migrations: Migration.embedded.filter { $0.version < 18 }).migrate(db.client, logger: TestDatabase.logger)
+            let (one, two) = (ForwardingTarget(url: "https://one.internal/apple"), ForwardingTarget(url: "https://two.internal/apple?k=v"))
+            let first = try await production.recordForwarded(3, to: "https://one.internal/apple", in: db, purchasePrefix: "p1")
+            let second = try await production.recordForwarded(2, to: "https://two.internal/apple?k=v", in: db, purchasePrefix: "p2")
+            let third = try await sandbox.recordForwarded(2, to: "https://one.internal/apple", in: db, purchasePrefix: "s1")
+            let delivered = Array(first.prefix(2)) + second + Array(third.prefix(1))
+            try await db.execute(
+                "UPDATE forward_queue SET status = 'delivered', delivered_at = now(), attempts = 1 WHERE notification_uuid = ANY(\(delivered))")
+            #expect(try await db.count("SELECT delivered FROM forward_queue_totals") == delivered.count)
+
+            try await Migrator().migrate(db.client, logger: TestDatabase.logger)
+            func totals() async throws -> [String] {
+                try await db.strings(
+                    """
+                    SELECT environment || ' ' || target_redacted || ' ' || delivered FROM forward_queue_totals
+                    WHERE bundle_id = \(TestApp.bundleId) ORDER BY environment, target_redacted
+                    """)
+            }
+            #expect(
+                try await totals() == [
+                    "Production \(one.redacted) 2", "Production \(two.redacted) 2", "Sandbox \(one.redacted) 1",
+                ])
+            // Recorded after the migration: one more delivered, one pruned.
+            try await db.execute(
+                "UPDATE forward_queue SET status = 'delivered', delivered_at = now(), attempts = 1 WHERE notification_uuid = \(third[1])")
+            try await db.execute("DELETE FROM forward_queue WHERE notification_uuid = \(first[0])")
+            #expect(
+                try await totals() == [
+                    "Production \(one.redacted) 1", "Production \(two.redacted) 2", "Sandbox \(one.redacted) 2",
+                ])
+        }
+    }
+
     /// Migration 0013 brings a one-app database along: every row gets its app from its own
     /// signed data; rows whose signed data names none take the one configured app, and without
     /// one the migration stops, naming what to do, and changes nothing.

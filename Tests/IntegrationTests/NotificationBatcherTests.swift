@@ -226,6 +226,67 @@ import Testing
         }
     }
 
+    /// A purchase whose notification is in a batch being applied is left out of the batches that
+    /// start meanwhile, though a worker is free: the purchase's newer notification arrives while
+    /// the batch of its older one waits (for another purchase's lock, held by the test, which that
+    /// batch takes first), and is applied only after it. So the older one comes out `applied` with
+    /// its row in the change feed, as applying them one by one in arrival order leaves it, not
+    /// `stale` without one.
+    @Test func aPurchaseInABatchBeingAppliedIsLeftOutOfTheNextBatch() async throws {
+        try await TestDatabase.with { db in
+            let handler = try app.handler(db)
+            let payloads = try notifications(newestFirst: false)  // per purchase: bought, renewed, disabled
+            // The purchases' lock keys (PurchaseStore.lock takes a batch's keys in this order): the first
+            // batch waits for the lowest, holding no lock of the purchase with the highest.
+            var keys: [(key: Int32, index: Int)] = []
+            for index in 0..<8 {
+                let query: PostgresQuery = "SELECT hashtext(\(TestApp.bundleId) || ' Production ' || \("\(7000 + index)"))"
+                keys.append((try await db.client.query(query, logger: TestDatabase.logger).collect().first!.decode(Int32.self), index))
+            }
+            keys.sort { $0.key < $1.key }
+            let (blocking, purchase) = (keys[0], keys[7].index)
+            let blocker = try await handler.verify(signedPayload: payloads[3 * blocking.index])
+            let (older, newer) = (
+                try await handler.verify(signedPayload: payloads[3 * purchase]), try await handler.verify(signedPayload: payloads[3 * purchase + 1])
+            )
+            // A second batch may start beside the first as soon as one notification waits.
+            let batcher = NotificationBatcher(configuration: .init(workers: 2, overlapAt: 1), logger: TestDatabase.logger)
+            try await db.client.withConnection { holder in
+                try await holder.query("SELECT pg_advisory_lock(727002, \(blocking.key))", logger: TestDatabase.logger)
+                try await withThrowingTaskGroup(of: (Int, HandlingResult)?.self) { group in
+                    // The blocker and the older notification wait together, so the first batch takes both.
+                    for (index, notification) in [blocker, older].enumerated() {
+                        group.addTask { (index, try await batcher.handle(notification, by: handler, forwarding: nil)) }
+                    }
+                    while batcher.waiting < 2 { await Task.yield() }
+                    group.addTask {
+                        try await batcher.run()
+                        return nil
+                    }
+                    while batcher.waiting > 0 { await Task.yield() }
+                    while try await !Self.waitsForALock(db) { await Task.yield() }
+                    group.addTask { (2, try await batcher.handle(newer, by: handler, forwarding: nil)) }
+                    // The free worker either takes it at once (it is never seen waiting, and its batch
+                    // commits while the first waits) or leaves it waiting.
+                    while batcher.waiting == 0, batcher.appliedBatches == 0 { await Task.yield() }
+                    #expect(batcher.waiting == 1, "the newer notification waits for the batch that holds its purchase")
+                    try await holder.query("SELECT pg_advisory_unlock(727002, \(blocking.key))", logger: TestDatabase.logger)
+                    var outcomes: [Int: HandlingResult.Outcome] = [:]
+                    while outcomes.count < 3, let (index, result) = try await group.next() ?? nil { outcomes[index] = result.outcome }
+                    #expect(outcomes == [0: .applied, 1: .applied, 2: .applied])
+                    #expect(batcher.appliedBatches == 2)
+                    group.cancelAll()
+                }
+            }
+            let original = "\(7000 + purchase)"
+            // Each of the two changed the purchase: two purchase rows in the feed (a stale one leaves a notification row).
+            let feed = try await db.strings("SELECT kind FROM purchase_changes WHERE original_transaction_id = \(original) ORDER BY change_id")
+            #expect(feed == ["purchase", "purchase"])
+            let state = try await db.database.transaction { try await handler.store.purchaseStates([original], on: $0) }[original]
+            #expect(state?.latestTransactionId == "\(original)-1")
+        }
+    }
+
     /// Whether a session of the database waits for an advisory lock.
     static func waitsForALock(_ db: TestDatabase) async throws -> Bool {
         try await db.count("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted") > 0

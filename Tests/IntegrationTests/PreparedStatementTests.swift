@@ -2,6 +2,7 @@ import AppStoreServer
 import Logging
 import PostgresNIO
 import ReconcilerDomain
+import ReconcilerShared
 import TestSupport
 import Testing
 
@@ -13,7 +14,9 @@ import Testing
 @Suite struct PreparedStatementTests {
     @Test func aPreparationThatFailedDoesNotBreakTheConnectionForLaterTransactions() async throws {
         try await TestDatabase.with { db in
-            let store = PurchaseStore(logger: Logger(label: "test"), target: AppTarget(bundleId: TestApp.bundleId, environment: .production))
+            let store = PurchaseStore(
+                logger: Logger(label: "test"),
+                scope: AppScope(target: AppTarget(bundleId: TestApp.bundleId, environment: .production), entitlement: .init()))
             // The transaction fails first (division by zero, the error ignored), so preparing the
             // purchase states' statement, never prepared on this connection yet, fails too.
             await #expect(throws: (any Error).self) {
@@ -37,7 +40,8 @@ import Testing
     @Test func aPlanCachedWhileTheTablesWereEmptyStillLooksUpByKey() async throws {
         try await TestDatabase.with { db in
             let logger = Logger(label: "test")
-            let store = PurchaseStore(logger: logger, target: AppTarget(bundleId: TestApp.bundleId, environment: .production))
+            let store = PurchaseStore(
+                logger: logger, scope: AppScope(target: AppTarget(bundleId: TestApp.bundleId, environment: .production), entitlement: .init()))
             // One connection, so every transaction below runs on the connection that cached the plan.
             let sequentialScans = try await Self.withOneConnection(db) { database in
                 for round in 0..<8 {
@@ -68,7 +72,8 @@ import Testing
     func preparedStatementsCanBeTurnedOffForPoolsThatCannotKeepThem(_ prepared: Bool) async throws {
         try await TestDatabase.with { db in
             let logger = Logger(label: "test")
-            let store = PurchaseStore(logger: logger, target: AppTarget(bundleId: TestApp.bundleId, environment: .production))
+            let store = PurchaseStore(
+                logger: logger, scope: AppScope(target: AppTarget(bundleId: TestApp.bundleId, environment: .production), entitlement: .init()))
             let held = try await Self.withOneConnection(db, configuration: .init(preparedStatements: prepared)) { database in
                 try await database.transaction { transaction in
                     try await store.lock(purchases: [], purchasesByNotification: ["u": "1"], on: transaction)

@@ -10,10 +10,11 @@ import Testing
 @testable import Reconciler
 @testable import ReconcilerStore
 
-/// The parts of `reconciler prune` that issue 22 adds: raw payloads (never one with a delivery not
-/// yet delivered or an unacknowledged quarantine, never a young one), finished runs' shards, queue
-/// and timeline rows (never an unfinished run's), acknowledged quarantine. Each part's count (the
-/// dry run) is exactly what it then removes, in batches smaller than the work.
+/// `Pruner`'s parts for raw payloads (never one with a delivery not yet delivered or an
+/// unacknowledged quarantine, never a young one; the payload's hash stays, also for a row stored
+/// whole before payloads were taken apart), finished runs' shards, queue and timeline rows (never an
+/// unfinished run's) and acknowledged quarantine. Each part's count (the dry run) is exactly what it
+/// then removes, in batches smaller than the work.
 @Suite struct PrunerTests {
     let app: TestApp
     init() throws { app = try TestApp() }
@@ -75,7 +76,7 @@ import Testing
                 let signed = try app.authority.signer.sign(app.subscription(original: original, period: 0, signedDate: now - age))
                 let verified = try await SignedDataVerifier(configuration: app.verifierConfiguration).verifyTransaction(signed)
                 try await db.database.storeHeaders(of: [try #require(JWSParts(exactly: signed))])
-                let store = PurchaseStore(database: db.database, target: app.verifierConfiguration.target)
+                let store = PurchaseStore(database: db.database, scope: AppScope(target: app.verifierConfiguration.target, entitlement: .init()))
                 try await db.database.transaction { try await store.upsertTransactions([.init(verified)], on: $0) }
             }
             try await db.execute("UPDATE transactions SET updated_at = now() - interval '300 days' WHERE original_transaction_id = '22S'")
@@ -148,6 +149,62 @@ import Testing
             #expect(report.transactions.pruned == 4 && report.transactions.verified == 5, "\(report)")
             // A second prune finds nothing.
             for (part, cutoff) in cutoffs { #expect(try await pruner.prune(part, before: cutoff) == 0) }
+        }
+    }
+
+    /// Rows stored whole before signed values were taken apart (`legacy`: no hash stored yet), which
+    /// `compact-payloads` has not converted, keep the SHA-256 of their JWS and of its header when
+    /// their payload is pruned, as converted rows do; one that an unacknowledged quarantine names by
+    /// that hash keeps its payload.
+    @Test func aPayloadNotCompactedYetKeepsItsHashWhenPruned() async throws {
+        try await TestDatabase.with { db in
+            let signed = now - 300 * Self.day
+            var notifications: [String: String] = [:]
+            for original in ["5L1", "5L2"] {
+                let uuid = "legacy-\(original)"
+                let payload = try app.notification(
+                    .didRenew, uuid: uuid, signedDate: signed, transaction: app.subscription(original: original, period: 1, signedDate: signed),
+                    status: .active)
+                notifications[uuid] = payload
+                // As written before migration 0015: no form named (legacy), the whole JWS, no hash.
+                try await db.execute(
+                    """
+                    INSERT INTO notifications (notification_uuid, notification_type, subtype, signed_date_ms, bundle_id, environment,
+                        original_transaction_id, transaction_id, signed_payload, source, outcome, received_at)
+                    VALUES (\(uuid), 'DID_RENEW', NULL, \(signed), \(TestApp.bundleId), 'Production', \(original), \(original + "-1"),
+                        \(payload), 'webhook', 'applied', now() - interval '300 days')
+                    """)
+            }
+            let transaction = try app.authority.signer.sign(app.subscription(original: "5L3", period: 0, signedDate: signed))
+            try await db.execute(
+                """
+                INSERT INTO transactions (transaction_id, original_transaction_id, environment, bundle_id, signed_date_ms,
+                    signed_transaction_info, from_notification, updated_at)
+                VALUES ('5L3', '5L3', 'Production', \(TestApp.bundleId), \(signed), \(transaction), false, now() - interval '300 days')
+                """)
+            func hash(_ jws: String) -> String { Bytea.plainHex(JWSParts.sha256(jws)) }
+            // The quarantine names the second notification by its payload's hash only.
+            try await db.execute(
+                """
+                INSERT INTO quarantined_payloads (payload_sha256, environment, bundle_id, source, reason, detail, signed_payload)
+                VALUES (\(hash(notifications["legacy-5L2"]!)), 'Production', \(TestApp.bundleId), 'notification_history',
+                    'INVALID_SIGNATURE', 'test', 'x.y.z')
+                """)
+            #expect(try await db.count("SELECT count(*) FROM notifications WHERE payload_form = 'legacy' AND payload_sha256 IS NULL") == 2)
+
+            let pruner = Pruner(database: db.database, batchSize: 2)
+            let cutoff = Date(timeIntervalSinceNow: -Double(PrunePart.payloadMinimumAge.milliseconds) / 1000)
+            let counted = try await pruner.count(.payloads, before: cutoff)
+            #expect(try await pruner.prune(.payloads, before: cutoff) == counted)
+            #expect(counted == 2, "the first notification and the transaction")
+            // The payload's hash, and its header's (the first segment's, as `jws_headers` keys it).
+            func kept(_ jws: String) -> String { "pruned \(hash(jws)) \(hash(String(jws.prefix { $0 != "." })))" }
+            let forms = "payload_form || ' ' || coalesce(encode(payload_sha256, 'hex'), '-') || ' ' || coalesce(encode(header_sha256, 'hex'), '-')"
+            #expect(
+                try await db.strings("SELECT \(unescaped: forms) FROM notifications WHERE notification_uuid = 'legacy-5L1'")
+                    == [kept(notifications["legacy-5L1"]!)])
+            #expect(try await db.strings("SELECT \(unescaped: forms) FROM transactions WHERE transaction_id = '5L3'") == [kept(transaction)])
+            #expect(try await db.signedPayloads("SELECT 'legacy-5L2'") == [notifications["legacy-5L2"]!], "the quarantined one keeps its payload")
         }
     }
 }

@@ -2,6 +2,7 @@ import AppStoreServer
 import Foundation
 import MockAppStore
 import PostgresNIO
+import ReconcilerDomain
 import ReconcilerShared
 import TestSupport
 import Testing
@@ -33,9 +34,11 @@ import Testing
                     try await ledger.setPhase(runId: run.runId, .gapFill)
                     let customers = Array(Set(mock.truth.map(\.originalTransactionId)))
                     try await database.transaction { try await ledger.enqueue(runId: run.runId, anchors: customers, reason: .touched, on: $0) }
+                    let verifier = try mock.verifier()
                     let worker = RunWorker(
-                        configuration: .init(runId: run.runId, concurrency: 1, worker: "single"), database: database,
-                        verifier: try mock.verifier(), client: mock.client(baseURL: baseURL))
+                        configuration: .init(runId: run.runId, concurrency: 1, worker: "single"),
+                        scope: AppScope(target: verifier.configuration.target, entitlement: .init()), database: database, verifier: verifier,
+                        client: mock.client(baseURL: baseURL))
                     // A worker that needed a second connection would wait for it forever.
                     let finished = try await withThrowingTaskGroup(of: Bool.self) { race in
                         race.addTask {

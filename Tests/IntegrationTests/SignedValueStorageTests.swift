@@ -3,6 +3,7 @@ import Foundation
 import MockAppStore
 import PostgresNIO
 import ReconcilerDomain
+import ReconcilerShared
 import TestSupport
 import Testing
 
@@ -12,7 +13,8 @@ import Testing
 /// Signed values as the database keeps them (each header once, payloads deflated, a transaction
 /// inside its notification): real Apple values and the mock's rebuild byte for byte and verify;
 /// `verify-stored` finds what was changed in the database and counts pruned payloads apart;
-/// `prune` removes what it says and its dry run counts it; old rows compact.
+/// `prune` removes what it says and its dry run counts it; old rows compact; a header the process
+/// remembers as stored is written again when the database no longer has it.
 @Suite struct SignedValueStorageTests {
     let app: TestApp
     init() throws { app = try TestApp() }
@@ -43,11 +45,11 @@ import Testing
             let snapshot = try Self.vector("08-transaction-sandbox.jws")
             let verifiedSnapshot = try await goodheart.verifyTransaction(snapshot)
             try await db.database.storeHeaders(of: [try #require(JWSParts(exactly: snapshot))])
-            let goodheartStore = PurchaseStore(database: db.database, target: goodheart.configuration.target)
+            let goodheartStore = PurchaseStore(database: db.database, scope: AppScope(target: goodheart.configuration.target, entitlement: .init()))
             try await db.database.transaction { try await goodheartStore.upsertTransactions([.init(verifiedSnapshot)], on: $0) }
             // 06 is the transaction inside 05, read again as a snapshot: the same value is not stored again.
             let inside = try Self.vector("06-transaction-sandbox.jws")
-            let sandboxStore = PurchaseStore(database: db.database, target: sandbox.configuration.target)
+            let sandboxStore = PurchaseStore(database: db.database, scope: AppScope(target: sandbox.configuration.target, entitlement: .init()))
             let verifiedInside = try await sandbox.verifyTransaction(inside)
             try await db.database.transaction { try await sandboxStore.upsertTransactions([.init(verifiedInside)], on: $0) }
 
@@ -92,7 +94,7 @@ import Testing
         let signed = try app.authority.signer.sign(app.subscription(original: original, period: 0, signedDate: signedDate))
         let verified = try await SignedDataVerifier(configuration: app.verifierConfiguration).verifyTransaction(signed)
         try await db.database.storeHeaders(of: [try #require(JWSParts(exactly: signed))])
-        let store = PurchaseStore(database: db.database, target: app.verifierConfiguration.target)
+        let store = PurchaseStore(database: db.database, scope: AppScope(target: app.verifierConfiguration.target, entitlement: .init()))
         try await db.database.transaction { try await store.upsertTransactions([.init(verified)], on: $0) }
         return signed
     }
@@ -152,6 +154,42 @@ import Testing
             let delivery = try await queue.lease(
                 target: ForwardingTarget(url: "https://app.example.com/hook"), worker: "test", token: UUID(), leaseDuration: .seconds(30))
             #expect(delivery?.signedPayload == payload)
+        }
+    }
+
+    /// A process remembers the headers it saw stored and does not send them again, but the database
+    /// can lose one it remembers (restored from a backup taken before the header was stored, or a
+    /// failover to a replica that had not received it). The next notification and snapshot signed
+    /// with it store it again, in their own transaction: they rebuild, are forwarded byte for byte,
+    /// and so do the values stored before that named it.
+    @Test func aHeaderTheDatabaseLostIsStoredAgainByTheNextValueSignedWithIt() async throws {
+        try await TestDatabase.with { db in
+            let earlier = try await recordLive("740", signedDate: t0, in: db)
+            _ = try await recordSnapshot("741", signedDate: t0, in: db)
+            #expect(try await db.count("SELECT count(*) FROM jws_headers") == 1)
+            try await db.execute("DELETE FROM jws_headers")
+
+            let url = "https://app.example.com/hook"
+            let payload = try await recordLive("742", signedDate: t0 + 1, forwarding: url, in: db)
+            #expect(try await db.count("SELECT count(*) FROM jws_headers") == 1, "the notification stored its header again")
+            #expect(try await db.signedPayloads("SELECT notification_uuid FROM notifications ORDER BY signed_date_ms") == [earlier, payload])
+            let delivery = try await ForwardQueue(database: db.database).lease(
+                target: ForwardingTarget(url: url), worker: "test", token: UUID(), leaseDuration: .seconds(30))
+            #expect(delivery?.signedPayload == payload)
+
+            // The same for a snapshot alone (its own statement).
+            try await db.execute("DELETE FROM jws_headers")
+            let snapshot = try await recordSnapshot("743", signedDate: t0 + 1, in: db)
+            #expect(try await db.count("SELECT count(*) FROM jws_headers") == 1, "the snapshot stored its header again")
+            let rebuilt = try await db.database.transaction { transaction in
+                try await PurchaseStore(logger: TestDatabase.logger).storedTransactions(
+                    after: .first, updatedSince: nil, limit: 100, headers: HeaderBook(), on: transaction)
+            }
+            #expect(rebuilt.contains { $0.key.transactionId == "743" && $0.value.jws == snapshot }, "\(rebuilt)")
+            let report = try await StoredPayloadVerifier(
+                database: db.database, verifiers: [try SignedDataVerifier(configuration: app.verifierConfiguration)]
+            ).verify(since: nil)
+            #expect(report.failures.isEmpty && report.notifications.verified == 2 && report.transactions.verified == 4, "\(report)")
         }
     }
 }

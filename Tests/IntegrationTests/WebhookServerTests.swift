@@ -10,6 +10,8 @@ import NIOHTTP1
 import PostgresNIO
 import Reconciler
 import ReconcilerMetrics
+import ReconcilerShared
+import Synchronization
 import TestSupport
 import Testing
 import WebhookServer
@@ -29,6 +31,11 @@ import WebhookServer
         let server = WebhookServer(
             configuration: .init(host: "127.0.0.1", port: 0, maximumBodySize: maximumBodySize),
             handler: try handler ?? app.handler(db), logger: TestDatabase.logger)
+        try await withServer(server, body)
+    }
+
+    /// Runs `server` on a free port for the duration of `body`.
+    func withServer(_ server: WebhookServer, _ body: (String) async throws -> Void) async throws {
         let (ports, continuation) = AsyncStream.makeStream(of: Int.self)
         let application = server.makeApplication { port in continuation.yield(port) }
         try await withThrowingTaskGroup(of: Void.self) { group in
@@ -42,11 +49,12 @@ import WebhookServer
 
     /// Sends the requests of `body` straight to the server's router, in process: no port, no HTTP client.
     func withRouter(
-        _ db: TestDatabase, maximumBodySize: Int = 256 * 1024, handler: NotificationHandler? = nil,
+        _ db: TestDatabase, maximumBodySize: Int = 256 * 1024, handler: NotificationHandler? = nil, now: Timestamp = .now,
         _ body: @Sendable (RouterClient) async throws -> Void
     ) async throws {
         let server = WebhookServer(
-            configuration: .init(maximumBodySize: maximumBodySize), handler: try handler ?? app.handler(db), logger: TestDatabase.logger)
+            configuration: .init(maximumBodySize: maximumBodySize, now: { now }), handler: try handler ?? app.handler(db),
+            logger: TestDatabase.logger)
         try await server.makeApplication().test(.router) { client in try await body(RouterClient(client: client)) }
     }
 
@@ -154,7 +162,8 @@ import WebhookServer
                 ("escaped", Data("{\"signedPayload\":\"a\\u0062c\"}".utf8), 400, "MALFORMED_JWS"),
                 ("oversized", try body(String(repeating: "a", count: 100 * 1024)), 413, "BODY_TOO_LARGE"),
             ]
-            try await withRouter(db, maximumBodySize: 64 * 1024, handler: handler) { client in
+            // The server's present: an hour after the notifications of apps it does not serve were signed.
+            try await withRouter(db, maximumBodySize: 64 * 1024, handler: handler, now: Timestamp(millisecondsSince1970: t0 + 3_600_000)) { client in
                 let fingerprint = try await db.stateFingerprint()
                 for (name, data, status, error) in cases {
                     let reply = try await client.post("/notifications", body: data)
@@ -170,11 +179,14 @@ import WebhookServer
                     #expect(
                         metrics.value("reconciler_webhook_rejected_total", ["reason": reason]) == Double(cases.count { $0.3 == reason }), "\(reason)")
                 }
-                // Counted under the app and environment each named.
-                #expect(metrics.value("reconciler_webhook_unconfigured_app_total", ["bundle_id": "com.other", "environment": "Production"]) == 1)
+                // The app the server serves, in another environment or with another app Apple ID: counted
+                // under the app and environment each named (it pages). Another app: counted without them.
                 #expect(metrics.value("reconciler_webhook_unconfigured_app_total", ["bundle_id": TestApp.bundleId, "environment": "Sandbox"]) == 1)
                 #expect(
                     metrics.value("reconciler_webhook_unconfigured_app_total", ["bundle_id": TestApp.bundleId, "environment": "Production"]) == 1)
+                #expect(metrics.samples("reconciler_webhook_unconfigured_app_total").count == 2)
+                #expect(metrics.value("reconciler_webhook_foreign_app_total") == 1)
+                #expect(metrics.value("reconciler_webhook_replayed_total") == 0)
                 #expect(metrics.value("reconciler_webhook_rejected_total", ["reason": "INVALID_PAYLOAD"]) == 0)
                 #expect(metrics.samples("reconciler_webhook_notifications_total").isEmpty)
                 #expect(metrics.samples("reconciler_webhook_last_notification_timestamp_seconds").isEmpty)
@@ -236,6 +248,64 @@ import WebhookServer
         }
     }
 
+    /// Genuine notifications of apps the server does not serve, real Apple ones (public in other
+    /// projects' repositories, as many are): one signed more than 7 days before the server's
+    /// present cannot be Apple's delivery (Apple's last retry comes about 157 hours after the first
+    /// attempt), so it gets 400 `NOTIFICATION_TOO_OLD`, counted without labels, whatever the app;
+    /// a recent one gets 503 `APP_NOT_CONFIGURED`, and counts in the labelled (paging) counter only
+    /// for an app the deployment knows (`knownApps`, or configured in another environment), never
+    /// for a TEST notification, which anyone can request for their own app. Nothing is stored.
+    @Test func notificationsOfAppsNotServedPageOnlyForKnownAppsAndNeverOnceTooOld() async throws {
+        try await TestDatabase.with { db in
+            var configuration = app.verifierConfiguration
+            configuration.rootCertificates.append(TrustedRoots.appleRootCAG3)
+            let handler = NotificationHandler(verifier: try SignedDataVerifier(configuration: configuration), database: db.database)
+            let vectors = Repository.root.appendingPathComponent("Tests/UnitTests/AppStoreServer/Fixtures/apple-signed")
+            func vector(_ file: String) throws -> (jws: String, signedDate: Int64) {
+                let jws = try String(contentsOf: vectors.appendingPathComponent(file), encoding: .utf8)
+                return (jws, try #require(UnverifiedPayload.decode(jws, as: ResponseBodyV2DecodedPayload.self)?.signedDate))
+            }
+            let known = "com.loki-project.loki-messenger"
+            let foreign = try vector("09-notification-production.jws")  // CONSUMPTION_REQUEST of com.jrjj.keysns, production
+            let knownApps = try vector("02-notification-sandbox.jws")  // SUBSCRIBED of com.loki-project.loki-messenger, sandbox
+            let test = try vector("01-notification-sandbox.jws")  // TEST of the same app
+            let clock = ServerClock()
+            let server = WebhookServer(
+                configuration: .init(host: "127.0.0.1", port: 0, now: { clock.now }),
+                router: try NotificationRouter(handlers: [handler], knownApps: [known]),
+                metrics: WebhookMetrics(registry: MetricsRegistry(environment: "", bundleId: "")), logger: TestDatabase.logger)
+            let hour: Int64 = 3_600_000
+            let cases: [(String, (jws: String, signedDate: Int64), Int64, Int, String)] = [
+                ("another app, at Apple's last retry", foreign, foreign.signedDate + 157 * hour, 503, "APP_NOT_CONFIGURED"),
+                ("another app, 7 days on", foreign, foreign.signedDate + 7 * 24 * hour + 1, 400, "NOTIFICATION_TOO_OLD"),
+                ("another app, posted again", foreign, foreign.signedDate + 400 * 24 * hour, 400, "NOTIFICATION_TOO_OLD"),
+                ("a known app", knownApps, knownApps.signedDate + hour, 503, "APP_NOT_CONFIGURED"),
+                ("a known app, 7 days on", knownApps, knownApps.signedDate + 7 * 24 * hour + 1, 400, "NOTIFICATION_TOO_OLD"),
+                ("a TEST notification", test, test.signedDate + hour, 503, "APP_NOT_CONFIGURED"),
+                ("a TEST notification again", test, test.signedDate + 2 * hour, 503, "APP_NOT_CONFIGURED"),
+                ("a TEST notification, 7 days on", test, test.signedDate + 7 * 24 * hour + 1, 400, "NOTIFICATION_TOO_OLD"),
+            ]
+            try await withServer(server) { base in
+                let fingerprint = try await db.stateFingerprint()
+                for (name, notification, now, status, error) in cases {
+                    clock.set(Timestamp(millisecondsSince1970: now))
+                    let reply = try await HTTP.postNotification("\(base)/notifications", signedPayload: notification.jws)
+                    #expect(reply.status == status, "\(name)")
+                    #expect(reply.json["error"] as? String == error, "\(name): \(String(decoding: reply.body, as: UTF8.self))")
+                }
+                #expect(try await db.stateFingerprint() == fingerprint)
+                #expect(try await db.count("SELECT count(*) FROM notifications") == 0)
+                let metrics = try PrometheusText(parsing: String(decoding: try await HTTP.request(.GET, "\(base)/metrics").body, as: UTF8.self))
+                // Only the known app's recent notification pages.
+                #expect(metrics.samples("reconciler_webhook_unconfigured_app_total").map(\.labels["bundle_id"]) == [known])
+                #expect(metrics.value("reconciler_webhook_unconfigured_app_total", ["bundle_id": known, "environment": "Sandbox"]) == 1)
+                #expect(metrics.value("reconciler_webhook_foreign_app_total") == 3)
+                #expect(metrics.value("reconciler_webhook_replayed_total") == 4)
+                #expect(metrics.value("reconciler_webhook_rejected_total", ["reason": "NOTIFICATION_TOO_OLD"]) == nil)
+            }
+        }
+    }
+
     /// One server for an app in both environments (the sandbox's notifications come to the
     /// production URL): each environment's counters exist from the start, the store failures at 0,
     /// and a notification is counted under the environment it names.
@@ -275,4 +345,13 @@ import WebhookServer
     func body(_ signedPayload: String) throws -> Data {
         try JSONEncoder().encode(["signedPayload": signedPayload])
     }
+}
+
+/// The present of a server under test, moved by the test.
+final class ServerClock: Sendable {
+    private let value = Mutex(Timestamp.now)
+
+    var now: Timestamp { value.withLock { $0 } }
+
+    func set(_ now: Timestamp) { value.withLock { $0 = now } }
 }

@@ -6,7 +6,8 @@ extension AppWebhookReceiver {
     ///
     /// ```swift
     /// try await AppWebhookReceiver.withRunning(.init(secret: secret)) { receiver, url in
-    ///     let forward = try await runProcess("reconciler", ["forward", "--forward-to", url])
+    ///     let forward = try await runProcess(
+    ///         "reconciler", ["forward", "--forward-to", url], environment: ["RECONCILER_FORWARD_SECRET": secret])
     /// }
     /// ```
     package static func withRunning(_ configuration: Configuration, _ body: (AppWebhookReceiver, String) async throws -> Void) async throws {

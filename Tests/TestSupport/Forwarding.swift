@@ -1,8 +1,7 @@
 import AppStoreServer
 import Foundation
 import Reconciler
-
-@testable import ReconcilerStore
+import ReconcilerStore
 
 extension TestApp {
     /// Records `count` live SUBSCRIBED notifications of new purchases (`<purchasePrefix>-<uuid>`)

@@ -17,6 +17,8 @@ package struct HistoryMock {
     package let db: TestDatabase
     package let url: String
     package let environment: [String: String]
+    /// The mock's credentials directory: `reconciler.yaml` there names every app and environment it serves.
+    package let credentials: String
 
     /// Starts the mock with `arguments` (port, credentials and log level are set here), waits until
     /// it is ready, runs `body`, then stops it and removes its credentials.
@@ -33,7 +35,7 @@ package struct HistoryMock {
             let environment = try MockAppStoreProcess.reconcilerEnvironment(credentials: credentials).merging([
                 "DATABASE_URL": db.url, "LOG_LEVEL": "warning",
             ]) { $1 }
-            try await body(HistoryMock(db: db, url: url, environment: environment))
+            try await body(HistoryMock(db: db, url: url, environment: environment, credentials: credentials))
         }
     }
 
@@ -45,6 +47,17 @@ package struct HistoryMock {
     /// Every notification of the scenario, as the mock lists them.
     package func notifications() async throws -> [MockAppStore.NotificationLine] {
         try await MockAppStoreProcess.notifications(url)
+    }
+
+    /// The environment of a `reconciler` configured only by the mock's `reconciler.yaml` (every app
+    /// and environment it serves), with the test's database.
+    package var configurationFileEnvironment: [String: String] {
+        ["RECONCILER_CONFIG": "\(credentials)/reconciler.yaml", "DATABASE_URL": db.url, "LOG_LEVEL": "warning"]
+    }
+
+    /// The requests the mock answered (or refused), by endpoint.
+    package func requests() async throws -> [String: Int] {
+        try await HTTP.request(.GET, "\(url)/mock/stats").json["requests"] as? [String: Int] ?? [:]
     }
 
     /// Get Notification History requests the mock answered, by the filter they carried (`*`: none).

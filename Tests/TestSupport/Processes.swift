@@ -35,7 +35,12 @@ package final class RunningProcess: @unchecked Sendable {
     /// leave nothing in /tmp.
     package let directory: TemporaryDirectory
 
-    package init(_ executable: String, _ arguments: [String], environment: [String: String] = [:], stdin: Data? = nil) throws {
+    /// With `standardOutput`, the process writes there (the write end of a ``ReaderPipe``, say)
+    /// instead of into ``stdoutURL``.
+    package init(
+        _ executable: String, _ arguments: [String], environment: [String: String] = [:], stdin: Data? = nil,
+        standardOutput: FileHandle? = nil
+    ) throws {
         directory = try TemporaryDirectory.create("proc")
         stdoutURL = directory.url.appendingPathComponent("stdout")
         stderrURL = directory.url.appendingPathComponent("stderr")
@@ -46,7 +51,7 @@ package final class RunningProcess: @unchecked Sendable {
         var merged = ProcessInfo.processInfo.environment
         for (key, value) in environment { merged[key] = value }
         process.environment = merged
-        process.standardOutput = try FileHandle(forWritingTo: stdoutURL)
+        process.standardOutput = try standardOutput ?? FileHandle(forWritingTo: stdoutURL)
         process.standardError = try FileHandle(forWritingTo: stderrURL)
         if let stdin {
             let pipe = Pipe()
@@ -108,6 +113,53 @@ package final class RunningProcess: @unchecked Sendable {
             }
             guard ContinuousClock.now < deadline else { throw ProcessFailure(description: "no \"\(text)\" in time: \(stderr.suffix(3000))") }
             try await Task.sleep(for: .milliseconds(20))
+        }
+    }
+}
+
+/// A pipe a test reads a process's output from, and closes to play a reader that went away (`| head -1`,
+/// a consumer that died). Both ends close on exec, so no other process the tests start keeps the
+/// write end open (the child gets it as its standard output, which does not close).
+///
+/// ```swift
+/// let pipe = try ReaderPipe()
+/// let process = try RunningProcess("reconciler", ["changes", "--since", "0"], standardOutput: pipe.writing)
+/// pipe.closeWriting()
+/// let first = pipe.readLine()
+/// pipe.closeReading()
+/// ```
+package final class ReaderPipe: @unchecked Sendable {
+    package let reading: FileHandle
+    package let writing: FileHandle
+    private var buffered = Data()
+
+    package init() throws {
+        var descriptors: [Int32] = [0, 0]
+        guard pipe(&descriptors) == 0 else { throw ProcessFailure(description: "pipe: errno \(errno)") }
+        for descriptor in descriptors { _ = fcntl(descriptor, F_SETFD, FD_CLOEXEC) }
+        // The smallest pipe Linux makes (one page, F_SETPIPE_SZ): a writer fills it after a few lines
+        // and is still writing when the test closes the read end.
+        _ = fcntl(descriptors[1], 1031, 4096)
+        reading = FileHandle(fileDescriptor: descriptors[0], closeOnDealloc: true)
+        writing = FileHandle(fileDescriptor: descriptors[1], closeOnDealloc: true)
+    }
+
+    /// Closes this process's copy of the write end, once the child has its own.
+    package func closeWriting() { try? writing.close() }
+
+    /// Closes the read end: the writer's next write fails with EPIPE, and its descriptor reports POLLERR.
+    package func closeReading() { try? reading.close() }
+
+    /// The next line (without its newline), blocking until it is whole; `nil` at the end.
+    package func readLine() -> String? {
+        while true {
+            if let newline = buffered.firstIndex(of: UInt8(ascii: "\n")) {
+                defer { buffered.removeSubrange(...newline) }
+                return String(decoding: buffered[..<newline], as: UTF8.self)
+            }
+            let more = reading.availableData
+            guard !more.isEmpty else { return nil }
+            buffered.append(more)
         }
     }
 }

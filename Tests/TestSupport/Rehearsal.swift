@@ -29,11 +29,14 @@ package struct Rehearsal {
 
     /// Starts everything, waits for live delivery to finish, runs `body`, stops everything.
     /// `environment` is added to every `reconciler` process's; `serveArguments` to `reconciler serve`'s.
+    /// With `configurationFile`, every process reads the mock's `reconciler.yaml`, changed first by
+    /// `editConfiguration` when given (before `serve` starts).
     /// The outage is from `outageHoursAgo.start` to `outageHoursAgo.end` hours before now.
     package static func with(
         customers: Int = 60, seed: UInt64 = 3, mockArguments: [String] = [], databaseServer: String? = nil,
         environment extra: [String: String] = [:], serveArguments: [String] = [], configurationFile: Bool = false,
-        outageHoursAgo: (start: Double, end: Double) = (6, 3), _ body: (Rehearsal) async throws -> Void
+        editConfiguration: ((String) -> String)? = nil, outageHoursAgo: (start: Double, end: Double) = (6, 3),
+        _ body: (Rehearsal) async throws -> Void
     ) async throws {
         try await TestDatabase.with(server: databaseServer) { db in
             let directory = try TemporaryDirectory.create("rehearsal")
@@ -57,7 +60,12 @@ package struct Rehearsal {
                 var environment = ["DATABASE_URL": db.url, "LOG_LEVEL": "warning"].merging(extra) { $1 }
                 if configurationFile {
                     // Every app and environment the mock serves, from the file it writes.
-                    environment["RECONCILER_CONFIG"] = "\(credentials)/reconciler.yaml"
+                    let file = "\(credentials)/reconciler.yaml"
+                    if let editConfiguration {
+                        try editConfiguration(try String(contentsOfFile: file, encoding: .utf8)).write(
+                            toFile: file, atomically: true, encoding: .utf8)
+                    }
+                    environment["RECONCILER_CONFIG"] = file
                 } else {
                     environment.merge(try MockAppStoreProcess.reconcilerEnvironment(credentials: credentials)) { $1 }
                 }

@@ -2,6 +2,9 @@ package import AppStoreServer
 import Foundation
 package import MockAppStore
 package import Reconciler
+package import ReconcilerDomain
+package import ReconcilerShared
+package import ReconcilerStore
 
 /// An app with its own test CA (Apple's OIDs) that signs notifications the way the App Store does.
 package struct TestApp {
@@ -20,8 +23,14 @@ package struct TestApp {
         .init(rootCertificates: [authority.root], bundleId: Self.bundleId, appAppleId: Self.appAppleId, environment: environment)
     }
 
-    package func handler(_ database: TestDatabase) throws -> NotificationHandler {
-        NotificationHandler(verifier: try SignedDataVerifier(configuration: verifierConfiguration), database: database.database)
+    /// The app and environment, judged by `entitlement` (the default rule unless given).
+    package func scope(_ entitlement: EntitlementPolicy = .init()) -> AppScope {
+        AppScope(target: verifierConfiguration.target, entitlement: entitlement)
+    }
+
+    package func handler(_ database: TestDatabase, entitlement: EntitlementPolicy = .init()) throws -> NotificationHandler {
+        NotificationHandler(
+            scope: scope(entitlement), verifier: try SignedDataVerifier(configuration: verifierConfiguration), database: database.database)
     }
 
     /// A monthly subscription transaction; `period` 0 is the first purchase.
@@ -78,5 +87,13 @@ package struct TestApp {
                 signedRenewalInfo: try renewal.map { try signer.sign($0) }, status: status,
                 consumptionRequestReason: consumptionRequestReason))
         return try signer.sign(payload)
+    }
+}
+
+extension NotificationHandler {
+    /// A handler for the app and environment `verifier` accepts, judging `entitled` by
+    /// `entitlement` (tests of one app; commands take the scope from the configuration).
+    package init(verifier: SignedDataVerifier, database: Database, entitlement: EntitlementPolicy = .init()) {
+        self.init(scope: AppScope(target: verifier.configuration.target, entitlement: entitlement), verifier: verifier, database: database)
     }
 }

@@ -2,9 +2,8 @@ import Foundation
 package import Logging
 package import PostgresNIO
 import Reconciler
+package import ReconcilerStore
 import Testing
-
-@testable package import ReconcilerStore
 
 /// A fresh, migrated database in the throwaway cluster of `jobs/dev/with-postgres`, dropped afterwards.
 package struct TestDatabase {
@@ -56,8 +55,9 @@ package struct TestDatabase {
         let runningClient = Task { await client.run() }
         let result: Result<T, any Error>
         do {
-            if migrate { try await Migrator().migrate(client, logger: logger) }
-            let testDatabase = TestDatabase(client: client, database: Database(client: client, logger: logger), name: name, url: url)
+            let database = Database(client: client, logger: logger)
+            if migrate { try await Migrator().migrate(database) }
+            let testDatabase = TestDatabase(client: client, database: database, name: name, url: url)
             result = .success(try await body(testDatabase))
         } catch {
             result = .failure(error)

@@ -13,6 +13,8 @@ fails when they differ:
   depends on its data. A row is a line indented four spaces or more whose columns are aligned (two
   spaces inside it) and that holds something masked, or a line that starts with a masked value
   followed by two spaces (the rows of `status` and `consumption list`);
+- `forwarded    earlier runs' deliveries` lines are left out (with several apps sharing one
+  handler, whether a drain finds another app's deliveries waiting depends on timing);
 - a JSON line keeps its keys, its `true`, `false` and `null`, and its strings without digits (kinds,
   types, bundle ids) but product ids; other values are masked.
 
@@ -130,6 +132,7 @@ def sources(directory):
         "status": (directory / "status.txt").read_text(),
         "consumption-list": (directory / "consumption-list.txt").read_text(),
         "consumption-send": (directory / "consumption-send.txt").read_text(),
+        "consumption-ack": (directory / "consumption-ack.txt").read_text(),
         "export": export_lines(directory / "after.jsonl"),
         "changes": change_lines(directory / "changes.jsonl"),
     }
@@ -171,6 +174,10 @@ def is_row(line):
 def mask(text, language="text"):
     lines = []
     for line in text.splitlines():
+        # With several apps forwarding to one handler, whether one app's drain still finds another's
+        # deliveries waiting depends on which run finishes first: the line comes and goes.
+        if line.startswith("forwarded    earlier runs' deliveries"):
+            continue
         if language == "json" and line.startswith("{"):
             lines.append(json.dumps(skeleton(json.loads(line)), sort_keys=False))
             continue

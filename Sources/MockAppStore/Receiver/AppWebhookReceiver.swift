@@ -8,8 +8,8 @@ import NIOHTTP1
 import ServiceLifecycle
 import Synchronization
 
-/// The app's own notification handler, imitated: where `reconciler run --forward-to` and `serve
-/// --forward-to` deliver in tests and in the demo. It takes `POST` bodies of Apple's form
+/// The app's own notification handler, imitated: where `reconciler run` and `serve` forward (an
+/// app's `forwardTo`, or `--forward-to`) in tests and in the demo. It takes `POST` bodies of Apple's form
 /// (`{"signedPayload": "..."}`) on any path and counts, per notificationUUID (read from the JWS
 /// payload without verifying it, as a handler would after its own verification), how many times it
 /// acknowledged each one. With a secret it checks the `Reconciler-Signature` header on its own

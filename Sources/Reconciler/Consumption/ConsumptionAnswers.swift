@@ -1,17 +1,18 @@
 package import AppStoreServer
 import Foundation
-import Logging
+package import Logging
 package import ReconcilerDomain
+import ReconcilerShared
 package import ReconcilerStore
 
 /// Answers to consumption requests (`reconciler consumption send`): Apple's rules for Send
 /// Consumption Information (V2) checked before any request, the app and environment taken from the
-/// stored `CONSUMPTION_REQUEST`, the answer sent with no transaction open, and what Apple said
-/// recorded (`consumption_answers`).
+/// stored `CONSUMPTION_REQUEST`, the answer written `sending` first (`consumption_answers`), sent
+/// with no transaction open, and completed with what Apple said.
 ///
 /// ```swift
 /// let prepared = try await ConsumptionAnswers.prepare(input, apps: nil, database: database)   // bad input: throws, nothing sent
-/// try await ConsumptionAnswers.send(prepared, client: client, database: database)
+/// try await ConsumptionAnswers.send(prepared, client: client, origins: target.origins, database: database)
 /// ```
 package enum ConsumptionAnswers {
     /// An answer as the operator typed it.
@@ -50,11 +51,7 @@ package enum ConsumptionAnswers {
                     + "and without the customer's consent Apple asks that you do not answer; pass --customer-consented only when the customer consented"
             )
         }
-        guard !input.transactionId.isEmpty, input.transactionId.allSatisfy({ $0.isASCII && $0.isNumber }) else {
-            throw invalid(
-                "--transaction-id \(input.transactionId) is not a transaction ID (digits, as the CONSUMPTION_REQUEST's transactionId; InvalidTransactionIdError 4000006)"
-            )
-        }
+        try checkTransactionId(input.transactionId)
         let deliveryStatus = DeliveryStatus(rawValue: input.deliveryStatus.uppercased())
         guard deliveryStatus.isKnown else {
             throw invalid(
@@ -119,6 +116,44 @@ package enum ConsumptionAnswers {
         }
     }
 
+    /// A transaction ID as Apple writes them: digits.
+    /// - Throws: ``ReconcilerError/Code/invalidAnswer``.
+    package static func checkTransactionId(_ transactionId: String) throws {
+        guard !transactionId.isEmpty, transactionId.allSatisfy({ $0.isASCII && $0.isNumber }) else {
+            throw invalid(
+                "--transaction-id \(transactionId) is not a transaction ID (digits, as the CONSUMPTION_REQUEST's transactionId; InvalidTransactionIdError 4000006)"
+            )
+        }
+    }
+
+    /// The stored requests for `transactionId` in `apps` (`nil`: every app and environment
+    /// stored), which must all be of one app and environment: the newest first (the one an answer goes to).
+    /// - Throws: ``ReconcilerError/Code/unknownConsumptionRequest`` for none, or
+    ///   ``ReconcilerError/Code/invalidInput`` when they are in several apps or environments.
+    package static func requests(
+        forTransaction transactionId: String, apps: [AppTarget]?, on transaction: DatabaseTransaction, logger: Logger
+    ) async throws -> [ConsumptionRequests.Request] {
+        let found = try await ConsumptionRequests(logger: logger).requests(forTransaction: transactionId, apps: apps, on: transaction)
+        guard !found.isEmpty else {
+            throw ReconcilerError(
+                .unknownConsumptionRequest,
+                "no CONSUMPTION_REQUEST is stored for transaction \(transactionId)"
+                    + (apps.map { " in \($0.map(\.description).joined(separator: ", "))" } ?? "")
+                    + ": check the ID (the request's transactionId, as `reconciler consumption list` shows it); a request the webhook missed is recovered by `reconciler run`"
+            )
+        }
+        let places = found.reduce(into: [AppTarget]()) { places, request in
+            let place = AppTarget(bundleId: request.bundleId, environment: AppStoreEnvironment(rawValue: request.environment))
+            if !places.contains(place) { places.append(place) }
+        }
+        guard places.count == 1 else {
+            throw ReconcilerError.configuration(
+                "consumption requests for transaction \(transactionId) are stored for several apps or environments ("
+                    + places.map(\.description).joined(separator: ", ") + "): choose one with " + AppTarget.choices(places))
+        }
+        return found
+    }
+
     /// A checked answer and the stored request it answers (whose app and environment it goes to).
     package struct Prepared: Sendable {
         package var request: ConsumptionRequests.Request
@@ -133,62 +168,102 @@ package enum ConsumptionAnswers {
     ///   or ``ReconcilerError/Code/invalidInput`` when the transaction's requests are in several apps.
     package static func prepare(_ input: Input, apps: [AppTarget]?, database: Database) async throws -> Prepared {
         let body = try body(of: input)
-        let requests = ConsumptionRequests(logger: database.logger)
         let transactionId = input.transactionId
-        let found = try await database.transaction { try await requests.newest(forTransaction: transactionId, apps: apps, on: $0) }
-        guard let request = found.first else {
-            throw ReconcilerError(
-                .unknownConsumptionRequest,
-                "no CONSUMPTION_REQUEST is stored for transaction \(transactionId)"
-                    + (apps.map { " in \($0.map(\.description).joined(separator: ", "))" } ?? "")
-                    + ": check the ID (the request's transactionId, as `reconciler consumption list` shows it); a request the webhook missed is recovered by `reconciler run`"
-            )
-        }
-        guard found.count == 1 else {
-            throw ReconcilerError.configuration(
-                "consumption requests for transaction \(transactionId) are stored for several apps or environments ("
-                    + found.map { "\($0.bundleId) (\($0.environment))" }.joined(separator: ", ") + "): choose one with --app and --environment")
+        let (request, facts) = try await database.transaction { [logger = database.logger] transaction in
+            let request = try await requests(forTransaction: transactionId, apps: apps, on: transaction, logger: logger)[0]
+            let target = AppTarget(bundleId: request.bundleId, environment: AppStoreEnvironment(rawValue: request.environment))
+            return (request, try await ConsumptionRequests(logger: logger).transactionFacts(transactionId, of: target, on: transaction))
         }
         let target = AppTarget(bundleId: request.bundleId, environment: AppStoreEnvironment(rawValue: request.environment))
-        let facts = try await database.transaction { try await requests.transactionFacts(transactionId, of: target, on: $0) }
         try check(body, productType: facts?.productType, ownership: facts?.ownership)
         return Prepared(request: request, target: target, transactionId: transactionId, body: body)
     }
 
-    /// Sends the answer with no transaction open (through `client`'s rate limiter, the app's shared
-    /// budget), then records what Apple said.
-    /// - Throws: ``ReconcilerError/Code/appleRefused`` (exit 1) for a 4xx, with Apple's code;
-    ///   ``ReconcilerError/Code/notRecovered`` (exit 2) for a 429, a 5xx or no answer after the
-    ///   client's retries: send it again.
-    package static func send(_ prepared: Prepared, client: AppStoreServerAPIClient, database: Database) async throws {
-        var answer = ConsumptionRequests.Answer(
+    /// Sends the answer: written `sending` in a short transaction of its own (refused when the
+    /// request is answered, acked or being sent, unless `again`), sent with no transaction open
+    /// (through `client`'s rate limiter, the app's shared budget), then completed with what Apple
+    /// said in another short transaction.
+    /// - Throws: ``ReconcilerError/Code/consumptionRequestSettled`` (exit 1, nothing sent) for a
+    ///   request answered, acked or being sent; ``ReconcilerError/Code/appleRefused`` (exit 1) for
+    ///   a 4xx, with Apple's code; ``ReconcilerError/Code/notRecovered`` (exit 2) for a 429, a 5xx
+    ///   or no answer after the client's retries: send it again;
+    ///   ``ReconcilerError/Code/answerNotRecorded`` (exit 4) when Apple accepted it and the database
+    ///   could not record that: it must not be sent again. A 401 names the settings to check where
+    ///   they were set (`origins`).
+    package static func send(
+        _ prepared: Prepared, again: Bool = false, client: AppStoreServerAPIClient, origins: SettingOrigins, database: Database
+    ) async throws {
+        let answer = ConsumptionRequests.Answer(
             target: prepared.target, transactionId: prepared.transactionId, notificationUUID: prepared.request.notificationUUID,
-            body: prepared.body, outcome: .accepted)
+            body: prepared.body, answeredBy: .command)
+        let requests = ConsumptionRequests(logger: database.logger)
+        if let settled = try await database.transaction({ try await requests.beginAnswer(answer, again: again, on: $0) }) {
+            throw refusal(settled, transactionId: prepared.transactionId)
+        }
+        var reply = ConsumptionRequests.Reply(outcome: .accepted)
         var failure: ReconcilerError?
         do {
             try await client.sendConsumptionInformation(transactionId: prepared.transactionId, prepared.body)
         } catch let error as AppStoreServerAPIError {
             let details = error.details
-            (answer.httpStatus, answer.errorCode, answer.errorMessage) = (details.httpStatusCode, details.errorCode?.rawValue, details.errorMessage)
+            (reply.httpStatus, reply.errorCode, reply.errorMessage) = (details.httpStatusCode, details.errorCode?.rawValue, details.errorMessage)
             switch error {
             case .badRequest, .notFound,
                 .unexpectedStatus where (400..<500).contains(details.httpStatusCode ?? 0):
-                answer.outcome = .refused
+                reply.outcome = .refused
                 failure = ReconcilerError(.appleRefused, "Apple refused the consumption information: \(details)")
             case .unauthorized:
-                answer.outcome = .refused
+                reply.outcome = .refused
                 failure = ReconcilerError(
                     .appleRefused,
-                    "Apple refused the request: \(error); check the key (APP_STORE_KEY_ID, APP_STORE_ISSUER_ID, APP_STORE_PRIVATE_KEY_PATH) covers \(prepared.target.bundleId)"
+                    "Apple refused the request: \(error); check \(origins.credentials) (the key must cover \(prepared.target.bundleId))"
                 )
             default:
-                answer.outcome = .failed
+                reply.outcome = .failed
                 failure = .partial("the consumption information was not delivered: \(error); send it again")
             }
         }
-        let recorded = answer
-        try await database.transaction { [logger = database.logger] in try await ConsumptionRequests(logger: logger).record(recorded, on: $0) }
+        let completed = reply
+        do {
+            try await database.transaction { try await requests.completeAnswer(answer.sendId, with: completed, on: $0) }
+        } catch {
+            let why = Database.operatorDescription(of: error)
+            guard let failure else {
+                throw ReconcilerError(
+                    .answerNotRecorded,
+                    "Apple accepted the consumption information for transaction \(prepared.transactionId) (202), but the database could not record it (\(why)): "
+                        + "do not send it again; once the database is back, record that the request needs nothing more with "
+                        + "`reconciler consumption ack --transaction-id \(prepared.transactionId) --note \"accepted by Apple, not recorded\"`")
+            }
+            throw ReconcilerError(
+                failure.code,
+                "\(failure.description); the database could not record Apple's answer (\(why)), so the request stays marked as being sent: "
+                    + "the next answer needs --again")
+        }
         if let failure { throw failure }
+    }
+
+    /// Why `send` refuses a request, and what the operator can do (who answered or acked it, and
+    /// when, are stored data: in the details, for the log).
+    private static func refusal(_ settled: ConsumptionRequests.Settled, transactionId: String) -> ReconcilerError {
+        let (message, details): (String, String?)
+        switch settled {
+        case .answered(let request):
+            message =
+                "the consumption request for transaction \(transactionId) (\(request.bundleId), \(request.environment)) was answered: Apple accepted an answer"
+            details = "sent at \(request.answeredAt.map { Timestamp($0).description } ?? "?") by \(request.answeredBy?.rawValue ?? "?")"
+        case .acked(let request):
+            message =
+                "the consumption request for transaction \(transactionId) (\(request.bundleId), \(request.environment)) was acked: "
+                + "it needs nothing more from the reconciler (`consumption list` shows who acked it)"
+            details = "acked at \(request.ackedAt.map { Timestamp($0).description } ?? "?") by \(request.ackedBy ?? "?")"
+        case .sending(let request):
+            message =
+                "an answer to the consumption request for transaction \(transactionId) (\(request.bundleId), \(request.environment)) is being sent, "
+                + "or was and what Apple said was never recorded (the command stopped, or the database could not record it): Apple may have it"
+            details = nil
+        }
+        return ReconcilerError(.consumptionRequestSettled, message + "; nothing was sent: pass --again to send this answer anyway", details: details)
     }
 
     private static func invalid(_ message: String) -> ReconcilerError {

@@ -48,12 +48,10 @@ struct GapFiller: Sendable {
     /// Works through the queue until no customer is left for this process to lease and
     /// `phaseOneRunning` says phase 1 (which queues customers as it replays) has ended.
     func fill(while phaseOneRunning: @escaping @Sendable () -> Bool = { false }) async throws {
-        let summary = try await ledger.queueSummary(runId: run.runId)
-        progress.update {
-            $0.customersTotal = summary.total
-            $0.customersDone = summary.done
-            $0.customersFailed = summary.failed
-        }
+        // The progress counts come from the queue, not from this process's tally: phase 1 keeps
+        // queueing customers (and queues a customer read already again) while phase 2 works.
+        let counts = QueueProgress(ledger: ledger, runId: run.runId, progress: progress)
+        try await counts.refresh()
         try await withThrowingTaskGroup(of: Void.self) { group in
             for _ in 0..<max(configuration.concurrency, 1) {
                 group.addTask {
@@ -63,8 +61,10 @@ struct GapFiller: Sendable {
                             runId: run.runId, worker: configuration.worker, leaseDuration: configuration.leaseDuration)
                         {
                             try await recover(customer: anchor)
+                            try await counts.refreshIfDue()
                         } else if phaseOneRunning() {
                             await context.newCustomers.wait(upTo: .seconds(2))
+                            try await counts.refreshIfDue()
                         } else {
                             return
                         }
@@ -74,6 +74,37 @@ struct GapFiller: Sendable {
             // The first error stops the other workers (leaving the group cancels them).
             for try await _ in group {}
         }
+        try await counts.refresh()
+    }
+
+    /// Phase 2's counts in ``RunProgress``, read from the queue at most once a second while
+    /// customers finish (a count over the run's queue per customer would cost more than the work).
+    private struct QueueProgress: Sendable {
+        let ledger: RunLedger
+        let runId: Int64
+        let progress: RunProgress
+        let lastRead = Locked<ContinuousClock.Instant?>(nil)
+
+        func refresh() async throws {
+            lastRead.withLock { $0 = .now }
+            let summary = try await ledger.queueSummary(runId: runId)
+            progress.update {
+                $0.customersTotal = summary.total
+                $0.customersDone = summary.done
+                $0.customersFailed = summary.failed + summary.givenUp
+            }
+        }
+
+        func refreshIfDue() async throws {
+            let due = lastRead.withLock { last in
+                guard let read = last, read.duration(to: .now) < .seconds(1) else {
+                    last = .now
+                    return true
+                }
+                return false
+            }
+            if due { try await refresh() }
+        }
     }
 
     /// The customer's lease went to another worker: it finishes the customer.
@@ -82,9 +113,9 @@ struct GapFiller: Sendable {
     private func recover(customer anchor: String) async throws {
         do {
             try await readHistory(of: anchor)
-            progress.update { $0.customersDone += 1 }
+            progress.update { $0.customersDoneHere += 1 }
         } catch is LeaseLost {
-            logger.info("another worker took the customer over", metadata: ["anchorTransactionId": "\(anchor)"])
+            logger.info("another worker took the customer over", metadata: ["customer": "\(anchor)"])
         } catch let error as AppStoreServerAPIError {
             if case .unauthorized = error { throw error }
             let outcome = try await ledger.failCustomer(
@@ -93,11 +124,11 @@ struct GapFiller: Sendable {
             if case .givenUp(let failures) = outcome {
                 logger.error(
                     "customer given up: its transaction history failed \(failures) time\(failures == 1 ? "" : "s") in a row; `reconciler rejections` lists it",
-                    metadata: ["anchorTransactionId": "\(anchor)", "kind": "\(error.failureKind.rawValue)", "error": "\(error)"])
+                    metadata: ["customer": "\(anchor)", "kind": "\(error.failureKind.rawValue)", "error": "\(error)"])
             } else {
-                logger.error("customer not recovered", metadata: ["anchorTransactionId": "\(anchor)", "error": "\(error)"])
+                logger.error("customer not recovered", metadata: ["customer": "\(anchor)", "error": "\(error)"])
             }
-            progress.update { $0.customersFailed += 1 }
+            progress.update { $0.customersFailedHere += 1 }
         } catch {
             // Stopping (SIGTERM, a configuration error, the database): give the customer back at once.
             let (ledger, runId, worker) = (self.ledger, run.runId, configuration.worker)
@@ -126,7 +157,7 @@ struct GapFiller: Sendable {
                 logger.warning(
                     "Apple refused the stored revision; reading the customer's history from the start",
                     metadata: [
-                        "anchorTransactionId": "\(anchor)"
+                        "customer": "\(anchor)"
                     ])
                 try await database.transaction { [store] transaction in try await store.customers.dropRevision(anchor: anchor, on: transaction) }
                 try await ledger.noteRevisionReset(runId: run.runId, anchor: anchor)

@@ -14,14 +14,17 @@ import Synchronization
 /// one being applied only once ``Configuration/overlapAt`` notifications wait: overlapping small
 /// batches would pay a transaction's fixed cost for each of a few notifications. A request is
 /// answered once its batch has committed, so "stored" still means stored. The rules are the
-/// handler's (dedup by `notificationUUID`, each part of a purchase keeps its newest version), and a
+/// handler's (dedup by `notificationUUID`, each part of a purchase keeps its newest version), a
 /// batch holds at most one notification of each purchase (a second one waits for the next batch),
-/// so outcomes (`stale` included) and the change feed's rows are those of applying the
-/// notifications one by one in the order they arrived. When a batch fails for any reason but an
-/// unreachable database or a shutdown, each of its notifications is applied again alone, so one
-/// that cannot be stored never refuses the others; when the database is unreachable, everything
-/// waiting for the same app is answered with that failure at once (Apple delivers it again), and
-/// at most ``Configuration/maximumWaiting`` notifications wait at all.
+/// and a purchase whose notification is in a batch being applied is left out of the batches that
+/// start meanwhile (its later notifications wait for that batch to end: two batches applied at
+/// once could commit in either order), so outcomes (`stale` included) and the change feed's rows
+/// are those of applying the notifications one by one in the order they arrived. When a batch
+/// fails for any reason but an unreachable database or a shutdown, each of its notifications is
+/// applied again alone, so one that cannot be stored never refuses the others; when the database
+/// is unreachable, everything waiting for the same app is answered with that failure at once
+/// (Apple delivers it again), and at most ``Configuration/maximumWaiting`` notifications wait at
+/// all.
 ///
 /// Run it as a service beside the server that calls it (``WebhookServer`` does):
 ///
@@ -63,11 +66,22 @@ package final class NotificationBatcher: Service, Sendable {
 
         /// Notifications of one app and one forwarding target share a transaction.
         var key: Key { Key(target: handler.verifier.configuration.target, forwardingTargetId: forwarding?.target.id) }
+
+        /// The purchase the notification is of, if any.
+        var purchase: Purchase? {
+            notification.originalTransactionId.map { Purchase(target: handler.verifier.configuration.target, originalTransactionId: $0) }
+        }
     }
 
     private struct Key: Hashable {
         var target: AppTarget
         var forwardingTargetId: String?
+    }
+
+    /// One purchase of one app and environment.
+    private struct Purchase: Hashable {
+        var target: AppTarget
+        var originalTransactionId: String
     }
 
     private struct State {
@@ -76,6 +90,9 @@ package final class NotificationBatcher: Service, Sendable {
         var stopping = false
         /// Batches taken and not applied yet.
         var applying = 0
+        /// The purchases of the notifications in those batches: none of them joins another batch
+        /// until its batch ended.
+        var inFlight = Set<Purchase>()
 
         /// The next batch if one may start now (none is being applied, or `overlapAt` wait).
         mutating func startBatch(_ configuration: Configuration) -> [Waiting]? {
@@ -86,24 +103,35 @@ package final class NotificationBatcher: Service, Sendable {
             return batch
         }
 
-        /// The oldest waiting notification and those of its app after it, up to `limit`, in order,
-        /// at most one of each purchase (a purchase's later notifications keep their order for the
-        /// next batches).
+        /// The oldest waiting notification whose purchase is in no batch being applied, and those
+        /// of its app after it, up to `limit`, in order, at most one of each purchase and none of
+        /// a purchase in flight (a purchase's later notifications keep their order for the next
+        /// batches); `nil` when every waiting notification's purchase is in flight (the batch that
+        /// holds it takes them once it ends).
         mutating func takeBatch(limit: Int) -> [Waiting]? {
-            guard let key = waiting.first?.key else { return nil }
+            let inFlight = self.inFlight
+            guard let key = waiting.first(where: { $0.purchase.map { !inFlight.contains($0) } ?? true })?.key else { return nil }
             var batch: [Waiting] = []
-            var purchases = Set<String>()
             var rest: [Waiting] = []
             for item in waiting {
-                let purchase = item.notification.originalTransactionId
-                if batch.count < limit, item.key == key, purchase.map({ purchases.insert($0).inserted }) ?? true {
+                let purchase = item.purchase
+                if batch.count < limit, item.key == key, purchase.map({ !self.inFlight.contains($0) }) ?? true {
                     batch.append(item)
+                    if let purchase { self.inFlight.insert(purchase) }
                 } else {
                     rest.append(item)
                 }
             }
             waiting = rest
             return batch
+        }
+
+        /// A batch taken by ``takeBatch(limit:)`` was applied: its purchases may join the next.
+        mutating func finish(_ batch: [Waiting]) {
+            applying -= 1
+            for item in batch {
+                if let purchase = item.purchase { inFlight.remove(purchase) }
+            }
         }
 
         /// Everything waiting for `key` (its app is failing as a whole).
@@ -197,7 +225,7 @@ package final class NotificationBatcher: Service, Sendable {
     private func work() async {
         while let batch = await nextBatch() {
             await apply(batch)
-            state.withLock { $0.applying -= 1 }
+            state.withLock { $0.finish(batch) }
         }
     }
 
@@ -206,7 +234,8 @@ package final class NotificationBatcher: Service, Sendable {
         await withCheckedContinuation { worker in
             let ready: [Waiting]?? = state.withLock { state in
                 if let batch = state.startBatch(configuration) { return .some(batch) }
-                // Stopping, this worker ends; what still waits is taken by the one applying a batch.
+                // Stopping, this worker ends; what still waits is taken by the one applying a batch
+                // (a notification left waiting while stopping is of a purchase in a batch being applied).
                 if state.stopping { return .some(nil) }
                 state.idleWorkers.append(worker)
                 return .none

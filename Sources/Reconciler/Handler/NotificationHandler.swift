@@ -17,23 +17,31 @@ package import ReconcilerStore
 /// state; a notification that fails verification writes nothing.
 ///
 /// ```swift
-/// let handler = NotificationHandler(verifier: verifier, database: database)
+/// let handler = NotificationHandler(scope: target.scope, verifier: verifier, database: database)
 /// let result = try await handler.handle(signedPayload: body.signedPayload, source: .webhook)
 /// ```
 package struct NotificationHandler: Sendable {
+    /// The app and environment this handler writes, with the app's rule for `entitled`.
+    package let scope: AppScope
     package let verifier: SignedDataVerifier
     let database: Database
     let store: PurchaseStore
 
-    package init(verifier: SignedDataVerifier, database: Database) {
+    /// - Parameters:
+    ///   - scope: the app and environment, and its entitlement rule; the verifier must accept
+    ///     exactly this app and environment.
+    package init(scope: AppScope, verifier: SignedDataVerifier, database: Database) {
+        precondition(
+            verifier.configuration.target == scope.target, "a handler for \(scope) was given a verifier for \(verifier.configuration.target)")
+        self.scope = scope
         self.verifier = verifier
         self.database = database
-        self.store = PurchaseStore(database: database, target: verifier.configuration.target)
+        self.store = PurchaseStore(database: database, scope: scope)
     }
 
     /// The same handler writing a dry run's shadow tables instead of the real ones.
     func shadowed(by shadow: ShadowSchema?) -> NotificationHandler {
-        NotificationHandler(verifier: verifier, database: database.shadowed(by: shadow))
+        NotificationHandler(scope: scope, verifier: verifier, database: database.shadowed(by: shadow))
     }
 
     /// Verifies a notification and everything signed inside it. Touches no database.
@@ -130,7 +138,9 @@ package struct NotificationHandler: Sendable {
             let rank = (withoutDeadline: notification.respondBy == nil ? 1 : 0, signedDate: notification.signedDate)
             if newestSigned[original].map({ rank >= $0 }) ?? true {
                 newestSigned[original] = rank
-                origin.notificationUUIDs[original] = notification.notificationUUID
+                origin.notifications[original] = .init(
+                    notificationUUID: notification.notificationUUID, notificationType: notification.notificationType.rawValue,
+                    subtype: notification.subtype?.rawValue)
             }
             if let transaction = notification.subscription.transaction {
                 // Apple removes the revocation from a reversed refund's transaction; make sure of it.
@@ -152,12 +162,24 @@ package struct NotificationHandler: Sendable {
         let changes = try await store.write(
             transactions: transactions, updates: updates, before: before, origin: origin,
             events: { [origin] changes in
-                let named = Set(changes.filter(\.value.changesPurchase).keys.compactMap { origin.notificationUUIDs[$0] })
+                let named = Set(changes.filter(\.value.changesPurchase).keys.compactMap { origin.notifications[$0]?.notificationUUID })
                 return rows.map(\.notification).filter {
                     inserted.contains($0.notificationUUID) && (!named.contains($0.notificationUUID) || $0.respondBy != nil)
                 }
                 .map(\.feedRow)
             }, on: transaction)
+
+        // Applied counts the notifications whose purchase changed (as the feed counts a change:
+        // entitled and lastSignedDate aside); one whose data changed nothing is recorded only.
+        let changed = Set(changes.filter(\.value.changesPurchase).keys)
+        let outcomes = Dictionary(
+            rows.filter { inserted.contains($0.notification.notificationUUID) }.map { row in
+                let purchaseChanged = row.notification.originalTransactionId.map(changed.contains) ?? false
+                return (row.notification.notificationUUID, row.outcome == .applied && !purchaseChanged ? .recorded : row.outcome)
+            }, uniquingKeysWith: { first, _ in first })
+        try await store.notifications.markRecordedOnly(
+            rows.filter { $0.outcome == .applied && outcomes[$0.notification.notificationUUID] == .recorded }.map(\.notification.notificationUUID),
+            on: transaction)
 
         var recorded = Set<String>()
         return notifications.map { notification in
@@ -166,11 +188,13 @@ package struct NotificationHandler: Sendable {
             return HandlingResult(
                 notificationUUID: notification.notificationUUID, typeAndSubtype: notification.typeAndSubtype,
                 originalTransactionId: notification.originalTransactionId,
-                outcome: isNew ? outcome(of: notification, before: before) : .duplicate,
+                outcome: isNew ? outcomes[notification.notificationUUID] ?? .duplicate : .duplicate,
                 change: isNew ? notification.originalTransactionId.flatMap { changes[$0] } : nil)
         }
     }
 
+    /// How a notification is recorded before its data is applied: `applied` may still become
+    /// `recorded` when it changed no purchase (``apply(_:source:forwarding:on:)``).
     private func outcome(of notification: VerifiedNotification, before: [String: PurchaseState]) -> HandlingResult.Outcome {
         guard notification.appliesToPurchase, let original = notification.originalTransactionId else { return .recorded }
         return (before[original]?.lastSignedDate ?? Int64.min) > notification.signedDate ? .stale : .applied

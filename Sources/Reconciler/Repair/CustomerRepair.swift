@@ -1,7 +1,7 @@
 package import AppStoreServer
 import Foundation
 import Logging
-import ReconcilerDomain
+package import ReconcilerDomain
 package import ReconcilerShared
 package import ReconcilerStore
 
@@ -22,7 +22,7 @@ package import ReconcilerStore
 /// transaction. A dry run writes the run's shadow copies and reports what the real repair does.
 ///
 /// ```swift
-/// let repair = CustomerRepair(configuration: .init(selector: .orderId("MQ5Q7X2ZYB")), database: database, verifier: verifier, client: client)
+/// let repair = CustomerRepair(configuration: .init(selector: .orderId("MQ5Q7X2ZYB")), scope: target.scope, database: database, verifier: verifier, client: client)
 /// let report = try await repair.repair()
 /// print(report.humanSummary())
 /// ```
@@ -128,9 +128,12 @@ package struct CustomerRepair: Sendable {
     var app: SignedDataVerifier.Configuration { handler.verifier.configuration }
     var environment: String { app.environment.rawValue }
 
-    package init(configuration: Configuration, database: Database, verifier: SignedDataVerifier, client: AppStoreServerAPIClient) {
+    /// - Parameter scope: the app and environment, with its rule for `entitled` (the verifier's app).
+    package init(
+        configuration: Configuration, scope: AppScope, database: Database, verifier: SignedDataVerifier, client: AppStoreServerAPIClient
+    ) {
         self.configuration = configuration
-        self.handler = NotificationHandler(verifier: verifier, database: database.shadowed(by: nil))
+        self.handler = NotificationHandler(scope: scope, verifier: verifier, database: database.shadowed(by: nil))
         self.client = client
         self.ledger = RunLedger(database: database)
         self.logger = database.logger
@@ -307,7 +310,7 @@ package struct CustomerRepair: Sendable {
             return ReconcilerError(
                 .unknownTransactionId,
                 """
-                the App Store knows no \(what) for this app in this environment: check the ID, and APP_STORE_ENVIRONMENT \
+                the App Store knows no \(what) for this app in this environment: check the ID, and the environment \
                 (a sandbox purchase is not in production)
                 """, details: details.description)
         case .badRequest(let details), .notFound(let details), .unexpectedStatus(let details):

@@ -131,7 +131,7 @@ package struct RepairReport: Sendable, Codable {
         }
         lines.append(
             "  transactions \(transactionsFetched) fetched by Get Transaction History; with the statuses they \(dryRun ? "would change" : "changed") "
-                + "\(transactionHistoryChanges.count) purchases after the replay")
+                + "\(Plural.count(transactionHistoryChanges.count, "purchase")) after the replay")
         for change in transactionHistoryChanges {
             lines.append("    \(change.after.originalTransactionId)  \(RunReport.describe(change))")
         }
@@ -148,12 +148,12 @@ package struct RepairReport: Sendable, Codable {
         }
         if let forwarding {
             lines.append(
-                "  forwarded    \(forwarding.delivered) notifications delivered to the app's webhook, \(forwarding.pending) pending, "
+                "  forwarded    \(Plural.count(forwarding.delivered, "notification")) delivered to the app's webhook, \(forwarding.pending) pending, "
                     + "\(forwarding.failed) failed" + (forwarding.pending > 0 ? " (`reconciler forward` delivers the rest)" : ""))
         }
         lines.append(
-            "  api          \(api.requests) requests, \(api.retries) retries, \(api.rateLimited) × 429, \(api.serverErrors) × 5xx, "
-                + "\(api.transportErrors) connection errors")
+            "  api          \(Plural.count(api.requests, "request")), \(Plural.count(api.retries, "retry", "retries")), \(api.rateLimited) × 429, "
+                + "\(api.serverErrors) × 5xx, \(Plural.count(api.transportErrors, "connection error"))")
         for failure in failures {
             lines.append("  FAILED \(failure.step) (\(failure.kind.rawValue)) \(failure.transactionId): \(failure.error)")
         }

@@ -80,7 +80,7 @@ struct RepairWork: Sendable {
     /// Reads every App Store account the entries name, each once: the first entry's history was
     /// started before the repair was recorded; an entry whose purchases an earlier one covered is skipped.
     mutating func run(_ entries: [CustomerRepair.Entry], first: inout CustomerHistory?) async throws {
-        let real = PurchaseStore(database: ledger.database, target: context.store.target)
+        let real = PurchaseStore(database: ledger.database, scope: context.store.scope)
         let known = entries.flatMap(\.originals)
         before = try await ledger.database.transaction { transaction in
             try await real.purchaseStates(try await real.customerPurchases(of: known, on: transaction), on: transaction)
@@ -145,7 +145,7 @@ struct RepairWork: Sendable {
                     failures.append(
                         .init(
                             step: "notification history", transactionId: history.entry.transactionId, kind: .retryable,
-                            error: "pagination token expired \(restarts) times: \(details)"))
+                            error: "pagination token expired \(Plural.count(restarts, "time")): \(details)"))
                     return originals
                 }
                 token = nil

@@ -121,7 +121,7 @@ struct NotificationReplayer: Sendable {
                 restarts += 1
                 cursor = .start
                 guard restarts <= configuration.maximumRestarts else {
-                    try await fail(shard, .retryable, "pagination token expired \(restarts) times: \(details)")
+                    try await fail(shard, .retryable, "pagination token expired \(Plural.count(restarts, "time")): \(details)")
                     return
                 }
                 logger.info(
@@ -157,7 +157,7 @@ struct NotificationReplayer: Sendable {
         of shard: ReplayPlanner.Shard, from position: ShardRecord.Position, moves: Int, error: AppStoreServerAPIError
     ) async throws -> ReplayPlanner.Shard? {
         guard moves < Self.maximumRetentionMoves else {
-            try await fail(shard, .permanent, "\(error.description); still refused after moving the start \(moves) times")
+            try await fail(shard, .permanent, "\(error.description); still refused after moving the start \(Plural.count(moves, "time"))")
             return nil
         }
         let edge = (Timestamp.now - ReconcileRun.retention(AppStoreEnvironment(rawValue: run.environment)) + .hours(1)).millisecondsSince1970

@@ -63,6 +63,8 @@ package struct RunReport: Sendable, Codable {
         package var expired: Bool
         /// An answer Apple accepted was sent (`reconciler consumption send`).
         package var answered: Bool
+        /// Acked (`reconciler consumption ack`): it needs nothing more from the reconciler.
+        package var acked: Bool
 
         package init(_ request: ConsumptionRequests.Request, at now: Timestamp) {
             notificationUUID = request.notificationUUID
@@ -73,6 +75,24 @@ package struct RunReport: Sendable, Codable {
             let state = request.state(at: now)
             expired = state == .expired
             answered = state == .answered
+            acked = state == .acked
+        }
+
+        private enum CodingKeys: String, CodingKey {
+            case notificationUUID, transactionId, originalTransactionId, firstSentAt, respondBy, expired, answered, acked
+        }
+
+        /// A report stored before acks were reported reads as not acked.
+        package init(from decoder: any Decoder) throws {
+            let container = try decoder.container(keyedBy: CodingKeys.self)
+            notificationUUID = try container.decode(String.self, forKey: .notificationUUID)
+            transactionId = try container.decodeIfPresent(String.self, forKey: .transactionId)
+            originalTransactionId = try container.decodeIfPresent(String.self, forKey: .originalTransactionId)
+            firstSentAt = try container.decodeIfPresent(Timestamp.self, forKey: .firstSentAt)
+            respondBy = try container.decode(Timestamp.self, forKey: .respondBy)
+            expired = try container.decode(Bool.self, forKey: .expired)
+            answered = try container.decode(Bool.self, forKey: .answered)
+            acked = try container.decodeIfPresent(Bool.self, forKey: .acked) ?? false
         }
 
         /// Every key, absent values as `null`.
@@ -85,6 +105,7 @@ package struct RunReport: Sendable, Codable {
             try container.encode(respondBy, forKey: .respondBy)
             try container.encode(expired, forKey: .expired)
             try container.encode(answered, forKey: .answered)
+            try container.encode(acked, forKey: .acked)
         }
     }
 
@@ -129,12 +150,15 @@ package struct RunReport: Sendable, Codable {
     package var revisionResets: [String]
     /// Purchases whose exported state changed, before → after, by originalTransactionId: the
     /// first ``listedChangesLimit`` of them, so that a run of millions of notifications keeps its
-    /// memory flat. `reconciler changes --run-id` prints every change of the run.
+    /// memory flat. `reconciler changes --run-id` prints every change of the run. A purchase
+    /// changed as the change feed counts it (``PurchaseChange/changesPurchase``).
     package var changes: [Change]
     /// How many purchases changed in all.
     package var changesTotal: Int
     /// The most changes a report lists.
     package static let listedChangesLimit = 1000
+    /// The most changes and consumption requests the text of `status --run ID` shows.
+    package static let detailedChangesLimit = 100
     /// Signed values that failed verification: quarantined, never applied.
     package var rejections: [Rejection]
     /// Customers and shards this run gave up on (Apple refused them, or they failed in too many
@@ -150,13 +174,18 @@ package struct RunReport: Sendable, Codable {
     /// before consumption requests were reported. They never change the run's status or exit code.
     package var consumptionRequests: [ConsumptionRequestEntry]?
     /// How many it recovered in all (the list holds the first ``listedChangesLimit``), how many of
-    /// them were still before their deadline without an answer, and how many were past it.
+    /// them were still before their deadline without an answer or an ack, how many were past it,
+    /// and how many were acked (`nil` in a report stored before acks).
     package var consumptionRequestsTotal: Int?
     package var consumptionRequestsOpen: Int?
     package var consumptionRequestsExpired: Int?
+    package var consumptionRequestsAcked: Int?
     /// With `--forward-to`: where the deliveries of this run's notifications to the app's webhook
     /// stood when the run ended (after draining the queue for `--forward-drain-timeout`).
     package var forwarding: ForwardQueue.ForwardingSummary?
+    /// The purchases of the run's app and environment whose `entitled` is unknown when the report
+    /// was made, and the setting that decides it (`nil` in a report stored before it was counted).
+    package var unknownEntitlement: UnknownEntitlement?
 
     /// Something retryable failed: rerunning resumes the run.
     package var hasRetryableFailures: Bool {
@@ -211,47 +240,52 @@ package struct RunReport: Sendable, Codable {
             }
         }
         lines.append(
-            "  history      \(pages) pages over \(shardsTotal) shards, \(paginationRestarts) expired-token restarts, \(shardsFailed.count) shards failed"
+            "  history      \(Plural.count(pages, "page")) over \(Plural.count(shardsTotal, "shard")), "
+                + "\(Plural.count(paginationRestarts, "expired-token restart")), \(Plural.count(shardsFailed.count, "shard")) failed"
         )
         lines.append(
-            "  customers    \(customersChecked) checked by transaction history, \(transactionsFetched) transactions fetched, \(customersFailed.count) failed"
+            "  customers    \(customersChecked) checked by transaction history, \(Plural.count(transactionsFetched, "transaction")) fetched, "
+                + "\(customersFailed.count) failed"
         )
         if !revisionResets.isEmpty {
             lines.append(
-                "  revisions    Apple refused the stored revision of \(revisionResets.count) customers; their history was read from the start: "
+                "  revisions    Apple refused the stored revision of \(Plural.count(revisionResets.count, "customer")); their history was read from the start: "
                     + revisionResets.prefix(10).joined(separator: ", "))
         }
         let newRejections = rejections.filter(\.newlyQuarantined).count
         lines.append(
-            "  rejected     \(rejections.count) signed values quarantined, never applied (\(newRejections) new, \(rejections.count - newRejections) known)"
+            "  rejected     \(Plural.count(rejections.count, "signed value")) quarantined, never applied (\(newRejections) new, \(rejections.count - newRejections) known)"
         )
-        lines.append("  changed      \(changesTotal) purchases\(dryRun ? " would change" : "")")
+        lines.append("  changed      \(Plural.count(changesTotal, "purchase"))\(dryRun ? " would change" : "")")
         for change in changes.prefix(maximumChanges) {
             lines.append("    \(change.originalTransactionId)  \(Self.describe(PurchaseChange(before: change.before, after: change.after)))")
         }
-        lines += Self.moreLine(total: changesTotal, listed: changes.count, shown: maximumChanges, all: "reconciler changes --run-id \(runId)")
+        lines += Self.moreLine(total: changesTotal, shown: min(changes.count, maximumChanges), command: moreChangesCommand)
+        if let line = unknownEntitlement?.line { lines.append("  entitled     \(line)") }
         if let requests = consumptionRequests, !requests.isEmpty {
             let (open, expired) = (consumptionRequestsOpen ?? 0, consumptionRequestsExpired ?? 0)
             let total = consumptionRequestsTotal ?? requests.count
             lines.append(
-                "  consumption  \(total) consumption requests recovered: \(open) open, \(expired) expired"
+                "  consumption  \(Plural.count(total, "consumption request")) recovered: \(open) open, \(expired) expired"
                     + (open > 0 ? "; answer them with `reconciler consumption send` (`reconciler consumption list --open`)" : ""))
             for request in requests.prefix(maximumChanges) {
-                let state = request.answered ? "answered" : request.expired ? "EXPIRED" : "open"
+                let state = request.answered ? "answered" : request.acked ? "acked" : request.expired ? "EXPIRED" : "open"
                 lines.append(
                     "    \(request.transactionId ?? "?")  respond by \(request.respondBy)  \(state)"
                         + (request.firstSentAt.map { "  (first sent \($0))" } ?? ""))
             }
-            lines += Self.moreLine(total: total, listed: requests.count, shown: maximumChanges, all: "reconciler consumption list")
+            lines += Self.moreLine(
+                total: total, shown: min(requests.count, maximumChanges),
+                command: "reconciler consumption list --app \(bundleId) --environment \(environment)")
         }
         if let forwarding {
             lines.append(
-                "  forwarded    \(forwarding.delivered) notifications delivered to the app's webhook, \(forwarding.pending) pending, "
+                "  forwarded    \(Plural.count(forwarding.delivered, "notification")) delivered to the app's webhook, \(forwarding.pending) pending, "
                     + "\(forwarding.failed) failed" + (forwarding.pending > 0 ? " (`reconciler forward` or the next run delivers the rest)" : ""))
         }
         lines.append(
-            "  api          \(api.requests) requests, \(api.retries) retries, \(api.rateLimited) × 429, \(api.serverErrors) × 5xx, "
-                + "\(api.transportErrors) connection errors")
+            "  api          \(Plural.count(api.requests, "request")), \(Plural.count(api.retries, "retry", "retries")), \(api.rateLimited) × 429, "
+                + "\(api.serverErrors) × 5xx, \(Plural.count(api.transportErrors, "connection error"))")
         for shard in shardsFailed {
             lines.append(
                 "  FAILED shard (\(shard.kind.rawValue)) \(shard.query) \(shard.shardStart)–\(shard.shardEnd): \(shard.error)"
@@ -261,7 +295,7 @@ package struct RunReport: Sendable, Codable {
             lines.append("  FAILED customer (\(customer.kind.rawValue)) \(customer.anchorTransactionId): \(customer.error)")
         }
         for item in givenUp {
-            let why = item.failureKind == .permanent ? "Apple refused it" : "failed in \(item.failures) attempts in a row"
+            let why = item.failureKind == .permanent ? "Apple refused it" : "failed in \(Plural.count(item.failures, "attempt")) in a row"
             lines.append("  GIVEN UP \(item.kind.rawValue) \(item.subject) (\(why)): \(item.reason)")
         }
         for rejection in rejections {
@@ -288,14 +322,19 @@ package struct RunReport: Sendable, Codable {
         return lines.joined(separator: "\n")
     }
 
-    /// The line under a list the text shows `shown` of: how many more there are, where the report
-    /// lists `listed` of `total`, and the command that lists all when even the report does not.
-    static func moreLine(total: Int, listed: Int, shown: Int, all: String) -> [String] {
-        let shown = min(listed, shown)
+    /// The line under a list the text shows `shown` of `total`: how many more there are, and a
+    /// command that shows them, which works once the run has ended.
+    static func moreLine(total: Int, shown: Int, command: String) -> [String] {
         guard total > shown else { return [] }
-        return [
-            total > listed ? "    … \(total - shown) more (\(listed) in --report-json; all: \(all))" : "    … \(total - shown) more in --report-json"
-        ]
+        return ["    … \(total - shown) more: `\(command)`"]
+    }
+
+    /// The command that shows every purchase the run changed, after the run: the change feed's rows
+    /// of the run; a dry run wrote none (its copies are dropped), so its own report, as `status`
+    /// shows it (the first ``detailedChangesLimit``) or as JSON (the first ``listedChangesLimit``).
+    package var moreChangesCommand: String {
+        guard dryRun else { return "reconciler changes --run-id \(runId) --kind purchase" }
+        return changesTotal > Self.detailedChangesLimit ? "reconciler status --run \(runId) --json" : "reconciler status --run \(runId)"
     }
 
     /// A purchase's change in one line: the fields that changed, before → after.

@@ -19,8 +19,9 @@ struct ChangesCommand: AsyncParsableCommand {
             bundleId, environment, appAccountToken, source (webhook, history, transaction_history, status_refresh), \
             notificationUUID, runId, before and after (the `export` shape, entitled as of the change; before is \
             null for a new purchase; both null on notification rows), changedAt (ISO 8601), and notificationType, \
-            subtype, transactionId, signedDate and respondBy (the deadline for an answer, UNIX ms; all null on \
-            purchase rows). --kind purchase or --kind notification prints one kind. Lines come in commit order: a change is printed only once no transaction that could \
+            subtype, transactionId, signedDate and respondBy (the deadline for an answer, UNIX ms; on purchase \
+            rows only notificationType and subtype, of the notification that caused the change, null for \
+            transaction_history and status_refresh). --kind purchase or --kind notification prints one kind. Lines come in commit order: a change is printed only once no transaction that could \
             still commit an earlier one is running, so resuming after the last id you processed misses nothing.
 
             It prints the changes of every app and environment of the configuration file (--config, \
@@ -33,20 +34,27 @@ struct ChangesCommand: AsyncParsableCommand {
             the effect and storing the id repeats that change (at-least-once): make the effect idempotent, for \
             example by applying the `after` state, which is the whole state of the purchase.
 
-              reconciler changes --since 0 > feed.jsonl                  # the whole feed, then exit
+              # the whole feed, then exit
+              reconciler changes --since 0 > feed.jsonl
               reconciler changes --since "$LAST_ID" --follow | my-consumer
-              reconciler changes --app com.example.two --environment production --since "$LAST_ID" --follow
+              reconciler changes --app com.example.two --environment production \\
+                  --since "$LAST_ID" --follow
               reconciler changes --app-account-token 6f1c...-...-... --since 0
-              reconciler changes --run-id 42                             # every change a run made (its report lists 1,000)
-              reconciler changes --since "$LAST_ID" --kind notification  # only notifications that changed no purchase
-              reconciler changes --newest                                # the newest id, for a new consumer
-              reconciler changes --prune-before 30d                      # retention: reconciler prune --changes-older-than 30d
+              # every change a run made (its report lists 1,000)
+              reconciler changes --run-id 42
+              # only notifications that changed no purchase
+              reconciler changes --since "$LAST_ID" --kind notification
+              reconciler changes --newest            # the newest id, for a new consumer
+              # retention: reconciler prune --changes-older-than 30d
+              reconciler changes --prune-before 30d
 
             --follow stays connected: it waits on LISTEN reconciler_changes (a connection of its own, so point \
             it at PostgreSQL or a session-mode pool, not PgBouncer in transaction mode, where it only polls) and \
             reads again every --poll-interval as well, since a change held back by an older transaction becomes \
             readable without a new notification. It rides out a database outage of any length; SIGTERM or \
-            SIGINT end it after the line in progress, with exit 0.
+            SIGINT end it after the line in progress, with exit 0. A reader that goes away (a closed pipe: \
+            `changes | head -1`, a consumer that died) ends it quietly with exit 0, at the next line or within \
+            5 s while nothing is printed, and so releases its database connections.
 
             --since ID when ID is no longer in the feed (pruned) exits 1 and prints nothing: the consumer may \
             have missed changes and must resync: take `reconciler changes --newest`, load `reconciler export`, \
@@ -69,11 +77,18 @@ struct ChangesCommand: AsyncParsableCommand {
     @Option(help: ArgumentHelp("Stop after printing this many changes.", valueName: "n"))
     var limit: Int?
 
-    @Option(help: ArgumentHelp("Changes read per query (default 500).", valueName: "n"))
+    @Option(help: ArgumentHelp("Changes read per query.", valueName: "n"))
     var batch: Int = 500
 
-    @Option(help: ArgumentHelp("With --follow, also read this often without a notification (default 5s).", valueName: "duration"))
+    @Option(help: ArgumentHelp("With --follow, also read this often without a notification.", valueName: "duration"))
     var pollInterval: Duration = .seconds(5)
+
+    /// Hidden: tests shorten it to see a closed standard output ended without waiting.
+    @Option(
+        help: ArgumentHelp(
+            "How often to look whether standard output's reader is gone while nothing is printed (default 5s).", valueName: "duration",
+            visibility: .hidden))
+    var outputCheckInterval: Duration = .seconds(5)
 
     @Option(
         help: ArgumentHelp(
@@ -110,6 +125,9 @@ struct ChangesCommand: AsyncParsableCommand {
         guard pollInterval >= .milliseconds(100) else {
             throw ValidationError("--poll-interval: \(pollInterval.operatorText) is shorter than 100ms")
         }
+        guard outputCheckInterval >= .milliseconds(10) else {
+            throw ValidationError("--output-check-interval: \(outputCheckInterval.operatorText) is shorter than 10ms")
+        }
         if let appAccountToken, UUID(uuidString: appAccountToken) == nil {
             throw ValidationError("--app-account-token: \(appAccountToken) is not a UUID (the app's appAccountToken)")
         }
@@ -143,18 +161,33 @@ struct ChangesCommand: AsyncParsableCommand {
             }
             print(position.changeId)
         } else {
-            let follower = ChangeFeedFollower.Configuration(
+            let configuration = ChangeFeedFollower.Configuration(
                 since: since, follow: follow, limit: limit, batch: batch, pollInterval: pollInterval,
                 apps: try app.storedScope().appsOnly(), appAccountToken: appAccountToken?.lowercased(), runId: runId,
                 kind: kind)
+            let outputCheckInterval = self.outputCheckInterval
+            StandardOutput.ignoreBrokenPipeSignal()
             do {
                 try await database.runWork(logger: logger) { database in
                     try await Self.requireSchema(database, logger: logger)
-                    try await ChangeFeedFollower(configuration: follower, database: database, logger: logger).run { change in
-                        try FileHandle.standardOutput.write(contentsOf: Data((try change.jsonLine() + "\n").utf8))
+                    let follower = ChangeFeedFollower(configuration: configuration, database: database, logger: logger)
+                    try await withThrowingTaskGroup(of: Void.self) { group in
+                        group.addTask {
+                            try await follower.run { change in try StandardOutput.write(try change.jsonLine() + "\n") }
+                        }
+                        // A reader that goes away while nothing is written is seen only by looking.
+                        group.addTask {
+                            try await StandardOutput.waitUntilReaderIsGone(checkingEvery: outputCheckInterval)
+                            throw StandardOutput.ReaderGone()
+                        }
+                        _ = try await group.next()
+                        group.cancelAll()
                     }
                 }
-            } catch is Interrupted {
+            } catch is StandardOutput.ReaderGone {
+                // Nobody reads any more (`changes | head -1`, a consumer that died): the consumer resumes
+                // after the last line it processed, so there is nothing to report.
+            } catch let error as ReconcilerError where error.code == .interrupted {
                 // SIGTERM or SIGINT: every line printed is whole, and the consumer resumes after the last one.
             }
         }

@@ -14,12 +14,16 @@ struct CheckWebhookCommand: AsyncParsableCommand {
         discussion: """
             Calls Request a Test Notification, then polls Get Test Notification Status until the App Store has \
             tried to deliver it. Prints SUCCESS, or the sendAttemptResult Apple recorded. With DATABASE_URL set, \
-            it also confirms the webhook stored the TEST notification. Exit 0 on success, 2 on failure.
+            it also confirms the webhook stored the TEST notification. Each environment has its own URL in App \
+            Store Connect: every app and environment configured is checked (--app and --environment choose), one \
+            after the other, an app's production before its sandbox, each under its own header when there are \
+            several. Exit 0 when every check succeeded, 2 when one failed, 1 when Apple refused the key.
 
               reconciler check-webhook
+              reconciler check-webhook --app com.example.one
             """)
 
-    @Option(help: ArgumentHelp("How long to wait for the delivery attempt, in seconds (default 60).", valueName: "s")) var timeout: Int = 60
+    @Option(help: ArgumentHelp("How long to wait for the delivery attempt, in seconds.", valueName: "s")) var timeout: Int = 60
 
     @OptionGroup var app: AppOptions
     @OptionGroup var api: APIOptions
@@ -28,7 +32,25 @@ struct CheckWebhookCommand: AsyncParsableCommand {
 
     func run() async throws {
         let logger = logging.makeLogger()
-        let target = try app.commandTarget(api: api)
+        let targets = try app.commandTargets(api: api).productionFirst()
+        let several = targets.count > 1
+        var failures: [(app: AppTarget, error: ReconcilerError)] = []
+        for target in targets {
+            if several { print("== \(target.app)") }
+            do {
+                print(try await target.callingApple { try await check(target, logger: logger) })
+            } catch {
+                // With several, a failure of one is printed and the others are checked all the same.
+                guard several, let failure = ReconcilerError(endingCommandWith: error), failure.code != .interrupted else { throw error }
+                print(failure.operatorMessage)
+                failures.append((target.app, failure))
+            }
+        }
+        if let worst = ReconcilerError.worst(of: failures, several: several) { throw worst }
+    }
+
+    /// Checks one app and environment's webhook: the line that says it succeeded, or an error.
+    private func check(_ target: CommandTarget, logger: Logger) async throws -> String {
         let client = target.client
         let verifier = target.verifier
         // With a database, the requests come out of the budget the app's other processes share.
@@ -38,8 +60,8 @@ struct CheckWebhookCommand: AsyncParsableCommand {
             (token, status) = try await database.sharingBudgetIfConfigured(logger: logger, sharing: sharing) { [timeout] in
                 try await Self.requestAndWait(client: client, timeout: timeout)
             }
-        } catch is Interrupted {
-            throw ReconcilerError.partial("interrupted before the App Store tried to deliver the TEST notification")
+        } catch let error as ReconcilerError where error.code == .interrupted {
+            throw ReconcilerError(.interrupted, "interrupted before the App Store tried to deliver the TEST notification")
         }
         guard let attempt = status.sendAttempts?.last else {
             throw ReconcilerError.partial("FAILED: no delivery attempt within \(timeout) s (token \(token))")
@@ -77,7 +99,7 @@ struct CheckWebhookCommand: AsyncParsableCommand {
             }
             stored = ", stored by the webhook"
         }
-        print("SUCCESS: TEST notification \(uuid) delivered at \(when)\(stored)")
+        return "SUCCESS: TEST notification \(uuid) delivered at \(when)\(stored)"
     }
 
     /// Requests the TEST notification, then polls its status until the App Store has tried to deliver it.
@@ -89,7 +111,9 @@ struct CheckWebhookCommand: AsyncParsableCommand {
             }
             token = value
         } catch let error as AppStoreServerAPIError {
-            throw ReconcilerError.partial("FAILED: Request a Test Notification: \(error.operatorDescription)")
+            // A refused key is the configuration's (exit 1): ``CommandTarget/callingApple(_:)`` names its settings.
+            if case .unauthorized = error { throw error }
+            throw ReconcilerError.partial("FAILED: Request a Test Notification: \(error)")
         }
         let deadline = ContinuousClock.now + .seconds(timeout)
         var status = CheckTestNotificationResponse()
@@ -97,7 +121,8 @@ struct CheckWebhookCommand: AsyncParsableCommand {
             do {
                 status = try await client.getTestNotificationStatus(testNotificationToken: token)
             } catch let error as AppStoreServerAPIError {
-                throw ReconcilerError.partial("FAILED: Get Test Notification Status: \(error.operatorDescription)")
+                if case .unauthorized = error { throw error }
+                throw ReconcilerError.partial("FAILED: Get Test Notification Status: \(error)")
             }
             if !(status.sendAttempts ?? []).isEmpty { break }
             try await Task.sleep(for: .seconds(1))

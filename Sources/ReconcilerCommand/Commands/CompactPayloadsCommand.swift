@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import Reconciler
 import ReconcilerDomain
+import ReconcilerShared
 import ReconcilerStore
 
 /// `reconciler compact-payloads`: stores the signed values written before migration 0015 the way
@@ -55,13 +56,15 @@ struct CompactPayloadsCommand: AsyncParsableCommand {
                 }
                 if due {
                     FileHandle.standardError.write(
-                        Data("compact-payloads: \(totals.notifications) notifications, \(totals.transactions) transactions so far\n".utf8))
+                        Data(
+                            "compact-payloads: \(Plural.count(totals.notifications, "notification")), \(Plural.count(totals.transactions, "transaction")) so far\n"
+                                .utf8))
                 }
             }
         }
         print(
-            "compacted \(totals.notifications) notifications (\(totals.notificationsWhole) kept whole: they would not rebuild from parts) "
-                + "and \(totals.transactions) transactions (\(totals.transactionsInNotification) now inside the notification that carried them, "
+            "compacted \(Plural.count(totals.notifications, "notification")) (\(totals.notificationsWhole) kept whole: they would not rebuild from parts) "
+                + "and \(Plural.count(totals.transactions, "transaction")) (\(totals.transactionsInNotification) now inside the notification that carried them, "
                 + "\(totals.transactionsWhole) kept whole)")
     }
 }

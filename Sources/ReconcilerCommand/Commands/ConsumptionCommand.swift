@@ -3,6 +3,7 @@ import ArgumentParser
 import Foundation
 import Logging
 import Reconciler
+import ReconcilerConfiguration
 import ReconcilerDomain
 import ReconcilerShared
 import ReconcilerStore
@@ -12,20 +13,28 @@ import ReconcilerStore
 struct ConsumptionCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "consumption",
-        abstract: "Consumption requests: list them with their deadlines, and send Apple the answers.",
+        abstract: "Consumption requests: list them with their deadlines, send Apple the answers, ack those that need nothing more.",
         discussion: """
             A CONSUMPTION_REQUEST notification says a customer asked Apple for a refund; Apple wants the app's \
             consumption data within 12 hours of its first send attempt (Send Consumption Information). The \
             reconciler stores each request with that deadline (respondBy), fixed when it is first recorded: 12 \
             hours after the earliest send attempt in Apple's history (12 hours after its signedDate for one the \
-            live webhook received). Runs query them first and forward the open ones first.
+            live webhook received). Runs query them first and forward the open ones first. A request is open \
+            until an answer Apple accepted is sent (`send`), it is acked (`ack`: the app answered it itself, or \
+            it is deliberately not answered), or its deadline passes; open requests are what the gauges and \
+            the alert count. With `consumption: {liveRequests: ignore}` in the configuration file (or \
+            RECONCILER_CONSUMPTION_LIVE_REQUESTS=ignore without one), the requests the live webhook received \
+            are the app's to answer and only those a run recovered count.
 
               reconciler consumption list --open
-              reconciler consumption send --transaction-id 2000000100000317 --customer-consented \\
-                  --delivery-status DELIVERED --sample-content-provided false \\
-                  --refund-preference GRANT_PRORATED --consumption-percentage 25000
+              reconciler consumption send --transaction-id 2000000100000317 \\
+                  --customer-consented --delivery-status DELIVERED \\
+                  --sample-content-provided false --refund-preference GRANT_PRORATED \\
+                  --consumption-percentage 25000
+              reconciler consumption ack --transaction-id 2000000100000318 \\
+                  --note "answered by the app"
             """,
-        subcommands: [ListCommand.self, SendCommand.self])
+        subcommands: [ListCommand.self, SendCommand.self, AckCommand.self])
 
     struct ListCommand: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
@@ -34,19 +43,21 @@ struct ConsumptionCommand: AsyncParsableCommand {
             discussion: """
                 Each request: its transaction (what `consumption send --transaction-id` names), original \
                 transaction, app and environment, the customer's reason, when Apple first sent it, its \
-                deadline and the time left (open), or expired, or answered (an answer Apple accepted was sent). \
-                --open lists only the requests neither answered nor past their deadline. --json prints a JSON \
-                array with the same fields (times in UNIX milliseconds). It covers every app and environment \
-                of the configuration file, or the one app of the APP_STORE_* variables; --app and \
-                --environment narrow it.
+                deadline and the time left (open), or expired, or answered (an answer Apple accepted was sent), \
+                or acked (`consumption ack`: it needs nothing more). --open lists only the requests neither \
+                answered nor acked nor past their deadline (with liveRequests: ignore, only those a run \
+                recovered). --json prints a JSON array with the same fields (times in UNIX milliseconds), and \
+                who answered (answeredBy: command for `consumption send`) or acked it (ackedAt, ackedBy, \
+                ackNote). It covers every app and environment of the configuration file, or the one app of the \
+                APP_STORE_* variables; --app and --environment narrow it.
 
                   reconciler consumption list --open
                   reconciler consumption list --json
                 """)
 
-        @Flag(help: "Only requests without an answer and before their deadline.") var open = false
+        @Flag(help: "Only requests without an answer or an ack and before their deadline.") var open = false
         @Flag(help: "Print a JSON array instead of a table.") var json = false
-        @Option(help: ArgumentHelp("List at most this many (default 1000).", valueName: "n")) var limit: Int = 1000
+        @Option(help: ArgumentHelp("List at most this many.", valueName: "n")) var limit: Int = 1000
 
         @OptionGroup var app: AppOptions
         @OptionGroup var database: DatabaseOptions
@@ -63,7 +74,7 @@ struct ConsumptionCommand: AsyncParsableCommand {
 
             private enum CodingKeys: String, CodingKey {
                 case notificationUUID, bundleId, environment, transactionId, originalTransactionId, reason, signedDate, firstSentAt, respondBy,
-                    state, answeredAt, runId
+                    state, answeredAt, answeredBy, ackedAt, ackedBy, ackNote, runId
             }
 
             func encode(to encoder: any Encoder) throws {
@@ -78,20 +89,26 @@ struct ConsumptionCommand: AsyncParsableCommand {
                 try container.encode(request.firstSentAt, forKey: .firstSentAt)
                 try container.encode(request.respondBy, forKey: .respondBy)
                 try container.encode(state, forKey: .state)
-                try container.encode(request.answeredAt.map { Int64($0.timeIntervalSince1970 * 1000) }, forKey: .answeredAt)
+                try container.encode(request.answeredAt.map(Timestamp.init), forKey: .answeredAt)
+                try container.encode(request.answeredBy, forKey: .answeredBy)
+                try container.encode(request.ackedAt.map(Timestamp.init), forKey: .ackedAt)
+                try container.encode(request.ackedBy, forKey: .ackedBy)
+                try container.encode(request.ackNote, forKey: .ackNote)
                 try container.encode(request.runId, forKey: .runId)
             }
         }
 
         func run() async throws {
             let logger = logging.makeLogger()
-            let apps = try app.storedScope().appsOnly()
+            let scope = try app.storedScope()
+            let apps = try scope.appsOnly()
+            let watchingLive = try ConsumptionCommand.watchingLive(scope)
             let now = Timestamp.now
             let requests = try await database.withDatabase(logger: logger) { database in
                 try await Migrator().requireCurrent(database)
                 let store = ConsumptionRequests(logger: logger)
                 return try await database.transaction { [open, limit] in
-                    try await store.list(apps: apps, openAt: open ? now : nil, limit: limit, on: $0)
+                    try await store.list(apps: apps, openAt: open ? now : nil, watchingLive: watchingLive, limit: limit, on: $0)
                 }
             }
             if json {
@@ -115,6 +132,7 @@ struct ConsumptionCommand: AsyncParsableCommand {
                 let state: String
                 switch request.state(at: now) {
                 case .answered: state = "answered"
+                case .acked: state = "acked"
                 case .expired: state = "EXPIRED"
                 case .open: state = "open, " + Self.timeLeft(request.respondBy - now) + " left"
                 }
@@ -152,15 +170,20 @@ struct ConsumptionCommand: AsyncParsableCommand {
                 UNDELIVERED_OTHER), the refund preferences (DECLINE, GRANT_FULL, GRANT_PRORATED), the \
                 percentage in milliunits (0 to 100000; 0 when not DELIVERED; none for an auto-renewable \
                 subscription, whose Apple computes; above 0 and below 100000 with GRANT_PRORATED for the other \
-                product types), and no answer for a Family Sharing transaction. The answer and Apple's reply \
-                are recorded; `consumption list` then shows the request answered.
+                product types), and no answer for a Family Sharing transaction. The answer is recorded as being \
+                sent before Apple is called, and completed with Apple's reply after; `consumption list` then \
+                shows the request answered. A request already answered, acked, or with an answer being sent (or \
+                one whose reply was never recorded) is refused, nothing sent, unless --again.
 
                 Exit codes: 0 Apple accepted it (202); 1 bad input (nothing sent), no stored request for the \
-                transaction, or Apple refused it (a 4xx; Apple's error code is shown); 2 rate limited (429), an \
-                App Store server error (5xx) or no answer: send it again.
+                transaction, a request answered, acked or being sent without --again (nothing sent), or Apple \
+                refused it (a 4xx; Apple's error code is shown); 2 rate limited (429), an App Store server error \
+                (5xx) or no answer: send it again; 4 Apple accepted it but the database could not record that: \
+                do not send it again, ack it once the database is back.
 
-                  reconciler consumption send --transaction-id 2000000100000317 --customer-consented \\
-                      --delivery-status DELIVERED --sample-content-provided false --consumption-percentage 100000
+                  reconciler consumption send --transaction-id 2000000100000317 \\
+                      --customer-consented --delivery-status DELIVERED \\
+                      --sample-content-provided false --consumption-percentage 100000
                 """)
 
         @Option(help: ArgumentHelp("The CONSUMPTION_REQUEST's transactionId (`consumption list` shows it).", valueName: "id"))
@@ -177,6 +200,8 @@ struct ConsumptionCommand: AsyncParsableCommand {
         @Option(help: ArgumentHelp("DECLINE, GRANT_FULL or GRANT_PRORATED.", valueName: "pref")) var refundPreference: String?
         @Option(help: ArgumentHelp("The share consumed, in milliunits: 0 to 100000 (100000 is all of it).", valueName: "n"))
         var consumptionPercentage: Int?
+        @Flag(help: "Send even when the request was answered, acked, or has an answer being sent (or one whose reply was never recorded).")
+        var again = false
 
         @OptionGroup var app: AppOptions
         @OptionGroup var api: APIOptions
@@ -208,16 +233,20 @@ struct ConsumptionCommand: AsyncParsableCommand {
                 logger.warning(
                     "the request's deadline has passed; sending the answer anyway",
                     metadata: ["respondBy": "\(prepared.request.respondBy)"])
-            case .answered:
-                logger.notice("an answer to this request was sent before; sending this one too")
+            case .answered, .acked:
+                if again { logger.notice("the request was \(prepared.request.state(at: now).rawValue); sending this answer too (--again)") }
             case .open: break
             }
             do {
-                try await database.runWork(logger: logger, sharing: [target.sharing([.sendConsumptionInformation])]) { database in
-                    try await ConsumptionAnswers.send(prepared, client: target.client, database: database)
+                try await database.runWork(logger: logger, sharing: [target.sharing([.sendConsumptionInformation])]) { [again] database in
+                    try await ConsumptionAnswers.send(
+                        prepared, again: again, client: target.client, origins: target.origins, database: database)
                 }
-            } catch is Interrupted {
-                throw ReconcilerError.partial("interrupted: the answer may not have been sent; send it again")
+            } catch let error as ReconcilerError where error.code == .interrupted {
+                throw ReconcilerError(
+                    .interrupted,
+                    "interrupted: the answer may or may not have reached Apple; send it again (with --again if `send` says an answer "
+                        + "is being sent: the interrupted one stays marked so), or ack the request if Apple has it")
             }
             let left = prepared.request.respondBy - now
             print(
@@ -226,6 +255,65 @@ struct ConsumptionCommand: AsyncParsableCommand {
                     + (left > .zero
                         ? "answered \(ListCommand.timeLeft(left)) before its deadline \(prepared.request.respondBy))"
                         : "answered after its deadline \(prepared.request.respondBy))"))
+        }
+    }
+
+    /// The apps whose live requests count as waiting for an answer (`nil`: every app's), for `list --open`.
+    static func watchingLive(_ scope: StoredScope) throws -> [AppTarget]? {
+        guard let targets = scope.targets else { return try ConsumptionOptions.settings().liveRequests == .watch ? nil : [] }
+        return targets.filter { $0.consumption.liveRequests == .watch }.map(\.app)
+    }
+
+    struct AckCommand: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "ack",
+            abstract: "Record that a consumption request needs nothing more from the reconciler.",
+            discussion: """
+                For a request the app answered itself (it gets the requests forwarded), or one deliberately not \
+                answered (the customer did not consent): it leaves `consumption list --open`, the gauges and the \
+                ReconcilerConsumptionRequestDeadline alert, and `consumption list` shows it acked, with who acked \
+                it (--by, default $USER) and the note. Every stored request for the transaction is acked (with \
+                requests of several apps for it, choose with --app and --environment). Nothing is sent to Apple. \
+                A request acked before keeps its first ack.
+
+                Exit codes: 0 acked, or acked before (the first ack is kept and shown); 1 no stored request for the \
+                transaction, requests for it in several apps or environments, or bad input (nothing written).
+
+                  reconciler consumption ack --transaction-id 2000000100000317 \\
+                      --note "answered by the app"
+                """)
+
+        @Option(help: ArgumentHelp("The CONSUMPTION_REQUEST's transactionId (`consumption list` shows it).", valueName: "id"))
+        var transactionId: String
+        @Option(help: ArgumentHelp("Why it needs nothing more (stored and shown by `consumption list --json`).", valueName: "text"))
+        var note: String?
+        @Option(help: ArgumentHelp("Who acks it (default $USER, else unknown).", valueName: "name"))
+        var by: String?
+
+        @OptionGroup var app: AppOptions
+        @OptionGroup var database: DatabaseOptions
+        @OptionGroup var logging: LoggingOptions
+
+        func run() async throws {
+            let logger = logging.makeLogger()
+            let apps = try app.storedScope().appsOnly()
+            let by = self.by ?? Env.value("USER") ?? "unknown"
+            let outcome = try await database.withDatabase(logger: logger) { [transactionId, note] database in
+                try await Migrator().requireCurrent(database)
+                return try await ConsumptionAcks.ack(transactionId: transactionId, apps: apps, by: by, note: note, database: database)
+            }
+            for request in outcome.requests {
+                let what =
+                    "the consumption request for transaction \(transactionId) (\(outcome.target.bundleId), \(outcome.target.environment.rawValue); request \(request.notificationUUID))"
+                let ack =
+                    (request.ackedBy.map { "by \($0)" } ?? "") + (request.ackedAt.map { " at \(Timestamp($0))" } ?? "")
+                    + (request.ackNote.map { ": \($0)" } ?? "")
+                if outcome.newlyAcked.contains(request.notificationUUID) {
+                    print("acked: \(what) needs nothing more from the reconciler (\(ack))")
+                } else {
+                    print("already acked: \(what), \(ack); the first ack is kept")
+                }
+            }
         }
     }
 }

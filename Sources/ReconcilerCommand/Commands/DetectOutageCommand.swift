@@ -27,9 +27,9 @@ struct DetectOutageCommand: AsyncParsableCommand {
               reconciler detect-outage --since 2d --app com.example.two
             """)
 
-    @Option(help: ArgumentHelp("How far back to look (default 7d; at most 180d, 30d in the sandbox).", valueName: "duration")) var since: Duration =
+    @Option(help: ArgumentHelp("How far back to look (at most 180d, 30d in the sandbox).", valueName: "duration")) var since: Duration =
         .days(7)
-    @Option(help: ArgumentHelp("Failures closer than this form one window (default 30m).", valueName: "duration")) var mergeGap: Duration = .minutes(
+    @Option(help: ArgumentHelp("Failures closer than this form one window.", valueName: "duration")) var mergeGap: Duration = .minutes(
         30)
     @Flag(help: "Print JSON.") var json = false
 
@@ -54,7 +54,8 @@ struct DetectOutageCommand: AsyncParsableCommand {
                     outcomes.append(Outcome(app: target.app, detection: detection))
                 } catch let error as AppStoreServerAPIError {
                     switch error {
-                    case .unauthorized, .badRequest: outcomes.append(Outcome(app: target.app, error: .configuration(error.operatorDescription)))
+                    case .unauthorized, .badRequest:
+                        outcomes.append(Outcome(app: target.app, error: .configuration(error.operatorDescription(checking: target.origins))))
                     default: outcomes.append(Outcome(app: target.app, error: .partial(error.description)))
                     }
                 }
@@ -82,14 +83,8 @@ struct DetectOutageCommand: AsyncParsableCommand {
             }
         }
         // The worst of the apps and environments decides the exit code (``ExitClass/mostPressing(_:)``).
-        let errors = outcomes.compactMap(\.error)
-        if let index = ExitClass.mostPressing(errors.map(\.exitCode)) ?? errors.indices.first {
-            let worst = errors[index]
-            throw several
-                ? ReconcilerError(
-                    worst.code, outcomes.compactMap { outcome in outcome.error.map { "\(outcome.app): \($0)" } }.joined(separator: "; "))
-                : worst
-        }
+        let failures = outcomes.compactMap { outcome in outcome.error.map { (app: outcome.app, error: $0) } }
+        if let worst = ReconcilerError.worst(of: failures, several: several) { throw worst }
     }
 
     /// What the detection found for one app and environment, or why it could not look.
@@ -136,7 +131,7 @@ struct DetectOutageCommand: AsyncParsableCommand {
                 ? "Apple is still retrying \(window.stillRetrying) of them"
                 : "the sandbox does not retry"
             print(
-                "  \(window.start) → \(window.end): \(window.notifications) notifications not delivered; \(retrying)"
+                "  \(window.start) → \(window.end): \(Plural.count(window.notifications, "notification")) not delivered; \(retrying)"
             )
             print("    attempts: " + window.attemptsByResult.sorted { $0.value > $1.value }.map { "\($0.key) \($0.value)" }.joined(separator: ", "))
             print("    recover:  reconciler run --start \(window.start) --end \(window.end)\(select)")

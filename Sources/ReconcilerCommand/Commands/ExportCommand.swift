@@ -41,7 +41,9 @@ struct ExportCommand: AsyncParsableCommand {
             valueName: "uuid"))
     var appAccountToken: String?
 
-    @Option(name: .long, help: ArgumentHelp("Judge `entitled` at this time instead of now (ISO 8601, UNIX ms, now-1h).", valueName: "T"))
+    @Option(
+        name: .long, help: ArgumentHelp("Judge `entitled` at this time instead of now (ISO 8601 with a zone, UNIX ms, now-1h).", valueName: "T"),
+        transform: Timestamp.argument)
     var at: Timestamp?
 
     @Flag(name: .long, help: "A subscription in Apple's billing retry counts as entitled (env RECONCILER_ENTITLE_BILLING_RETRY=1).")
@@ -71,8 +73,9 @@ struct ExportCommand: AsyncParsableCommand {
             throw ReconcilerError.configuration("--app-account-token: \(appAccountToken) is not a UUID (the app's appAccountToken)")
         }
         // Each app and environment's own choices, with this command's flags added.
-        let store = PurchaseStore(
-            logger: logger, entitlement: try EntitlementOptions.policy(entitleBillingRetry: entitleBillingRetry, terms: nonRenewingTerm))
+        let store = PurchaseStore(logger: logger)
+        // Apps the configuration does not name (an export of whatever the database holds): the variables' rule.
+        let otherApps = try EntitlementOptions.policy(entitleBillingRetry: entitleBillingRetry, terms: nonRenewingTerm)
         let entitlements = try Dictionary(
             (scope.targets ?? []).map { target in
                 (target.app, try EntitlementOptions.policy(target.entitlement, entitleBillingRetry: entitleBillingRetry, terms: nonRenewingTerm))
@@ -83,7 +86,8 @@ struct ExportCommand: AsyncParsableCommand {
             var buffer = Data()
             var count = 0
             try await store.exportPurchases(
-                apps: apps, environment: environment, appAccountToken: token, entitlements: entitlements, at: at ?? .now, in: database
+                apps: apps, environment: environment, appAccountToken: token, entitlements: entitlements, otherApps: otherApps, at: at ?? .now,
+                in: database
             ) { purchase in
                 buffer.append(contentsOf: Array(try purchase.jsonLine().utf8))
                 buffer.append(0x0A)
@@ -98,7 +102,7 @@ struct ExportCommand: AsyncParsableCommand {
         }
         if output != nil {
             try sink.close()
-            FileHandle.standardError.write(Data("exported \(count) purchases to \(output!)\n".utf8))
+            FileHandle.standardError.write(Data("exported \(Plural.count(count, "purchase")) to \(output!)\n".utf8))
         }
     }
 }

@@ -25,7 +25,7 @@ struct InspectCommand: AsyncParsableCommand {
               reconciler inspect eyJhbGciOiJFUzI1NiIsIng1YyI6...
               pbpaste | reconciler inspect -
               reconciler inspect --notification 8c3e1f0a-...
-              reconciler inspect --transaction 2000001024998954 --print-jws > transaction.jws
+              reconciler inspect --transaction 2000001024998954 --print-jws > t.jws
             """)
 
     @Argument(help: ArgumentHelp("The JWS, or - to read standard input.", valueName: "jws"))

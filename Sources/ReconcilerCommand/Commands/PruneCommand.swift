@@ -26,8 +26,9 @@ struct PruneCommand: AsyncParsableCommand {
             --payloads-older-than (opt-in; at least 210d, Apple's 180 days of notification history and a margin): \
             the raw signed payloads of notifications received and signed longer ago, and of transactions \
             written and signed longer ago. What they decoded to stays (purchases, transactions, the \
-            notification's columns and outcome), and so does the SHA-256 of each payload, so a copy kept \
-            elsewhere can still be matched; the JWS itself is gone (`verify-stored` counts it as pruned). A \
+            notification's columns and outcome), and so does the SHA-256 of each payload (for a row stored \
+            before `compact-payloads` took it apart, computed as it is pruned), so a copy kept elsewhere can \
+            still be matched; the JWS itself is gone (`verify-stored` counts it as pruned). A \
             notification with a delivery not yet delivered, or named by a quarantined payload nobody \
             acknowledged, keeps its payload. After Apple's retention the stored payload is the only evidence \
             a purchase happened: prune it only if you keep that evidence elsewhere or do not need it.
@@ -40,9 +41,10 @@ struct PruneCommand: AsyncParsableCommand {
             usage or configuration (no option, an age under its minimum, the schema not migrated, no database to \
             connect to); 2 the database went away while pruning (run it again: what was removed stays removed).
 
-              reconciler prune --changes-older-than 30d --delivered-older-than 7d --finished-runs-older-than 30d --dry-run
-              reconciler prune --changes-older-than 30d --delivered-older-than 7d --finished-runs-older-than 30d \
-                  --acknowledged-quarantine-older-than 90d
+              reconciler prune --changes-older-than 30d --delivered-older-than 7d \\
+                  --finished-runs-older-than 30d --dry-run
+              reconciler prune --changes-older-than 30d --delivered-older-than 7d \\
+                  --finished-runs-older-than 30d --acknowledged-quarantine-older-than 90d
               reconciler prune --payloads-older-than 400d
             """)
 

@@ -23,9 +23,10 @@ struct RejectionsCommand: AsyncParsableCommand {
 
               reconciler rejections                     # unacknowledged ones
               reconciler rejections --all --json
-              reconciler rejections --ack 3f2a9c1d --note "forged test payload from the security drill"
+              reconciler rejections --ack 3f2a9c1d --note "forged in the security drill"
               reconciler rejections --ack 2000000100000123 --note "repaired by hand"
-              reconciler rejections --ack 2000000100000123 --app com.example.two --environment production
+              reconciler rejections --ack 2000000100000123 --app com.example.two \\
+                  --environment production
 
             It lists every app and environment of the configuration file (--config, RECONCILER_CONFIG), each \
             under its own `== bundle (Environment)` header, or the one app of the APP_STORE_* variables; --app \
@@ -116,7 +117,7 @@ struct RejectionsCommand: AsyncParsableCommand {
         }
         guard matching.count <= 1 else {
             throw ReconcilerError.configuration(
-                "\(selector) matches in \(matching.map(\.description).joined(separator: " and ")): choose one with --app (and --environment); nothing was acknowledged"
+                "\(selector) matches in \(matching.map(\.description).joined(separator: " and ")): choose one with \(AppTarget.choices(matching)); nothing was acknowledged"
             )
         }
         guard let owner = matching.first else {

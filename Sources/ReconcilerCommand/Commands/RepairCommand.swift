@@ -25,8 +25,9 @@ struct RepairCommand: AsyncParsableCommand {
 
             It holds no run lease and waits for none: it runs beside a scheduled run and `work` processes, in \
             short transactions, sharing the app's request budget. It is recorded like a run (kind repair, in \
-            `status`), its changes go to the change feed, and with --forward-to (or RECONCILER_FORWARD_TO) the \
-            notifications it recorded that Apple had not delivered are forwarded to the app's webhook.
+            `status`), its changes go to the change feed, and with the app's forwardTo (or --forward-to, \
+            RECONCILER_FORWARD_TO) the notifications it recorded that Apple had not delivered are forwarded to the \
+            app's webhook, signed with its secret.
 
             Exit codes: 0 repaired; 4 repaired, but something needs a person (payloads quarantined for the \
             first time, a request Apple refused), or the order's signed transactions failed verification \
@@ -36,7 +37,8 @@ struct RepairCommand: AsyncParsableCommand {
               reconciler repair --order-id MQ5Q7X2ZYB --dry-run
               reconciler repair --order-id MQ5Q7X2ZYB
               reconciler repair --transaction-id 2000000123456789 --full
-              reconciler repair --app-account-token 7e3fb20b-4cdb-47cc-936d-99d65f608138 --json
+              reconciler repair --app-account-token 7e3fb20b-4cdb-47cc-936d-99d65f608138 \\
+                  --json
             """)
 
     @Option(help: ArgumentHelp("The order ID on the customer's receipt email from Apple.", valueName: "id")) var orderId: String?
@@ -45,8 +47,8 @@ struct RepairCommand: AsyncParsableCommand {
     var appAccountToken: String?
     @Option(
         help: ArgumentHelp(
-            "Read the customer's notification history from T (default: as far back as Apple keeps it, 180 days; 30 in the sandbox).",
-            valueName: "T"))
+            "Read the customer's notification history from T (ISO 8601 with a zone, UNIX ms, now-30d; default: as far back as Apple keeps it, 180 days; 30 in the sandbox).",
+            valueName: "T"), transform: Timestamp.argument)
     var since: Timestamp?
     @Flag(help: "Read the customer's transaction history from the start, not from the stored revision.") var full = false
     @Flag(help: "Change nothing; print exactly what the repair would do.") var dryRun = false
@@ -54,12 +56,12 @@ struct RepairCommand: AsyncParsableCommand {
     @Option(
         help: ArgumentHelp(
             """
-            Deliver each notification the repair records that Apple did not deliver to the app's own webhook (env RECONCILER_FORWARD_TO).
+            Deliver each notification the repair records that Apple did not deliver to this webhook (env RECONCILER_FORWARD_TO); without it, to the app's forwardTo (never both).
             """, valueName: "url"))
     var forwardTo: String?
     @Option(
         help: ArgumentHelp(
-            "How long to wait at the end for those deliveries (default 60s); `reconciler forward` delivers the rest.",
+            "How long to wait at the end for those deliveries; `reconciler forward` delivers the rest.",
             valueName: "duration"))
     var forwardDrainTimeout: Duration = .seconds(60)
     @Option(
@@ -128,29 +130,39 @@ struct RepairCommand: AsyncParsableCommand {
         do {
             selector = try CustomerRepair.Selector.parse(orderId: orderId, transactionId: transactionId, appAccountToken: appAccountToken)
         }
-        let forwardTarget = try ForwardingOptions.target(forwardTo)
-        let forwarding = try forwardTarget.flatMap { url in dryRun ? nil : try self.forwarding.configuration(url: url) }
-        let configuration = CustomerRepair.Configuration(
-            selector: selector, since: since, fullHistory: full, dryRun: dryRun, forwardTo: forwardTarget?.target)
         // One app; where it is configured in both environments, production first, then the sandbox
         // when Apple knows the customer in production under none of the IDs given (TestFlight and
         // App Review purchases are sandbox purchases).
-        let targets = try app.commandTargets(api: api).sorted { $0.app.environment == .production && $1.app.environment != .production }
+        let loaded = try app.loadTargets(api: api)
+        let targets = loaded.targets.productionFirst()
         guard Set(targets.map(\.app.bundleId)).count == 1 else {
             throw ReconcilerError.configuration(
                 "several apps are configured (\(Set(targets.map(\.app.bundleId)).sorted().joined(separator: ", "))): choose one with --app")
         }
-        return try await Self.mapErrors {
+        // The app's webhook (its forwardTo, or --forward-to), signed with its secret: checked before anything starts.
+        let forwardingPlan = try self.forwarding.plan(
+            forwardTo: forwardTo, configuration: loaded.configuration, targets: targets.map(\.configuration))
+        let plans = try targets.map { target in
+            let webhook = forwardingPlan.webhook(for: target.app)
+            return (
+                repair: CustomerRepair.Configuration(
+                    selector: selector, since: since, fullHistory: full, dryRun: dryRun, forwardTo: webhook?.url.target),
+                forwarder: try webhook.flatMap { dryRun ? nil : try self.forwarding.configuration(for: $0) }
+            )
+        }
+        return try await Self.namingTheRepair {
             for (index, target) in targets.enumerated().dropLast() {
                 do {
                     return try await repair(
-                        configuration: configuration, forwarding: forwarding, drainTimeout: forwardDrainTimeout, target: target, logger: logger)
+                        configuration: plans[index].repair, forwarding: plans[index].forwarder, drainTimeout: forwardDrainTimeout, target: target,
+                        logger: logger)
                 } catch let error as ReconcilerError where [.unknownTransactionId, .unknownOrderId].contains(error.code) {
                     logger.info("not found in \(target.app.environment.rawValue); trying \(targets[index + 1].app.environment.rawValue)")
                 }
             }
+            let last = targets.count - 1
             return try await repair(
-                configuration: configuration, forwarding: forwarding, drainTimeout: forwardDrainTimeout, target: targets[targets.count - 1],
+                configuration: plans[last].repair, forwarding: plans[last].forwarder, drainTimeout: forwardDrainTimeout, target: targets[last],
                 logger: logger)
         }
     }
@@ -165,34 +177,34 @@ struct RepairCommand: AsyncParsableCommand {
                 target.sharing(
                     [.getNotificationHistory, .getTransactionHistory, .getAllSubscriptionStatuses] + (orderId == nil ? [] : [.lookUpOrderId]))
             ]
-            return try await database.runWork(logger: logger, sharing: sharing) { database in
-                do {
-                    try await Migrator().requireCurrent(database)
+            return try await target.callingApple {
+                try await database.runWork(logger: logger, sharing: sharing) { database in
+                    do {
+                        try await Migrator().requireCurrent(database)
+                    }
+                    var report = try await CustomerRepair(
+                        configuration: configuration, scope: target.scope, database: database, verifier: verifier, client: client
+                    ).repair()
+                    if let forwarding {
+                        let forwarder = Forwarder(configuration: forwarding, database: database)
+                        report.forwarding = try await forwarder.drain(runIds: [report.runId], upTo: drainTimeout)
+                    }
+                    return report
                 }
-                var report = try await CustomerRepair(configuration: configuration, database: database, verifier: verifier, client: client).repair()
-                if let forwarding {
-                    let forwarder = Forwarder(configuration: forwarding, database: database)
-                    report.forwarding = try await forwarder.drain(runIds: [report.runId], upTo: drainTimeout)
-                }
-                return report
             }
-        } catch is Interrupted {
-            throw ReconcilerError.partial("interrupted: run the same command again (what is done is not done twice)")
+        } catch let error as ReconcilerError where error.code == .interrupted {
+            throw ReconcilerError(.interrupted, "interrupted: run the same command again (what is done is not done twice)")
         }
     }
 
-    /// The repair's errors in the command line's words and exit codes.
-    private static func mapErrors<T>(_ body: () async throws -> T) async throws -> T {
+    /// Names the repair in a refusal of the order's signed values; every error keeps its code, and
+    /// with it its exit code (the entry point's ``ReconcilerError/init(endingCommandWith:)``).
+    private static func namingTheRepair<T>(_ body: () async throws -> T) async throws -> T {
         do {
             return try await body()
-        } catch let error as ReconcilerError {
-            if error.code == .notGenuine { throw ReconcilerError.attention(error.description + (error.runId.map { " (repair \($0))" } ?? "")) }
-            throw ReconcilerError.configuration(error.description)
-        } catch let error as AppStoreServerAPIError {
-            if case .unauthorized = error { throw ReconcilerError.configuration(error.operatorDescription) }
-            throw ReconcilerError.partial("the repair stopped: \(error); run the same command again")
-        } catch is CancellationError {
-            throw ReconcilerError.partial("interrupted: run the same command again (what is done is not done twice)")
+        } catch var error as ReconcilerError where error.code == .notGenuine {
+            error.description += error.runId.map { " (repair \($0))" } ?? ""
+            throw error
         }
     }
 

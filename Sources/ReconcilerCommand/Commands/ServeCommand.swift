@@ -25,19 +25,25 @@ struct ServeCommand: AsyncParsableCommand {
             notifications to the production URL unless a sandbox URL is set). \
             Responses: 200 stored (also for a duplicate); 400 rejected with its reason (nothing is \
             written); 503 APP_NOT_CONFIGURED for an authentic notification of an app or environment the \
-            configuration does not name (not stored: Apple delivers it again once it does); 413 body too large; \
+            configuration does not name (not stored: Apple delivers it again once it does; only an app the \
+            deployment knows, configured in another environment or listed in knownApps, counts as a configuration gap \
+            that pages); 400 NOTIFICATION_TOO_OLD for such a notification signed more than 7 days ago (not Apple's \
+            delivery: a copy posted again); 413 body too large; \
             503 database unavailable (Apple retries). \
             GET /health answers 200 when the database is reachable; GET /metrics serves Prometheus text: the \
             webhook's counters, the newest live notification's time, and gauges read from the database every \
             --metrics-interval (unacknowledged quarantined payloads, the last finished run). \
             SIGTERM or SIGINT shuts down gracefully.
 
-            With --forward-to, every notification stored for the first time is also delivered to the app's own \
-            webhook (Apple's exact body, from a durable queue, retried with backoff), so the app's handler sees \
-            what Apple sent; deliveries that a run queued are delivered too.
+            With each app's forwardTo in the configuration file (or --forward-to, for every app), every notification \
+            stored for the first time is also delivered to the app's own webhook (Apple's exact body, from a durable \
+            queue, retried with backoff, signed with the webhook's secret), so the app's handler sees what Apple sent; \
+            deliveries that a run queued are delivered too.
 
               reconciler serve --port 8080
-              reconciler serve --port 8080 --forward-to https://app.internal/apple/notifications
+              reconciler serve --port 8080 \\
+                  --forward-to https://app.internal/apple/notifications \\
+                  --forward-secret-file /run/secrets/hook
             """)
 
     @OptionGroup var app: AppOptions
@@ -47,29 +53,33 @@ struct ServeCommand: AsyncParsableCommand {
     @Option(name: .long, help: "Port to listen on (env PORT, default 8080).")
     var port: Int?
 
-    @Option(name: .long, help: "Address to listen on (default 0.0.0.0).")
+    @Option(name: .long, help: "Address to listen on.")
     var host: String = "0.0.0.0"
 
-    @Option(name: .long, help: ArgumentHelp("Largest request body accepted, in bytes (default 262144).", valueName: "bytes"))
+    @Option(name: .long, help: ArgumentHelp("Largest request body accepted, in bytes.", valueName: "bytes"))
     var maxBodyBytes: Int = 256 * 1024
 
     @Flag(name: .long, help: "Apply pending migrations before serving.")
     var migrate = false
 
-    @Option(name: .long, help: ArgumentHelp("How often GET /metrics's gauges are read from the database (default 60s).", valueName: "duration"))
+    @Option(name: .long, help: ArgumentHelp("How often GET /metrics's gauges are read from the database.", valueName: "duration"))
     var metricsInterval: Duration = .seconds(60)
 
     @Option(
         name: .long,
         help: ArgumentHelp(
-            "Also deliver every notification stored for the first time to the app's own webhook (env RECONCILER_FORWARD_TO).", valueName: "url"))
+            "Also deliver every app's notifications stored for the first time to this webhook (env RECONCILER_FORWARD_TO); refused beside a forwardTo in the configuration file.",
+            valueName: "url"))
     var forwardTo: String?
 
     @OptionGroup(title: "Forwarding") var forwarding: ForwardingOptions
 
     func run() async throws {
         let logger = logging.makeLogger()
-        let (targets, verifiers) = try app.verifyingTargets()
+        let (configuration, targets, verifiers) = try app.verifyingTargets()
+        // Where each app forwards, checked before anything starts (``ForwardingOptions/plan(forwardTo:configuration:targets:)``).
+        let forwardingPlan = try forwarding.plan(forwardTo: forwardTo, configuration: configuration, targets: targets)
+        let forwarderConfigurations = try forwarding.configurations(for: forwardingPlan)
         let settings = try database.settings()
         let port =
             try self.port ?? Env.value("PORT").map { value in
@@ -79,49 +89,60 @@ struct ServeCommand: AsyncParsableCommand {
         guard metricsInterval >= .seconds(1) else {
             throw ReconcilerError.configuration("--metrics-interval: \(metricsInterval.operatorText) is shorter than 1s")
         }
+        // A database serve cannot use as configured (a name that does not resolve, a refused password,
+        // TLS) ends it at once, in one line. One that is away (refused, no answer: a restart, a
+        // failover) is said in one line after --database-timeout, and serve listens anyway: Apple's
+        // deliveries get 503 and are retried, /health says 503, until the database is back. SIGTERM
+        // while it waits ends it at once.
+        var databaseAway = false
+        do {
+            guard try await untilSignalled({ [database] in try await database.checkConnection(settings, logger: logger) }) != nil else {
+                logger.info("stopped before connecting to the database")
+                return
+            }
+        } catch let error as ReconcilerError where error.code == .databaseUnavailable {
+            logger.error("\(error.description); serving anyway: notifications get 503 (Apple retries them) until it is back")
+            databaseAway = true
+        }
         // Apple waits only so long for an answer: a database that is away gets a quick 503 (Apple retries).
-        let database = try self.database.database(settings, logger: logger, unavailableTimeout: .seconds(5))
-        let forwardTo = try ForwardingOptions.target(forwardTo)
+        let database = try self.database.database(settings, logger: logger, unavailableTimeout: min(.seconds(5), self.database.databaseTimeout))
         // One registry for the process: the webhook's counters, the ledger gauges, and any library's
         // swift-metrics; each app's series carry its labels (one app: every series, as before).
         let single = targets.count == 1 ? targets[0].app : nil
         let metrics = MetricsRegistry(environment: single?.environment.rawValue ?? "", bundleId: single?.bundleId ?? "")
         MetricsSystem.bootstrap(metrics.factory)
+        // Each app's notifications are queued for its own webhook (`forwardTo` in the file), or all for --forward-to.
+        let forwardURLs = Dictionary(
+            targets.compactMap { target in forwardingPlan.webhook(for: target.app).map { (target.app, $0.url) } },
+            uniquingKeysWith: { first, _ in first })
         let ledgerMetrics = targets.map { target in
             LedgerMetrics(
                 ledger: RunLedger(database: database), environment: target.app.environment.rawValue, bundleId: target.app.bundleId,
                 registry: metrics.scoped(environment: target.app.environment.rawValue, bundleId: target.app.bundleId),
-                configuration: .init(interval: metricsInterval))
+                configuration: .init(interval: metricsInterval), liveConsumptionRequests: target.consumption.liveRequests,
+                forwardingTargets: forwardURLs[target.app].map { [$0.target] } ?? [])
         }
-        // Each app's notifications are queued for its own webhook (`forwardTo` in the file), or all for --forward-to.
-        let forwardURLs = try Dictionary(
-            targets.compactMap { target in
-                try (forwardTo ?? target.forwardTo.map { try ForwardingOptions.target($0) } ?? nil).map { (target.app, $0) }
-            },
-            uniquingKeysWith: { first, _ in first })
         let handlers = zip(targets, verifiers).map { target, verifier in
-            NotificationHandler(verifier: verifier, database: database.with(entitlement: target.entitlement))
+            NotificationHandler(scope: target.scope, verifier: verifier, database: database)
         }
         let server = WebhookServer(
             configuration: .init(host: host, port: port, maximumBodySize: maxBodyBytes),
-            router: try NotificationRouter(handlers: handlers), forwarding: forwardURLs.mapValues(\.target),
+            router: try NotificationRouter(handlers: handlers, knownApps: configuration.knownBundleIds), forwarding: forwardURLs.mapValues(\.target),
             metrics: WebhookMetrics(registry: metrics), logger: logger)
         let migrate = self.migrate
         // The forwarders' own Database waits longer than the webhook's: their queue is durable. One per distinct URL.
-        var forwarders: [Forwarder] = []
-        let distinctURLs = Dictionary(forwardURLs.values.map { ($0.target.id, $0) }, uniquingKeysWith: { first, _ in first })
-        for url in distinctURLs.values {
-            var configuration = try forwarding.configuration(url: url)
-            configuration.companionTargets = Set(distinctURLs.keys)
-            forwarders.append(Forwarder(configuration: configuration, database: database.with(unavailableTimeout: .seconds(60))))
+        let forwarders = forwarderConfigurations.map {
+            Forwarder(configuration: $0, database: database.with(unavailableTimeout: self.database.databaseTimeout))
         }
         let services: [any Service] = [database] + ledgerMetrics + forwarders
         let migrator = Migrator(defaultBundleId: Set(targets.map(\.app.bundleId)).count == 1 ? targets.first?.app.bundleId : nil)
         // The schema is checked (or migrated) once the database client runs and before the port
-        // opens, so a serve that answers is one whose schema matches. A database away at startup
-        // is no reason not to listen (/health says 503 until it is back): that only warns. SIGTERM
-        // while it waits for the database ends serve at once.
-        let prepareSchema: @Sendable () async throws -> Void = {
+        // opens, so a serve that answers is one whose schema matches. A database that went away
+        // since the connection check is no reason not to listen (/health says 503 until it is
+        // back): that only warns. SIGTERM while it waits for the database ends serve at once.
+        let prepareSchema: @Sendable () async throws -> Void = { [databaseAway] in
+            // Away at the connection check: the schema check would only wait for the pool to give up.
+            guard !databaseAway else { return }
             try await cancelWhenGracefulShutdown {
                 logger.info("checking the database schema before opening the port")
                 do {

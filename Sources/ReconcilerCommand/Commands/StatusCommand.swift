@@ -50,6 +50,11 @@ struct StatusCommand: AsyncParsableCommand {
         var forwarding: ForwardQueue.ForwardingSummary?
         /// Customers and shards the run gave up on (listed by `reconciler rejections`).
         var givenUp: [RunLedger.GivenUp]
+        /// The purchases of the run's app and environment whose `entitled` is unknown now, and the
+        /// setting that decides it.
+        var unknownEntitlement: UnknownEntitlement?
+        /// With `--run`: the run's report, as `run --report-json` writes it.
+        var report: RunReport?
     }
 
     func validate() throws {
@@ -62,28 +67,42 @@ struct StatusCommand: AsyncParsableCommand {
     func run() async throws {
         let logger = logging.makeLogger()
         // --run names one run, whatever its app; otherwise each configured app and environment's runs.
-        let apps = try runId == nil ? app.storedScope().appsOnly() : nil
+        let stored = try app.storedScope()
+        let apps = try runId == nil ? stored.appsOnly() : nil
+        // Each app's rule for `entitled`: the configuration's, or the variables' for every app without one.
+        let scopes = stored.targets?.map(\.scope)
+        let policy = stored.targets == nil ? try EntitlementOptions.policy() : nil
         try await database.withDatabase(logger: logger) { database in
             try await Migrator().requireCurrent(database)
             let ledger = RunLedger(database: database)
+            // How many purchases of each app and environment have an unknown `entitled`, counted once each.
+            let unknown = UnknownEntitlements(
+                scopes: scopes ?? [], otherApps: policy, setting: UnknownEntitlement.setting(configurationFile: app.configurationFile))
             // One section per app and environment, each newest first (one of every run without a configured app).
             var sections: [(app: AppTarget?, rows: [Row])] = []
             if let runId {
                 guard let run = try await ledger.run(id: runId) else { throw ReconcilerError.configuration("there is no run \(runId)") }
-                sections = [(nil, [try await row(of: run, ledger: ledger, database: database)])]
+                var row = try await row(of: run, ledger: ledger, database: database)
+                row.unknownEntitlement = try await unknown.of(run, in: database)
+                var report = try await ReconcileRun.report(run: run, ledger: ledger, finishedAt: run.finishedAt ?? Date())
+                report.forwarding = row.forwarding
+                report.unknownEntitlement = row.unknownEntitlement
+                row.report = report
+                sections = [(nil, [row])]
             } else {
                 for target in apps.map({ $0.map(Optional.some) }) ?? [nil] {
                     var rows: [Row] = []
                     for run in try await ledger.recentRuns(limit: limit, of: target) {
-                        rows.append(try await row(of: run, ledger: ledger, database: database))
+                        var row = try await row(of: run, ledger: ledger, database: database)
+                        row.unknownEntitlement = try await unknown.of(run, in: database)
+                        rows.append(row)
                     }
                     sections.append((target, rows))
                 }
             }
             let rows = sections.flatMap(\.rows)
             if json {
-                if let html, let run = rows.first?.run {
-                    let report = try await ReconcileRun.report(run: run, ledger: ledger, finishedAt: run.finishedAt ?? Date())
+                if let html, let report = rows.first?.report {
                     try await ReportPageFile.write(report: report, ledger: ledger, to: html, logger: logger, announce: false)
                 }
                 let encoder = JSONEncoder()
@@ -96,6 +115,11 @@ struct StatusCommand: AsyncParsableCommand {
             for (target, rows) in sections {
                 if several, let target { print("== \(target)") }
                 printTable(rows)
+                // Once per app and environment (every run of one has the same count): not under a run's report, which says it.
+                if runId == nil {
+                    let lines = rows.compactMap { row in row.unknownEntitlement?.line.map { "\(row.bundleId) (\(row.environment)): \($0)" } }
+                    for line in Set(lines).sorted() { print("entitled: " + line) }
+                }
                 if several { print("") }
             }
             let queue = try await ForwardQueue(database: database).summary(runIds: nil)
@@ -105,17 +129,18 @@ struct StatusCommand: AsyncParsableCommand {
                     "forward queue: \(queue.delivered) delivered, \(queue.pending) pending"
                         + (queue.oldestPending.map { " (oldest queued \(ISO8601DateFormatter().string(from: $0)))" } ?? "")
                         + ", \(queue.failed) failed" + (queue.failed > 0 ? " (`reconciler forward --once --retry-failed` tries them again)" : ""))
+                if queue.failed > 0, let line = ForwardQueue.unrebuildableLine(try await ForwardQueue(database: database).unrebuildable()) {
+                    print(line)
+                }
                 // The queue keeps no URL: a forwarder given the URL of each target delivers its deliveries.
                 for (target, pending) in try await ForwardQueue(database: database).waitingTargets() {
                     print(
-                        "  \(pending) pending for \(target.redacted): delivered by a forwarder given that URL (--forward-to, RECONCILER_FORWARD_TO)")
+                        "  \(pending) pending for \(target.redacted): delivered by a forwarder given that URL (an app's forwardTo, or --forward-to)")
                 }
             }
-            if runId != nil, let run = rows.first?.run {
-                var report = try await ReconcileRun.report(run: run, ledger: ledger, finishedAt: run.finishedAt ?? Date())
-                report.forwarding = rows.first?.forwarding
+            if let report = rows.first?.report {
                 print("")
-                print(report.humanSummary(maximumChanges: 100))
+                print(report.humanSummary(maximumChanges: RunReport.detailedChangesLimit))
                 if let html { try await ReportPageFile.write(report: report, ledger: ledger, to: html, logger: logger) }
             }
         }
@@ -156,13 +181,13 @@ struct StatusCommand: AsyncParsableCommand {
                     format: "%5lld  %@ %@ %@ %@ %@ %6d  %@ %@  %@",
                     run.runId, pad(run.kind.rawValue, 10), pad(status, 26), pad(run.phase.rawValue, 9), pad(window, 52), pad(shards, 12),
                     row.pages,
-                    pad(customers, 14), pad(ISO8601DateFormatter().string(from: run.startedAt), 20), run.holder ?? "-"))
+                    pad(customers, 14), pad(ISO8601DateFormatter().string(from: run.startedAt), 20), run.holder.map(ProcessIdentity.short) ?? "-"))
         }
         let givenUp = rows.flatMap(\.givenUp).filter { $0.acknowledgedAt == nil }
         if !givenUp.isEmpty {
             print("")
             print(
-                "given up: \(givenUp.filter { $0.kind == .customer }.count) customers and \(givenUp.filter { $0.kind == .shard }.count) shards "
+                "given up: \(Plural.count(givenUp.filter { $0.kind == .customer }.count, "customer")) and \(Plural.count(givenUp.filter { $0.kind == .shard }.count, "shard")) "
                     + "not acknowledged (`reconciler rejections` lists them with the reason)")
         }
         let unfinished = rows.filter { $0.run.kind == .scheduled && !$0.run.dryRun && !$0.run.status.isFinished && $0.run.status != .running }
@@ -175,5 +200,31 @@ struct StatusCommand: AsyncParsableCommand {
 
     private func pad(_ text: String, _ width: Int) -> String {
         text.count >= width ? text : text + String(repeating: " ", count: width - text.count)
+    }
+}
+
+/// The purchases with an unknown `entitled` of each app and environment `status` shows, counted
+/// once each by the app's own rule: its configured one, or without a configuration file the
+/// variables' (`otherApps`); an app the file does not configure is not judged.
+private final class UnknownEntitlements {
+    let scopes: [AppScope]
+    let otherApps: EntitlementPolicy?
+    let setting: String
+    private var counted: [AppTarget: UnknownEntitlement] = [:]
+
+    init(scopes: [AppScope], otherApps: EntitlementPolicy?, setting: String) {
+        self.scopes = scopes
+        self.otherApps = otherApps
+        self.setting = setting
+    }
+
+    func of(_ run: RunRecord, in database: Database) async throws -> UnknownEntitlement? {
+        let target = AppTarget(bundleId: run.bundleId, environment: AppStoreEnvironment(rawValue: run.environment))
+        if let known = counted[target] { return known }
+        let configured = scopes.first { $0.bundleId == target.bundleId && $0.environment == target.environment }
+        guard let scope = configured ?? otherApps.map({ AppScope(target: target, entitlement: $0) }) else { return nil }
+        let unknown = try await UnknownEntitlement.count(of: scope, setting: setting, in: database)
+        counted[target] = unknown
+        return unknown
     }
 }

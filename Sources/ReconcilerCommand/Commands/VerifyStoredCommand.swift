@@ -20,8 +20,8 @@ struct VerifyStoredCommand: AsyncParsableCommand {
             too) and that it still names its row's notification or transaction. Values of an app the \
             configuration does not name are checked for their signature and chain only, and listed.
 
-            --since T checks only notifications received, and transactions written, at or after T (ISO 8601, \
-            UNIX ms, now-7d). Payloads removed by `prune --payloads-older-than` are counted apart: there is \
+            --since T checks only notifications received, and transactions written, at or after T (ISO 8601 \
+            with a zone, UNIX ms, now-7d). Payloads removed by `prune --payloads-older-than` are counted apart: there is \
             nothing left to verify, and that is not a failure. It reads in batches of short transactions, \
             beside `serve` and runs.
 
@@ -32,7 +32,9 @@ struct VerifyStoredCommand: AsyncParsableCommand {
               reconciler verify-stored --since now-7d --json
             """)
 
-    @Option(help: ArgumentHelp("Only values stored at or after this time (ISO 8601, UNIX ms, now-7d).", valueName: "T"))
+    @Option(
+        help: ArgumentHelp("Only values stored at or after this time (ISO 8601 with a zone, UNIX ms, now-7d).", valueName: "T"),
+        transform: Timestamp.argument)
     var since: Timestamp?
 
     @Flag(help: "Print the report as JSON.")
@@ -73,7 +75,7 @@ struct VerifyStoredCommand: AsyncParsableCommand {
                 let (n, t) = (report.notifications, report.transactions)
                 FileHandle.standardError.write(
                     Data(
-                        ("verify-stored: \(n.verified + n.pruned + n.failed) notifications, \(t.verified + t.pruned + t.failed) transactions "
+                        ("verify-stored: \(Plural.count(n.verified + n.pruned + n.failed, "notification")), \(Plural.count(t.verified + t.pruned + t.failed, "transaction")) "
                             + "checked so far (\((now - start).components.seconds) s)\n").utf8))
             }
         }
@@ -98,7 +100,7 @@ struct VerifyStoredCommand: AsyncParsableCommand {
             if inside { held.append("\(counts.insideNotification) inside their notification") }
             if counts.legacy > 0 { held.append("\(counts.legacy) not compacted yet (compact-payloads)") }
             return "  \(name): \(counts.verified) verified (\(held.joined(separator: ", "))), \(counts.failed) do not verify, "
-                + "\(counts.pruned) pruned (not checked); \(counts.signedBytes) bytes as signed"
+                + "\(counts.pruned) pruned (not checked); \(Plural.count(counts.signedBytes, "byte")) as signed"
         }
         var lines = [
             "verify-stored: signed values stored \(report.since.map { "since \($0.formatted(.iso8601))" } ?? "at any time"), rebuilt from the database and verified",

@@ -5,6 +5,7 @@ import Logging
 import Reconciler
 import ReconcilerConfiguration
 import ReconcilerDomain
+import ReconcilerShared
 import ReconcilerStore
 
 struct WorkCommand: AsyncParsableCommand {
@@ -22,7 +23,7 @@ struct WorkCommand: AsyncParsableCommand {
             """)
 
     @Option(name: .customLong("run"), help: ArgumentHelp("The run to join.", valueName: "id")) var runId: Int64
-    @Option(help: ArgumentHelp("Customers processed at once (default 8).", valueName: "n")) var concurrency: Int = 8
+    @Option(help: ArgumentHelp("Customers processed at once.", valueName: "n")) var concurrency: Int = 8
     @Option(
         help: ArgumentHelp(
             "Give up a customer that failed in this many attempts of the run in a row (default 6, env RECONCILER_GIVE_UP_AFTER).",
@@ -48,7 +49,8 @@ struct WorkCommand: AsyncParsableCommand {
     /// worker of a deployment with several apps needs no `--app`.
     private func runTarget(_ loaded: LoadedTargets, logger: Logger) async throws -> CommandTarget {
         let targets = loaded.targets
-        guard targets.count > 1 else { return try loaded.onlyTarget() }
+        // `--app` and `--environment` (or the file) leave one: the worker works for it.
+        if targets.count == 1 { return targets[0] }
         // A short read before the work: the worker's own client, lifecycle and budget start after.
         let runId = self.runId
         let run = try await database.withDatabase(logger: logger) { database in try await RunLedger(database: database).run(id: runId) }
@@ -70,28 +72,28 @@ struct WorkCommand: AsyncParsableCommand {
         do {
             // SIGINT or SIGTERM stop the worker at a checkpoint; its customers go back to the queue.
             let sharing = [target.sharing([.getTransactionHistory, .getAllSubscriptionStatuses])]
-            try await database.runWork(logger: logger, sharing: sharing) { database in
-                try await Migrator().requireCurrent(database)
-                let worker = RunWorker(
-                    configuration: .init(runId: runId, concurrency: concurrency, worker: holder, giveUp: giveUp),
-                    database: database, verifier: verifier, client: client)
-                let reporter = ProgressReporter(progress: progress, logger: logger, interval: .seconds(10))
-                let progressTask = Task { await reporter.run() }
-                defer { progressTask.cancel() }
-                try await worker.work(progress: progress)
+            try await target.callingApple {
+                try await database.runWork(logger: logger, sharing: sharing) { database in
+                    try await Migrator().requireCurrent(database)
+                    let worker = RunWorker(
+                        configuration: .init(runId: runId, concurrency: concurrency, worker: holder, giveUp: giveUp),
+                        scope: target.scope, database: database, verifier: verifier, client: client)
+                    let reporter = ProgressReporter(progress: progress, logger: logger, interval: .seconds(10))
+                    let progressTask = Task { await reporter.run() }
+                    defer { progressTask.cancel() }
+                    try await worker.work(progress: progress)
+                }
             }
-        } catch let error as AppStoreServerAPIError {
-            if case .unauthorized = error { throw ReconcilerError.configuration(error.operatorDescription) }
-            throw ReconcilerError.partial("the worker stopped: \(error); the customers it held are pending again")
-        } catch is Interrupted, is CancellationError {
-            throw ReconcilerError.partial("interrupted; the customers this worker held are pending again")
+        } catch let error as ReconcilerError where error.code == .interrupted {
+            throw ReconcilerError(.interrupted, "interrupted; the customers this worker held are pending again")
         }
         let snapshot = progress.snapshot
         print(
-            "worker \(holder) on run \(runId): \(snapshot.customersDone) customers done here, \(snapshot.customersFailed) failed, "
-                + "\(client.statistics.snapshot.requests) requests")
-        if snapshot.customersFailed > 0 {
-            throw ReconcilerError.partial("\(snapshot.customersFailed) customers failed; `reconciler status --run \(runId)` lists them")
+            "worker \(holder) on run \(runId): \(Plural.count(snapshot.customersDoneHere, "customer")) done here, "
+                + "\(snapshot.customersFailedHere) failed, \(Plural.count(client.statistics.snapshot.requests, "request"))")
+        if snapshot.customersFailedHere > 0 {
+            throw ReconcilerError.partial(
+                "\(Plural.count(snapshot.customersFailedHere, "customer")) failed; `reconciler status --run \(runId)` lists them")
         }
     }
 }

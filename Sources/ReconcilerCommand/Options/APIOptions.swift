@@ -35,7 +35,7 @@ struct APIOptions: ParsableArguments {
             valueName: "seconds"))
     var maxRetryAfter: Double?
 
-    @Option(name: .long, help: ArgumentHelp("Per-request timeout in seconds (default 30).", valueName: "seconds"))
+    @Option(name: .long, help: ArgumentHelp("Per-request timeout in seconds.", valueName: "seconds"))
     var requestTimeout: Double = 30
 
     /// The key the flags and the `APP_STORE_*` variables name (one app without a configuration
@@ -53,6 +53,14 @@ struct APIOptions: ParsableArguments {
         return .init(id: keyId, issuer: issuerId, privateKeyPath: keyPath)
     }
 
+    /// Names the flags given in place of the `APP_STORE_*` variables (one app, no configuration
+    /// file), so that a hint names what set the key.
+    func namingFlags(in origins: inout SettingOrigins) {
+        if keyId != nil { origins.keyId = .named("--key-id") }
+        if issuerId != nil { origins.issuerId = .named("--issuer-id") }
+        if privateKeyPath != nil { origins.privateKeyPath = .named("--private-key-path") }
+    }
+
     /// `--api-base-url` or `APP_STORE_API_BASE_URL`: a base URL that wins over the configuration's (the mock).
     func baseURLOverride() throws -> String? {
         let baseURL = apiBaseURL ?? Env.value("APP_STORE_API_BASE_URL")
@@ -66,9 +74,12 @@ struct APIOptions: ParsableArguments {
     struct PrivateKeys {
         private var byPath: [String: P256.Signing.PrivateKey] = [:]
 
-        mutating func key(at path: String) throws -> P256.Signing.PrivateKey {
+        /// The key at `path`; one that cannot be read names the setting that names it (`origin`).
+        mutating func key(at path: String, namedBy origin: SettingOrigin) throws -> P256.Signing.PrivateKey {
             if let key = byPath[path] { return key }
-            let key = try Result { try APIAuthenticationTokens.loadPrivateKey(path: path) }.mapError { ReconcilerError.configuration("\($0)") }.get()
+            let key = try Result { try APIAuthenticationTokens.loadPrivateKey(path: path) }.mapError {
+                ReconcilerError.configuration("\(origin): \($0)")
+            }.get()
             byPath[path] = key
             return key
         }
@@ -79,12 +90,12 @@ struct APIOptions: ParsableArguments {
     func client(
         for target: ReconcilerConfiguration.Target, budget: RequestBudget, keys: inout PrivateKeys
     ) throws -> AppStoreServerAPIClient {
+        let origins = target.origins
         guard let apiKey = target.key else {
             throw ReconcilerError.configuration(
-                "no In-App Purchase key for \(target.app): set key in the configuration file, or APP_STORE_KEY_ID, APP_STORE_ISSUER_ID and APP_STORE_PRIVATE_KEY_PATH"
-            )
+                "no In-App Purchase key for \(target.app): set \(SettingOrigin.list([origins.keyId, origins.issuerId, origins.privateKeyPath]))")
         }
-        let key = try keys.key(at: apiKey.privateKeyPath)
+        let key = try keys.key(at: apiKey.privateKeyPath, namedBy: origins.privateKeyPath)
         var retryPolicy = AppStoreServerAPIClient.RetryPolicy()
         if let seconds = try maximumRetryAfterSeconds() {
             retryPolicy.maximumRetryAfter = .milliseconds(Int64(seconds * 1000))

@@ -77,7 +77,12 @@ struct AppOptions: ParsableArguments {
             }
             do {
                 var configuration = try ReconcilerConfiguration.load(file: file)
-                if let rootCertificates { configuration.rootCertificates = Self.paths(rootCertificates) }
+                if let rootCertificates {
+                    configuration.rootCertificates = Self.paths(rootCertificates)
+                    for index in configuration.targets.indices {
+                        configuration.targets[index].origins.rootCertificates = .named("--root-certificates")
+                    }
+                }
                 return configuration
             }
         }
@@ -91,9 +96,20 @@ struct AppOptions: ParsableArguments {
             throw ReconcilerError.configuration(
                 "production needs the app's Apple ID: set APP_STORE_APP_APPLE_ID or --app-apple-id (or use --environment sandbox)")
         }
+        // The flag where one was given, else its variable: the hints name what set it.
+        let origins = SettingOrigins(
+            bundleId: .named(self.bundleId == nil ? "APP_STORE_BUNDLE_ID" : "--bundle-id"),
+            appAppleId: .named(self.appAppleId == nil ? "APP_STORE_APP_APPLE_ID" : "--app-apple-id"),
+            environment: .named(self.environment == nil ? "APP_STORE_ENVIRONMENT" : "--environment"),
+            keyId: .named("APP_STORE_KEY_ID"), issuerId: .named("APP_STORE_ISSUER_ID"), privateKeyPath: .named("APP_STORE_PRIVATE_KEY_PATH"),
+            rootCertificates: .named(
+                self.rootCertificates != nil
+                    ? "--root-certificates"
+                    : Env.value("APP_STORE_ROOT_CERTIFICATES") != nil ? "APP_STORE_ROOT_CERTIFICATES" : "the bundled Apple Root CA - G3"))
         let target = ReconcilerConfiguration.Target(
-            app: AppTarget(bundleId: bundleId, environment: environment, appAppleId: appAppleId), key: key, apiBaseURL: apiBaseURL,
-            entitlement: try EntitlementOptions.policy(), forwardTo: nil)
+            app: AppTarget(bundleId: bundleId, environment: environment, appAppleId: appAppleId), key: key, origins: origins,
+            apiBaseURL: apiBaseURL,
+            entitlement: try EntitlementOptions.policy(), forwardTo: nil, consumption: try ConsumptionOptions.settings())
         return ReconcilerConfiguration(
             targets: [target], rootCertificates: (rootCertificates ?? Env.value("APP_STORE_ROOT_CERTIFICATES")).map(Self.paths),
             source: "the environment (APP_STORE_*)")
@@ -140,12 +156,14 @@ struct AppOptions: ParsableArguments {
         }
     }
 
-    /// The targets `--app` and `--environment` leave of the configuration (read once) and their
-    /// verifiers: commands that verify without calling Apple (`serve`, `inspect`).
-    func verifyingTargets() throws -> (targets: [ReconcilerConfiguration.Target], verifiers: [SignedDataVerifier]) {
+    /// The configuration (read once), the targets `--app` and `--environment` leave of it and
+    /// their verifiers: commands that verify without calling Apple (`serve`, `inspect`).
+    func verifyingTargets() throws -> (
+        configuration: ReconcilerConfiguration, targets: [ReconcilerConfiguration.Target], verifiers: [SignedDataVerifier]
+    ) {
         let configuration = try configuration()
         let targets = try targets(in: configuration)
-        return (targets, try verifiers(for: targets, roots: configuration.rootCertificates))
+        return (configuration, targets, try verifiers(for: targets, roots: configuration.rootCertificates))
     }
 
     /// One verifier per target, sharing one cache of verified chains.

@@ -13,10 +13,50 @@ struct CommandTarget: Sendable {
     let budget: RequestBudget
 
     var app: AppTarget { configuration.app }
+    /// The app and environment with its rule for `entitled`, for every writer of its purchases.
+    var scope: AppScope { configuration.scope }
+    /// Where its settings came from, for the hints that name them.
+    var origins: SettingOrigins { configuration.origins }
 
     /// What this command shares of the app's budget with its other processes, for these endpoints.
     func sharing(_ endpoints: [AppStoreServerAPIEndpoint]) -> BudgetSharing {
         BudgetSharing(client: client, target: app, budget: budget, endpoints: endpoints)
+    }
+
+    /// Runs `work`, which calls Apple as this app and environment: what ends it names the settings
+    /// its hint asks to check where they were set (Apple's 401: the key and bundle ID, as
+    /// `key.id … in /etc/reconciler/reconciler.yaml` or `APP_STORE_KEY_ID …`).
+    func callingApple<T>(_ work: () async throws -> T) async throws -> T {
+        do {
+            return try await work()
+        } catch {
+            throw ReconcilerError.naming(origins, in: error)
+        }
+    }
+}
+
+extension [CommandTarget] {
+    /// In the configuration's order of apps, each app's production before its sandbox: how a
+    /// command given `--app` alone goes through an app configured in both (`repair`, `check-webhook`).
+    func productionFirst() -> [CommandTarget] {
+        var bundleIds: [String] = []
+        for target in self where !bundleIds.contains(target.app.bundleId) { bundleIds.append(target.app.bundleId) }
+        return bundleIds.flatMap { bundleId in
+            filter { $0.app.bundleId == bundleId && $0.app.environment == .production }
+                + filter { $0.app.bundleId == bundleId && $0.app.environment != .production }
+        }
+    }
+}
+
+extension ReconcilerError {
+    /// What ends a command over several apps and environments that went on past failures: the
+    /// most pressing failure's code (1 > 2 > 4), with every failure named by its app; one target's
+    /// failure as it is. `nil` when nothing failed.
+    static func worst(of failures: [(app: AppTarget, error: ReconcilerError)], several: Bool) -> ReconcilerError? {
+        let errors = failures.map(\.error)
+        guard let index = ExitClass.mostPressing(errors.map(\.exitCode)) ?? errors.indices.first else { return nil }
+        guard several else { return errors[index] }
+        return ReconcilerError(errors[index].code, failures.map { "\($0.app): \($0.error)" }.joined(separator: "; "))
     }
 }
 
@@ -26,23 +66,16 @@ struct LoadedTargets: Sendable {
     let configuration: ReconcilerConfiguration
     /// What `--app` and `--environment` leave of it.
     let targets: [CommandTarget]
-
-    /// The one target of a command that works on one.
-    func onlyTarget() throws -> CommandTarget {
-        guard targets.count == 1, let target = targets.first else {
-            throw ReconcilerError.configuration(
-                "several apps and environments are configured (\(targets.map(\.app.description).joined(separator: ", "))): choose one with --app and --environment"
-            )
-        }
-        return target
-    }
 }
 
 extension AppOptions {
     /// The configuration, read once, and every app and environment this command works on, ready
     /// to call Apple (apps that share a key file share its one read).
     func loadTargets(api: APIOptions) throws -> LoadedTargets {
-        let configuration = try self.configuration(key: try api.environmentKey(), apiBaseURL: api.baseURLOverride())
+        var configuration = try self.configuration(key: try api.environmentKey(), apiBaseURL: api.baseURLOverride())
+        if configurationFile == nil {
+            for index in configuration.targets.indices { api.namingFlags(in: &configuration.targets[index].origins) }
+        }
         let targets = try self.targets(in: configuration)
         let verifiers = try verifiers(for: targets, roots: configuration.rootCertificates)
         var keys = APIOptions.PrivateKeys()
@@ -57,11 +90,5 @@ extension AppOptions {
     /// Every app and environment this command works on, ready to call Apple.
     func commandTargets(api: APIOptions) throws -> [CommandTarget] {
         try loadTargets(api: api).targets
-    }
-
-    /// The one app and environment of a command that works on one: `--app` and `--environment`
-    /// choose it when the configuration has several.
-    func commandTarget(api: APIOptions) throws -> CommandTarget {
-        try loadTargets(api: api).onlyTarget()
     }
 }

@@ -12,15 +12,15 @@ struct DatabaseOptions: ParsableArguments {
         help: ArgumentHelp("PostgreSQL URL, postgres://user:password@host:5432/db (env DATABASE_URL).", valueName: "url"))
     var databaseURL: String?
 
-    @Option(name: .long, help: ArgumentHelp("Most connections this process opens (default 20).", valueName: "n"))
+    @Option(name: .long, help: ArgumentHelp("Most connections this process opens.", valueName: "n"))
     var maxConnections: Int = 20
 
     @Option(
         name: .long,
         help: ArgumentHelp(
-            "How long to keep retrying while the database is unreachable (a restart, a failover) before giving up (default 60s).",
+            "How long to wait for an unreachable database (at start, and after a restart or a failover) before giving up.",
             valueName: "duration"))
-    var databaseTimeout: Duration = .seconds(60)
+    var databaseTimeout: Duration = .seconds(10)
 
     func settings() throws -> DatabaseSettings {
         guard let url = databaseURL ?? Env.value("DATABASE_URL") else {
@@ -45,13 +45,16 @@ struct DatabaseOptions: ParsableArguments {
     }
 
     /// The ``Database`` settings every command shares: the name errors show, a connection of its own
-    /// for listeners, and the app's entitlement choices (RECONCILER_ENTITLE_BILLING_RETRY,
-    /// RECONCILER_NON_RENEWING_TERMS) for the `entitled` the change feed records.
-    func database(_ settings: DatabaseSettings, logger: Logger, unavailableTimeout: Duration = .seconds(60)) throws -> Database {
+    /// for listeners, prepared statements or not. (Each app's rule for `entitled` comes with its
+    /// ``AppScope``, not with the database.)
+    /// It waits `unavailableTimeout` for a database that is away (by default `--database-timeout`); the
+    /// PostgreSQL client's own messages show only with `--verbose` (``LoggingOptions/databaseClientLogger(_:)``).
+    func database(_ settings: DatabaseSettings, logger: Logger, unavailableTimeout: Duration? = nil) throws -> Database {
         let configuration = Database.Configuration(
-            unavailableTimeout: unavailableTimeout, entitlement: try EntitlementOptions.policy(), preparedStatements: try Self.preparedStatements())
+            unavailableTimeout: unavailableTimeout ?? databaseTimeout, preparedStatements: try Self.preparedStatements())
         do {
-            return try Database(settings: settings, logger: logger, configuration: configuration)
+            return try Database(
+                settings: settings, logger: logger, clientLogger: LoggingOptions.databaseClientLogger(logger), configuration: configuration)
         } catch {
             throw ReconcilerError.configuration("database \(settings): the TLS settings do not load: \(error)")
         }
@@ -68,11 +71,11 @@ struct DatabaseOptions: ParsableArguments {
         _ work: @escaping @Sendable (Database) async throws -> T
     ) async throws -> T {
         let settings = try settings()
-        guard databaseTimeout >= .seconds(1) else {
-            throw ReconcilerError.configuration("--database-timeout: \(databaseTimeout.operatorText) is shorter than 1s")
+        // A signal while it waits for the database ends it as one during the work does.
+        guard try await untilSignalled({ try await checkConnection(settings, logger: logger) }) != nil else {
+            throw ReconcilerError.interruption
         }
-        try await checkConnection(settings, logger: logger)
-        let database = try self.database(settings, logger: logger, unavailableTimeout: databaseTimeout)
+        let database = try self.database(settings, logger: logger)
         do {
             // One shared budget per app and environment the work calls Apple for (Apple limits each app apart).
             let budgets = sharing.map { api in
@@ -107,9 +110,8 @@ struct DatabaseOptions: ParsableArguments {
         return try await runWork(logger: logger, sharing: sharing) { _ in try await work() }
     }
 
-    /// Runs a short command's `body` with a ``Database`` (no signal handling: it has nothing to resume).
-    /// A TLS or login misconfiguration ends the command at once with exit 1; an unreachable server
-    /// is left to the pool, as before.
+    /// Runs a short command's `body` with a ``Database`` (no signal handling: it has nothing to resume),
+    /// once ``checkConnection(_:logger:)`` could connect.
     func withDatabase<T: Sendable>(logger: Logger, _ body: (Database) async throws -> T) async throws -> T {
         let settings = try settings()
         try await checkConnection(settings, logger: logger)
@@ -125,22 +127,21 @@ struct DatabaseOptions: ParsableArguments {
         }
     }
 
-    /// A TLS or login misconfiguration ends the command at once with exit 1; an unreachable server
-    /// is left to the pool and ``Database``'s retries.
-    private func checkConnection(_ settings: DatabaseSettings, logger: Logger) async throws {
-        do {
-            try await settings.checkConnection(logger: logger)
-        } catch let failure as DatabaseSettings.ConnectionFailure where failure.isConfigurationError {
-            throw ReconcilerError.configuration(failure.description)
-        } catch {
-            logger.debug("database not reachable yet", metadata: ["database": "\(settings)"])
+    /// Connects once before the command's work, so that a database it cannot use ends the command
+    /// within `--database-timeout`, in one line naming the host, the port and the cause (the client's
+    /// own errors only with `--verbose`): a host name that does not resolve, a login or TLS refused
+    /// exit 1 at once; a connection still refused or unanswered after the timeout exits 2.
+    func checkConnection(_ settings: DatabaseSettings, logger: Logger) async throws {
+        guard databaseTimeout >= .seconds(1) else {
+            throw ReconcilerError.configuration("--database-timeout: \(databaseTimeout.operatorText) is shorter than 1s")
         }
+        try await settings.checkConnection(within: databaseTimeout, logger: LoggingOptions.databaseClientLogger(logger))
     }
 
     /// The database's errors in the command's words and exit codes.
     private static func commandError(_ error: any Error, settings: DatabaseSettings) -> any Error {
         switch error {
-        case let error as ReconcilerError where error.code == .databaseUnavailable: ReconcilerError.partial("\(error); rerun when it is back")
+        case let error as ReconcilerError: error
         case let error where Database.isDatabaseFailure(error):
             ReconcilerError.configuration("database \(settings): \(Database.operatorDescription(of: error))")
         default: error

@@ -9,6 +9,9 @@ struct LoggingOptions: ParsableArguments {
     @Option(name: .long, help: ArgumentHelp("Log format: text or json (env LOG_FORMAT).", valueName: "format"))
     var logFormat: String?
 
+    @Flag(name: .long, help: "Also log what the PostgreSQL client logs of its own: each connection attempt and its raw error.")
+    var verbose = false
+
     func validate() throws {
         if let level = logLevel ?? Env.value("LOG_LEVEL"), Logger.Level(rawValue: level.lowercased()) == nil {
             throw ValidationError("unknown log level \(level); use trace, debug, info, notice, warning or error")
@@ -18,23 +21,37 @@ struct LoggingOptions: ParsableArguments {
         }
     }
 
+    /// Whether logs are JSON lines (`--log-format json`, LOG_FORMAT=json).
+    var json: Bool { (logFormat ?? Env.value("LOG_FORMAT") ?? "text").lowercased() == "json" }
+
     /// Sets up swift-log once for the process (logs go to stderr) and returns a logger.
     func makeLogger(label: String = "reconciler") -> Logger {
         let level = Logger.Level(rawValue: (logLevel ?? Env.value("LOG_LEVEL") ?? "info").lowercased()) ?? .info
-        let json = (logFormat ?? Env.value("LOG_FORMAT") ?? "text").lowercased() == "json"
-        LoggingBootstrap.once(json: json)
+        LoggingBootstrap.once(json: json, verbose: verbose)
         var logger = Logger(label: label)
         logger.logLevel = level
         return logger
+    }
+
+    /// The logger for what the PostgreSQL client logs of its own (its pool's connection attempts,
+    /// their raw errors): as `logger` with `--verbose` or at `debug` and below, otherwise only its
+    /// warnings. A database that cannot be reached is said once, in the command's own words.
+    static func databaseClientLogger(_ logger: Logger) -> Logger {
+        var client = logger
+        if !LoggingBootstrap.verbose, logger.logLevel > .debug { client.logLevel = max(logger.logLevel, .warning) }
+        return client
     }
 }
 
 enum LoggingBootstrap {
     nonisolated(unsafe) private static var done = false
+    /// `--verbose`, set with the bootstrap: like it, one setting for the whole process.
+    nonisolated(unsafe) private(set) static var verbose = false
 
-    static func once(json: Bool) {
+    static func once(json: Bool, verbose: Bool = false) {
         guard !done else { return }
         done = true
+        self.verbose = verbose
         LoggingSystem.bootstrap { label in
             json ? JSONLogHandler(label: label) as any LogHandler : StreamLogHandler.standardError(label: label)
         }

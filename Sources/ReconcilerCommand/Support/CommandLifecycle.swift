@@ -24,22 +24,19 @@ struct CommandLifecycle: Sendable {
     var budgets: [SharedBudget] = []
     var stopTimeout: Duration = .seconds(10)
 
-    /// Runs `work` to its end; a signal cancels it (a bare cancellation becomes ``Interrupted``).
+    /// Runs `work` to its end; a signal cancels it (a bare cancellation becomes ``ReconcilerError/interruption``).
     func run<Result: Sendable>(_ work: @escaping @Sendable () async throws -> Result) async throws -> Result {
         let (budgets, logger, database) = (self.budgets, self.logger, self.database)
         let service = WorkService(
             work: {
+                // The schema first: the budget's table does not exist before `reconciler migrate`,
+                // and that one line is all the operator needs to read.
+                if !budgets.isEmpty { try await Migrator().requireCurrent(database) }
                 do {
                     for budget in budgets { try await budget.join() }
                 } catch let error where !(error is CancellationError) {
                     // Without a lease the others do not count this process: it must not call Apple.
                     logger.error("could not join the request budget shared with the app's other processes", metadata: ["error": "\(error)"])
-                    // The likeliest cause is a database not migrated yet: say so.
-                    do {
-                        try await Migrator().requireCurrent(database)
-                    } catch let schema as ReconcilerError where schema.code == .schemaNotCurrent {
-                        throw schema
-                    } catch {}
                     throw error
                 }
                 return try await work()
@@ -57,9 +54,9 @@ struct CommandLifecycle: Sendable {
         try await group.run()
         switch service.outcome.withLock({ $0 }) {
         case .success(let result)?: return result
-        case .failure(let error as CancellationError)?: throw service.signalled.load(ordering: .relaxed) ? Interrupted() : error
+        case .failure(let error as CancellationError)?: throw service.signalled.load(ordering: .relaxed) ? ReconcilerError.interruption : error
         case .failure(let error)?: throw error
-        case nil: throw Interrupted()
+        case nil: throw ReconcilerError.interruption
         }
     }
 }
@@ -73,8 +70,10 @@ private struct BudgetService: Service {
     }
 }
 
-/// SIGINT or SIGTERM arrived and the work stopped.
-struct Interrupted: Error {}
+extension ReconcilerError {
+    /// SIGINT or SIGTERM arrived and the work stopped.
+    static let interruption = ReconcilerError(.interrupted, "interrupted: rerun the same command to resume")
+}
 
 /// The work, cancelled when the group shuts down gracefully; its outcome is kept for the caller.
 private final class WorkService<Result: Sendable>: Service, Sendable {

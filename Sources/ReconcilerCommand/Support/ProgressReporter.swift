@@ -9,11 +9,13 @@ struct ProgressReporter {
     let progress: RunProgress
     let logger: Logger
     let interval: Duration
+    /// Whether it may rewrite one line on a terminal (not when several reporters share it).
+    var rewritesLine = true
 
     static var stderrIsTerminal: Bool { isatty(STDERR_FILENO) == 1 }
 
     func run() async {
-        let terminal = Self.stderrIsTerminal
+        let terminal = rewritesLine && Self.stderrIsTerminal
         let period = terminal ? Duration.milliseconds(500) : interval
         while !Task.isCancelled {
             try? await Task.sleep(for: period)

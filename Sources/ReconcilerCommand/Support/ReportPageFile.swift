@@ -1,3 +1,4 @@
+import AppStoreServer
 import ArgumentParser
 import Foundation
 import Logging
@@ -35,7 +36,22 @@ enum ReportPageFile {
         } catch {
             throw ReconcilerError.configuration("cannot write the report page to \(path): \(error.localizedDescription)")
         }
-        if announce { print("incident report page: \(path)") }
+        if announce { print(line(path: path, report: report)) }
+    }
+
+    /// Where a page was written and what it shows.
+    static func line(path: String, report: RunReport) -> String {
+        "incident report page: \(path) (run \(report.runId), \(report.bundleId) \(report.environment))"
+    }
+
+    /// The page of one app and environment when a run covers several: `incident.html` becomes
+    /// `incident-com.example.one-production.html` (the extension stays last, so it opens as HTML).
+    static func path(_ path: String, for target: AppTarget) -> String {
+        let url = URL(fileURLWithPath: path)
+        let name = url.deletingPathExtension().lastPathComponent + "-\(target.bundleId)-\(target.environment.rawValue.lowercased())"
+        let file = url.pathExtension.isEmpty ? name : name + "." + url.pathExtension
+        let directory = (path as NSString).deletingLastPathComponent
+        return directory.isEmpty ? file : (directory as NSString).appendingPathComponent(file)
     }
 
     /// Refuses, before anything runs, a page path whose directory does not exist.

@@ -8,9 +8,11 @@ package enum ConsumptionRequestDeadline {
     /// How long after the first send attempt an answer is due.
     package static let answerWithin: Duration = .hours(12)
 
-    /// Where a request stands at `now`: answered, open (before its deadline) or expired.
-    package static func state(respondBy: Timestamp, answered: Bool, at now: Timestamp) -> State {
+    /// Where a request stands at `now`: answered, acked, open (before its deadline) or expired.
+    /// An answer Apple accepted comes first: an ack after it adds only who said so.
+    package static func state(respondBy: Timestamp, answered: Bool, acked: Bool = false, at now: Timestamp) -> State {
         if answered { return .answered }
+        if acked { return .acked }
         return now < respondBy ? .open : .expired
     }
 
@@ -22,5 +24,8 @@ package enum ConsumptionRequestDeadline {
         case open
         /// No answer, and the deadline passed.
         case expired
+        /// Needs nothing more from the reconciler (`reconciler consumption ack`): the app answered
+        /// it itself, or it is deliberately not answered.
+        case acked
     }
 }

@@ -3,7 +3,9 @@ import AppStoreServer
 /// What the handler did with one notification.
 package struct HandlingResult: Sendable {
     package enum Outcome: String, Sendable, Codable, CaseIterable {
-        /// Recorded, and its data applied (the purchase may or may not have changed).
+        /// Recorded, and its data applied: its purchase changed (as the change feed counts a change,
+        /// `entitled` and `lastSignedDate` aside; the feed's row names the newest notification of
+        /// the batch).
         case applied
         /// Recorded, but signed before the newest notification its purchase already reflected.
         /// Its data goes through the same guards as any other: each part of the purchase (its
@@ -11,7 +13,8 @@ package struct HandlingResult: Sendable {
         /// so a stale notification can still add what is new in it (a transaction version not seen
         /// before), and never takes anything back.
         case stale
-        /// Recorded; it carries nothing to apply (TEST, summaries, external purchase tokens).
+        /// Recorded only: it carries nothing to apply (TEST, summaries, external purchase tokens),
+        /// or what it carried was stored already, so its purchase did not change.
         case recorded
         /// Already recorded under its notificationUUID: nothing done.
         case duplicate

@@ -30,6 +30,12 @@ package enum ProcessIdentity {
         return "\(info.st_ino):\(boot)"
     }()
 
+    /// An identity as a table shows it, `host:pid` (the whole one is in `--json` output): the
+    /// nonce and namespace tell processes apart for leases, not for a reader.
+    package static func short(_ identity: String) -> String {
+        identity.split(separator: ":", maxSplits: 2, omittingEmptySubsequences: false).prefix(2).joined(separator: ":")
+    }
+
     /// Whether `identity` names a process that no longer exists: only an identity of this host
     /// name, PID namespace and boot is judged, by whether its pid is gone. Any other (another
     /// machine, another container's PID namespace, an earlier boot, or the `host:pid:nonce` form

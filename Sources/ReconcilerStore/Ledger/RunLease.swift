@@ -182,11 +182,13 @@ extension RunLease {
     static func busy(holder: RunLedger.LeaseHolder, run: RunRecord?) -> ReconcilerError {
         guard let run else {
             return ReconcilerError(
-                .leaseHeld, "another reconcile run (\(holder.holder)) holds the lease for this app and environment; try again later or pass --wait")
+                .leaseHeld,
+                "another reconcile run (\(ProcessIdentity.short(holder.holder))) holds the lease for this app and environment; try again later or pass --wait"
+            )
         }
         return ReconcilerError(
             .leaseHeld,
-            "run \(run.runId) holds the lease (window \(run.window), started \(run.startedAt), by \(holder.holder)); "
+            "run \(run.runId) holds the lease (window \(run.window), started \(run.startedAt), by \(ProcessIdentity.short(holder.holder))); "
                 + "try again later or pass --wait", runId: run.runId)
     }
 

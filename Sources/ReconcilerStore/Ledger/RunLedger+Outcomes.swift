@@ -73,13 +73,17 @@ extension RunLedger {
     }
 
     /// The purchases a run changed, by originalTransactionId, at most `limit` of them, and how many
-    /// there are in all.
+    /// there are in all. A purchase changed as the change feed counts it
+    /// (``PurchaseChange/changesPurchase``): `entitled` (judged moments apart) and `lastSignedDate`
+    /// (which moves with every notification) aside, so a dry run predicts the feed's purchase rows.
     package func changes(runId: Int64, limit: Int?) async throws -> (changes: [PurchaseChange], total: Int) {
         try await read { [logger] transaction in
             let rows = try await transaction.query(
                 """
                 SELECT before_state::text, after_state::text, count(*) OVER () FROM run_changes
-                WHERE run_id = \(runId) AND before_state IS DISTINCT FROM after_state ORDER BY original_transaction_id
+                WHERE run_id = \(runId)
+                  AND before_state - 'entitled' - 'lastSignedDate' IS DISTINCT FROM after_state - 'entitled' - 'lastSignedDate'
+                ORDER BY original_transaction_id
                 LIMIT \(limit)
                 """, logger: logger)
             var result: [PurchaseChange] = []

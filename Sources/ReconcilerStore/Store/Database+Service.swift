@@ -14,14 +14,18 @@ extension Database: Service {
     /// let database = try Database(settings: settings, logger: logger)
     /// let group = ServiceGroup(services: [database, server], logger: logger)
     /// ```
+    ///
+    /// `clientLogger` gets what the PostgreSQL client logs of its own (each connection it opens, each
+    /// attempt that failed, with the client's raw errors): by default `logger`; a command gives it one
+    /// that stays quiet unless asked, since ``transaction(rollback:_:)`` already says when the database is away.
     /// - Throws: ``DatabaseSettings/InvalidURL`` when the TLS settings do not load.
-    package init(settings: DatabaseSettings, logger: Logger, configuration: Configuration = .init()) throws {
+    package init(settings: DatabaseSettings, logger: Logger, clientLogger: Logger? = nil, configuration: Configuration = .init()) throws {
         var configuration = configuration
         configuration.name = settings.description
         configuration.dedicatedConnection = try settings.connectionConfiguration()
         self.init(
-            pool: PostgresClient(configuration: settings.clientConfiguration, backgroundLogger: logger), start: ClientStart(started: false),
-            logger: logger, configuration: configuration, shadow: nil)
+            pool: PostgresClient(configuration: settings.clientConfiguration, backgroundLogger: clientLogger ?? logger),
+            start: ClientStart(started: false), logger: logger, configuration: configuration, shadow: nil)
     }
 
     /// Runs the connection pool until the task is cancelled or the service group shuts down.

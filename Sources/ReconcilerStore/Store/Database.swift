@@ -1,6 +1,6 @@
 import Foundation
 package import Logging
-import PostgresNIO
+package import PostgresNIO
 import ReconcilerDomain
 package import ReconcilerShared
 import Synchronization
@@ -25,9 +25,6 @@ package struct Database: Sendable {
         package var unavailableTimeout: Duration
         /// One attempt (connection lease and statements) running longer is abandoned and retried.
         package var attemptTimeout: Duration
-        /// The app's entitlement choices (billing retry, non-renewing terms), for `entitled` in the
-        /// change feed and exports.
-        package var entitlement: EntitlementPolicy
         /// Whether the live path's statements are named prepared statements (``PreparedSQL``): off
         /// for a pool that cannot keep them (PgBouncer in transaction mode before 1.21, or with
         /// `max_prepared_statements = 0`), which then gets each statement unnamed, planned each time.
@@ -39,19 +36,18 @@ package struct Database: Sendable {
 
         package init(
             name: String = "the database", unavailableTimeout: Duration = .seconds(60), attemptTimeout: Duration = .seconds(30),
-            entitlement: EntitlementPolicy = .init(), preparedStatements: Bool = true
+            preparedStatements: Bool = true
         ) {
             self.name = name
             self.unavailableTimeout = unavailableTimeout
             self.attemptTimeout = attemptTimeout
-            self.entitlement = entitlement
             self.preparedStatements = preparedStatements
         }
     }
 
     /// The pool; use ``client``, which waits until the pool runs.
     private let pool: PostgresClient
-    /// Shared by every copy of this database (``with(entitlement:)``, ``shadowed(by:)``, ...).
+    /// Shared by every copy of this database (``with(unavailableTimeout:)``, ``shadowed(by:)``, ...).
     let start: ClientStart
     package let logger: Logger
     package let configuration: Configuration
@@ -62,7 +58,7 @@ package struct Database: Sendable {
 
     /// A database on a client its caller runs (tests); ``init(settings:logger:configuration:)``
     /// makes one the database runs itself (``run()``).
-    init(client: PostgresClient, logger: Logger, configuration: Configuration = .init()) {
+    package init(client: PostgresClient, logger: Logger, configuration: Configuration = .init()) {
         self.init(pool: client, start: ClientStart(started: true), logger: logger, configuration: configuration, shadow: nil)
     }
 
@@ -106,13 +102,6 @@ package struct Database: Sendable {
             group.addImmediateTask { await self.pool.run() }
             start.markStarted()
         }
-    }
-
-    /// The same database, judging `entitled` by one app's choices (each app of a deployment has its own).
-    package func with(entitlement: EntitlementPolicy) -> Database {
-        var configuration = configuration
-        configuration.entitlement = entitlement
-        return Database(pool: pool, start: start, logger: logger, configuration: configuration, shadow: shadow, storedHeaders: storedHeaders)
     }
 
     /// The same database, giving up sooner while it is unreachable (for work that must not wait long).
@@ -332,7 +321,7 @@ extension Database: CustomStringConvertible, CustomDebugStringConvertible, Custo
 extension Database.Configuration: CustomStringConvertible, CustomDebugStringConvertible, CustomReflectable {
     package var description: String {
         "Database.Configuration(\(name), unavailableTimeout: \(unavailableTimeout), attemptTimeout: \(attemptTimeout), "
-            + "entitlement: \(entitlement), dedicatedConnection: \(dedicatedConnection == nil ? "none" : "***"))"
+            + "preparedStatements: \(preparedStatements), dedicatedConnection: \(dedicatedConnection == nil ? "none" : "***"))"
     }
     package var debugDescription: String { description }
     package var customMirror: Mirror { Mirror(self, children: ["description": description]) }

@@ -1,6 +1,6 @@
 import Foundation
 package import Logging
-import PostgresNIO
+package import PostgresNIO
 
 /// The PostgreSQL connection settings, from a `postgres://` URL such as `DATABASE_URL`.
 ///
@@ -196,7 +196,7 @@ package struct DatabaseSettings: Sendable, CustomStringConvertible {
         return tls
     }
 
-    var clientConfiguration: PostgresClient.Configuration {
+    package var clientConfiguration: PostgresClient.Configuration {
         var configuration: PostgresClient.Configuration
         if let unixSocketPath {
             configuration = .init(unixSocketPath: unixSocketPath, username: username, password: password, database: database)
@@ -527,104 +527,5 @@ extension DatabaseSettings {
             text = text.replacingOccurrences(of: secret, with: "***")
         }
         return text
-    }
-}
-
-// MARK: - Connection check
-
-extension DatabaseSettings {
-    /// Why ``DatabaseSettings/checkConnection(logger:)`` could not connect. The description names the database
-    /// by ``DatabaseSettings/description`` (no password) and says what to change.
-    package struct ConnectionFailure: Error, CustomStringConvertible, CustomDebugStringConvertible, Sendable {
-        package struct Code: Hashable, Sendable, CustomStringConvertible {
-            package let description: String
-            /// TLS could not be set up: the server offers none, or its certificate is not trusted or does not name the host.
-            package static let tls = Code(description: "tls")
-            /// The server refused the login: authentication, pg_hba.conf, or no such database.
-            package static let refused = Code(description: "refused")
-            /// The server could not be reached or is not ready; this may pass.
-            package static let unreachable = Code(description: "unreachable")
-        }
-
-        package var code: Code
-        package var description: String
-        /// The underlying error, for debugging (no password either).
-        package var detail: String?
-        package var debugDescription: String { "ConnectionFailure(\(code)): \(description)" + (detail.map { " [\($0)]" } ?? "") }
-
-        /// TLS and login failures need a change of configuration; retrying will not help.
-        package var isConfigurationError: Bool { code != .unreachable }
-    }
-
-    /// Opens one connection and closes it, so a misconfiguration (TLS, login) is reported at once and clearly
-    /// rather than as a pool that keeps retrying.
-    ///
-    /// ```swift
-    /// do { try await settings.checkConnection(logger: logger) }
-    /// catch let failure as DatabaseSettings.ConnectionFailure where failure.isConfigurationError { print(failure) }
-    /// ```
-    package func checkConnection(logger: Logger) async throws {
-        var configuration: PostgresConnection.Configuration
-        if let unixSocketPath {
-            configuration = .init(unixSocketPath: unixSocketPath, username: username, password: password, database: database)
-        } else {
-            var mode = PostgresConnection.Configuration.TLS.disable
-            if let tls = tlsConfiguration {
-                let context: NIOSSLContext
-                do { context = try NIOSSLContext(configuration: tls) } catch {
-                    throw ConnectionFailure(code: .tls, description: "database \(self): cannot set up TLS (\(scrubbed("\(error)")))")
-                }
-                mode = sslMode == .prefer ? .prefer(context) : .require(context)
-            }
-            configuration = .init(host: hostAddress ?? host, port: port, username: username, password: password, database: database, tls: mode)
-            if hostAddress != nil, !Self.isIPAddress(host) { configuration.options.tlsServerName = host }
-        }
-        let connection: PostgresConnection
-        do {
-            connection = try await PostgresConnection.connect(configuration: configuration, id: 0, logger: logger)
-        } catch let error as PSQLError {
-            throw failure(error)
-        } catch {
-            throw ConnectionFailure(code: .unreachable, description: "database \(self): \(scrubbed("\(error)"))")
-        }
-        try? await connection.close()
-    }
-
-    private func failure(_ error: PSQLError) -> ConnectionFailure {
-        let tlsContext = "sslmode=\(sslMode)" + (sslRootCertificate.map { ", sslrootcert=\($0)" } ?? "")
-        if error.code == .sslUnsupported {
-            return ConnectionFailure(code: .tls, description: "database \(self): the server does not offer TLS, which \(tlsContext) requires")
-        }
-        if let state = error.serverInfo?[.sqlState] {
-            let message = scrubbed(error.serverInfo?[.message] ?? "")
-            // 28: invalid authorization (password, pg_hba.conf); 3D000: no such database.
-            let code: ConnectionFailure.Code = state.hasPrefix("28") || state == "3D000" ? .refused : .unreachable
-            return ConnectionFailure(code: code, description: "database \(self): the server refused the connection: \(message) (SQLSTATE \(state))")
-        }
-        guard let underlying = error.underlying, Self.isTLSError(underlying) else {
-            return ConnectionFailure(
-                code: .unreachable, description: "database \(self): \(error.code)\(error.underlying.map { " (\(scrubbed("\($0)")))" } ?? "")")
-        }
-        let detail = scrubbed(String(describing: underlying))
-        let reason: String
-        if let extra = underlying as? NIOSSLExtraError, extra == .failedToValidateHostname {
-            reason = "the server's certificate does not name \(host) (verify-full checks the host name, verify-ca only the CA)"
-        } else if detail.contains("CERTIFICATE_VERIFY_FAILED") {
-            let trusted = sslRootCertificate == nil || sslRootCertificate == "system" ? "the system trust store" : "sslrootcert"
-            reason = "the server's certificate is not signed by a CA in \(trusted)"
-        } else {
-            reason = "the TLS handshake failed: \(detail)"
-        }
-        return ConnectionFailure(code: .tls, description: "database \(self): \(reason) (\(tlsContext))", detail: detail)
-    }
-
-    private static func isTLSError(_ error: any Error) -> Bool {
-        error is NIOSSLError || error is NIOSSLExtraError || error is BoringSSLError
-    }
-
-    /// `text` without this password, should a message ever carry it.
-    private func scrubbed(_ text: String) -> String {
-        guard let password, !password.isEmpty else { return text }
-        return text.replacingOccurrences(of: password, with: "***")
     }
 }

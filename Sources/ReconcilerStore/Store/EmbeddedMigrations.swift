@@ -1082,5 +1082,99 @@ extension Migration {
                 CREATE INDEX purchases_history_anchor_idx ON purchases (bundle_id, environment, history_anchor_transaction_id)
                     WHERE history_anchor_transaction_id IS NOT NULL;
                 """####),
+        Migration(
+            fileName: "0017_consumption_acks_and_sending.sql",
+            sql: ####"""
+                -- 0017: consumption requests that need nothing more, and answers written before Apple is called.
+                --
+                -- `reconciler consumption ack` records that a request needs nothing more from the reconciler (the
+                -- app answered it itself, or it is deliberately not answered): one row per request, the first ack
+                -- kept. An acked request is no longer open: `consumption list --open`, the gauges and the alert
+                -- leave it out.
+                CREATE TABLE consumption_acks (
+                    notification_uuid  text PRIMARY KEY REFERENCES notifications,
+                    bundle_id          text NOT NULL,
+                    environment        text NOT NULL,
+                    transaction_id     text NOT NULL,
+                    acked_at           timestamptz NOT NULL DEFAULT now(),
+                    -- Who acked it (`--by`, else the operator's $USER) and why, as given.
+                    acked_by           text NOT NULL,
+                    note               text
+                );
+
+                -- An answer is written `sending` in a transaction of its own before Apple is called, and completed
+                -- with what Apple said in another; one left `sending` is an answer whose outcome was never recorded
+                -- (the command stopped, or the database could not be written after Apple answered). `send_id`
+                -- names the attempt, so a completion run again finds its row. `answered_by` says who sent it:
+                -- `command` (`reconciler consumption send`, as every answer before this migration), open to more
+                -- senders. The table holds one row per answer sent: small, and a constant default rewrites nothing.
+                ALTER TABLE consumption_answers
+                    ADD COLUMN send_id uuid UNIQUE,
+                    ADD COLUMN answered_by text NOT NULL DEFAULT 'command';
+                ALTER TABLE consumption_answers ALTER COLUMN answered_by DROP DEFAULT;
+                ALTER TABLE consumption_answers
+                    DROP CONSTRAINT consumption_answers_outcome_check,
+                    ADD CONSTRAINT consumption_answers_outcome_check CHECK (outcome IN ('sending', 'accepted', 'refused', 'failed'));
+                -- A request's newest answer (whether one is being sent).
+                CREATE INDEX consumption_answers_newest_idx ON consumption_answers (notification_uuid, answer_id);
+                """####),
+        Migration(
+            fileName: "0018_forwarding_totals_per_app.sql",
+            sql: ####"""
+                -- 0017: the forwarding queue's delivered counter per app, environment and webhook.
+                --
+                -- The gauges of one app and environment must count only its own deliveries, so one app's failing
+                -- handler does not alert for every app; the counter migration 0009 keeps was one row for the
+                -- whole queue. It becomes one row per (bundle_id, environment, target_id), kept by the same
+                -- triggers, so several webhooks per app need no further change.
+                --
+                -- forward_queue_totals is small (one row before, one per app, environment and webhook after): it
+                -- is replaced, not rewritten. The rows are counted once from the delivered rows (through the
+                -- partial index of delivered rows; as many as `prune --delivered-older-than` keeps) while the
+                -- queue is locked against writes, so no delivery recorded meanwhile is counted twice or missed.
+                -- The triggers' function is replaced in place: the triggers stay.
+                LOCK TABLE forward_queue IN SHARE ROW EXCLUSIVE MODE;
+
+                DROP TABLE forward_queue_totals;
+                CREATE TABLE forward_queue_totals (
+                    bundle_id        text NOT NULL,
+                    environment      text NOT NULL,
+                    target_id        text NOT NULL,
+                    -- The webhook as output may show it (the gauges' `target` label).
+                    target_redacted  text NOT NULL,
+                    delivered        bigint NOT NULL,
+                    PRIMARY KEY (bundle_id, environment, target_id)
+                );
+                INSERT INTO forward_queue_totals (bundle_id, environment, target_id, target_redacted, delivered)
+                SELECT bundle_id, environment, target_id, min(target_redacted), count(*)
+                FROM forward_queue WHERE status = 'delivered'
+                GROUP BY bundle_id, environment, target_id;
+
+                -- Rows are queued pending: only an UPDATE makes one delivered (or, by hand, not), only a DELETE
+                -- removes one. Each statement moves the rows of the keys it touched, in key order (one sorted
+                -- lock set, so two forwarders recording at once cannot deadlock).
+                CREATE OR REPLACE FUNCTION forward_queue_count_delivered() RETURNS trigger LANGUAGE plpgsql AS $$
+                BEGIN
+                    IF TG_OP = 'UPDATE' THEN
+                        INSERT INTO forward_queue_totals AS t (bundle_id, environment, target_id, target_redacted, delivered)
+                        SELECT bundle_id, environment, target_id, min(target_redacted), sum(delta) FROM (
+                            SELECT bundle_id, environment, target_id, target_redacted, -1 AS delta FROM old_rows WHERE status = 'delivered'
+                            UNION ALL
+                            SELECT bundle_id, environment, target_id, target_redacted, 1 FROM new_rows WHERE status = 'delivered'
+                        ) moved
+                        GROUP BY bundle_id, environment, target_id HAVING sum(delta) <> 0
+                        ORDER BY bundle_id, environment, target_id
+                        ON CONFLICT (bundle_id, environment, target_id) DO UPDATE SET delivered = t.delivered + excluded.delivered;
+                    ELSE
+                        INSERT INTO forward_queue_totals AS t (bundle_id, environment, target_id, target_redacted, delivered)
+                        SELECT bundle_id, environment, target_id, min(target_redacted), -count(*) FROM old_rows WHERE status = 'delivered'
+                        GROUP BY bundle_id, environment, target_id
+                        ORDER BY bundle_id, environment, target_id
+                        ON CONFLICT (bundle_id, environment, target_id) DO UPDATE SET delivered = t.delivered + excluded.delivered;
+                    END IF;
+                    RETURN NULL;
+                END
+                $$;
+                """####),
     ]
 }

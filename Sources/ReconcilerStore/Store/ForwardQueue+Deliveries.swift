@@ -1,3 +1,4 @@
+package import AppStoreServer
 package import Foundation
 import PostgresNIO
 import ReconcilerDomain
@@ -26,22 +27,38 @@ extension ForwardQueue {
     }
 
     /// Leases a due delivery for `target` (new, due for a retry, or held by a forwarder whose lease
-    /// ran out) with `token`, for `leaseDuration`; `nil` when none is due. Consumption requests still
-    /// before their deadline come first, the soonest deadline first; then the oldest due.
+    /// ran out) with `token`, for `leaseDuration`; `nil` when none is due. With `dueBy` (a time the
+    /// database gave: ``now(on:)``), only a delivery due by then: a pass that started then tries
+    /// each delivery once, not again when its backoff runs out during the pass. Consumption requests
+    /// still before their deadline come first, the soonest deadline first; then the oldest due.
+    ///
+    /// A delivery whose payload cannot be rebuilt from what is stored (a header gone from
+    /// `jws_headers`, a column emptied by hand) can never be sent: it is marked failed with the
+    /// reason (``unrebuildablePayload``) and the next due one is leased, so it does not hold up the
+    /// queue behind it. At most ``unrebuildablePerLease`` are marked per call (`nil` after that:
+    /// the transaction stays short; the next call goes on).
     package func leaseDelivery(
-        target: ForwardingTarget, worker: String, token: UUID, leaseDuration: Duration, on transaction: DatabaseTransaction
+        target: ForwardingTarget, worker: String, token: UUID, leaseDuration: Duration, dueBy: Date? = nil, on transaction: DatabaseTransaction
     ) async throws -> Delivery? {
+        var unrebuildable = 0
         for urgent in [true, false] {
-            let rows = try await transaction.query(
-                Self.leaseQuery(target: target, worker: worker, token: token, leaseDuration: leaseDuration, urgent: urgent), logger: logger)
-            for try await row in rows {
-                let columns = NamedColumns(row)
+            while unrebuildable < Self.unrebuildablePerLease {
+                let rows = try await transaction.query(
+                    Self.leaseQuery(target: target, worker: worker, token: token, leaseDuration: leaseDuration, dueBy: dueBy, urgent: urgent),
+                    logger: logger)
+                var leased: NamedColumns?
+                for try await row in rows { leased = NamedColumns(row) }
+                guard let columns = leased else { break }
                 // The headers the payload names, by hash in hex.
                 let headers = try (columns["headers"] as String?).map { try JSONDecoder().decode([String: String].self, from: Data($0.utf8)) } ?? [:]
                 let uuid: String = try columns["notification_uuid"]
                 // Apple's exact body, rebuilt from what is stored (the payload of a queued delivery is never pruned).
-                guard let payload = try NotificationLog.storedPayload(columns, header: { headers[Bytea.plainHex($0)] }).jws else {
-                    throw ReconcilerError(.payloadUnavailable, "the signed payload of a queued notification cannot be rebuilt", details: uuid)
+                let stored = try NotificationLog.storedPayload(columns, header: { headers[Bytea.plainHex($0)] })
+                guard let payload = stored.jws else {
+                    let missing = try NotificationLog.headerHashes(columns).map(Bytea.plainHex).filter { headers[$0] == nil }
+                    try await failUnrebuildable(uuid, target: target, token: token, stored: stored, missingHeaders: missing, on: transaction)
+                    unrebuildable += 1
+                    continue
                 }
                 return Delivery(
                     notificationUUID: uuid, target: ForwardingTarget(id: target.id, redacted: try columns["target_redacted"]),
@@ -51,10 +68,46 @@ extension ForwardQueue {
         return nil
     }
 
+    /// How many deliveries that cannot be rebuilt one lease marks failed at most.
+    static let unrebuildablePerLease = 100
+
+    /// The `last_error` of a delivery whose payload cannot be rebuilt begins with this (the error's
+    /// code first, so ``unrebuildableFailures(on:)`` tells these apart from the app's refusals); what is
+    /// missing follows.
+    package static let unrebuildablePayload = "\(ReconcilerError.Code.payloadUnavailable): its stored signed payload cannot be rebuilt"
+
+    /// Marks a delivery just leased with `token` failed, because its payload cannot be rebuilt; no attempt is counted.
+    private func failUnrebuildable(
+        _ uuid: String, target: ForwardingTarget, token: UUID, stored: StoredSignedValue, missingHeaders: [String],
+        on transaction: DatabaseTransaction
+    ) async throws {
+        let what =
+            switch stored {
+            case .pruned: "its payload was pruned"
+            case .incomplete, .signed:
+                missingHeaders.isEmpty
+                    ? "a column it needs is empty or does not inflate" : "JWS header \(missingHeaders.joined(separator: ", ")) not in jws_headers"
+            }
+        let reason = "\(Self.unrebuildablePayload) (\(what))"
+        logger.warning(
+            "a queued notification cannot be forwarded: its stored signed payload cannot be rebuilt; marked failed",
+            metadata: [
+                "notificationUUID": "\(uuid)", "target": "\(target.redacted)", "reason": "\(what)",
+                "do": "see the runbook: a delivery that cannot be rebuilt",
+            ])
+        try await transaction.query(
+            """
+            UPDATE forward_queue SET status = 'failed', last_status_code = NULL, last_error = \(reason), lease_until = NULL, lease_token = NULL
+            WHERE notification_uuid = \(uuid) AND target_id = \(target.id) AND status = 'leased' AND lease_token = \(token)
+            """, logger: logger)
+    }
+
     /// Leases one due delivery: with `urgent`, of a consumption request before its deadline (from the
     /// partial index of deadlines), else the oldest due of any.
-    static func leaseQuery(target: ForwardingTarget, worker: String, token: UUID, leaseDuration: Duration, urgent: Bool) -> PostgresQuery {
-        let due = "((status = 'pending' AND next_attempt_at <= now()) OR (status = 'leased' AND lease_until < now()))"
+    static func leaseQuery(
+        target: ForwardingTarget, worker: String, token: UUID, leaseDuration: Duration, dueBy: Date? = nil, urgent: Bool
+    ) -> PostgresQuery {
+        let due = "((status = 'pending' AND next_attempt_at <= coalesce($5, now())) OR (status = 'leased' AND lease_until < now()))"
         let pick =
             urgent
             ? """
@@ -74,6 +127,7 @@ extension ForwardQueue {
         bindings.append(worker)
         bindings.append(token)
         bindings.append(leaseDuration.milliseconds)
+        if let dueBy { bindings.append(dueBy) } else { bindings.appendNull() }
         return PostgresQuery(
             unsafeSQL: """
                 UPDATE forward_queue AS q SET status = 'leased', worker = $2, lease_token = $3,
@@ -84,6 +138,12 @@ extension ForwardQueue {
                     (SELECT jsonb_object_agg(encode(h.sha256, 'hex'), h.encoded_header)::text FROM jws_headers h
                      WHERE h.sha256 IN (n.header_sha256, n.transaction_header_sha256, n.renewal_header_sha256)) AS headers
                 """, binds: bindings)
+    }
+
+    /// The database's clock now (the start of `transaction`), which `next_attempt_at` and `lease_until` are judged by.
+    package func now(on transaction: DatabaseTransaction) async throws -> Date {
+        for try await now in try await transaction.query("SELECT now()", logger: logger).decode(Date.self) { return now }
+        throw ReconcilerError(.missingRow, "SELECT now() returned no row")
     }
 
     /// Makes the deliveries a run held back due now, in the order they were queued (the run's query
@@ -251,8 +311,8 @@ extension ForwardQueue {
     }
 
     /// The whole queue's summary: what waits and what failed from their partial indexes, the
-    /// delivered rows from the counter the triggers of migration 0009 keep, so its cost does not
-    /// grow with the delivered rows (a test checks its plan with a million of them).
+    /// delivered rows from the counters the triggers keep (migrations 0009 and 0018), so its cost
+    /// does not grow with the delivered rows (a test checks its plan with a million of them).
     static func queueSummaryQuery() -> PostgresQuery {
         """
         SELECT (SELECT count(*) FROM forward_queue WHERE status IN ('pending', 'leased')),
@@ -260,6 +320,62 @@ extension ForwardQueue {
                (SELECT count(*) FROM forward_queue WHERE status = 'failed'),
                (SELECT coalesce(sum(delivered), 0)::bigint FROM forward_queue_totals)
         """
+    }
+
+    /// How many failed deliveries failed because their payload cannot be rebuilt (``unrebuildablePayload``),
+    /// of the whole queue (from the partial index of failed rows).
+    package func unrebuildableFailures(on transaction: DatabaseTransaction) async throws -> Int {
+        let rows = try await transaction.query(
+            "SELECT count(*) FROM forward_queue WHERE status = 'failed' AND starts_with(last_error, \(Self.unrebuildablePayload))",
+            logger: logger)
+        for try await count in rows.decode(Int.self) { return count }
+        return 0
+    }
+
+    /// Where one app and environment's deliveries to one webhook stand (the gauges' labels).
+    package struct TargetSummary: Sendable, Hashable {
+        package var target: ForwardingTarget
+        package var summary: ForwardingSummary
+
+        package init(target: ForwardingTarget, summary: ForwardingSummary) {
+            self.target = target
+            self.summary = summary
+        }
+    }
+
+    /// Where the deliveries of `app`'s notifications stand, per webhook they are queued for, as
+    /// the gauges read them every minute (``appSummaryQuery(of:)``), by target id.
+    package func forwardingSummaries(of app: AppTarget, on transaction: DatabaseTransaction) async throws -> [TargetSummary] {
+        let rows = try await transaction.query(Self.appSummaryQuery(of: app), logger: logger)
+        var summaries: [TargetSummary] = []
+        for try await (id, redacted, pending, oldest, failed, delivered) in rows.decode((String, String, Int, Date?, Int, Int).self) {
+            var summary = ForwardingSummary()
+            (summary.pending, summary.oldestPending, summary.failed, summary.delivered) = (pending, oldest, failed, delivered)
+            summaries.append(TargetSummary(target: ForwardingTarget(id: id, redacted: redacted), summary: summary))
+        }
+        return summaries
+    }
+
+    /// One app and environment's deliveries per webhook: what waits and what failed from their
+    /// partial indexes, the delivered ones from the counter the triggers keep per app, environment
+    /// and webhook (migration 0018), so its cost does not grow with the delivered rows.
+    static func appSummaryQuery(of app: AppTarget) -> PostgresQuery {
+        let (bundleId, environment) = (app.bundleId, app.environment.rawValue)
+        return """
+            SELECT target_id, min(redacted), sum(pending)::bigint, min(oldest), sum(failed)::bigint, sum(delivered)::bigint FROM (
+                SELECT target_id, min(target_redacted) AS redacted, count(*) AS pending, min(queued_at) AS oldest, 0 AS failed, 0 AS delivered
+                FROM forward_queue WHERE status IN ('pending', 'leased') AND bundle_id = \(bundleId) AND environment = \(environment)
+                GROUP BY target_id
+                UNION ALL
+                SELECT target_id, min(target_redacted), 0, NULL, count(*), 0
+                FROM forward_queue WHERE status = 'failed' AND bundle_id = \(bundleId) AND environment = \(environment)
+                GROUP BY target_id
+                UNION ALL
+                SELECT target_id, target_redacted, 0, NULL, 0, delivered
+                FROM forward_queue_totals WHERE bundle_id = \(bundleId) AND environment = \(environment)
+            ) per_status
+            GROUP BY target_id ORDER BY target_id
+            """
     }
 
     /// How many deliveries for `target` wait (or are being sent), of `runIds` (`nil`: any).

@@ -1,3 +1,4 @@
+package import AppStoreServer
 package import Foundation
 import Logging
 
@@ -19,11 +20,18 @@ package struct ForwardQueue: Sendable {
         self.database = database
     }
 
-    /// Leases the oldest due delivery for `target` with `token` (``leaseDelivery(target:worker:token:leaseDuration:on:)``).
-    package func lease(target: ForwardingTarget, worker: String, token: UUID, leaseDuration: Duration) async throws -> ForwardQueue.Delivery? {
+    /// Leases the oldest due delivery for `target` with `token` (``leaseDelivery(target:worker:token:leaseDuration:dueBy:on:)``).
+    package func lease(
+        target: ForwardingTarget, worker: String, token: UUID, leaseDuration: Duration, dueBy: Date? = nil
+    ) async throws -> ForwardQueue.Delivery? {
         try await database.transaction { [self] in
-            try await self.leaseDelivery(target: target, worker: worker, token: token, leaseDuration: leaseDuration, on: $0)
+            try await self.leaseDelivery(target: target, worker: worker, token: token, leaseDuration: leaseDuration, dueBy: dueBy, on: $0)
         }
+    }
+
+    /// The database's clock, which the queue's times (`next_attempt_at`, `lease_until`) are judged by.
+    package func databaseTime() async throws -> Date {
+        try await database.transaction { [self] in try await self.now(on: $0) }
     }
 
     /// Makes the deliveries a run held back due now (``releaseHeldDeliveries(runId:on:)``); returns how many.
@@ -51,6 +59,16 @@ package struct ForwardQueue: Sendable {
     /// Where the deliveries of `runIds` stand (`nil`: the whole queue).
     package func summary(runIds: [Int64]?) async throws -> ForwardQueue.ForwardingSummary {
         try await database.transaction { [self] in try await self.forwardingSummary(runIds: runIds, on: $0) }
+    }
+
+    /// How many failed deliveries can never be sent as they are: their stored payload cannot be rebuilt.
+    package func unrebuildable() async throws -> Int {
+        try await database.transaction { [self] in try await self.unrebuildableFailures(on: $0) }
+    }
+
+    /// Where the deliveries of `app`'s notifications stand, per webhook (``forwardingSummaries(of:on:)``).
+    package func summaries(of app: AppTarget) async throws -> [ForwardQueue.TargetSummary] {
+        try await database.transaction { [self] in try await self.forwardingSummaries(of: app, on: $0) }
     }
 
     /// How many deliveries of `runIds` for `target` are not delivered or failed yet.

@@ -22,7 +22,9 @@ package enum PayloadForm: String, Sendable, Hashable, CaseIterable {
 /// chain, about 4.4 KB on Apple's values) that a stored signed value names, once, by the SHA-256
 /// of the header segment. One signing certificate signs every App Store value for about two years,
 /// so this table holds a handful of rows; the values keep the 32-byte hash. Headers are never
-/// deleted, so a header once read can be remembered (``HeaderBook``).
+/// deleted, so a header once read can be remembered (``HeaderBook``); but the database itself can
+/// lose one a process saw stored (a restore, a failover to a replica behind), so a statement that
+/// records values checks the headers it does not send (``missingSQL(parameter:)``).
 ///
 /// ```swift
 /// let rows = JWSHeaders.rows(for: [parts.notification, parts.nested[0].parts])   // written with the values
@@ -35,10 +37,11 @@ package struct JWSHeaders: Sendable {
         self.logger = logger
     }
 
-    /// One row of `jws_headers`; the keys are its column names (bytea as `\x` hex).
+    /// One row of `jws_headers`; the keys are its column names (bytea as `\x` hex). Without its
+    /// header, a header the process knows stored: only checked (``missingSQL(parameter:)``).
     package struct HeaderColumns: Encodable, Hashable {
         package var sha256: String
-        package var encoded_header: String
+        package var encoded_header: String?
     }
 
     /// The distinct header rows of some values, sorted by hash (the order every writer inserts in,
@@ -53,14 +56,51 @@ package struct JWSHeaders: Sendable {
         return rows.sorted { $0.sha256 < $1.sha256 }
     }
 
+    /// The header rows of some values for a statement that records them: the header of each one
+    /// not known to be stored, only the hash of each one `stored` knows (the statement checks that
+    /// those are still there: ``missingSQL(parameter:)``).
+    static func rows(for values: [JWSParts], knowing stored: StoredHeaders?) -> [HeaderColumns] {
+        guard let stored else { return rows(for: values) }
+        let unknown = stored.unknown(values)
+        let sent = Set(unknown.map(\.headerSHA256))
+        let checked = Set(values.map(\.headerSHA256)).subtracting(sent).map { HeaderColumns(sha256: Bytea.hex($0), encoded_header: nil) }
+        return (rows(for: unknown) + checked).sorted { $0.sha256 < $1.sha256 }
+    }
+
     /// The statement (for a `WITH` list) that stores the headers of `$parameter` (a JSON array of
     /// ``HeaderColumns``) that are not stored yet.
     package static func insertSQL(parameter: String) -> String {
         """
         INSERT INTO jws_headers (sha256, encoded_header)
-            SELECT sha256, encoded_header FROM jsonb_populate_recordset(NULL::jws_headers, \(parameter)::jsonb) ORDER BY sha256
+            SELECT sha256, encoded_header FROM jsonb_populate_recordset(NULL::jws_headers, \(parameter)::jsonb)
+            WHERE encoded_header IS NOT NULL ORDER BY sha256
             ON CONFLICT (sha256) DO NOTHING
         """
+    }
+
+    /// The statement (for a `WITH` list) that selects, in hex as `sha256`, the hashes `$parameter`
+    /// sends without their header (known stored) that `jws_headers` does not hold: the caller
+    /// stores them again (``restore(_:of:stored:on:)``). One index probe per distinct header.
+    static func missingSQL(parameter: String) -> String {
+        """
+        SELECT encode(h.sha256, 'hex') AS sha256 FROM jsonb_populate_recordset(NULL::jws_headers, \(parameter)::jsonb) h
+        WHERE h.encoded_header IS NULL AND NOT EXISTS (SELECT 1 FROM jws_headers s WHERE s.sha256 = h.sha256)
+        """
+    }
+
+    /// Stores in `transaction` the headers of `values` whose hashes (`missing`, in hex) a statement
+    /// that recorded them found gone although this process had seen them stored (the database was
+    /// restored from a backup or failed over to a replica that had not received them), and forgets
+    /// them in `stored`, so the next ``Database/storeHeaders(of:)`` commits them again too.
+    func restore(_ missing: [String], of values: [JWSParts], stored: StoredHeaders?, on transaction: DatabaseTransaction) async throws {
+        guard !missing.isEmpty else { return }
+        let wanted = Set(missing)
+        let lost = values.filter { wanted.contains(Bytea.plainHex($0.headerSHA256)) }
+        stored?.forget(lost.map(\.headerSHA256))
+        logger.warning(
+            "JWS headers this process had seen stored are gone from jws_headers (a restore or a failover?): stored again",
+            metadata: ["sha256": "\(missing.sorted())"])
+        try await transaction.query("\(insertingHeaders: try PurchaseStore.json(Self.rows(for: lost)))", logger: logger)
     }
 
     /// The stored headers of these hashes, by hash.
@@ -84,8 +124,11 @@ package struct JWSHeaders: Sendable {
     }
 }
 
-/// The headers one process has seen committed in `jws_headers`: they are never deleted, so what is
-/// known stays true, and a value signed with a known header needs no header written.
+/// The headers one process has seen committed in `jws_headers`: a value signed with a known header
+/// needs no header sent. The reconciler never deletes a header, but the database can lose one (a
+/// restore, a failover), so what is known is not taken on trust: a statement that records values
+/// checks the known headers it names (``JWSHeaders/missingSQL(parameter:)``) and stores again, and
+/// forgets here, any that is gone.
 final class StoredHeaders: Sendable {
     private let known = Mutex<Set<[UInt8]>>([])
 
@@ -101,6 +144,10 @@ final class StoredHeaders: Sendable {
 
     func insert(_ hashes: some Sequence<[UInt8]>) {
         known.withLock { $0.formUnion(hashes) }
+    }
+
+    func forget(_ hashes: some Sequence<[UInt8]>) {
+        known.withLock { $0.subtract(hashes) }
     }
 }
 

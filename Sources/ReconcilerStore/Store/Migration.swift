@@ -207,7 +207,7 @@ package struct Migrator: Sendable {
             let applied = try await appliedMigrations(on: connection, logger: logger)
             try checkApplied(applied)
             guard applied[migration.version] == nil else { return false }
-            logger.info("applying migration", metadata: ["migration": "\(migration.fileName)"])
+            logger.debug("applying migration", metadata: ["migration": "\(migration.fileName)"])
             // The extended query protocol runs one statement per query; PL/pgSQL's EXECUTE runs a
             // whole file, and the SQL travels as a bound parameter, never pasted into a statement.
             try await connection.query(

@@ -17,7 +17,7 @@ package struct NotificationLog: Sendable {
     package let logger: Logger
     /// The app and environment whose notifications this log records (`nil` for one that only reads).
     package let target: AppTarget?
-    /// The headers known to be stored: those are not sent again (see ``PurchaseStore``).
+    /// The headers known to be stored: those are only checked, not sent again (see ``PurchaseStore``).
     let storedHeaders: StoredHeaders?
 
     package init(logger: Logger, target: AppTarget? = nil) {
@@ -193,13 +193,31 @@ package struct NotificationLog: Sendable {
         }
         let json = try PurchaseStore.json(columns)
         let parts = rows.flatMap(\.notification.signedParts)
-        let headers = try PurchaseStore.json(JWSHeaders.rows(for: storedHeaders?.unknown(parts) ?? parts))
+        let headers = try PurchaseStore.json(JWSHeaders.rows(for: parts, knowing: storedHeaders))
         let query = InsertNotificationsSQL.query(
             headers: headers, rows: json, forwarding: forwarding, runId: source.runId, bundleId: bundleId, environment: environment)
         let result = try await transaction.query(query, preparedAs: InsertNotificationsSQL.self, logger: logger)
-        var inserted = Set<String>()
-        for try await row in result { inserted.insert(try row.decode(String.self)) }
+        var (inserted, missingHeaders) = (Set<String>(), [String]())
+        for try await (uuid, missing) in result.decode((String?, String?).self) {
+            if let uuid { inserted.insert(uuid) }
+            if let missing { missingHeaders.append(missing) }
+        }
+        try await JWSHeaders(logger: logger).restore(missingHeaders, of: parts, stored: storedHeaders, on: transaction)
         return inserted
+    }
+
+    /// Records as `recorded` notifications first recorded as `applied` whose data, once applied,
+    /// changed no purchase (what was in them was stored already): the run's counts, the report
+    /// page and the feed then agree on what changed a purchase. In the caller's transaction, right
+    /// after ``insert``.
+    package func markRecordedOnly(_ notificationUUIDs: [String], on transaction: DatabaseTransaction) async throws {
+        guard !notificationUUIDs.isEmpty else { return }
+        let (recorded, applied) = (HandlingResult.Outcome.recorded.rawValue, HandlingResult.Outcome.applied.rawValue)
+        try await transaction.query(
+            """
+            UPDATE notifications SET outcome = \(recorded)
+            WHERE notification_uuid = ANY(\(notificationUUIDs.sorted())) AND outcome = \(applied)
+            """, logger: logger)
     }
 
     package static let notificationColumns = """
@@ -269,6 +287,8 @@ private enum InsertNotificationsSQL: PreparedSQL {
             """
             WITH headers AS (
                 \(insertingHeaders: headers)
+            ), missing_headers AS (
+                \(unescaped: JWSHeaders.missingSQL(parameter: "$1"))
             ), inserted AS (
                 INSERT INTO notifications (\(unescaped: NotificationLog.notificationColumns))
                 SELECT \(unescaped: NotificationLog.notificationColumns) FROM jsonb_populate_recordset(NULL::notifications, \(json)::jsonb)
@@ -289,11 +309,13 @@ private enum InsertNotificationsSQL: PreparedSQL {
                 ORDER BY notification_uuid
                 ON CONFLICT (notification_uuid, target_id) DO NOTHING
             )
-            SELECT notification_uuid FROM inserted
+            SELECT notification_uuid, NULL::text FROM inserted
+            UNION ALL SELECT NULL, sha256 FROM missing_headers
             """
     }
 
     static let sql = query(headers: "", rows: "", forwarding: nil, runId: nil, bundleId: "", environment: "").sql
-    /// Headers, rows, hold, target, only (twice), target, its redacted form, run, bundle, environment, hold.
+    /// Headers (`$1`, which `missing_headers` reads too), rows, hold, target, only (twice), target,
+    /// its redacted form, run, bundle, environment, hold.
     static let bindingTypes: [PostgresDataType] = [.text, .text, .int8, .text, .textArray, .textArray, .text, .text, .int8, .text, .text, .int8]
 }

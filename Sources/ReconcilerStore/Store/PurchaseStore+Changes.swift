@@ -28,8 +28,9 @@ extension PurchaseStore {
 
     /// One row of the change feed, as `reconciler changes` prints it: every key on every line
     /// (absent values `null`: `before`/`after` on notification rows, the notification's fields on
-    /// purchase rows), `changedAt` in ISO 8601, `before` and `after` in the `export` shape with
-    /// `entitled` as of the commit, and the app and environment.
+    /// purchase rows but the type and subtype of the notification that caused the change),
+    /// `changedAt` in ISO 8601, `before` and `after` in the `export` shape with `entitled` as of
+    /// the commit, and the app and environment.
     package struct FeedChange: Sendable, Codable, Hashable {
         package var changeId: Int64
         package var kind: FeedKind
@@ -48,7 +49,8 @@ extension PurchaseStore {
         package var after: PurchaseState?
         package var changedAt: Date
         /// A notification row's notification: `TYPE`, its subtype, its transaction, when Apple
-        /// signed it and, where Apple sets one, the deadline for an answer (UNIX ms).
+        /// signed it and, where Apple sets one, the deadline for an answer (UNIX ms). A purchase
+        /// row caused by a notification (source `webhook` or `history`) carries its type and subtype.
         package var notificationType: String?
         package var subtype: String?
         package var transactionId: String?

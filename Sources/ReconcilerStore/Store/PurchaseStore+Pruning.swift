@@ -74,9 +74,24 @@ extension PurchaseStore {
         }
     }
 
+    /// The SHA-256 of a row's signed value, as the row of `alias` keeps it after pruning: the stored
+    /// hash, or for a row stored whole before migration 0015 that `compact-payloads` has not
+    /// converted (`legacy`: no hash stored yet), the hash of its JWS (in `column`), computed by the
+    /// statement that prunes it, as ``JWSParts/sha256(_:)`` computes it.
+    static func payloadHash(of alias: String, wholeIn column: String) -> String {
+        "coalesce(\(alias).payload_sha256, sha256(convert_to(\(alias).\(column), 'UTF8')))"
+    }
+
+    /// The SHA-256 of a row's JWS header as the row keeps it after pruning: the stored hash, or for
+    /// a row stored whole, the hash of its JWS's first segment (the key `jws_headers` would use).
+    static func headerHash(of alias: String, wholeIn column: String) -> String {
+        "coalesce(\(alias).header_sha256, sha256(convert_to(split_part(\(alias).\(column), '.', 1), 'UTF8')))"
+    }
+
     /// Removes the raw payloads of up to `limit` notifications, then of transactions, after `cursor`
     /// in key order (a count with `dryRun`). Both tables are walked by their primary key, so a
-    /// prune of millions of rows reads each once.
+    /// prune of millions of rows reads each once. Each keeps the hashes of its payload and its header
+    /// (``payloadHash(of:wholeIn:)``, ``headerHash(of:wholeIn:)``), also one not compacted yet.
     func prunePayloads(
         before cutoff: Date, limit: Int?, dryRun: Bool, after cursor: PruneCursor, on transaction: DatabaseTransaction
     )
@@ -95,11 +110,15 @@ extension PurchaseStore {
                       AND n.notification_uuid NOT IN (
                           SELECT notification_uuid FROM quarantined_payloads WHERE acknowledged_at IS NULL AND notification_uuid IS NOT NULL)
                       AND NOT EXISTS (
-                          SELECT 1 FROM quarantined_payloads p WHERE p.payload_sha256 = encode(n.payload_sha256, 'hex') AND p.acknowledged_at IS NULL)
+                          SELECT 1 FROM quarantined_payloads p
+                          WHERE p.payload_sha256 = encode(\(unescaped: Self.payloadHash(of: "n", wholeIn: "signed_payload")), 'hex')
+                            AND p.acknowledged_at IS NULL)
                     ORDER BY n.notification_uuid LIMIT \(limit)
                 ),
                 gone AS (
-                    UPDATE notifications n SET payload_form = 'pruned', payload_pruned_at = now(), signed_payload = NULL, payload = NULL,
+                    UPDATE notifications n SET payload_form = 'pruned', payload_pruned_at = now(),
+                        payload_sha256 = \(unescaped: Self.payloadHash(of: "n", wholeIn: "signed_payload")),
+                        header_sha256 = \(unescaped: Self.headerHash(of: "n", wholeIn: "signed_payload")), signed_payload = NULL, payload = NULL,
                         signature = NULL, transaction_offset = NULL, transaction_signature = NULL, renewal_offset = NULL, renewal_signature = NULL
                     FROM doomed d WHERE NOT \(dryRun) AND n.notification_uuid = d.notification_uuid AND n.payload_form <> 'pruned'
                     RETURNING n.notification_uuid
@@ -121,12 +140,16 @@ extension PurchaseStore {
                 WHERE (t.bundle_id, t.environment, t.transaction_id) > (\(after.bundleId), \(after.environment), \(after.transactionId))
                   AND t.payload_form IN ('legacy', 'whole', 'parts') AND t.updated_at < \(cutoff) AND t.signed_date_ms < \(cutoffMilliseconds)
                   AND NOT EXISTS (
-                      SELECT 1 FROM quarantined_payloads p WHERE p.payload_sha256 = encode(t.payload_sha256, 'hex') AND p.acknowledged_at IS NULL)
+                      SELECT 1 FROM quarantined_payloads p
+                      WHERE p.payload_sha256 = encode(\(unescaped: Self.payloadHash(of: "t", wholeIn: "signed_transaction_info")), 'hex')
+                        AND p.acknowledged_at IS NULL)
                 ORDER BY t.bundle_id, t.environment, t.transaction_id LIMIT \(limit)
             ),
             gone AS (
-                UPDATE transactions t SET payload_form = 'pruned', payload_pruned_at = now(), signed_transaction_info = NULL, payload = NULL,
-                    signature = NULL
+                UPDATE transactions t SET payload_form = 'pruned', payload_pruned_at = now(),
+                    payload_sha256 = \(unescaped: Self.payloadHash(of: "t", wholeIn: "signed_transaction_info")),
+                    header_sha256 = \(unescaped: Self.headerHash(of: "t", wholeIn: "signed_transaction_info")), signed_transaction_info = NULL,
+                    payload = NULL, signature = NULL
                 FROM doomed d
                 WHERE NOT \(dryRun) AND (t.bundle_id, t.environment, t.transaction_id) = (d.bundle_id, d.environment, d.transaction_id)
                   AND t.payload_form <> 'pruned'

@@ -22,41 +22,44 @@ package struct PurchaseStore: Sendable {
     package let logger: Logger
     /// Set in a dry run: touched rows are copied into the shadow tables before they are used.
     package let shadow: ShadowSchema?
-    /// The app's entitlement choices (billing retry, non-renewing terms).
-    package let entitlement: EntitlementPolicy
-    /// The app and environment whose purchases this store writes and reads; `nil` for a store that
-    /// only reads across every app (export, the feed, the forwarding queue).
-    package let target: AppTarget?
+    /// The app and environment whose purchases this store writes and reads, with the app's rule
+    /// for `entitled`; `nil` for a store that only reads across every app (export, the feed, the
+    /// forwarding queue), which judges each app's rows by the rules it is given.
+    package let scope: AppScope?
     /// The headers known to be stored (``Database/storeHeaders(of:)``): a statement that records
-    /// signed values sends only the others (a 4.4 KB header, twice per batch, otherwise).
+    /// signed values sends only the others (a 4.4 KB header, twice per batch, otherwise), and the
+    /// hashes of these, which it checks are still stored (``JWSHeaders/missingSQL(parameter:)``).
     let storedHeaders: StoredHeaders?
 
-    package init(logger: Logger, target: AppTarget? = nil, entitlement: EntitlementPolicy = .init()) {
-        self.init(logger: logger, shadow: nil, target: target, entitlement: entitlement)
+    package init(logger: Logger, scope: AppScope? = nil) {
+        self.init(logger: logger, shadow: nil, scope: scope)
     }
 
-    package init(logger: Logger, shadow: ShadowSchema?, target: AppTarget?, entitlement: EntitlementPolicy = .init()) {
-        self.init(logger: logger, shadow: shadow, target: target, entitlement: entitlement, storedHeaders: nil)
+    package init(logger: Logger, shadow: ShadowSchema?, scope: AppScope?) {
+        self.init(logger: logger, shadow: shadow, scope: scope, storedHeaders: nil)
     }
 
-    private init(logger: Logger, shadow: ShadowSchema?, target: AppTarget?, entitlement: EntitlementPolicy, storedHeaders: StoredHeaders?) {
+    private init(logger: Logger, shadow: ShadowSchema?, scope: AppScope?, storedHeaders: StoredHeaders?) {
         self.logger = logger
         self.shadow = shadow
-        self.target = target
-        self.entitlement = entitlement
+        self.scope = scope
         self.storedHeaders = storedHeaders
     }
 
     /// The store of one app's purchases in a database, as the database's configuration says (a dry
-    /// run's shadow, the entitlement rule).
-    package init(database: Database, target: AppTarget?) {
-        self.init(
-            logger: database.logger, shadow: database.shadow, target: target, entitlement: database.configuration.entitlement,
-            storedHeaders: database.storedHeaders)
+    /// run's shadow, the headers already stored).
+    package init(database: Database, scope: AppScope?) {
+        self.init(logger: database.logger, shadow: database.shadow, scope: scope, storedHeaders: database.storedHeaders)
     }
 
+    /// The app and environment of this store, when it has one.
+    package var target: AppTarget? { scope?.target }
+
+    /// The rule `entitled` is judged by: the app's (the default rule for a store across apps).
+    var entitlement: EntitlementPolicy { scope?.entitlement ?? .init() }
+
     /// The app and environment a write or a read of one purchase is for.
-    package var scope: AppTarget {
+    package var requiredTarget: AppTarget {
         get throws {
             guard let target else {
                 throw ReconcilerError(.missingApp, "a purchase was read or written without naming its app")
@@ -64,8 +67,8 @@ package struct PurchaseStore: Sendable {
             return target
         }
     }
-    package var bundleId: String { get throws { try scope.bundleId } }
-    package var environment: String { get throws { try scope.environment.rawValue } }
+    package var bundleId: String { get throws { try requiredTarget.bundleId } }
+    package var environment: String { get throws { try requiredTarget.environment.rawValue } }
 
     /// The notifications this store's app records (`notifications`, and the forwarding queue rows
     /// written with them).
@@ -73,7 +76,7 @@ package struct PurchaseStore: Sendable {
 
     /// This app's customers and where their transaction history resumes.
     package var customers: CustomerStore {
-        get throws { CustomerStore(logger: logger, shadow: shadow, target: try scope) }
+        get throws { CustomerStore(logger: logger, shadow: shadow, target: try requiredTarget) }
     }
 
     /// What a notification contributes to its purchase beyond its transaction and renewal info.
@@ -218,7 +221,7 @@ package struct PurchaseStore: Sendable {
         if let shadow {
             try await shadow.copyOnFirstTouch(
                 purchases: Array(Set(originalTransactionIds).union(purchasesByNotification.values)), notifications: notificationUUIDs,
-                anchors: anchors, of: try scope, on: transaction, logger: logger)
+                anchors: anchors, of: try requiredTarget, on: transaction, logger: logger)
         }
     }
 
@@ -418,6 +421,8 @@ package struct PurchaseStore: Sendable {
         return """
             WITH headers AS (
                 \(JWSHeaders.insertSQL(parameter: "$2"))
+            ), missing_headers AS (
+                \(JWSHeaders.missingSQL(parameter: "$2"))
             ), incoming AS (
                 SELECT \(columns) FROM jsonb_populate_recordset(NULL::transactions, $1::jsonb)
             ), disagreements AS (
@@ -441,14 +446,16 @@ package struct PurchaseStore: Sendable {
                 SET recheck_at_ms = GREATEST(p.recheck_at_ms, d.notification_signed_ms + \(snapshotMarginMilliseconds) + 1)
                 FROM disagreements d
                 WHERE (p.bundle_id, p.environment, p.original_transaction_id) = (d.bundle_id, d.environment, d.original_transaction_id)
+            ), upserted AS (
+                INSERT INTO transactions AS stored (\(columns))
+                SELECT \(columns) FROM incoming
+                ON CONFLICT (bundle_id, environment, transaction_id) DO UPDATE SET \(updates), updated_at = now()
+                WHERE CASE WHEN \(revocationConflict("stored", "EXCLUDED")) THEN EXCLUDED.from_notification
+                           ELSE stored.signed_date_ms <= EXCLUDED.signed_date_ms END
+                  AND (\(content.map { "stored.\($0)" }.joined(separator: ", ")))
+                      IS DISTINCT FROM (\(content.map { "EXCLUDED.\($0)" }.joined(separator: ", ")))
             )
-            INSERT INTO transactions AS stored (\(columns))
-            SELECT \(columns) FROM incoming
-            ON CONFLICT (bundle_id, environment, transaction_id) DO UPDATE SET \(updates), updated_at = now()
-            WHERE CASE WHEN \(revocationConflict("stored", "EXCLUDED")) THEN EXCLUDED.from_notification
-                       ELSE stored.signed_date_ms <= EXCLUDED.signed_date_ms END
-              AND (\(content.map { "stored.\($0)" }.joined(separator: ", ")))
-                  IS DISTINCT FROM (\(content.map { "EXCLUDED.\($0)" }.joined(separator: ", ")))
+            SELECT sha256 FROM missing_headers
             """
     }()
 
@@ -471,9 +478,12 @@ package struct PurchaseStore: Sendable {
         var bindings = PostgresBindings()
         bindings.append(try Self.json(rows))
         let parts = rows.compactMap(\.parts)
-        bindings.append(try Self.json(JWSHeaders.rows(for: storedHeaders?.unknown(parts) ?? parts)))
-        _ = try await transaction.query(
+        bindings.append(try Self.json(JWSHeaders.rows(for: parts, knowing: storedHeaders)))
+        let result = try await transaction.query(
             PostgresQuery(unsafeSQL: Self.upsertTransactionsSQL, binds: bindings), preparedAs: UpsertTransactionsSQL.self, logger: logger)
+        var missing: [String] = []
+        for try await hash in result.decode(String.self) { missing.append(hash) }
+        try await JWSHeaders(logger: logger).restore(missing, of: parts, stored: storedHeaders, on: transaction)
     }
 
     // MARK: Purchases
@@ -692,7 +702,7 @@ package struct PurchaseStore: Sendable {
         }
         guard !merged.isEmpty else { return [:] }
         var bindings = PostgresBindings()
-        let target = try scope
+        let target = try requiredTarget
         bindings.append(try Self.json(merged.keys.sorted().map { PurchaseUpdateColumns(merged[$0]!, of: target) }))
         let rows = try await transaction.query(
             PostgresQuery(unsafeSQL: Self.refreshPurchasesSQL, binds: bindings), preparedAs: RefreshPurchasesSQL.self, logger: logger)
@@ -716,16 +726,31 @@ package struct PurchaseStore: Sendable {
         case statusRefresh = "status_refresh"
     }
 
-    /// Where a write comes from: its source, its run, and per purchase the notification behind it.
+    /// Where a write comes from: its source, its run, and per purchase (by originalTransactionId)
+    /// the notification behind it.
     package struct ChangeOrigin: Sendable {
         package var source: ChangeSource
         package var runId: Int64?
-        package var notificationUUIDs: [String: String] = [:]
+        package var notifications: [String: Cause] = [:]
 
-        package init(source: ChangeSource, runId: Int64? = nil, notificationUUIDs: [String: String] = [:]) {
+        package init(source: ChangeSource, runId: Int64? = nil, notifications: [String: Cause] = [:]) {
             self.source = source
             self.runId = runId
-            self.notificationUUIDs = notificationUUIDs
+            self.notifications = notifications
+        }
+
+        /// The notification that caused a purchase's change: its feed row names it and carries its
+        /// type and subtype, so a consumer can react to the event (a refund, a renewal).
+        package struct Cause: Sendable, Hashable {
+            package var notificationUUID: String
+            package var notificationType: String
+            package var subtype: String?
+
+            package init(notificationUUID: String, notificationType: String, subtype: String?) {
+                self.notificationUUID = notificationUUID
+                self.notificationType = notificationType
+                self.subtype = subtype
+            }
         }
     }
 
@@ -804,13 +829,14 @@ package struct PurchaseStore: Sendable {
         _ changes: [PurchaseChange], events: [NotificationFeedRow], origin: ChangeOrigin, on transaction: DatabaseTransaction
     ) async throws {
         guard !changes.isEmpty || !events.isEmpty else { return }
-        let target = try scope
+        let target = try requiredTarget
         let changeRows = changes.sorted { $0.after.originalTransactionId < $1.after.originalTransactionId }.map {
-            FeedRow(
+            let cause = origin.notifications[$0.after.originalTransactionId]
+            return FeedRow(
                 original_transaction_id: $0.after.originalTransactionId, bundle_id: target.bundleId, environment: target.environment.rawValue,
                 app_account_token: $0.after.appAccountToken ?? $0.before?.appAccountToken, source: origin.source.rawValue,
-                notification_uuid: origin.notificationUUIDs[$0.after.originalTransactionId], run_id: origin.runId,
-                kind: FeedKind.purchase.rawValue, before_state: $0.before, after_state: $0.after)
+                notification_uuid: cause?.notificationUUID, run_id: origin.runId, kind: FeedKind.purchase.rawValue, before_state: $0.before,
+                after_state: $0.after, notification_type: cause?.notificationType, subtype: cause?.subtype)
         }
         let eventRows = events.map {
             FeedRow(
@@ -836,7 +862,7 @@ package struct PurchaseStore: Sendable {
     /// ```
     package func exportPurchases(
         apps: [AppTarget]?, environment: String? = nil, appAccountToken: String? = nil,
-        entitlements: [AppTarget: EntitlementPolicy] = [:], at now: Timestamp = .now,
+        entitlements: [AppTarget: EntitlementPolicy] = [:], otherApps: EntitlementPolicy? = nil, at now: Timestamp = .now,
         in database: Database, _ body: (PurchaseState) throws -> Void
     ) async throws {
         let scope = try Self.scope(apps)
@@ -858,7 +884,7 @@ package struct PurchaseStore: Sendable {
             let columns = NamedColumns(row)
             let (bundleId, environment): (String, String?) = (try columns["bundle_id"], try columns["environment"])
             let app = environment.map { AppTarget(bundleId: bundleId, environment: AppStoreEnvironment(rawValue: $0)) }
-            try body(try purchaseState(row, now: now, policy: app.flatMap { policies[$0] } ?? entitlement))
+            try body(try purchaseState(row, now: now, policy: app.flatMap { policies[$0] } ?? otherApps ?? entitlement))
         }
     }
 

@@ -71,6 +71,7 @@ import Testing
             entitleBillingRetry: true
             forwardTo: https://app.internal/apple
             giveUpAfter: 3
+            knownApps: [com.example.legacy]
             apps:
               - bundleId: com.example.one
                 environments: [sandbox]
@@ -81,8 +82,26 @@ import Testing
         #expect(target.app.environment == .sandbox && target.app.appAppleId == nil)
         #expect(target.entitlement.nonRenewingTerms == ["com.example.pass.30d": 30 * 86_400_000, "com.example.pass.7d": 7 * 86_400_000])
         #expect(target.entitlement.sandboxEntitles && target.entitlement.billingRetryEntitles)
-        #expect(target.forwardTo == "https://app.internal/apple")
+        #expect(target.forwardTo == ForwardingDestination(url: .inline("https://app.internal/apple"), signing: .process, key: "forwardTo"))
         #expect(configuration.giveUpAfter == 3)
+        #expect(configuration.knownApps == ["com.example.legacy"])
+        #expect(configuration.knownBundleIds == ["com.example.legacy", "com.example.one"])
+    }
+
+    /// `consumption.liveRequests`: `watch` unless said otherwise, the top level's for every app, an
+    /// app's own over it.
+    @Test func whetherLiveConsumptionRequestsCountIsSaidAtTheTopOrPerApp() throws {
+        let configuration = try load(
+            """
+            key: {id: K, issuer: I, privateKeyPath: /k.p8}
+            consumption: {liveRequests: ignore}
+            apps:
+              - {bundleId: com.example.one, appAppleId: 1}
+              - {bundleId: com.example.two, appAppleId: 2, consumption: {liveRequests: watch}}
+            """)
+        #expect(configuration.targets.map(\.consumption.liveRequests) == [.ignore, .watch])
+        let plain = try load("key: {id: K, issuer: I, privateKeyPath: /k.p8}\napps:\n  - {bundleId: a, appAppleId: 1}")
+        #expect(plain.targets.map(\.consumption.liveRequests) == [.watch])
     }
 
     /// Each mistake names the file and the key; none is taken for a default.
@@ -115,12 +134,103 @@ import Testing
             "key: {id: K, issuer: I, privateKeyPath: /k.p8}\napps:\n  - {bundleId: a, appAppleId: 1, nonRenewingTerms: {p: forever}}", .invalidValue,
             "apps[0].nonRenewingTerms.p"
         ),
+        (
+            "key: {id: K, issuer: I, privateKeyPath: /k.p8}\nknownApps: [com.example.two, '']\napps:\n  - {bundleId: a, appAppleId: 1}",
+            .invalidValue, "knownApps[1]"
+        ),
+        (
+            "key: {id: K, issuer: I, privateKeyPath: /k.p8}\nconsumption: {liveRequests: sometimes}\napps:\n  - {bundleId: a, appAppleId: 1}",
+            .invalidValue, "consumption.liveRequests"
+        ),
+        (
+            "key: {id: K, issuer: I, privateKeyPath: /k.p8}\napps:\n  - {bundleId: a, appAppleId: 1, consumption: {live: ignore}}", .unknownKey,
+            "apps[0].consumption.live"
+        ),
     ])
     func aMistakeNamesTheFileAndTheKey(text: String, code: ReconcilerError.Code, key: String) throws {
         let error = #expect(throws: ReconcilerError.self) { try load(text) }
         #expect(error?.code == code, "\(String(describing: error))")
         #expect(error?.key == key, "\(String(describing: error))")
         #expect(error?.description.contains("reconciler-config-") == true)
+    }
+
+    /// `forwardTo` as a mapping names where the URL and the HMAC secret are read, so the file holds
+    /// no secret; an app's own `forwardTo` wins over the top level's; the plain URL is signed by the
+    /// process's secret.
+    @Test func forwardToTakesAMappingThatNamesWhereTheURLAndTheSecretAreRead() throws {
+        let configuration = try load(
+            """
+            key: {id: K, issuer: I, privateKeyPath: /k.p8}
+            forwardTo: https://every.internal/apple
+            apps:
+              - bundleId: com.example.one
+                appAppleId: 1
+                forwardTo: {urlEnv: ONE_HOOK_URL, secretFile: /run/secrets/one-hook}
+              - bundleId: com.example.two
+                appAppleId: 2
+                forwardTo:
+                  urlFile: /run/secrets/two-hook-url
+                  secretEnv: TWO_HOOK_SECRET
+              - bundleId: com.example.three
+                appAppleId: 3
+                forwardTo: {url: "https://three.internal/apple", unsigned: true}
+              - bundleId: com.example.four
+                appAppleId: 4
+            """)
+        #expect(
+            configuration.targets.map(\.forwardTo) == [
+                ForwardingDestination(url: .environment("ONE_HOOK_URL"), signing: .secret(.file("/run/secrets/one-hook")), key: "apps[0].forwardTo"),
+                ForwardingDestination(
+                    url: .file("/run/secrets/two-hook-url"), signing: .secret(.environment("TWO_HOOK_SECRET")), key: "apps[1].forwardTo"),
+                ForwardingDestination(url: .inline("https://three.internal/apple"), signing: .unsigned, key: "apps[2].forwardTo"),
+                ForwardingDestination(url: .inline("https://every.internal/apple"), signing: .process, key: "forwardTo"),
+            ])
+    }
+
+    /// A `forwardTo` mapping that names no URL, two of them, no secret (without `unsigned: true`),
+    /// or a secret written into the file is refused, naming the key and never the value.
+    @Test(arguments: [
+        ("{secretFile: /s}", ReconcilerError.Code.missingKey, "apps[0].forwardTo.url"),
+        ("{url: https://a.internal/x, urlEnv: HOOK, secretFile: /s}", .invalidValue, "apps[0].forwardTo.url"),
+        ("{url: https://a.internal/x}", .missingKey, "apps[0].forwardTo.secretFile"),
+        ("{url: https://a.internal/x, unsigned: false}", .missingKey, "apps[0].forwardTo.secretFile"),
+        ("{url: https://a.internal/x, secretFile: /s, secretEnv: S}", .invalidValue, "apps[0].forwardTo.secretFile"),
+        ("{url: https://a.internal/x, secretFile: /s, unsigned: true}", .invalidValue, "apps[0].forwardTo.unsigned"),
+        ("{url: https://a.internal/x, secret: hunter2-the-secret}", .invalidValue, "apps[0].forwardTo.secret"),
+        ("{url: https://a.internal/x, sekretFile: /s}", .unknownKey, "apps[0].forwardTo.sekretFile"),
+        ("{urlFile: '', secretFile: /s}", .invalidValue, "apps[0].forwardTo.urlFile"),
+        ("[https://a.internal/x]", .invalidValue, "apps[0].forwardTo"),
+    ])
+    func aForwardToMistakeNamesTheKey(value: String, code: ReconcilerError.Code, key: String) throws {
+        let error = #expect(throws: ReconcilerError.self) {
+            try load("key: {id: K, issuer: I, privateKeyPath: /k.p8}\napps:\n  - {bundleId: a, appAppleId: 1, forwardTo: \(value)}")
+        }
+        #expect(error?.code == code, "\(String(describing: error))")
+        #expect(error?.key == key, "\(String(describing: error))")
+        #expect(error?.description.contains("hunter2") == false)
+    }
+
+    /// A YAML syntax error says where it is (line and column), never what the line holds: the
+    /// line may be a `forwardTo` URL with its credentials.
+    @Test(arguments: [
+        // An unclosed quote: the scanner's error.
+        ("apps:\n  - bundleId: a\n    forwardTo: \"https://hooks:hunter2@app.internal/apple?token=hunter2\n", "line 3"),
+        // A tab where YAML wants spaces, after the URL.
+        ("apps:\n  - bundleId: a\n    forwardTo: https://hooks:hunter2@app.internal/apple\n\t  appAppleId: 1\n", "line 4"),
+        // A key twice in one mapping.
+        (
+            "apps:\n  - bundleId: a\n    forwardTo: https://hooks:hunter2@app.internal/apple\n    forwardTo: https://hooks:hunter2@b.internal/x\n",
+            "line"
+        ),
+        // Not UTF-8 (the reader's error), after the URL.
+        ("apps:\n  - bundleId: a\n    forwardTo: https://hooks:hunter2@app.internal/apple\n    x: \u{01}\n", "line 4"),
+    ])
+    func aYAMLErrorSaysWhereNotWhat(text: String, position: String) throws {
+        let error = #expect(throws: ReconcilerError.self) { try load(text) }
+        #expect(error?.code == .invalidYAML, "\(String(describing: error))")
+        let written = "\(error?.description ?? "") \(error?.debugDescription ?? "")"
+        #expect(!written.contains("hunter2") && !written.contains("app.internal"), "\(written)")
+        #expect(written.contains(position) && written.contains("column"), "\(written)")
     }
 
     @Test func aFileThatIsNotYAMLOrMissing() throws {

@@ -1,5 +1,7 @@
+import AppStoreServer
 import Foundation
 import ReconcilerShared
+import ReconcilerStore
 import Testing
 
 @testable import Reconciler
@@ -42,5 +44,68 @@ import Testing
         #expect(line.contains("\"offerIdentifier\":null"))
         let old = try JSONDecoder().decode(PurchaseState.self, from: Data(#"{"originalTransactionId":"1000","entitled":true}"#.utf8))
         #expect(old.appTransactionId == nil && old.revocationPercentage == nil && old.entitled == true)
+    }
+
+    /// A report of one of everything says it in the singular: "1 request", never "1 requests".
+    @Test func oneOfAThingIsSingular() {
+        var report = Self.report(changes: 1)
+        report.pages = 1
+        report.shardsTotal = 1
+        report.transactionsFetched = 1
+        report.api.requests = 1
+        report.api.retries = 1
+        report.api.transportErrors = 1
+        let text = report.humanSummary()
+        for singular in ["1 page ", "1 shard,", "1 transaction ", "1 request,", "1 retry,", "1 connection error", "1 purchase"] {
+            #expect(text.contains(singular), "\(singular): \(text)")
+        }
+        let plurals = try! Regex(#"\b1 (pages|shards|transactions|requests|retries|connection errors|purchases)\b"#)
+        #expect(text.firstMatch(of: plurals) == nil, "\(text)")
+    }
+
+    /// The line under a cut list names a command that shows the rest after the run: the feed's rows
+    /// of a real run; a dry run's own report (its copies are gone), as `status` shows it.
+    @Test func theHintUnderTheChangesNamesACommandThatWorksAfterTheRun() {
+        let real = Self.report(changes: 25).humanSummary()
+        #expect(real.contains("    … 15 more: `reconciler changes --run-id 7 --kind purchase`"), "\(real)")
+        #expect(!real.contains("--report-json"), "\(real)")
+        var dry = Self.report(changes: 25)
+        dry.dryRun = true
+        #expect(dry.humanSummary().contains("    … 15 more: `reconciler status --run 7`"), "\(dry.humanSummary())")
+        var large = Self.report(changes: 150)
+        large.dryRun = true
+        #expect(large.humanSummary(maximumChanges: RunReport.detailedChangesLimit).contains("    … 50 more: `reconciler status --run 7 --json`"))
+    }
+
+    /// Purchases whose `entitled` is unknown are counted in the report with the setting that decides it.
+    @Test func unknownEntitlementsAreSaidWithTheirSetting() {
+        var report = Self.report(changes: 0)
+        #expect(!report.humanSummary().contains("  entitled "))
+        report.unknownEntitlement = UnknownEntitlement(purchases: 0, products: [], setting: "RECONCILER_NON_RENEWING_TERMS")
+        #expect(!report.humanSummary().contains("  entitled "))
+        report.unknownEntitlement = UnknownEntitlement(
+            purchases: 3, products: ["com.example.pass.season"], setting: "nonRenewingTerms in /etc/reconciler/reconciler.yaml")
+        #expect(
+            report.humanSummary().contains(
+                "  entitled     3 purchases with entitled unknown (null in export): non-renewing product com.example.pass.season without a term; "
+                    + "set how long each lasts in nonRenewingTerms in /etc/reconciler/reconciler.yaml"), "\(report.humanSummary())")
+    }
+
+    /// A finished run's report that changed `changes` purchases (all listed).
+    static func report(changes: Int) -> RunReport {
+        let end = Int64(Date().timeIntervalSince1970 * 1000)
+        let changed = (0..<changes).map { index in
+            RunReport.Change(
+                originalTransactionId: "\(1000 + index)", fields: ["status"],
+                before: PurchaseState(originalTransactionId: "\(1000 + index)", status: 1),
+                after: PurchaseState(originalTransactionId: "\(1000 + index)", status: 2))
+        }
+        return RunReport(
+            runId: 7, kind: .manual, environment: "Production", bundleId: "com.example.app",
+            windowStart: .init(millisecondsSince1970: end - 3_600_000), windowEnd: .init(millisecondsSince1970: end),
+            dryRun: false, status: .succeeded, failure: nil, startedAt: Date(), finishedAt: Date(), durationSeconds: 1.5, replaySeconds: nil,
+            urgentRecoverySeconds: nil, notifications: .init(seen: 3, applied: 3), notificationsByType: [:], shardsTotal: 2, shardsFailed: [],
+            pages: 2, paginationRestarts: 0, customersChecked: 1, customersFailed: [], transactionsFetched: 4, revisionResets: [],
+            changes: changed, changesTotal: changes, rejections: [], api: .zero)
     }
 }
