@@ -1,6 +1,7 @@
 import AppStoreServer
 import Foundation
 import PostgresNIO
+import ReconcilerDomain
 import ReconcilerShared
 import TestSupport
 import Testing
@@ -58,7 +59,7 @@ import Testing
     /// one and links the purchases.
     @Test func aCustomersCompletionProbesIndexesAtAMillionRevisions() async throws {
         let db = try MillionRows.loaded.db
-        let store = PurchaseStore(logger: TestDatabase.logger, scope: MillionRows.scope).customers
+        let store = try PurchaseStore(logger: TestDatabase.logger, scope: MillionRows.scope).customers
         let checkedAt = Timestamp(millisecondsSince1970: 1_800_000_000_000)
         let queries = store.recordHistoryCheckedQueries(anchor: "c1", revision: "r2", purchases: ["c1", "c3"], checkedAt: checkedAt)
         for query in queries {
