@@ -7,8 +7,8 @@ import Testing
 @testable import Reconciler
 @testable import ReconcilerStore
 
-/// `reconciler prune` removes delivered forwarding rows and old change-feed rows,
-/// its dry run counts exactly what it then removes, and the queue's gauges never scan the table.
+/// `reconciler prune` removes delivered forwarding rows and old change-feed rows, and its dry run
+/// counts exactly what it then removes (the queue's gauges at a million rows: MillionRowPlanTests).
 @Suite struct PruneTests {
     let app: TestApp
     init() throws { app = try TestApp() }
@@ -84,56 +84,6 @@ import Testing
                 let result = try await db.reconciler(refused)
                 #expect(result.status == 1, "\(refused): \(result.stderr)")
             }
-        }
-    }
-
-    /// The gauges every `serve` replica reads each minute, with a million delivered rows: no
-    /// sequential scan of forward_queue (what waits and what failed come from partial indexes,
-    /// the delivered count from a counter), and the counter holds the right number.
-    ///
-    /// In a cluster of its own: loading a million rows is one long transaction, which would hold
-    /// back the change feed of every other test on the shared cluster (its horizon is cluster-wide).
-    @Test func theQueueGaugesScanNoDeliveredRows() async throws {
-        try await PrivateCluster.with { cluster in
-            try await TestDatabase.with(server: cluster.url) { db in try await checkQueueGaugePlans(db) }
-        }
-    }
-
-    func checkQueueGaugePlans(_ db: TestDatabase) async throws {
-        _ = try await record(3, forwardingTo: "https://app.example.com/hook", in: db)
-        let target = ForwardingTarget(url: "https://app.example.com/hook")
-        // A million rows as forwarders leave them, delivered; the counter is moved as the UPDATE
-        // trigger moves it when a forwarder records a 2xx (MetricsTests checks that trigger).
-        try await db.execute(
-            """
-            INSERT INTO forward_queue (notification_uuid, bundle_id, environment, target_id, target_redacted, status, attempts, queued_at, delivered_at)
-            SELECT 'delivered-' || g, \(TestApp.bundleId), 'Production', \(target.id), \(target.redacted), 'delivered', 1, now() - interval '2 days',
-                   now() - interval '1 day'
-            FROM generate_series(1, 1000000) g
-            """)
-        try await db.execute(
-            """
-            INSERT INTO forward_queue_totals (bundle_id, environment, target_id, target_redacted, delivered)
-            VALUES (\(TestApp.bundleId), 'Production', \(target.id), \(target.redacted), 1000000)
-            """)
-        try await db.execute("ANALYZE forward_queue")
-        let app = AppTarget(bundleId: TestApp.bundleId, environment: .production)
-        for query in [ForwardQueue.queueSummaryQuery(), ForwardQueue.appSummaryQuery(of: app)] {
-            let plan = try await db.strings(PostgresQuery(unsafeSQL: "EXPLAIN " + query.sql, binds: query.binds)).joined(separator: "\n")
-            #expect(!plan.contains("Seq Scan on forward_queue "), "\(plan)")
-        }
-        let summary = try await ForwardQueue(database: db.database).summary(runIds: nil)
-        #expect(summary.delivered == 1_000_000 && summary.pending == 3 && summary.failed == 0, "\(summary)")
-        let ofApp = try await ForwardQueue(database: db.database).summaries(of: app)
-        #expect(ofApp.map(\.target) == [target] && ofApp.first?.summary.delivered == 1_000_000 && ofApp.first?.summary.pending == 3)
-        // What a forwarder asks while draining, and what pruning counts and removes, read indexes too.
-        for query in [
-            ForwardQueue.pendingDeliveriesQuery(target: target, runIds: nil),
-            PurchaseStore.pruneDeliveredForwardsQuery(before: Date(timeIntervalSinceNow: -7 * 86_400), limit: nil, dryRun: true),
-            PurchaseStore.pruneDeliveredForwardsQuery(before: Date(timeIntervalSinceNow: -7 * 86_400), limit: 10_000, dryRun: false),
-        ] {
-            let plan = try await db.strings(PostgresQuery(unsafeSQL: "EXPLAIN " + query.sql, binds: query.binds)).joined(separator: "\n")
-            #expect(!plan.contains("Seq Scan on forward_queue "), "\(plan)")
         }
     }
 }

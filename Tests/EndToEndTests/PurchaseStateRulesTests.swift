@@ -88,49 +88,4 @@ import Testing
                     """) == 1)
         }
     }
-
-    // MARK: Due customers
-
-    /// The due-customer query of every hourly run reads an index: with a million purchases, its
-    /// plan has no sequential scan, and it finds exactly the purchases that fell due.
-    @Test func theDueQueryReadsAnIndexAtAMillionPurchases() async throws {
-        // A cluster of its own: loading a million rows is a long transaction, and the change feed of
-        // every other test's database waits for the oldest transaction of its cluster.
-        try await PrivateCluster.with { cluster in
-            try await TestDatabase.with(server: cluster.url) { db in try await checkDueQueryPlan(db) }
-        }
-    }
-
-    func checkDueQueryPlan(_ db: TestDatabase) async throws {
-        let now = Int64(Date().timeIntervalSince1970 * 1000)
-        // A million subscriptions checked after their last date fell due, and 25 that fell due since.
-        try await db.execute(
-            """
-            INSERT INTO purchases (original_transaction_id, bundle_id, environment, product_type, status, expires_date_ms, renewal_date_ms,
-                history_checked_at_ms, last_signed_date_ms)
-            SELECT 'p' || i, 'com.example.one', 'Production', 'Auto-Renewable Subscription', 1,
-                   \(now) + (i % 1000 + 1)::bigint * 3600000, \(now) + (i % 1000 + 1)::bigint * 3600000, \(now) - 60000, \(now) - 86400000
-            FROM generate_series(1, 1000000) AS i
-            """)
-        try await db.execute(
-            """
-            INSERT INTO purchases (original_transaction_id, bundle_id, environment, product_type, status, expires_date_ms, history_checked_at_ms)
-            SELECT 'due' || i, 'com.example.one', 'Production', 'Auto-Renewable Subscription', 1, \(now) - 1000 * i, \(now) - 7200000
-            FROM generate_series(1, 25) AS i
-            """)
-        try await db.execute("ANALYZE purchases")
-        let store = PurchaseStore(
-            logger: TestDatabase.logger,
-            scope: AppScope(target: AppTarget(bundleId: "com.example.one", environment: .production), entitlement: .init()))
-        let due = try await db.database.transaction {
-            try await store.customers.dueAnchors(by: Timestamp(millisecondsSince1970: now), all: false, on: $0)
-        }
-        #expect(due == (1...25).map { "due\($0)" }.sorted())
-        let plan = try await db.database.transaction { connection in
-            try await store.customers.explainDueAnchors(by: Timestamp(millisecondsSince1970: now), on: connection)
-        }
-        #expect(!plan.contains("Seq Scan"), "\(plan)")
-        #expect(plan.contains("purchases_next_due_idx"), "\(plan)")
-    }
-
 }

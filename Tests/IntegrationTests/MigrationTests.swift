@@ -60,6 +60,356 @@ import Testing
         }
     }
 
+    /// A file rewritten in place is accepted in a database that recorded one of its former
+    /// checksums; any other change still is not.
+    @Test func aMigrationRewrittenInPlaceAcceptsItsFormerChecksumOnly() async throws {
+        try await TestDatabase.with(migrate: false) { db in
+            let original = Migration(fileName: "0001_first.sql", sql: "CREATE TABLE first (id int);")
+            try await Migrator(migrations: [original]).migrate(db.client, logger: TestDatabase.logger)
+            let rewritten = Migration(
+                fileName: "0001_first.sql", sql: "CREATE TABLE IF NOT EXISTS first (id int);", formerChecksums: [original.checksum])
+            let second = Migration(fileName: "0002_second.sql", sql: "CREATE TABLE second (id int);")
+            #expect(try await Migrator(migrations: [rewritten, second]).migrate(db.client, logger: TestDatabase.logger) == [second])
+            let edited = Migration(
+                fileName: "0001_first.sql", sql: "CREATE TABLE first (id bigint);", formerChecksums: ["0" + original.checksum.dropFirst()])
+            await #expect(throws: ReconcilerError.self) {
+                try await Migrator(migrations: [edited, second]).migrate(db.client, logger: TestDatabase.logger)
+            }
+        }
+        // 0013's first text is one of its former checksums.
+        let embedded = try #require(Migration.embedded.first { $0.version == 13 })
+        let former = Migration(fileName: embedded.fileName, sql: Self.former0013)
+        #expect(former.checksum == "a6a70bd9a1f5b76551296967c246e9ab6919edaee9ccdc7f5d73beadbd58d9a0")
+        #expect(embedded.checksum != former.checksum && embedded.formerChecksums == [former.checksum])
+    }
+
+    /// A database that applied 0013's first text migrates on with the rewrite's binary, and both
+    /// texts fill every row with the same app and environment and leave the same schema: a
+    /// database of two apps with every kind of row whose app comes from somewhere else (a purchase
+    /// known only by its notification, a TEST notification, a notification whose transaction is
+    /// not stored, a transaction naming no app, a revision under a history anchor, sandbox rows, a
+    /// forward whose notification is gone).
+    @Test func bothTextsOf0013FillTheSameAppsAndLeaveTheSameSchema() async throws {
+        func migrated(former: Bool) async throws -> (rows: [String], schema: [String]) {
+            try await TestDatabase.with(migrate: false) { db in
+                try await Migrator(migrations: Migration.embedded.filter { $0.version < 13 }).migrate(db.client, logger: TestDatabase.logger)
+                try await Self.insertRowsBefore0013(db, bundleId: "com.example.one", first: 1, count: 40)
+                try await Self.insertRowsBefore0013(db, bundleId: "com.example.two", first: 1001, count: 6)
+                try await Self.insertRowsBefore0013(db, bundleId: "com.example.one", first: 2001, count: 5, environment: "Sandbox")
+                try await Self.insertEdgeRowsBefore0013(db, bundleId: "com.example.two")
+                var migrations = Migration.embedded
+                if former {
+                    migrations = migrations.filter { $0.version != 13 } + [Migration(fileName: "0013_every_app.sql", sql: Self.former0013)]
+                }
+                try await Migrator(migrations: migrations, defaultBundleId: "com.example.configured").migrate(db.client, logger: TestDatabase.logger)
+                #expect(try await db.count("SELECT count(*) FROM schema_migrations") == Migration.embedded.count)
+                if former {
+                    // The rewrite's binary accepts it and finds nothing to do.
+                    #expect(try await Migrator(defaultBundleId: "com.example.configured").migrate(db.client, logger: TestDatabase.logger).isEmpty)
+                }
+                return (try await db.strings(Self.appsOfEveryRow), try await db.strings(Self.schemaCatalog))
+            }
+        }
+        let before = try await migrated(former: true)
+        let after = try await migrated(former: false)
+        let (sameRows, sameSchema) = (after.rows == before.rows, after.schema == before.schema)
+        #expect(sameRows, "\(after.rows.count) rows; differing: \(Set(after.rows).symmetricDifference(before.rows).sorted())")
+        #expect(sameSchema, "differing: \(Set(after.schema).symmetricDifference(before.schema).sorted())")
+        // What the edge rows got (both texts agree, as checked above).
+        for expected in [
+            "purchases 1900 com.example.two Sandbox", "notifications n-test com.example.two Production",
+            "notifications n-unstored com.example.two Production", "transactions 1901 com.example.configured Production",
+            "history_revisions 5001020 com.example.two Sandbox", "forward_queue n-gone com.example.configured Production",
+            "purchase_changes 1900 com.example.two Sandbox", "purchases 3001 com.example.one Sandbox",
+        ] {
+            let found = after.rows.contains(expected)
+            #expect(found, "\(expected)")
+        }
+    }
+
+    /// Migration 0013 finds each row's app by joins the tables' keys serve: it reads each table and
+    /// index a few times at most, never once per row of another (its first text looked up every
+    /// purchase's and every revision's app with a subquery no index served, after rebuilding the
+    /// keys). From PostgreSQL's statistics, per table: the rows its scans read, and the blocks of
+    /// its indexes visited (a scan through a whole index for one row reads few rows but every block).
+    @Test func migration0013ReadsEachTableAFewTimesNotOncePerRow() async throws {
+        struct Reads {
+            var rowsRead = 0, rows = 0, indexBlocksVisited = 0, indexBlocks = 0
+        }
+        let tables = ["notifications", "transactions", "purchases", "history_revisions", "purchase_changes", "forward_queue"]
+        func reads(former: Bool) async throws -> [String: Reads] {
+            try await TestDatabase.with(migrate: false) { db in
+                try await Migrator(migrations: Migration.embedded.filter { $0.version < 13 }).migrate(db.client, logger: TestDatabase.logger)
+                // Only the migration reads them: autovacuum's scans, whenever they come, would count too.
+                for table in tables {
+                    try await db.execute("ALTER TABLE \(unescaped: table) SET (autovacuum_enabled = false, toast.autovacuum_enabled = false)")
+                }
+                try await Self.insertRowsBefore0013(db, bundleId: "com.example.one", first: 1, count: 1500)
+                // The load's own counts (index blocks it wrote) reach the statistics before they are reset.
+                let names = tables.map { "'\($0)'" }.joined(separator: ", ")
+                try await eventually("the load's statistics") {
+                    try await db.count(
+                        PostgresQuery(unsafeSQL: "SELECT count(*) FROM pg_stat_user_tables WHERE relname IN (\(names)) AND n_tup_ins > 0"))
+                        == tables.count
+                }
+                // The migration's own connections, ended afterwards: a backend's statistics are
+                // complete once it has exited.
+                var configuration = try DatabaseSettings(url: db.url, maximumConnections: 2).clientConfiguration
+                configuration.options.additionalStartupParameters = [("application_name", "migration-0013-reads")]
+                let client = PostgresClient(configuration: configuration, backgroundLogger: TestDatabase.logger)
+                let running = Task { await client.run() }
+                let thirteen = try #require(Migration.embedded.first { $0.version == 13 })
+                let migration = former ? Migration(fileName: thirteen.fileName, sql: Self.former0013) : thirteen
+                try await db.execute("SELECT pg_stat_reset()")
+                try await Migrator(migrations: Migration.embedded.filter { $0.version < 13 } + [migration]).migrate(
+                    client, logger: TestDatabase.logger)
+                running.cancel()
+                try await eventually("the migration's connections to end") {
+                    try await db.count("SELECT count(*) FROM pg_stat_activity WHERE application_name = 'migration-0013-reads'") == 0
+                }
+                var reads: [String: Reads] = [:]
+                for table in tables {
+                    let counts =
+                        try await db.strings(
+                            """
+                            SELECT concat_ws(' ', t.seq_tup_read + COALESCE((SELECT sum(idx_tup_read) FROM pg_stat_user_indexes i WHERE i.relid = t.relid), 0),
+                                (SELECT count(*) FROM \(unescaped: table)), COALESCE(s.idx_blks_hit, 0) + COALESCE(s.idx_blks_read, 0),
+                                pg_indexes_size(t.relid) / current_setting('block_size')::int)
+                            FROM pg_stat_user_tables t JOIN pg_statio_user_tables s USING (relid) WHERE t.relname = \(table)
+                            """
+                        ).first?.split(separator: " ").compactMap { Int($0) } ?? []
+                    try #require(counts.count == 4)
+                    reads[table] = Reads(rowsRead: counts[0], rows: counts[1], indexBlocksVisited: counts[2], indexBlocks: counts[3])
+                }
+                return reads
+            }
+        }
+        for (table, reads) in try await reads(former: false) {
+            #expect(reads.rowsRead <= 20 * reads.rows && reads.indexBlocksVisited <= 20 * reads.indexBlocks, "\(table): \(reads)")
+        }
+        // The measure sees the former text's look-ups: a table's rows, or an index's blocks, read once per row of another.
+        let former = try await reads(former: true)
+        let (purchases, transactions) = (try #require(former["purchases"]), try #require(former["transactions"]))
+        #expect(purchases.rowsRead > 100 * purchases.rows, "purchases: \(purchases)")
+        #expect(transactions.indexBlocksVisited > 100 * transactions.indexBlocks, "transactions: \(transactions)")
+    }
+
+    /// Migration 0013's new keys of transactions are built before its transaction, while the table
+    /// stays writable: they are there after the migration stopped (rows without an app, nothing
+    /// else changed), used when it runs again, and become the keys. An index an interrupted build
+    /// left invalid under their name is built again.
+    @Test func migration0013BuildsTheKeysOfTransactionsBeforeItsTransaction() async throws {
+        try await TestDatabase.with(migrate: false) { db in
+            try await Migrator(migrations: Migration.embedded.filter { $0.version < 13 }).migrate(db.client, logger: TestDatabase.logger)
+            try await Self.insertRowsBefore0013(db, bundleId: "com.example.one", first: 1, count: 20)
+            try await Self.insertRowsBefore0013(db, bundleId: "com.example.one", first: 21, count: 2, environment: "Sandbox")
+            // An interrupted build's leftover: a unique index that could not be built is left invalid.
+            await #expect(throws: (any Error).self) {
+                try await db.execute("CREATE UNIQUE INDEX CONCURRENTLY transactions_app_key ON transactions (environment)")
+            }
+            // A purchase whose signed data names no app, and no app configured: the migration stops.
+            try await db.execute("INSERT INTO purchases (original_transaction_id, environment) VALUES ('orphan', 'Production')")
+            await #expect(throws: ReconcilerError.self) { try await Migrator().migrate(db.client, logger: TestDatabase.logger) }
+            let built = PostgresQuery(
+                unsafeSQL: """
+                    SELECT pg_get_indexdef(indexrelid) || CASE WHEN indisvalid THEN '' ELSE ' (invalid)' END FROM pg_index
+                    WHERE indrelid = 'transactions'::regclass ORDER BY 1
+                    """)
+            #expect(
+                try await db.strings(built) == [
+                    "CREATE INDEX transactions_app_purchase_idx ON public.transactions USING btree (bundle_id, environment, original_transaction_id)",
+                    "CREATE INDEX transactions_purchase_idx ON public.transactions USING btree (original_transaction_id)",
+                    "CREATE UNIQUE INDEX transactions_app_key ON public.transactions USING btree (bundle_id, environment, transaction_id)",
+                    "CREATE UNIQUE INDEX transactions_pkey ON public.transactions USING btree (transaction_id)",
+                ])
+            #expect(
+                try await db.count("SELECT count(*) FROM information_schema.columns WHERE column_name = 'bundle_id' AND table_name = 'purchases'")
+                    == 0)
+            try await Migrator(defaultBundleId: "com.example.one").migrate(db.client, logger: TestDatabase.logger)
+            #expect(
+                try await db.strings(built) == [
+                    "CREATE INDEX transactions_purchase_idx ON public.transactions USING btree (bundle_id, environment, original_transaction_id)",
+                    "CREATE UNIQUE INDEX transactions_pkey ON public.transactions USING btree (bundle_id, environment, transaction_id)",
+                ])
+            #expect(
+                try await db.strings("SELECT DISTINCT bundle_id || ' ' || environment FROM purchases ORDER BY 1") == [
+                    "com.example.one Production", "com.example.one Sandbox",
+                ])
+        }
+    }
+
+    /// Migration 0013 looks at the rows first without holding the tables, so the live webhook keeps
+    /// writing meanwhile; rows written before it holds them are looked at too. Here a reader of
+    /// `purchases` makes it wait for the tables; a notification of another app (with its
+    /// transaction) and a TEST notification are stored meanwhile, and get their own app, not the
+    /// common one.
+    @Test func migration0013LooksAtRowsWrittenWhileItWaitedForTheTables() async throws {
+        try await TestDatabase.with(migrate: false) { db in
+            try await Migrator(migrations: Migration.embedded.filter { $0.version < 13 }).migrate(db.client, logger: TestDatabase.logger)
+            try await Self.insertRowsBefore0013(db, bundleId: "com.example.one", first: 1, count: 20)
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                let released = Locked(false)
+                group.addTask {
+                    try await db.client.withConnection { reader in
+                        try await reader.query("BEGIN", logger: TestDatabase.logger)
+                        // A lock without a snapshot: the concurrent index builds before 0013's
+                        // transaction wait for transactions that hold one.
+                        try await reader.query("LOCK TABLE purchases IN ACCESS SHARE MODE", logger: TestDatabase.logger)
+                        try await eventually("the writes") { released.withLock { $0 } }
+                        try await reader.query("COMMIT", logger: TestDatabase.logger)
+                    }
+                }
+                group.addTask { try await Migrator().migrate(db.client, logger: TestDatabase.logger) }
+                try await eventually("0013 to wait for purchases") {
+                    try await db.count(
+                        """
+                        SELECT count(*) FROM pg_locks WHERE relation = 'purchases'::regclass AND mode = 'AccessExclusiveLock' AND NOT granted
+                        """) == 1
+                }
+                try await db.client.withConnection { writer in
+                    try await writer.query("BEGIN", logger: TestDatabase.logger)
+                    // Never waits: the migration holds none of these yet (a bug would fail here, not hang).
+                    try await writer.query("SET LOCAL lock_timeout = '30s'", logger: TestDatabase.logger)
+                    try await writer.query(
+                        """
+                        INSERT INTO transactions (transaction_id, original_transaction_id, environment, bundle_id, signed_date_ms, signed_transaction_info)
+                        VALUES ('9001', '9001', 'Production', 'com.example.two', 1, 'h.e30.s')
+                        """, logger: TestDatabase.logger)
+                    try await writer.query(
+                        """
+                        INSERT INTO notifications (notification_uuid, notification_type, signed_date_ms, environment, original_transaction_id,
+                            transaction_id, signed_payload, source, outcome)
+                        VALUES ('n-9001', 'SUBSCRIBED', 1, 'Production', '9001', '9001', 'h.e30.s', 'webhook', 'applied'),
+                               ('n-test-two', 'TEST', 1, 'Production', NULL, NULL, \(Self.unsignedJWS(#"{"data": {"bundleId": "com.example.two"}}"#)),
+                                'webhook', 'recorded')
+                        """, logger: TestDatabase.logger)
+                    try await writer.query("COMMIT", logger: TestDatabase.logger)
+                }
+                released.withLock { $0 = true }
+                try await group.waitForAll()
+            }
+            #expect(
+                try await db.strings(
+                    "SELECT notification_uuid || ' ' || bundle_id FROM notifications WHERE notification_uuid IN ('n-9001', 'n-test-two') ORDER BY 1")
+                    == ["n-9001 com.example.two", "n-test-two com.example.two"])
+            #expect(try await db.strings("SELECT DISTINCT bundle_id FROM notifications WHERE notification_uuid LIKE 'n-1%'") == ["com.example.one"])
+        }
+    }
+
+    /// A JWS whose payload is `json` (header and signature are not looked at by migration 0013).
+    static func unsignedJWS(_ json: String) -> String {
+        "h."
+            + Data(json.utf8).base64EncodedString().replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
+            .replacingOccurrences(of: "=", with: "") + ".s"
+    }
+
+    /// Rows as the reconciler stored them before 0013 (the schema below 13): `count` purchases of
+    /// `bundleId` numbered from `first`, each with three transactions, its last renewal's
+    /// notification and change, and its customer's revision (every fifth customer's under a later
+    /// transaction, the purchase's history anchor); every tenth notification is forwarded.
+    static func insertRowsBefore0013(_ db: TestDatabase, bundleId: String, first: Int, count: Int, environment: String = "Production") async throws {
+        let (last, state) = (first + count - 1, #"{"environment": "\#(environment)"}"#)
+        try await db.execute(
+            """
+            INSERT INTO transactions (transaction_id, original_transaction_id, environment, bundle_id, signed_date_ms, signed_transaction_info)
+            SELECT CASE WHEN k = 0 THEN (1000 + i)::text ELSE (5000000 + i * 10 + k)::text END, (1000 + i)::text, \(environment), \(bundleId),
+                   1700000000000 + i, 'h.e30.s'
+            FROM generate_series(\(first), \(last)) i, generate_series(0, 2) k
+            """)
+        try await db.execute(
+            """
+            INSERT INTO purchases (original_transaction_id, environment, product_type, history_anchor_transaction_id)
+            SELECT (1000 + i)::text, \(environment), 'Auto-Renewable Subscription',
+                   CASE WHEN i % 5 = 0 THEN (5000000 + i * 10 + 1)::text ELSE (1000 + i)::text END
+            FROM generate_series(\(first), \(last)) i
+            """)
+        try await db.execute(
+            """
+            INSERT INTO history_revisions (anchor_transaction_id, environment, revision)
+            SELECT CASE WHEN i % 5 = 0 THEN (5000000 + i * 10 + 1)::text ELSE (1000 + i)::text END, \(environment), 'r' || i
+            FROM generate_series(\(first), \(last)) i
+            """)
+        try await db.execute(
+            """
+            INSERT INTO notifications (notification_uuid, notification_type, subtype, signed_date_ms, environment, original_transaction_id,
+                transaction_id, signed_payload, source, outcome)
+            SELECT 'n-' || (1000 + i), 'DID_RENEW', NULL, 1700000000000 + i, \(environment), (1000 + i)::text, (5000000 + i * 10 + 2)::text,
+                   'h.e30.s', 'webhook', 'applied'
+            FROM generate_series(\(first), \(last)) i
+            """)
+        try await db.execute(
+            """
+            INSERT INTO purchase_changes (original_transaction_id, source, notification_uuid, after_state)
+            SELECT (1000 + i)::text, 'webhook', 'n-' || (1000 + i), \(state)::jsonb FROM generate_series(\(first), \(last)) i
+            """)
+        try await db.execute(
+            """
+            INSERT INTO forward_queue (notification_uuid, status, target_id, target_redacted)
+            SELECT 'n-' || (1000 + i), 'pending', 'target', 'https://app.example.com/hook' FROM generate_series(\(first), \(last)) i WHERE i % 10 = 0
+            """)
+    }
+
+    /// Rows of `bundleId` whose app 0013 takes from somewhere else than their own transaction.
+    static func insertEdgeRowsBefore0013(_ db: TestDatabase, bundleId: String) async throws {
+        // A sandbox purchase known only by its notification (and its change), under a later transaction's revision.
+        try await db.execute(
+            """
+            INSERT INTO purchases (original_transaction_id, environment, history_anchor_transaction_id) VALUES ('1900', 'Sandbox', '5001020')
+            """)
+        try await db.execute("INSERT INTO history_revisions (anchor_transaction_id, environment, revision) VALUES ('5001020', 'Sandbox', 'r')")
+        try await db.execute(
+            """
+            INSERT INTO notifications (notification_uuid, notification_type, signed_date_ms, environment, original_transaction_id, transaction_id,
+                signed_payload, source, outcome)
+            VALUES ('n-1900', 'SUBSCRIBED', 1, 'Sandbox', '1900', NULL, \(unsignedJWS(#"{"data": {"bundleId": "\#(bundleId)"}}"#)), 'webhook', 'applied'),
+                   ('n-test', 'TEST', 1, 'Production', NULL, NULL, \(unsignedJWS(#"{"data": {"bundleId": "\#(bundleId)"}}"#)), 'webhook', 'recorded'),
+                   ('n-unstored', 'DID_RENEW', 1, 'Production', '1950', '1951', \(unsignedJWS(#"{"data": {"bundleId": "\#(bundleId)"}}"#)),
+                    'history', 'applied')
+            """)
+        try await db.execute(
+            """
+            INSERT INTO purchase_changes (original_transaction_id, source, after_state)
+            VALUES ('1900', 'webhook', '{"originalTransactionId": "1900"}')
+            """)
+        // A transaction stored without its app takes the configured one; a forward whose notification is gone too.
+        try await db.execute(
+            """
+            INSERT INTO transactions (transaction_id, original_transaction_id, environment, bundle_id, signed_date_ms, signed_transaction_info)
+            VALUES ('1901', '1901', 'Production', '', 1, 'h.e30.s')
+            """)
+        try await db.execute(
+            """
+            INSERT INTO forward_queue (notification_uuid, status, target_id, target_redacted) VALUES ('n-gone', 'pending', 'target', 'https://app.example.com/hook')
+            """)
+    }
+
+    /// Every row's table, key, app and environment.
+    static let appsOfEveryRow: PostgresQuery = """
+        SELECT 'notifications ' || notification_uuid || ' ' || bundle_id || ' ' || environment FROM notifications
+        UNION ALL SELECT 'transactions ' || transaction_id || ' ' || bundle_id || ' ' || environment FROM transactions
+        UNION ALL SELECT 'purchases ' || original_transaction_id || ' ' || bundle_id || ' ' || environment FROM purchases
+        UNION ALL SELECT 'history_revisions ' || anchor_transaction_id || ' ' || bundle_id || ' ' || environment FROM history_revisions
+        UNION ALL SELECT 'purchase_changes ' || original_transaction_id || ' ' || bundle_id || ' ' || environment FROM purchase_changes
+        UNION ALL SELECT 'forward_queue ' || notification_uuid || ' ' || bundle_id || ' ' || environment FROM forward_queue
+        ORDER BY 1
+        """
+
+    /// Every column (in order, with its type, nullability and default), index and constraint of the schema.
+    static let schemaCatalog: PostgresQuery = """
+        SELECT c.relname || ' #' || a.attnum || ' ' || a.attname || ' ' || format_type(a.atttypid, a.atttypmod)
+               || CASE WHEN a.attnotnull THEN ' NOT NULL' ELSE '' END || COALESCE(' DEFAULT ' || pg_get_expr(d.adbin, d.adrelid), '')
+        FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid
+        LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
+        WHERE c.relnamespace = 'public'::regnamespace AND c.relkind IN ('r', 'p') AND a.attnum > 0 AND NOT a.attisdropped
+        UNION ALL
+        SELECT pg_get_indexdef(i.indexrelid) || CASE WHEN i.indisvalid THEN '' ELSE ' (invalid)' END
+        FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid WHERE c.relnamespace = 'public'::regnamespace
+        UNION ALL
+        SELECT conrelid::regclass::text || ' ' || conname || ' ' || pg_get_constraintdef(oid) FROM pg_constraint
+        WHERE connamespace = 'public'::regnamespace
+        ORDER BY 1
+        """
+
     /// Migration 0009 turns the URLs a queue row or a run's options held into a target id and a
     /// redacted form, the same as the code makes them, so no URL secret stays at rest and the
     /// rows still match a forwarder configured with the same URL.

@@ -12,8 +12,10 @@ struct MigrateCommand: AsyncParsableCommand {
         abstract: "Apply the database migrations (migrations/NNNN_*.sql, embedded in the binary).",
         discussion: """
             Each migration is applied once, in order, in its own transaction, and recorded with its \
-            checksum in schema_migrations. It refuses to run when an applied file has changed. Two \
-            migrate commands at once are safe: the second waits, then finds nothing to do.
+            checksum in schema_migrations. It refuses to run when an applied file has changed (0013 was \
+            rewritten in place: its first text's checksum is accepted). A migration's CREATE INDEX \
+            CONCURRENTLY lines are built first, outside its transaction, while the tables stay writable. \
+            Two migrate commands at once are safe: the second waits, then finds nothing to do.
 
             Migration 0013 names each stored row's app from its own signed data. Rows whose signed data \
             names none take the configured app when exactly one bundle id is configured (the configuration \

@@ -1,7 +1,7 @@
 package import AppStoreServer
 package import Foundation
 package import Logging
-import PostgresNIO
+package import PostgresNIO
 package import ReconcilerDomain
 package import ReconcilerShared
 
@@ -126,30 +126,49 @@ package struct CustomerStore: Sendable {
     package func recordHistoryChecked(
         anchor: String, revision: String?, purchases originalTransactionIds: [String], checkedAt: Timestamp, on transaction: DatabaseTransaction
     ) async throws {
+        for query in recordHistoryCheckedQueries(anchor: anchor, revision: revision, purchases: originalTransactionIds, checkedAt: checkedAt) {
+            try await transaction.query(query, logger: logger)
+        }
+    }
+
+    /// The statements of ``recordHistoryChecked(anchor:revision:purchases:checkedAt:on:)``, in order
+    /// (the tests read their plans). Each finds its rows by index probes: the customer's purchases
+    /// (those given, the anchor, and those already linked to it) are first gathered into one array
+    /// that the key's index takes (an `OR` with a subquery cannot be an index condition, and made
+    /// each customer's completion read the app's whole `history_revisions`).
+    package func recordHistoryCheckedQueries(
+        anchor: String, revision: String?, purchases originalTransactionIds: [String], checkedAt: Timestamp
+    ) -> [PostgresQuery] {
         let (bundleId, environment) = (bundleId, environment)
-        try await transaction.query(
+        var queries: [PostgresQuery] = [
             """
             DELETE FROM history_revisions
             WHERE bundle_id = \(bundleId) AND environment = \(environment) AND anchor_transaction_id <> \(anchor)
-              AND (anchor_transaction_id = ANY(\(originalTransactionIds)::text[])
-                   OR anchor_transaction_id IN (
-                       SELECT original_transaction_id FROM purchases
-                       WHERE bundle_id = \(bundleId) AND environment = \(environment) AND history_anchor_transaction_id = \(anchor)))
-            """, logger: logger)
+              AND anchor_transaction_id = ANY(ARRAY(
+                  SELECT unnest(\(originalTransactionIds)::text[])
+                  UNION
+                  SELECT original_transaction_id FROM purchases
+                  WHERE bundle_id = \(bundleId) AND environment = \(environment) AND history_anchor_transaction_id = \(anchor)))
+            """
+        ]
         if let revision {
-            try await transaction.query(
+            queries.append(
                 """
                 INSERT INTO history_revisions (bundle_id, environment, anchor_transaction_id, revision)
                 VALUES (\(bundleId), \(environment), \(anchor), \(revision))
                 ON CONFLICT (bundle_id, environment, anchor_transaction_id) DO UPDATE SET revision = EXCLUDED.revision, updated_at = now()
-                """, logger: logger)
+                """)
         }
-        try await transaction.query(
+        queries.append(
             """
             UPDATE purchases SET history_anchor_transaction_id = \(anchor), history_checked_at_ms = \(checkedAt.millisecondsSince1970)
             WHERE bundle_id = \(bundleId) AND environment = \(environment)
-              AND (original_transaction_id = ANY(\(originalTransactionIds)::text[])
-                   OR history_anchor_transaction_id = \(anchor) OR original_transaction_id = \(anchor))
-            """, logger: logger)
+              AND original_transaction_id = ANY(ARRAY(
+                  SELECT unnest(\(originalTransactionIds + [anchor])::text[])
+                  UNION
+                  SELECT original_transaction_id FROM purchases
+                  WHERE bundle_id = \(bundleId) AND environment = \(environment) AND history_anchor_transaction_id = \(anchor)))
+            """)
+        return queries
     }
 }

@@ -11,14 +11,53 @@ package struct Migration: Sendable, Hashable {
     package let sql: String
     /// SHA-256 of the SQL (trailing newlines ignored), recorded when applied.
     package let checksum: String
+    /// Checksums of earlier texts of this file that a database may have recorded: accepted as this
+    /// one. Only for a file rewritten in place that leaves the same schema as before (see
+    /// ``rewrittenInPlace``).
+    package let formerChecksums: Set<String>
+    /// The file's `CREATE [UNIQUE] INDEX CONCURRENTLY IF NOT EXISTS name ON ...;` lines, which cannot
+    /// run in a transaction: the migrator runs each on its own before the migration's transaction,
+    /// while the tables stay writable. The transaction must not rely on them (a build can fail or be
+    /// interrupted, leaving an invalid index): it builds what is missing itself.
+    package let concurrentIndexes: [ConcurrentIndex]
+    /// The SQL run in the migration's transaction: the file without ``concurrentIndexes``.
+    package let transactionSQL: String
 
-    package init(fileName: String, sql: String) {
+    /// A `CREATE INDEX CONCURRENTLY` line of a migration.
+    package struct ConcurrentIndex: Sendable, Hashable {
+        /// The index's name (unqualified, unquoted).
+        package let name: String
+        package let statement: String
+    }
+
+    /// Files rewritten in place, by version: the checksums of their earlier texts. 0013 rebuilt
+    /// the keys first, then filled purchases and revisions with a subquery per row that no index
+    /// served any more (hours at a million purchases, the live webhook held meanwhile); its rewrite
+    /// leaves the same schema (MigrationTests compares them).
+    package static let rewrittenInPlace: [Int: Set<String>] = [
+        13: ["a6a70bd9a1f5b76551296967c246e9ab6919edaee9ccdc7f5d73beadbd58d9a0"]
+    ]
+
+    package init(fileName: String, sql: String, formerChecksums: Set<String>? = nil) {
         self.fileName = fileName
-        self.version = Int(fileName.prefix(while: \.isNumber)) ?? -1
+        let version = Int(fileName.prefix(while: \.isNumber)) ?? -1
+        self.version = version
         var trimmed = Substring(sql)
         while trimmed.last?.isNewline == true { trimmed = trimmed.dropLast() }
         self.sql = String(trimmed)
         self.checksum = SHA256Hex.digest(self.sql)
+        self.formerChecksums = formerChecksums ?? Self.rewrittenInPlace[version] ?? []
+        var concurrentIndexes: [ConcurrentIndex] = []
+        var transactionLines: [Substring] = []
+        for line in self.sql.split(separator: "\n", omittingEmptySubsequences: false) {
+            if let index = ConcurrentIndex(line: line) {
+                concurrentIndexes.append(index)
+            } else {
+                transactionLines.append(line)
+            }
+        }
+        self.concurrentIndexes = concurrentIndexes
+        self.transactionSQL = transactionLines.joined(separator: "\n")
     }
 
     /// Loads `NNNN_*.sql` files from a directory, in order.
@@ -144,7 +183,7 @@ package struct Migrator: Sendable {
                     "the database has migration \(record.fileName), which this reconciler does not know: use the reconciler version that applied it, or newer"
                 )
             }
-            guard migration.checksum == record.checksum else {
+            guard migration.checksum == record.checksum || migration.formerChecksums.contains(record.checksum) else {
                 throw ReconcilerError(
                     .schemaNotCurrent,
                     "\(migration.fileName) changed after it was applied (applied checksum \(record.checksum.prefix(12)), file \(migration.checksum.prefix(12))): restore the file and put the change in a new migration"
@@ -154,9 +193,17 @@ package struct Migrator: Sendable {
     }
 
     /// Applies one migration in a transaction of its own unless it is applied already; `true`
-    /// when this call applied it.
+    /// when this call applied it. Its concurrent indexes are built first, outside any transaction.
     private func apply(_ migration: Migration, client: PostgresClient, logger: Logger) async throws -> Bool {
-        try await inTransaction(client: client, logger: logger) { connection in
+        if !migration.concurrentIndexes.isEmpty {
+            let pending = try await inTransaction(client: client, logger: logger) { connection in
+                let applied = try await appliedMigrations(on: connection, logger: logger)
+                try checkApplied(applied)
+                return applied[migration.version] == nil
+            }
+            if pending { await buildConcurrentIndexes(of: migration, client: client, logger: logger) }
+        }
+        return try await inTransaction(client: client, logger: logger) { connection in
             let applied = try await appliedMigrations(on: connection, logger: logger)
             try checkApplied(applied)
             guard applied[migration.version] == nil else { return false }
@@ -170,7 +217,7 @@ package struct Migrator: Sendable {
                 """, logger: logger)
             try await connection.run("SELECT set_config('reconciler.bundle_id', \(defaultBundleId ?? ""), true)", logger: logger)
             do {
-                try await connection.run("SELECT pg_temp.reconciler_run_migration(\(migration.sql))", logger: logger)
+                try await connection.run("SELECT pg_temp.reconciler_run_migration(\(migration.transactionSQL))", logger: logger)
             } catch let error as PSQLError where error.serverInfo?[.message] != nil {
                 // The server's own message says what is wrong (a RAISE in the migration names what to do).
                 throw ReconcilerError(.schemaNotCurrent, "\(migration.fileName) failed and was rolled back: \(error.serverInfo?[.message] ?? "")")
@@ -183,6 +230,38 @@ package struct Migrator: Sendable {
                 VALUES (\(migration.version), \(migration.fileName), \(migration.checksum))
                 """, logger: logger)
             return true
+        }
+    }
+
+    /// Builds a migration's concurrent indexes, each as a statement of its own (PostgreSQL refuses
+    /// `CREATE INDEX CONCURRENTLY` in a transaction), while the tables stay writable. An index left
+    /// invalid by an interrupted build, and not being built now by another migrator, is dropped
+    /// first. A failure is logged, not thrown: the migration's transaction builds what is missing.
+    private func buildConcurrentIndexes(of migration: Migration, client: PostgresClient, logger: Logger) async {
+        for index in migration.concurrentIndexes {
+            let metadata: Logger.Metadata = ["migration": "\(migration.fileName)", "index": "\(index.name)"]
+            do {
+                try await client.withConnection { connection in
+                    let leftover =
+                        try await connection.query(
+                            """
+                            SELECT count(*) FROM pg_index
+                            WHERE indexrelid = to_regclass(\(index.name)) AND NOT indisvalid
+                              AND NOT EXISTS (SELECT FROM pg_stat_progress_create_index WHERE index_relid = to_regclass(\(index.name)))
+                            """, logger: logger
+                        ).collect().first?.decode(Int.self) ?? 0
+                    if leftover > 0 {
+                        logger.info("dropping an index an interrupted build left invalid", metadata: metadata)
+                        try await connection.query(PostgresQuery(unsafeSQL: "DROP INDEX CONCURRENTLY IF EXISTS \(index.name)"), logger: logger)
+                    }
+                    logger.info("building an index before the migration, without holding its table", metadata: metadata)
+                    try await connection.query(PostgresQuery(unsafeSQL: index.statement), logger: logger)
+                }
+            } catch {
+                var failed = metadata
+                failed["error"] = "\(String(reflecting: error))"
+                logger.warning("building the index concurrently failed: the migration builds it, holding its table", metadata: failed)
+            }
         }
     }
 
@@ -203,5 +282,18 @@ package struct Migrator: Sendable {
                 throw error
             }
         }
+    }
+}
+
+extension Migration.ConcurrentIndex {
+    /// Reads a line `CREATE [UNIQUE] INDEX CONCURRENTLY IF NOT EXISTS name ON ...;` (a plain name);
+    /// `nil` for any other line.
+    init?(line: Substring) {
+        let prefixes = ["CREATE INDEX CONCURRENTLY IF NOT EXISTS ", "CREATE UNIQUE INDEX CONCURRENTLY IF NOT EXISTS "]
+        guard line.hasSuffix(";"), let prefix = prefixes.first(where: { line.hasPrefix($0) }) else { return nil }
+        let rest = line.dropFirst(prefix.count)
+        let name = rest.prefix { $0 == "_" || ($0.isASCII && ($0.isLetter || $0.isNumber)) }
+        guard !name.isEmpty, rest.dropFirst(name.count).hasPrefix(" ON ") else { return nil }
+        self.init(name: String(name), statement: String(line.dropLast()))
     }
 }
