@@ -7,13 +7,11 @@ import NIOHTTP1
 /// repeated `status` parameters filter.
 extension MockAppStore {
     func subscriptionStatuses(_ request: MockHTTPRequest, anyTransactionId: String, in app: AppWorld) -> MockHTTPResponse {
-        let snapshot = app.snapshot(forTransaction: anyTransactionId)
-        let account: String
-        switch self.account(of: anyTransactionId, in: snapshot, app: app) {
-        case .success(let found): account = found
+        let (snapshot, account): (MockCatalog.Snapshot, String)
+        switch customer(of: anyTransactionId, in: app) {
+        case .success(let found): (snapshot, account) = found
         case .failure(let error): return error.response
         }
-        if let failing = failingCustomerError(account: account, in: snapshot) { return failing }
         var wanted: Set<Int32> = []
         for value in request.queryValues("status") {
             guard let status = Int32(value), (1...5).contains(status) else {

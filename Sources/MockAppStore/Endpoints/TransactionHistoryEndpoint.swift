@@ -27,21 +27,24 @@ extension MockAppStore {
     /// Apple's error for a path parameter that is not a transaction id of any customer.
     struct TransactionIdError: Error { var response: MockHTTPResponse }
 
-    /// The account a path's transaction id belongs to (any transaction of the customer) in `app`;
-    /// a transaction ID of another app is not found, and counted.
-    func account(of anyTransactionId: String, in snapshot: MockCatalog.Snapshot, app: AppWorld) -> Result<String, TransactionIdError> {
+    /// The customer a path's transaction id belongs to (any transaction of the customer) in `app`:
+    /// the snapshot that holds it and its account. A transaction ID of another app is not found,
+    /// and counted; a customer listed in ``FaultConfiguration/failingCustomers`` gets its error.
+    func customer(of anyTransactionId: String, in app: AppWorld) -> Result<(snapshot: MockCatalog.Snapshot, account: String), TransactionIdError> {
         guard !anyTransactionId.isEmpty, anyTransactionId.allSatisfy(\.isNumber) else {
             return .failure(.init(response: Self.apiError(.badRequest, 4_000_006, "Invalid transaction id.")))
         }
+        let snapshot = app.snapshot(forTransaction: anyTransactionId)
         guard let account = snapshot.account(ofTransaction: anyTransactionId) else {
             noteCrossApp(transactionId: anyTransactionId, in: app)
             return .failure(.init(response: Self.apiError(.notFound, 4_040_010, "Transaction id not found.")))
         }
-        return .success(account)
+        if let failing = failingCustomerError(account: account, in: snapshot) { return .failure(.init(response: failing)) }
+        return .success((snapshot, account))
     }
 
     /// The error a customer listed in ``FaultConfiguration/failingCustomers`` gets, if `account` is one.
-    func failingCustomerError(account: String, in snapshot: MockCatalog.Snapshot) -> MockHTTPResponse? {
+    private func failingCustomerError(account: String, in snapshot: MockCatalog.Snapshot) -> MockHTTPResponse? {
         let faults = faults.withLock { $0 }
         guard faults.failingCustomers.contains(where: { snapshot.account(ofTransaction: $0) == account }) else { return nil }
         let code = faults.failingCustomersErrorCode
@@ -53,13 +56,11 @@ extension MockAppStore {
     }
 
     func transactionHistory(_ request: MockHTTPRequest, anyTransactionId: String, in app: AppWorld) -> MockHTTPResponse {
-        let snapshot = app.snapshot(forTransaction: anyTransactionId)
-        let account: String
-        switch self.account(of: anyTransactionId, in: snapshot, app: app) {
-        case .success(let found): account = found
+        let (snapshot, account): (MockCatalog.Snapshot, String)
+        switch customer(of: anyTransactionId, in: app) {
+        case .success(let found): (snapshot, account) = found
         case .failure(let error): return error.response
         }
-        if let failing = failingCustomerError(account: account, in: snapshot) { return failing }
         var startDate: Int64?
         var endDate: Int64?
         if let value = request.queryValue("startDate") {

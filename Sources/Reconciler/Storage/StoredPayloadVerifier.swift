@@ -116,41 +116,45 @@ package struct StoredPayloadVerifier: Sendable {
         verifiers.first { $0.configuration.bundleId == bundleId && $0.configuration.environment.rawValue == environment }
     }
 
-    private func check(_ row: NotificationLog.StoredNotification, into report: inout Report, unconfigured: inout Set<String>) async {
-        func fail(_ reason: String, _ detail: String) {
-            report.notifications.failed += 1
+    /// One stored value as the check reads it: which row it is, where its counts go, and how its
+    /// own signature is checked.
+    private struct Checked {
+        var kind: Failure.Kind
+        var id: String
+        var bundleId: String
+        var environment: String
+        var counts: WritableKeyPath<Report, Counts>
+        var value: StoredSignedValue
+        var payloadSHA256: [UInt8]?
+        /// What is missing when the value's parts cannot be put together.
+        var incompleteDetail: String
+    }
+
+    /// Puts a stored value together and verifies it with `verify` (which returns why the verified
+    /// value does not match its row, or nil), then checks its hash. Counts a pruned or failed value
+    /// and returns nil; returns the value that verified.
+    private func check(
+        _ row: Checked, into report: inout Report, verify: (String) async throws -> String?
+    ) async -> String? {
+        func fail(_ reason: String, _ detail: String) -> String? {
+            report[keyPath: row.counts].failed += 1
             report.failures.append(
-                Failure(
-                    kind: .notification, id: row.notificationUUID, bundleId: row.bundleId, environment: row.environment, reason: reason,
-                    detail: detail))
+                Failure(kind: row.kind, id: row.id, bundleId: row.bundleId, environment: row.environment, reason: reason, detail: detail))
+            return nil
         }
         let jws: String
         switch row.value {
         case .pruned:
-            report.notifications.pruned += 1
-            return
+            report[keyPath: row.counts].pruned += 1
+            return nil
         case .incomplete:
-            return fail("INCOMPLETE", "the stored parts cannot be put together (a header or a column is missing)")
+            return fail("INCOMPLETE", row.incompleteDetail)
         case .signed(let value, _):
             jws = value
         }
         do {
-            let decoded: ResponseBodyV2DecodedPayload
-            if let verifier = verifier(bundleId: row.bundleId, environment: row.environment) {
-                decoded = try await verifier.verifyAndDecodeNotification(jws)
-                _ = try await verifier.verifySubscription(
-                    signedTransactionInfo: decoded.data?.signedTransactionInfo, signedRenewalInfo: decoded.data?.signedRenewalInfo)
-            } else {
-                unconfigured.insert("\(row.bundleId) (\(row.environment))")
-                decoded = try await signatureOnly(jws, as: ResponseBodyV2DecodedPayload.self)
-                for nested in [decoded.data?.signedTransactionInfo, decoded.data?.signedRenewalInfo].compactMap({ $0 }) {
-                    _ = try await signatureOnly(nested, as: SignedDateOnly.self)
-                }
-            }
-            guard decoded.notificationUUID == row.notificationUUID, decoded.signedDate == row.signedDate,
-                decoded.notificationType?.rawValue == row.notificationType
-            else {
-                return fail("ROW_MISMATCH", "the value verifies but names another notification, type or signedDate than its row")
+            if let mismatch = try await verify(jws) {
+                return fail("ROW_MISMATCH", mismatch)
             }
             // Genuine, but not the value that was stored (another genuine value put in its place).
             if let stored = row.payloadSHA256, JWSParts.sha256(jws) != stored {
@@ -161,51 +165,60 @@ package struct StoredPayloadVerifier: Sendable {
         } catch {
             return fail("INVALID_PAYLOAD", "\(error)")
         }
-        report.notifications.verified += 1
-        report.notifications.signedBytes += jws.utf8.count
+        report[keyPath: row.counts].verified += 1
+        report[keyPath: row.counts].signedBytes += jws.utf8.count
+        return jws
+    }
+
+    private func check(_ row: NotificationLog.StoredNotification, into report: inout Report, unconfigured: inout Set<String>) async {
+        let checked = Checked(
+            kind: .notification, id: row.notificationUUID, bundleId: row.bundleId, environment: row.environment, counts: \.notifications,
+            value: row.value, payloadSHA256: row.payloadSHA256,
+            incompleteDetail: "the stored parts cannot be put together (a header or a column is missing)")
+        let verifier = verifier(bundleId: row.bundleId, environment: row.environment)
+        if verifier == nil, case .signed = row.value { unconfigured.insert("\(row.bundleId) (\(row.environment))") }
+        let verified = await check(checked, into: &report) { jws in
+            let decoded: ResponseBodyV2DecodedPayload
+            if let verifier {
+                decoded = try await verifier.verifyAndDecodeNotification(jws)
+                _ = try await verifier.verifySubscription(
+                    signedTransactionInfo: decoded.data?.signedTransactionInfo, signedRenewalInfo: decoded.data?.signedRenewalInfo)
+            } else {
+                decoded = try await signatureOnly(jws, as: ResponseBodyV2DecodedPayload.self)
+                for nested in [decoded.data?.signedTransactionInfo, decoded.data?.signedRenewalInfo].compactMap({ $0 }) {
+                    _ = try await signatureOnly(nested, as: SignedDateOnly.self)
+                }
+            }
+            guard decoded.notificationUUID == row.notificationUUID, decoded.signedDate == row.signedDate,
+                decoded.notificationType?.rawValue == row.notificationType
+            else { return "the value verifies but names another notification, type or signedDate than its row" }
+            return nil
+        }
+        guard verified != nil else { return }
         if row.form == .whole { report.notifications.storedWhole += 1 }
         if row.form == .legacy { report.notifications.legacy += 1 }
     }
 
     private func check(_ row: PurchaseStore.StoredTransaction, into report: inout Report, unconfigured: inout Set<String>) async {
-        func fail(_ reason: String, _ detail: String) {
-            report.transactions.failed += 1
-            report.failures.append(
-                Failure(
-                    kind: .transaction, id: row.key.transactionId, bundleId: row.key.bundleId, environment: row.key.environment, reason: reason,
-                    detail: detail))
-        }
-        let jws: String
-        switch row.value {
-        case .pruned:
-            report.transactions.pruned += 1
-            return
-        case .incomplete:
-            return fail("INCOMPLETE", "the stored parts cannot be put together (a header, a column or its notification is missing)")
-        case .signed(let value, _):
-            jws = value
-        }
-        do {
-            let decoded: JWSTransactionDecodedPayload
-            if let verifier = verifier(bundleId: row.key.bundleId, environment: row.key.environment) {
-                decoded = try await verifier.verifyAndDecodeTransaction(jws)
-            } else {
-                unconfigured.insert("\(row.key.bundleId) (\(row.key.environment))")
-                decoded = try await signatureOnly(jws, as: JWSTransactionDecodedPayload.self)
-            }
+        let checked = Checked(
+            kind: .transaction, id: row.key.transactionId, bundleId: row.key.bundleId, environment: row.key.environment,
+            counts: \.transactions, value: row.value, payloadSHA256: row.payloadSHA256,
+            incompleteDetail: "the stored parts cannot be put together (a header, a column or its notification is missing)")
+        let verifier = verifier(bundleId: row.key.bundleId, environment: row.key.environment)
+        if verifier == nil, case .signed = row.value { unconfigured.insert("\(row.key.bundleId) (\(row.key.environment))") }
+        let verified = await check(checked, into: &report) { jws in
+            let decoded =
+                if let verifier {
+                    try await verifier.verifyAndDecodeTransaction(jws)
+                } else {
+                    try await signatureOnly(jws, as: JWSTransactionDecodedPayload.self)
+                }
             guard decoded.transactionId == row.key.transactionId, decoded.signedDate == row.signedDate else {
-                return fail("ROW_MISMATCH", "the value verifies but names another transaction or signedDate than its row")
+                return "the value verifies but names another transaction or signedDate than its row"
             }
-            if let stored = row.payloadSHA256, JWSParts.sha256(jws) != stored {
-                return fail("HASH_MISMATCH", "the value verifies but does not hash to the SHA-256 stored with it")
-            }
-        } catch let error as VerificationError {
-            return fail(error.reason.rawValue, error.detail)
-        } catch {
-            return fail("INVALID_PAYLOAD", "\(error)")
+            return nil
         }
-        report.transactions.verified += 1
-        report.transactions.signedBytes += jws.utf8.count
+        guard verified != nil else { return }
         switch row.form {
         case .whole: report.transactions.storedWhole += 1
         case .legacy: report.transactions.legacy += 1
