@@ -239,7 +239,9 @@ package struct Migrator: Sendable {
     /// first. A failure is logged, not thrown: the migration's transaction builds what is missing.
     private func buildConcurrentIndexes(of migration: Migration, client: PostgresClient, logger: Logger) async {
         for index in migration.concurrentIndexes {
-            let metadata: Logger.Metadata = ["migration": "\(migration.fileName)", "index": "\(index.name)"]
+            // The index names its migration's work well enough: `migrate` prints each migration's
+            // name once, when it is applied.
+            let metadata: Logger.Metadata = ["index": "\(index.name)"]
             do {
                 try await client.withConnection { connection in
                     let leftover =
