@@ -273,7 +273,7 @@ package struct ReconcileRun: Sendable {
     }
 
     /// The notification types whose recovery the priority order serves first.
-    static let urgentTypes = [NotificationTypeV2.didRenew.rawValue, NotificationTypeV2.expired.rawValue]
+    static let urgentTypes = NotificationRules.urgentTypeNames
 
     /// Builds the report of a run from its ledger (so it covers every process that worked on it).
     /// `database` is where its notifications are (a dry run's shadow tables while it runs).

@@ -147,7 +147,7 @@ package struct NotificationHandler: Sendable {
                 // Stored once, inside the notification recorded with it.
                 transactions.append(
                     .init(
-                        transaction, clearsRevocation: notification.notificationType == .refundReversed, fromNotification: true,
+                        transaction, clearsRevocation: notification.rule.clearsRevocation, fromNotification: true,
                         signedInNotification: notification.notificationUUID))
             }
             updates.append(
@@ -203,7 +203,7 @@ package struct NotificationHandler: Sendable {
 
 extension VerifiedNotification {
     /// Whether it carries purchase data to apply (TEST notifications and summaries do not).
-    var appliesToPurchase: Bool { originalTransactionId != nil && notificationType != .test }
+    var appliesToPurchase: Bool { originalTransactionId != nil && rule.appliesToPurchase }
 
     /// Its row of kind `notification` in the change feed.
     var feedRow: PurchaseStore.NotificationFeedRow {

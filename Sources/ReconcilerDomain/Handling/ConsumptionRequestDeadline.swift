@@ -1,3 +1,4 @@
+import AppStoreServer
 package import ReconcilerShared
 
 /// Apple's deadline for an answer to a `CONSUMPTION_REQUEST` (Send Consumption Information):
@@ -6,7 +7,7 @@ package import ReconcilerShared
 /// (1 hour, then 12 more) come too late for it.
 package enum ConsumptionRequestDeadline {
     /// How long after the first send attempt an answer is due.
-    package static let answerWithin: Duration = .hours(12)
+    package static let answerWithin: Duration = NotificationRules.rule(for: .consumptionRequest).answerWithin ?? .hours(12)
 
     /// Where a request stands at `now`: answered, acked, open (before its deadline) or expired.
     /// An answer Apple accepted comes first: an ack after it adds only who said so.

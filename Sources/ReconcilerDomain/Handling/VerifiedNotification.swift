@@ -52,9 +52,12 @@ package struct VerifiedNotification: Sendable {
     /// `CONSUMPTION_REQUEST`, 12 hours after Apple first tried to send it (else after its
     /// `signedDate`). `nil` for the others.
     package var respondBy: Timestamp? {
-        guard notificationType == .consumptionRequest else { return nil }
-        return Timestamp(millisecondsSince1970: firstSendAttempt ?? signedDate) + ConsumptionRequestDeadline.answerWithin
+        guard let answerWithin = rule.answerWithin else { return nil }
+        return Timestamp(millisecondsSince1970: firstSendAttempt ?? signedDate) + answerWithin
     }
+
+    /// What its type means to the reconciler.
+    package var rule: NotificationRule { NotificationRules.rule(for: notificationType) }
 
     /// `TYPE` or `TYPE/SUBTYPE`, as reports show it.
     package var typeAndSubtype: String {

@@ -43,16 +43,9 @@ package struct ReplayPlanner: Sendable {
         }
     }
 
-    /// Consumption requests first (Apple wants an answer within 12 hours of its first send attempt),
-    /// then renewals and expiries, then refunds, revokes and billing problems.
-    package static let defaultPriority: [NotificationFilter] = [
-        .init(.consumptionRequest),
-        .init(.didRenew), .init(.didRenew, .billingRecovery),
-        .init(.expired, .voluntary), .init(.expired, .billingRetry), .init(.expired, .priceIncrease),
-        .init(.expired, .productNotForSale), .init(.expired),
-        .init(.refund), .init(.revoke), .init(.gracePeriodExpired),
-        .init(.didFailToRenew), .init(.didFailToRenew, .gracePeriod),
-    ]
+    /// The typed queries of ``NotificationRules``, in its order: consumption requests first, then
+    /// renewals and expiries, then refunds, revokes and billing problems.
+    package static let defaultPriority: [NotificationFilter] = NotificationRules.defaultQueries.map { NotificationFilter($0, $1) }
 
     /// One query over one time shard.
     package struct Shard: Sendable, Hashable, Codable {

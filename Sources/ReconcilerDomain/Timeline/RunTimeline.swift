@@ -1,3 +1,4 @@
+import AppStoreServer
 import Foundation
 
 /// A run over time, for the incident report page (``IncidentReportPage``): the notifications it
@@ -115,10 +116,10 @@ package struct RunTimeline: Sendable, Codable, Hashable {
         self.apiProcesses = apiProcesses
     }
 
-    /// The urgent types the replay asks for first and the page highlights: DID_RENEW and EXPIRED
-    /// with any subtype (a missed renewal or expiry is a customer with the wrong access).
+    /// Whether the page highlights a `TYPE` or `TYPE/SUBTYPE`: its type's rule says it is urgent
+    /// (DID_RENEW and EXPIRED: a missed renewal or expiry is a customer with the wrong access).
     package static func isUrgent(_ typeAndSubtype: String) -> Bool {
         let type = typeAndSubtype.split(separator: "/", maxSplits: 1).first.map(String.init) ?? typeAndSubtype
-        return type == "DID_RENEW" || type == "EXPIRED"
+        return NotificationRules.rule(for: NotificationTypeV2(rawValue: type)).isUrgent
     }
 }
