@@ -14,8 +14,8 @@ struct ReconcilerCommand: AsyncParsableCommand {
         abstract: "Brings in-app purchase records back in line with the App Store after a webhook outage.",
         discussion: """
             The apps come from a configuration file, --config FILE or RECONCILER_CONFIG (every app and \
-            environment of the deployment, the key, the entitlement rules: the README's Configuration \
-            reference); without one, the APP_STORE_* variables name one app in one environment: \
+            environment of the deployment, the key, the entitlement rules: Configuration reference in \
+            docs/reference.md); without one, the APP_STORE_* variables name one app in one environment: \
             APP_STORE_BUNDLE_ID, APP_STORE_APP_APPLE_ID (production), APP_STORE_ENVIRONMENT, \
             APP_STORE_ROOT_CERTIFICATES, APP_STORE_KEY_ID, APP_STORE_ISSUER_ID, APP_STORE_PRIVATE_KEY_PATH, \
             APP_STORE_API_BASE_URL. The database is DATABASE_URL (or --database-url) either way.

@@ -21,23 +21,39 @@ import Testing
         #expect(written.isEmpty, "the drill wrote into the checkout: \(written.sorted())")
     }
 
-    /// "Your app in ten minutes" rehearsed as the README says to without a terminal: its
-    /// **Rehearsal** blocks, in order, piped into `jobs/dev/with-postgres bash -e` (the first
-    /// block, which builds and opens that shell, is what this test does). They print their
-    /// temporary directory and free ports, end with `export` equal to the mock's truth, and write
-    /// nothing into the checkout.
-    @Test func theRehearsalRunsAsWrittenWithoutATerminal() async throws {
+    /// "Your app in ten minutes" rehearsed as a newcomer follows it, without a terminal: the
+    /// README's own **Rehearsal** blocks, taken from its text, in order, piped into
+    /// `jobs/dev/with-postgres bash -e` started in a fresh scratch directory (the first block,
+    /// which builds the tools and opens that shell with them first on its PATH, is what this test
+    /// does, with the tests' build). One app in production and the sandbox, configured by the file
+    /// the rehearsal writes as step 2 says (its non-renewing term included): the blocks print their
+    /// temporary directory and free ports, answer a consumption request the outage left open, and
+    /// end with `export` equal to the mock's truth on the first try; nothing is written into the
+    /// checkout or the scratch directory.
+    @Test func theRehearsalRunsAsWrittenFromAScratchDirectory() async throws {
         let before = try await Repository.files()
         let blocks = try Self.rehearsalBlocks()
-        #expect(blocks.count >= 6, "\(blocks)")
-        let opener = blocks.first { $0.contains("jobs/dev/with-postgres bash") }
-        #expect(opener != nil, "no block opens the shell: \(blocks)")
+        #expect(blocks.count >= 8, "\(blocks)")
+        let opener = try #require(blocks.first { $0.contains("jobs/dev/with-postgres bash") }, "no block opens the shell: \(blocks)")
+        #expect(opener.contains("PATH="), "the opening block puts the tools it built on the shell's PATH: \(opener)")
         let script = blocks.filter { $0 != opener }.joined(separator: "\n")
+        // Step 2 for the reader's app and for the mock's: every non-renewing product gets its term,
+        // or its purchases' `entitled` is unknown and the final comparison fails.
+        let configuration = try Self.section("### 2. The configuration")
+        #expect(configuration.contains("nonRenewingTerms:"), "\(configuration)")
+        #expect(script.contains("nonRenewingTerms:"), "\(script)")
+        #expect(script.contains("environments: [production, sandbox]"), "\(script)")
         let path = ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin"
-        let result = try await runProcess(
-            "/usr/bin/env", ["bash", "-c", #"cd "$1" && exec jobs/dev/with-postgres bash -e"#, "rehearsal", Repository.root.path],
-            environment: ["PATH": "\(Executables.directory.path):\(path)", "LOG_LEVEL": "warning"], stdin: Data(script.utf8),
-            timeout: .seconds(900))
+        let withPostgres = Repository.root.appendingPathComponent("jobs/dev/with-postgres").path
+        let result = try await TemporaryDirectory.with("rehearsal-scratch") { scratch in
+            let result = try await runProcess(
+                "/usr/bin/env", ["bash", "-c", #"cd "$1" && exec "$2" bash -e"#, "rehearsal", scratch.path, withPostgres],
+                environment: ["PATH": "\(Executables.directory.path):\(path)", "LOG_LEVEL": "warning"], stdin: Data(script.utf8),
+                timeout: .seconds(900))
+            let left = try FileManager.default.contentsOfDirectory(atPath: scratch.path)
+            #expect(left.isEmpty, "the rehearsal wrote into the directory it started in: \(left)")
+            return result
+        }
         // The rehearsal's directory stays for the reader; the test removes it.
         let directory = result.stdout.components(separatedBy: "\n").first { $0.hasPrefix("the rehearsal's files: ") }?
             .replacingOccurrences(of: "the rehearsal's files: ", with: "")
@@ -46,9 +62,20 @@ import Testing
         #expect(directory != nil, "\(result.stdout)")
         #expect(result.stdout.contains("serve will listen on 127.0.0.1:"), "\(result.stdout)")
         #expect(result.stdout.contains("the mock App Store: http://127.0.0.1:"), "\(result.stdout)")
+        #expect(result.stdout.contains("its sandbox: http://127.0.0.1:"), "\(result.stdout)")
+        #expect(result.stdout.contains("== com.example.one (Sandbox)"), "the run recovers the sandbox too: \(result.stdout.suffix(4000))")
+        #expect(result.stdout.contains("accepted: Apple received the consumption information"), "\(result.stdout.suffix(4000))")
+        #expect(!result.stdout.contains("entitled unknown"), "a purchase's entitled is unknown: \(result.stdout.suffix(4000))")
         #expect(result.stdout.contains("export equals the App Store's truth"), "\(result.stdout.suffix(4000))\n\(result.stderr.suffix(4000))")
         let written = try await Repository.files().subtracting(before)
         #expect(written.isEmpty, "the rehearsal wrote into the checkout: \(written.sorted())")
+    }
+
+    /// A part of "Your app in ten minutes", from its heading to the next.
+    static func section(_ heading: String) throws -> String {
+        let readme = try String(contentsOf: Repository.root.appendingPathComponent("README.md"), encoding: .utf8)
+        guard let start = readme.range(of: "\n\(heading)\n") else { return "" }
+        return readme[start.upperBound...].components(separatedBy: "\n### ").first?.components(separatedBy: "\n## ").first ?? ""
     }
 
     /// The ```sh blocks of "Your app in ten minutes" that follow a **Rehearsal** paragraph, up to

@@ -1,12 +1,13 @@
-"""The README's sample outputs, generated from a real run of the outage drill, and checked.
+"""The documentation's sample outputs, generated from a real run of the outage drill, and checked.
 
     python3 jobs/dev/readme_samples.py write DIR     # DIR: the drill's files (DRILL_FILES) with drill.out
-    python3 jobs/dev/readme_samples.py check DIR     # exit 1 when README.md's samples no longer match
+    python3 jobs/dev/readme_samples.py check DIR     # exit 1 when a sample no longer matches
 
 A sample is a fenced block (```text or ```json) between `<!-- sample: NAME -->` and
-`<!-- /sample: NAME -->` in README.md. `write` replaces each block with what the drill printed or
-recorded. `check` compares the block with it after masking what changes from run to run, and
-fails when they differ:
+`<!-- /sample: NAME -->` in README.md or docs/*.md. `write` replaces each block with what the drill
+printed or recorded. `check` compares the block with it after masking what changes from run to
+run, and fails when they differ, or when a sample the drill makes is shown in no document (a
+section moved without its sample):
 
 - times, UUIDs, order IDs, ids, durations (`3h 12m`), figures, paths and local URLs are masked;
 - a table row is reduced: each run of rows becomes one `<rows>` line, since which rows a run lists
@@ -26,7 +27,9 @@ import pathlib
 import re
 import sys
 
-README = pathlib.Path(__file__).resolve().parents[2] / "README.md"
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+# Where samples are shown: the README and the documents beside it.
+DOCUMENTS = [ROOT / "README.md"] + sorted((ROOT / "docs").glob("*.md"))
 BLOCK = re.compile(
     r"(<!-- sample: (?P<name>[\w-]+) -->\n```(?P<language>text|json)\n)(?P<body>.*?)(?P<end>```\n<!-- /sample: (?P=name) -->)", re.S
 )
@@ -195,35 +198,42 @@ def mask(text, language="text"):
 
 def main():
     command, directory = sys.argv[1], pathlib.Path(sys.argv[2])
-    readme = README.read_text()
+    texts = {document: document.read_text() for document in DOCUMENTS}
     found = sources(directory)
-    names = [match.group("name") for match in BLOCK.finditer(readme)]
+    shown = {document: [match.group("name") for match in BLOCK.finditer(text)] for document, text in texts.items()}
+    names = [name for document in DOCUMENTS for name in shown[document]]
     if not names:
-        sys.exit("README.md has no sample blocks (<!-- sample: NAME --> ... <!-- /sample: NAME -->)")
+        sys.exit("no document has sample blocks (<!-- sample: NAME --> ... <!-- /sample: NAME -->)")
     unknown = [name for name in names if name not in found]
     if unknown:
-        sys.exit(f"README.md has samples this script cannot make: {', '.join(unknown)}")
+        sys.exit(f"the documents have samples this script cannot make: {', '.join(unknown)}")
+    unshown = [name for name in found if name not in names]
+    if unshown:
+        sys.exit(f"samples the drill makes that no document shows (moved without its block?): {', '.join(unshown)}")
     if command == "write":
-        README.write_text(BLOCK.sub(lambda m: m.group(1) + found[m.group("name")] + m.group("end"), readme))
-        print(f"wrote {len(names)} samples into README.md: {', '.join(names)}")
+        for document, text in texts.items():
+            if shown[document]:
+                document.write_text(BLOCK.sub(lambda m: m.group(1) + found[m.group("name")] + m.group("end"), text))
+                print(f"wrote {len(shown[document])} samples into {document.relative_to(ROOT)}: {', '.join(shown[document])}")
         return
     failures = 0
-    for match in BLOCK.finditer(readme):
-        name, language = match.group("name"), match.group("language")
-        expected, actual = mask(match.group("body"), language), mask(found[name], language)
-        if expected != actual:
-            failures += 1
-            print(f"README.md's sample '{name}' no longer matches what the code prints (masked, first difference):")
-            for index in range(max(len(expected), len(actual))):
-                left = expected[index] if index < len(expected) else "(nothing)"
-                right = actual[index] if index < len(actual) else "(nothing)"
-                if left != right:
-                    print(f"  README: {left}\n  now:    {right}")
-                    break
+    for document, text in texts.items():
+        for match in BLOCK.finditer(text):
+            name, language = match.group("name"), match.group("language")
+            expected, actual = mask(match.group("body"), language), mask(found[name], language)
+            if expected != actual:
+                failures += 1
+                print(f"{document.relative_to(ROOT)}'s sample '{name}' no longer matches what the code prints (masked, first difference):")
+                for index in range(max(len(expected), len(actual))):
+                    left = expected[index] if index < len(expected) else "(nothing)"
+                    right = actual[index] if index < len(actual) else "(nothing)"
+                    if left != right:
+                        print(f"  document: {left}\n  now:      {right}")
+                        break
     if failures:
         print("regenerate them with jobs/dev/readme-samples")
         sys.exit(1)
-    print(f"README.md's {len(names)} samples match what the code prints")
+    print(f"the {len(names)} samples of README.md and docs/ match what the code prints")
 
 
 if __name__ == "__main__":

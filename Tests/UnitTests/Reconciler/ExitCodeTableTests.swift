@@ -3,7 +3,7 @@ import Reconciler
 import ReconcilerDomain
 import Testing
 
-/// The README's exit-code table, from every error a command can end with: each code of
+/// The exit-code table of docs/reference.md, from every error a command can end with: each code of
 /// ``ReconcilerError`` keeps its code until the one mapping (``ReconcilerError/init(endingCommandWith:)``),
 /// so an interrupted or partial command exits 2 wherever it stops, a configuration error 1.
 @Suite struct ExitCodeTableTests {

@@ -8,7 +8,7 @@ import TestSupport
 import Testing
 
 /// The metrics catalog, its rendering (one registry, Prometheus text, the textfile), and that the
-/// README, the alert rules and the Grafana dashboard name only metrics the registry produces.
+/// reference (docs/reference.md), the alert rules and the Grafana dashboard name only metrics the registry produces.
 @Suite struct MetricsTests: MetricsTesting {
     static let prometheusDirectory = Repository.root.appendingPathComponent("jobs/deploy/prometheus")
 
@@ -104,10 +104,11 @@ import Testing
         #expect(alerts.subtracting(quiet).isEmpty, "never tested quiet: \(alerts.subtracting(quiet).sorted())")
     }
 
-    /// README's metrics table lists exactly the catalog, with each family's type, labels and processes.
-    @Test func theREADMEDocumentsEveryMetric() throws {
-        let readme = try String(contentsOf: Repository.root.appendingPathComponent("README.md"), encoding: .utf8)
-        let section = try #require(readme.components(separatedBy: "\n## Metrics").dropFirst().first?.components(separatedBy: "\n## ").first)
+    /// The reference's metrics table (docs/reference.md) lists exactly the catalog, with each family's
+    /// type, labels and processes.
+    @Test func theReferenceDocumentsEveryMetric() throws {
+        let reference = try String(contentsOf: Repository.root.appendingPathComponent("docs/reference.md"), encoding: .utf8)
+        let section = try #require(reference.components(separatedBy: "\n## Metrics").dropFirst().first?.components(separatedBy: "\n## ").first)
         // The section's first table.
         let table = section.split(separator: "\n", omittingEmptySubsequences: false).drop { !$0.hasPrefix("|") }.prefix { $0.hasPrefix("|") }
         var documented: [String: [String]] = [:]
@@ -116,8 +117,8 @@ import Testing
             documented[cells[0].trimmingCharacters(in: CharacterSet(charactersIn: "`"))] = Array(cells.dropFirst())
         }
         let catalog = Set(MetricDefinition.all.map(\.name))
-        let readmeOnly = Set(documented.keys).subtracting(catalog).sorted(), catalogOnly = catalog.subtracting(documented.keys).sorted()
-        #expect(readmeOnly.isEmpty && catalogOnly.isEmpty, "README only: \(readmeOnly); catalog only: \(catalogOnly)")
+        let referenceOnly = Set(documented.keys).subtracting(catalog).sorted(), catalogOnly = catalog.subtracting(documented.keys).sorted()
+        #expect(referenceOnly.isEmpty && catalogOnly.isEmpty, "reference only: \(referenceOnly); catalog only: \(catalogOnly)")
         for definition in MetricDefinition.all {
             guard let cells = documented[definition.name], cells.count >= 4 else { continue }
             #expect(cells[0] == definition.kind.rawValue, "\(definition.name): type")
