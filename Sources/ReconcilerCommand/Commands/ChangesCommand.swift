@@ -7,7 +7,7 @@ import ReconcilerDomain
 import ReconcilerShared
 import ReconcilerStore
 
-struct ChangesCommand: AsyncParsableCommand, UsesStoredData {
+struct ChangesCommand: AsyncParsableCommand, UsesAppsOptions {
     static let configuration = CommandConfiguration(
         commandName: "changes",
         abstract: "Print the change feed: every change of a purchase, in commit order, as JSON lines.",

@@ -7,7 +7,7 @@ import ReconcilerDomain
 import ReconcilerShared
 import ReconcilerStore
 
-struct CheckWebhookCommand: AsyncParsableCommand, CallsApple {
+struct CheckWebhookCommand: AsyncParsableCommand, UsesAppsOptions {
     static let configuration = CommandConfiguration(
         commandName: "check-webhook",
         abstract: "Ask the App Store to send a TEST notification and report whether the webhook got it.",

@@ -36,7 +36,7 @@ struct ConsumptionCommand: AsyncParsableCommand {
             """,
         subcommands: [ListCommand.self, SendCommand.self, AckCommand.self])
 
-    struct ListCommand: AsyncParsableCommand, UsesStoredData {
+    struct ListCommand: AsyncParsableCommand, UsesAppsOptions {
         static let configuration = CommandConfiguration(
             commandName: "list",
             abstract: "List the stored consumption requests, soonest deadline first, with whether an answer was sent.",
@@ -153,7 +153,7 @@ struct ConsumptionCommand: AsyncParsableCommand {
         }
     }
 
-    struct SendCommand: AsyncParsableCommand, CallsApple {
+    struct SendCommand: AsyncParsableCommand, UsesAppsOptions {
         static let configuration = CommandConfiguration(
             commandName: "send",
             abstract: "Send Apple the answer to a consumption request (Send Consumption Information V2) and record it.",
@@ -253,7 +253,7 @@ struct ConsumptionCommand: AsyncParsableCommand {
         return targets.filter { $0.consumption.liveRequests == .watch }.map(\.app)
     }
 
-    struct AckCommand: AsyncParsableCommand, UsesStoredData {
+    struct AckCommand: AsyncParsableCommand, UsesAppsOptions {
         static let configuration = CommandConfiguration(
             commandName: "ack",
             abstract: "Record that a consumption request needs nothing more from the reconciler.",

@@ -5,7 +5,7 @@ import Reconciler
 import ReconcilerDomain
 import ReconcilerShared
 
-struct DetectOutageCommand: AsyncParsableCommand, CallsApple {
+struct DetectOutageCommand: AsyncParsableCommand, UsesAppsOptions {
     static let configuration = CommandConfiguration(
         commandName: "detect-outage",
         abstract: "Find webhook outages: notifications that did not reach the webhook, grouped into windows.",

@@ -7,7 +7,7 @@ import ReconcilerDomain
 import ReconcilerShared
 import ReconcilerStore
 
-struct ExportCommand: AsyncParsableCommand, UsesStoredData {
+struct ExportCommand: AsyncParsableCommand, UsesAppsOptions {
     static let configuration = CommandConfiguration(
         commandName: "export",
         abstract: "Print the state of every purchase as JSON lines.",

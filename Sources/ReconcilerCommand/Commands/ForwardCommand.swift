@@ -8,7 +8,7 @@ import ReconcilerDomain
 import ReconcilerShared
 import ReconcilerStore
 
-struct ForwardCommand: AsyncParsableCommand, UsesStoredData {
+struct ForwardCommand: AsyncParsableCommand, UsesAppsOptions {
     static let configuration = CommandConfiguration(
         commandName: "forward",
         abstract: "Deliver the queued notifications to the app's own webhook: a long-running worker, or --once.",

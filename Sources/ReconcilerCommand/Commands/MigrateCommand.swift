@@ -6,7 +6,7 @@ import ReconcilerConfiguration
 import ReconcilerDomain
 import ReconcilerStore
 
-struct MigrateCommand: AsyncParsableCommand, UsesStoredData {
+struct MigrateCommand: AsyncParsableCommand, UsesAppsOptions {
     static let configuration = CommandConfiguration(
         commandName: "migrate",
         abstract: "Apply the database migrations (migrations/NNNN_*.sql, embedded in the binary).",

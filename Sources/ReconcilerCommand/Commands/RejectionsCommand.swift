@@ -5,7 +5,7 @@ import Reconciler
 import ReconcilerDomain
 import ReconcilerStore
 
-struct RejectionsCommand: AsyncParsableCommand, UsesStoredData {
+struct RejectionsCommand: AsyncParsableCommand, UsesAppsOptions {
     static let configuration = CommandConfiguration(
         commandName: "rejections",
         abstract: "List the quarantine (signed values that failed verification) and the customers and shards runs gave up on.",

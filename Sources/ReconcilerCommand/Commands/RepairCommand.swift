@@ -10,7 +10,7 @@ import ReconcilerMetrics
 import ReconcilerShared
 import ReconcilerStore
 
-struct RepairCommand: AsyncParsableCommand, CallsApple {
+struct RepairCommand: AsyncParsableCommand, UsesAppsOptions {
     static let configuration = CommandConfiguration(
         commandName: "repair",
         abstract: "Repair one customer from a support ticket: by order ID, transaction ID or app account token.",

@@ -10,7 +10,7 @@ import ReconcilerMetrics
 import ReconcilerShared
 import ReconcilerStore
 
-struct RunCommand: AsyncParsableCommand, CallsApple {
+struct RunCommand: AsyncParsableCommand, UsesAppsOptions {
     static let configuration = CommandConfiguration(
         commandName: "run",
         abstract: "Recover an outage window: replay missed notifications, then fill the gaps per customer.",

@@ -14,7 +14,7 @@ import ReconcilerStore
 import ServiceLifecycle
 import WebhookServer
 
-struct ServeCommand: AsyncParsableCommand, UsesStoredData {
+struct ServeCommand: AsyncParsableCommand, UsesAppsOptions {
     static let configuration = CommandConfiguration(
         commandName: "serve",
         abstract: "Receive App Store Server Notifications V2 on POST /notifications, for every configured app and environment.",

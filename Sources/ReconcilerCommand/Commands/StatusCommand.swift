@@ -7,7 +7,7 @@ import ReconcilerDomain
 import ReconcilerShared
 import ReconcilerStore
 
-struct StatusCommand: AsyncParsableCommand, UsesStoredData {
+struct StatusCommand: AsyncParsableCommand, UsesAppsOptions {
     static let configuration = CommandConfiguration(
         commandName: "status",
         abstract: "Show recent reconcile runs: windows, progress and outcome.",

@@ -7,7 +7,7 @@ import ReconcilerShared
 import ReconcilerStore
 
 /// `reconciler verify-stored`: every stored signed value, rebuilt from the database and verified again.
-struct VerifyStoredCommand: AsyncParsableCommand, UsesStoredData {
+struct VerifyStoredCommand: AsyncParsableCommand, UsesAppsOptions {
     static let configuration = CommandConfiguration(
         commandName: "verify-stored",
         abstract: "Rebuild every stored signed value from the database and verify it again; list any that do not verify.",

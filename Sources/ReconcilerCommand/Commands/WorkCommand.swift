@@ -8,7 +8,7 @@ import ReconcilerDomain
 import ReconcilerShared
 import ReconcilerStore
 
-struct WorkCommand: AsyncParsableCommand, CallsApple {
+struct WorkCommand: AsyncParsableCommand, UsesAppsOptions {
     static let configuration = CommandConfiguration(
         commandName: "work",
         abstract: "Join a run's phase 2 (the per-customer transaction history) from another machine.",
