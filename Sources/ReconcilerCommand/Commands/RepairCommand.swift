@@ -127,21 +127,19 @@ struct RepairCommand: AsyncParsableCommand, UsesAppsOptions {
                 forwarder: try webhook.flatMap { dryRun ? nil : try self.forwarding.configuration(for: $0) }
             )
         }
-        return try await Self.namingTheRepair {
-            for (index, target) in targets.enumerated().dropLast() {
-                do {
-                    return try await repair(
-                        configuration: plans[index].repair, forwarding: plans[index].forwarder, drainTimeout: forwardDrainTimeout, target: target,
-                        logger: logger)
-                } catch let error as ReconcilerError where [.unknownTransactionId, .unknownOrderId].contains(error.code) {
-                    logger.info("not found in \(target.app.environment.rawValue); trying \(targets[index + 1].app.environment.rawValue)")
-                }
+        for (index, target) in targets.enumerated().dropLast() {
+            do {
+                return try await repair(
+                    configuration: plans[index].repair, forwarding: plans[index].forwarder, drainTimeout: forwardDrainTimeout, target: target,
+                    logger: logger)
+            } catch let error as ReconcilerError where [.unknownTransactionId, .unknownOrderId].contains(error.code) {
+                logger.info("not found in \(target.app.environment.rawValue); trying \(targets[index + 1].app.environment.rawValue)")
             }
-            let last = targets.count - 1
-            return try await repair(
-                configuration: plans[last].repair, forwarding: plans[last].forwarder, drainTimeout: forwardDrainTimeout, target: targets[last],
-                logger: logger)
         }
+        let last = targets.count - 1
+        return try await repair(
+            configuration: plans[last].repair, forwarding: plans[last].forwarder, drainTimeout: forwardDrainTimeout, target: targets[last],
+            logger: logger)
     }
 
     private func repair(
@@ -165,17 +163,6 @@ struct RepairCommand: AsyncParsableCommand, UsesAppsOptions {
                 }
                 return report
             }
-        }
-    }
-
-    /// Names the repair in a refusal of the order's signed values; every error keeps its code, and
-    /// with it its exit code (the entry point's ``ReconcilerError/init(endingCommandWith:)``).
-    private static func namingTheRepair<T>(_ body: () async throws -> T) async throws -> T {
-        do {
-            return try await body()
-        } catch var error as ReconcilerError where error.code == .notGenuine {
-            error.description += error.runId.map { " (repair \($0))" } ?? ""
-            throw error
         }
     }
 }
