@@ -17,7 +17,8 @@ package import ReconcilerStore
 /// Rerunning the same window resumes its newest unfinished run: finished shards are skipped,
 /// unfinished ones continue from their checkpoint, failed shards and customers are retried.
 /// After a run finished, the same window starts a new run, which finds only duplicates and
-/// unchanged revisions. A run that cannot finish throws ``RunStopped`` with what it recorded.
+/// unchanged revisions. A run that cannot finish records how it stopped (when the database lets it),
+/// hands that report to `stopped`, and throws the error that stopped it, with its code.
 package struct ReconcileRun: Sendable {
     package struct Configuration: Sendable {
         package var window: TimeWindow
@@ -52,31 +53,6 @@ package struct ReconcileRun: Sendable {
         /// The connections a run of this configuration uses at once: one per shard and customer
         /// worked on, one for its lease, one for its bookkeeping.
         package var connectionsNeeded: Int { replayConcurrency + gapConcurrency + 2 }
-    }
-
-    /// The run stopped before it finished; `report` is what it recorded (when it could record).
-    package struct RunStopped: Error, CustomStringConvertible, Sendable {
-        package enum Reason: Sendable {
-            /// SIGINT or SIGTERM.
-            case interrupted
-            /// The configuration is wrong (Apple's data is for another app, untrusted chains, bad credentials).
-            case configuration(String)
-            /// The database stayed unreachable, or this process lost the run lease.
-            case unavailable(String)
-        }
-
-        package var reason: Reason
-        package var report: RunReport?
-        /// The error that stopped the run, for a caller that words it for its users.
-        package var cause: (any Error)?
-
-        package var description: String {
-            switch reason {
-            case .interrupted: "interrupted"
-            case .configuration(let text): text
-            case .unavailable(let text): text
-            }
-        }
     }
 
     package let configuration: Configuration
@@ -125,9 +101,14 @@ package struct ReconcileRun: Sendable {
     }
 
     /// Runs (or resumes) the run for the window and returns its report.
-    package func reconcile(progress: RunProgress, onWait: @Sendable () -> Void = {}) async throws -> RunReport {
+    /// - Parameter stopped: told the report of a run that stopped before it finished (as it was
+    ///   recorded), before the error that stopped it is thrown.
+    package func reconcile(
+        progress: RunProgress, onWait: @Sendable () -> Void = {}, stopped: (RunReport) -> Void = { _ in }
+    ) async throws -> RunReport {
         try Self.validate(configuration.window, environment: app.environment)
         let lease = RunLease(configuration: configuration.lease, ledger: ledger)
+        let recorded = Locked<RunReport?>(nil)
         do {
             return try await lease.withLease(environment: environment, bundleId: bundleId, onWait: onWait) { handle in
                 let record = try await startOrResume()
@@ -139,15 +120,16 @@ package struct ReconcileRun: Sendable {
                         "window": "\(record.window)",
                         "phase": "\(record.phase.rawValue)", "dryRun": "\(record.dryRun)",
                     ])
-                return try await runHoldingLease(record, progress: progress)
+                return try await runHoldingLease(record, progress: progress) { report in recorded.withLock { $0 = report } }
             }
-        } catch let lost as ReconcilerError where lost.code == .leaseLost {
-            // Another process may own the run now: record nothing.
-            throw RunStopped(reason: .unavailable(lost.description), report: nil)
+        } catch {
+            // A lost lease records nothing: another process may own the run now.
+            if let report = recorded.withLock({ $0 }) { stopped(report) }
+            throw error
         }
     }
 
-    private func runHoldingLease(_ record: RunRecord, progress: RunProgress) async throws -> RunReport {
+    private func runHoldingLease(_ record: RunRecord, progress: RunProgress, stopped: @Sendable (RunReport) -> Void) async throws -> RunReport {
         // The client counts for the whole process; this run's share is what it adds from here.
         let apiAtStart = client.statistics.snapshot
         let apiTimeline = APITimelineRecorder(runId: record.runId, worker: configuration.lease.holder, client: client, ledger: ledger)
@@ -176,35 +158,38 @@ package struct ReconcileRun: Sendable {
             return report
         } catch {
             await apiTimeline.recordDetached()
-            throw await stopped(record, by: error, api: client.statistics.snapshot.since(apiAtStart))
+            // Whatever a cancelled wait threw (a cancelled connection lease is a database error), it was the signal.
+            let error = Task.isCancelled ? ReconcilerError.interruption : error
+            guard let stop = ReconcilerError(endingCommandWith: error), let status = Self.recordedStatus(of: stop) else { throw error }
+            if let report = await recordStop(of: record, by: stop, status: status, api: client.statistics.snapshot.since(apiAtStart)) {
+                stopped(report)
+            }
+            throw error
         }
     }
 
-    /// Records why a run stopped (when the database lets it), as a ``RunStopped`` carrying the report.
-    private func stopped(_ record: RunRecord, by error: any Error, api: APIStatistics.Snapshot) async -> any Error {
-        let reason: RunStopped.Reason
-        let status: RunRecord.Status
-        switch error {
-        case _ where Task.isCancelled, is CancellationError:
-            // Whatever a cancelled wait threw (a cancelled connection lease is a PSQLError), it was the signal.
-            (reason, status) = (.interrupted, .interrupted)
-        case let error as ReconcilerError where error.code.exitClass == .configuration:
-            (reason, status) = (.configuration(error.description), .failed)
-        case let error as AppStoreServerAPIError:
-            guard case .unauthorized = error else { return error }
-            (reason, status) = (.configuration(error.description), .failed)
-        case let error as ReconcilerError where [.leaseLost, .checkpointConflict].contains(error.code):
-            return RunStopped(reason: .unavailable(error.description), report: nil)
-        case let error as ReconcilerError where error.code == .databaseUnavailable:
-            return RunStopped(reason: .unavailable(error.description), report: nil)
-        default:
-            return error
+    /// How a run that `stop` ended is recorded: a signal leaves it interrupted, a configuration that
+    /// must change failed; `nil` records nothing (the lease lost, a checkpoint moved under the run,
+    /// the database away or anything else a rerun resumes: another process may own the run now, or
+    /// the database would not take the record).
+    static func recordedStatus(of stop: ReconcilerError) -> RunRecord.Status? {
+        switch stop.code {
+        case .interrupted: .interrupted
+        case .databaseRefused: nil
+        case _ where stop.exitClass == .configuration: .failed
+        default: nil
         }
-        // Record the outcome even though this task may be cancelled: a detached task is not, and
-        // a database that is going away gets only a few seconds.
+    }
+
+    /// Records how a run stopped (when the database lets it) and returns its report.
+    private func recordStop(
+        of record: RunRecord, by stop: ReconcilerError, status: RunRecord.Status, api: APIStatistics.Snapshot
+    ) async -> RunReport? {
+        // Recorded even though this task may be cancelled: a detached task is not, and a database
+        // that is going away gets only a few seconds.
         let ledger = RunLedger(database: ledger.database.with(unavailableTimeout: .seconds(5)))
-        let failure: String? = if case .configuration(let text) = reason { text } else { nil }
-        let report = try? await Task.detached {
+        let failure = status == .failed ? stop.description : nil
+        return try? await Task.detached {
             var report = try await Self.report(run: record, ledger: ledger, finishedAt: Date(), extraAPI: api)
             report.status = status
             report.failure = failure
@@ -213,7 +198,6 @@ package struct ReconcileRun: Sendable {
                 report: String(decoding: try report.json(), as: UTF8.self))
             return report
         }.value
-        return RunStopped(reason: reason, report: report, cause: error)
     }
 
     private func startOrResume() async throws -> RunRecord {

@@ -22,8 +22,10 @@ package import ServiceLifecycle
 ///   `APP_NOT_CONFIGURED` for an authentic notification of an app or environment the
 ///   configuration does not name (not stored; Apple delivers it again once it does), 400
 ///   `NOTIFICATION_TOO_OLD` for one signed more than 7 days before ``Configuration/now`` (not
-///   Apple's delivery: a copy posted again), 413 when the body is larger than the limit, 503 when
-///   the database fails (Apple then retries).
+///   Apple's delivery: a copy posted again), 413 when the body is larger than the limit, 503
+///   `STORE_UNAVAILABLE` when the database fails, `OVERLOADED` when too many notifications wait for
+///   it, `STOPPING` during a shutdown (Apple then retries). Every answer but 200 comes from one
+///   mapping (``WebhookAnswer``): the error's code says its status and the body's `error`.
 /// - `GET /health` answers 200 when the database is reachable, 503 otherwise.
 /// - `GET /metrics` serves the process's ``MetricsRegistry`` in Prometheus text format: what
 ///   ``WebhookMetrics`` counts, and whatever else the process put in that registry (the ledger
@@ -148,19 +150,18 @@ package struct WebhookServer: Sendable {
         guard (declaredLength ?? 0) <= configuration.maximumBodySize,
             let body = try? await request.body.collect(upTo: configuration.maximumBodySize)
         else {
-            metrics.rejected(reason: "BODY_TOO_LARGE")
-            logger.warning(
-                "notification rejected", metadata: ["reason": "BODY_TOO_LARGE", "bytes": "\(declaredLength.map(String.init) ?? "over the limit")"])
-            return Self.json(.contentTooLarge, ["error": "BODY_TOO_LARGE", "detail": "the body exceeds \(configuration.maximumBodySize) bytes"])
+            return answer(
+                failure: ReconcilerError(.bodyTooLarge, "the body exceeds \(configuration.maximumBodySize) bytes"), metrics: metrics,
+                metadata: ["bytes": "\(declaredLength.map(String.init) ?? "over the limit")"])
         }
         guard
             let signedPayload = Self.compactSignedPayload(body)
                 ?? (try? JSONDecoder().decode(ResponseBodyV2.self, from: Data(buffer: body)))?.signedPayload,
             !signedPayload.isEmpty
         else {
-            metrics.rejected(reason: "MALFORMED_BODY")
-            logger.warning("notification rejected", metadata: ["reason": "MALFORMED_BODY", "bytes": "\(body.readableBytes)"])
-            return Self.json(.badRequest, ["error": "MALFORMED_BODY", "detail": "expected a JSON object {\"signedPayload\": \"<JWS>\"}"])
+            return answer(
+                failure: ReconcilerError(.malformedBody, "expected a JSON object {\"signedPayload\": \"<JWS>\"}"), metrics: metrics,
+                metadata: ["bytes": "\(body.readableBytes)"])
         }
         let handler: NotificationHandler
         let notification: VerifiedNotification
@@ -210,12 +211,11 @@ package struct WebhookServer: Sendable {
             logger.warning(
                 "notification signed too long ago to be Apple's delivery, of an app or environment not served; not stored (400)", metadata: metadata)
             let age = NotificationRouter.maximumDeliveryAge.operatorText
-            return Self.json(
-                .badRequest,
-                [
-                    "error": "NOTIFICATION_TOO_OLD",
-                    "detail": "\(app.description), signed more than \(age) ago: not Apple's delivery (Apple retries for about 157 hours); not stored",
-                ])
+            return Self.response(
+                WebhookAnswer(
+                    failure: ReconcilerError(
+                        .notificationTooOld,
+                        "\(app.description), signed more than \(age) ago: not Apple's delivery (Apple retries for about 157 hours); not stored")))
         case .someoneElse:
             metrics.foreignApp()
             metadata["type"] = "\(app.notificationType?.rawValue ?? "none")"
@@ -226,21 +226,29 @@ package struct WebhookServer: Sendable {
             logger.error(
                 "notification for an app or environment that is not configured; not stored (503), Apple will deliver it again", metadata: metadata)
         }
-        return Self.json(.serviceUnavailable, ["error": "APP_NOT_CONFIGURED", "detail": app.description])
+        return Self.response(WebhookAnswer(failure: ReconcilerError(.appNotConfigured, app.description)))
     }
 
-    /// The one place where a failure to take a notification becomes an HTTP answer: a payload that
-    /// does not verify is refused (400: Apple's retry would fail again); anything else is no verdict
-    /// on it (the store away, a shutdown), so 503 makes Apple deliver it again.
-    private func answer(failure error: any Error, metrics: WebhookMetrics) -> Response {
-        if let error = error as? VerificationError {
-            metrics.rejected(reason: error.reason.rawValue)
-            logger.warning("notification rejected", metadata: ["reason": "\(error.reason.rawValue)", "detail": "\(error.detail)"])
-            return Self.json(.badRequest, ["error": error.reason.rawValue, "detail": error.detail])
+    /// Answers a notification the webhook did not store, through the one mapping (``WebhookAnswer``):
+    /// a refusal (4xx) counts as a rejection with its reason, anything else as a store failure (503:
+    /// Apple delivers it again).
+    private func answer(failure error: any Error, metrics: WebhookMetrics, metadata: Logger.Metadata = [:]) -> Response {
+        let answer = WebhookAnswer(failure: error)
+        if answer.refusesTheNotification {
+            metrics.rejected(reason: answer.error)
+            logger.warning("notification rejected", metadata: metadata.merging(["reason": "\(answer.error)", "detail": "\(answer.detail)"]) { $1 })
+        } else {
+            metrics.storeFailed()
+            logger.error(
+                "notification not stored",
+                metadata: metadata.merging(["answer": "\(answer.error)", "error": "\(Database.operatorDescription(of: error))"]) { $1 })
         }
-        metrics.storeFailed()
-        logger.error("notification not stored", metadata: ["error": "\(Database.operatorDescription(of: error))"])
-        return Self.json(.serviceUnavailable, ["error": "STORE_UNAVAILABLE", "detail": "the notification was not stored; retry later"])
+        return Self.response(answer)
+    }
+
+    /// The HTTP answer: its status, and `{"error": ..., "detail": ...}`.
+    static func response(_ answer: WebhookAnswer) -> Response {
+        json(HTTPResponse.Status(code: answer.status), ["error": answer.error, "detail": answer.detail])
     }
 
     private func health() async throws -> Response {

@@ -342,6 +342,31 @@ import WebhookServer
         }
     }
 
+    /// A notification the database refuses (a trigger here) is answered by the one mapping of
+    /// failures to answers: 503 `STORE_UNAVAILABLE` (Apple delivers it again), with none of the
+    /// database's words in the body, and counted as a store failure.
+    @Test func aNotificationTheDatabaseRefusesIsA503ThatSaysNothingOfTheDatabase() async throws {
+        try await TestDatabase.with { db in
+            try await db.execute(
+                """
+                CREATE FUNCTION refuse_all() RETURNS trigger LANGUAGE plpgsql AS $$
+                BEGIN RAISE EXCEPTION 'refused by the test'; END $$
+                """)
+            try await db.execute("CREATE TRIGGER refuse_all BEFORE INSERT ON notifications FOR EACH ROW EXECUTE FUNCTION refuse_all()")
+            try await withRouter(db) { client in
+                let payload = try app.notification(
+                    .subscribed, .initialBuy, signedDate: app.start, transaction: app.subscription(original: "9400", period: 0, signedDate: app.start)
+                )
+                let reply = try await client.postNotification("/notifications", signedPayload: payload)
+                #expect(reply.status == 503)
+                #expect(reply.json["error"] as? String == "STORE_UNAVAILABLE")
+                #expect(reply.json["detail"] as? String == "the notification was not stored; retry later")
+                #expect(!String(decoding: reply.body, as: UTF8.self).contains("refused by the test"))
+            }
+            #expect(try await db.count("SELECT count(*) FROM notifications") == 0)
+        }
+    }
+
     func body(_ signedPayload: String) throws -> Data {
         try JSONEncoder().encode(["signedPayload": signedPayload])
     }

@@ -188,8 +188,8 @@ package enum ConsumptionAnswers {
     ///   a 4xx, with Apple's code; ``ReconcilerError/Code/notRecovered`` (exit 2) for a 429, a 5xx
     ///   or no answer after the client's retries: send it again;
     ///   ``ReconcilerError/Code/answerNotRecorded`` (exit 4) when Apple accepted it and the database
-    ///   could not record that: it must not be sent again. A 401 names the settings to check where
-    ///   they were set (`origins`).
+    ///   could not record that: it must not be sent again. A 401 is ``ReconcilerError/Code/credentialsRefused``
+    ///   (exit 1), naming the settings to check where they were set (`origins`).
     package static func send(
         _ prepared: Prepared, again: Bool = false, client: AppStoreServerAPIClient, origins: SettingOrigins, database: Database
     ) async throws {
@@ -212,12 +212,9 @@ package enum ConsumptionAnswers {
                 .unexpectedStatus where (400..<500).contains(details.httpStatusCode ?? 0):
                 reply.outcome = .refused
                 failure = ReconcilerError(.appleRefused, "Apple refused the consumption information: \(details)")
-            case .unauthorized:
+            case _ where error.refusesTheCredentials:
                 reply.outcome = .refused
-                failure = ReconcilerError(
-                    .appleRefused,
-                    "Apple refused the request: \(error); check \(origins.credentials) (the key must cover \(prepared.target.bundleId))"
-                )
+                failure = ReconcilerError(apple: error).naming(origins)
             default:
                 reply.outcome = .failed
                 failure = .partial("the consumption information was not delivered: \(error); send it again")

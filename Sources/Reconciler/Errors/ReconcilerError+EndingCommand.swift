@@ -1,4 +1,4 @@
-import AppStoreServer
+package import AppStoreServer
 package import ReconcilerDomain
 import ReconcilerStore
 
@@ -16,22 +16,37 @@ extension ReconcilerError {
         case let error as ReconcilerError:
             self = error
         case let error as AppStoreServerAPIError:
-            if case .unauthorized = error {
-                // Commands that call Apple name the settings to check (``naming(_:in:)``); this is the fallback.
-                self = .configuration(error.description)
-            } else {
-                self = .partial("stopped: \(error); rerun the same command to resume")
-            }
+            self.init(apple: error)
         case let error as VerificationError:
             self = .rejected("rejected: \(error.reason.rawValue): \(error.detail)")
         case is CancellationError:
-            self = ReconcilerError(.interrupted, "interrupted: rerun the same command to resume")
+            self = .interruption
         case let error where Database.isDatabaseFailure(error):
-            self = .partial("the database failed (\(Database.operatorDescription(of: error))); rerun the same command to resume")
+            // What the store retries (a connection gone, a conflict) and still failed passes: a rerun
+            // resumes. Anything else the server refused (a permission, a full disk) fails again.
+            let description = Database.operatorDescription(of: error)
+            self =
+                Database.retryKind(of: error) != nil
+                ? ReconcilerError(.databaseUnavailable, "the database failed (\(description)); rerun the same command to resume")
+                : ReconcilerError(.databaseRefused, "the database refused the work: \(description)")
         default:
             return nil
         }
     }
+
+    /// Apple's error as the reconciler's: a 401 is ``Code/credentialsRefused`` (the one rule:
+    /// ``AppStoreServerAPIError/refusesTheCredentials``); anything else Apple kept answering badly
+    /// after the client's retries stopped the work, and a rerun resumes it.
+    package init(apple error: AppStoreServerAPIError) {
+        if error.refusesTheCredentials {
+            self.init(.credentialsRefused, error.description)
+        } else {
+            self = .partial("stopped: \(error); rerun the same command to resume")
+        }
+    }
+
+    /// SIGINT or SIGTERM stopped the work (at a checkpoint).
+    package static let interruption = ReconcilerError(.interrupted, "interrupted: rerun the same command to resume")
 
     /// What the operator reads: the description, then the remedy where the code has one the
     /// description does not already give.

@@ -117,7 +117,7 @@ struct GapFiller: Sendable {
         } catch is LeaseLost {
             logger.info("another worker took the customer over", metadata: ["customer": "\(anchor)"])
         } catch let error as AppStoreServerAPIError {
-            if case .unauthorized = error { throw error }
+            if error.refusesTheCredentials { throw error }
             let outcome = try await ledger.failCustomer(
                 runId: run.runId, anchor: anchor, worker: configuration.worker, kind: error.failureKind,
                 error: error.description, policy: context.giveUp)

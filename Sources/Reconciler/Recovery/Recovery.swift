@@ -40,15 +40,20 @@ package struct Recovery: Sendable {
         /// The pool's size: with several targets, each run's concurrency is scaled down so that
         /// all of them fit (``scaled(_:targets:forwarders:)``).
         package var maximumConnections: Int
+        /// Where the terms of non-renewing subscriptions are set (``UnknownEntitlement/setting(configurationFile:)``):
+        /// each report says how many purchases have an unknown `entitled`, and this setting, so a
+        /// `null` never goes unexplained. `nil`: the reports do not count them.
+        package var unknownEntitlementSetting: String?
 
         package init(
             windows: Windows, template: ReconcileRun.Configuration, forwardDrainTimeout: Duration = .seconds(60),
-            maximumConnections: Int = .max
+            maximumConnections: Int = .max, unknownEntitlementSetting: String? = nil
         ) {
             self.windows = windows
             self.template = template
             self.forwardDrainTimeout = forwardDrainTimeout
             self.maximumConnections = maximumConnections
+            self.unknownEntitlementSetting = unknownEntitlementSetting
         }
     }
 
@@ -139,8 +144,19 @@ package struct Recovery: Sendable {
             }
             var outcomes: [RecoveryOutcome?] = Array(repeating: nil, count: targets.count)
             for await (index, outcome) in group { outcomes[index] = outcome }
-            return outcomes.compactMap { $0 }
+            return await countUnknownEntitlements(outcomes.compactMap { $0 })
         }
+    }
+
+    /// Adds to each report how many purchases of its app and environment have an unknown `entitled`.
+    private func countUnknownEntitlements(_ outcomes: [RecoveryOutcome]) async -> [RecoveryOutcome] {
+        guard let setting = configuration.unknownEntitlementSetting else { return outcomes }
+        var outcomes = outcomes
+        for index in outcomes.indices where !outcomes[index].reports.isEmpty {
+            let unknown = try? await UnknownEntitlement.count(of: outcomes[index].scope, setting: setting, in: database)
+            for report in outcomes[index].reports.indices { outcomes[index].reports[report].unknownEntitlement = unknown }
+        }
+        return outcomes
     }
 
     /// The run options each of `targets` runs at once get: the shards and customers worked on at
@@ -340,41 +356,20 @@ struct TargetRecovery: Sendable {
         let run = ReconcileRun(
             configuration: configuration, scope: target.scope, database: database, verifier: target.verifier, client: target.client)
         do {
-            var report = try await run.reconcile(progress: progress) { logger.notice("another run holds the lease; waiting (--wait)") }
+            var report = try await run.reconcile(
+                progress: progress, onWait: { logger.notice("another run holds the lease; waiting (--wait)") },
+                stopped: { outcome.reports.append($0) })
             try await complete?(&report)
             outcome.reports.append(report)
-        } catch let stopped as ReconcileRun.RunStopped {
-            if let report = stopped.report { outcome.reports.append(report) }
-            throw stopped
         } catch let error as ReconcilerError where error.code == .leaseHeld {
             outcome.leaseHeld = true
             throw error
         }
     }
 
-    /// What ends a target's recovery, in the command line's words, with its code; a hint names
-    /// the settings to check where they were set (`origins`).
+    /// What ends a target's recovery, as it ends the command (``ReconcilerError/init(endingCommandWith:)``),
+    /// naming the settings a hint asks to check where they were set (`origins`).
     static func stop(_ error: any Error, origins: SettingOrigins) -> ReconcilerError {
-        switch error {
-        case let stopped as ReconcileRun.RunStopped:
-            switch stopped.reason {
-            case .interrupted: return ReconcilerError(.interrupted, "interrupted: rerun the same command to resume")
-            case .configuration(let text):
-                if let cause = stopped.cause as? ReconcilerError { return cause.naming(origins) }
-                return .configuration((stopped.cause as? AppStoreServerAPIError)?.operatorDescription(checking: origins) ?? text)
-            case .unavailable(let text): return .partial("the run stopped: \(text); rerun the same command to resume")
-            }
-        case is CancellationError: return ReconcilerError(.interrupted, "interrupted before the run started; rerun the same command")
-        case let error as ReconcilerError where error.code == .databaseUnavailable:
-            return .partial("the run stopped: \(error); rerun the same command to resume")
-        case let error as AppStoreServerAPIError:
-            if case .unauthorized = error { return .configuration(error.operatorDescription(checking: origins)) }
-            return .partial("the run stopped: \(error); rerun the same command to resume")
-        case let error where Database.isDatabaseFailure(error):
-            return .partial("the database failed during the run (\(Database.operatorDescription(of: error))); rerun the same command to resume")
-        default:
-            return ReconcilerError(endingCommandWith: error)?.naming(origins)
-                ?? .partial("the run stopped: \(error); rerun the same command to resume")
-        }
+        (ReconcilerError(endingCommandWith: error) ?? .partial("the run stopped: \(error); rerun the same command to resume")).naming(origins)
     }
 }

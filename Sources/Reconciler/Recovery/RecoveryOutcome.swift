@@ -52,6 +52,19 @@ package struct RecoveryOutcome: Sendable {
         worstIndex(outcomes).map { outcomes[$0] }
     }
 
+    /// The error a recovery ends its command with: the worst outcome's (``worst(_:)``); with
+    /// several, each one's section said what stopped it, so it names them instead of saying it again.
+    /// `nil` when everything was recovered.
+    package static func ending(_ outcomes: [RecoveryOutcome]) -> ReconcilerError? {
+        guard let worst = worst(outcomes) else { return nil }
+        guard outcomes.count > 1 else { return worst.error }
+        let named = outcomes.filter { !$0.leaseHeld && $0.exitCode == worst.exitCode }.map { "\($0.scope.target)" }
+        return ReconcilerError(
+            worst.error.code,
+            "\(named.joined(separator: ", ")) \(named.count == 1 ? "was" : "were") not recovered in full (exit \(worst.exitCode)): "
+                + "\(named.count == 1 ? "its section" : "their sections") above \(named.count == 1 ? "says" : "say") why")
+    }
+
     package static func worstIndex(_ outcomes: [RecoveryOutcome]) -> Int? {
         let several = outcomes.count > 1
         return ExitClass.mostPressing(outcomes.map { several && $0.leaseHeld ? 0 : $0.exitCode })

@@ -196,7 +196,7 @@ package struct CustomerRepair: Sendable {
                 throw ReconcilerError(
                     .notGenuine,
                     "Look Up Order ID answered with signed transactions that failed verification; they are quarantined "
-                        + "(`reconciler rejections`) and nothing was applied",
+                        + "(`reconciler rejections`) and nothing was applied (repair \(record.runId))",
                     details: detail, runId: record.runId)
             }
             try await work.run(found.entries, first: &first)

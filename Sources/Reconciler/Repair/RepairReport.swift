@@ -171,3 +171,17 @@ package struct RepairReport: Sendable, Codable {
         return lines.joined(separator: "\n")
     }
 }
+
+extension RepairReport {
+    /// The error a repair that ran ends its command with: needs attention (4) when it succeeded with
+    /// rejections, not repaired in full (2) when it did not succeed; `nil` when it repaired everything.
+    package var ending: ReconcilerError? {
+        switch status {
+        case .succeeded: nil
+        case .succeededWithRejections:
+            .attention("repaired, but needs attention: see QUARANTINED and FAILED in the report (`reconciler rejections`)")
+        default:
+            .partial("not everything was repaired (repair \(runId) is \(status.rawValue)); run the same command again")
+        }
+    }
+}

@@ -100,7 +100,7 @@ struct RepairWork: Sendable {
                         .init(step: "notification history", transactionId: entry.transactionId, kind: .permanent, error: error.description))
                     continue
                 } catch let error as AppStoreServerAPIError {
-                    if case .unauthorized = error { throw error }
+                    if error.refusesTheCredentials { throw error }
                     failures.append(
                         .init(
                             step: "notification history", transactionId: entry.transactionId, kind: error.failureKind,
@@ -150,7 +150,7 @@ struct RepairWork: Sendable {
                 }
                 token = nil
             } catch let error as AppStoreServerAPIError {
-                if case .unauthorized = error { throw error }
+                if error.refusesTheCredentials { throw error }
                 failures.append(
                     .init(
                         step: "notification history", transactionId: history.entry.transactionId, kind: error.failureKind,

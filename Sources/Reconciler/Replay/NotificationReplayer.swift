@@ -139,7 +139,7 @@ struct NotificationReplayer: Sendable {
                 )
             } catch let error as AppStoreServerAPIError {
                 // Bad credentials fail every request: stop the run instead of failing each shard.
-                if case .unauthorized = error { throw error }
+                if error.refusesTheCredentials { throw error }
                 try await fail(shard, error.failureKind, error.description)
                 return
             }

@@ -7,7 +7,7 @@ import ReconcilerDomain
 import ReconcilerShared
 import ReconcilerStore
 
-struct ChangesCommand: AsyncParsableCommand {
+struct ChangesCommand: AsyncParsableCommand, UsesAppsOptions {
     static let configuration = CommandConfiguration(
         commandName: "changes",
         abstract: "Print the change feed: every change of a purchase, in commit order, as JSON lines.",
@@ -111,9 +111,7 @@ struct ChangesCommand: AsyncParsableCommand {
             valueName: "duration"))
     var pruneBefore: Duration?
 
-    @OptionGroup var app: AppOptions
-    @OptionGroup var database: DatabaseOptions
-    @OptionGroup var logging: LoggingOptions
+    @OptionGroup var options: StoredDataOptions
 
     /// The shortest retention `--prune-before` accepts: `reconciler prune`'s.
     static let minimumRetention = PrunePart.minimumAge
@@ -154,8 +152,7 @@ struct ChangesCommand: AsyncParsableCommand {
         if let pruneBefore {
             try await prune(olderThan: pruneBefore, logger: logger)
         } else if newest {
-            let position = try await database.withDatabase(logger: logger) { database in
-                try await Self.requireSchema(database, logger: logger)
+            let position = try await database.withCurrentSchema(logger: logger) { database in
                 let store = PurchaseStore(logger: logger)
                 return try await database.transaction { try await store.newestPosition(on: $0) }
             }
@@ -169,7 +166,6 @@ struct ChangesCommand: AsyncParsableCommand {
             StandardOutput.ignoreBrokenPipeSignal()
             do {
                 try await database.runWork(logger: logger) { database in
-                    try await Self.requireSchema(database, logger: logger)
                     let follower = ChangeFeedFollower(configuration: configuration, database: database, logger: logger)
                     try await withThrowingTaskGroup(of: Void.self) { group in
                         group.addTask {
@@ -197,13 +193,9 @@ struct ChangesCommand: AsyncParsableCommand {
     /// words and exit code.
     private func prune(olderThan retention: Duration, logger: Logger) async throws {
         let cutoff = (Timestamp.now - retention).date
-        let pruned = try await database.withDatabase(logger: logger) { database in
-            try await Self.requireSchema(database, logger: logger)
+        let pruned = try await database.withCurrentSchema(logger: logger) { database in
             return try await Pruner(database: database).prune(.changes, before: cutoff)
         }
         print("pruned \(pruned) \(PrunePart.changes.describe(cutoff: cutoff))")
-    }
-    private static func requireSchema(_ database: Database, logger: Logger) async throws {
-        try await Migrator().requireCurrent(database)
     }
 }

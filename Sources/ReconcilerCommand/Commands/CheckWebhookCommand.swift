@@ -7,7 +7,7 @@ import ReconcilerDomain
 import ReconcilerShared
 import ReconcilerStore
 
-struct CheckWebhookCommand: AsyncParsableCommand {
+struct CheckWebhookCommand: AsyncParsableCommand, UsesAppsOptions {
     static let configuration = CommandConfiguration(
         commandName: "check-webhook",
         abstract: "Ask the App Store to send a TEST notification and report whether the webhook got it.",
@@ -25,10 +25,7 @@ struct CheckWebhookCommand: AsyncParsableCommand {
 
     @Option(help: ArgumentHelp("How long to wait for the delivery attempt, in seconds.", valueName: "s")) var timeout: Int = 60
 
-    @OptionGroup var app: AppOptions
-    @OptionGroup var api: APIOptions
-    @OptionGroup var database: DatabaseOptions
-    @OptionGroup var logging: LoggingOptions
+    @OptionGroup var options: AppleOptions
 
     func run() async throws {
         let logger = logging.makeLogger()
@@ -55,13 +52,9 @@ struct CheckWebhookCommand: AsyncParsableCommand {
         let verifier = target.verifier
         // With a database, the requests come out of the budget the app's other processes share.
         let sharing = [target.sharing([.requestTestNotification, .getTestNotificationStatus])]
-        let (token, status): (String, CheckTestNotificationResponse)
-        do {
-            (token, status) = try await database.sharingBudgetIfConfigured(logger: logger, sharing: sharing) { [timeout] in
-                try await Self.requestAndWait(client: client, timeout: timeout)
-            }
-        } catch let error as ReconcilerError where error.code == .interrupted {
-            throw ReconcilerError(.interrupted, "interrupted before the App Store tried to deliver the TEST notification")
+        let interrupted = ReconcilerError(.interrupted, "interrupted before the App Store tried to deliver the TEST notification")
+        let (token, status) = try await database.sharingBudgetIfConfigured(logger: logger, sharing: sharing, interrupted: interrupted) {
+            [timeout] in try await Self.requestAndWait(client: client, timeout: timeout)
         }
         guard let attempt = status.sendAttempts?.last else {
             throw ReconcilerError.partial("FAILED: no delivery attempt within \(timeout) s (token \(token))")
@@ -112,7 +105,7 @@ struct CheckWebhookCommand: AsyncParsableCommand {
             token = value
         } catch let error as AppStoreServerAPIError {
             // A refused key is the configuration's (exit 1): ``CommandTarget/callingApple(_:)`` names its settings.
-            if case .unauthorized = error { throw error }
+            if error.refusesTheCredentials { throw error }
             throw ReconcilerError.partial("FAILED: Request a Test Notification: \(error)")
         }
         let deadline = ContinuousClock.now + .seconds(timeout)
@@ -121,7 +114,7 @@ struct CheckWebhookCommand: AsyncParsableCommand {
             do {
                 status = try await client.getTestNotificationStatus(testNotificationToken: token)
             } catch let error as AppStoreServerAPIError {
-                if case .unauthorized = error { throw error }
+                if error.refusesTheCredentials { throw error }
                 throw ReconcilerError.partial("FAILED: Get Test Notification Status: \(error)")
             }
             if !(status.sendAttempts ?? []).isEmpty { break }

@@ -44,8 +44,7 @@ struct CompactPayloadsCommand: AsyncParsableCommand {
     func run() async throws {
         let logger = logging.makeLogger()
         let batchSize = self.batchSize
-        let totals = try await database.withDatabase(logger: logger) { database in
-            try await Migrator().requireCurrent(database)
+        let totals = try await database.withCurrentSchema(logger: logger) { database in
             let lastPrinted = Locked(ContinuousClock.now)
             return try await PayloadCompactor(database: database, batchSize: batchSize).compact { totals in
                 let now = ContinuousClock.now

@@ -36,7 +36,7 @@ struct ConsumptionCommand: AsyncParsableCommand {
             """,
         subcommands: [ListCommand.self, SendCommand.self, AckCommand.self])
 
-    struct ListCommand: AsyncParsableCommand {
+    struct ListCommand: AsyncParsableCommand, UsesAppsOptions {
         static let configuration = CommandConfiguration(
             commandName: "list",
             abstract: "List the stored consumption requests, soonest deadline first, with whether an answer was sent.",
@@ -59,9 +59,7 @@ struct ConsumptionCommand: AsyncParsableCommand {
         @Flag(help: "Print a JSON array instead of a table.") var json = false
         @Option(help: ArgumentHelp("List at most this many.", valueName: "n")) var limit: Int = 1000
 
-        @OptionGroup var app: AppOptions
-        @OptionGroup var database: DatabaseOptions
-        @OptionGroup var logging: LoggingOptions
+        @OptionGroup var options: StoredDataOptions
 
         func validate() throws {
             guard limit >= 1 else { throw ValidationError("--limit must be at least 1") }
@@ -104,17 +102,15 @@ struct ConsumptionCommand: AsyncParsableCommand {
             let apps = try scope.appsOnly()
             let watchingLive = try ConsumptionCommand.watchingLive(scope)
             let now = Timestamp.now
-            let requests = try await database.withDatabase(logger: logger) { database in
-                try await Migrator().requireCurrent(database)
+            let requests = try await database.withCurrentSchema(logger: logger) { database in
                 let store = ConsumptionRequests(logger: logger)
                 return try await database.transaction { [open, limit] in
                     try await store.list(apps: apps, openAt: open ? now : nil, watchingLive: watchingLive, limit: limit, on: $0)
                 }
             }
             if json {
-                let encoder = JSONEncoder()
-                encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
-                print(String(decoding: try encoder.encode(requests.map { Entry(request: $0, state: $0.state(at: now)) }), as: UTF8.self))
+                try StandardOutput.printJSON(
+                    requests.map { Entry(request: $0, state: $0.state(at: now)) }, escapingSlashes: false, dates: .deferredToDate)
                 return
             }
             guard !requests.isEmpty else {
@@ -157,7 +153,7 @@ struct ConsumptionCommand: AsyncParsableCommand {
         }
     }
 
-    struct SendCommand: AsyncParsableCommand {
+    struct SendCommand: AsyncParsableCommand, UsesAppsOptions {
         static let configuration = CommandConfiguration(
             commandName: "send",
             abstract: "Send Apple the answer to a consumption request (Send Consumption Information V2) and record it.",
@@ -203,10 +199,7 @@ struct ConsumptionCommand: AsyncParsableCommand {
         @Flag(help: "Send even when the request was answered, acked, or has an answer being sent (or one whose reply was never recorded).")
         var again = false
 
-        @OptionGroup var app: AppOptions
-        @OptionGroup var api: APIOptions
-        @OptionGroup var database: DatabaseOptions
-        @OptionGroup var logging: LoggingOptions
+        @OptionGroup var options: AppleOptions
 
         func run() async throws {
             let logger = logging.makeLogger()
@@ -216,8 +209,7 @@ struct ConsumptionCommand: AsyncParsableCommand {
             // What needs no database and no configuration first: bad input is refused before anything else.
             _ = try ConsumptionAnswers.body(of: input)
             let targets = try app.loadTargets(api: api).targets
-            let prepared = try await database.withDatabase(logger: logger) { database in
-                try await Migrator().requireCurrent(database)
+            let prepared = try await database.withCurrentSchema(logger: logger) { database in
                 return try await ConsumptionAnswers.prepare(input, apps: targets.map(\.app), database: database)
             }
             guard
@@ -237,16 +229,13 @@ struct ConsumptionCommand: AsyncParsableCommand {
                 if again { logger.notice("the request was \(prepared.request.state(at: now).rawValue); sending this answer too (--again)") }
             case .open: break
             }
-            do {
-                try await database.runWork(logger: logger, sharing: [target.sharing([.sendConsumptionInformation])]) { [again] database in
-                    try await ConsumptionAnswers.send(
-                        prepared, again: again, client: target.client, origins: target.origins, database: database)
-                }
-            } catch let error as ReconcilerError where error.code == .interrupted {
-                throw ReconcilerError(
-                    .interrupted,
-                    "interrupted: the answer may or may not have reached Apple; send it again (with --again if `send` says an answer "
-                        + "is being sent: the interrupted one stays marked so), or ack the request if Apple has it")
+            let interrupted = ReconcilerError(
+                .interrupted,
+                "interrupted: the answer may or may not have reached Apple; send it again (with --again if `send` says an answer "
+                    + "is being sent: the interrupted one stays marked so), or ack the request if Apple has it")
+            try await database.runWork(logger: logger, sharing: [target.sharing([.sendConsumptionInformation])], interrupted: interrupted) {
+                [again] database in
+                try await ConsumptionAnswers.send(prepared, again: again, client: target.client, origins: target.origins, database: database)
             }
             let left = prepared.request.respondBy - now
             print(
@@ -264,7 +253,7 @@ struct ConsumptionCommand: AsyncParsableCommand {
         return targets.filter { $0.consumption.liveRequests == .watch }.map(\.app)
     }
 
-    struct AckCommand: AsyncParsableCommand {
+    struct AckCommand: AsyncParsableCommand, UsesAppsOptions {
         static let configuration = CommandConfiguration(
             commandName: "ack",
             abstract: "Record that a consumption request needs nothing more from the reconciler.",
@@ -290,16 +279,13 @@ struct ConsumptionCommand: AsyncParsableCommand {
         @Option(help: ArgumentHelp("Who acks it (default $USER, else unknown).", valueName: "name"))
         var by: String?
 
-        @OptionGroup var app: AppOptions
-        @OptionGroup var database: DatabaseOptions
-        @OptionGroup var logging: LoggingOptions
+        @OptionGroup var options: StoredDataOptions
 
         func run() async throws {
             let logger = logging.makeLogger()
             let apps = try app.storedScope().appsOnly()
             let by = self.by ?? Env.value("USER") ?? "unknown"
-            let outcome = try await database.withDatabase(logger: logger) { [transactionId, note] database in
-                try await Migrator().requireCurrent(database)
+            let outcome = try await database.withCurrentSchema(logger: logger) { [transactionId, note] database in
                 return try await ConsumptionAcks.ack(transactionId: transactionId, apps: apps, by: by, note: note, database: database)
             }
             for request in outcome.requests {

@@ -5,7 +5,7 @@ import Reconciler
 import ReconcilerDomain
 import ReconcilerShared
 
-struct DetectOutageCommand: AsyncParsableCommand {
+struct DetectOutageCommand: AsyncParsableCommand, UsesAppsOptions {
     static let configuration = CommandConfiguration(
         commandName: "detect-outage",
         abstract: "Find webhook outages: notifications that did not reach the webhook, grouped into windows.",
@@ -33,10 +33,7 @@ struct DetectOutageCommand: AsyncParsableCommand {
         30)
     @Flag(help: "Print JSON.") var json = false
 
-    @OptionGroup var app: AppOptions
-    @OptionGroup var api: APIOptions
-    @OptionGroup var database: DatabaseOptions
-    @OptionGroup var logging: LoggingOptions
+    @OptionGroup var options: AppleOptions
 
     func run() async throws {
         let logger = logging.makeLogger()
@@ -53,23 +50,26 @@ struct DetectOutageCommand: AsyncParsableCommand {
                     let detection = try await OutageDetector(client: target.client, mergeGap: mergeGap).detect(in: span)
                     outcomes.append(Outcome(app: target.app, detection: detection))
                 } catch let error as AppStoreServerAPIError {
-                    switch error {
-                    case .unauthorized, .badRequest:
-                        outcomes.append(Outcome(app: target.app, error: .configuration(error.operatorDescription(checking: target.origins))))
-                    default: outcomes.append(Outcome(app: target.app, error: .partial(error.description)))
-                    }
+                    // A key Apple refuses (exit 1, naming where it was set) or a request it refuses is this app's configuration.
+                    let failure: ReconcilerError =
+                        if error.refusesTheCredentials {
+                            ReconcilerError(apple: error).naming(target.origins)
+                        } else if case .badRequest = error {
+                            .configuration(error.description)
+                        } else {
+                            .partial(error.description)
+                        }
+                    outcomes.append(Outcome(app: target.app, error: failure))
                 }
             }
             return outcomes
         }
         let several = outcomes.count > 1
         if json {
-            let encoder = JSONEncoder()
-            encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
             if several {
-                print(String(decoding: try encoder.encode(["targets": outcomes]), as: UTF8.self))
+                try StandardOutput.printJSON(["targets": outcomes], dates: .deferredToDate)
             } else if let detection = outcomes.first?.detection {
-                print(String(decoding: try encoder.encode(detection), as: UTF8.self))
+                try StandardOutput.printJSON(detection, dates: .deferredToDate)
             }
         } else {
             for outcome in outcomes {

@@ -7,7 +7,7 @@ import ReconcilerDomain
 import ReconcilerShared
 import ReconcilerStore
 
-struct ExportCommand: AsyncParsableCommand {
+struct ExportCommand: AsyncParsableCommand, UsesAppsOptions {
     static let configuration = CommandConfiguration(
         commandName: "export",
         abstract: "Print the state of every purchase as JSON lines.",
@@ -27,9 +27,7 @@ struct ExportCommand: AsyncParsableCommand {
               reconciler export --app com.example.two
             """)
 
-    @OptionGroup var app: AppOptions
-    @OptionGroup var database: DatabaseOptions
-    @OptionGroup var logging: LoggingOptions
+    @OptionGroup var options: StoredDataOptions
 
     @Option(name: .shortAndLong, help: ArgumentHelp("Write to this file instead of standard output.", valueName: "path"))
     var output: String?
@@ -81,8 +79,7 @@ struct ExportCommand: AsyncParsableCommand {
                 (target.app, try EntitlementOptions.policy(target.entitlement, entitleBillingRetry: entitleBillingRetry, terms: nonRenewingTerm))
             }, uniquingKeysWith: { first, _ in first })
         let (token, apps, environment) = (appAccountToken?.lowercased(), scope.apps, scope.environment?.rawValue)
-        let count = try await database.withDatabase(logger: logger) { database in
-            try await Migrator().requireCurrent(database)
+        let count = try await database.withCurrentSchema(logger: logger) { database in
             var buffer = Data()
             var count = 0
             try await store.exportPurchases(

@@ -8,7 +8,7 @@ import ReconcilerDomain
 import ReconcilerShared
 import ReconcilerStore
 
-struct ForwardCommand: AsyncParsableCommand {
+struct ForwardCommand: AsyncParsableCommand, UsesAppsOptions {
     static let configuration = CommandConfiguration(
         commandName: "forward",
         abstract: "Deliver the queued notifications to the app's own webhook: a long-running worker, or --once.",
@@ -60,10 +60,8 @@ struct ForwardCommand: AsyncParsableCommand {
             valueName: "url"))
     var forwardTo: String?
 
-    @OptionGroup var app: AppOptions
-    @OptionGroup var database: DatabaseOptions
+    @OptionGroup var options: StoredDataOptions
     @OptionGroup(title: "Forwarding") var forwarding: ForwardingOptions
-    @OptionGroup var logging: LoggingOptions
 
     func validate() throws {
         if drainTimeout != nil, !once { throw ValidationError("--drain-timeout goes with --once (the worker never stops to wait)") }
@@ -74,9 +72,6 @@ struct ForwardCommand: AsyncParsableCommand {
         let configurations = try forwarding.configurations(for: try plan())
         let (once, retryFailed, targets) = (self.once, self.retryFailed, configurations.map(\.url.target))
         let (before, after, others, pendingHere, unrebuildable) = try await database.runWork(logger: logger) { database in
-            do {
-                try await Migrator().requireCurrent(database)
-            }
             // One forwarder per webhook, each delivering only what was queued for its URL.
             let forwarders = configurations.map { Forwarder(configuration: $0, database: database) }
             let queue = ForwardQueue(database: database)

@@ -63,8 +63,7 @@ struct InspectCommand: AsyncParsableCommand {
             logger.logLevel = .error
             return logger
         }()
-        let value: StoredSignedValue? = try await database.withDatabase(logger: logger) { database in
-            try await Migrator().requireCurrent(database)
+        let value: StoredSignedValue? = try await database.withCurrentSchema(logger: logger) { database in
             return try await database.transaction { connection in
                 if let notification {
                     return try await NotificationLog(logger: logger).storedPayloads([notification], headers: HeaderBook(), on: connection)[

@@ -6,7 +6,7 @@ import ReconcilerConfiguration
 import ReconcilerDomain
 import ReconcilerStore
 
-struct MigrateCommand: AsyncParsableCommand {
+struct MigrateCommand: AsyncParsableCommand, UsesAppsOptions {
     static let configuration = CommandConfiguration(
         commandName: "migrate",
         abstract: "Apply the database migrations (migrations/NNNN_*.sql, embedded in the binary).",
@@ -26,9 +26,7 @@ struct MigrateCommand: AsyncParsableCommand {
               reconciler migrate --status   # list migrations and when they were applied
             """)
 
-    @OptionGroup var app: AppOptions
-    @OptionGroup var database: DatabaseOptions
-    @OptionGroup var logging: LoggingOptions
+    @OptionGroup var options: StoredDataOptions
 
     @Flag(name: .long, help: "Only list migrations and whether they are applied.")
     var status = false

@@ -103,8 +103,7 @@ struct PruneCommand: AsyncParsableCommand {
         let now = Timestamp.now
         let cutoffs = ages.map { part, _, age in (part, (now - age).date) }
         let dryRun = self.dryRun
-        try await database.withDatabase(logger: logger) { database in
-            try await Migrator().requireCurrent(database)
+        try await database.withCurrentSchema(logger: logger) { database in
             let pruner = Pruner(database: database)
             for (part, cutoff) in cutoffs {
                 if dryRun {

@@ -5,7 +5,7 @@ import Reconciler
 import ReconcilerDomain
 import ReconcilerStore
 
-struct RejectionsCommand: AsyncParsableCommand {
+struct RejectionsCommand: AsyncParsableCommand, UsesAppsOptions {
     static let configuration = CommandConfiguration(
         commandName: "rejections",
         abstract: "List the quarantine (signed values that failed verification) and the customers and shards runs gave up on.",
@@ -46,9 +46,7 @@ struct RejectionsCommand: AsyncParsableCommand {
     @Option(help: ArgumentHelp("Print the signed value of one payload (by SHA-256) for `reconciler inspect -`.", valueName: "hash"))
     var show: String?
 
-    @OptionGroup var app: AppOptions
-    @OptionGroup var database: DatabaseOptions
-    @OptionGroup var logging: LoggingOptions
+    @OptionGroup var options: StoredDataOptions
 
     func validate() throws {
         if note != nil, ack == nil { throw ValidationError("--note goes with --ack") }
@@ -61,8 +59,7 @@ struct RejectionsCommand: AsyncParsableCommand {
             throw ReconcilerError.configuration(
                 "no app: give a configuration file (--config, RECONCILER_CONFIG), or set APP_STORE_BUNDLE_ID (or --bundle-id)")
         }
-        try await database.withDatabase(logger: logger) { database in
-            try await Migrator().requireCurrent(database)
+        try await database.withCurrentSchema(logger: logger) { database in
             let ledger = RunLedger(database: database)
             if let show {
                 guard let payload = try await ledger.quarantinedSignedPayload(sha256: show.lowercased()) else {
@@ -85,14 +82,11 @@ struct RejectionsCommand: AsyncParsableCommand {
                     ))
             }
             if json {
-                let encoder = JSONEncoder()
-                encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
-                encoder.dateEncodingStrategy = .iso8601
-                let entries = sections.flatMap { section in
-                    section.payloads.map { Entry(app: section.app, item: .payload($0)) }
-                        + section.givenUp.map { Entry(app: section.app, item: .givenUp($0)) }
-                }
-                print(String(decoding: try encoder.encode(entries), as: UTF8.self))
+                try StandardOutput.printJSON(
+                    sections.flatMap { section in
+                        section.payloads.map { Entry(app: section.app, item: .payload($0)) }
+                            + section.givenUp.map { Entry(app: section.app, item: .givenUp($0)) }
+                    })
                 return
             }
             for section in sections {

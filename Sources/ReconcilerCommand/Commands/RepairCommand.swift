@@ -10,7 +10,7 @@ import ReconcilerMetrics
 import ReconcilerShared
 import ReconcilerStore
 
-struct RepairCommand: AsyncParsableCommand {
+struct RepairCommand: AsyncParsableCommand, UsesAppsOptions {
     static let configuration = CommandConfiguration(
         commandName: "repair",
         abstract: "Repair one customer from a support ticket: by order ID, transaction ID or app account token.",
@@ -72,11 +72,8 @@ struct RepairCommand: AsyncParsableCommand {
             """, valueName: "path"))
     var metricsFile: String?
 
-    @OptionGroup var app: AppOptions
-    @OptionGroup var api: APIOptions
-    @OptionGroup var database: DatabaseOptions
+    @OptionGroup var options: AppleOptions
     @OptionGroup(title: "Forwarding") var forwarding: ForwardingOptions
-    @OptionGroup var logging: LoggingOptions
 
     func validate() throws {
         let selectors = [orderId, transactionId, appAccountToken].compactMap { $0 }.count
@@ -85,43 +82,23 @@ struct RepairCommand: AsyncParsableCommand {
                 "give exactly one of --order-id, --transaction-id or --app-account-token"
                     + (selectors > 1 ? " (\(selectors) were given)" : ""))
         }
-        if let metricsFile {
-            let directory = URL(fileURLWithPath: metricsFile).deletingLastPathComponent().path
-            guard FileManager.default.isWritableFile(atPath: directory) else {
-                throw ValidationError("--metrics-file \(metricsFile): the directory \(directory) does not exist or is not writable")
-            }
-        }
+        try MetricsFile.validate(metricsFile)
     }
 
     func run() async throws {
         let logger = logging.makeLogger()
-        let metrics = metricsFile.map { _ in
-            MetricsRegistry(environment: (try? app.resolvedEnvironment)?.rawValue ?? "", bundleId: app.resolvedBundleId ?? "")
-        }
-        if let metrics { MetricsSystem.bootstrap(metrics.factory) }
-        let report: RepairReport
-        do {
-            report = try await repair(logger: logger)
-        } catch {
-            // Stopped before it could report (bad input, configuration, the database): alerts still see the exit code.
-            try? writeMetrics(metrics, exitCode: (error as? ReconcilerError)?.exitCode ?? 1, status: nil)
-            throw error
+        let metrics = MetricsFile(metricsFile, app: app)
+        let report = try await metrics.recordingFailure(logger: logger) { registry, exitCode in
+            RunMetrics.recordOutcome(exitCode: exitCode, kind: .repair, status: nil, in: registry)
+        } work: {
+            try await repair(logger: logger)
         }
         print(json ? String(decoding: try report.json(), as: UTF8.self) : report.humanSummary())
-        let exitCode: Int32 =
-            switch report.status {
-            case .succeeded: 0
-            case .succeededWithRejections: 4
-            default: 2
-            }
-        try writeMetrics(metrics, exitCode: exitCode, status: report.status)
-        switch exitCode {
-        case 4: throw ReconcilerError.attention("repaired, but needs attention: see QUARANTINED and FAILED in the report (`reconciler rejections`)")
-        case 2:
-            throw ReconcilerError.partial(
-                "not everything was repaired (repair \(report.runId) is \(report.status.rawValue)); run the same command again")
-        default: return
+        if let metrics {
+            RunMetrics.recordOutcome(exitCode: report.ending?.exitCode ?? 0, kind: .repair, status: report.status, in: metrics.registry)
+            try metrics.write()
         }
+        if let ending = report.ending { throw ending }
     }
 
     /// Runs the repair with the shared request budget, then delivers what it queued for the app's webhook.
@@ -150,21 +127,19 @@ struct RepairCommand: AsyncParsableCommand {
                 forwarder: try webhook.flatMap { dryRun ? nil : try self.forwarding.configuration(for: $0) }
             )
         }
-        return try await Self.namingTheRepair {
-            for (index, target) in targets.enumerated().dropLast() {
-                do {
-                    return try await repair(
-                        configuration: plans[index].repair, forwarding: plans[index].forwarder, drainTimeout: forwardDrainTimeout, target: target,
-                        logger: logger)
-                } catch let error as ReconcilerError where [.unknownTransactionId, .unknownOrderId].contains(error.code) {
-                    logger.info("not found in \(target.app.environment.rawValue); trying \(targets[index + 1].app.environment.rawValue)")
-                }
+        for (index, target) in targets.enumerated().dropLast() {
+            do {
+                return try await repair(
+                    configuration: plans[index].repair, forwarding: plans[index].forwarder, drainTimeout: forwardDrainTimeout, target: target,
+                    logger: logger)
+            } catch let error as ReconcilerError where [.unknownTransactionId, .unknownOrderId].contains(error.code) {
+                logger.info("not found in \(target.app.environment.rawValue); trying \(targets[index + 1].app.environment.rawValue)")
             }
-            let last = targets.count - 1
-            return try await repair(
-                configuration: plans[last].repair, forwarding: plans[last].forwarder, drainTimeout: forwardDrainTimeout, target: targets[last],
-                logger: logger)
         }
+        let last = targets.count - 1
+        return try await repair(
+            configuration: plans[last].repair, forwarding: plans[last].forwarder, drainTimeout: forwardDrainTimeout, target: targets[last],
+            logger: logger)
     }
 
     private func repair(
@@ -172,49 +147,22 @@ struct RepairCommand: AsyncParsableCommand {
         logger: Logger
     ) async throws -> RepairReport {
         let (verifier, client) = (target.verifier, target.client)
-        do {
-            let sharing = [
-                target.sharing(
-                    [.getNotificationHistory, .getTransactionHistory, .getAllSubscriptionStatuses] + (orderId == nil ? [] : [.lookUpOrderId]))
-            ]
-            return try await target.callingApple {
-                try await database.runWork(logger: logger, sharing: sharing) { database in
-                    do {
-                        try await Migrator().requireCurrent(database)
-                    }
-                    var report = try await CustomerRepair(
-                        configuration: configuration, scope: target.scope, database: database, verifier: verifier, client: client
-                    ).repair()
-                    if let forwarding {
-                        let forwarder = Forwarder(configuration: forwarding, database: database)
-                        report.forwarding = try await forwarder.drain(runIds: [report.runId], upTo: drainTimeout)
-                    }
-                    return report
+        let sharing = [
+            target.sharing(
+                [.getNotificationHistory, .getTransactionHistory, .getAllSubscriptionStatuses] + (orderId == nil ? [] : [.lookUpOrderId]))
+        ]
+        let interrupted = ReconcilerError(.interrupted, "interrupted: run the same command again (what is done is not done twice)")
+        return try await target.callingApple {
+            try await database.runWork(logger: logger, sharing: sharing, interrupted: interrupted) { database in
+                var report = try await CustomerRepair(
+                    configuration: configuration, scope: target.scope, database: database, verifier: verifier, client: client
+                ).repair()
+                if let forwarding {
+                    let forwarder = Forwarder(configuration: forwarding, database: database)
+                    report.forwarding = try await forwarder.drain(runIds: [report.runId], upTo: drainTimeout)
                 }
+                return report
             }
-        } catch let error as ReconcilerError where error.code == .interrupted {
-            throw ReconcilerError(.interrupted, "interrupted: run the same command again (what is done is not done twice)")
-        }
-    }
-
-    /// Names the repair in a refusal of the order's signed values; every error keeps its code, and
-    /// with it its exit code (the entry point's ``ReconcilerError/init(endingCommandWith:)``).
-    private static func namingTheRepair<T>(_ body: () async throws -> T) async throws -> T {
-        do {
-            return try await body()
-        } catch var error as ReconcilerError where error.code == .notGenuine {
-            error.description += error.runId.map { " (repair \($0))" } ?? ""
-            throw error
-        }
-    }
-
-    private func writeMetrics(_ metrics: MetricsRegistry?, exitCode: Int32, status: RunRecord.Status?) throws {
-        guard let metrics, let metricsFile else { return }
-        RunMetrics.recordOutcome(exitCode: exitCode, kind: .repair, status: status, in: metrics)
-        do {
-            try metrics.writeTextfile(to: metricsFile)
-        } catch {
-            throw ReconcilerError.configuration("\(error)")
         }
     }
 }

@@ -1,6 +1,5 @@
 import AppStoreServer
 import ArgumentParser
-import CoreMetrics
 import Forwarder
 import Foundation
 import Logging
@@ -10,9 +9,8 @@ import ReconcilerDomain
 import ReconcilerMetrics
 import ReconcilerShared
 import ReconcilerStore
-import ServiceLifecycle
 
-struct RunCommand: AsyncParsableCommand {
+struct RunCommand: AsyncParsableCommand, UsesAppsOptions {
     static let configuration = CommandConfiguration(
         commandName: "run",
         abstract: "Recover an outage window: replay missed notifications, then fill the gaps per customer.",
@@ -114,11 +112,8 @@ struct RunCommand: AsyncParsableCommand {
             """, valueName: "duration"))
     var forwardDrainTimeout: Duration = .seconds(60)
 
-    @OptionGroup var app: AppOptions
-    @OptionGroup var api: APIOptions
-    @OptionGroup var database: DatabaseOptions
+    @OptionGroup var options: AppleOptions
     @OptionGroup(title: "Forwarding") var forwarding: ForwardingOptions
-    @OptionGroup var logging: LoggingOptions
 
     func validate() throws {
         let windowForms = [start != nil || end != nil, sinceLast, detected].filter { $0 }.count
@@ -127,18 +122,7 @@ struct RunCommand: AsyncParsableCommand {
         }
         if end != nil, start == nil { throw ValidationError("--end needs --start") }
         if let reportHtml { try ReportPageFile.validate(reportHtml, option: "--report-html") }
-        if let metricsFile {
-            let directory = URL(fileURLWithPath: metricsFile).deletingLastPathComponent().path
-            guard FileManager.default.isWritableFile(atPath: directory) else {
-                throw ValidationError(
-                    "--metrics-file \(metricsFile): the directory \(directory) does not exist or is not writable (the file is written beside, then renamed)"
-                )
-            }
-            var isDirectory: ObjCBool = false
-            if FileManager.default.fileExists(atPath: metricsFile, isDirectory: &isDirectory), isDirectory.boolValue {
-                throw ValidationError("--metrics-file \(metricsFile) is a directory; give a file name such as reconciler.prom")
-            }
-        }
+        try MetricsFile.validate(metricsFile)
         guard concurrency >= 1, gapConcurrency >= 1, maxShards >= 1 else { throw ValidationError("concurrency and --max-shards must be at least 1") }
         _ = try GiveUpOption.policy(giveUpAfter)
         // Every shard and customer worked on at once holds a connection for its short transactions,
@@ -158,99 +142,50 @@ struct RunCommand: AsyncParsableCommand {
 
     func run() async throws {
         let logger = logging.makeLogger()
-        // One registry for the process, rendered into --metrics-file whatever the outcome; each app
-        // and environment's series carry its own labels (``MetricsRegistry/scoped(environment:bundleId:)``).
-        let metrics = metricsFile.map { _ in
-            MetricsRegistry(environment: (try? app.resolvedEnvironment)?.rawValue ?? "", bundleId: app.resolvedBundleId ?? "")
+        // One registry for the process; each app and environment's series carry its own labels
+        // (``MetricsRegistry/scoped(environment:bundleId:)``).
+        let metrics = MetricsFile(metricsFile, app: app)
+        let kind: RunRecord.Kind = sinceLast ? .scheduled : detected ? .detected : .manual
+        let (outcomes, pages) = try await metrics.recordingFailure(logger: logger) { registry, exitCode in
+            RunMetrics.record(exitCode: exitCode, kind: kind, report: nil, in: registry)
+        } work: {
+            try await recover(metrics: metrics?.registry, logger: logger)
         }
-        if let metrics { MetricsSystem.bootstrap(metrics.factory) }
-        let outcomes: [RecoveryOutcome]
-        let pages: [Int: String]
-        do {
-            (outcomes, pages) = try await recover(metrics: metrics, logger: logger)
-        } catch {
-            // Stopped before any run could report (configuration, the database): alerts still see the exit code.
-            do {
-                if let metrics {
-                    RunMetrics.record(
-                        exitCode: ReconcilerError(endingCommandWith: error)?.exitCode ?? 1, kind: invocationKind, report: nil, in: metrics)
-                }
-                try writeMetrics(metrics)
-            } catch let metricsError {
-                logger.error("\(metricsError)")
-            }
-            throw error
-        }
-        let several = outcomes.count > 1
         for (index, outcome) in outcomes.enumerated() {
-            print(Self.text(of: outcome, several: several, detected: detected, page: pages[index]))
+            print(outcome.text(several: outcomes.count > 1, detected: detected, page: pages[index]))
             // Another run holds the lease: the file keeps what that run (the one doing the work) writes.
             if let metrics, !outcome.leaseHeld {
                 RunMetrics.record(
-                    exitCode: outcome.exitCode, kind: invocationKind, report: outcome.reports.last,
-                    in: metrics.scoped(environment: outcome.scope.environment.rawValue, bundleId: outcome.scope.bundleId))
+                    exitCode: outcome.exitCode, kind: kind, report: outcome.reports.last,
+                    in: metrics.registry.scoped(environment: outcome.scope.environment.rawValue, bundleId: outcome.scope.bundleId))
             }
         }
-        try writeMetrics(metrics)
-        if let reportJson {
-            if several {
-                try write(outcomes, toJSON: reportJson)
-            } else if let report = outcomes.first?.reports.last {
-                try write(report, toJSON: reportJson)
+        try metrics?.write()
+        if let reportJson, let data = try RecoveryOutcome.reportJSON(outcomes) {
+            do {
+                try data.write(to: URL(fileURLWithPath: reportJson))
+            } catch {
+                throw ReconcilerError.configuration("cannot write the report to \(reportJson): \(error.localizedDescription)")
             }
         }
-        // The worst of the apps and environments decides the exit code. With several, each one's
-        // section said what stopped it: the last line names them instead of saying it again.
-        guard let worst = RecoveryOutcome.worst(outcomes) else { return }
-        guard several else { throw worst.error }
-        let named = outcomes.filter { !$0.leaseHeld && $0.exitCode == worst.exitCode }.map { "\($0.scope.target)" }
-        throw ReconcilerError(
-            worst.error.code,
-            "\(named.joined(separator: ", ")) \(named.count == 1 ? "was" : "were") not recovered in full (exit \(worst.exitCode)): "
-                + "\(named.count == 1 ? "its section" : "their sections") above \(named.count == 1 ? "says" : "say") why")
-    }
-
-    /// What one app and environment did, as the operator reads it: under its header when there are
-    /// several, what needs reading first, each window's report, its incident page, the deliveries.
-    static func text(of outcome: RecoveryOutcome, several: Bool, detected: Bool, page: String? = nil) -> String {
-        var lines: [String] = several ? ["== \(outcome.scope.target)"] : []
-        lines += outcome.notices
-        lines += outcome.reports.map { $0.humanSummary() }
-        if several, let stop = outcome.stop { lines += stopLine(stop, of: outcome) }
-        if let page, let report = outcome.reports.last { lines.append(ReportPageFile.line(path: page, report: report)) }
-        if let drained = outcome.forwarded {
-            lines.append(forwardedLine("\(Plural.count(drained.own.delivered, "notification")) delivered to the app's webhook", drained.own))
-            if !drained.earlierRuns.isEmpty {
-                let runs = drained.earlierRuns.map(String.init).joined(separator: ", ")
-                let label = "earlier runs' deliveries (run\(drained.earlierRuns.count == 1 ? "" : "s") \(runs))"
-                lines.append(forwardedLine("\(label): \(drained.earlier.delivered) delivered", drained.earlier))
-            }
-        }
-        if detected, outcome.reports.isEmpty, outcome.stop == nil, outcome.lost.isEmpty {
-            lines.append("no failed deliveries found: nothing to recover")
-        }
-        return lines.joined(separator: "\n")
-    }
-
-    /// What stopped one app and environment of several, said once: a report's `failure` line says
-    /// it already, so only what the stop adds (the remedy) follows it.
-    static func stopLine(_ stop: ReconcilerError, of outcome: RecoveryOutcome) -> [String] {
-        let message = stop.operatorMessage
-        guard let failure = outcome.reports.last?.failure, message.hasPrefix(failure) else { return ["\(outcome.scope.target): \(message)"] }
-        let rest = message.dropFirst(failure.count).drop { $0 == ":" || $0 == ";" || $0 == " " }
-        return rest.isEmpty ? [] : ["  remedy       \(rest)"]
+        // The worst of the apps and environments decides the exit code.
+        if let ending = RecoveryOutcome.ending(outcomes) { throw ending }
     }
 
     /// Every configured app and environment (or those `--app` and `--environment` choose), at once
     /// in one process and database pool, each in its own runs with its own lease and its own share
     /// of its app's budget (``Recovery``): a 401 or an outage of one does not stop the others.
-    /// Returns each app and environment's outcome, and the incident page written for each (by index).
+    /// Returns each app and environment's outcome, and where its incident page was written (by index).
     private func recover(metrics: MetricsRegistry?, logger: Logger) async throws -> (outcomes: [RecoveryOutcome], pages: [Int: String]) {
         let loaded = try app.loadTargets(api: api)
         let targets = loaded.targets
+        let template = try ReconcileRun.Configuration.template(
+            dryRun: dryRun, priority: priority, shardDuration: shardDuration, maximumShardsPerQuery: maxShards, allCustomers: all,
+            refreshStatus: refreshStatus, replayConcurrency: concurrency, gapConcurrency: gapConcurrency, leaseDuration: leaseDuration,
+            wait: wait, fresh: fresh, giveUp: try GiveUpOption.policy(giveUpAfter, file: loaded.configuration.giveUpAfter))
         let configuration = Recovery.Configuration(
-            windows: try windows(), template: try runTemplate(giveUpAfterInFile: loaded.configuration.giveUpAfter),
-            forwardDrainTimeout: forwardDrainTimeout, maximumConnections: database.maxConnections)
+            windows: windows, template: template, forwardDrainTimeout: forwardDrainTimeout, maximumConnections: database.maxConnections,
+            unknownEntitlementSetting: UnknownEntitlement.setting(configurationFile: app.configurationFile))
         // Each app's recovered notifications go to its own webhook (`forwardTo` in the file), or all to
         // --forward-to, each signed with its secret: checked before anything starts, also in a dry run.
         let forwardingPlan = try forwarding.plan(forwardTo: forwardTo, configuration: loaded.configuration, targets: targets.map(\.configuration))
@@ -260,38 +195,22 @@ struct RunCommand: AsyncParsableCommand {
         // Phase 1 pages the notification history, phase 2 the customers' transaction history and
         // statuses (a resumed run keeps the --refresh-status it started with).
         let endpoints: [AppStoreServerAPIEndpoint] = [.getNotificationHistory, .getTransactionHistory, .getAllSubscriptionStatuses]
-        let (reportHtml, interval, detected) = (self.reportHtml, Duration.seconds(max(progressInterval, 1)), self.detected)
+        let reportHtml = self.reportHtml
+        let progress = RecoveryProgress(
+            logger: logger, interval: .seconds(max(progressInterval, 1)), several: targets.count > 1, json: logging.json)
         // SIGINT or SIGTERM stop the work at a checkpoint (exit 2); see CommandLifecycle.
         return try await database.runWork(logger: logger) { database in
-            try await Migrator().requireCurrent(database)
             let recovery = Recovery(
                 configuration: configuration,
                 targets: targets.indices.map { index in
                     Recovery.Target(
                         scope: targets[index].scope, origins: targets[index].origins, verifier: targets[index].verifier,
-                        client: targets[index].client,
-                        budget: .init(claims: targets[index].budget.claims(endpoints)),
+                        client: targets[index].client, budget: .init(claims: targets[index].budget.claims(endpoints)),
                         forwarder: forwarders[index].map { Forwarder(configuration: $0, database: database) },
                         forwardTo: forwardURLs[index]?.target)
                 }, database: database, logger: logger)
-            let reporters = Locked<[Task<Void, Never>]>([])
-            let json = logging.json
-            var outcomes = await recovery.recover(
-                progress: { scope in
-                    let progress = RunProgress()
-                    var targetLogger = logger
-                    if targets.count > 1 { targetLogger[metadataKey: "app"] = "\(scope)" }
-                    // On a terminal one line is rewritten in place: with several apps, each logs its own instead.
-                    let reporter = ProgressReporter(
-                        progress: progress, logger: targetLogger, interval: interval, rewritesLine: targets.count == 1)
-                    reporters.withLock { $0.append(Task { await reporter.run() }) }
-                    return progress
-                },
-                starting: { Self.announce($0, json: json, logger: logger) })
-            for reporter in reporters.withLock({ $0 }) {
-                reporter.cancel()
-                await reporter.value
-            }
+            var outcomes = await recovery.recover(progress: progress.progress(of:), starting: progress.announce)
+            await progress.stop()
             for (outcome, target) in zip(outcomes, targets) {
                 // What alerts watch besides this run: the quarantine, the last finished run, the newest live notification.
                 guard let metrics else { break }
@@ -302,12 +221,6 @@ struct RunCommand: AsyncParsableCommand {
                     liveConsumptionRequests: target.configuration.consumption.liveRequests
                 ).refresh()
             }
-            // A null `entitled` never goes unexplained: how many purchases have one, and the setting.
-            let setting = UnknownEntitlement.setting(configurationFile: app.configurationFile)
-            for index in outcomes.indices where !outcomes[index].reports.isEmpty {
-                let unknown = try? await UnknownEntitlement.count(of: outcomes[index].scope, setting: setting, in: database)
-                for report in outcomes[index].reports.indices { outcomes[index].reports[report].unknownEntitlement = unknown }
-            }
             // One page per app and environment, each showing its newest run (``ReportPageFile/path(_:for:)``);
             // a page that cannot be written is a configuration error.
             var pages: [Int: String] = [:]
@@ -316,7 +229,7 @@ struct RunCommand: AsyncParsableCommand {
                 let path = targets.count > 1 ? ReportPageFile.path(reportHtml, for: outcomes[index].scope.target) : reportHtml
                 do {
                     try await ReportPageFile.write(report: report, ledger: RunLedger(database: database), to: path, logger: logger, announce: false)
-                    pages[index] = path
+                    pages[index] = ReportPageFile.line(path: path, report: report)
                 } catch {
                     let stop = (error as? ReconcilerError) ?? .configuration("cannot write the report page to \(path): \(error)")
                     outcomes[index].stop = outcomes[index].stop ?? stop
@@ -326,105 +239,11 @@ struct RunCommand: AsyncParsableCommand {
         }
     }
 
-    /// Prints the window a run is about to recover, before its first request, whatever the log
-    /// level (a typo in a time shows here, not after the recovery): one line on stderr, stdout
-    /// keeping the reports; with `--log-format json`, a notice log line.
-    static func announce(_ start: Recovery.WindowStart, json: Bool, logger: Logger) {
-        let verb = start.dryRun ? "dry run, would recover" : "recovering"
-        guard !json else {
-            logger.notice(
-                "\(verb) a window",
-                metadata: [
-                    "app": "\(start.scope)", "start": "\(start.window.start)", "end": "\(start.window.end)",
-                    "length": "\(start.window.duration.readableText)", "kind": "\(start.kind.rawValue)",
-                ])
-            return
-        }
-        // On a terminal the progress line may be on screen: clear it first.
-        let clear = ProgressReporter.stderrIsTerminal ? "\r\u{1B}[K" : ""
-        FileHandle.standardError.write(Data("\(clear)\(verb) \(start.scope): \(start.window.readableText)\n".utf8))
-    }
-
     /// The windows this invocation recovers.
-    private func windows() throws -> Recovery.Windows {
+    private var windows: Recovery.Windows {
         if sinceLast { return .sinceLast(overlap: overlap) }
         if detected { return .detected(since: detectSince) }
         // validate() made sure --start is given with this form.
         return .window(TimeWindow(start: start ?? .now, end: end ?? .now))
-    }
-
-    /// The kind of run this invocation makes, for the metrics of one that stopped before any run.
-    private var invocationKind: RunRecord.Kind { sinceLast ? .scheduled : detected ? .detected : .manual }
-
-    private func writeMetrics(_ metrics: MetricsRegistry?) throws {
-        guard let metrics, let metricsFile else { return }
-        do {
-            try metrics.writeTextfile(to: metricsFile)
-        } catch {
-            throw ReconcilerError.configuration("\(error)")
-        }
-    }
-
-    /// `forwarded    <what was delivered>, N pending, N failed`, and what to do about the rest.
-    static func forwardedLine(_ delivered: String, _ summary: ForwardQueue.ForwardingSummary) -> String {
-        "forwarded    \(delivered), \(summary.pending) pending, \(summary.failed) failed"
-            + (summary.pending > 0 ? "; `reconciler forward` or the next run delivers the rest" : "")
-            + (summary.failed > 0 ? "; `reconciler forward --retry-failed` tries the failed ones again" : "")
-    }
-
-    /// The options every window of this invocation runs with.
-    private func runTemplate(giveUpAfterInFile: Int?) throws -> ReconcileRun.Configuration {
-        var planner = ReplayPlanner.Configuration(maximumShardsPerQuery: maxShards)
-        if let shardDuration {
-            guard shardDuration >= .seconds(1) else {
-                throw ReconcilerError.configuration("--shard-duration: \(shardDuration.operatorText) is shorter than 1s")
-            }
-            planner.shardDuration = shardDuration.milliseconds
-        }
-        if let priority {
-            planner.priority = try priority.split(separator: ",").map { item in
-                guard let filter = NotificationFilter(parsing: String(item)) else {
-                    throw ReconcilerError.configuration("--priority: \(item) is not a notification type or TYPE/SUBTYPE Apple documents")
-                }
-                return filter
-            }
-        }
-        guard leaseDuration >= .seconds(3) else {
-            throw ReconcilerError.configuration("--lease-duration: \(leaseDuration.operatorText) is shorter than 3s")
-        }
-        return ReconcileRun.Configuration(
-            window: TimeWindow(start: .now, end: .now), kind: .manual, dryRun: dryRun,
-            options: RunOptions(planner: planner, allCustomers: all, refreshStatus: refreshStatus),
-            replayConcurrency: concurrency, gapConcurrency: gapConcurrency,
-            lease: .init(duration: leaseDuration, renewalInterval: max(leaseDuration / 6, .milliseconds(500)), wait: wait), fresh: fresh,
-            giveUp: try GiveUpOption.policy(giveUpAfter, file: giveUpAfterInFile))
-    }
-
-    /// The JSON report of a run over several apps and environments: `{"targets": [...]}`, each the
-    /// newest report of its app and environment (or where it stopped before one).
-    private func write(_ outcomes: [RecoveryOutcome], toJSON path: String) throws {
-        do {
-            let entries: [Any] = try outcomes.map { outcome in
-                if let report = outcome.reports.last { return try JSONSerialization.jsonObject(with: try report.json()) }
-                var entry: [String: Any] = [
-                    "bundleId": outcome.scope.bundleId, "environment": outcome.scope.environment.rawValue, "exitCode": outcome.exitCode,
-                ]
-                if let stop = outcome.stop { entry["stopped"] = stop.description }
-                if outcome.leaseHeld { entry["leaseHeldByAnotherRun"] = true }
-                return entry
-            }
-            let data = try JSONSerialization.data(withJSONObject: ["targets": entries], options: [.prettyPrinted, .sortedKeys])
-            try data.write(to: URL(fileURLWithPath: path))
-        } catch {
-            throw ReconcilerError.configuration("cannot write the report to \(path): \(error.localizedDescription)")
-        }
-    }
-
-    private func write(_ report: RunReport, toJSON path: String) throws {
-        do {
-            try report.json().write(to: URL(fileURLWithPath: path))
-        } catch {
-            throw ReconcilerError.configuration("cannot write the report to \(path): \(error.localizedDescription)")
-        }
     }
 }

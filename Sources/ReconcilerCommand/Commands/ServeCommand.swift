@@ -14,7 +14,7 @@ import ReconcilerStore
 import ServiceLifecycle
 import WebhookServer
 
-struct ServeCommand: AsyncParsableCommand {
+struct ServeCommand: AsyncParsableCommand, UsesAppsOptions {
     static let configuration = CommandConfiguration(
         commandName: "serve",
         abstract: "Receive App Store Server Notifications V2 on POST /notifications, for every configured app and environment.",
@@ -46,9 +46,7 @@ struct ServeCommand: AsyncParsableCommand {
                   --forward-secret-file /run/secrets/hook
             """)
 
-    @OptionGroup var app: AppOptions
-    @OptionGroup var database: DatabaseOptions
-    @OptionGroup var logging: LoggingOptions
+    @OptionGroup var options: StoredDataOptions
 
     @Option(name: .long, help: "Port to listen on (env PORT, default 8080).")
     var port: Int?

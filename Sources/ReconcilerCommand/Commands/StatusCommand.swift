@@ -7,7 +7,7 @@ import ReconcilerDomain
 import ReconcilerShared
 import ReconcilerStore
 
-struct StatusCommand: AsyncParsableCommand {
+struct StatusCommand: AsyncParsableCommand, UsesAppsOptions {
     static let configuration = CommandConfiguration(
         commandName: "status",
         abstract: "Show recent reconcile runs: windows, progress and outcome.",
@@ -32,9 +32,7 @@ struct StatusCommand: AsyncParsableCommand {
     @Option(help: ArgumentHelp("With --run: also write the run's incident report page, one self-contained HTML file.", valueName: "path"))
     var html: String?
 
-    @OptionGroup var app: AppOptions
-    @OptionGroup var database: DatabaseOptions
-    @OptionGroup var logging: LoggingOptions
+    @OptionGroup var options: StoredDataOptions
 
     struct Row: Codable {
         /// The run's app and environment.
@@ -72,8 +70,7 @@ struct StatusCommand: AsyncParsableCommand {
         // Each app's rule for `entitled`: the configuration's, or the variables' for every app without one.
         let scopes = stored.targets?.map(\.scope)
         let policy = stored.targets == nil ? try EntitlementOptions.policy() : nil
-        try await database.withDatabase(logger: logger) { database in
-            try await Migrator().requireCurrent(database)
+        try await database.withCurrentSchema(logger: logger) { database in
             let ledger = RunLedger(database: database)
             // How many purchases of each app and environment have an unknown `entitled`, counted once each.
             let unknown = UnknownEntitlements(
@@ -105,10 +102,7 @@ struct StatusCommand: AsyncParsableCommand {
                 if let html, let report = rows.first?.report {
                     try await ReportPageFile.write(report: report, ledger: ledger, to: html, logger: logger, announce: false)
                 }
-                let encoder = JSONEncoder()
-                encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
-                encoder.dateEncodingStrategy = .iso8601
-                print(String(decoding: try encoder.encode(rows), as: UTF8.self))
+                try StandardOutput.printJSON(rows)
                 return
             }
             let several = sections.count > 1

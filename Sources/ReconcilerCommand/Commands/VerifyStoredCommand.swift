@@ -7,7 +7,7 @@ import ReconcilerShared
 import ReconcilerStore
 
 /// `reconciler verify-stored`: every stored signed value, rebuilt from the database and verified again.
-struct VerifyStoredCommand: AsyncParsableCommand {
+struct VerifyStoredCommand: AsyncParsableCommand, UsesAppsOptions {
     static let configuration = CommandConfiguration(
         commandName: "verify-stored",
         abstract: "Rebuild every stored signed value from the database and verify it again; list any that do not verify.",
@@ -40,9 +40,7 @@ struct VerifyStoredCommand: AsyncParsableCommand {
     @Flag(help: "Print the report as JSON.")
     var json = false
 
-    @OptionGroup var app: AppOptions
-    @OptionGroup var database: DatabaseOptions
-    @OptionGroup var logging: LoggingOptions
+    @OptionGroup var options: StoredDataOptions
 
     func run() async throws {
         let logger = logging.makeLogger()
@@ -59,8 +57,7 @@ struct VerifyStoredCommand: AsyncParsableCommand {
             ]
         let appChecked = app.resolvedBundleId != nil || app.configurationFile != nil
         let json = self.json
-        let report = try await database.withDatabase(logger: logger) { database in
-            try await Migrator().requireCurrent(database)
+        let report = try await database.withCurrentSchema(logger: logger) { database in
             let start = ContinuousClock.now
             let lastPrinted = Locked(start)
             return try await StoredPayloadVerifier(database: database, verifiers: verifiers).verify(since: since) { report in
@@ -80,10 +77,7 @@ struct VerifyStoredCommand: AsyncParsableCommand {
             }
         }
         if json {
-            let encoder = JSONEncoder()
-            encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
-            encoder.dateEncodingStrategy = .iso8601
-            print(String(decoding: try encoder.encode(report), as: UTF8.self))
+            try StandardOutput.printJSON(report, escapingSlashes: false)
         } else {
             print(Self.text(report, appChecked: appChecked))
         }

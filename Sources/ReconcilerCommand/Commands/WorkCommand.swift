@@ -8,7 +8,7 @@ import ReconcilerDomain
 import ReconcilerShared
 import ReconcilerStore
 
-struct WorkCommand: AsyncParsableCommand {
+struct WorkCommand: AsyncParsableCommand, UsesAppsOptions {
     static let configuration = CommandConfiguration(
         commandName: "work",
         abstract: "Join a run's phase 2 (the per-customer transaction history) from another machine.",
@@ -30,10 +30,7 @@ struct WorkCommand: AsyncParsableCommand {
             valueName: "n"))
     var giveUpAfter: Int?
 
-    @OptionGroup var app: AppOptions
-    @OptionGroup var api: APIOptions
-    @OptionGroup var database: DatabaseOptions
-    @OptionGroup var logging: LoggingOptions
+    @OptionGroup var options: AppleOptions
 
     func validate() throws {
         guard concurrency >= 1 else { throw ValidationError("--concurrency must be at least 1") }
@@ -69,23 +66,19 @@ struct WorkCommand: AsyncParsableCommand {
         let (verifier, client) = (target.verifier, target.client)
         let giveUp = try GiveUpOption.policy(giveUpAfter, file: loaded.configuration.giveUpAfter)
         let progress = RunProgress()
-        do {
-            // SIGINT or SIGTERM stop the worker at a checkpoint; its customers go back to the queue.
-            let sharing = [target.sharing([.getTransactionHistory, .getAllSubscriptionStatuses])]
-            try await target.callingApple {
-                try await database.runWork(logger: logger, sharing: sharing) { database in
-                    try await Migrator().requireCurrent(database)
-                    let worker = RunWorker(
-                        configuration: .init(runId: runId, concurrency: concurrency, worker: holder, giveUp: giveUp),
-                        scope: target.scope, database: database, verifier: verifier, client: client)
-                    let reporter = ProgressReporter(progress: progress, logger: logger, interval: .seconds(10))
-                    let progressTask = Task { await reporter.run() }
-                    defer { progressTask.cancel() }
-                    try await worker.work(progress: progress)
-                }
+        // SIGINT or SIGTERM stop the worker at a checkpoint; its customers go back to the queue.
+        let sharing = [target.sharing([.getTransactionHistory, .getAllSubscriptionStatuses])]
+        let interrupted = ReconcilerError(.interrupted, "interrupted; the customers this worker held are pending again")
+        try await target.callingApple {
+            try await database.runWork(logger: logger, sharing: sharing, interrupted: interrupted) { database in
+                let worker = RunWorker(
+                    configuration: .init(runId: runId, concurrency: concurrency, worker: holder, giveUp: giveUp),
+                    scope: target.scope, database: database, verifier: verifier, client: client)
+                let reporter = ProgressReporter(progress: progress, logger: logger, interval: .seconds(10))
+                let progressTask = Task { await reporter.run() }
+                defer { progressTask.cancel() }
+                try await worker.work(progress: progress)
             }
-        } catch let error as ReconcilerError where error.code == .interrupted {
-            throw ReconcilerError(.interrupted, "interrupted; the customers this worker held are pending again")
         }
         let snapshot = progress.snapshot
         print(

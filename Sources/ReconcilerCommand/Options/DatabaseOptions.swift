@@ -60,32 +60,32 @@ struct DatabaseOptions: ParsableArguments {
         }
     }
 
-    /// Runs a batch command's `work` (a run, a worker) with a ``Database`` that rides out restarts
+    /// Runs a batch command's `work` (a run, a worker) with a ``Database`` whose schema is this
+    /// version's (checked first, ``CommandLifecycle``) and that rides out restarts
     /// for `--database-timeout`, as a service beside the PostgreSQL client: SIGTERM or SIGINT stop
     /// the work at a checkpoint, then the client (``CommandLifecycle``).
     ///
     /// With `sharing`, the work's App Store client spends a request budget shared with every
-    /// process of the app and environment (``SharedBudget``).
+    /// process of the app and environment (``SharedBudget``). `interrupted` says what a signal that
+    /// stopped the work means for the command (``CommandLifecycle/interruption``).
     func runWork<T: Sendable>(
-        logger: Logger, sharing: [BudgetSharing] = [],
+        logger: Logger, sharing: [BudgetSharing] = [], interrupted: ReconcilerError = .interruption,
         _ work: @escaping @Sendable (Database) async throws -> T
     ) async throws -> T {
         let settings = try settings()
         // A signal while it waits for the database ends it as one during the work does.
         guard try await untilSignalled({ try await checkConnection(settings, logger: logger) }) != nil else {
-            throw ReconcilerError.interruption
+            throw interrupted
         }
         let database = try self.database(settings, logger: logger)
-        do {
-            // One shared budget per app and environment the work calls Apple for (Apple limits each app apart).
-            let budgets = sharing.map { api in
-                SharedBudget(
-                    configuration: .init(claims: api.budget.claims(api.endpoints)), database: database, limiter: api.client.rateLimiter,
-                    environment: api.target.environment, bundleId: api.target.bundleId)
-            }
-            return try await CommandLifecycle(database: database, logger: logger, budgets: budgets).run { try await work(database) }
-        } catch {
-            throw Self.commandError(error, settings: settings)
+        // One shared budget per app and environment the work calls Apple for (Apple limits each app apart).
+        let budgets = sharing.map { api in
+            SharedBudget(
+                configuration: .init(claims: api.budget.claims(api.endpoints)), database: database, limiter: api.client.rateLimiter,
+                environment: api.target.environment, bundleId: api.target.bundleId)
+        }
+        return try await CommandLifecycle(database: database, logger: logger, budgets: budgets, interruption: interrupted).run {
+            try await work(database)
         }
     }
 
@@ -104,10 +104,10 @@ struct DatabaseOptions: ParsableArguments {
     /// (DATABASE_URL or --database-url); without one it runs alone, with the app's budget (capped
     /// by --rate-limit).
     func sharingBudgetIfConfigured<T: Sendable>(
-        logger: Logger, sharing: [BudgetSharing], _ work: @escaping @Sendable () async throws -> T
+        logger: Logger, sharing: [BudgetSharing], interrupted: ReconcilerError = .interruption, _ work: @escaping @Sendable () async throws -> T
     ) async throws -> T {
         guard databaseURL ?? Env.value("DATABASE_URL") != nil else { return try await work() }
-        return try await runWork(logger: logger, sharing: sharing) { _ in try await work() }
+        return try await runWork(logger: logger, sharing: sharing, interrupted: interrupted) { _ in try await work() }
     }
 
     /// Runs a short command's `body` with a ``Database`` (no signal handling: it has nothing to resume),
@@ -119,11 +119,16 @@ struct DatabaseOptions: ParsableArguments {
         return try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask { try await database.run() }
             defer { group.cancelAll() }
-            do {
-                return try await body(database)
-            } catch {
-                throw Self.commandError(error, settings: settings)
-            }
+            return try await body(database)
+        }
+    }
+
+    /// ``withDatabase(logger:_:)`` once the schema is this version's (``Migrator/requireCurrent(_:)``):
+    /// what every command that reads or writes the reconciler's tables does first.
+    func withCurrentSchema<T: Sendable>(logger: Logger, _ body: (Database) async throws -> T) async throws -> T {
+        try await withDatabase(logger: logger) { database in
+            try await Migrator().requireCurrent(database)
+            return try await body(database)
         }
     }
 
@@ -136,16 +141,6 @@ struct DatabaseOptions: ParsableArguments {
             throw ReconcilerError.configuration("--database-timeout: \(databaseTimeout.operatorText) is shorter than 1s")
         }
         try await settings.checkConnection(within: databaseTimeout, logger: LoggingOptions.databaseClientLogger(logger))
-    }
-
-    /// The database's errors in the command's words and exit codes.
-    private static func commandError(_ error: any Error, settings: DatabaseSettings) -> any Error {
-        switch error {
-        case let error as ReconcilerError: error
-        case let error where Database.isDatabaseFailure(error):
-            ReconcilerError.configuration("database \(settings): \(Database.operatorDescription(of: error))")
-        default: error
-        }
     }
 }
 

@@ -7,7 +7,8 @@ import ServiceLifecycle
 import Synchronization
 import UnixSignals
 
-/// A batch command's work (a run, a worker) as a service beside the ``Database``'s pool, in one
+/// A batch command's work (a run, a worker) as a service beside the ``Database``'s pool, once the
+/// schema is checked (``Migrator/requireCurrent(_:)``: the work needs it current), in one
 /// `ServiceGroup` that SIGTERM and SIGINT shut down gracefully: the work first (it is cancelled,
 /// stops at a checkpoint and records how it stopped while the pool still runs), then the pool.
 /// Whatever the work waits on, the process ends within `stopTimeout` of the signal: if it has not
@@ -23,15 +24,18 @@ struct CommandLifecycle: Sendable {
     /// The request budgets shared with each app's other processes, when the work calls Apple.
     var budgets: [SharedBudget] = []
     var stopTimeout: Duration = .seconds(10)
+    /// What a signal that stopped the work means for this command (what is kept, how to go on);
+    /// its code is always ``ReconcilerError/Code/interrupted``.
+    var interruption: ReconcilerError = .interruption
 
-    /// Runs `work` to its end; a signal cancels it (a bare cancellation becomes ``ReconcilerError/interruption``).
+    /// Runs `work` to its end; a signal cancels it, and it ends with ``interruption``.
     func run<Result: Sendable>(_ work: @escaping @Sendable () async throws -> Result) async throws -> Result {
-        let (budgets, logger, database) = (self.budgets, self.logger, self.database)
+        let (budgets, logger, database, interruption) = (self.budgets, self.logger, self.database, self.interruption)
         let service = WorkService(
             work: {
-                // The schema first: the budget's table does not exist before `reconciler migrate`,
-                // and that one line is all the operator needs to read.
-                if !budgets.isEmpty { try await Migrator().requireCurrent(database) }
+                // The schema first (every command's work needs it, and the budget's table does not
+                // exist before `reconciler migrate`): that one line is all the operator needs to read.
+                try await Migrator().requireCurrent(database)
                 do {
                     for budget in budgets { try await budget.join() }
                 } catch let error where !(error is CancellationError) {
@@ -54,9 +58,10 @@ struct CommandLifecycle: Sendable {
         try await group.run()
         switch service.outcome.withLock({ $0 }) {
         case .success(let result)?: return result
-        case .failure(let error as CancellationError)?: throw service.signalled.load(ordering: .relaxed) ? ReconcilerError.interruption : error
+        case .failure(let error as CancellationError)?: throw service.signalled.load(ordering: .relaxed) ? interruption : error
+        case .failure(let error as ReconcilerError)? where error.code == .interrupted: throw interruption
         case .failure(let error)?: throw error
-        case nil: throw ReconcilerError.interruption
+        case nil: throw interruption
         }
     }
 }
@@ -68,11 +73,6 @@ private struct BudgetService: Service {
     func run() async throws {
         await cancelWhenGracefulShutdown { await budget.keepShared() }
     }
-}
-
-extension ReconcilerError {
-    /// SIGINT or SIGTERM arrived and the work stopped.
-    static let interruption = ReconcilerError(.interrupted, "interrupted: rerun the same command to resume")
 }
 
 /// The work, cancelled when the group shuts down gracefully; its outcome is kept for the caller.

@@ -2,6 +2,8 @@ import Foundation
 import Logging
 import Reconciler
 import ReconcilerDomain
+import ReconcilerShared
+import ReconcilerStore
 
 /// Shows a run's progress: a line rewritten in place on a terminal, a log line every
 /// `interval` otherwise (cron, systemd, Kubernetes).
@@ -40,5 +42,57 @@ struct ProgressReporter {
             if snapshot.customersFailed > 0 { text += " (\(snapshot.customersFailed) failed)" }
         }
         return text
+    }
+}
+
+/// The progress of every app and environment a `run` recovers at once, each with its reporter:
+/// on a terminal, one recovery rewrites one line in place; several each log their own.
+final class RecoveryProgress: Sendable {
+    let logger: Logger
+    let interval: Duration
+    let several: Bool
+    /// With `--log-format json`, where each window's start is told (``announce(_:)``).
+    let json: Bool
+    private let reporters = Locked<[Task<Void, Never>]>([])
+
+    init(logger: Logger, interval: Duration, several: Bool, json: Bool) {
+        (self.logger, self.interval, self.several, self.json) = (logger, interval, several, json)
+    }
+
+    /// A new progress for one app and environment, reported until ``stop()``.
+    func progress(of scope: AppScope) -> RunProgress {
+        let progress = RunProgress()
+        var targetLogger = logger
+        if several { targetLogger[metadataKey: "app"] = "\(scope)" }
+        let reporter = ProgressReporter(progress: progress, logger: targetLogger, interval: interval, rewritesLine: !several)
+        reporters.withLock { $0.append(Task { await reporter.run() }) }
+        return progress
+    }
+
+    /// Ends every reporter (a terminal's line is cleared).
+    func stop() async {
+        for reporter in reporters.withLock({ $0 }) {
+            reporter.cancel()
+            await reporter.value
+        }
+    }
+
+    /// Prints the window a run is about to recover, before its first request, whatever the log
+    /// level (a typo in a time shows here, not after the recovery): one line on stderr, stdout
+    /// keeping the reports; with `--log-format json`, a notice log line.
+    func announce(_ start: Recovery.WindowStart) {
+        let verb = start.dryRun ? "dry run, would recover" : "recovering"
+        guard !json else {
+            logger.notice(
+                "\(verb) a window",
+                metadata: [
+                    "app": "\(start.scope)", "start": "\(start.window.start)", "end": "\(start.window.end)",
+                    "length": "\(start.window.duration.readableText)", "kind": "\(start.kind.rawValue)",
+                ])
+            return
+        }
+        // On a terminal the progress line may be on screen: clear it first.
+        let clear = ProgressReporter.stderrIsTerminal ? "\r\u{1B}[K" : ""
+        FileHandle.standardError.write(Data("\(clear)\(verb) \(start.scope): \(start.window.readableText)\n".utf8))
     }
 }

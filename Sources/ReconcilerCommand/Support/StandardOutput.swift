@@ -19,6 +19,17 @@ enum StandardOutput {
         signal(SIGPIPE, SIG_IGN)
     }
 
+    /// Prints `value` as `--json` prints: pretty, keys sorted, dates in ISO 8601 unless `dates`
+    /// says otherwise.
+    static func printJSON(
+        _ value: some Encodable, escapingSlashes: Bool = true, dates: JSONEncoder.DateEncodingStrategy = .iso8601
+    ) throws {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = escapingSlashes ? [.prettyPrinted, .sortedKeys] : [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
+        encoder.dateEncodingStrategy = dates
+        print(String(decoding: try encoder.encode(value), as: UTF8.self))
+    }
+
     /// Writes `text` whole to standard output.
     /// - Throws: ``ReaderGone`` when the reader closed it (EPIPE); another write error as itself.
     static func write(_ text: String) throws {

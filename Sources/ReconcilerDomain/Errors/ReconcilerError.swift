@@ -3,8 +3,11 @@
 /// ``code``, never the text. ``description`` is what an operator reads (it names keys, files,
 /// runs and the reconciler's own states, never stored data, a secret or a URL's credentials);
 /// ``debugDescription`` adds the details for logs. Each code carries how a command that ends with
-/// it exits and, where one helps, what to do about it: the command line maps errors to exit codes
-/// in one place (`reconciler`'s entry point), the webhook maps them to HTTP answers in one place.
+/// it exits, how the webhook answers a notification it stopped (its HTTP status and the `error` of
+/// the body, as Hummingbird's `HTTPResponseError` says its own status) and, where one helps, what to
+/// do about it: the command line maps errors to exit codes in one place
+/// (`ReconcilerError(endingCommandWith:)`), the webhook maps them to HTTP answers in one place
+/// (`WebhookAnswer(failure:)`). Nothing between re-classifies an error: it keeps its code.
 ///
 /// ```swift
 /// do { try await migrator.requireCurrent(database) } catch let error as ReconcilerError where error.code == .schemaBehind {
@@ -22,7 +25,8 @@ package struct ReconcilerError: Error, CustomStringConvertible, CustomDebugStrin
                 missingRow, payloadUnavailable, leaseHeld, leaseLost, checkpointConflict, checkpointAlreadyCommitted, invalidWindow, cannotJoin,
                 feedPositionPruned, appNotConfigured, routingUnavailable, stopping, overloaded, selector, malformedSelector, unknownOrderId,
                 unknownTransactionId, unknownAppAccountToken, appleRefused, window, notGenuine, invalidAnswer, unknownConsumptionRequest,
-                notRecovered, interrupted, needsAttention, rejected, storedPayloadNotGenuine, consumptionRequestSettled, answerNotRecorded
+                notRecovered, interrupted, needsAttention, rejected, storedPayloadNotGenuine, consumptionRequestSettled, answerNotRecorded,
+                credentialsRefused, bodyTooLarge, malformedBody, notificationTooOld
         }
 
         private let base: Base
@@ -43,13 +47,38 @@ package struct ReconcilerError: Error, CustomStringConvertible, CustomDebugStrin
                 .untrustedChains, .textfile, .invalidDatabaseURL, .databaseRefused, .schemaNotCurrent, .unknownStoredValue, .missingApp,
                 .payloadUnavailable, .leaseHeld, .invalidWindow, .cannotJoin, .feedPositionPruned, .appNotConfigured, .selector, .malformedSelector,
                 .unknownOrderId, .unknownTransactionId, .unknownAppAccountToken, .appleRefused, .window, .invalidAnswer, .unknownConsumptionRequest,
-                .consumptionRequestSettled:
+                .consumptionRequestSettled, .credentialsRefused, .bodyTooLarge, .malformedBody, .notificationTooOld:
                 .configuration
             case .databaseUnavailable, .lockOrder, .missingRow, .leaseLost, .checkpointConflict, .checkpointAlreadyCommitted, .routingUnavailable,
                 .stopping, .overloaded, .notRecovered, .interrupted:
                 .retryable
             case .notGenuine, .needsAttention, .answerNotRecorded: .attention
             case .rejected, .storedPayloadNotGenuine: .rejected
+            }
+        }
+
+        /// The HTTP status the webhook answers a notification it did not store for this reason: a
+        /// 4xx where Apple's retry would fail alike (or the body is not Apple's delivery), 503 where
+        /// Apple should deliver it again (the store away or behind, a shutdown, an app not yet configured).
+        package var httpStatus: Int {
+            switch base {
+            case .bodyTooLarge: 413
+            case .malformedBody, .notificationTooOld: 400
+            default: 503
+            }
+        }
+
+        /// The `error` of the webhook's answer body: what its sender (Apple, or whoever posts) reads.
+        /// Every failure that is no verdict on the notification is `STORE_UNAVAILABLE`.
+        package var webhookCode: String {
+            switch base {
+            case .bodyTooLarge: "BODY_TOO_LARGE"
+            case .malformedBody: "MALFORMED_BODY"
+            case .notificationTooOld: "NOTIFICATION_TOO_OLD"
+            case .appNotConfigured: "APP_NOT_CONFIGURED"
+            case .stopping: "STOPPING"
+            case .overloaded: "OVERLOADED"
+            default: "STORE_UNAVAILABLE"
             }
         }
 
@@ -100,7 +129,8 @@ package struct ReconcilerError: Error, CustomStringConvertible, CustomDebugStrin
 
         /// `DATABASE_URL` (or a TLS setting) cannot be used as given.
         package static let invalidDatabaseURL = Code(.invalidDatabaseURL)
-        /// The server refused the connection for a reason a retry does not fix (password, TLS, no such database).
+        /// The server refused the connection, or a statement, for a reason a retry does not fix
+        /// (password, TLS, no such database; a permission, a constraint, a schema changed by hand).
         package static let databaseRefused = Code(.databaseRefused)
         /// The database stayed unreachable for longer than the command waits.
         package static let databaseUnavailable = Code(.databaseUnavailable)
@@ -141,10 +171,21 @@ package struct ReconcilerError: Error, CustomStringConvertible, CustomDebugStrin
         package static let appNotConfigured = Code(.appNotConfigured)
         /// A notification could not be routed for a reason that is no verdict on it (the webhook answers 503).
         package static let routingUnavailable = Code(.routingUnavailable)
-        /// The process is stopping: a live notification was not stored (the webhook answers 503; Apple delivers it again).
+        /// The process is stopping: a live notification was not stored (the webhook answers 503 `STOPPING`; Apple delivers it again).
         package static let stopping = Code(.stopping)
-        /// Too many live notifications wait for the database: one more was not stored (the webhook answers 503; Apple delivers it again).
+        /// Too many live notifications wait for the database: one more was not stored (the webhook
+        /// answers 503 `OVERLOADED`; Apple delivers it again).
         package static let overloaded = Code(.overloaded)
+
+        // MARK: The webhook's request (never a command's end)
+
+        /// The body is larger than `serve --max-body-bytes` (413, not read).
+        package static let bodyTooLarge = Code(.bodyTooLarge)
+        /// The body is not Apple's `{"signedPayload": "<JWS>"}` (400).
+        package static let malformedBody = Code(.malformedBody)
+        /// An authentic notification of an app or environment not served, signed too long ago to be
+        /// Apple's delivery: a copy posted again (400, not stored).
+        package static let notificationTooOld = Code(.notificationTooOld)
 
         // MARK: Repair
 
@@ -160,6 +201,9 @@ package struct ReconcilerError: Error, CustomStringConvertible, CustomDebugStrin
         package static let unknownAppAccountToken = Code(.unknownAppAccountToken)
         /// Apple refused the request that names the customer (another 4xx).
         package static let appleRefused = Code(.appleRefused)
+        /// Apple answered 401: the key, key ID, issuer ID or bundle ID is wrong. Every request of
+        /// the app fails alike, so the work stops rather than fail one shard or customer after another.
+        package static let credentialsRefused = Code(.credentialsRefused)
         /// `--since` is outside Apple's notification history.
         package static let window = Code(.window)
         /// Every signed transaction of the order failed verification: quarantined, nothing applied.
@@ -214,6 +258,8 @@ package struct ReconcilerError: Error, CustomStringConvertible, CustomDebugStrin
     package var exitClass: ExitClass { code.exitClass }
     /// The exit code of ``exitClass``.
     package var exitCode: Int32 { code.exitClass.rawValue }
+    /// The HTTP status the webhook answers with it.
+    package var httpStatus: Int { code.httpStatus }
 
     /// Exit 1: the command line or configuration must change.
     package static func configuration(_ message: String) -> ReconcilerError { ReconcilerError(.invalidInput, message) }
