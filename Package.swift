@@ -59,6 +59,10 @@ let package = Package(
     ],
     targets: [
         .plugin(name: "ImportSeams", capability: .buildTool()),
+        // migrations/*.sql embedded into the store as `Migration.embedded` while it builds, so the
+        // binary carries its schema and no generated copy is committed (Plugins/EmbedMigrations).
+        .plugin(name: "EmbedMigrations", capability: .buildTool(), dependencies: ["MigrationEmbedder"]),
+        .executableTarget(name: "MigrationEmbedder", swiftSettings: swiftSettings, plugins: seams),
         .target(
             name: "AppStoreServer",
             dependencies: [
@@ -106,7 +110,7 @@ let package = Package(
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],
             swiftSettings: swiftSettings,
-            plugins: seams
+            plugins: seams + [.plugin(name: "EmbedMigrations")]
         ),
         .target(
             name: "Reconciler",
