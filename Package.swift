@@ -8,7 +8,7 @@ import PackageDescription
 //   read with Yams.
 // - ReconcilerShared: what the reconciler, the mock and the command lines share that is not Apple's:
 //   the `export` shape of a purchase (PurchaseState) and the times operators type (TimeArgument).
-// - ReconcilerDomain: the pure types the store and the core share (the planner and its shards,
+// - ReconcilerDomain: the pure types the store and the core share (a run's vocabulary, the planner and its shards,
 //   verified notifications and their results, the budget's allocation, the timeline, ReconcilerError).
 // - ReconcilerStore: PostgreSQL (Database, transactions, PurchaseStore, ForwardQueue, the run ledger,
 //   migrations); the only module that imports PostgresNIO.
@@ -125,7 +125,7 @@ let package = Package(
         ),
         .target(
             name: "ReportPage",
-            dependencies: ["Reconciler", "ReconcilerDomain", "ReconcilerStore", "ReconcilerShared", "AppStoreServer"],
+            dependencies: ["Reconciler", "ReconcilerDomain", "ReconcilerShared", "AppStoreServer"],
             swiftSettings: swiftSettings,
             plugins: seams
         ),

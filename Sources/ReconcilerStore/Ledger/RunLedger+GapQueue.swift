@@ -1,7 +1,7 @@
 import AppStoreServer
 import Foundation
 import PostgresNIO
-import ReconcilerDomain
+package import ReconcilerDomain
 import ReconcilerShared
 
 /// The phase-2 customer queue. A worker leases a customer (a row it owns until `lease_until`,
@@ -273,11 +273,8 @@ extension RunLedger {
         }
     }
 
-    package struct FailedCustomer: Sendable, Codable, Hashable {
-        package var anchorTransactionId: String
-        package var kind: FailureKind
-        package var error: String
-    }
+    /// A customer phase 2 failed for (the domain's ``ReconcilerDomain/FailedCustomer``).
+    package typealias FailedCustomer = ReconcilerDomain.FailedCustomer
 
     package func failedCustomers(runId: Int64) async throws -> [FailedCustomer] {
         try await read { [logger] transaction in

@@ -2,7 +2,7 @@ package import AppStoreServer
 package import Foundation
 import Logging
 import PostgresNIO
-import ReconcilerDomain
+package import ReconcilerDomain
 
 /// The quarantine: signed values from Apple's API that failed verification. Each is stored once
 /// (by its SHA-256), never applied, and counted by every run that meets it; only the first run

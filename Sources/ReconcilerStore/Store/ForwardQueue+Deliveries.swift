@@ -1,7 +1,7 @@
 package import AppStoreServer
 package import Foundation
 import PostgresNIO
-import ReconcilerDomain
+package import ReconcilerDomain
 import ReconcilerShared
 
 /// The queue of notifications to deliver to the app's own webhook, written by the statement that
