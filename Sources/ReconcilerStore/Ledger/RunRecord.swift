@@ -1,4 +1,4 @@
-package import AppStoreServer
+import AppStoreServer
 package import Foundation
 package import ReconcilerDomain
 package import ReconcilerShared
@@ -20,7 +20,7 @@ package struct RunRecord: Sendable, Codable, Hashable {
     package var status: Status
     package var phase: Phase
     package var startedAt: Date
-    package var updatedAt: Date
+    var updatedAt: Date
     package var finishedAt: Date?
     package var holder: String?
     /// Why a failed run failed.

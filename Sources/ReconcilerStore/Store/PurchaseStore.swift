@@ -1,5 +1,5 @@
 package import AppStoreServer
-package import Foundation
+import Foundation
 package import Logging
 import PostgresNIO
 package import ReconcilerDomain
@@ -59,7 +59,7 @@ package struct PurchaseStore: Sendable {
     var entitlement: EntitlementPolicy { scope?.entitlement ?? .init() }
 
     /// The app and environment a write or a read of one purchase is for.
-    package var requiredTarget: AppTarget {
+    var requiredTarget: AppTarget {
         get throws {
             guard let target else {
                 throw ReconcilerError(.missingApp, "a purchase was read or written without naming its app")
@@ -135,8 +135,8 @@ package struct PurchaseStore: Sendable {
     /// or its renewal info, the notification wins whichever arrived first, and the purchase is due
     /// for another read once the margin has passed (`recheck_at_ms`): a snapshot signed later than
     /// that is believed. The margin is the phase-2 queue's re-read margin.
-    package static var snapshotMargin: Duration { RunLedger.rereadMargin }
-    package static var snapshotMarginMilliseconds: Int64 { snapshotMargin.components.seconds * 1000 }
+    static var snapshotMargin: Duration { RunLedger.rereadMargin }
+    static var snapshotMarginMilliseconds: Int64 { snapshotMargin.components.seconds * 1000 }
 
     /// What to move forward on one purchase after its transactions are stored.
     package struct PurchaseUpdate: Sendable {
@@ -146,7 +146,7 @@ package struct PurchaseStore: Sendable {
         package var notification: NotificationFacts?
         package var status: StatusFact?
         /// The renewal info came inside a notification, not from Get All Subscription Statuses.
-        package var renewalFromNotification: Bool
+        var renewalFromNotification: Bool
 
         package init(
             originalTransactionId: String, environment: String, renewalInfo: Verified<JWSRenewalInfoDecodedPayload>? = nil,
@@ -227,61 +227,61 @@ package struct PurchaseStore: Sendable {
 
     /// A purchase to lock, unless the notification it comes with is recorded already.
     private struct LockKey: Encodable {
-        package var original_transaction_id: String
-        package var notification_uuid: String? = nil
+        var original_transaction_id: String
+        var notification_uuid: String? = nil
     }
 
     // MARK: Transactions
 
     /// One row of `transactions`; the keys are its column names, and the same list writes the
     /// upsert's columns, so a value cannot land in another column.
-    package struct TransactionColumns: Encodable {
-        package var transaction_id: String
-        package var original_transaction_id: String
-        package var environment: String
-        package var bundle_id: String
-        package var product_id: String?
-        package var product_type: String?
-        package var subscription_group_identifier: String?
-        package var web_order_line_item_id: String?
-        package var in_app_ownership_type: String?
-        package var transaction_reason: String?
-        package var purchase_date_ms: Int64?
-        package var original_purchase_date_ms: Int64?
-        package var expires_date_ms: Int64?
-        package var quantity: Int32?
-        package var is_upgraded: Bool
-        package var offer_type: Int32?
-        package var offer_identifier: String?
-        package var storefront: String?
-        package var currency: String?
-        package var price: Int64?
-        package var app_account_token: String?
-        package var revocation_date_ms: Int64?
-        package var revocation_reason: Int32?
-        package var revocation_type: String?
-        package var revocation_percentage: Int32?
-        package var app_transaction_id: String?
-        package var offer_period: String?
-        package var offer_discount_type: String?
-        package var storefront_id: String?
-        package var billing_plan_type: String?
-        package var previous_original_transaction_id: String?
-        package var advanced_commerce_info: RawJSON?
-        package var commitment_info: TransactionCommitmentInfo?
-        package var signed_date_ms: Int64
-        package var from_notification: Bool
-        package var payload_form: String
-        package var payload_sha256: String?
+    struct TransactionColumns: Encodable {
+        var transaction_id: String
+        var original_transaction_id: String
+        var environment: String
+        var bundle_id: String
+        var product_id: String?
+        var product_type: String?
+        var subscription_group_identifier: String?
+        var web_order_line_item_id: String?
+        var in_app_ownership_type: String?
+        var transaction_reason: String?
+        var purchase_date_ms: Int64?
+        var original_purchase_date_ms: Int64?
+        var expires_date_ms: Int64?
+        var quantity: Int32?
+        var is_upgraded: Bool
+        var offer_type: Int32?
+        var offer_identifier: String?
+        var storefront: String?
+        var currency: String?
+        var price: Int64?
+        var app_account_token: String?
+        var revocation_date_ms: Int64?
+        var revocation_reason: Int32?
+        var revocation_type: String?
+        var revocation_percentage: Int32?
+        var app_transaction_id: String?
+        var offer_period: String?
+        var offer_discount_type: String?
+        var storefront_id: String?
+        var billing_plan_type: String?
+        var previous_original_transaction_id: String?
+        var advanced_commerce_info: RawJSON?
+        var commitment_info: TransactionCommitmentInfo?
+        var signed_date_ms: Int64
+        var from_notification: Bool
+        var payload_form: String
+        var payload_sha256: String?
         /// The whole JWS, only when its parts would not rebuild it exactly.
-        package var signed_transaction_info: String?
-        package var signed_in_notification: String?
-        package var header_sha256: String?
-        package var payload: String?
-        package var signature: String?
+        var signed_transaction_info: String?
+        var signed_in_notification: String?
+        var header_sha256: String?
+        var payload: String?
+        var signature: String?
 
         /// The header to store with the row, when it is stored in parts.
-        package var parts: JWSParts?
+        var parts: JWSParts?
 
         private enum CodingKeys: String, CodingKey, CaseIterable {
             case transaction_id, original_transaction_id, environment, bundle_id, product_id, product_type, subscription_group_identifier,
@@ -293,7 +293,7 @@ package struct PurchaseStore: Sendable {
                 signed_in_notification, header_sha256, payload, signature
         }
 
-        package init(_ write: TransactionWrite) {
+        init(_ write: TransactionWrite) {
             self.init(
                 write.transaction.payload, signedValue: write.transaction.signedValue, clearsRevocation: write.clearsRevocation,
                 fromNotification: write.fromNotification, signedInNotification: write.signedInNotification)
@@ -350,7 +350,7 @@ package struct PurchaseStore: Sendable {
         }
 
         /// The column names, in declaration order of the coding keys.
-        package static let names = CodingKeys.allCases.map(\.rawValue)
+        static let names = CodingKeys.allCases.map(\.rawValue)
         /// The columns that are not what the transaction says: its key, its signing and how it is stored.
         static let notContent: Set<String> = [
             "transaction_id", "bundle_id", "environment", "signed_date_ms", "from_notification", "payload_form", "payload_sha256",
@@ -359,7 +359,7 @@ package struct PurchaseStore: Sendable {
     }
 
     /// The columns of `transactions` that hold a signed value; the keys are their names.
-    package struct StoredTransactionPayload: Encodable {
+    struct StoredTransactionPayload: Encodable {
         var payload_form: String
         /// SHA-256 of the JWS; not for one inside a notification, whose own hash covers it.
         var payload_sha256: String?
@@ -410,7 +410,7 @@ package struct PurchaseStore: Sendable {
     /// whichever came first; such a purchase is read again once the margin has passed. A newer
     /// version that says the same as the stored one (all but its signedDate) is not written: the
     /// stored one, often kept inside its notification, stays, and nothing is written twice.
-    package static let upsertTransactionsSQL: String = {
+    static let upsertTransactionsSQL: String = {
         let columns = TransactionColumns.names.joined(separator: ", ")
         // What a version says: a newer version that says the same is not written (the stored one,
         // often inside its notification, stays).
@@ -461,7 +461,7 @@ package struct PurchaseStore: Sendable {
 
     /// Stores transactions, each unless a version signed later is already stored. Several
     /// versions of one transaction in the batch: the newest signed one is kept.
-    package func upsertTransactions(_ transactions: [TransactionWrite], on transaction: DatabaseTransaction) async throws {
+    func upsertTransactions(_ transactions: [TransactionWrite], on transaction: DatabaseTransaction) async throws {
         var newest: [String: TransactionWrite] = [:]
         for write in transactions {
             let id = write.transaction.payload.transactionId ?? ""
@@ -488,7 +488,7 @@ package struct PurchaseStore: Sendable {
 
     // MARK: Purchases
 
-    package static let purchaseColumns = """
+    static let purchaseColumns = """
         original_transaction_id, latest_transaction_id, product_id, environment, purchase_date_ms, expires_date_ms,
         revocation_date_ms, auto_renew_status, last_signed_date_ms, app_account_token, status, product_type,
         grace_period_expires_date_ms, is_in_billing_retry_period, bundle_id, app_transaction_id, revocation_type, revocation_percentage,
@@ -539,28 +539,28 @@ package struct PurchaseStore: Sendable {
 
     /// One incoming purchase update; the keys are the column names of the `incoming` record set.
     private struct PurchaseUpdateColumns: Encodable {
-        package var original_transaction_id: String
-        package var bundle_id: String
-        package var environment: String
-        package var auto_renew_status: Int32?
-        package var auto_renew_product_id: String?
-        package var expiration_intent: Int32?
-        package var is_in_billing_retry_period: Bool?
-        package var grace_period_expires_date_ms: Int64?
-        package var renewal_date_ms: Int64?
-        package var renewal_signed_date_ms: Int64?
-        package var status: Int32?
-        package var status_signed_date_ms: Int64?
-        package var last_signed_date_ms: Int64?
-        package var last_notification_uuid: String?
-        package var renewal_price: Int64?
-        package var renewal_currency: String?
-        package var price_increase_status: Int32?
-        package var eligible_win_back_offer_ids: [String]?
-        package var renewal_from_notification: Bool
-        package var status_from_notification: Bool
+        var original_transaction_id: String
+        var bundle_id: String
+        var environment: String
+        var auto_renew_status: Int32?
+        var auto_renew_product_id: String?
+        var expiration_intent: Int32?
+        var is_in_billing_retry_period: Bool?
+        var grace_period_expires_date_ms: Int64?
+        var renewal_date_ms: Int64?
+        var renewal_signed_date_ms: Int64?
+        var status: Int32?
+        var status_signed_date_ms: Int64?
+        var last_signed_date_ms: Int64?
+        var last_notification_uuid: String?
+        var renewal_price: Int64?
+        var renewal_currency: String?
+        var price_increase_status: Int32?
+        var eligible_win_back_offer_ids: [String]?
+        var renewal_from_notification: Bool
+        var status_from_notification: Bool
 
-        package init(_ update: PurchaseUpdate, of target: AppTarget) {
+        init(_ update: PurchaseUpdate, of target: AppTarget) {
             original_transaction_id = update.originalTransactionId
             bundle_id = target.bundleId
             environment = target.environment.rawValue
@@ -591,7 +591,7 @@ package struct PurchaseStore: Sendable {
             last_notification_uuid = update.notification?.notificationUUID
         }
 
-        package static let definitions = """
+        static let definitions = """
             original_transaction_id text, bundle_id text, environment text, auto_renew_status integer, auto_renew_product_id text,
             expiration_intent integer, is_in_billing_retry_period boolean, grace_period_expires_date_ms bigint,
             renewal_date_ms bigint, renewal_signed_date_ms bigint, status integer, status_signed_date_ms bigint,
@@ -602,12 +602,12 @@ package struct PurchaseStore: Sendable {
     }
 
     /// Columns taken from the purchase's latest transaction, kept when it has none stored yet.
-    package static let latestTransactionColumns = [
+    static let latestTransactionColumns = [
         "product_id", "product_type", "purchase_date_ms", "expires_date_ms", "revocation_date_ms", "revocation_reason", "app_account_token",
         "app_transaction_id", "revocation_type", "revocation_percentage", "offer_type", "offer_identifier",
     ]
     /// Columns taken from the newest signed renewal info.
-    package static let renewalColumns = [
+    static let renewalColumns = [
         "auto_renew_status", "auto_renew_product_id", "expiration_intent", "is_in_billing_retry_period", "grace_period_expires_date_ms",
         "renewal_date_ms", "renewal_price", "renewal_currency", "price_increase_status", "eligible_win_back_offer_ids",
     ]
@@ -642,11 +642,11 @@ package struct PurchaseStore: Sendable {
     }
 
     /// What a renewal info's disagreement is about.
-    package static let renewalDisagreementColumns = [
+    static let renewalDisagreementColumns = [
         "auto_renew_status", "auto_renew_product_id", "expiration_intent", "is_in_billing_retry_period", "grace_period_expires_date_ms",
     ]
 
-    package static let refreshPurchasesSQL: String = {
+    static let refreshPurchasesSQL: String = {
         let renewal = (signed: "renewal_signed_date_ms", fromNotification: "renewal_from_notification", columns: renewalDisagreementColumns)
         let status = (signed: "status_signed_date_ms", fromNotification: "status_from_notification", columns: ["status"])
         let renewalWins = wins(signed: renewal.signed, fromNotification: renewal.fromNotification, columns: renewal.columns)
@@ -695,7 +695,7 @@ package struct PurchaseStore: Sendable {
     /// Recomputes purchases from their stored transactions (the latest one: not upgraded, newest
     /// purchaseDate) and moves their renewal, status and notification parts forward where the
     /// new data is not older than what is stored; returns the new states.
-    package func refreshPurchases(_ updates: [PurchaseUpdate], on transaction: DatabaseTransaction) async throws -> [String: PurchaseState] {
+    func refreshPurchases(_ updates: [PurchaseUpdate], on transaction: DatabaseTransaction) async throws -> [String: PurchaseState] {
         var merged: [String: PurchaseUpdate] = [:]
         for update in updates {
             merged[update.originalTransactionId] = merged[update.originalTransactionId].map { $0.merged(with: update) } ?? update
@@ -892,8 +892,8 @@ package struct PurchaseStore: Sendable {
     /// read with `jsonb_to_recordset`; `nil` (SQL NULL) for every app and environment.
     package static func scope(_ apps: [AppTarget]?) throws -> String? {
         struct Row: Encodable {
-            package var bundle_id: String
-            package var environment: String
+            var bundle_id: String
+            var environment: String
         }
         return try apps.map { apps in try json(apps.map { Row(bundle_id: $0.bundleId, environment: $0.environment.rawValue) }) }
     }
