@@ -29,6 +29,9 @@ RUN swift package resolve
 # Only what the build reads (.dockerignore keeps the rest out). SwiftPM needs every declared
 # target's directory, test targets included, to load the package, so Tests/ comes too (without
 # its fixtures: SwiftPM warns that the excluded Fixtures folder is missing, which is harmless).
+# The build-tool plugins (Plugins/) run while it builds; one embeds migrations/ into the binary.
+COPY Plugins ./Plugins
+COPY migrations ./migrations
 COPY Sources ./Sources
 COPY Tests ./Tests
 

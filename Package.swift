@@ -8,7 +8,7 @@ import PackageDescription
 //   read with Yams.
 // - ReconcilerShared: what the reconciler, the mock and the command lines share that is not Apple's:
 //   the `export` shape of a purchase (PurchaseState) and the times operators type (TimeArgument).
-// - ReconcilerDomain: the pure types the store and the core share (the planner and its shards,
+// - ReconcilerDomain: the pure types the store and the core share (a run's vocabulary, the planner and its shards,
 //   verified notifications and their results, the budget's allocation, the timeline, ReconcilerError).
 // - ReconcilerStore: PostgreSQL (Database, transactions, PurchaseStore, ForwardQueue, the run ledger,
 //   migrations); the only module that imports PostgresNIO.
@@ -59,6 +59,10 @@ let package = Package(
     ],
     targets: [
         .plugin(name: "ImportSeams", capability: .buildTool()),
+        // migrations/*.sql embedded into the store as `Migration.embedded` while it builds, so the
+        // binary carries its schema and no generated copy is committed (Plugins/EmbedMigrations).
+        .plugin(name: "EmbedMigrations", capability: .buildTool(), dependencies: ["MigrationEmbedder"]),
+        .executableTarget(name: "MigrationEmbedder", swiftSettings: swiftSettings, plugins: seams),
         .target(
             name: "AppStoreServer",
             dependencies: [
@@ -106,7 +110,7 @@ let package = Package(
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],
             swiftSettings: swiftSettings,
-            plugins: seams
+            plugins: seams + [.plugin(name: "EmbedMigrations")]
         ),
         .target(
             name: "Reconciler",
@@ -121,7 +125,7 @@ let package = Package(
         ),
         .target(
             name: "ReportPage",
-            dependencies: ["Reconciler", "ReconcilerDomain", "ReconcilerStore", "ReconcilerShared", "AppStoreServer"],
+            dependencies: ["Reconciler", "ReconcilerDomain", "ReconcilerShared", "AppStoreServer"],
             swiftSettings: swiftSettings,
             plugins: seams
         ),

@@ -2,6 +2,7 @@ import AsyncHTTPClient
 import Foundation
 import NIOCore
 import NIOPosix
+import ReconcilerDomain
 import ReconcilerShared
 import ReconcilerStore
 

@@ -7,7 +7,7 @@ import NIOCore
 import NIOFoundationCompat
 import NIOHTTP1
 package import Reconciler
-import ReconcilerDomain
+package import ReconcilerDomain
 import ReconcilerShared
 package import ReconcilerStore
 import ServiceLifecycle

@@ -1,5 +1,5 @@
 import AppStoreServer
-import ReconcilerStore
+import ReconcilerDomain
 
 extension AppStoreServerAPIError {
     /// Whether the next run should retry the shard or customer this error failed: Apple refusing

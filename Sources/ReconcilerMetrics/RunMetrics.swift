@@ -2,6 +2,7 @@ import AppStoreServer
 import CoreMetrics
 package import Foundation
 package import Reconciler
+import ReconcilerDomain
 import ReconcilerShared
 package import ReconcilerStore
 

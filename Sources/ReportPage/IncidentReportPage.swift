@@ -3,7 +3,6 @@ package import Foundation
 package import Reconciler
 package import ReconcilerDomain
 import ReconcilerShared
-import ReconcilerStore
 
 /// The incident report page of a run: one self-contained HTML file an on-call engineer attaches
 /// to the postmortem (`run --report-html FILE`, `status --run ID --html FILE`).
@@ -450,7 +449,7 @@ package struct IncidentReportPage: Sendable {
         return result
     }
 
-    static func statusClass(_ status: RunRecord.Status) -> String {
+    static func statusClass(_ status: RunStatus) -> String {
         switch status {
         case .succeeded: "ok"
         case .succeededWithRejections, .partial, .running: "warn"

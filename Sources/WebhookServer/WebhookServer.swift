@@ -4,10 +4,10 @@ package import Hummingbird
 package import Logging
 import NIOFoundationCompat
 package import Reconciler
-import ReconcilerDomain
+package import ReconcilerDomain
 package import ReconcilerMetrics
 package import ReconcilerShared
-package import ReconcilerStore
+import ReconcilerStore
 package import ServiceLifecycle
 
 /// The live endpoint App Store Server Notifications V2 are delivered to, for every app and

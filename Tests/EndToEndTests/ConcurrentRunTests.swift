@@ -1,6 +1,7 @@
 import AppStoreServer
 import Foundation
 import PostgresNIO
+import ReconcilerDomain
 import TestSupport
 import Testing
 

@@ -1,6 +1,7 @@
 import Foundation
 import MockAppStore
 import Reconciler
+import ReconcilerDomain
 import TestSupport
 import Testing
 

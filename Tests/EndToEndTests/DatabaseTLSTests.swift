@@ -1,5 +1,6 @@
 import Foundation
 import Reconciler
+import ReconcilerDomain
 import TestSupport
 import Testing
 

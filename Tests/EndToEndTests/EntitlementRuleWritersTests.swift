@@ -2,6 +2,7 @@ import Foundation
 import MockAppStore
 import PostgresNIO
 import Reconciler
+import ReconcilerDomain
 import TestSupport
 import Testing
 

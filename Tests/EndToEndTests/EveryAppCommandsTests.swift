@@ -2,6 +2,7 @@ import AppStoreServer
 import Foundation
 import MockAppStore
 import PostgresNIO
+import ReconcilerDomain
 import ReconcilerShared
 import TestSupport
 import Testing

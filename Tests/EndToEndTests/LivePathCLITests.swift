@@ -4,6 +4,7 @@ import MockAppStore
 import NIOHTTP1
 import PostgresNIO
 import Reconciler
+import ReconcilerDomain
 import ReconcilerShared
 import TestSupport
 import Testing

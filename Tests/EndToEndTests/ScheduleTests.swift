@@ -3,6 +3,7 @@ import Foundation
 import MockAppStore
 import NIOHTTP1
 import PostgresNIO
+import ReconcilerDomain
 import TestSupport
 import Testing
 

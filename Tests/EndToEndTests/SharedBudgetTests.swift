@@ -2,6 +2,7 @@ import AppStoreServer
 import Crypto
 import Foundation
 import MockAppStore
+import ReconcilerDomain
 import TestSupport
 import Testing
 

@@ -9,6 +9,7 @@ import NIOFoundationCompat
 import NIOHTTP1
 import PostgresNIO
 import Reconciler
+import ReconcilerDomain
 import ReconcilerMetrics
 import ReconcilerShared
 import Synchronization

@@ -1,6 +1,7 @@
 import AppStoreServer
 import Foundation
 import Reconciler
+import ReconcilerDomain
 import ReconcilerStore
 
 extension TestApp {

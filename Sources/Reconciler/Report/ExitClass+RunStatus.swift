@@ -1,10 +1,9 @@
 package import ReconcilerDomain
-package import ReconcilerStore
 
 extension ExitClass {
     /// What a run's stored status says of it: a run that stopped short is retried, one that
     /// finished with rejections or was lost to retention needs a person.
-    package init(runStatus: RunRecord.Status) {
+    package init(runStatus: RunStatus) {
         switch runStatus {
         case .partial, .interrupted, .failed: self = .retryable
         case .succeededWithRejections, .lost: self = .attention

@@ -1,6 +1,6 @@
 package import AppStoreServer
 package import Foundation
-import ReconcilerDomain
+package import ReconcilerDomain
 package import ReconcilerShared
 package import ReconcilerStore
 
@@ -39,9 +39,9 @@ package struct RunReport: Sendable, Codable {
         package var runId: Int64
         package var windowStart: Timestamp
         package var windowEnd: Timestamp
-        package var status: RunRecord.Status
+        package var status: RunStatus
 
-        package init(runId: Int64, window: TimeWindow, status: RunRecord.Status) {
+        package init(runId: Int64, window: TimeWindow, status: RunStatus) {
             self.runId = runId
             self.windowStart = window.start
             self.windowEnd = window.end
@@ -117,14 +117,14 @@ package struct RunReport: Sendable, Codable {
     }
 
     package var runId: Int64
-    package var kind: RunRecord.Kind
+    package var kind: RunKind
     package var environment: String
     package var bundleId: String
     package var windowStart: Timestamp
     package var windowEnd: Timestamp
     package var window: TimeWindow { TimeWindow(start: windowStart, end: windowEnd) }
     package var dryRun: Bool
-    package var status: RunRecord.Status
+    package var status: RunStatus
     /// Why a failed run failed.
     package var failure: String?
     package var startedAt: Date
@@ -144,7 +144,7 @@ package struct RunReport: Sendable, Codable {
     package var paginationRestarts: Int
     /// Phase 2.
     package var customersChecked: Int
-    package var customersFailed: [RunLedger.FailedCustomer]
+    package var customersFailed: [FailedCustomer]
     package var transactionsFetched: Int
     /// Customers whose stored revision Apple refused (4000005): their history was read from the start.
     package var revisionResets: [String]
@@ -201,7 +201,7 @@ package struct RunReport: Sendable, Codable {
 
     /// How a run that worked through its whole plan ends. Payloads quarantined by an earlier run
     /// do not count: they were reported then, and must not hold the schedule back.
-    package var completedStatus: RunRecord.Status {
+    package var completedStatus: RunStatus {
         if hasRetryableFailures { return .partial }
         return needsAttention ? .succeededWithRejections : .succeeded
     }

@@ -1,5 +1,6 @@
 package import AppStoreServer
 import Foundation
+import ReconcilerDomain
 package import ReconcilerShared
 package import ReconcilerStore
 

@@ -1,6 +1,6 @@
 package import AppStoreServer
 import Foundation
-package import Logging
+import Logging
 package import ReconcilerDomain
 
 /// One reconcile run at a time per app and environment, held as a lease row that this process
@@ -44,7 +44,7 @@ package struct RunLease: Sendable {
         /// Whether a holder whose last successful renewal was at `renewedAt` must give the run up
         /// at `now`: one renewal interval before the lease could run out, so that no other run
         /// overlaps with this one.
-        package func mustStop(renewedAt: Duration, now: Duration) -> Bool {
+        func mustStop(renewedAt: Duration, now: Duration) -> Bool {
             now - renewedAt >= duration - renewalInterval
         }
     }
@@ -146,7 +146,7 @@ package struct RunLease: Sendable {
     /// Calls `renew` (which answers whether this process still holds the lease) every renewal
     /// interval of the configured clock until cancelled; throws ``ReconcilerError/Code/leaseLost`` when another process
     /// holds it, or when renewals failed until the lease could run out (``Configuration/mustStop(renewedAt:now:)``).
-    package static func keepRenewed(
+    static func keepRenewed(
         configuration: Configuration, logger: Logger, renew: @Sendable () async throws -> Bool
     ) async throws {
         let clock = configuration.clock

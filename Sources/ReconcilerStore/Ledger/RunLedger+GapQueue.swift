@@ -1,7 +1,7 @@
 import AppStoreServer
 import Foundation
 import PostgresNIO
-import ReconcilerDomain
+package import ReconcilerDomain
 import ReconcilerShared
 
 /// The phase-2 customer queue. A worker leases a customer (a row it owns until `lease_until`,
@@ -20,7 +20,7 @@ extension RunLedger {
     }
 
     /// Where a customer of the queue stands.
-    package enum QueueStatus: String, Sendable, Codable, CaseIterable {
+    enum QueueStatus: String, Sendable, Codable, CaseIterable {
         /// Waiting for a worker.
         case pending
         /// A worker owns it until its lease runs out.
@@ -34,8 +34,8 @@ extension RunLedger {
     /// How long before a read of a customer's history began a notification must have been signed
     /// for that read to be known to include it. Apple signs a notification after the change it
     /// reports; the margin covers the two clocks and Apple's own propagation.
-    package static let rereadMargin: Duration = .seconds(600)
-    package static var rereadMarginMilliseconds: Int64 { rereadMargin.components.seconds * 1000 }
+    static let rereadMargin: Duration = .seconds(600)
+    static var rereadMarginMilliseconds: Int64 { rereadMargin.components.seconds * 1000 }
 
     /// Queues customers (in the caller's transaction) without saying when they were touched: a
     /// customer queued as `touched` this way is read again even when phase 2 already read it.
@@ -63,8 +63,8 @@ extension RunLedger {
     package func enqueue(runId: Int64, touches: [Touch], reason: QueueReason = .touched, on transaction: DatabaseTransaction) async throws {
         guard !touches.isEmpty else { return }
         struct Row: Encodable {
-            package var anchor_transaction_id: String
-            package var touched_signed_ms: Int64?
+            var anchor_transaction_id: String
+            var touched_signed_ms: Int64?
         }
         var newest: [String: Int64] = [:]
         var undated = Set<String>()
@@ -273,11 +273,8 @@ extension RunLedger {
         }
     }
 
-    package struct FailedCustomer: Sendable, Codable, Hashable {
-        package var anchorTransactionId: String
-        package var kind: FailureKind
-        package var error: String
-    }
+    /// A customer phase 2 failed for (the domain's ``ReconcilerDomain/FailedCustomer``).
+    package typealias FailedCustomer = ReconcilerDomain.FailedCustomer
 
     package func failedCustomers(runId: Int64) async throws -> [FailedCustomer] {
         try await read { [logger] transaction in

@@ -45,7 +45,7 @@ extension RunLedger {
     }
 
     /// Records a given-up customer or shard (in the caller's transaction).
-    package func recordGivenUp(
+    func recordGivenUp(
         runId: Int64, kind: GivenUp.Kind, subject: String, failureKind: FailureKind, reason: String, failures: Int,
         on transaction: DatabaseTransaction
     ) async throws {
@@ -59,7 +59,7 @@ extension RunLedger {
             """, logger: logger)
     }
 
-    package static let givenUpColumns = """
+    static let givenUpColumns = """
         run_id, kind, subject, failure_kind, reason, failures, given_up_at, acknowledged_at, acknowledged_note
         """
 
@@ -157,10 +157,10 @@ package struct GiveUpPolicy: Sendable, Hashable, Codable {
 
     /// Six hourly runs: long enough for Apple's own retryable errors to pass, short enough that a
     /// window stuck on one customer finishes the same day.
-    package static let defaultAttempts = 6
+    static let defaultAttempts = 6
 
     /// Whether a failure of `kind` that makes `consecutiveFailures` in a row gives up.
-    package func givesUp(_ kind: FailureKind, consecutiveFailures: Int) -> Bool {
+    func givesUp(_ kind: FailureKind, consecutiveFailures: Int) -> Bool {
         kind == .permanent || consecutiveFailures >= attempts
     }
 }

@@ -1,4 +1,4 @@
-package import Foundation
+import Foundation
 import PostgresNIO
 import ReconcilerDomain
 import ReconcilerShared
@@ -7,15 +7,15 @@ import ReconcilerShared
 /// database's (`now()`), so the processes' clocks never matter.
 extension RunLedger {
     /// Who holds the run lease of an app and environment.
-    package struct LeaseHolder: Sendable, Hashable {
-        package var holder: String
-        package var runId: Int64?
-        package var leaseUntil: Date
+    struct LeaseHolder: Sendable, Hashable {
+        var holder: String
+        var runId: Int64?
+        var leaseUntil: Date
     }
 
     /// Takes the lease unless a live holder has it (or `replacing`, a holder known to be dead);
     /// returns that holder otherwise.
-    package func acquireRunLease(
+    func acquireRunLease(
         environment: String, bundleId: String, holder: String, duration: Duration,
         replacing deadHolder: String? = nil
     ) async throws -> LeaseHolder? {
@@ -43,7 +43,7 @@ extension RunLedger {
     }
 
     /// Extends the lease; `false` when this holder no longer has it.
-    package func renewRunLease(environment: String, bundleId: String, holder: String, duration: Duration, runId: Int64?) async throws -> Bool {
+    func renewRunLease(environment: String, bundleId: String, holder: String, duration: Duration, runId: Int64?) async throws -> Bool {
         let milliseconds = duration.milliseconds
         return try await read { [logger] transaction in
             let rows = try await transaction.query(
@@ -58,7 +58,7 @@ extension RunLedger {
     }
 
     /// Gives the lease up.
-    package func releaseRunLease(environment: String, bundleId: String, holder: String) async throws {
+    func releaseRunLease(environment: String, bundleId: String, holder: String) async throws {
         try await read { [logger] transaction in
             try await transaction.query(
                 """

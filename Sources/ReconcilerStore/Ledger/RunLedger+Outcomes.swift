@@ -10,13 +10,13 @@ extension RunLedger {
         runId: Int64, _ outcomes: [(typeAndSubtype: String, outcome: CountedOutcome)], on transaction: DatabaseTransaction
     ) async throws {
         struct Key: Hashable, Encodable {
-            package var type_and_subtype: String
-            package var outcome: String
+            var type_and_subtype: String
+            var outcome: String
         }
         struct Row: Encodable {
-            package var type_and_subtype: String
-            package var outcome: String
-            package var count: Int
+            var type_and_subtype: String
+            var outcome: String
+            var count: Int
         }
         let counts = Dictionary(grouping: outcomes.map { Key(type_and_subtype: $0.typeAndSubtype, outcome: $0.outcome.rawValue) }) { $0 }
             .map { Row(type_and_subtype: $0.key.type_and_subtype, outcome: $0.key.outcome, count: $0.value.count) }
@@ -39,9 +39,9 @@ extension RunLedger {
         }
         guard !byPurchase.isEmpty else { return }
         struct Row: Encodable {
-            package var original_transaction_id: String
-            package var before_state: PurchaseState?
-            package var after_state: PurchaseState
+            var original_transaction_id: String
+            var before_state: PurchaseState?
+            var after_state: PurchaseState
         }
         let rows = byPurchase.keys.sorted().map {
             Row(original_transaction_id: $0, before_state: byPurchase[$0]!.before, after_state: byPurchase[$0]!.after)

@@ -2,7 +2,7 @@ package import AppStoreServer
 package import Foundation
 import Logging
 import PostgresNIO
-import ReconcilerDomain
+package import ReconcilerDomain
 
 /// The quarantine: signed values from Apple's API that failed verification. Each is stored once
 /// (by its SHA-256), never applied, and counted by every run that meets it; only the first run
@@ -32,16 +32,16 @@ extension RunLedger {
             return rejection
         }
         struct Row: Encodable {
-            package var payload_sha256: String
-            package var environment: String
-            package var bundle_id: String
-            package var source: String
-            package var notification_uuid: String?
-            package var type_and_subtype: String?
-            package var reason: String
-            package var detail: String
-            package var signed_payload: String
-            package var newly_quarantined: Bool
+            var payload_sha256: String
+            var environment: String
+            var bundle_id: String
+            var source: String
+            var notification_uuid: String?
+            var type_and_subtype: String?
+            var reason: String
+            var detail: String
+            var signed_payload: String
+            var newly_quarantined: Bool
         }
         let rows = try PurchaseStore.json(
             result.map {
@@ -110,8 +110,8 @@ extension RunLedger {
         package var detail: String
         package var firstSeenAt: Date
         package var lastSeenAt: Date
-        package var firstRunId: Int64?
-        package var lastRunId: Int64?
+        var firstRunId: Int64?
+        var lastRunId: Int64?
         package var timesSeen: Int
         package var acknowledgedAt: Date?
         package var acknowledgedNote: String?

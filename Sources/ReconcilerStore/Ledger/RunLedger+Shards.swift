@@ -158,14 +158,14 @@ extension Array where Element == ShardRecord {
 }
 
 /// A shard as the columns of `run_shards` that name it, for `jsonb_populate_recordset`.
-package struct ShardColumns: Encodable {
-    package var query_index: Int
-    package var notification_type: String?
-    package var subtype: String?
-    package var shard_start_ms: Int64
-    package var shard_end_ms: Int64
+struct ShardColumns: Encodable {
+    var query_index: Int
+    var notification_type: String?
+    var subtype: String?
+    var shard_start_ms: Int64
+    var shard_end_ms: Int64
 
-    package init(_ shard: ReplayPlanner.Shard) {
+    init(_ shard: ReplayPlanner.Shard) {
         query_index = shard.queryIndex
         notification_type = shard.filter.notificationType?.rawValue
         subtype = shard.filter.notificationSubtype?.rawValue

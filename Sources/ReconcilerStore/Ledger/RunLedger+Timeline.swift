@@ -1,4 +1,4 @@
-package import AppStoreServer
+import AppStoreServer
 package import Foundation
 import PostgresNIO
 package import ReconcilerDomain
@@ -11,20 +11,20 @@ extension RunLedger {
     /// Writes what one process did on a run since it started working on it (`timeline`, its share
     /// of the client's counters) and the budget it kept to. `worker` names that stint (see
     /// ``APITimelineRecorder``); its rows are replaced, so writing twice counts once.
-    package func recordAPITimeline(
+    func recordAPITimeline(
         runId: Int64, worker: String, _ timeline: APIStatistics.Timeline,
         budget: [AppStoreServerAPIEndpoint: Double]
     ) async throws {
         struct Second: Encodable {
-            package var endpoint: String
-            package var second: Int64
-            package var requests: Int
-            package var rate_limited: Int
-            package var retries: Int
+            var endpoint: String
+            var second: Int64
+            var requests: Int
+            var rate_limited: Int
+            var retries: Int
         }
         struct Budget: Encodable {
-            package var endpoint: String
-            package var requests_per_second: Double
+            var endpoint: String
+            var requests_per_second: Double
         }
         let seconds = timeline.entries.map {
             Second(

@@ -18,7 +18,7 @@ package struct RunLedger: Sendable {
         self.database = database.shadowed(by: nil)
     }
 
-    package static let runColumns = """
+    static let runColumns = """
         run_id, kind, environment, bundle_id, window_start_ms, window_end_ms, dry_run, options::text AS options, status, phase,
         started_at, updated_at, finished_at, holder, failure, replay_finished_at
         """

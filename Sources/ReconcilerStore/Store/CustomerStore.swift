@@ -1,8 +1,8 @@
 package import AppStoreServer
-package import Foundation
+import Foundation
 package import Logging
-package import PostgresNIO
-package import ReconcilerDomain
+import PostgresNIO
+import ReconcilerDomain
 package import ReconcilerShared
 
 /// The SQL of customers and their transaction history: `history_revisions` (where Get Transaction
@@ -66,7 +66,7 @@ package struct CustomerStore: Sendable {
     }
 
     /// The plan PostgreSQL chooses for the due query of an hourly run (tests and the benchmark check it reads the index).
-    package func explainDueAnchors(by due: Timestamp, on transaction: DatabaseTransaction) async throws -> String {
+    func explainDueAnchors(by due: Timestamp, on transaction: DatabaseTransaction) async throws -> String {
         var query = try dueAnchorsQuery(by: due, all: false)
         query.sql = "EXPLAIN " + query.sql
         var plan: [String] = []
@@ -136,7 +136,7 @@ package struct CustomerStore: Sendable {
     /// (those given, the anchor, and those already linked to it) are first gathered into one array
     /// that the key's index takes (an `OR` with a subquery cannot be an index condition, and made
     /// each customer's completion read the app's whole `history_revisions`).
-    package func recordHistoryCheckedQueries(
+    func recordHistoryCheckedQueries(
         anchor: String, revision: String?, purchases originalTransactionIds: [String], checkedAt: Timestamp
     ) -> [PostgresQuery] {
         let (bundleId, environment) = (bundleId, environment)

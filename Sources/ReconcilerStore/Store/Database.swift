@@ -2,7 +2,7 @@ import Foundation
 package import Logging
 package import PostgresNIO
 import ReconcilerDomain
-package import ReconcilerShared
+import ReconcilerShared
 import Synchronization
 
 /// Runs work in short PostgreSQL transactions on a `PostgresClient`, and rides out a database
@@ -24,7 +24,7 @@ package struct Database: Sendable {
         /// How long one operation keeps retrying while the database is unreachable.
         package var unavailableTimeout: Duration
         /// One attempt (connection lease and statements) running longer is abandoned and retried.
-        package var attemptTimeout: Duration
+        var attemptTimeout: Duration
         /// Whether the live path's statements are named prepared statements (``PreparedSQL``): off
         /// for a pool that cannot keep them (PgBouncer in transaction mode before 1.21, or with
         /// `max_prepared_statements = 0`), which then gets each statement unnamed, planned each time.
@@ -238,7 +238,7 @@ package struct Database: Sendable {
         private let state = Mutex<(continuation: CheckedContinuation<Result, any Error>?, early: Swift.Result<Result, any Error>?, done: Bool)>(
             (nil, nil, false))
 
-        package func wait(_ continuation: CheckedContinuation<Result, any Error>) {
+        func wait(_ continuation: CheckedContinuation<Result, any Error>) {
             let early: Swift.Result<Result, any Error>? = state.withLock { state in
                 if let early = state.early { return early }
                 state.continuation = continuation
@@ -249,7 +249,7 @@ package struct Database: Sendable {
 
         /// Resumes the caller unless something else did first; `true` when this did.
         @discardableResult
-        package func finish(_ result: Swift.Result<Result, any Error>) -> Bool {
+        func finish(_ result: Swift.Result<Result, any Error>) -> Bool {
             let continuation: CheckedContinuation<Result, any Error>?? = state.withLock { state in
                 guard !state.done else { return .none }
                 state.done = true
@@ -266,13 +266,13 @@ package struct Database: Sendable {
         }
     }
 
-    package struct AttemptTimedOut: Error {}
+    struct AttemptTimedOut: Error {}
 
-    package enum RetryKind { case conflict, unavailable }
+    enum RetryKind { case conflict, unavailable }
 
     /// Which failures run a transaction again: conflicts a few times, and everything that says
     /// the server or the connection is gone until the database has been unavailable for too long.
-    package static func retryKind(of error: any Error) -> RetryKind? {
+    static func retryKind(of error: any Error) -> RetryKind? {
         if error is CancellationError { return nil }
         if error is AttemptTimedOut { return .unavailable }
         if let transaction = error as? PostgresTransactionError {
@@ -293,7 +293,7 @@ package struct Database: Sendable {
         }
     }
 
-    package static func brief(_ error: any Error) -> String {
+    static func brief(_ error: any Error) -> String {
         (error as? PSQLError)?.briefDescription ?? String(describing: type(of: error))
     }
 
@@ -329,7 +329,7 @@ extension Database.Configuration: CustomStringConvertible, CustomDebugStringConv
 
 extension PSQLError {
     /// The server's message, or the error's kind, without the query text or bind values.
-    package var briefDescription: String {
+    var briefDescription: String {
         if let message = serverInfo?[.message] {
             return "\(message) (SQLSTATE \(serverInfo?[.sqlState] ?? "?"))"
         }

@@ -1,5 +1,5 @@
 import Foundation
-package import Logging
+import Logging
 package import PostgresNIO
 
 /// The PostgreSQL connection settings, from a `postgres://` URL such as `DATABASE_URL`.
@@ -30,14 +30,14 @@ package import PostgresNIO
 package struct DatabaseSettings: Sendable, CustomStringConvertible {
     package var host: String
     package var port: Int
-    package var username: String
+    var username: String
     package var password: String?
     package var database: String
-    package var sslMode: SSLMode
-    package var unixSocketPath: String?
+    var sslMode: SSLMode
+    var unixSocketPath: String?
     package var maximumConnections: Int
     /// libpq's `hostaddr`: the address to connect to, while `host` names the server for TLS verification.
-    package var hostAddress: String?
+    var hostAddress: String?
     /// libpq's `sslrootcert`: a PEM file of the CAs to trust, or `system`.
     package private(set) var sslRootCertificate: String?
     /// libpq's `sslcert` and `sslkey`: the client certificate chain and its key (PEM files).
@@ -56,9 +56,9 @@ package struct DatabaseSettings: Sendable, CustomStringConvertible {
             /// Not a `postgres://` URL, or one that can be read more than one way.
             package static let malformed = Code(description: "malformed")
             /// An `sslmode` libpq does not know, or one that contradicts `sslrootcert=system`.
-            package static let invalidSSLMode = Code(description: "invalidSSLMode")
+            static let invalidSSLMode = Code(description: "invalidSSLMode")
             /// `sslrootcert`, `sslcert` or `sslkey` cannot be read or holds no usable PEM data.
-            package static let unreadableTLSFile = Code(description: "unreadableTLSFile")
+            static let unreadableTLSFile = Code(description: "unreadableTLSFile")
         }
 
         package var code: Code
@@ -72,15 +72,15 @@ package struct DatabaseSettings: Sendable, CustomStringConvertible {
     }
 
     /// libpq's `sslmode`, with libpq's names as raw values.
-    package enum SSLMode: String, CaseIterable, Sendable, CustomStringConvertible {
+    enum SSLMode: String, CaseIterable, Sendable, CustomStringConvertible {
         case disable, allow, prefer, require
         case verifyCA = "verify-ca"
         case verifyFull = "verify-full"
 
-        package var description: String { rawValue }
+        var description: String { rawValue }
         /// Whether the connection is encrypted at all (libpq's `allow` tries without TLS first, and
         /// PostgresNIO has no such mode: it connects without).
-        package var usesTLS: Bool { self != .disable && self != .allow }
+        var usesTLS: Bool { self != .disable && self != .allow }
     }
 
     package init(url: String, maximumConnections: Int = 20) throws {
@@ -270,15 +270,15 @@ package struct DatabaseSettings: Sendable, CustomStringConvertible {
 extension DatabaseSettings {
     /// The pieces of a `postgres://` URL, percent-decoded, read strictly: anything that libpq and a
     /// reader could split differently is an error (whose message shows only the redacted URL).
-    package struct URLParts {
-        package var user: String?
-        package var password: String?
-        package var host: String?
-        package var port: String?
-        package var database: String?
-        package var query: [(String, String)] = []
+    struct URLParts {
+        var user: String?
+        var password: String?
+        var host: String?
+        var port: String?
+        var database: String?
+        var query: [(String, String)] = []
 
-        package init(_ url: String) throws {
+        init(_ url: String) throws {
             func invalid(_ problem: String) -> InvalidURL {
                 InvalidURL(description: "DATABASE_URL \(problem) (got \(DatabaseSettings.redacted(url)))")
             }
@@ -341,7 +341,7 @@ extension DatabaseSettings {
         }
 
         /// Percent-decoding that refuses malformed escapes instead of passing them through.
-        package static func decode(_ text: Substring, or error: @autoclosure () -> InvalidURL) throws -> String {
+        static func decode(_ text: Substring, or error: @autoclosure () -> InvalidURL) throws -> String {
             var bytes: [UInt8] = []
             var iterator = Array(text.utf8).makeIterator()
             while let byte = iterator.next() {
@@ -495,7 +495,7 @@ extension DatabaseSettings {
     /// Every string in `text` that may be a password (raw and percent-decoded), for scrubbing output as a last
     /// line of defence. Only strings of 4 or more characters are returned: shorter ones would blank out
     /// ordinary words, and are no secret anyway.
-    package static func possibleSecrets(in text: String) -> [String] {
+    static func possibleSecrets(in text: String) -> [String] {
         var secrets: [String] = []
         func add<S: StringProtocol>(_ candidate: S) {
             secrets.append(String(candidate))

@@ -1,7 +1,7 @@
 package import AppStoreServer
 package import Foundation
 import PostgresNIO
-import ReconcilerDomain
+package import ReconcilerDomain
 import ReconcilerShared
 
 /// The queue of notifications to deliver to the app's own webhook, written by the statement that
@@ -37,7 +37,7 @@ extension ForwardQueue {
     /// reason (``unrebuildablePayload``) and the next due one is leased, so it does not hold up the
     /// queue behind it. At most ``unrebuildablePerLease`` are marked per call (`nil` after that:
     /// the transaction stays short; the next call goes on).
-    package func leaseDelivery(
+    func leaseDelivery(
         target: ForwardingTarget, worker: String, token: UUID, leaseDuration: Duration, dueBy: Date? = nil, on transaction: DatabaseTransaction
     ) async throws -> Delivery? {
         var unrebuildable = 0
@@ -164,7 +164,7 @@ extension ForwardQueue {
 
     /// Extends the leases of `tokens` that `worker` still holds by `leaseDuration` from now;
     /// returns those (a token missing from the answer was taken over or released: stop sending).
-    package func renewDeliveryLeases(
+    func renewDeliveryLeases(
         _ tokens: [UUID], worker: String, leaseDuration: Duration, on transaction: DatabaseTransaction
     ) async throws -> Set<UUID> {
         guard !tokens.isEmpty else { return [] }
@@ -192,7 +192,7 @@ extension ForwardQueue {
     /// Records the app's answer to a delivery, if the row still carries the delivery's lease
     /// token; returns whether it did (`false`: another forwarder took the delivery over).
     @discardableResult
-    package func recordDelivery(
+    func recordDelivery(
         _ delivery: Delivery, worker: String, result: DeliveryResult, on transaction: DatabaseTransaction
     ) async throws -> Bool {
         let (uuid, target, token) = (delivery.notificationUUID, delivery.target.id, delivery.leaseToken)
@@ -229,7 +229,7 @@ extension ForwardQueue {
 
     /// Puts back the deliveries leased by workers that `isGone` (a forwarder of this host that
     /// died), so they are sent again now rather than when their lease runs out.
-    package func releaseDeliveries(where isGone: (String) -> Bool, on transaction: DatabaseTransaction) async throws {
+    func releaseDeliveries(where isGone: (String) -> Bool, on transaction: DatabaseTransaction) async throws {
         let rows = try await transaction.query(
             "SELECT DISTINCT worker FROM forward_queue WHERE status = 'leased' AND worker IS NOT NULL", logger: logger)
         var gone: [String] = []
@@ -244,7 +244,7 @@ extension ForwardQueue {
 
     /// Gives the failed deliveries (out of attempts) for `target` a new set of attempts, after
     /// the app's endpoint was fixed; returns how many.
-    package func retryFailedDeliveries(target: ForwardingTarget, on transaction: DatabaseTransaction) async throws -> Int {
+    func retryFailedDeliveries(target: ForwardingTarget, on transaction: DatabaseTransaction) async throws -> Int {
         let rows = try await transaction.query(
             """
             WITH retried AS (
@@ -284,7 +284,7 @@ extension ForwardQueue {
 
     /// Where the deliveries of `runIds` stand (`nil`: the whole queue, as the gauges read it
     /// every minute: ``queueSummaryQuery()``).
-    package func forwardingSummary(runIds: [Int64]?, on transaction: DatabaseTransaction) async throws -> ForwardingSummary {
+    func forwardingSummary(runIds: [Int64]?, on transaction: DatabaseTransaction) async throws -> ForwardingSummary {
         guard let runIds else {
             var summary = ForwardingSummary()
             let rows = try await transaction.query(Self.queueSummaryQuery(), logger: logger)
@@ -324,7 +324,7 @@ extension ForwardQueue {
 
     /// How many failed deliveries failed because their payload cannot be rebuilt (``unrebuildablePayload``),
     /// of the whole queue (from the partial index of failed rows).
-    package func unrebuildableFailures(on transaction: DatabaseTransaction) async throws -> Int {
+    func unrebuildableFailures(on transaction: DatabaseTransaction) async throws -> Int {
         let rows = try await transaction.query(
             "SELECT count(*) FROM forward_queue WHERE status = 'failed' AND starts_with(last_error, \(Self.unrebuildablePayload))",
             logger: logger)
@@ -379,7 +379,7 @@ extension ForwardQueue {
     }
 
     /// How many deliveries for `target` wait (or are being sent), of `runIds` (`nil`: any).
-    package func pendingDeliveries(target: ForwardingTarget, runIds: [Int64]?, on transaction: DatabaseTransaction) async throws -> Int {
+    func pendingDeliveries(target: ForwardingTarget, runIds: [Int64]?, on transaction: DatabaseTransaction) async throws -> Int {
         let rows = try await transaction.query(Self.pendingDeliveriesQuery(target: target, runIds: runIds), logger: logger)
         for try await count in rows.decode(Int.self) { return count }
         return 0
@@ -395,7 +395,7 @@ extension ForwardQueue {
 
     /// The runs whose deliveries for `target` are not delivered or failed yet, oldest first (the
     /// live webhook's deliveries are no run's).
-    package func runsWithWaitingDeliveries(target: ForwardingTarget, on transaction: DatabaseTransaction) async throws -> [Int64] {
+    func runsWithWaitingDeliveries(target: ForwardingTarget, on transaction: DatabaseTransaction) async throws -> [Int64] {
         let rows = try await transaction.query(
             """
             SELECT DISTINCT run_id FROM forward_queue

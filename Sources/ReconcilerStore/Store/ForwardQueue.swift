@@ -1,6 +1,7 @@
 package import AppStoreServer
 package import Foundation
 import Logging
+package import ReconcilerDomain
 
 /// The forwarding queue as a forwarder works it: each operation is one short transaction of its
 /// own, so the forwarder knows nothing of PostgreSQL and never holds a transaction while it sends.

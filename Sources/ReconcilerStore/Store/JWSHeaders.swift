@@ -39,14 +39,14 @@ package struct JWSHeaders: Sendable {
 
     /// One row of `jws_headers`; the keys are its column names (bytea as `\x` hex). Without its
     /// header, a header the process knows stored: only checked (``missingSQL(parameter:)``).
-    package struct HeaderColumns: Encodable, Hashable {
-        package var sha256: String
-        package var encoded_header: String?
+    struct HeaderColumns: Encodable, Hashable {
+        var sha256: String
+        var encoded_header: String?
     }
 
     /// The distinct header rows of some values, sorted by hash (the order every writer inserts in,
     /// so two transactions inserting the same new headers wait for each other rather than deadlock).
-    package static func rows(for values: some Sequence<JWSParts>) -> [HeaderColumns] {
+    static func rows(for values: some Sequence<JWSParts>) -> [HeaderColumns] {
         // By hash: hashing a 4.4 KB header for a set costs more than the 32 bytes of its SHA-256.
         var seen = Set<[UInt8]>()
         var rows: [HeaderColumns] = []
@@ -69,7 +69,7 @@ package struct JWSHeaders: Sendable {
 
     /// The statement (for a `WITH` list) that stores the headers of `$parameter` (a JSON array of
     /// ``HeaderColumns``) that are not stored yet.
-    package static func insertSQL(parameter: String) -> String {
+    static func insertSQL(parameter: String) -> String {
         """
         INSERT INTO jws_headers (sha256, encoded_header)
             SELECT sha256, encoded_header FROM jsonb_populate_recordset(NULL::jws_headers, \(parameter)::jsonb)
@@ -202,16 +202,16 @@ extension PostgresQuery.StringInterpolation {
 }
 
 /// bytea values in the JSON that `jsonb_populate_recordset` reads: PostgreSQL's hex input form.
-package enum Bytea {
+enum Bytea {
     private static let digits = Array("0123456789abcdef".utf8)
 
     /// `\x` and two hex digits per byte.
-    package static func hex(_ bytes: some Collection<UInt8>) -> String {
+    static func hex(_ bytes: some Collection<UInt8>) -> String {
         "\\x" + plainHex(bytes)
     }
 
     /// Two hex digits per byte (`decode(text, 'hex')`, and how the quarantine names payloads).
-    package static func plainHex(_ bytes: some Collection<UInt8>) -> String {
+    static func plainHex(_ bytes: some Collection<UInt8>) -> String {
         var text = [UInt8]()
         text.reserveCapacity(bytes.count * 2)
         for byte in bytes {

@@ -14,27 +14,27 @@ package struct Migration: Sendable, Hashable {
     /// Checksums of earlier texts of this file that a database may have recorded: accepted as this
     /// one. Only for a file rewritten in place that leaves the same schema as before (see
     /// ``rewrittenInPlace``).
-    package let formerChecksums: Set<String>
+    let formerChecksums: Set<String>
     /// The file's `CREATE [UNIQUE] INDEX CONCURRENTLY IF NOT EXISTS name ON ...;` lines, which cannot
     /// run in a transaction: the migrator runs each on its own before the migration's transaction,
     /// while the tables stay writable. The transaction must not rely on them (a build can fail or be
     /// interrupted, leaving an invalid index): it builds what is missing itself.
-    package let concurrentIndexes: [ConcurrentIndex]
+    let concurrentIndexes: [ConcurrentIndex]
     /// The SQL run in the migration's transaction: the file without ``concurrentIndexes``.
-    package let transactionSQL: String
+    let transactionSQL: String
 
     /// A `CREATE INDEX CONCURRENTLY` line of a migration.
-    package struct ConcurrentIndex: Sendable, Hashable {
+    struct ConcurrentIndex: Sendable, Hashable {
         /// The index's name (unqualified, unquoted).
-        package let name: String
-        package let statement: String
+        let name: String
+        let statement: String
     }
 
     /// Files rewritten in place, by version: the checksums of their earlier texts. 0013 rebuilt
     /// the keys first, then filled purchases and revisions with a subquery per row that no index
     /// served any more (hours at a million purchases, the live webhook held meanwhile); its rewrite
     /// leaves the same schema (MigrationTests compares them).
-    package static let rewrittenInPlace: [Int: Set<String>] = [
+    static let rewrittenInPlace: [Int: Set<String>] = [
         13: ["a6a70bd9a1f5b76551296967c246e9ab6919edaee9ccdc7f5d73beadbd58d9a0"]
     ]
 
@@ -98,7 +98,7 @@ package struct Migrator: Sendable {
         package var appliedAt: Date?
     }
 
-    package static let lockKey: (Int32, Int32) = (727_001, 1)
+    static let lockKey: (Int32, Int32) = (727_001, 1)
 
     /// Applies what is pending and returns it.
     @discardableResult
@@ -156,9 +156,9 @@ package struct Migrator: Sendable {
     }
 
     private struct AppliedMigration {
-        package var fileName: String
-        package var checksum: String
-        package var appliedAt: Date
+        var fileName: String
+        var checksum: String
+        var appliedAt: Date
     }
 
     private func appliedMigrations(on connection: PostgresConnection, logger: Logger) async throws -> [Int: AppliedMigration] {

@@ -1,4 +1,4 @@
-package import AppStoreServer
+import AppStoreServer
 package import Foundation
 import PostgresNIO
 package import ReconcilerDomain
@@ -22,7 +22,7 @@ package enum StoredSignedValue: Sendable, Hashable {
 extension NotificationLog {
     /// The columns of `notifications` (as `n`) that hold the signed payload; a read selects them
     /// and rebuilds the payload with ``storedPayload(_:header:)``.
-    package static let payloadColumns = """
+    static let payloadColumns = """
         n.payload_form, n.payload_sha256, n.signed_payload, n.header_sha256, n.payload, n.signature,
         n.transaction_offset, n.transaction_signature, n.transaction_header_sha256, n.renewal_offset, n.renewal_signature,
         n.renewal_header_sha256

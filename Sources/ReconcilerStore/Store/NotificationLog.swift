@@ -220,7 +220,7 @@ package struct NotificationLog: Sendable {
             """, logger: logger)
     }
 
-    package static let notificationColumns = """
+    static let notificationColumns = """
         notification_uuid, notification_type, subtype, signed_date_ms, bundle_id, environment, original_transaction_id, transaction_id,
         source, run_id, outcome, first_send_attempt_ms, respond_by_ms, consumption_request_reason, \(PayloadColumns.names)
         """

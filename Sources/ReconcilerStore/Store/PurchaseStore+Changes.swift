@@ -152,7 +152,7 @@ extension PurchaseStore {
     package struct FeedPosition: Sendable, Hashable, Comparable, CustomStringConvertible {
         package let changeId: Int64
         /// The writing transaction's `xid8`, as text.
-        package let xid: String
+        let xid: String
 
         /// Before the first row.
         package static let start = FeedPosition(changeId: 0, xid: "0")
@@ -297,8 +297,7 @@ extension PurchaseStore {
     /// consumer whose last row is kept can never find a gap after it), never a row a running
     /// transaction could still put a row before, and never the newest row (so a consumer that is
     /// caught up can resume after a quiet spell longer than the retention).
-    package func pruneChanges(before time: Date, limit: Int? = 10_000, dryRun: Bool = false, on transaction: DatabaseTransaction) async throws -> Int
-    {
+    func pruneChanges(before time: Date, limit: Int? = 10_000, dryRun: Bool = false, on transaction: DatabaseTransaction) async throws -> Int {
         let rows = try await transaction.query(
             """
             WITH horizon AS (SELECT pg_snapshot_xmin(pg_current_snapshot()) AS xmin),

@@ -30,7 +30,7 @@ package enum PrunePart: String, Sendable, CaseIterable {
 
     /// Apple's notification history keeps production notifications 180 days; a payload stays at
     /// least that long plus a margin of 30 days, the time a run may still read, forward or compare it.
-    package static let payloadMinimumAge: Duration = .seconds((180 + 30) * 86_400)
+    static let payloadMinimumAge: Duration = .seconds((180 + 30) * 86_400)
 
     /// The youngest age this part accepts.
     package var minimumAge: Duration { self == .payloads ? Self.payloadMinimumAge : Self.minimumAge }
@@ -216,7 +216,7 @@ extension PurchaseStore {
 
     /// Deletes up to `limit` delivered forwarding rows delivered before `cutoff`, oldest first
     /// (through the partial index on `delivered_at`); the delivered counter follows by trigger.
-    package func pruneDeliveredForwards(before cutoff: Date, limit: Int?, dryRun: Bool, on transaction: DatabaseTransaction) async throws -> Int {
+    func pruneDeliveredForwards(before cutoff: Date, limit: Int?, dryRun: Bool, on transaction: DatabaseTransaction) async throws -> Int {
         let rows = try await transaction.query(Self.pruneDeliveredForwardsQuery(before: cutoff, limit: limit, dryRun: dryRun), logger: logger)
         for try await count in rows.decode(Int.self) { return count }
         return 0

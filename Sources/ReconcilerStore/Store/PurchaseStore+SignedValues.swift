@@ -1,4 +1,4 @@
-package import AppStoreServer
+import AppStoreServer
 package import Foundation
 import PostgresNIO
 import ReconcilerDomain
@@ -29,7 +29,7 @@ extension PurchaseStore {
         package var key: TransactionKey
         package var originalTransactionId: String
         package var signedDate: Int64
-        package var updatedAt: Date
+        var updatedAt: Date
         package var form: PayloadForm
         package var payloadSHA256: [UInt8]?
         /// For ``PayloadForm/inNotification``: the notification it was rebuilt from.

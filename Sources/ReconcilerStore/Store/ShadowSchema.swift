@@ -1,4 +1,4 @@
-package import AppStoreServer
+import AppStoreServer
 import Foundation
 package import Logging
 import PostgresNIO
@@ -19,10 +19,10 @@ import PostgresNIO
 package struct ShadowSchema: Sendable, Hashable {
     package let runId: Int64
     /// The schema that holds the real tables, found when the dry run starts.
-    package let realSchema: String
+    let realSchema: String
     /// The columns of `purchases` a copy writes: all but the ones PostgreSQL generates, which it
     /// computes in the copy as in the real table.
-    package var purchaseColumns = "*"
+    var purchaseColumns = "*"
 
     /// The tables a dry run writes instead of the real ones.
     package static let tables = [
@@ -32,7 +32,7 @@ package struct ShadowSchema: Sendable, Hashable {
     /// The shadow schema's name; made of the run id only, so it is safe to put into SQL.
     package var name: String { "reconciler_dry_run_\(runId)" }
 
-    package var realSchemaIdentifier: String { "\"" + realSchema.replacingOccurrences(of: "\"", with: "\"\"") + "\"" }
+    var realSchemaIdentifier: String { "\"" + realSchema.replacingOccurrences(of: "\"", with: "\"\"") + "\"" }
 
     /// Creates the shadow tables of a dry run (or finds them, for a resumed one).
     package static func create(runId: Int64, on database: Database) async throws -> ShadowSchema {
@@ -93,7 +93,7 @@ package struct ShadowSchema: Sendable, Hashable {
 
     /// Copies the real rows of purchases (with their transactions), notifications and customers
     /// into the shadow tables, unless the dry run already holds its own copies of them.
-    package func copyOnFirstTouch(
+    func copyOnFirstTouch(
         purchases: [String], notifications: [String], anchors: [String], of target: AppTarget, on transaction: DatabaseTransaction,
         logger: Logger
     ) async throws {

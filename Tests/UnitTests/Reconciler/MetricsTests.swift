@@ -2,6 +2,7 @@ import AppStoreServer
 import CoreMetrics
 import Foundation
 import Reconciler
+import ReconcilerDomain
 import ReconcilerMetrics
 import ReconcilerStore
 import TestSupport

@@ -14,7 +14,7 @@ import Testing
         let files = try Migration.load(directory: Self.migrationsDirectory)
         let embedded = Migration.embedded
         #expect(!files.isEmpty)
-        #expect(files == embedded, "run jobs/dev/embed-migrations after editing migrations/")
+        #expect(files == embedded, "the EmbedMigrations plugin embeds migrations/ at build time")
     }
 
 }

@@ -1,5 +1,6 @@
 import AppStoreServer
 import Foundation
+import ReconcilerDomain
 import ReconcilerShared
 import Testing
 

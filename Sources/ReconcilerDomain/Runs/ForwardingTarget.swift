@@ -1,5 +1,4 @@
 import Foundation
-import ReconcilerDomain
 
 /// The app's own webhook as the forwarding queue, run records, reports and logs know it: an id
 /// (the SHA-256 of the URL, hex) and the URL without its user, password, query or fragment. The
