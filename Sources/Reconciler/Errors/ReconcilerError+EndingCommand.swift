@@ -26,7 +26,7 @@ extension ReconcilerError {
             // resumes. Anything else the server refused (a permission, a full disk) fails again.
             let description = Database.operatorDescription(of: error)
             self =
-                Database.retryKind(of: error) != nil
+                Database.isRetried(error)
                 ? ReconcilerError(.databaseUnavailable, "the database failed (\(description)); rerun the same command to resume")
                 : ReconcilerError(.databaseRefused, "the database refused the work: \(description)")
         default:

@@ -270,6 +270,10 @@ package struct Database: Sendable {
 
     enum RetryKind { case conflict, unavailable }
 
+    /// Whether the store retries a failure like this one (a connection gone, a conflict): what it
+    /// retried and still failed passes, and a rerun resumes.
+    package static func isRetried(_ error: any Error) -> Bool { retryKind(of: error) != nil }
+
     /// Which failures run a transaction again: conflicts a few times, and everything that says
     /// the server or the connection is gone until the database has been unavailable for too long.
     static func retryKind(of error: any Error) -> RetryKind? {
