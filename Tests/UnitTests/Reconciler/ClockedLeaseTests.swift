@@ -2,6 +2,7 @@ import AppStoreServer
 import Foundation
 import Logging
 import ReconcilerDomain
+import TestSupport
 import Testing
 
 @testable import Forwarder
