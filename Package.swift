@@ -298,6 +298,9 @@ let package = Package(
                 .product(name: "NIOFoundationCompat", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
+                // Graceful shutdown of the services in process, triggered as a signal would.
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "ServiceLifecycleTestKit", package: "swift-service-lifecycle"),
             ],
             swiftSettings: swiftSettings,
             plugins: seams
@@ -320,3 +323,15 @@ let package = Package(
         ),
     ]
 )
+
+// The unit stage (`jobs/dev/test --stage unit`) builds under Thread Sanitizer in a scratch path of its
+// own, and only what the unit tests use: with RECONCILER_TEST_STAGE=unit the package leaves out the
+// other test targets, the executables and the modules only they import (the webhook server and
+// Hummingbird, the report page, the commands). Without it the package is whole.
+if Context.environment["RECONCILER_TEST_STAGE"] == "unit" {
+    let notForUnitTests: Set<String> = [
+        "IntegrationTests", "EndToEndTests", "ReconcilerCommand", "MockAppStoreCommand", "ReconcilerBenchmarks", "WebhookServer", "ReportPage",
+    ]
+    package.targets.removeAll { notForUnitTests.contains($0.name) }
+    package.products.removeAll { product in product.name != "AppStoreServer" }
+}

@@ -470,7 +470,7 @@ import Testing
                 "reconciler", ["changes", "--since", "0", "--output-check-interval", "1h"],
                 environment: ["DATABASE_URL": db.url, "LOG_LEVEL": "warning"], standardOutput: pipe.writing)
             pipe.closeWriting()
-            let first = try #require(pipe.readLine())
+            let first = try #require(try await pipe.readLine())
             #expect(try Self.decode(first).originalTransactionId == "head-1")
             pipe.closeReading()
             let ended = try await changes.wait(timeout: .seconds(60))
@@ -494,7 +494,8 @@ import Testing
                 environment: ["DATABASE_URL": db.url, "LOG_LEVEL": "warning"], standardOutput: pipe.writing)
             defer { follower.kill() }
             pipe.closeWriting()
-            #expect(try Self.decode(try #require(pipe.readLine())).originalTransactionId == "idle-1")
+            let first = try #require(try await pipe.readLine())
+            #expect(try Self.decode(first).originalTransactionId == "idle-1")
             let listeners: PostgresQuery = "SELECT pid::text FROM pg_stat_activity WHERE datname = current_database() AND query ILIKE 'LISTEN%'"
             try await eventually("the follower listening") { try await db.strings(listeners).count == 1 }
             pipe.closeReading()

@@ -102,7 +102,8 @@ import Testing
         }
     }
 
-    /// PrivateCluster's restart and stop, which tests of a database restart mid-run rely on.
+    /// PrivateCluster's restart and stop, which tests of a database restart mid-run rely on; the
+    /// port stays its own while it is down.
     @Test func privateClusterRestartsAndStops() async throws {
         try await PrivateCluster.with { cluster in
             #expect(try await cluster.psql("SELECT 40 + 2").trimmingCharacters(in: .whitespacesAndNewlines) == "42")
@@ -114,6 +115,8 @@ import Testing
             #expect(result.status == 0, "\(result.stderr)")
             try await cluster.stop()
             await #expect(throws: PrivateCluster.Failure.self) { try await cluster.psql("SELECT 1") }
+            // Down, it still holds its port: no other test (of this process or another) takes it before the start.
+            #expect(!isFreePort(cluster.port))
             try await cluster.start()
             #expect(try await cluster.psql("SELECT count(*) FROM schema_migrations").trimmingCharacters(in: .whitespacesAndNewlines) != "0")
         }

@@ -11,8 +11,8 @@ import Testing
 @testable import ReconcilerStore
 
 /// Forwarders sharing one queue never have the same delivery in flight at once, and a delivery
-/// that cannot be sent at all (its stored payload does not rebuild) fails with its reason rather
-/// than hold up the deliveries behind it.
+/// that gets no answer says why in plain words. (`forward --once`, the process, with a down
+/// endpoint and with a delivery that cannot be rebuilt: EndToEndTests' ForwardCommandTests.)
 /// The app's webhook is ``AppWebhookReceiver`` holding every delivery unanswered until the test
 /// releases it, so a delivery stays in flight as long as the test needs, past any lease. The
 /// forwarder that sends judges its leases on a manual clock the test moves; the database judges
@@ -124,37 +124,6 @@ import Testing
         }
     }
 
-    /// `forward --once` while the app's endpoint is down (nothing listens on its port) makes one
-    /// pass and ends: each delivery due is tried once, waits in the queue with its backoff
-    /// recorded, and the command exits 2 (pending). The failure reads in plain words with the
-    /// URL's redacted form, in the log and in the queue, never a client library's type names
-    /// (before: it waited out --drain-timeout's 5 minutes and logged "NIOCore.IOError error 1").
-    @Test func forwardOnceAgainstADownEndpointTriesEachDeliveryOnceAndEnds() async throws {
-        try await TestDatabase.with { db in
-            let port = freePort()
-            let url = "http://hooks:s3cret@127.0.0.1:\(port)/notifications?token=abc"
-            let uuids = try await queue(3, for: url, in: db)
-            let forward = try await runProcess(
-                "reconciler", ["forward", "--once", "--forward-to", url, "--forward-backoff", "1h", "--forward-unsigned"],
-                environment: ["DATABASE_URL": db.url, "LOG_LEVEL": "warning"], timeout: .seconds(120))
-            #expect(forward.status == 2, "\(forward.stdout) \(forward.stderr)")
-            #expect(forward.stdout.contains("queue: 0 delivered, 3 pending, 0 failed"), "\(forward.stdout)")
-            let refused = "connection refused by http://…@127.0.0.1:\(port)/notifications?…"
-            // Each tried once, and waiting its backoff (an hour, by the database's clock) for the next try.
-            let rows = try await db.strings(
-                """
-                SELECT notification_uuid || ' ' || status || ' ' || attempts || ' ' || (next_attempt_at > now() + interval '50 minutes')
-                    || ' ' || coalesce(last_error, '-')
-                FROM forward_queue ORDER BY notification_uuid
-                """)
-            #expect(rows == uuids.sorted().map { "\($0) pending 1 true \(refused)" }, "\(rows)")
-            #expect(forward.stderr.contains(refused), "\(forward.stderr)")
-            for leak in ["NIOCore", "IOError", "NIOPosix", "s3cret", "token=abc"] {
-                #expect(!(forward.stdout + forward.stderr).contains(leak), "\(leak) in \(forward.stderr)")
-            }
-        }
-    }
-
     /// The other ways a delivery gets no answer read as plainly: an app that does not answer in
     /// time, a TLS handshake with an endpoint that speaks plain HTTP, a host name that does not resolve.
     @Test func deliveryFailuresSayWhatHappenedInPlainWords() async throws {
@@ -177,32 +146,6 @@ import Testing
                 #expect(tls.hasPrefix("TLS handshake with \(https) failed"), "\(tls)")
                 let unknown = await failure("http://no-such-host.invalid/notifications", timeout: .seconds(10))
                 #expect(unknown.hasPrefix("host name not found: no-such-host.invalid"), "\(unknown)")
-            }
-        }
-    }
-
-    /// The oldest due delivery names a JWS header that `jws_headers` no longer holds (as after a
-    /// restore from a backup taken before the header was stored): it cannot be rebuilt, so it is
-    /// marked failed with its reason when it comes up, and the deliveries behind it are delivered.
-    /// `forward --once` exits 4 and says why it failed; `status` counts it apart.
-    @Test func aDeliveryThatCannotBeRebuiltFailsWithItsReasonAndTheQueueMovesOn() async throws {
-        try await TestDatabase.with { db in
-            try await AppWebhookReceiver.withRunning(.init()) { receiver, url in
-                let uuids = try await queue(3, for: url, in: db)
-                try await db.execute("UPDATE notifications SET header_sha256 = sha256('not stored'::bytea) WHERE notification_uuid = \(uuids[0])")
-                let forward = try await db.reconciler(["forward", "--once", "--forward-to", url, "--forward-unsigned", "--drain-timeout", "30s"])
-                #expect(forward.status == 4, "\(forward.stdout) \(forward.stderr)")
-                #expect(receiver.statistics.acknowledged == [uuids[1]: 1, uuids[2]: 1], "\(receiver.statistics)")
-                #expect(forward.stdout.contains("queue: 2 delivered, 0 pending, 1 failed"), "\(forward.stdout)")
-                #expect(forward.stdout.contains("1 failed: its stored signed payload cannot be rebuilt"), "\(forward.stdout)")
-                #expect(forward.stderr.contains("cannot be rebuilt"), "\(forward.stderr)")
-                let failed = try await db.strings(
-                    "SELECT status || ' ' || attempts || ' ' || coalesce(last_error, '-') FROM forward_queue WHERE notification_uuid = \(uuids[0])")
-                #expect(failed.count == 1 && failed[0].hasPrefix("failed 0 payloadUnavailable: "), "\(failed)")
-                #expect(failed.first?.hasSuffix("(JWS header \(Bytea.plainHex(JWSParts.sha256("not stored"))) not in jws_headers)") == true)
-                let status = try await db.reconciler(["status"])
-                #expect(status.stdout.contains("2 delivered, 0 pending, 1 failed"), "\(status.stdout)")
-                #expect(status.stdout.contains("1 failed: its stored signed payload cannot be rebuilt"), "\(status.stdout)")
             }
         }
     }

@@ -51,7 +51,7 @@ package enum Chromium {
             try executable(),
             [
                 "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-extensions", "--user-data-dir=\(profile.path)",
-            ] + arguments, environment: ["HOME": profile.path], timeout: .seconds(180))
+            ] + arguments, environment: ["HOME": profile.path])
         guard result.status == 0 else {
             throw ProcessFailure(description: "chromium exited \(result.status): \(result.stderr.suffix(2000))")
         }

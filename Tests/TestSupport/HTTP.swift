@@ -25,7 +25,8 @@ package enum HTTP {
             request.headers.add(name: "Content-Type", value: "application/json")
             request.body = .bytes(ByteBuffer(data: body))
         }
-        let response = try await HTTPClient.shared.execute(request, timeout: .seconds(30))
+        // A server that is up but slow on a loaded machine still answers; one that is down is refused at once.
+        let response = try await HTTPClient.shared.execute(request, timeout: .seconds(hangGuard.components.seconds))
         let bytes = try await response.body.collect(upTo: 64 << 20)
         return Reply(status: Int(response.status.code), body: Data(buffer: bytes))
     }

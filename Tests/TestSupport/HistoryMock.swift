@@ -30,7 +30,7 @@ package struct HistoryMock {
             let mock = try RunningProcess(
                 "mock-appstore", ["--port", "0", "--credentials-dir", credentials, "--log-level", "warning"] + arguments)
             defer { mock.kill() }
-            try await mock.waitForOutput(containing: "mock-appstore ready", timeout: .seconds(300))
+            try await mock.waitForOutput(containing: "mock-appstore ready")
             let url = try MockAppStoreProcess.url(mock)
             let environment = try MockAppStoreProcess.reconcilerEnvironment(credentials: credentials).merging([
                 "DATABASE_URL": db.url, "LOG_LEVEL": "warning",

@@ -4,10 +4,14 @@ import Testing
 /// A throwaway PostgreSQL cluster of a test's own (initdb + pg_ctl), for tests that need to restart or stop
 /// the server, serve TLS, or ask for passwords, none of which the shared `jobs/dev/with-postgres` cluster may do.
 ///
-/// It listens on 127.0.0.1 (or the loopback addresses of its configuration) on a port that was free at init,
-/// kept across restarts, and on a socket in its own temporary directory; as root it runs as the unprivileged
+/// It listens on 127.0.0.1 (or the loopback addresses of its configuration) on a port reserved at init and
+/// held while the server is down (restart, stop), and on a socket in its own temporary directory; as root it runs as the unprivileged
 /// `postgres` user (PostgreSQL refuses root), like `jobs/dev/with-postgres`. The binaries come from
 /// `PG_BINDIR` or the newest `/usr/lib/postgresql/*/bin`.
+///
+/// Its waits end on what happened, never on the clock (``hangGuard`` only ends a hang): a start or
+/// restart ends when the server accepts connections, or fails as soon as the postmaster is gone; a
+/// stop ends when the postmaster has exited. On a loaded machine each can take minutes.
 ///
 /// ```swift
 /// try await PrivateCluster.with { cluster in
@@ -61,7 +65,10 @@ package final class PrivateCluster: Sendable {
 
     package let configuration: Configuration
     package let directory: String
-    package let port: Int
+    package var port: Int { portReservation.port }
+    /// Holds the port while the server is down, so that no other test (of this process or another)
+    /// takes it between a stop and the next start.
+    private let portReservation: PortReservation
     private let binDirectory: String
     private let owner: String?
 
@@ -91,9 +98,9 @@ package final class PrivateCluster: Sendable {
     package init(configuration: Configuration = Configuration()) async throws {
         self.configuration = configuration
         binDirectory = try Self.findBinDirectory()
+        portReservation = try PortReservation()
         directory = try TemporaryDirectory.create("reconciler-private-pg", permissions: 0o755).path
         owner = getuid() == 0 ? "postgres" : nil
-        port = freePort()
         do {
             try chown(directory)
             try await run("initdb", ["-D", dataDirectory, "-U", "postgres", "--auth=trust", "-E", "UTF8", "--locale=C.UTF-8"])
@@ -104,21 +111,26 @@ package final class PrivateCluster: Sendable {
         }
     }
 
-    /// Starts the server and waits until it accepts connections.
+    /// pg_ctl's own wait (`-w`) ends when the server is ready or its postmaster has exited; its
+    /// timeout (`-t`, 60 s by default) is only the hang guard here.
+    private var pgCtlWait: [String] { ["-w", "-t", "\(hangGuard.components.seconds)"] }
+
+    /// Starts the server and waits until it accepts connections (or fails when it could not start).
     package func start() async throws {
-        try await run("pg_ctl", ["-D", dataDirectory, "-l", logFile, "-w", "-t", "60", "start"])
+        try await run("pg_ctl", ["-D", dataDirectory, "-l", logFile] + pgCtlWait + ["start"])
         try await waitUntilReady()
     }
 
     /// `pg_ctl restart -m fast`: ends every session, then waits until the server accepts connections again.
     package func restart() async throws {
-        try await run("pg_ctl", ["-D", dataDirectory, "-l", logFile, "-m", "fast", "-w", "-t", "60", "restart"])
+        try await run("pg_ctl", ["-D", dataDirectory, "-l", logFile, "-m", "fast"] + pgCtlWait + ["restart"])
         try await waitUntilReady()
     }
 
-    /// Stops the server at once (`-m immediate`, as a crash would); `start()` brings it back.
+    /// Stops the server at once (`-m immediate`, as a crash would) and waits until its postmaster has
+    /// exited; `start()` brings it back.
     package func stop() async throws {
-        try await run("pg_ctl", ["-D", dataDirectory, "-m", "immediate", "-w", "-t", "60", "stop"])
+        try await run("pg_ctl", ["-D", dataDirectory, "-m", "immediate"] + pgCtlWait + ["stop"])
     }
 
     /// Runs SQL as `postgres` over the cluster's Unix socket (no TLS, no password) and returns psql's output.
@@ -141,7 +153,7 @@ package final class PrivateCluster: Sendable {
     }
 
     private func destroy() async {
-        _ = try? await run("pg_ctl", ["-D", dataDirectory, "-m", "immediate", "-w", "-t", "60", "stop"])
+        _ = try? await run("pg_ctl", ["-D", dataDirectory, "-m", "immediate"] + pgCtlWait + ["stop"])
         try? FileManager.default.removeItem(atPath: directory)
     }
 
@@ -191,9 +203,11 @@ package final class PrivateCluster: Sendable {
     /// Polls `pg_isready` until the server accepts connections on both ways in, TCP (what the
     /// reconciler uses) and the Unix socket (what ``psql(_:)`` uses): pg_ctl -w already waits, but a
     /// server can be up and still refuse connections while it recovers, and checking only TCP let a
-    /// loaded machine's first `psql` over the socket come too early.
+    /// loaded machine's first `psql` over the socket come too early. It waits as long as the
+    /// postmaster runs (a probe that gets no answer within its 5 s is only asked again), and fails
+    /// at once when the postmaster is gone: a fixed 60 s failed a restart on a loaded machine.
     private func waitUntilReady() async throws {
-        let deadline = ContinuousClock.now + .seconds(60)
+        let deadline = ContinuousClock.now + hangGuard
         while true {
             var ready = true
             for host in ["127.0.0.1", directory] where ready {
@@ -201,11 +215,22 @@ package final class PrivateCluster: Sendable {
                 ready = probe.status == 0
             }
             if ready { return }
+            guard postmasterRuns else {
+                throw Failure(description: "PostgreSQL on port \(port) stopped before it accepted connections: \(log.suffix(2000))")
+            }
             guard ContinuousClock.now < deadline else {
-                throw Failure(description: "PostgreSQL on port \(port) did not accept connections in time: \(log.suffix(2000))")
+                throw Failure(description: "PostgreSQL on port \(port) still runs but has not accepted connections: \(log.suffix(2000))")
             }
             try await Task.sleep(for: .milliseconds(50))
         }
+    }
+
+    /// Whether the postmaster of postmaster.pid (its first line) still runs.
+    private var postmasterRuns: Bool {
+        guard let pidFile = try? String(contentsOfFile: "\(dataDirectory)/postmaster.pid", encoding: .utf8),
+            let pid = pidFile.split(separator: "\n").first.flatMap({ pid_t($0.trimmingCharacters(in: .whitespaces)) })
+        else { return false }
+        return kill(pid, 0) == 0 || errno == EPERM
     }
 
     @discardableResult

@@ -1,5 +1,12 @@
 package import Foundation
+import Synchronization
 import Testing
+
+/// How long a wait that ends on its reason (a process exits, prints its line, a server accepts
+/// connections or is gone) may last at most: a guard against a hang, never a judgement of speed. A
+/// loaded machine (other builds beside the tests) makes a debug binary's start or a PostgreSQL
+/// restart take minutes, and such a wait must still end on what happened, not on the clock.
+package let hangGuard: Duration = .seconds(600)
 
 /// Runs the project's executables (`reconciler`, `mock-appstore`) as real processes.
 package enum Executables {
@@ -54,15 +61,15 @@ package final class RunningProcess: @unchecked Sendable {
         process.standardOutput = try standardOutput ?? FileHandle(forWritingTo: stdoutURL)
         process.standardError = try FileHandle(forWritingTo: stderrURL)
         if let stdin {
-            let pipe = Pipe()
-            process.standardInput = pipe
-            try process.run()
-            pipe.fileHandleForWriting.write(stdin)
-            try pipe.fileHandleForWriting.close()
+            // From a file, not a pipe: writing more than a pipe holds blocked this thread, one of the
+            // cooperative pool's few, until the child (slow to start on a loaded machine) read it.
+            let stdinURL = directory.url.appendingPathComponent("stdin")
+            try stdin.write(to: stdinURL)
+            process.standardInput = try FileHandle(forReadingFrom: stdinURL)
         } else {
             process.standardInput = FileHandle.nullDevice
-            try process.run()
         }
+        try process.run()
     }
 
     deinit {
@@ -75,7 +82,7 @@ package final class RunningProcess: @unchecked Sendable {
     package var stderr: String { (try? String(contentsOf: stderrURL, encoding: .utf8)) ?? "" }
 
     /// Waits for the process to end, polling so no thread blocks.
-    package func wait(timeout: Duration = .seconds(600)) async throws -> ProcessResult {
+    package func wait(timeout: Duration = hangGuard) async throws -> ProcessResult {
         let deadline = ContinuousClock.now + timeout
         while process.isRunning {
             if ContinuousClock.now > deadline {
@@ -100,7 +107,7 @@ package final class RunningProcess: @unchecked Sendable {
 
     /// Waits until a line of stderr or stdout contains `text`; fails at once when this process, or
     /// one it depends on (`alongside`), has exited.
-    package func waitForOutput(containing text: String, timeout: Duration = .seconds(120), alongside others: [RunningProcess] = []) async throws {
+    package func waitForOutput(containing text: String, timeout: Duration = hangGuard, alongside others: [RunningProcess] = []) async throws {
         let deadline = ContinuousClock.now + timeout
         while !(stderr.contains(text) || stdout.contains(text)) {
             guard process.isRunning else {
@@ -125,7 +132,7 @@ package final class RunningProcess: @unchecked Sendable {
 /// let pipe = try ReaderPipe()
 /// let process = try RunningProcess("reconciler", ["changes", "--since", "0"], standardOutput: pipe.writing)
 /// pipe.closeWriting()
-/// let first = pipe.readLine()
+/// let first = try await pipe.readLine()
 /// pipe.closeReading()
 /// ```
 package final class ReaderPipe: @unchecked Sendable {
@@ -137,6 +144,9 @@ package final class ReaderPipe: @unchecked Sendable {
         var descriptors: [Int32] = [0, 0]
         guard pipe(&descriptors) == 0 else { throw ProcessFailure(description: "pipe: errno \(errno)") }
         for descriptor in descriptors { _ = fcntl(descriptor, F_SETFD, FD_CLOEXEC) }
+        // The read end (this process's only) does not block: a read waits by sleeping its task, not
+        // by holding one of the few threads every test's waits run on.
+        _ = fcntl(descriptors[0], F_SETFL, fcntl(descriptors[0], F_GETFL) | O_NONBLOCK)
         // The smallest pipe Linux makes (one page, F_SETPIPE_SZ): a writer fills it after a few lines
         // and is still writing when the test closes the read end.
         _ = fcntl(descriptors[1], 1031, 4096)
@@ -150,16 +160,26 @@ package final class ReaderPipe: @unchecked Sendable {
     /// Closes the read end: the writer's next write fails with EPIPE, and its descriptor reports POLLERR.
     package func closeReading() { try? reading.close() }
 
-    /// The next line (without its newline), blocking until it is whole; `nil` at the end.
-    package func readLine() -> String? {
+    /// The next line (without its newline), once it is whole; `nil` at the end. It polls: a blocking
+    /// read held a thread of the cooperative pool (two on a 2-core machine) until the writer, a
+    /// process starting slowly on a loaded machine, printed, and every other test's waits stalled.
+    package func readLine() async throws -> String? {
+        var chunk = [UInt8](repeating: 0, count: 4096)
         while true {
             if let newline = buffered.firstIndex(of: UInt8(ascii: "\n")) {
                 defer { buffered.removeSubrange(...newline) }
                 return String(decoding: buffered[..<newline], as: UTF8.self)
             }
-            let more = reading.availableData
-            guard !more.isEmpty else { return nil }
-            buffered.append(more)
+            let count = read(reading.fileDescriptor, &chunk, chunk.count)
+            if count > 0 {
+                buffered.append(contentsOf: chunk[..<count])
+            } else if count == 0 {
+                return nil
+            } else if errno == EAGAIN || errno == EINTR {
+                try await Task.sleep(for: .milliseconds(10))
+            } else {
+                throw ProcessFailure(description: "reading the pipe: errno \(errno)")
+            }
         }
     }
 }
@@ -173,23 +193,66 @@ package struct ProcessFailure: Error, CustomStringConvertible {
 /// Runs an executable to completion.
 package func runProcess(
     _ executable: String, _ arguments: [String], environment: [String: String] = [:], stdin: Data? = nil,
-    timeout: Duration = .seconds(600)
+    timeout: Duration = hangGuard
 ) async throws -> ProcessResult {
     try await RunningProcess(executable, arguments, environment: environment, stdin: stdin).wait(timeout: timeout)
 }
 
-/// A TCP port nothing listens on right now, below the ephemeral range: a port the kernel may
-/// hand to any outgoing connection (a pooled PostgreSQL connection, an HTTP client) could be taken
-/// between this check and the child process binding it, or while a restarted server is down.
+/// A TCP port nothing listens on right now, below the ephemeral range (a port the kernel may hand
+/// to any outgoing connection, a pooled PostgreSQL connection or an HTTP client, could be taken
+/// between this check and the child process binding it), and never one this process handed out
+/// before: two tests that each got a port and start their servers slowly on a loaded machine
+/// must not get the same one. A server that must keep its port while it is down (a restart)
+/// holds a ``PortReservation`` instead.
 package func freePort() -> Int {
-    for _ in 0..<100 {
+    for _ in 0..<1000 {
         let port = Int.random(in: listeningPorts)
-        let socket = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        defer { close(socket) }
-        let bound = withLoopbackAddress(port: port) { bind(socket, $0, $1) }
-        if bound == 0 { return port }
+        if isFreePort(port), handedOutPorts.withLock({ $0.insert(port).inserted }) { return port }
     }
     return Int.random(in: listeningPorts)
+}
+
+/// Whether a plain bind of `port` on 127.0.0.1 succeeds now: nothing listens on it and nothing
+/// holds it (a ``PortReservation`` does, in any process).
+package func isFreePort(_ port: Int) -> Bool {
+    let socket = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    defer { close(socket) }
+    return withLoopbackAddress(port: port) { bind(socket, $0, $1) } == 0
+}
+
+/// The ports ``freePort()`` and ``PortReservation`` handed out in this process.
+private let handedOutPorts = Mutex<Set<Int>>([])
+
+/// A port on 127.0.0.1 kept for one server across its restarts: a socket bound to it with
+/// SO_REUSEADDR that never listens. The server binds the port beside it (PostgreSQL and SwiftNIO
+/// set SO_REUSEADDR too), while every plain bind fails, so ``freePort()`` here or in another test
+/// process beside this one skips the port while the server is down. Released on deinit.
+package final class PortReservation: Sendable {
+    package let port: Int
+    private let socket: Int32
+
+    package init() throws {
+        for _ in 0..<1000 {
+            let port = Int.random(in: listeningPorts)
+            guard !handedOutPorts.withLock({ $0.contains(port) }) else { continue }
+            let socket = Foundation.socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+            guard socket >= 0 else { break }
+            var on: Int32 = 1
+            setsockopt(socket, SOL_SOCKET, SO_REUSEADDR, &on, socklen_t(MemoryLayout<Int32>.size))
+            // A plain bind first: SO_REUSEADDR alone would also share a port a stopped server left in TIME_WAIT.
+            guard isFreePort(port), withLoopbackAddress(port: port, { bind(socket, $0, $1) }) == 0,
+                handedOutPorts.withLock({ $0.insert(port).inserted })
+            else {
+                close(socket)
+                continue
+            }
+            (self.port, self.socket) = (port, socket)
+            return
+        }
+        throw ProcessFailure(description: "no free port to reserve below the ephemeral range")
+    }
+
+    deinit { close(socket) }
 }
 
 /// The ports `freePort()` picks from: from 20000 up to where the kernel's ephemeral ports start

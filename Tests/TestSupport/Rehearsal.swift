@@ -76,7 +76,7 @@ package struct Rehearsal {
                     environment: environment)
                 defer { serve.kill() }
                 do {
-                    try await mock.waitForOutput(containing: "live delivery complete", timeout: .seconds(300), alongside: [serve])
+                    try await mock.waitForOutput(containing: "live delivery complete", alongside: [serve])
                 } catch {
                     // Another process took the free port between its choice and serve's bind: choose again.
                     guard attempt < 3, serve.stderr.contains("Address already in use") else { throw error }

@@ -12,7 +12,7 @@ extension Repository {
     /// before and after.
     package static func files() async throws -> Set<String> {
         let result = try await runProcess(
-            "/usr/bin/env", ["git", "-C", root.path, "status", "--porcelain", "--ignored", "--untracked-files=normal"], timeout: .seconds(60))
+            "/usr/bin/env", ["git", "-C", root.path, "status", "--porcelain", "--ignored", "--untracked-files=normal"])
         guard result.status == 0 else {
             throw CocoaError(.fileReadUnknown, userInfo: [NSLocalizedDescriptionKey: "git status: \(result.stderr)"])
         }

@@ -1,6 +1,7 @@
 import AppStoreServer
 import Foundation
 import MockAppStore
+import TestSupport
 import Testing
 
 /// The API client's backoff on a manual clock, against the mock App Store over HTTP in this

@@ -1,5 +1,6 @@
 import AppStoreServer
 import ReconcilerDomain
+import TestSupport
 import Testing
 
 @testable import Forwarder

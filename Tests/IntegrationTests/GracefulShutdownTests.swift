@@ -1,0 +1,98 @@
+import AppStoreServer
+import Foundation
+import Hummingbird
+import MockAppStore
+import PostgresNIO
+import ReconcilerStore
+import ServiceLifecycle
+import ServiceLifecycleTestKit
+import TestSupport
+import Testing
+import WebhookServer
+
+@testable import Forwarder
+
+/// Graceful shutdown of the long-running services, in process: the test triggers the shutdown a
+/// signal would (`ServiceLifecycleTestKit`) while a delivery is in flight, and sees the service
+/// finish it, record it, take nothing more and return. One test per command still sends a real
+/// signal to the real process (exit codes on signals are part of the contract): `serve`, `forward`
+/// (ForwardingTests), `run`, `repair`, `changes --follow`.
+@Suite(.timeLimit(.minutes(5))) struct GracefulShutdownTests {
+    let app: TestApp
+    init() throws { app = try TestApp() }
+
+    static func forwarder(url: String, db: TestDatabase) -> Forwarder {
+        Forwarder(
+            configuration: .init(url: ForwardingURL(url), concurrency: 1, pollInterval: .milliseconds(20), worker: "graceful"),
+            database: db.database)
+    }
+
+    /// The queue's rows, by notification: status and attempts.
+    static func queue(_ db: TestDatabase) async throws -> [String] {
+        try await db.strings("SELECT notification_uuid || ' ' || status || ' ' || attempts FROM forward_queue ORDER BY notification_uuid")
+    }
+
+    /// `forward`'s service: shut down while the app holds its delivery, the forwarder waits for the
+    /// answer, records it and returns, leaving no delivery leased: what it did not send waits in
+    /// the queue for the next forwarder, and every delivery the app acknowledged is recorded.
+    @Test func theForwarderFinishesItsDeliveryInFlightAndLeavesNothingLeased() async throws {
+        try await TestDatabase.with { db in
+            try await AppWebhookReceiver.withRunning(.init()) { receiver, url in
+                let uuids = try await app.recordForwarded(2, to: url, in: db, purchasePrefix: "graceful")
+                receiver.hold()
+                let forwarder = Self.forwarder(url: url, db: db)
+                var inFlight = ""
+                try await testGracefulShutdown { shutdown in
+                    let running = Task { try await forwarder.run() }
+                    try await eventually("one delivery in flight") { receiver.statistics.inFlight == 1 }
+                    inFlight = try #require(receiver.statistics.inFlightByNotification.keys.first)
+                    shutdown.triggerGracefulShutdown()
+                    receiver.release()
+                    try await running.value
+                }
+                let acknowledged = receiver.statistics.acknowledged
+                #expect(acknowledged[inFlight] == 1)
+                let rows = try await Self.queue(db)
+                #expect(rows.count == uuids.count && !rows.contains { $0.contains(" leased ") }, "\(rows)")
+                for uuid in acknowledged.keys { #expect(rows.contains("\(uuid) delivered 1"), "\(rows)") }
+            }
+        }
+    }
+
+    /// `serve`'s services (the webhook with its batcher, and a forwarder), as `serve` runs them, shut
+    /// down while a notification the webhook stored is being delivered: the delivery finishes and
+    /// is recorded, the application returns, and the port is closed.
+    @Test func serveStopsListeningAndItsForwarderFinishesItsDelivery() async throws {
+        try await TestDatabase.with { db in
+            try await AppWebhookReceiver.withRunning(.init()) { receiver, url in
+                receiver.hold()
+                let server = WebhookServer(
+                    configuration: .init(host: "127.0.0.1", port: 0, forwardTo: ForwardingTarget(url: url)), handler: try app.handler(db),
+                    logger: TestDatabase.logger)
+                let (ports, bound) = AsyncStream.makeStream(of: Int.self)
+                let application = server.makeApplication(services: [Self.forwarder(url: url, db: db)], onServerRunning: { bound.yield($0) })
+                var port = 0
+                try await testGracefulShutdown { shutdown in
+                    // serve's path (runService), without taking the test process's signals.
+                    let running = Task { try await application.runService(gracefulShutdownSignals: []) }
+                    var iterator = ports.makeAsyncIterator()
+                    port = try #require(await iterator.next())
+                    let uuid = UUID().uuidString.lowercased()
+                    let signed = app.start + 86_400_000
+                    let payload = try app.notification(
+                        .subscribed, .initialBuy, uuid: uuid, signedDate: signed,
+                        transaction: app.subscription(original: "graceful-serve", period: 0, signedDate: signed), status: .active)
+                    let reply = try await HTTP.postNotification("http://127.0.0.1:\(port)/notifications", signedPayload: payload)
+                    #expect(reply.status == 200, "\(String(decoding: reply.body, as: UTF8.self))")
+                    try await eventually("the delivery in flight") { receiver.statistics.inFlight == 1 }
+                    shutdown.triggerGracefulShutdown()
+                    receiver.release()
+                    try await running.value
+                    #expect(receiver.statistics.acknowledged == [uuid: 1])
+                    #expect(try await Self.queue(db) == ["\(uuid) delivered 1"])
+                }
+                #expect(!connectAndClose(port: port), "still listening after the shutdown")
+            }
+        }
+    }
+}
