@@ -2,9 +2,10 @@ import AppStoreServer
 import Foundation
 import MockAppStore
 import PostgresNIO
-import ReconcilerStore
 import TestSupport
 import Testing
+
+@testable import ReconcilerStore
 
 /// `reconciler forward`, the real process: as a long-running worker stopped by a real SIGTERM (its
 /// exit code on a signal is part of the contract; how its forwarder shuts down is

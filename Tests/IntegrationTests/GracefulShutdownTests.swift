@@ -3,6 +3,7 @@ import Foundation
 import Hummingbird
 import MockAppStore
 import PostgresNIO
+import ReconcilerDomain
 import ReconcilerStore
 import ServiceLifecycle
 import ServiceLifecycleTestKit

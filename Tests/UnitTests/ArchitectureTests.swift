@@ -8,14 +8,19 @@ import Testing
 /// declared too. A type renamed, moved into another's file or folded away fails here until the
 /// document follows.
 @Suite struct ArchitectureTests {
-    /// Names in backticks that are not the project's: Swift's own types and upcoming features, files.
-    static let notOurs: Set<String> = ["Int64", "Duration", "Date", "String", "InternalImportsByDefault", "MemberImportVisibility"]
+    /// Names in backticks that are not the project's: Swift's own types and upcoming features,
+    /// the types of libraries it follows (Hummingbird's), files.
+    static let notOurs: Set<String> = [
+        "Int64", "Duration", "Date", "String", "InternalImportsByDefault", "MemberImportVisibility", "HTTPResponseError",
+    ]
 
     @Test func everyTypeItNamesIsDeclared() throws {
         let document = try String(contentsOf: Repository.root.appendingPathComponent("ARCHITECTURE.md"), encoding: .utf8)
-        let declared = try Self.declaredNames(in: ["Sources", "Tests"])
+        let declared = try Self.declaredNames(in: ["Sources", "Tests", "Plugins"])
         let targets = try Set(
-            ["Sources", "Tests"].flatMap { try FileManager.default.contentsOfDirectory(atPath: Repository.root.appendingPathComponent($0).path) })
+            ["Sources", "Tests", "Plugins"].flatMap {
+                try FileManager.default.contentsOfDirectory(atPath: Repository.root.appendingPathComponent($0).path)
+            })
         var mentioned: [(type: String, members: [String])] = []
         for span in document.matches(of: /`([^`\n]+)`/).map({ String($0.output.1) }) {
             // A type, then members, then an argument list: `A`, `A.b`, `A.b(c:)`.
