@@ -37,11 +37,9 @@ import Testing
                 let rows = try await db.strings(
                     "SELECT notification_uuid || ' ' || status || ' ' || attempts FROM forward_queue ORDER BY notification_uuid")
                 #expect(rows.count == uuids.count, "\(rows)")
-                withKnownIssue("forward cancels its work on SIGTERM instead of shutting its forwarder down gracefully") {
-                    #expect(ended.status == 0, "\(ended.stdout)\n\(ended.stderr)")
-                    #expect(!rows.contains { $0.contains(" leased ") }, "\(rows)")
-                    #expect(rows.contains("\(inFlight) delivered 1"), "\(rows)")
-                }
+                #expect(ended.status == 0, "\(ended.stdout)\n\(ended.stderr)")
+                #expect(!rows.contains { $0.contains(" leased ") }, "\(rows)")
+                #expect(rows.contains("\(inFlight) delivered 1"), "\(rows)")
             }
         }
     }

@@ -71,7 +71,10 @@ struct ForwardCommand: AsyncParsableCommand, UsesAppsOptions {
         let logger = logging.makeLogger()
         let configurations = try forwarding.configurations(for: try plan())
         let (once, retryFailed, targets) = (self.once, self.retryFailed, configurations.map(\.url.target))
-        let (before, after, others, pendingHere, unrebuildable) = try await database.runWork(logger: logger) { database in
+        // The worker finishes the delivery in flight on SIGTERM and ends as usual (exit 0); a pass
+        // (--once) is cancelled by it, as other batch work is.
+        let (before, after, others, pendingHere, unrebuildable) = try await database.runWork(logger: logger, stopsGracefully: !once) {
+            database in
             // One forwarder per webhook, each delivering only what was queued for its URL.
             let forwarders = configurations.map { Forwarder(configuration: $0, database: database) }
             let queue = ForwardQueue(database: database)

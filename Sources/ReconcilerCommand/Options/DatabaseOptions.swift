@@ -69,7 +69,7 @@ struct DatabaseOptions: ParsableArguments {
     /// process of the app and environment (``SharedBudget``). `interrupted` says what a signal that
     /// stopped the work means for the command (``CommandLifecycle/interruption``).
     func runWork<T: Sendable>(
-        logger: Logger, sharing: [BudgetSharing] = [], interrupted: ReconcilerError = .interruption,
+        logger: Logger, sharing: [BudgetSharing] = [], interrupted: ReconcilerError = .interruption, stopsGracefully: Bool = false,
         _ work: @escaping @Sendable (Database) async throws -> T
     ) async throws -> T {
         let settings = try settings()
@@ -84,7 +84,9 @@ struct DatabaseOptions: ParsableArguments {
                 configuration: .init(claims: api.budget.claims(api.endpoints)), database: database, limiter: api.client.rateLimiter,
                 environment: api.target.environment, bundleId: api.target.bundleId)
         }
-        return try await CommandLifecycle(database: database, logger: logger, budgets: budgets, interruption: interrupted).run {
+        let lifecycle = CommandLifecycle(
+            database: database, logger: logger, budgets: budgets, interruption: interrupted, workStopsGracefully: stopsGracefully)
+        return try await lifecycle.run {
             try await work(database)
         }
     }

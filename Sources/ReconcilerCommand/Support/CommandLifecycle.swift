@@ -27,10 +27,16 @@ struct CommandLifecycle: Sendable {
     /// What a signal that stopped the work means for this command (what is kept, how to go on);
     /// its code is always ``ReconcilerError/Code/interrupted``.
     var interruption: ReconcilerError = .interruption
+    /// Whether the work watches for the signal itself (`Task.isShuttingDownGracefully`: a
+    /// forwarder finishes the delivery in flight and records its answer) and ends as usual, instead
+    /// of being cancelled. The stop timeout still holds.
+    var workStopsGracefully = false
 
-    /// Runs `work` to its end; a signal cancels it, and it ends with ``interruption``.
+    /// Runs `work` to its end; a signal cancels it, and it ends with ``interruption`` (or, when
+    /// ``workStopsGracefully``, with what the work returns).
     func run<Result: Sendable>(_ work: @escaping @Sendable () async throws -> Result) async throws -> Result {
         let (budgets, logger, database, interruption) = (self.budgets, self.logger, self.database, self.interruption)
+        let workStopsGracefully = self.workStopsGracefully
         let service = WorkService(
             work: {
                 // The schema first (every command's work needs it, and the budget's table does not
@@ -44,7 +50,7 @@ struct CommandLifecycle: Sendable {
                     throw error
                 }
                 return try await work()
-            }, stopTimeout: stopTimeout)
+            }, stopTimeout: stopTimeout, cancelledOnShutdown: !workStopsGracefully)
         var services: [ServiceGroupConfiguration.ServiceConfiguration] = [.init(service: database)]
         for budget in budgets {
             // The share and the closures are known before the first request; the budget is left after the work.
@@ -79,19 +85,22 @@ private struct BudgetService: Service {
 private final class WorkService<Result: Sendable>: Service, Sendable {
     let work: @Sendable () async throws -> Result
     let stopTimeout: Duration
+    /// Whether a graceful shutdown cancels the work (else the work sees it and ends itself).
+    let cancelledOnShutdown: Bool
     let outcome = Mutex<Swift.Result<Result, any Error>?>(nil)
     let signalled = Atomic<Bool>(false)
 
-    init(work: @escaping @Sendable () async throws -> Result, stopTimeout: Duration) {
+    init(work: @escaping @Sendable () async throws -> Result, stopTimeout: Duration, cancelledOnShutdown: Bool) {
         self.work = work
         self.stopTimeout = stopTimeout
+        self.cancelledOnShutdown = cancelledOnShutdown
     }
 
     func run() async throws {
-        let stopTimeout = self.stopTimeout
+        let (stopTimeout, work, cancelledOnShutdown) = (self.stopTimeout, self.work, self.cancelledOnShutdown)
         do {
             let result = try await withGracefulShutdownHandler {
-                try await cancelWhenGracefulShutdown(work)
+                cancelledOnShutdown ? try await cancelWhenGracefulShutdown(work) : try await work()
             } onGracefulShutdown: {
                 self.signalled.store(true, ordering: .relaxed)
                 // The watchdog outlives the group: a wait that ignores cancellation cannot keep the process.
