@@ -60,47 +60,54 @@ import Testing
 
     /// Ids are not commit order: an older transaction can take a larger id and commit first. A
     /// consumer that stored the larger id and resumes with `--since` still gets the smaller one.
+    ///
+    /// In a cluster of its own: the transaction it holds open hides every newer row of the feed in
+    /// the whole cluster (its horizon is cluster-wide), so other tests' `changes` would print less.
     @Test func aChangeWithASmallerIdCommittedLaterStillFollowsTheStoredId() async throws {
-        try await TestDatabase.with { db in
-            let handler = try app.handler(db)
-            let first = try await handler.verify(signedPayload: try subscribed("ids-1"))
-            let store = PurchaseStore(logger: Self.logger)
-            var stored: Int64 = 0
-            try await db.client.withConnection { older in
-                try await db.client.withConnection { newer in
-                    // A transaction gets its xid at its first write, its change id when it records the change.
-                    try await Self.execute("BEGIN", on: older)
-                    try await Self.execute("SELECT pg_current_xact_id()", on: older)
-                    try await Self.execute("BEGIN", on: newer)
-                    _ = try await handler.apply([first], source: .webhook, on: DatabaseTransaction(newer))  // the smaller id
-                    // The older transaction records its change now (as the store does, in one statement): the larger id.
-                    try await Self.execute(
-                        """
-                        INSERT INTO purchase_changes (original_transaction_id, bundle_id, environment, source, after_state)
-                        VALUES ('ids-2', \(TestApp.bundleId), 'Production', 'webhook', '{"originalTransactionId": "ids-2", "entitled": true}')
-                        """, on: older)
-                    try await Self.execute("COMMIT", on: older)
-                    // The newer transaction cannot put a row before the older one's: it is readable now.
-                    try await eventually("the larger id readable") { try await Self.feed(db).count == 1 }
-                    let read = try await Self.feed(db)
-                    #expect(read.map(\.originalTransactionId) == ["ids-2"])
-                    stored = read[0].changeId
-                    try await Self.execute("COMMIT", on: newer)
-                }
-            }
-            let found = try await db.database.transaction { [stored] in try await store.position(of: stored, on: $0) }
-            let position = try #require(found)
-            try await eventually("the smaller id readable after the stored one") {
-                try await Self.feed(db, after: position).count == 1
-            }
-            let resumed = try await Self.feed(db, after: position)
-            #expect(resumed.map(\.originalTransactionId) == ["ids-1"])
-            #expect(resumed[0].changeId < stored, "an id-ordered consumer would have skipped it")
-            // The command does the same from the id alone.
-            let command = try await db.reconciler(["changes", "--since", "\(stored)"])
-            #expect(command.status == 0, "\(command.stderr)")
-            #expect(try Self.completeLines(command.stdout).map { try Self.decode($0).originalTransactionId } == ["ids-1"])
+        try await PrivateCluster.with { cluster in
+            try await TestDatabase.with(server: cluster.url) { db in try await checkASmallerIdCommittedLater(db) }
         }
+    }
+
+    func checkASmallerIdCommittedLater(_ db: TestDatabase) async throws {
+        let handler = try app.handler(db)
+        let first = try await handler.verify(signedPayload: try subscribed("ids-1"))
+        let store = PurchaseStore(logger: Self.logger)
+        var stored: Int64 = 0
+        try await db.client.withConnection { older in
+            try await db.client.withConnection { newer in
+                // A transaction gets its xid at its first write, its change id when it records the change.
+                try await Self.execute("BEGIN", on: older)
+                try await Self.execute("SELECT pg_current_xact_id()", on: older)
+                try await Self.execute("BEGIN", on: newer)
+                _ = try await handler.apply([first], source: .webhook, on: DatabaseTransaction(newer))  // the smaller id
+                // The older transaction records its change now (as the store does, in one statement): the larger id.
+                try await Self.execute(
+                    """
+                    INSERT INTO purchase_changes (original_transaction_id, bundle_id, environment, source, after_state)
+                    VALUES ('ids-2', \(TestApp.bundleId), 'Production', 'webhook', '{"originalTransactionId": "ids-2", "entitled": true}')
+                    """, on: older)
+                try await Self.execute("COMMIT", on: older)
+                // The newer transaction cannot put a row before the older one's: it is readable now.
+                try await eventually("the larger id readable") { try await Self.feed(db).count == 1 }
+                let read = try await Self.feed(db)
+                #expect(read.map(\.originalTransactionId) == ["ids-2"])
+                stored = read[0].changeId
+                try await Self.execute("COMMIT", on: newer)
+            }
+        }
+        let found = try await db.database.transaction { [stored] in try await store.position(of: stored, on: $0) }
+        let position = try #require(found)
+        try await eventually("the smaller id readable after the stored one") {
+            try await Self.feed(db, after: position).count == 1
+        }
+        let resumed = try await Self.feed(db, after: position)
+        #expect(resumed.map(\.originalTransactionId) == ["ids-1"])
+        #expect(resumed[0].changeId < stored, "an id-ordered consumer would have skipped it")
+        // The command does the same from the id alone.
+        let command = try await db.reconciler(["changes", "--since", "\(stored)"])
+        #expect(command.status == 0, "\(command.stderr)")
+        #expect(try Self.completeLines(command.stdout).map { try Self.decode($0).originalTransactionId } == ["ids-1"])
     }
 
     // MARK: A rehearsal: one row per change, and a follower killed and restarted
