@@ -1,0 +1,91 @@
+import AppStoreServer
+import Foundation
+import MockAppStore
+import PostgresNIO
+import ReconcilerDomain
+import ReconcilerShared
+import TestSupport
+import Testing
+
+@testable import Reconciler
+@testable import ReconcilerStore
+
+/// `export --transactions` against a real PostgreSQL after a recovery from the mock over HTTP: one
+/// line per transaction with price, currency and storefront exactly as Apple signed them, its keys
+/// in the order, read back as CSV by Python's `csv` module; `--changed-since` keeps only
+/// the rows written since.
+@Suite struct TransactionExportTests {
+    @Test func theTransactionExportCarriesApplesPriceAndReadsBackAsCSV() async throws {
+        try await TestDatabase.with { db in
+            let now = Int64(Date().timeIntervalSince1970 * 1000)
+            let hour: Int64 = 3_600_000
+            let scenario = ScenarioConfiguration(
+                seed: 373, customers: 15, now: now, span: 24 * hour, outageStart: now - 20 * hour, outageEnd: now - hour)
+            try await MockAppStore.withRunning(.init(scenario: scenario)) { mock, baseURL in
+                let verifier = try mock.verifier()
+                _ = try await ReconcileRun(
+                    configuration: .init(
+                        window: TimeWindow(milliseconds: (now - 23 * hour)..<now), dryRun: false, options: RunOptions(refreshStatus: true)),
+                    scope: AppScope(target: verifier.configuration.target, entitlement: .init()), database: db.database, verifier: verifier,
+                    client: mock.client(baseURL: baseURL)
+                ).reconcile(progress: RunProgress())
+                // What Apple signed, by transaction.
+                var signed: [String: JWSTransactionDecodedPayload] = [:]
+                for (notification, _) in mock.sentNotifications {
+                    if let transaction = notification.transaction, let id = transaction.transactionId { signed[id] = transaction }
+                }
+
+                let store = PurchaseStore(logger: TestDatabase.logger)
+                var rows: [ExportRow] = []
+                try await store.exportTransactions(apps: nil, in: db.database) { rows.append($0) }
+                #expect(rows.count == (try await db.count("SELECT count(*) FROM transactions")) && rows.count > 10)
+                #expect(rows.allSatisfy { $0.fields.map(\.key) == PurchaseStore.transactionExportKeys })
+                let json = try #require(rows.first).jsonLine()
+                #expect(json.hasPrefix("{\"transactionId\":") && json.contains("\"appUserId\":null,\"updatedAt\":"), "\(json)")
+
+                // As CSV, read back by Python's csv module.
+                let csv = PurchaseStore.transactionExportKeys.joined(separator: ",") + "\r\n" + rows.map(\.csvRecord).joined()
+                #expect(rows[0].csvHeader == PurchaseStore.transactionExportKeys.joined(separator: ",") + "\r\n")
+                let read = try await runProcess(
+                    "/usr/bin/python3",
+                    [
+                        "-c",
+                        "import csv, json, sys; reader = csv.DictReader(sys.stdin, strict=True); rows = list(reader); "
+                            + "print(json.dumps({'keys': reader.fieldnames, 'rows': rows}))",
+                    ], stdin: Data(csv.utf8))
+                #expect(read.status == 0, "\(read.stderr)")
+                let parsed = try #require(try JSONSerialization.jsonObject(with: Data(read.stdout.utf8)) as? [String: Any])
+                #expect(parsed["keys"] as? [String] == PurchaseStore.transactionExportKeys)
+                let records = try #require(parsed["rows"] as? [[String: String]])
+                #expect(records.count == rows.count)
+                var compared = 0
+                for record in records {
+                    let id = try #require(record["transactionId"])
+                    guard let apple = signed[id] else { continue }
+                    compared += 1
+                    #expect(record["price"] == apple.price.map(String.init) ?? "", "\(id)")
+                    #expect(record["currency"] == apple.currency ?? "", "\(id)")
+                    #expect(record["storefront"] == apple.storefront ?? "", "\(id)")
+                    #expect(record["productId"] == apple.productId ?? "", "\(id)")
+                    #expect(record["revocationDate"] == apple.revocationDate.map(String.init) ?? "", "\(id)")
+                    #expect(record["appUserId"] == "")
+                }
+                #expect(compared > 10, "compared \(compared)")
+                #expect(records.contains { $0["price"] != "" && $0["currency"] != "" && $0["storefront"] != "" })
+
+                // --changed-since: nothing written after now; one row rewritten since is the only one.
+                var later: [ExportRow] = []
+                let mark = Timestamp.now
+                try await store.exportTransactions(apps: nil, changedSince: mark + .seconds(1), in: db.database) { later.append($0) }
+                #expect(later.isEmpty)
+                let touched = try #require(rows.last?.fields.first?.value)
+                guard case .string(let touchedId) = touched else { throw Stop() }
+                try await db.execute("UPDATE transactions SET updated_at = now() + interval '1 hour' WHERE transaction_id = \(touchedId)")
+                try await store.exportTransactions(apps: nil, changedSince: mark + .seconds(1), in: db.database) { later.append($0) }
+                #expect(later.map { $0.fields[0].value } == [.string(touchedId)])
+            }
+        }
+    }
+
+    struct Stop: Error {}
+}
