@@ -73,6 +73,30 @@ import Testing
                 #expect(compared > 10, "compared \(compared)")
                 #expect(records.contains { $0["price"] != "" && $0["currency"] != "" && $0["storefront"] != "" })
 
+                // The history: each purchase's states tile its life, the last one is its state now.
+                var history: [String: [ExportRow]] = [:]
+                try await store.exportHistory(apps: nil, in: db.database) { row in
+                    let key = row.fields.prefix(3).map { "\($0.value)" }.joined(separator: " ")
+                    history[key, default: []].append(row)
+                }
+                #expect(history.count == (try await db.count("SELECT count(*) FROM purchases")) && history.count > 5)
+                #expect(try await store.prunedThroughChangeId(in: db.database) == 0)
+                func value(_ row: ExportRow, _ key: String) -> ExportRow.Value? { row.fields.first { $0.key == key }?.value }
+                var current: [String: String] = [:]
+                try await store.exportPurchases(apps: nil, in: db.database) { current[$0.originalTransactionId] = $0.latestTransactionId ?? "" }
+                for (purchase, states) in history {
+                    #expect(
+                        states.first.map { Array($0.fields.prefix(7).map(\.key)) } == [
+                            "bundleId", "environment", "originalTransactionId", "validFrom", "validTo", "changeId", "source",
+                        ])
+                    for (state, next) in zip(states, states.dropFirst()) {
+                        #expect(value(state, "validTo") == value(next, "validFrom"), "\(purchase)")
+                    }
+                    #expect(value(states.last!, "validTo") == .null, "\(purchase)")
+                    guard case .string(let original) = value(states.last!, "originalTransactionId") else { continue }
+                    #expect(value(states.last!, "latestTransactionId") == .string(current[original] ?? "?"), "\(purchase)")
+                }
+
                 // --changed-since: nothing written after now; one row rewritten since is the only one.
                 var later: [ExportRow] = []
                 let mark = Timestamp.now

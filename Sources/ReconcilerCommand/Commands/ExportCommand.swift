@@ -40,7 +40,13 @@ struct ExportCommand: AsyncParsableCommand, UsesAppsOptions {
             --format csv prints either view as CSV (RFC 4180): the header is the JSON keys in their order, null \
             is an empty field, dates are UNIX milliseconds as Apple sends them, Booleans true and false.
 
+            --history prints every state of each purchase the change feed keeps, with validFrom and validTo \
+            (when its feed row was written, and the next one's: null for the current state), changeId, source and \
+            the purchase view's fields; the first line says what pruning removed ({"prunedThroughChangeId": N}: a \
+            purchase's history starts at its first row kept); with --format csv that line goes to standard error.
+
               reconciler export --transactions --format csv --output transactions.csv
+              reconciler export --history --format csv > history.csv
               reconciler export --transactions --changed-since now-1h
             """)
 
@@ -51,6 +57,9 @@ struct ExportCommand: AsyncParsableCommand, UsesAppsOptions {
 
     @Flag(help: "One line per stored transaction (its newest signed state), with its price, currency and storefront.")
     var transactions = false
+
+    @Flag(help: "Every state of each purchase the change feed keeps, with validFrom and validTo.")
+    var history = false
 
     @Option(
         name: .long,
@@ -92,6 +101,10 @@ struct ExportCommand: AsyncParsableCommand, UsesAppsOptions {
 
     func validate() throws {
         if changedSince != nil, !transactions { throw ValidationError("--changed-since needs --transactions") }
+        if history, transactions { throw ValidationError("--history and --transactions are two views: give one") }
+        if history, appAccountToken != nil || at != nil {
+            throw ValidationError("--app-account-token and --at apply to the purchase view, not --history")
+        }
         if transactions, appAccountToken != nil || at != nil {
             throw ValidationError("--app-account-token and --at apply to the purchase view, not --transactions")
         }
@@ -121,7 +134,7 @@ struct ExportCommand: AsyncParsableCommand, UsesAppsOptions {
                 (target.app, try EntitlementOptions.policy(target.entitlement, entitleBillingRetry: entitleBillingRetry, terms: nonRenewingTerm))
             }, uniquingKeysWith: { first, _ in first })
         let (token, apps, environment) = (appAccountToken?.lowercased(), scope.apps, scope.environment?.rawValue)
-        let (format, transactions, changedSince, at) = (format, transactions, changedSince, at)
+        let (format, transactions, history, changedSince, at) = (format, transactions, history, changedSince, at)
         let count = try await database.withCurrentSchema(logger: logger) { database in
             var buffer = Data()
             var count = 0
@@ -136,7 +149,19 @@ struct ExportCommand: AsyncParsableCommand, UsesAppsOptions {
                 write(format == .csv ? row.csvRecord : try row.jsonLine() + "\n")
                 count += 1
             }
-            if transactions {
+            if history {
+                let pruned = try await store.prunedThroughChangeId(in: database)
+                let note = #"{"prunedThroughChangeId":\#(pruned)}"#
+                if format == .csv { FileHandle.standardError.write(Data((note + "\n").utf8)) } else { write(note + "\n") }
+                var header = false
+                try await store.exportHistory(apps: apps, environment: environment, in: database) { row in
+                    if format == .csv, !header {
+                        write(row.csvHeader)
+                        header = true
+                    }
+                    try emit(row)
+                }
+            } else if transactions {
                 if format == .csv { write(ExportRow(PurchaseStore.transactionExportKeys.map { ($0, .null) }).csvHeader) }
                 try await store.exportTransactions(apps: apps, environment: environment, changedSince: changedSince, in: database, emit)
             } else {
@@ -159,7 +184,7 @@ struct ExportCommand: AsyncParsableCommand, UsesAppsOptions {
         if output != nil {
             try sink.close()
             FileHandle.standardError.write(
-                Data("exported \(Plural.count(count, transactions ? "transaction" : "purchase")) to \(output!)\n".utf8))
+                Data("exported \(Plural.count(count, transactions ? "transaction" : history ? "purchase state" : "purchase")) to \(output!)\n".utf8))
         }
     }
 }

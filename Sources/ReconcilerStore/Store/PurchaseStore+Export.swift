@@ -98,6 +98,53 @@ extension PurchaseStore {
         }
     }
 
+    /// What pruning removed of the feed `export --history` reads: every row up to this change ID
+    /// (0: none), so a purchase's history starts at its first row kept.
+    package func prunedThroughChangeId(in database: Database) async throws -> Int64 {
+        let rows = try await database.client.query("SELECT change_id FROM purchase_changes_pruned", logger: logger)
+        for try await id in rows.decode(Int64.self) { return id }
+        return 0
+    }
+
+    /// Every state of each purchase the feed keeps (its rows of kind `purchase`), of some apps and
+    /// environments (`apps`; `nil`: every one): `validFrom` is the time its feed row was written,
+    /// `validTo` the next row's (null for the current state), so a purchase's states tile its
+    /// life from its first kept row; then `changeId`, `source` and the state's fields (sorted), as
+    /// the purchase view prints them. By purchase, then in commit order.
+    package func exportHistory(
+        apps: [AppTarget]?, environment: String? = nil, in database: Database, _ body: (ExportRow) throws -> Void
+    )
+        async throws
+    {
+        let scope = try Self.scope(apps)
+        let rows = try await database.client.query(
+            """
+            SELECT c.bundle_id, c.environment, c.original_transaction_id, c.change_id, c.source, c.after_state::text AS state,
+                (extract(epoch FROM c.changed_at) * 1000)::bigint AS valid_from,
+                (extract(epoch FROM lead(c.changed_at) OVER purchase) * 1000)::bigint AS valid_to
+            FROM purchase_changes c
+            WHERE c.kind = 'purchase'
+              AND (\(scope)::jsonb IS NULL OR EXISTS (
+                    SELECT 1 FROM jsonb_to_recordset(\(scope)::jsonb) AS s (bundle_id text, environment text)
+                    WHERE s.bundle_id = c.bundle_id AND s.environment = c.environment))
+              AND (\(environment)::text IS NULL OR c.environment = \(environment))
+            WINDOW purchase AS (PARTITION BY c.bundle_id, c.environment, c.original_transaction_id ORDER BY c.xid, c.change_id)
+            ORDER BY c.bundle_id, c.environment, c.original_transaction_id, c.xid, c.change_id
+            """, logger: logger)
+        for try await row in rows {
+            let columns = NamedColumns(row)
+            let state = try ExportRow(sortedJSONObject: try columns["state"] as String)
+            let head: [(key: String, value: ExportRow.Value)] = [
+                ("bundleId", .init(try columns["bundle_id"] as String?)), ("environment", .init(try columns["environment"] as String?)),
+                ("originalTransactionId", .init(try columns["original_transaction_id"] as String?)),
+                ("validFrom", .init(try columns["valid_from"] as Int64?)), ("validTo", .init(try columns["valid_to"] as Int64?)),
+                ("changeId", .init(try columns["change_id"] as Int64?)), ("source", .init(try columns["source"] as String?)),
+            ]
+            let named = Set(head.map(\.key))
+            try body(ExportRow(head + state.fields.filter { !named.contains($0.key) }))
+        }
+    }
+
     /// Some apps and environments as one bind parameter, a JSON array of `{bundle_id, environment}`
     /// read with `jsonb_to_recordset`; `nil` (SQL NULL) for every app and environment.
     package static func scope(_ apps: [AppTarget]?) throws -> String? {
