@@ -56,13 +56,76 @@ struct ConfigurationFile: Decodable {
     /// consumption requests.
     struct Consumption: Decodable {
         var liveRequests: String?
+        var customerConsented: Bool?
+        var answer: Answer
+        var products: [String: Answer]?
+        var answerAfter: String?
+        var automatic: Bool?
 
-        private enum CodingKeys: String, CodingKey, CaseIterable { case liveRequests }
+        /// The fields of an answer, at the section's level or one product's.
+        struct Answer: Decodable {
+            var deliveryStatus: String?
+            var sampleContentProvided: Bool?
+            var refundPreference: String?
+            var consumptionPercentage: Int?
+
+            private enum CodingKeys: String, CodingKey, CaseIterable {
+                case deliveryStatus, sampleContentProvided, refundPreference, consumptionPercentage
+            }
+
+            init(from decoder: any Decoder) throws {
+                let container = try decoder.container(keyedBy: CodingKeys.self)
+                try StrictKeys.check(decoder, CodingKeys.self)
+                deliveryStatus = try container.decodeIfPresent(String.self, forKey: .deliveryStatus)
+                sampleContentProvided = try container.decodeIfPresent(Bool.self, forKey: .sampleContentProvided)
+                refundPreference = try container.decodeIfPresent(String.self, forKey: .refundPreference)
+                consumptionPercentage = try container.decodeIfPresent(Int.self, forKey: .consumptionPercentage)
+            }
+
+            init() {}
+
+            var isEmpty: Bool { deliveryStatus == nil && sampleContentProvided == nil && refundPreference == nil && consumptionPercentage == nil }
+        }
+
+        private enum CodingKeys: String, CodingKey, CaseIterable {
+            case liveRequests, customerConsented, deliveryStatus, sampleContentProvided, refundPreference, consumptionPercentage, products
+            case answerAfter, automatic
+        }
 
         init(from decoder: any Decoder) throws {
             let container = try decoder.container(keyedBy: CodingKeys.self)
             try StrictKeys.check(decoder, CodingKeys.self)
             liveRequests = try container.decodeIfPresent(String.self, forKey: .liveRequests)
+            customerConsented = try container.decodeIfPresent(Bool.self, forKey: .customerConsented)
+            answer = Answer()
+            answer.deliveryStatus = try container.decodeIfPresent(String.self, forKey: .deliveryStatus)
+            answer.sampleContentProvided = try container.decodeIfPresent(Bool.self, forKey: .sampleContentProvided)
+            answer.refundPreference = try container.decodeIfPresent(String.self, forKey: .refundPreference)
+            answer.consumptionPercentage = try container.decodeIfPresent(Int.self, forKey: .consumptionPercentage)
+            products = try container.decodeIfPresent([String: Answer].self, forKey: .products)
+            answerAfter = try container.decodeIfPresent(String.self, forKey: .answerAfter)
+            automatic = try container.decodeIfPresent(Bool.self, forKey: .automatic)
+        }
+
+        init() { answer = Answer() }
+
+        /// Whether it says anything of a policy (beyond `liveRequests`).
+        var saysPolicy: Bool { customerConsented != nil || !answer.isEmpty || products != nil || answerAfter != nil || automatic != nil }
+
+        /// An app's section over the top level's, key by key (products by product ID).
+        func over(_ base: Consumption?) -> Consumption {
+            guard let base else { return self }
+            var merged = self
+            merged.liveRequests = liveRequests ?? base.liveRequests
+            merged.customerConsented = customerConsented ?? base.customerConsented
+            merged.answer.deliveryStatus = answer.deliveryStatus ?? base.answer.deliveryStatus
+            merged.answer.sampleContentProvided = answer.sampleContentProvided ?? base.answer.sampleContentProvided
+            merged.answer.refundPreference = answer.refundPreference ?? base.answer.refundPreference
+            merged.answer.consumptionPercentage = answer.consumptionPercentage ?? base.answer.consumptionPercentage
+            if base.products != nil || products != nil { merged.products = (base.products ?? [:]).merging(products ?? [:]) { $1 } }
+            merged.answerAfter = answerAfter ?? base.answerAfter
+            merged.automatic = automatic ?? base.automatic
+            return merged
         }
     }
 

@@ -157,7 +157,8 @@ package struct ReconcilerConfiguration: Sendable {
                     detail: "\(path): apiBaseURL.\(environment) must be a URL such as https://api.storekit.apple.com")
             }
         }
-        let globalConsumption = try consumption(file.consumption, base: .init(), key: "consumption", path: path)
+        // The top level's alone first, so its own mistakes are named at its keys.
+        _ = try consumption(file.consumption, key: "consumption", path: path, policyRequired: false)
         let everyAppsForwardTo = try file.forwardTo.map { try destination($0, key: "forwardTo", path: path) }
         var targets: [Target] = []
         for (index, app) in file.apps.enumerated() {
@@ -186,7 +187,10 @@ package struct ReconcilerConfiguration: Sendable {
                 throw ReconcilerError(.invalidValue, source: path, key: "\(at).environments", detail: "\(path): \(at).environments is empty")
             }
             let appTerms = try terms(app.nonRenewingTerms, key: "\(at).nonRenewingTerms", path: path)
-            let appConsumption = try consumption(app.consumption, base: globalConsumption, key: "\(at).consumption", path: path)
+            let appConsumption = try consumption(
+                app.consumption.map { $0.over(file.consumption) } ?? file.consumption,
+                key: app.consumption == nil ? "consumption" : "\(at).consumption",
+                path: path, policyRequired: true)
             let forwardTo = try app.forwardTo.map { try destination($0, key: "\(at).forwardTo", path: path) } ?? everyAppsForwardTo
             for environment in environments {
                 if environment == .production, app.appAppleId == nil {
@@ -225,12 +229,15 @@ package struct ReconcilerConfiguration: Sendable {
         return configuration
     }
 
-    /// `consumption:` over `base` (an app's over the top level's).
+    /// `consumption:` as it applies to an app (its own over the top level's), checked: a policy
+    /// that breaks Apple's rules is refused when the file loads. Unless `policyRequired`, the
+    /// fields an app's section may still give are not required yet.
     private static func consumption(
-        _ consumption: ConfigurationFile.Consumption?, base: ConsumptionSettings, key: String, path: String
+        _ consumption: ConfigurationFile.Consumption?, key: String, path: String, policyRequired: Bool
     ) throws -> ConsumptionSettings {
-        var settings = base
-        if let text = consumption?.liveRequests {
+        var settings = ConsumptionSettings()
+        guard let consumption else { return settings }
+        if let text = consumption.liveRequests {
             guard let live = ConsumptionSettings.LiveRequests(rawValue: text.lowercased()) else {
                 throw ReconcilerError(
                     .invalidValue, source: path, key: "\(key).liveRequests",
@@ -238,6 +245,33 @@ package struct ReconcilerConfiguration: Sendable {
             }
             settings.liveRequests = live
         }
+        guard consumption.saysPolicy else { return settings }
+        var answerAfter = ConsumptionPolicy.defaultAnswerAfter
+        if let text = consumption.answerAfter {
+            guard let duration = Duration(parsing: text) else {
+                throw ReconcilerError(
+                    .invalidValue, source: path, key: "\(key).answerAfter",
+                    detail: "\(path): \(key).answerAfter is \(text): give a duration with its unit, such as 2h or 90m")
+            }
+            answerAfter = duration
+        }
+        func fields(_ answer: ConfigurationFile.Consumption.Answer) -> ConsumptionPolicy.Fields {
+            ConsumptionPolicy.Fields(
+                deliveryStatus: answer.deliveryStatus.map { DeliveryStatus(rawValue: $0.uppercased()) },
+                sampleContentProvided: answer.sampleContentProvided,
+                refundPreference: answer.refundPreference.map { RefundPreference(rawValue: $0.uppercased()) },
+                consumptionPercentage: answer.consumptionPercentage)
+        }
+        let policy = ConsumptionPolicy(
+            customerConsented: consumption.customerConsented ?? false, defaults: fields(consumption.answer),
+            products: (consumption.products ?? [:]).mapValues(fields), answerAfter: answerAfter, automatic: consumption.automatic ?? false)
+        let required: Set<String> = ["deliveryStatus", "sampleContentProvided"]
+        if let problem = policy.problems().first(where: { policyRequired || !required.contains($0.key) }) {
+            throw ReconcilerError(
+                .invalidValue, source: path, key: "\(key).\(problem.key)",
+                detail: "\(path): \(key).\(problem.key) \(problem.why); Apple's rules for Send Consumption Information")
+        }
+        settings.policy = policy
         return settings
     }
 

@@ -191,19 +191,48 @@ package enum ConsumptionAnswers {
     ///   could not record that: it must not be sent again. A 401 is ``ReconcilerError/Code/credentialsRefused``
     ///   (exit 1), naming the settings to check where they were set (`origins`).
     package static func send(
-        _ prepared: Prepared, again: Bool = false, client: AppStoreServerAPIClient, origins: SettingOrigins, database: Database
+        _ prepared: Prepared, again: Bool = false, answeredBy: ConsumptionAnsweredBy = .command, client: AppStoreServerAPIClient,
+        origins: SettingOrigins, database: Database
     ) async throws {
         let answer = ConsumptionRequests.Answer(
             target: prepared.target, transactionId: prepared.transactionId, notificationUUID: prepared.request.notificationUUID,
-            body: prepared.body, answeredBy: .command)
+            body: prepared.body, answeredBy: answeredBy)
+        switch try await deliver(answer, again: again, client: client, origins: origins, database: database) {
+        case .settled(let settled): throw refusal(settled, transactionId: prepared.transactionId)
+        case .replied(_, let failure?): throw failure
+        case .replied(_, nil): return
+        }
+    }
+
+    /// What became of one answer ``deliver(_:again:client:origins:database:afterApple:)`` was given.
+    package enum Delivery: Sendable {
+        /// Not sent: the request was answered, acked or being sent (nothing written).
+        case settled(ConsumptionRequests.Settled)
+        /// Sent, and Apple's reply recorded; `failure` unless Apple accepted it: ``ReconcilerError/Code/appleRefused``
+        /// for a 4xx, ``ReconcilerError/Code/notRecovered`` for a 429, 5xx or no answer, Apple's 401 as
+        /// ``ReconcilerError/Code/credentialsRefused``.
+        case replied(ConsumptionRequests.Reply, failure: ReconcilerError?)
+    }
+
+    /// One answer: written `sending` in a short transaction of its own (not written, and
+    /// returned settled, when the request is answered, acked or being sent, unless `again`), sent
+    /// with no transaction open, then completed with what Apple said in another. `afterApple` runs
+    /// once Apple answered and before that is recorded (tests stop the work there).
+    /// - Throws: ``ReconcilerError/Code/answerNotRecorded`` when Apple accepted it and the database
+    ///   could not record that (it must not be sent again); the database's errors before Apple is called.
+    package static func deliver(
+        _ answer: ConsumptionRequests.Answer, again: Bool, client: AppStoreServerAPIClient, origins: SettingOrigins, database: Database,
+        afterApple: (@Sendable () async throws -> Void)? = nil
+    ) async throws -> Delivery {
         let requests = ConsumptionRequests(logger: database.logger)
+        let transactionId = answer.transactionId
         if let settled = try await database.transaction({ try await requests.beginAnswer(answer, again: again, on: $0) }) {
-            throw refusal(settled, transactionId: prepared.transactionId)
+            return .settled(settled)
         }
         var reply = ConsumptionRequests.Reply(outcome: .accepted)
         var failure: ReconcilerError?
         do {
-            try await client.sendConsumptionInformation(transactionId: prepared.transactionId, prepared.body)
+            try await client.sendConsumptionInformation(transactionId: transactionId, answer.body)
         } catch let error as AppStoreServerAPIError {
             let details = error.details
             (reply.httpStatus, reply.errorCode, reply.errorMessage) = (details.httpStatusCode, details.errorCode?.rawValue, details.errorMessage)
@@ -220,6 +249,7 @@ package enum ConsumptionAnswers {
                 failure = .partial("the consumption information was not delivered: \(error); send it again")
             }
         }
+        try await afterApple?()
         let completed = reply
         do {
             try await database.transaction { try await requests.completeAnswer(answer.sendId, with: completed, on: $0) }
@@ -228,16 +258,18 @@ package enum ConsumptionAnswers {
             guard let failure else {
                 throw ReconcilerError(
                     .answerNotRecorded,
-                    "Apple accepted the consumption information for transaction \(prepared.transactionId) (202), but the database could not record it (\(why)): "
+                    "Apple accepted the consumption information for transaction \(transactionId) (202), but the database could not record it (\(why)): "
                         + "do not send it again; once the database is back, record that the request needs nothing more with "
-                        + "`reconciler consumption ack --transaction-id \(prepared.transactionId) --note \"accepted by Apple, not recorded\"`")
+                        + "`reconciler consumption ack --transaction-id \(transactionId) --note \"accepted by Apple, not recorded\"`")
             }
-            throw ReconcilerError(
-                failure.code,
-                "\(failure.description); the database could not record Apple's answer (\(why)), so the request stays marked as being sent: "
-                    + "the next answer needs --again")
+            return .replied(
+                reply,
+                failure: ReconcilerError(
+                    failure.code,
+                    "\(failure.description); the database could not record Apple's answer (\(why)), so the request stays marked as being sent: "
+                        + "the next answer needs --again"))
         }
-        if let failure { throw failure }
+        return .replied(reply, failure: failure)
     }
 
     /// Why `send` refuses a request, and what the operator can do (who answered or acked it, and

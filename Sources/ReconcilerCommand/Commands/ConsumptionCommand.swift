@@ -34,7 +34,7 @@ struct ConsumptionCommand: AsyncParsableCommand {
               reconciler consumption ack --transaction-id 2000000100000318 \\
                   --note "answered by the app"
             """,
-        subcommands: [ListCommand.self, SendCommand.self, AckCommand.self])
+        subcommands: [ListCommand.self, SendCommand.self, AckCommand.self, RespondCommand.self])
 
     struct ListCommand: AsyncParsableCommand, UsesAppsOptions {
         static let configuration = CommandConfiguration(
@@ -300,6 +300,106 @@ struct ConsumptionCommand: AsyncParsableCommand {
                     print("already acked: \(what), \(ack); the first ack is kept")
                 }
             }
+        }
+    }
+
+    struct RespondCommand: AsyncParsableCommand, UsesAppsOptions {
+        static let configuration = CommandConfiguration(
+            commandName: "respond",
+            abstract: "Answer every open consumption request now by the configuration's consumption policy.",
+            discussion: """
+                Every open request (neither answered nor acked nor past its deadline) of the apps whose \
+                configuration file section `consumption:` gives a policy is answered now by it, soonest deadline \
+                first, through each app's request budget shared with its other processes; answerAfter does not \
+                apply (the operator chose to answer). Each answer is recorded as being sent before Apple is called \
+                (answeredBy: policy), so a rerun sends nothing again; a request whose answer was never recorded is \
+                not sent again (`consumption send --again` or `consumption ack` settle it). A request the policy \
+                would answer against Apple's rules for its purchase (a percentage for a subscription, \
+                GRANT_PRORATED without one for a consumable, Family Sharing) is listed, not sent. --dry-run prints \
+                the answers it would send, one JSON object a line, and sends nothing; without it each answer sent \
+                is printed the same way, with its outcome.
+
+                Exit codes: 0 every answer planned was accepted (or there was none); 1 bad usage, no policy, a \
+                policy without customerConsented: true, or one that breaks Apple's rules for a request; 2 a 429, \
+                5xx or no answer left some unsent: run it again; 4 Apple refused an answer, or an answer's \
+                outcome was never recorded.
+
+                  reconciler consumption respond --dry-run
+                  reconciler consumption respond --app com.example.one --environment production
+                """)
+
+        @Flag(help: "Print the answers it would send, and send nothing.") var dryRun = false
+
+        @OptionGroup var options: AppleOptions
+
+        /// One answer as printed: the request, where it goes, and the body Apple is sent.
+        struct Line: Encodable {
+            var bundleId: String
+            var environment: String
+            var transactionId: String
+            var notificationUUID: String
+            var productId: String?
+            var respondBy: Timestamp
+            var answer: ConsumptionRequest
+            var outcome: String?
+
+            init(_ planned: ConsumptionResponder.Planned, outcome: String? = nil) {
+                (bundleId, environment, transactionId, notificationUUID) = (
+                    planned.target.bundleId, planned.target.environment.rawValue, planned.transactionId, planned.request.notificationUUID
+                )
+                (productId, respondBy, answer, self.outcome) = (planned.productId, planned.request.respondBy, planned.body, outcome)
+            }
+
+            var text: String {
+                let encoder = JSONEncoder()
+                encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+                return (try? encoder.encode(self)).map { String(decoding: $0, as: UTF8.self) } ?? ""
+            }
+        }
+
+        func run() async throws {
+            let logger = logging.makeLogger()
+            let loaded = try app.loadTargets(api: api)
+            let targets = loaded.targets.compactMap { target in
+                ConsumptionResponder.Target(
+                    app: target.app, settings: target.configuration.consumption, client: target.client, origins: target.origins)
+            }
+            guard !targets.isEmpty else {
+                throw ReconcilerError.configuration(
+                    "no consumption policy is configured for \(loaded.targets.map(\.app.description).joined(separator: ", ")): add a consumption "
+                        + "section (customerConsented, deliveryStatus, sampleContentProvided, ...) to the configuration file")
+            }
+            let commandTargets = loaded.targets.filter { target in targets.contains { $0.app == target.app } }
+            let dryRun = self.dryRun
+            let outcome = try await database.runWork(
+                logger: logger, sharing: dryRun ? [] : commandTargets.map { $0.sharing([.sendConsumptionInformation]) }
+            ) { database in
+                let plan = try await ConsumptionResponder.plan(targets, at: .now, database: database)
+                if dryRun { return ConsumptionResponder.Outcome(plan: plan) }
+                return try await ConsumptionResponder.respond(plan, targets: targets, answeredBy: .policy, database: database)
+            }
+            let plan = outcome.plan
+            if dryRun {
+                for planned in plan.planned { print(Line(planned).text) }
+            } else {
+                for planned in outcome.accepted { print(Line(planned, outcome: "accepted").text) }
+                for (planned, error) in outcome.failed { print(Line(planned, outcome: "failed: \(error.description)").text) }
+                for planned in outcome.settled { print(Line(planned, outcome: "not sent: answered or acked meanwhile").text) }
+                for planned in outcome.expired { print(Line(planned, outcome: "not sent: its deadline passed").text) }
+            }
+            for unanswerable in plan.unanswerable {
+                FileHandle.standardError.write(
+                    Data(
+                        "not answered by policy: transaction \(unanswerable.request.transactionId ?? "-") (\(unanswerable.request.bundleId), \(unanswerable.request.environment)): \(unanswerable.why)\n"
+                            .utf8))
+            }
+            let sent = dryRun ? "would send" : "sent"
+            let count = dryRun ? plan.planned.count : outcome.accepted.count + outcome.failed.count
+            FileHandle.standardError.write(
+                Data(
+                    "\(sent) \(Plural.count(count, "answer")); \(plan.unanswerable.count) against Apple's rules, \(plan.outcomeUnknown.count) with an unrecorded outcome, \(outcome.settled.count + outcome.expired.count) settled or expired meanwhile\n"
+                        .utf8))
+            if let ending = outcome.ending { throw ending }
         }
     }
 }

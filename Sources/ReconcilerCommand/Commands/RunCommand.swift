@@ -161,6 +161,7 @@ struct RunCommand: AsyncParsableCommand, UsesAppsOptions {
             }
         }
         try metrics?.write()
+        if !dryRun { try await answerDueConsumptionRequests(logger: logger) }
         if let reportJson, let data = try RecoveryOutcome.reportJSON(outcomes) {
             do {
                 try data.write(to: URL(fileURLWithPath: reportJson))
@@ -237,6 +238,27 @@ struct RunCommand: AsyncParsableCommand, UsesAppsOptions {
             }
             return (outcomes, pages)
         }
+    }
+
+    /// With `consumption: {automatic: true}`, the requests whose `answerAfter` passed and whose
+    /// deadline has not are answered by the policy after the recovery, through each app's shared
+    /// budget (joined only here, while answers are sent). What it sent is printed; an answer not
+    /// sent is logged and left to the next run or `consumption respond`, and does not change the
+    /// run's exit code.
+    private func answerDueConsumptionRequests(logger: Logger) async throws {
+        let loaded = try app.loadTargets(api: api)
+        let automatic = loaded.targets.filter { $0.configuration.consumption.policy?.automatic == true }
+        guard !automatic.isEmpty else { return }
+        let targets = automatic.compactMap {
+            ConsumptionResponder.Target(app: $0.app, settings: $0.configuration.consumption, client: $0.client, origins: $0.origins)
+        }
+        let outcome = try await database.runWork(logger: logger, sharing: automatic.map { $0.sharing([.sendConsumptionInformation]) }) {
+            try await ConsumptionResponder.answerDue(targets, at: .now, database: $0)
+        }
+        if !outcome.accepted.isEmpty || !outcome.failed.isEmpty {
+            print("consumption  \(Plural.count(outcome.accepted.count, "request")) answered by the consumption policy (automatic)")
+        }
+        if let ending = outcome.ending { logger.warning("automatic consumption answers: \(ending.description)") }
     }
 
     /// The windows this invocation recovers.

@@ -10,6 +10,10 @@ package struct ConsumptionAnsweredBy: RawRepresentable, Hashable, Sendable, Coda
 
     /// `reconciler consumption send`, by an operator.
     package static let command = ConsumptionAnsweredBy(rawValue: "command")
+    /// The configuration's `consumption` policy (`consumption respond`, or automatically).
+    package static let policy = ConsumptionAnsweredBy(rawValue: "policy")
+    /// The app, through the app API's `POST /v1/consumption/{transactionId}`.
+    package static let app = ConsumptionAnsweredBy(rawValue: "app")
 
     package var description: String { rawValue }
 

@@ -14,8 +14,12 @@ package struct ConsumptionSettings: Sendable, Hashable {
     }
 
     package var liveRequests: LiveRequests
+    /// How the reconciler answers the requests by itself (`consumption respond`, and with
+    /// `automatic` each run); `nil`: no policy, answers only by `consumption send`.
+    package var policy: ConsumptionPolicy?
 
-    package init(liveRequests: LiveRequests = .watch) {
+    package init(liveRequests: LiveRequests = .watch, policy: ConsumptionPolicy? = nil) {
         self.liveRequests = liveRequests
+        self.policy = policy
     }
 }

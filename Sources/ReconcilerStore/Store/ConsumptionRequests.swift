@@ -186,17 +186,18 @@ package struct ConsumptionRequests: Sendable {
     }
 
     /// What Apple's rules for an answer depend on, from the stored transaction: its product type
-    /// (Apple's `type`) and ownership (`FAMILY_SHARED`, `PURCHASED`); `nil` when it is not stored.
+    /// (Apple's `type`), ownership (`FAMILY_SHARED`, `PURCHASED`) and product ID (which a
+    /// consumption policy's `products` name); `nil` when it is not stored.
     package func transactionFacts(
         _ transactionId: String, of target: AppTarget, on transaction: DatabaseTransaction
-    ) async throws -> (productType: ProductType?, ownership: InAppOwnershipType?)? {
+    ) async throws -> (productType: ProductType?, ownership: InAppOwnershipType?, productId: String?)? {
         let rows = try await transaction.query(
             """
-            SELECT product_type, in_app_ownership_type FROM transactions
+            SELECT product_type, in_app_ownership_type, product_id FROM transactions
             WHERE bundle_id = \(target.bundleId) AND environment = \(target.environment.rawValue) AND transaction_id = \(transactionId)
             """, logger: logger)
-        for try await (type, ownership) in rows.decode((String?, String?).self) {
-            return (type.map(ProductType.init(rawValue:)), ownership.map(InAppOwnershipType.init(rawValue:)))
+        for try await (type, ownership, productId) in rows.decode((String?, String?, String?).self) {
+            return (type.map(ProductType.init(rawValue:)), ownership.map(InAppOwnershipType.init(rawValue:)), productId)
         }
         return nil
     }

@@ -104,6 +104,92 @@ import Testing
         #expect(plain.targets.map(\.consumption.liveRequests) == [.watch])
     }
 
+    /// `consumption:` as a policy: the top level's for every app, an app's keys over it (products by
+    /// product ID), `answerAfter` 2h and `automatic` false unless said; no policy without its keys.
+    @Test func aConsumptionPolicyIsSaidAtTheTopOrPerAppAndMerged() throws {
+        let configuration = try load(
+            """
+            key: {id: K, issuer: I, privateKeyPath: /k.p8}
+            consumption:
+              customerConsented: true
+              deliveryStatus: delivered
+              sampleContentProvided: false
+              refundPreference: DECLINE
+              products:
+                com.example.coins.100: {refundPreference: GRANT_PRORATED, consumptionPercentage: 50000}
+            apps:
+              - {bundleId: com.example.one, appAppleId: 1}
+              - bundleId: com.example.two
+                appAppleId: 2
+                consumption:
+                  answerAfter: 30m
+                  automatic: true
+                  products: {com.example.lifetime: {deliveryStatus: UNDELIVERED_OTHER, consumptionPercentage: 0}}
+            """)
+        let one = try #require(configuration.targets[0].consumption.policy)
+        #expect(one.customerConsented && !one.automatic && one.answerAfter == .seconds(7200))
+        #expect(
+            one.body(forProduct: "com.example.premium.monthly")
+                == ConsumptionRequest(
+                    customerConsented: true, deliveryStatus: .delivered, sampleContentProvided: false, refundPreference: .decline))
+        #expect(
+            one.body(forProduct: "com.example.coins.100")
+                == ConsumptionRequest(
+                    customerConsented: true, deliveryStatus: .delivered, sampleContentProvided: false, consumptionPercentage: 50_000,
+                    refundPreference: .grantProrated))
+        let two = try #require(configuration.targets[1].consumption.policy)
+        #expect(two.automatic && two.answerAfter == .seconds(1800))
+        #expect(Set(two.products.keys) == ["com.example.coins.100", "com.example.lifetime"])
+        #expect(two.body(forProduct: "com.example.lifetime")?.deliveryStatus == .undeliveredOther)
+        let plain = try load(
+            "key: {id: K, issuer: I, privateKeyPath: /k.p8}\nconsumption: {liveRequests: ignore}\napps:\n  - {bundleId: a, appAppleId: 1}")
+        #expect(plain.targets[0].consumption.policy == nil)
+        // Without consent the policy loads, and gives no answer.
+        let unconsented = try load(
+            "key: {id: K, issuer: I, privateKeyPath: /k.p8}\nconsumption: {deliveryStatus: DELIVERED, sampleContentProvided: true}\n"
+                + "apps:\n  - {bundleId: a, appAppleId: 1}")
+        #expect(unconsented.targets[0].consumption.policy?.body(forProduct: nil) == nil)
+    }
+
+    /// A policy that breaks Apple's rules for Send Consumption Information is refused when the
+    /// file loads, naming the key.
+    @Test(arguments: [
+        ("consumption: {customerConsented: true, sampleContentProvided: false}", "consumption.deliveryStatus"),
+        ("consumption: {customerConsented: true, deliveryStatus: SHIPPED, sampleContentProvided: false}", "consumption.deliveryStatus"),
+        ("consumption: {customerConsented: true, deliveryStatus: DELIVERED}", "consumption.sampleContentProvided"),
+        (
+            "consumption: {customerConsented: true, deliveryStatus: DELIVERED, sampleContentProvided: false, refundPreference: MAYBE}",
+            "consumption.refundPreference"
+        ),
+        (
+            "consumption: {customerConsented: true, deliveryStatus: DELIVERED, sampleContentProvided: false, consumptionPercentage: 10}",
+            "consumption.consumptionPercentage"
+        ),
+        (
+            "consumption: {customerConsented: true, deliveryStatus: UNDELIVERED_OTHER, sampleContentProvided: false, products: {p: {consumptionPercentage: 10}}}",
+            "consumption.products.p.consumptionPercentage"
+        ),
+        (
+            "consumption: {customerConsented: true, deliveryStatus: DELIVERED, sampleContentProvided: false, products: {p: {consumptionPercentage: 100001}}}",
+            "consumption.products.p.consumptionPercentage"
+        ),
+        (
+            "consumption: {customerConsented: true, deliveryStatus: DELIVERED, sampleContentProvided: false, refundPreference: GRANT_PRORATED, products: {p: {consumptionPercentage: 100000}}}",
+            "consumption.products.p.consumptionPercentage"
+        ),
+        (
+            "consumption: {customerConsented: true, deliveryStatus: DELIVERED, sampleContentProvided: false, answerAfter: 7200}",
+            "consumption.answerAfter"
+        ),
+    ])
+    func aConsumptionPolicyAgainstApplesRulesIsRefusedAtLoad(section: String, key: String) throws {
+        let error = #expect(throws: ReconcilerError.self) {
+            try load("key: {id: K, issuer: I, privateKeyPath: /k.p8}\n\(section)\napps:\n  - {bundleId: a, appAppleId: 1}")
+        }
+        #expect(error?.code == .invalidValue, "\(String(describing: error))")
+        #expect(error?.key == key, "\(String(describing: error))")
+    }
+
     /// Each mistake names the file and the key; none is taken for a default.
     @Test(arguments: [
         ("apps: []\nkey: {id: K, issuer: I, privateKeyPath: /k.p8}", ReconcilerError.Code.missingKey, "apps"),
