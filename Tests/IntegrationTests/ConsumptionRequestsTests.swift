@@ -336,7 +336,7 @@ import Testing
             for (live, expected) in [(ConsumptionSettings.LiveRequests.watch, 2.0), (.ignore, 1.0)] {
                 let metrics = MetricsRegistry(environment: "Production", bundleId: TestApp.bundleId)
                 var ledgerMetrics = LedgerMetrics(
-                    ledger: RunLedger(database: db.database), environment: "Production", bundleId: TestApp.bundleId, registry: metrics,
+                    ledger: RunLedger(database: db.database), app: AppTarget(bundleId: TestApp.bundleId, environment: .production), registry: metrics,
                     liveConsumptionRequests: live)
                 ledgerMetrics.now = { moment }
                 try await ledgerMetrics.refresh()

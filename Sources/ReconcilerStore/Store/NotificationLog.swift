@@ -178,7 +178,7 @@ package struct NotificationLog: Sendable {
             if n.storage == nil { wholeUUIDs.append(n.notificationUUID) }
             return NotificationColumns(
                 notification_uuid: n.notificationUUID, notification_type: n.notificationType.rawValue, subtype: n.subtype?.rawValue,
-                signed_date_ms: n.signedDate, bundle_id: bundleId, environment: n.environment,
+                signed_date_ms: n.signedDate, bundle_id: bundleId, environment: environment,
                 original_transaction_id: n.originalTransactionId, transaction_id: n.transaction?.transactionId, source: source.name,
                 run_id: source.runId, outcome: row.outcome.rawValue, first_send_attempt_ms: n.firstSendAttempt,
                 respond_by_ms: n.respondBy?.millisecondsSince1970,

@@ -47,7 +47,6 @@ extension PurchaseStore {
     /// What to move forward on one purchase after its transactions are stored.
     package struct PurchaseUpdate: Sendable {
         package var originalTransactionId: String
-        package var environment: String
         package var renewalInfo: Verified<JWSRenewalInfoDecodedPayload>?
         package var notification: NotificationFacts?
         package var status: StatusFact?
@@ -55,11 +54,10 @@ extension PurchaseStore {
         var renewalFromNotification: Bool
 
         package init(
-            originalTransactionId: String, environment: String, renewalInfo: Verified<JWSRenewalInfoDecodedPayload>? = nil,
+            originalTransactionId: String, renewalInfo: Verified<JWSRenewalInfoDecodedPayload>? = nil,
             notification: NotificationFacts? = nil, status: StatusFact? = nil
         ) {
             self.originalTransactionId = originalTransactionId
-            self.environment = environment
             self.renewalInfo = renewalInfo
             self.notification = notification
             self.status = status
