@@ -59,8 +59,8 @@ package struct RunLedger: Sendable {
         let newest = try await runs(
             """
             SELECT \(unescaped: Self.runColumns) FROM reconcile_runs
-            WHERE environment = \(app.environment) AND bundle_id = \(app.bundleId) AND window_start_ms = \(window.start.millisecondsSince1970)
-              AND window_end_ms = \(window.end.millisecondsSince1970) AND dry_run = \(dryRun) AND kind <> 'repair'
+            WHERE environment = \(app.environment) AND bundle_id = \(app.bundleId) AND window_start_ms = \(window.start)
+              AND window_end_ms = \(window.end) AND dry_run = \(dryRun) AND kind <> 'repair'
             ORDER BY run_id DESC LIMIT 1
             """
         ).first
@@ -121,9 +121,9 @@ package struct RunLedger: Sendable {
                 WHERE environment = \(app.environment) AND bundle_id = \(app.bundleId) AND NOT dry_run AND kind <> 'repair'
                   AND status IN ('succeeded', 'succeeded_with_rejections')
                 """, logger: logger)
-            for try await (windowEnd, finishedAt) in rows.decode((Int64?, Date?).self) {
+            for try await (windowEnd, finishedAt) in rows.decode((Timestamp?, Date?).self) {
                 guard let windowEnd, let finishedAt else { return nil }
-                return FinishedRuns(windowEnd: Timestamp(millisecondsSince1970: windowEnd), finishedAt: finishedAt)
+                return FinishedRuns(windowEnd: windowEnd, finishedAt: finishedAt)
             }
             return nil
         }
@@ -141,7 +141,7 @@ package struct RunLedger: Sendable {
             let rows = try await transaction.query(
                 """
                 INSERT INTO reconcile_runs (kind, environment, bundle_id, window_start_ms, window_end_ms, dry_run, options, holder)
-                VALUES (\(kind.rawValue), \(app.environment), \(app.bundleId), \(window.start.millisecondsSince1970), \(window.end.millisecondsSince1970), \(dryRun), \(optionsJSON)::jsonb, \(holder))
+                VALUES (\(kind.rawValue), \(app.environment), \(app.bundleId), \(window.start), \(window.end), \(dryRun), \(optionsJSON)::jsonb, \(holder))
                 RETURNING \(unescaped: Self.runColumns)
                 """, logger: logger)
             var created: RunRecord?

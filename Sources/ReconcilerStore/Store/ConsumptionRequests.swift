@@ -108,7 +108,7 @@ package struct ConsumptionRequests: Sendable {
     ) async throws -> [Request] {
         let scope = try PurchaseStore.scope(apps)
         let watching = try PurchaseStore.scope(watchingLive)
-        let now = moment?.millisecondsSince1970
+        let now = moment
         let rows = try await transaction.query(
             """
             SELECT \(unescaped: Self.requestColumns) FROM \(unescaped: Self.requestSource)
@@ -142,7 +142,7 @@ package struct ConsumptionRequests: Sendable {
     /// The requests a run recorded for the first time, soonest deadline first (at most `limit`),
     /// counted in all and by state at `now` (the counts are not limited).
     package func recorded(byRun runId: Int64, limit: Int, at now: Timestamp, on transaction: DatabaseTransaction) async throws -> RecordedByRun {
-        let moment = now.millisecondsSince1970
+        let moment = now
         let rows = try await transaction.query(
             """
             WITH recorded AS (

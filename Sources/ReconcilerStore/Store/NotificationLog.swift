@@ -247,9 +247,9 @@ package struct NotificationLog: Sendable {
         let rows = try await transaction.query(
             """
             SELECT max(signed_date_ms) FROM notifications
-            WHERE source = 'webhook' AND bundle_id = \(target.bundleId) AND environment = \(target.environment.rawValue)
+            WHERE source = 'webhook' AND bundle_id = \(target.bundleId) AND environment = \(target.environment)
             """, logger: logger)
-        for try await value in rows.decode(Int64?.self) { return value.map(Timestamp.init(millisecondsSince1970:)) }
+        for try await value in rows.decode(Timestamp?.self) { return value }
         return nil
     }
 

@@ -317,7 +317,7 @@ private enum RefreshPurchasesSQL: PreparedSQL {
 }
 
 private enum PurchaseStatesSQL: PreparedSQL {
-    static func query(originalTransactionIds: [String], bundleId: String, environment: String) -> PostgresQuery {
+    static func query(originalTransactionIds: [String], bundleId: String, environment: AppStoreEnvironment) -> PostgresQuery {
         """
         SELECT p.* FROM unnest(\(originalTransactionIds)::text[]) AS key(original_transaction_id)
         CROSS JOIN LATERAL (
@@ -328,6 +328,6 @@ private enum PurchaseStatesSQL: PreparedSQL {
         """
     }
 
-    static let sql = query(originalTransactionIds: [], bundleId: "", environment: "").sql
+    static let sql = query(originalTransactionIds: [], bundleId: "", environment: .production).sql
     static let bindingTypes: [PostgresDataType] = [.textArray, .text, .text]
 }
