@@ -302,7 +302,7 @@ import Testing
                     == .invalidInput)
             #expect(try await db.count("SELECT count(*) FROM consumption_acks") == 2)
             let chosen = try await ConsumptionAcks.ack(transactionId: "9101", apps: [target], by: "carol", note: nil, database: db.database)
-            #expect(chosen.target == target && chosen.newlyAcked.count == 1 && chosen.requests.map(\.environment) == ["Production"])
+            #expect(chosen.target == target && chosen.newlyAcked.count == 1 && chosen.requests.map(\.environment) == [.production])
             // Only the sandbox's request is left open.
             #expect(try await open() == ["9101"])
             #expect(try await gauged() == 0)

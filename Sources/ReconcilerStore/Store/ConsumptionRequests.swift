@@ -29,7 +29,7 @@ package struct ConsumptionRequests: Sendable {
     package struct Request: Sendable, Hashable, Codable {
         package var notificationUUID: String
         package var bundleId: String
-        package var environment: String
+        package var environment: AppStoreEnvironment
         /// The transaction the customer asked a refund for: what Send Consumption Information names.
         package var transactionId: String?
         package var originalTransactionId: String?
@@ -351,7 +351,8 @@ package struct ConsumptionRequests: Sendable {
         let json = try PurchaseStore.json(
             requests.sorted { $0.notificationUUID < $1.notificationUUID }.map {
                 Row(
-                    notification_uuid: $0.notificationUUID, bundle_id: $0.bundleId, environment: $0.environment, transaction_id: transactionId,
+                    notification_uuid: $0.notificationUUID, bundle_id: $0.bundleId, environment: $0.environment.rawValue,
+                    transaction_id: transactionId,
                     acked_by: ackedBy, note: note)
             })
         let rows = try await transaction.query(
@@ -398,4 +399,9 @@ package struct ConsumptionRequests: Sendable {
         }
         return (counts, soonest)
     }
+}
+
+extension ConsumptionRequests.Request {
+    /// The app and environment the request was stored for.
+    package var app: AppTarget { AppTarget(bundleId: bundleId, environment: environment) }
 }
