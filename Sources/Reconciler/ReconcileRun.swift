@@ -60,8 +60,8 @@ package struct ReconcileRun: Sendable {
     let client: AppStoreServerAPIClient
     let ledger: RunLedger
     let logger: Logger
-    /// The app and environment the run is for (the verifier's).
-    let app: SignedDataVerifier.Configuration
+    /// The app and environment the run is for, as the command was given it.
+    let app: AppTarget
 
     /// - Parameter scope: the app and environment, with its rule for `entitled` (the verifier's app).
     package init(
@@ -72,11 +72,8 @@ package struct ReconcileRun: Sendable {
         self.client = client
         self.logger = database.logger
         self.ledger = RunLedger(database: database)
-        self.app = verifier.configuration
+        self.app = scope.target
     }
-
-    var environment: String { app.environment.rawValue }
-    var bundleId: String { app.bundleId }
 
     /// How far back Apple keeps notification history.
     package static func retention(_ environment: AppStoreEnvironment) -> Duration {
@@ -110,7 +107,7 @@ package struct ReconcileRun: Sendable {
         let lease = RunLease(configuration: configuration.lease, ledger: ledger)
         let recorded = Locked<RunReport?>(nil)
         do {
-            return try await lease.withLease(environment: environment, bundleId: bundleId, onWait: onWait) { handle in
+            return try await lease.withLease(app: app, onWait: onWait) { handle in
                 let record = try await startOrResume()
                 try await handle.attach(runId: record.runId)
                 logger.info(
@@ -203,7 +200,7 @@ package struct ReconcileRun: Sendable {
     private func startOrResume() async throws -> RunRecord {
         if !configuration.fresh,
             let existing = try await ledger.resumableRun(
-                environment: environment, bundleId: bundleId, window: configuration.window, dryRun: configuration.dryRun)
+                app: app, window: configuration.window, dryRun: configuration.dryRun)
         {
             try await ledger.resume(runId: existing.runId, holder: configuration.lease.holder, forwardTo: configuration.options.forwardTo)
             logger.info("resuming run", metadata: ["runId": "\(existing.runId)", "previousStatus": "\(existing.status.rawValue)"])
@@ -212,7 +209,7 @@ package struct ReconcileRun: Sendable {
         let planner = ReplayPlanner(configuration: configuration.options.planner)
         let shards = planner.plan(configuration.window)
         return try await ledger.createRun(
-            kind: configuration.kind, environment: environment, bundleId: bundleId, window: configuration.window,
+            kind: configuration.kind, app: app, window: configuration.window,
             dryRun: configuration.dryRun, options: configuration.options, shards: shards,
             holder: configuration.lease.holder)
     }

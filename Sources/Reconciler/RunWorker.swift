@@ -51,11 +51,11 @@ package struct RunWorker: Sendable {
     package func work(progress: RunProgress) async throws {
         let runId = configuration.runId
         guard let run = try await ledger.run(id: runId) else { throw ReconcilerError(.cannotJoin, "there is no run \(runId)") }
-        let verifier = handler.verifier.configuration
-        guard run.environment == verifier.environment.rawValue, run.bundleId == verifier.bundleId else {
+        let scope = handler.scope
+        guard run.environment == scope.environment, run.bundleId == scope.bundleId else {
             throw ReconcilerError(
                 .cannotJoin,
-                "run \(runId) is for \(run.bundleId) in \(run.environment), not the configured \(verifier.bundleId) in \(verifier.environment.rawValue)"
+                "run \(runId) is for \(run.bundleId) in \(run.environment), not the configured \(scope.bundleId) in \(scope.environment)"
             )
         }
         guard run.kind != .repair else {

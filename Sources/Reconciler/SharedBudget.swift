@@ -20,7 +20,7 @@ package import ReconcilerStore
 /// ```swift
 /// let budget = SharedBudget(
 ///     configuration: .init(claims: RequestBudget(environment: .production, appRequestsPerSecond: 40).claims([.getTransactionHistory])),
-///     database: database, limiter: client.rateLimiter, environment: .production, bundleId: "com.example.app")
+///     database: database, limiter: client.rateLimiter, app: AppTarget(bundleId: "com.example.app", environment: .production))
 /// try await budget.join()          // before the first request
 /// try await budget.keepShared()    // until cancelled; then budget.leave()
 /// ```
@@ -73,18 +73,17 @@ package final class SharedBudget: RateLimiter.Observer, Sendable {
     /// Joining waits for the database as long as any of the process's work does.
     let joiningLedger: RunLedger
     let limiter: RateLimiter
-    let environment: String
-    let bundleId: String
+    /// The app and environment whose budget is shared.
+    let app: AppTarget
     let logger: Logger
     let lease = Locked(Lease())
 
-    package init(configuration: Configuration, database: Database, limiter: RateLimiter, environment: AppStoreEnvironment, bundleId: String) {
+    package init(configuration: Configuration, database: Database, limiter: RateLimiter, app: AppTarget) {
         self.configuration = configuration
         self.ledger = RunLedger(database: database.with(unavailableTimeout: configuration.leaseDuration))
         self.joiningLedger = RunLedger(database: database)
         self.limiter = limiter
-        self.environment = environment.rawValue
-        self.bundleId = bundleId
+        self.app = app
         self.logger = database.logger
     }
 
@@ -115,11 +114,9 @@ package final class SharedBudget: RateLimiter.Observer, Sendable {
 
     /// Gives the lease up (briefly: a lease that cannot be released runs out by itself).
     package func leave() async {
-        let (ledger, environment, bundleId, process) = (
-            RunLedger(database: ledger.database.with(unavailableTimeout: .seconds(2))), self.environment, self.bundleId, configuration.process
-        )
+        let (ledger, app, process) = (RunLedger(database: ledger.database.with(unavailableTimeout: .seconds(2))), self.app, configuration.process)
         try? await Task.detached {
-            try await BudgetLedger(database: ledger.database).releaseBudgetLease(environment: environment, bundleId: bundleId, process: process)
+            try await BudgetLedger(database: ledger.database).releaseBudgetLease(app: app, process: process)
         }.value
     }
 
@@ -127,7 +124,7 @@ package final class SharedBudget: RateLimiter.Observer, Sendable {
     package func endpointClosed(_ endpoint: AppStoreServerAPIEndpoint, untilUNIXMilliseconds milliseconds: Int64) async {
         do {
             try await BudgetLedger(database: ledger.database).closeEndpoint(
-                environment: environment, bundleId: bundleId, endpoint: endpoint.name, untilMilliseconds: milliseconds)
+                app: app, endpoint: endpoint.name, untilMilliseconds: milliseconds)
         } catch {
             logger.warning("could not share an endpoint's Retry-After", metadata: ["endpoint": "\(endpoint.name)", "error": "\(error)"])
         }
@@ -142,7 +139,7 @@ package final class SharedBudget: RateLimiter.Observer, Sendable {
         let rejoining = lease.withLock { !$0.holds(at: started) }
         do {
             let live = try await BudgetLedger(database: (ledger ?? self.ledger).database).renewBudgetLease(
-                environment: environment, bundleId: bundleId, process: configuration.process, declaration: declaration,
+                app: app, process: configuration.process, declaration: declaration,
                 duration: configuration.leaseDuration, announce: announce || rejoining)
             let shares = BudgetAllocation.shares(of: configuration.process, among: live)
             lease.withLock { lease in
@@ -220,8 +217,7 @@ package final class SharedBudget: RateLimiter.Observer, Sendable {
 
     private func applyClosures() async throws {
         let now = Int64(Date().timeIntervalSince1970 * 1000)
-        for (name, until) in try await BudgetLedger(database: ledger.database).closedEndpoints(environment: environment, bundleId: bundleId, now: now)
-        {
+        for (name, until) in try await BudgetLedger(database: ledger.database).closedEndpoints(app: app, now: now) {
             guard let endpoint = AppStoreServerAPIEndpoint.all.first(where: { $0.name == name }) else { continue }
             await limiter.closeFromElsewhere(endpoint, untilUNIXMilliseconds: until)
         }

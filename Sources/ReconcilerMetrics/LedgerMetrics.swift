@@ -1,4 +1,4 @@
-import AppStoreServer
+package import AppStoreServer
 import CoreMetrics
 import Foundation
 import Logging
@@ -18,8 +18,8 @@ import ServiceLifecycle
 /// notification).
 ///
 /// ```swift
-/// let ledgerMetrics = LedgerMetrics(ledger: RunLedger(database: database), environment: "Production",
-///                                   bundleId: "com.example.app", registry: metrics)
+/// let ledgerMetrics = LedgerMetrics(ledger: RunLedger(database: database),
+///                                   app: AppTarget(bundleId: "com.example.app", environment: .production), registry: metrics)
 /// try await ledgerMetrics.refresh()                                   // once (run)
 /// let app = server.makeApplication(services: [client, ledgerMetrics]) // periodically (serve)
 /// ```
@@ -34,8 +34,8 @@ package struct LedgerMetrics: Service {
     }
 
     package let ledger: RunLedger
-    package let environment: String
-    package let bundleId: String
+    /// The app and environment whose rows the gauges read.
+    package let app: AppTarget
     package let registry: MetricsRegistry
     package let configuration: Configuration
     /// Whether the consumption requests the live webhook received count as open.
@@ -49,13 +49,12 @@ package struct LedgerMetrics: Service {
     private let forwardingLabels = Locked<Set<String>>([])
 
     package init(
-        ledger: RunLedger, environment: String, bundleId: String, registry: MetricsRegistry, configuration: Configuration = .init(),
+        ledger: RunLedger, app: AppTarget, registry: MetricsRegistry, configuration: Configuration = .init(),
         liveConsumptionRequests: ConsumptionSettings.LiveRequests = .watch,
         forwardingTargets: [ForwardingTarget] = []
     ) {
         self.ledger = ledger
-        self.environment = environment
-        self.bundleId = bundleId
+        self.app = app
         self.registry = registry
         self.configuration = configuration
         self.liveConsumptionRequests = liveConsumptionRequests
@@ -65,21 +64,20 @@ package struct LedgerMetrics: Service {
     /// Reads the values and sets their gauges; a value the database does not have yet (no
     /// finished run, no live notification) leaves its series absent.
     package func refresh() async throws {
-        let quarantined = try await ledger.unacknowledgedQuarantineCount(environment: environment, bundleId: bundleId)
+        let quarantined = try await ledger.unacknowledgedQuarantineCount(app: app)
         MetricDefinition.quarantineUnacknowledged.gauge(in: registry).record(quarantined)
-        for (kind, count) in try await ledger.unacknowledgedGivenUpCount(environment: environment, bundleId: bundleId) {
+        for (kind, count) in try await ledger.unacknowledgedGivenUpCount(app: app) {
             MetricDefinition.givenUpUnacknowledged.gauge([kind.rawValue], in: registry).record(count)
         }
-        let unfinished = try await ledger.unfinishedScheduledRuns(environment: environment, bundleId: bundleId)
+        let unfinished = try await ledger.unfinishedScheduledRuns(app: app)
         MetricDefinition.scheduleUnfinishedWindows.gauge(in: registry).record(unfinished.count)
         MetricDefinition.scheduleOldestUnfinishedWindowStart.gauge(in: registry).record(
             unfinished.first?.window.start.secondsSince1970 ?? 0)
-        if let finishedAt = try await ledger.lastFinished(environment: environment, bundleId: bundleId)?.finishedAt {
+        if let finishedAt = try await ledger.lastFinished(app: app)?.finishedAt {
             MetricDefinition.lastFinishedRun.gauge(in: registry).record(finishedAt.timeIntervalSince1970)
         }
         let store = PurchaseStore(logger: ledger.logger)
         let queue = ForwardQueue(database: ledger.database)
-        let app = AppTarget(bundleId: bundleId, environment: AppStoreEnvironment(rawValue: environment))
         let (newestLive, forwarding) = try await ledger.database.transaction { transaction in
             (
                 try await store.notifications.newestLive(of: app, on: transaction),
@@ -123,7 +121,7 @@ package struct LedgerMetrics: Service {
     package static let timeLeftBuckets: [(label: String, from: Int64)] = [("under_2h", 0), ("2h_to_6h", 7_200_000), ("over_6h", 21_600_000)]
 
     private func refreshConsumptionRequests() async throws {
-        let (now, target) = (now(), AppTarget(bundleId: bundleId, environment: AppStoreEnvironment(rawValue: environment)))
+        let (now, target) = (now(), app)
         let requests = ConsumptionRequests(logger: ledger.logger)
         let bounds = Self.timeLeftBuckets.dropFirst().map(\.from)
         let watchingLive = liveConsumptionRequests == .watch

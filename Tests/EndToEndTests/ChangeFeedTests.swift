@@ -285,7 +285,7 @@ import Testing
 
             let ledger = RunLedger(database: db.database)
             let run = try await ledger.createRun(
-                kind: .manual, environment: "Production", bundleId: "com.example", window: TimeWindow(milliseconds: 0..<1),
+                kind: .manual, app: AppTarget(bundleId: "com.example", environment: .production), window: TimeWindow(milliseconds: 0..<1),
                 dryRun: false, options: .init(), shards: [], holder: "test")
             let changes = (1...5).map { PurchaseChange(before: nil, after: PurchaseState(originalTransactionId: "changed-\($0)")) }
             try await db.database.transaction { try await ledger.recordChanges(runId: run.runId, changes, on: $0) }

@@ -245,7 +245,8 @@ import Testing
             for (bundleId, environment) in seeded {
                 let key = "\(bundleId)/\(environment)"
                 let run = try await ledger.createRun(
-                    kind: .manual, environment: environment, bundleId: bundleId, window: TimeWindow(milliseconds: 0..<1), dryRun: false,
+                    kind: .manual, app: AppTarget(bundleId: bundleId, environment: AppStoreEnvironment(rawValue: environment)),
+                    window: TimeWindow(milliseconds: 0..<1), dryRun: false,
                     options: .init(),
                     shards: [], holder: "test")
                 runs[key] = run.runId
@@ -255,7 +256,7 @@ import Testing
                 let rejection = Rejection(source: .notificationHistory, signedValue: forged, error: try #require(error))
                 _ = try await db.database.transaction { connection in
                     try await ledger.quarantine(
-                        [rejection], runId: run.runId, environment: environment, bundleId: bundleId, dryRun: false, on: connection)
+                        [rejection], runId: run.runId, app: run.app, dryRun: false, on: connection)
                 }
                 (hashes[key], uuids[key]) = (rejection.payloadSHA256, uuid)
             }

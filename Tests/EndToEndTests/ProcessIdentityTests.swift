@@ -42,7 +42,7 @@ import Testing
             let bundleId = try #require(rehearsal.environment["APP_STORE_BUNDLE_ID"])
             let ledger = RunLedger(database: rehearsal.db.database)
             let lease = RunLease(configuration: .init(), ledger: ledger)
-            let child = try await lease.withLease(environment: AppStoreEnvironment.production.rawValue, bundleId: bundleId) { _ in
+            let child = try await lease.withLease(app: AppTarget(bundleId: bundleId, environment: .production)) { _ in
                 try await runProcess(
                     "/usr/bin/unshare",
                     [

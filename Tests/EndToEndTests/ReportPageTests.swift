@@ -274,7 +274,7 @@ import Testing
     static func report() -> RunReport {
         let end = Int64(Date().timeIntervalSince1970 * 1000)
         return RunReport(
-            runId: 7, kind: .manual, environment: "Production", bundleId: "com.example.app",
+            runId: 7, kind: .manual, environment: .production, bundleId: "com.example.app",
             windowStart: .init(millisecondsSince1970: end - 3_600_000), windowEnd: .init(millisecondsSince1970: end),
             dryRun: false, status: .succeeded, failure: nil, startedAt: Date(), finishedAt: Date(), durationSeconds: 1.5, replaySeconds: nil,
             urgentRecoverySeconds: nil,

@@ -19,7 +19,7 @@ import Testing
         try await TestDatabase.with { db in
             let ledger = RunLedger(database: db.database)
             let run = try await ledger.createRun(
-                kind: .manual, environment: "Production", bundleId: "com.example", window: TimeWindow(milliseconds: 0..<1),
+                kind: .manual, app: AppTarget(bundleId: "com.example", environment: .production), window: TimeWindow(milliseconds: 0..<1),
                 dryRun: false, options: .init(), shards: [], holder: "test")
             try await db.database.transaction { try await ledger.enqueue(runId: run.runId, anchors: ["1000"], reason: .touched, on: $0) }
             #expect(try await ledger.leaseCustomer(runId: run.runId, worker: "w", leaseDuration: .seconds(60)) == "1000")
@@ -52,7 +52,7 @@ import Testing
         try await TestDatabase.with { db in
             let ledger = RunLedger(database: db.database)
             let run = try await ledger.createRun(
-                kind: .manual, environment: "Production", bundleId: "com.example", window: TimeWindow(milliseconds: 0..<1),
+                kind: .manual, app: AppTarget(bundleId: "com.example", environment: .production), window: TimeWindow(milliseconds: 0..<1),
                 dryRun: false, options: .init(), shards: [], holder: "test")
             let now = Int64(Date().timeIntervalSince1970 * 1000)
             let margin = RunLedger.rereadMargin.components.seconds * 1000
@@ -97,7 +97,8 @@ import Testing
             func budget(_ bundleId: String) -> SharedBudget {
                 SharedBudget(
                     configuration: .init(claims: [.getTransactionHistory: .init(appBudget: 40)]), database: db.database,
-                    limiter: RateLimiter(requestsPerSecond: [.getTransactionHistory: 40]), environment: .production, bundleId: bundleId)
+                    limiter: RateLimiter(requestsPerSecond: [.getTransactionHistory: 40]),
+                    app: AppTarget(bundleId: bundleId, environment: .production))
             }
             let first = budget("com.example")
             try await first.join()
@@ -126,7 +127,8 @@ import Testing
                 SharedBudget(
                     configuration: .init(claims: [.getNotificationHistory: .init(appBudget: 40)], leaseDuration: .seconds(600), process: name),
                     database: db.database,
-                    limiter: RateLimiter(requestsPerSecond: [.getNotificationHistory: 40]), environment: .production, bundleId: "com.example")
+                    limiter: RateLimiter(requestsPerSecond: [.getNotificationHistory: 40]),
+                    app: AppTarget(bundleId: "com.example", environment: .production))
             }
             let a = budget("a"), b = budget("b")
             try await a.join()

@@ -302,7 +302,7 @@ import Testing
                     == .invalidInput)
             #expect(try await db.count("SELECT count(*) FROM consumption_acks") == 2)
             let chosen = try await ConsumptionAcks.ack(transactionId: "9101", apps: [target], by: "carol", note: nil, database: db.database)
-            #expect(chosen.target == target && chosen.newlyAcked.count == 1 && chosen.requests.map(\.environment) == ["Production"])
+            #expect(chosen.target == target && chosen.newlyAcked.count == 1 && chosen.requests.map(\.environment) == [.production])
             // Only the sandbox's request is left open.
             #expect(try await open() == ["9101"])
             #expect(try await gauged() == 0)
@@ -336,7 +336,7 @@ import Testing
             for (live, expected) in [(ConsumptionSettings.LiveRequests.watch, 2.0), (.ignore, 1.0)] {
                 let metrics = MetricsRegistry(environment: "Production", bundleId: TestApp.bundleId)
                 var ledgerMetrics = LedgerMetrics(
-                    ledger: RunLedger(database: db.database), environment: "Production", bundleId: TestApp.bundleId, registry: metrics,
+                    ledger: RunLedger(database: db.database), app: AppTarget(bundleId: TestApp.bundleId, environment: .production), registry: metrics,
                     liveConsumptionRequests: live)
                 ledgerMetrics.now = { moment }
                 try await ledgerMetrics.refresh()

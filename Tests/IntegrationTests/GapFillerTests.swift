@@ -20,7 +20,8 @@ import Testing
                 let verifier = try mock.verifier()
                 let ledger = RunLedger(database: db.database)
                 let run = try await ledger.createRun(
-                    kind: .manual, environment: "Production", bundleId: mock.configuration.scenario.bundleId, window: TimeWindow(milliseconds: 0..<1),
+                    kind: .manual, app: AppTarget(bundleId: mock.configuration.scenario.bundleId, environment: .production),
+                    window: TimeWindow(milliseconds: 0..<1),
                     dryRun: false, options: .init(refreshStatus: true), shards: [], holder: "test")
                 try await ledger.setPhase(runId: run.runId, .gapFill)
                 let originals = Array(Set(mock.sentNotifications.compactMap(\.notification.originalTransactionId)))
@@ -72,7 +73,8 @@ import Testing
                 let ledger = RunLedger(database: db.database)
                 // Still in phase 1 (replay): the worker waits for the customers it queues.
                 let run = try await ledger.createRun(
-                    kind: .manual, environment: "Production", bundleId: mock.configuration.scenario.bundleId, window: TimeWindow(milliseconds: 0..<1),
+                    kind: .manual, app: AppTarget(bundleId: mock.configuration.scenario.bundleId, environment: .production),
+                    window: TimeWindow(milliseconds: 0..<1),
                     dryRun: false, options: .init(), shards: [], holder: "test")
                 let customers = Array(Set(mock.sentNotifications.compactMap(\.notification.originalTransactionId))).sorted()
                 #expect(customers.count > 4)

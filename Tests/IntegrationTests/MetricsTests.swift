@@ -19,7 +19,7 @@ import Testing
         try await TestDatabase.with { db in
             let metrics = MetricsRegistry(environment: "Production", bundleId: TestApp.bundleId)
             var ledgerMetrics = LedgerMetrics(
-                ledger: RunLedger(database: db.database), environment: "Production", bundleId: TestApp.bundleId, registry: metrics)
+                ledger: RunLedger(database: db.database), app: AppTarget(bundleId: TestApp.bundleId, environment: .production), registry: metrics)
             let moment: Int64 = app.start + 20 * 86_400_000
             ledgerMetrics.now = { moment }
             try await ledgerMetrics.refresh()
@@ -51,8 +51,8 @@ import Testing
             let metrics = MetricsRegistry(environment: "Production", bundleId: TestApp.bundleId)
             // The webhook this process forwards to: its gauges read 0 before anything is queued.
             let ledgerMetrics = LedgerMetrics(
-                ledger: RunLedger(database: db.database), environment: "Production",
-                bundleId: TestApp.bundleId, registry: metrics, forwardingTargets: [ForwardingTarget(url: "http://127.0.0.1:9/notifications")])
+                ledger: RunLedger(database: db.database), app: AppTarget(bundleId: TestApp.bundleId, environment: .production),
+                registry: metrics, forwardingTargets: [ForwardingTarget(url: "http://127.0.0.1:9/notifications")])
             try await ledgerMetrics.refresh()
             var parsed = try PrometheusText(parsing: metrics.exposition())
             #expect(parsed.value("reconciler_quarantined_payloads_unacknowledged") == 0)
@@ -133,7 +133,7 @@ import Testing
             func refresh(_ app: TestApp) async throws {
                 let environment = app.environment.rawValue
                 try await LedgerMetrics(
-                    ledger: RunLedger(database: db.database), environment: environment, bundleId: TestApp.bundleId,
+                    ledger: RunLedger(database: db.database), app: AppTarget(bundleId: TestApp.bundleId, environment: app.environment),
                     registry: metrics.scoped(environment: environment, bundleId: TestApp.bundleId)
                 ).refresh()
             }
@@ -183,8 +183,8 @@ import Testing
         try await TestDatabase.with { db in
             let metrics = MetricsRegistry(environment: "Production", bundleId: TestApp.bundleId)
             let ledgerMetrics = LedgerMetrics(
-                ledger: RunLedger(database: db.database), environment: "Production",
-                bundleId: TestApp.bundleId, registry: metrics, configuration: .init(interval: .milliseconds(100)))
+                ledger: RunLedger(database: db.database), app: AppTarget(bundleId: TestApp.bundleId, environment: .production),
+                registry: metrics, configuration: .init(interval: .milliseconds(100)))
             func quarantined() throws -> Double? {
                 try PrometheusText(parsing: metrics.exposition()).value("reconciler_quarantined_payloads_unacknowledged")
             }

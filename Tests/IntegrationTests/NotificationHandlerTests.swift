@@ -190,7 +190,7 @@ import Testing
             let page = verified
             let ledger = RunLedger(database: db.database)
             let run = try await ledger.createRun(
-                kind: .manual, environment: "Production", bundleId: TestApp.bundleId, window: TimeWindow(milliseconds: 0..<1),
+                kind: .manual, app: AppTarget(bundleId: TestApp.bundleId, environment: .production), window: TimeWindow(milliseconds: 0..<1),
                 dryRun: false, options: .init(), shards: [], holder: "test")
             let results = try await db.database.transaction { connection in
                 let results = try await handler.apply(page, source: .history(runId: run.runId), on: connection)

@@ -60,7 +60,7 @@ import Testing
                     transactions: [],
                     updates: [
                         .init(
-                            originalTransactionId: "9200", environment: "Production", renewalInfo: verified,
+                            originalTransactionId: "9200", renewalInfo: verified,
                             status: .init(status: .active, signedDate: at + 2000))
                     ], before: before, origin: .init(source: .statusRefresh), on: connection)
             }
@@ -80,7 +80,7 @@ import Testing
             try await handler.store.lock(purchases: [original], on: connection)
             let before = try await handler.store.purchaseStates([original], on: connection)
             _ = try await handler.store.write(
-                transactions: [.init(verified)], updates: [.init(originalTransactionId: original, environment: "Production")], before: before,
+                transactions: [.init(verified)], updates: [.init(originalTransactionId: original)], before: before,
                 origin: .init(source: .transactionHistory), on: connection)
         }
     }

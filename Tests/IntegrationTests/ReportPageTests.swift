@@ -20,7 +20,8 @@ import Testing
             let windowStart: Int64 = 1_800_000_000_000, windowEnd = windowStart + 3 * 3_600_000
             func createRun() async throws -> RunRecord {
                 try await ledger.createRun(
-                    kind: .manual, environment: "Production", bundleId: "com.example", window: TimeWindow(milliseconds: windowStart..<windowEnd),
+                    kind: .manual, app: AppTarget(bundleId: "com.example", environment: .production),
+                    window: TimeWindow(milliseconds: windowStart..<windowEnd),
                     dryRun: false, options: .init(), shards: [], holder: "test")
             }
             let created = try await createRun(), other = try await createRun()

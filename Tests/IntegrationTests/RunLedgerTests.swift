@@ -1,3 +1,4 @@
+import AppStoreServer
 import Foundation
 import PostgresNIO
 import ReconcilerDomain
@@ -16,7 +17,8 @@ import Testing
     static func createRun(_ ledger: RunLedger) async throws -> RunRecord {
         let shard = ReplayPlanner.Shard(queryIndex: 0, filter: .init(nil, nil), start: 0, end: 3_600_000)
         return try await ledger.createRun(
-            kind: .manual, environment: "Production", bundleId: "com.example", window: TimeWindow(milliseconds: 0..<3_600_000), dryRun: false,
+            kind: .manual, app: AppTarget(bundleId: "com.example", environment: .production), window: TimeWindow(milliseconds: 0..<3_600_000),
+            dryRun: false,
             options: RunOptions(), shards: [shard], holder: "test")
     }
 

@@ -29,7 +29,7 @@ import Testing
                     let database = Database(client: single, logger: TestDatabase.logger)
                     let ledger = RunLedger(database: database)
                     let run = try await ledger.createRun(
-                        kind: .manual, environment: "Production", bundleId: scenario.bundleId, window: TimeWindow(milliseconds: 0..<1),
+                        kind: .manual, app: AppTarget(bundleId: scenario.bundleId, environment: .production), window: TimeWindow(milliseconds: 0..<1),
                         dryRun: false, options: .init(refreshStatus: true), shards: [], holder: "test")
                     try await ledger.setPhase(runId: run.runId, .gapFill)
                     let customers = Array(Set(mock.truth.map(\.originalTransactionId)))

@@ -22,7 +22,8 @@ import Testing
         let budget = RequestBudget(environment: .production, appRequestsPerSecond: 40, cap: cap)
         return SharedBudget(
             configuration: .init(claims: budget.claims(endpoints), leaseDuration: leaseDuration, process: process, clock: clock),
-            database: db.database, limiter: RateLimiter(requestsPerSecond: budget.alone), environment: .production, bundleId: "com.example")
+            database: db.database, limiter: RateLimiter(requestsPerSecond: budget.alone),
+            app: AppTarget(bundleId: "com.example", environment: .production))
     }
 
     /// A run and three `work --rate-limit 10` workers, app budget 40: the workers never call Get

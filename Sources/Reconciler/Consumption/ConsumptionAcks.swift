@@ -48,7 +48,7 @@ package enum ConsumptionAcks {
             let store = ConsumptionRequests(logger: logger)
             let found = try await ConsumptionAnswers.requests(forTransaction: transactionId, apps: apps, on: transaction, logger: logger)
             let acked = try await store.ack(found, transactionId: transactionId, by: by, note: note, on: transaction)
-            let target = AppTarget(bundleId: found[0].bundleId, environment: AppStoreEnvironment(rawValue: found[0].environment))
+            let target = found[0].app
             let after = try await store.requests(forTransaction: transactionId, apps: [target], on: transaction)
             return Outcome(target: target, requests: after, newlyAcked: acked)
         }

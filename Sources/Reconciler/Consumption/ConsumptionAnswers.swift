@@ -143,7 +143,7 @@ package enum ConsumptionAnswers {
             )
         }
         let places = found.reduce(into: [AppTarget]()) { places, request in
-            let place = AppTarget(bundleId: request.bundleId, environment: AppStoreEnvironment(rawValue: request.environment))
+            let place = request.app
             if !places.contains(place) { places.append(place) }
         }
         guard places.count == 1 else {
@@ -171,10 +171,10 @@ package enum ConsumptionAnswers {
         let transactionId = input.transactionId
         let (request, facts) = try await database.transaction { [logger = database.logger] transaction in
             let request = try await requests(forTransaction: transactionId, apps: apps, on: transaction, logger: logger)[0]
-            let target = AppTarget(bundleId: request.bundleId, environment: AppStoreEnvironment(rawValue: request.environment))
+            let target = request.app
             return (request, try await ConsumptionRequests(logger: logger).transactionFacts(transactionId, of: target, on: transaction))
         }
-        let target = AppTarget(bundleId: request.bundleId, environment: AppStoreEnvironment(rawValue: request.environment))
+        let target = request.app
         try check(body, productType: facts?.productType, ownership: facts?.ownership)
         return Prepared(request: request, target: target, transactionId: transactionId, body: body)
     }

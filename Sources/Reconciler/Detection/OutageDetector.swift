@@ -30,7 +30,7 @@ package struct OutageDetector: Sendable {
     package struct Detection: Sendable, Codable {
         package var since: Timestamp
         package var until: Timestamp
-        package var environment: String
+        package var environment: AppStoreEnvironment
         package var windows: [Window]
     }
 
@@ -55,7 +55,7 @@ package struct OutageDetector: Sendable {
         var windows = group(failures, until: span.end)
         // The run's retention check must hold: never start before the detection window.
         for index in windows.indices { windows[index].start = max(windows[index].start, span.start) }
-        return Detection(since: span.start, until: span.end, environment: client.configuration.environment.rawValue, windows: windows)
+        return Detection(since: span.start, until: span.end, environment: client.configuration.environment, windows: windows)
     }
 
     /// A notification that has not reached the webhook, with its send attempts, oldest first.

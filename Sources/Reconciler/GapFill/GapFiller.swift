@@ -266,12 +266,12 @@ struct GapFiller: Sendable {
             let statusUpdates = statuses.map { item in
                 let signedDate = item.subscription.renewalInfo?.payload.signedDate ?? item.subscription.transaction?.payload.signedDate
                 return PurchaseStore.PurchaseUpdate(
-                    originalTransactionId: item.original, environment: run.environment, renewalInfo: item.subscription.renewalInfo,
+                    originalTransactionId: item.original, renewalInfo: item.subscription.renewalInfo,
                     status: item.status.flatMap { status in signedDate.map { PurchaseStore.StatusFact(status: status, signedDate: $0) } })
             }
             let updates =
                 Set(transactions.compactMap(\.payload.originalTransactionId)).sorted().map {
-                    PurchaseStore.PurchaseUpdate(originalTransactionId: $0, environment: run.environment)
+                    PurchaseStore.PurchaseUpdate(originalTransactionId: $0)
                 } + statusUpdates
             let changes = try await store.write(
                 transactions: (transactions + statuses.compactMap(\.subscription.transaction)).map { PurchaseStore.TransactionWrite($0) },
@@ -279,7 +279,7 @@ struct GapFiller: Sendable {
                 origin: .init(source: statuses.isEmpty ? .transactionHistory : .statusRefresh, runId: run.runId), on: transaction)
             try await ledger.recordChanges(runId: run.runId, Array(changes.values), on: transaction)
             let quarantined = try await ledger.quarantine(
-                rejections, runId: run.runId, environment: run.environment, bundleId: run.bundleId, dryRun: run.dryRun, on: transaction)
+                rejections, runId: run.runId, app: run.app, dryRun: run.dryRun, on: transaction)
             try await ledger.addCounts(runId: run.runId, quarantined.map { ("(\($0.source.rawValue))", .rejected) }, on: transaction)
             if let completion {
                 try await store.customers.recordHistoryChecked(

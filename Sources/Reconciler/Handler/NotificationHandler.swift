@@ -58,7 +58,7 @@ package struct NotificationHandler: Sendable {
     private func verified(_ notification: Verified<ResponseBodyV2DecodedPayload>) async throws -> VerifiedNotification {
         let subscription = try await verifier.verifySubscription(
             signedTransactionInfo: notification.payload.data?.signedTransactionInfo, signedRenewalInfo: notification.payload.data?.signedRenewalInfo)
-        return VerifiedNotification(notification: notification, subscription: subscription, environment: verifier.configuration.environment.rawValue)
+        return VerifiedNotification(notification: notification, subscription: subscription)
     }
 
     /// Applies verified notifications in one transaction of their own (as a replayed page is); with
@@ -152,7 +152,7 @@ package struct NotificationHandler: Sendable {
             }
             updates.append(
                 .init(
-                    originalTransactionId: original, environment: notification.environment, renewalInfo: notification.subscription.renewalInfo,
+                    originalTransactionId: original, renewalInfo: notification.subscription.renewalInfo,
                     notification: .init(
                         notificationUUID: notification.notificationUUID, signedDate: notification.signedDate,
                         status: notification.payload.data?.status)))

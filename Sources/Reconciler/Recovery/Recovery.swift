@@ -216,8 +216,7 @@ struct TargetRecovery: Sendable {
     private func sharingTheBudget(_ work: () async throws -> Void) async throws {
         guard let configuration = target.budget else { return try await work() }
         let budget = SharedBudget(
-            configuration: configuration, database: database, limiter: target.client.rateLimiter, environment: target.scope.environment,
-            bundleId: target.scope.bundleId)
+            configuration: configuration, database: database, limiter: target.client.rateLimiter, app: target.scope.target)
         do {
             try await budget.join()
         } catch let error where !(error is CancellationError) {
@@ -338,9 +337,9 @@ struct TargetRecovery: Sendable {
         let ledger = RunLedger(database: database)
         try await execute(configuration, progress: progress, into: &outcome) { report in
             // The newest report says which windows of the chain are still unfinished (this one included).
-            report.unfinishedScheduledWindows = try await ledger.unfinishedScheduledRuns(
-                environment: app.environment.rawValue, bundleId: app.bundleId
-            ).map { .init(runId: $0.runId, window: $0.window, status: $0.status) }
+            report.unfinishedScheduledWindows = try await ledger.unfinishedScheduledRuns(app: app).map {
+                .init(runId: $0.runId, window: $0.window, status: $0.status)
+            }
         }
     }
 

@@ -125,8 +125,8 @@ package struct CustomerRepair: Sendable {
     let client: AppStoreServerAPIClient
     let ledger: RunLedger
     let logger: Logger
-    var app: SignedDataVerifier.Configuration { handler.verifier.configuration }
-    var environment: String { app.environment.rawValue }
+    /// The app and environment the repair is for, as the command was given it.
+    var app: AppTarget { handler.scope.target }
 
     /// - Parameter scope: the app and environment, with its rule for `entitled` (the verifier's app).
     package init(
@@ -172,7 +172,7 @@ package struct CustomerRepair: Sendable {
             first = try await CustomerHistory.start(entry: entry, window: window, client: client)
         }
         let record = try await ledger.createRun(
-            kind: .repair, environment: environment, bundleId: app.bundleId, window: window,
+            kind: .repair, app: app, window: window,
             dryRun: configuration.dryRun,
             options: RunOptions(refreshStatus: true, forwardTo: configuration.forwardTo, repairOf: configuration.selector.description),
             shards: [], holder: configuration.worker)
@@ -245,7 +245,7 @@ package struct CustomerRepair: Sendable {
             }
             return Found(entries: [Entry(transactionId: transactionId, originals: originals)])
         case .appAccountToken(let token):
-            let (store, environment) = (handler.store, environment)
+            let (store, environment) = (handler.store, app.environment)
             let originals = try await ledger.database.transaction { transaction in
                 try await store.originalTransactionIds(ofAppAccountToken: token, on: transaction)
             }
@@ -275,7 +275,7 @@ package struct CustomerRepair: Sendable {
             throw ReconcilerError(
                 .unknownOrderId,
                 """
-                the App Store has no purchase of this app (\(app.bundleId), \(environment)) in order \(orderId): check the order ID on the \
+                the App Store has no purchase of this app (\(app.bundleId), \(app.environment)) in order \(orderId): check the order ID on the \
                 customer's receipt email (it must be of this app, and of this environment), or repair by --transaction-id
                 """, details: "Look Up Order ID status \(answer.status?.rawValue ?? -1)")
         }

@@ -56,7 +56,7 @@ package struct RepairReport: Sendable, Codable {
     package var runId: Int64
     /// What the repair was asked for: `order-id MQ5Q7X2ZYB`, `transaction-id …`, `app-account-token …`.
     package var selector: String
-    package var environment: String
+    package var environment: AppStoreEnvironment
     package var bundleId: String
     package var dryRun: Bool
     package var status: RunRecord.Status

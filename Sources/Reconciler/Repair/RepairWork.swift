@@ -63,7 +63,7 @@ struct RepairWork: Sendable {
         let (ledger, run) = (self.ledger, self.run)
         let quarantined = try await ledger.database.transaction { transaction in
             let quarantined = try await ledger.quarantine(
-                rejections, runId: run.runId, environment: run.environment, bundleId: run.bundleId,
+                rejections, runId: run.runId, app: run.app,
                 dryRun: run.dryRun, on: transaction)
             try await ledger.addCounts(runId: run.runId, quarantined.map { ("(\($0.source.rawValue))", .rejected) }, on: transaction)
             return quarantined

@@ -160,7 +160,7 @@ struct NotificationReplayer: Sendable {
             try await fail(shard, .permanent, "\(error.description); still refused after moving the start \(Plural.count(moves, "time"))")
             return nil
         }
-        let edge = (Timestamp.now - ReconcileRun.retention(AppStoreEnvironment(rawValue: run.environment)) + .hours(1)).millisecondsSince1970
+        let edge = (Timestamp.now - ReconcileRun.retention(run.environment) + .hours(1)).millisecondsSince1970
         let start = moves == 0 ? max(shard.start + 1, edge) : shard.start + (shard.end - shard.start) / 2
         let rest = start < shard.end ? ReplayPlanner.Shard(queryIndex: shard.queryIndex, filter: shard.filter, start: start, end: shard.end) : nil
         let lost = "Apple's notification history no longer serves it (4000012 StartDateTooFarInPast): its notifications are lost"

@@ -61,7 +61,7 @@ struct VerifiedHistoryPage: Sendable {
             on: transaction)
         try await ledger.recordChanges(runId: run.runId, results.compactMap(\.change), on: transaction)
         let quarantined = try await ledger.quarantine(
-            rejections, runId: run.runId, environment: run.environment, bundleId: run.bundleId, dryRun: run.dryRun, on: transaction)
+            rejections, runId: run.runId, app: run.app, dryRun: run.dryRun, on: transaction)
         return Recorded(results: results, rejections: quarantined)
     }
 }

@@ -118,7 +118,7 @@ package struct RunReport: Sendable, Codable {
 
     package var runId: Int64
     package var kind: RunKind
-    package var environment: String
+    package var environment: AppStoreEnvironment
     package var bundleId: String
     package var windowStart: Timestamp
     package var windowEnd: Timestamp

@@ -113,12 +113,11 @@ extension ScheduleChain {
         _ target: AppTarget, overlap: Duration, dryRun: Bool, database: Database, now: Timestamp = .now
     ) async throws -> Plan {
         let ledger = RunLedger(database: database)
-        let (environment, bundleId) = (target.environment.rawValue, target.bundleId)
         let store = PurchaseStore(logger: database.logger)
         let state = State(
-            unfinished: try await ledger.unfinishedScheduledRuns(environment: environment, bundleId: bundleId),
-            newestScheduled: try await ledger.newestScheduledRun(environment: environment, bundleId: bundleId),
-            lastFinishedEnd: try await ledger.lastFinished(environment: environment, bundleId: bundleId)?.windowEnd,
+            unfinished: try await ledger.unfinishedScheduledRuns(app: target),
+            newestScheduled: try await ledger.newestScheduledRun(app: target),
+            lastFinishedEnd: try await ledger.lastFinished(app: target)?.windowEnd,
             newestLiveNotification: try await database.transaction { transaction in
                 try await store.notifications.newestLive(of: target, on: transaction)
             })

@@ -127,7 +127,7 @@ struct DetectOutageCommand: AsyncParsableCommand, UsesAppsOptions {
         print("failed deliveries \(scope): \(detection.windows.count) window\(detection.windows.count == 1 ? "" : "s")")
         for window in detection.windows {
             let retrying =
-                detection.environment == "Production"
+                detection.environment == .production
                 ? "Apple is still retrying \(window.stillRetrying) of them"
                 : "the sandbox does not retry"
             print(

@@ -74,12 +74,8 @@ struct RejectionsCommand: AsyncParsableCommand, UsesAppsOptions {
             }
             var sections: [(app: AppTarget, payloads: [RunLedger.QuarantinedPayload], givenUp: [RunLedger.GivenUp])] = []
             for target in targets {
-                let (environment, bundleId) = (target.environment.rawValue, target.bundleId)
                 sections.append(
-                    (
-                        target, try await ledger.quarantinedPayloads(environment: environment, bundleId: bundleId, all: all),
-                        try await ledger.givenUp(environment: environment, bundleId: bundleId, all: all)
-                    ))
+                    (target, try await ledger.quarantinedPayloads(app: target, all: all), try await ledger.givenUp(app: target, all: all)))
             }
             if json {
                 try StandardOutput.printJSON(
@@ -104,9 +100,8 @@ struct RejectionsCommand: AsyncParsableCommand, UsesAppsOptions {
         guard targets.count > 1 else { return targets[0] }
         var matching: [AppTarget] = []
         for target in targets {
-            let (environment, bundleId) = (target.environment.rawValue, target.bundleId)
-            let payloads = try await ledger.quarantinedPayloads(matching: selector, environment: environment, bundleId: bundleId)
-            let givenUp = try await ledger.givenUpCount(matching: selector, environment: environment, bundleId: bundleId)
+            let payloads = try await ledger.quarantinedPayloads(matching: selector, app: target)
+            let givenUp = try await ledger.givenUpCount(matching: selector, app: target)
             if !payloads.isEmpty || givenUp > 0 { matching.append(target) }
         }
         guard matching.count <= 1 else {
@@ -124,17 +119,16 @@ struct RejectionsCommand: AsyncParsableCommand, UsesAppsOptions {
 
     /// `--ack` in one app and environment: a quarantined payload, else the customers or shards given up under that name.
     private func acknowledge(_ selector: String, in target: AppTarget, ledger: RunLedger) async throws {
-        let (environment, bundleId) = (target.environment.rawValue, target.bundleId)
-        switch try await ledger.acknowledge(selector, note: note, environment: environment, bundleId: bundleId) {
+        switch try await ledger.acknowledge(selector, note: note, app: target) {
         case .acknowledged(let hash): print("acknowledged \(hash) (\(target))")
         case .notFound:
-            let givenUp = try await ledger.acknowledgeGivenUp(selector, note: note, environment: environment, bundleId: bundleId)
+            let givenUp = try await ledger.acknowledgeGivenUp(selector, note: note, app: target)
             guard givenUp == 0 else {
                 print("acknowledged \(selector) (given up by \(givenUp) run\(givenUp == 1 ? "" : "s"); \(target))")
                 return
             }
             throw ReconcilerError.configuration(
-                "nothing of \(bundleId) (\(environment)) matches \(selector): give a payload's notificationUUID or at least 8 characters of its hash, "
+                "nothing of \(target.bundleId) (\(target.environment)) matches \(selector): give a payload's notificationUUID or at least 8 characters of its hash, "
                     + "or a given-up customer's transaction id or shard name")
         case .ambiguous(let count):
             throw ReconcilerError.configuration("\(selector) matches \(count) quarantined payloads: give more of the hash")

@@ -215,10 +215,10 @@ struct RunCommand: AsyncParsableCommand, UsesAppsOptions {
             for (outcome, target) in zip(outcomes, targets) {
                 // What alerts watch besides this run: the quarantine, the last finished run, the newest live notification.
                 guard let metrics else { break }
-                let (environment, bundleId) = (outcome.scope.environment.rawValue, outcome.scope.bundleId)
+                let app = outcome.scope.target
                 try? await LedgerMetrics(
-                    ledger: RunLedger(database: database), environment: environment, bundleId: bundleId,
-                    registry: metrics.scoped(environment: environment, bundleId: bundleId),
+                    ledger: RunLedger(database: database), app: app,
+                    registry: metrics.scoped(environment: app.environment.rawValue, bundleId: app.bundleId),
                     liveConsumptionRequests: target.configuration.consumption.liveRequests
                 ).refresh()
             }

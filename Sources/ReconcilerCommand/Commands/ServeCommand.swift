@@ -115,7 +115,7 @@ struct ServeCommand: AsyncParsableCommand, UsesAppsOptions {
             uniquingKeysWith: { first, _ in first })
         let ledgerMetrics = targets.map { target in
             LedgerMetrics(
-                ledger: RunLedger(database: database), environment: target.app.environment.rawValue, bundleId: target.app.bundleId,
+                ledger: RunLedger(database: database), app: target.app,
                 registry: metrics.scoped(environment: target.app.environment.rawValue, bundleId: target.app.bundleId),
                 configuration: .init(interval: metricsInterval), liveConsumptionRequests: target.consumption.liveRequests,
                 forwardingTargets: forwardURLs[target.app].map { [$0.target] } ?? [])

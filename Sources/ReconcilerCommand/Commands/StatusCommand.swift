@@ -37,7 +37,7 @@ struct StatusCommand: AsyncParsableCommand, UsesAppsOptions {
     struct Row: Codable {
         /// The run's app and environment.
         var bundleId: String
-        var environment: String
+        var environment: AppStoreEnvironment
         var run: RunRecord
         var shardsDone: Int
         var shardsFailed: Int
@@ -213,7 +213,7 @@ private final class UnknownEntitlements {
     }
 
     func of(_ run: RunRecord, in database: Database) async throws -> UnknownEntitlement? {
-        let target = AppTarget(bundleId: run.bundleId, environment: AppStoreEnvironment(rawValue: run.environment))
+        let target = run.app
         if let known = counted[target] { return known }
         let configured = scopes.first { $0.bundleId == target.bundleId && $0.environment == target.environment }
         guard let scope = configured ?? otherApps.map({ AppScope(target: target, entitlement: $0) }) else { return nil }

@@ -52,7 +52,7 @@ struct WorkCommand: AsyncParsableCommand, UsesAppsOptions {
         let runId = self.runId
         let run = try await database.withDatabase(logger: logger) { database in try await RunLedger(database: database).run(id: runId) }
         guard let run else { throw ReconcilerError.configuration("there is no run \(runId)") }
-        guard let target = targets.first(where: { $0.app.bundleId == run.bundleId && $0.app.environment.rawValue == run.environment }) else {
+        guard let target = targets.first(where: { $0.app.bundleId == run.bundleId && $0.app.environment == run.environment }) else {
             throw ReconcilerError.configuration("run \(runId) is for \(run.bundleId) in \(run.environment), which the configuration does not list")
         }
         return target

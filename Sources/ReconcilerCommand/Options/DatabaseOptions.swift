@@ -82,7 +82,7 @@ struct DatabaseOptions: ParsableArguments {
         let budgets = sharing.map { api in
             SharedBudget(
                 configuration: .init(claims: api.budget.claims(api.endpoints)), database: database, limiter: api.client.rateLimiter,
-                environment: api.target.environment, bundleId: api.target.bundleId)
+                app: api.target)
         }
         let lifecycle = CommandLifecycle(
             database: database, logger: logger, budgets: budgets, interruption: interrupted, workStopsGracefully: stopsGracefully)

@@ -13,7 +13,6 @@ package struct VerifiedNotification: Sendable {
     package let notificationType: NotificationTypeV2
     package let subtype: Subtype?
     package let signedDate: Int64
-    package let environment: String
     /// When Apple first tried to send it (the earliest `attemptDate` of its `sendAttempts` in Get
     /// Notification History), UNIX ms; `nil` when unknown (the live webhook is not told). Not signed:
     /// it comes from the history response beside the payload.
@@ -24,7 +23,7 @@ package struct VerifiedNotification: Sendable {
     /// waits for it.
     package let storage: NotificationStorage?
 
-    package init(notification: Verified<ResponseBodyV2DecodedPayload>, subscription: VerifiedSubscription, environment: String) {
+    package init(notification: Verified<ResponseBodyV2DecodedPayload>, subscription: VerifiedSubscription) {
         self.notification = notification
         self.subscription = subscription
         // The verifier guarantees these are present.
@@ -32,7 +31,6 @@ package struct VerifiedNotification: Sendable {
         self.notificationType = notification.payload.notificationType ?? NotificationTypeV2(rawValue: "")
         self.subtype = notification.payload.subtype
         self.signedDate = notification.payload.signedDate ?? 0
-        self.environment = environment
         var nested: [NotificationPayloadParts.Field: String] = [:]
         nested[.signedTransactionInfo] = subscription.transaction?.signedValue
         nested[.signedRenewalInfo] = subscription.renewalInfo?.signedValue

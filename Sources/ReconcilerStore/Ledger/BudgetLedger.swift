@@ -1,4 +1,4 @@
-import AppStoreServer
+package import AppStoreServer
 import Foundation
 import Logging
 import PostgresNIO
@@ -13,7 +13,7 @@ import ReconcilerShared
 /// ```swift
 /// let budget = BudgetLedger(database: database)
 /// let live = try await budget.renewBudgetLease(
-///     environment: "Production", bundleId: "com.example", process: ProcessIdentity.current, declaration: declaration,
+///     app: AppTarget(bundleId: "com.example", environment: .production), process: ProcessIdentity.current, declaration: declaration,
 ///     duration: .seconds(10), announce: false)
 /// ```
 package struct BudgetLedger: Sendable {
@@ -35,7 +35,7 @@ package struct BudgetLedger: Sendable {
     /// the app's budget and its own cap) and returns what every live process declares, this one
     /// included, by process.
     package func renewBudgetLease(
-        environment: String, bundleId: String, process: String, declaration: BudgetAllocation.Declaration, duration: Duration,
+        app: AppTarget, process: String, declaration: BudgetAllocation.Declaration, duration: Duration,
         announce: Bool
     ) async throws -> [String: BudgetAllocation.Declaration] {
         let declared = String(decoding: try JSONEncoder().encode(declaration), as: UTF8.self)
@@ -44,18 +44,18 @@ package struct BudgetLedger: Sendable {
             try await transaction.query(
                 """
                 INSERT INTO api_processes (environment, bundle_id, process, budget, lease_until)
-                VALUES (\(environment), \(bundleId), \(process), \(declared)::jsonb, now() + \(milliseconds) * interval '1 millisecond')
+                VALUES (\(app.environment), \(app.bundleId), \(process), \(declared)::jsonb, now() + \(milliseconds) * interval '1 millisecond')
                 ON CONFLICT (environment, bundle_id, process) DO UPDATE SET lease_until = EXCLUDED.lease_until, budget = EXCLUDED.budget
                 """, logger: logger)
             try await transaction.query(
                 """
-                DELETE FROM api_processes WHERE environment = \(environment) AND bundle_id = \(bundleId) AND lease_until < now() - interval '1 minute'
+                DELETE FROM api_processes WHERE environment = \(app.environment) AND bundle_id = \(app.bundleId) AND lease_until < now() - interval '1 minute'
                 """, logger: logger)
             if announce { try await transaction.run("SELECT pg_notify(\(Self.budgetChannel), 'processes')", logger: logger) }
             let rows = try await transaction.query(
                 """
                 SELECT process, budget::text FROM api_processes
-                WHERE environment = \(environment) AND bundle_id = \(bundleId) AND lease_until > now()
+                WHERE environment = \(app.environment) AND bundle_id = \(app.bundleId) AND lease_until > now()
                 """, logger: logger)
             var declarations: [String: BudgetAllocation.Declaration] = [:]
             for try await (process, text) in rows.decode((String, String).self) { declarations[process] = Self.declaration(text) }
@@ -73,23 +73,23 @@ package struct BudgetLedger: Sendable {
     }
 
     /// Gives the budget lease up (the others' shares grow at their next renewal).
-    package func releaseBudgetLease(environment: String, bundleId: String, process: String) async throws {
+    package func releaseBudgetLease(app: AppTarget, process: String) async throws {
         try await read { [logger] transaction in
             try await transaction.query(
                 """
-                DELETE FROM api_processes WHERE environment = \(environment) AND bundle_id = \(bundleId) AND process = \(process)
+                DELETE FROM api_processes WHERE environment = \(app.environment) AND bundle_id = \(app.bundleId) AND process = \(process)
                 """, logger: logger)
             try await transaction.run("SELECT pg_notify(\(Self.budgetChannel), 'processes')", logger: logger)
         }
     }
 
     /// Closes an endpoint for every process of the app until `untilMilliseconds` (UNIX ms).
-    package func closeEndpoint(environment: String, bundleId: String, endpoint: String, untilMilliseconds: Int64) async throws {
+    package func closeEndpoint(app: AppTarget, endpoint: String, untilMilliseconds: Int64) async throws {
         try await read { [logger] transaction in
             try await transaction.query(
                 """
                 INSERT INTO api_closures AS c (environment, bundle_id, endpoint, closed_until_ms)
-                VALUES (\(environment), \(bundleId), \(endpoint), \(untilMilliseconds))
+                VALUES (\(app.environment), \(app.bundleId), \(endpoint), \(untilMilliseconds))
                 ON CONFLICT (environment, bundle_id, endpoint) DO UPDATE SET closed_until_ms = GREATEST(c.closed_until_ms, EXCLUDED.closed_until_ms)
                 """, logger: logger)
             try await transaction.run("SELECT pg_notify(\(Self.budgetChannel), \("closed \(endpoint)"))", logger: logger)
@@ -97,12 +97,12 @@ package struct BudgetLedger: Sendable {
     }
 
     /// The endpoints closed now: endpoint name → until (UNIX ms).
-    package func closedEndpoints(environment: String, bundleId: String, now: Int64) async throws -> [String: Int64] {
+    package func closedEndpoints(app: AppTarget, now: Int64) async throws -> [String: Int64] {
         try await read { [logger] transaction in
             let rows = try await transaction.query(
                 """
                 SELECT endpoint, closed_until_ms FROM api_closures
-                WHERE environment = \(environment) AND bundle_id = \(bundleId) AND closed_until_ms > \(now)
+                WHERE environment = \(app.environment) AND bundle_id = \(app.bundleId) AND closed_until_ms > \(now)
                 """, logger: logger)
             var closed: [String: Int64] = [:]
             for try await (endpoint, until) in rows.decode((String, Int64).self) { closed[endpoint] = until }

@@ -11,7 +11,7 @@ package import ReconcilerDomain
 ///
 /// ```swift
 /// let lease = RunLease(configuration: .init(), ledger: ledger)
-/// let report = try await lease.withLease(environment: "Production", bundleId: "com.example.app") { lease in
+/// let report = try await lease.withLease(app: AppTarget(bundleId: "com.example.app", environment: .production)) { lease in
 ///     lease.attach(runId: run.runId)
 ///     return try await work()
 /// }
@@ -76,14 +76,14 @@ package struct RunLease: Sendable {
     /// Runs `body` holding the lease; throws ``ReconcilerError/Code/leaseHeld`` when a live holder has it (unless `wait`), and
     /// ``ReconcilerError/Code/leaseLost`` (cancelling `body`) when it could not be renewed before it ran out.
     package func withLease<Result: Sendable>(
-        environment: String, bundleId: String, onWait: @Sendable () -> Void = {},
+        app: AppTarget, onWait: @Sendable () -> Void = {},
         _ body: @Sendable (Handle) async throws -> Result
     ) async throws -> Result {
         let holder = configuration.holder
         var announced = false
         var dead: String?
         while let current = try await ledger.acquireRunLease(
-            environment: environment, bundleId: bundleId, holder: holder, duration: configuration.duration, replacing: dead)
+            app: app, holder: holder, duration: configuration.duration, replacing: dead)
         {
             // A holder on this machine whose process is gone (killed, crashed) need not be waited out.
             if ProcessIdentity.isDeadOnThisHost(current.holder), dead != current.holder {
@@ -104,7 +104,7 @@ package struct RunLease: Sendable {
         }
         let handle = Handle { [ledger, configuration] runId in
             _ = try await ledger.renewRunLease(
-                environment: environment, bundleId: bundleId, holder: configuration.holder,
+                app: app, holder: configuration.holder,
                 duration: configuration.duration, runId: runId)
         }
         do {
@@ -112,7 +112,7 @@ package struct RunLease: Sendable {
                 try await withThrowingTaskGroup(of: Result?.self) { group in
                     group.addTask { try await body(handle) }
                     group.addTask {
-                        try await keepRenewed(environment: environment, bundleId: bundleId, handle: handle)
+                        try await keepRenewed(app: app, handle: handle)
                         return nil
                     }
                     defer { group.cancelAll() }
@@ -122,23 +122,23 @@ package struct RunLease: Sendable {
                     throw CancellationError()
                 }
             }
-            await release(environment: environment, bundleId: bundleId)
+            await release(app: app)
             return result
         } catch {
-            await release(environment: environment, bundleId: bundleId)
+            await release(app: app)
             throw error
         }
     }
 
     /// Renews the lease until cancelled; throws ``ReconcilerError/Code/leaseLost`` when it could not be renewed in time.
     /// Cancellation ends it quietly, so the body's own way of stopping is what the caller sees.
-    private func keepRenewed(environment: String, bundleId: String, handle: Handle) async throws {
+    private func keepRenewed(app: AppTarget, handle: Handle) async throws {
         // A renewal waits for the database no longer than the lease can spare.
         let quick = RunLedger(database: ledger.database.with(unavailableTimeout: configuration.renewalInterval))
         let configuration = self.configuration
         try await Self.keepRenewed(configuration: configuration, logger: ledger.logger) {
             try await quick.renewRunLease(
-                environment: environment, bundleId: bundleId, holder: configuration.holder, duration: configuration.duration,
+                app: app, holder: configuration.holder, duration: configuration.duration,
                 runId: handle.runId.withLock { $0 })
         }
     }
@@ -169,10 +169,10 @@ package struct RunLease: Sendable {
     }
 
     /// Gives the lease up, briefly: a lease that cannot be released runs out by itself.
-    private func release(environment: String, bundleId: String) async {
+    private func release(app: AppTarget) async {
         let quick = RunLedger(database: ledger.database.with(unavailableTimeout: .seconds(2)))
         try? await Task.detached { [configuration] in
-            try await quick.releaseRunLease(environment: environment, bundleId: bundleId, holder: configuration.holder)
+            try await quick.releaseRunLease(app: app, holder: configuration.holder)
         }.value
     }
 }

@@ -1,4 +1,4 @@
-import AppStoreServer
+package import AppStoreServer
 package import Foundation
 import PostgresNIO
 package import ReconcilerDomain
@@ -87,22 +87,22 @@ extension RunLedger {
     }
 
     /// What the runs of an app and environment gave up on, oldest first; unacknowledged ones only unless `all`.
-    package func givenUp(environment: String, bundleId: String, all: Bool) async throws -> [GivenUp] {
+    package func givenUp(app: AppTarget, all: Bool) async throws -> [GivenUp] {
         try await givenUp(
             """
             SELECT \(unescaped: Self.givenUpColumns) FROM given_up
-            WHERE environment = \(environment) AND bundle_id = \(bundleId) AND (\(all) OR acknowledged_at IS NULL)
+            WHERE environment = \(app.environment) AND bundle_id = \(app.bundleId) AND (\(all) OR acknowledged_at IS NULL)
             ORDER BY given_up_at, run_id, kind, subject
             """)
     }
 
     /// How many given-up customers and shards of an app and environment nobody acknowledged yet, by kind.
-    package func unacknowledgedGivenUpCount(environment: String, bundleId: String) async throws -> [GivenUp.Kind: Int] {
+    package func unacknowledgedGivenUpCount(app: AppTarget) async throws -> [GivenUp.Kind: Int] {
         try await read { [logger] transaction in
             let rows = try await transaction.query(
                 """
                 SELECT kind, count(*) FROM given_up
-                WHERE environment = \(environment) AND bundle_id = \(bundleId) AND acknowledged_at IS NULL GROUP BY kind
+                WHERE environment = \(app.environment) AND bundle_id = \(app.bundleId) AND acknowledged_at IS NULL GROUP BY kind
                 """, logger: logger)
             var counts = Dictionary(uniqueKeysWithValues: GivenUp.Kind.allCases.map { ($0, 0) })
             for try await (kind, count) in rows.decode((String, Int).self) {
@@ -113,12 +113,12 @@ extension RunLedger {
     }
 
     /// How many given-up customers or shards of an app and environment have `selector` as their
-    /// subject (what ``acknowledgeGivenUp(_:runId:note:environment:bundleId:)`` would acknowledge).
-    package func givenUpCount(matching selector: String, environment: String, bundleId: String) async throws -> Int {
+    /// subject (what ``acknowledgeGivenUp(_:runId:note:app:)`` would acknowledge).
+    package func givenUpCount(matching selector: String, app: AppTarget) async throws -> Int {
         try await read { [logger] transaction in
             let rows = try await transaction.query(
                 """
-                SELECT count(*) FROM given_up WHERE environment = \(environment) AND bundle_id = \(bundleId) AND subject = \(selector)
+                SELECT count(*) FROM given_up WHERE environment = \(app.environment) AND bundle_id = \(app.bundleId) AND subject = \(selector)
                 """, logger: logger)
             for try await count in rows.decode(Int.self) { return count }
             return 0
@@ -127,13 +127,12 @@ extension RunLedger {
 
     /// Acknowledges the given-up customers or shards whose subject is `selector` (a customer's
     /// transaction id, or a shard's whole subject), optionally of one run; returns how many.
-    package func acknowledgeGivenUp(_ selector: String, runId: Int64? = nil, note: String?, environment: String, bundleId: String) async throws -> Int
-    {
+    package func acknowledgeGivenUp(_ selector: String, runId: Int64? = nil, note: String?, app: AppTarget) async throws -> Int {
         try await read { [logger] transaction in
             let rows = try await transaction.query(
                 """
                 UPDATE given_up SET acknowledged_at = COALESCE(acknowledged_at, now()), acknowledged_note = \(note)
-                WHERE environment = \(environment) AND bundle_id = \(bundleId) AND subject = \(selector)
+                WHERE environment = \(app.environment) AND bundle_id = \(app.bundleId) AND subject = \(selector)
                   AND (\(runId)::bigint IS NULL OR run_id = \(runId))
                 RETURNING 1
                 """, logger: logger)

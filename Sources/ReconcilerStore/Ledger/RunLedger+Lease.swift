@@ -1,3 +1,4 @@
+import AppStoreServer
 import Foundation
 import PostgresNIO
 import ReconcilerDomain
@@ -16,7 +17,7 @@ extension RunLedger {
     /// Takes the lease unless a live holder has it (or `replacing`, a holder known to be dead);
     /// returns that holder otherwise.
     func acquireRunLease(
-        environment: String, bundleId: String, holder: String, duration: Duration,
+        app: AppTarget, holder: String, duration: Duration,
         replacing deadHolder: String? = nil
     ) async throws -> LeaseHolder? {
         let milliseconds = duration.milliseconds
@@ -24,7 +25,7 @@ extension RunLedger {
             let taken = try await transaction.query(
                 """
                 INSERT INTO run_leases AS l (environment, bundle_id, holder, lease_until)
-                VALUES (\(environment), \(bundleId), \(holder), now() + \(milliseconds) * interval '1 millisecond')
+                VALUES (\(app.environment), \(app.bundleId), \(holder), now() + \(milliseconds) * interval '1 millisecond')
                 ON CONFLICT (environment, bundle_id) DO UPDATE SET holder = EXCLUDED.holder, run_id = NULL, acquired_at = now(),
                     lease_until = EXCLUDED.lease_until
                 WHERE l.lease_until < now() OR l.holder = EXCLUDED.holder OR l.holder = \(deadHolder)
@@ -33,7 +34,7 @@ extension RunLedger {
             for try await _ in taken { return nil }
             let rows = try await transaction.query(
                 """
-                SELECT holder, run_id, lease_until FROM run_leases WHERE environment = \(environment) AND bundle_id = \(bundleId)
+                SELECT holder, run_id, lease_until FROM run_leases WHERE environment = \(app.environment) AND bundle_id = \(app.bundleId)
                 """, logger: logger)
             for try await (holder, runId, until) in rows.decode((String, Int64?, Date).self) {
                 return LeaseHolder(holder: holder, runId: runId, leaseUntil: until)
@@ -43,13 +44,13 @@ extension RunLedger {
     }
 
     /// Extends the lease; `false` when this holder no longer has it.
-    func renewRunLease(environment: String, bundleId: String, holder: String, duration: Duration, runId: Int64?) async throws -> Bool {
+    func renewRunLease(app: AppTarget, holder: String, duration: Duration, runId: Int64?) async throws -> Bool {
         let milliseconds = duration.milliseconds
         return try await read { [logger] transaction in
             let rows = try await transaction.query(
                 """
                 UPDATE run_leases SET lease_until = now() + \(milliseconds) * interval '1 millisecond', run_id = COALESCE(\(runId), run_id)
-                WHERE environment = \(environment) AND bundle_id = \(bundleId) AND holder = \(holder)
+                WHERE environment = \(app.environment) AND bundle_id = \(app.bundleId) AND holder = \(holder)
                 RETURNING 1
                 """, logger: logger)
             for try await _ in rows { return true }
@@ -58,11 +59,11 @@ extension RunLedger {
     }
 
     /// Gives the lease up.
-    func releaseRunLease(environment: String, bundleId: String, holder: String) async throws {
+    func releaseRunLease(app: AppTarget, holder: String) async throws {
         try await read { [logger] transaction in
             try await transaction.query(
                 """
-                DELETE FROM run_leases WHERE environment = \(environment) AND bundle_id = \(bundleId) AND holder = \(holder)
+                DELETE FROM run_leases WHERE environment = \(app.environment) AND bundle_id = \(app.bundleId) AND holder = \(holder)
                 """, logger: logger)
         }
     }

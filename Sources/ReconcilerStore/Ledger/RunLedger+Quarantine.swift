@@ -12,7 +12,7 @@ extension RunLedger {
     /// (in a dry run only notes which would be new) and lists all of them under the run. Returns
     /// them with ``Rejection/newlyQuarantined`` set.
     package func quarantine(
-        _ rejections: [Rejection], runId: Int64, environment: String, bundleId: String, dryRun: Bool,
+        _ rejections: [Rejection], runId: Int64, app: AppTarget, dryRun: Bool,
         on transaction: DatabaseTransaction
     ) async throws -> [Rejection] {
         guard !rejections.isEmpty else { return [] }
@@ -46,7 +46,7 @@ extension RunLedger {
         let rows = try PurchaseStore.json(
             result.map {
                 Row(
-                    payload_sha256: $0.payloadSHA256, environment: environment, bundle_id: bundleId, source: $0.source.rawValue,
+                    payload_sha256: $0.payloadSHA256, environment: app.environment.rawValue, bundle_id: app.bundleId, source: $0.source.rawValue,
                     notification_uuid: $0.notificationUUID, type_and_subtype: $0.typeAndSubtype, reason: $0.reason.rawValue,
                     detail: $0.detail, signed_payload: $0.signedPayload, newly_quarantined: $0.newlyQuarantined)
             })
@@ -118,14 +118,14 @@ extension RunLedger {
     }
 
     /// The quarantine of an app and environment, oldest first; unacknowledged ones only unless `all`.
-    package func quarantinedPayloads(environment: String, bundleId: String, all: Bool) async throws -> [QuarantinedPayload] {
+    package func quarantinedPayloads(app: AppTarget, all: Bool) async throws -> [QuarantinedPayload] {
         try await read { [logger] transaction in
             let rows = try await transaction.query(
                 """
                 SELECT payload_sha256, source, notification_uuid, type_and_subtype, reason, detail, first_seen_at, last_seen_at,
                        first_run_id, last_run_id, times_seen, acknowledged_at, acknowledged_note
                 FROM quarantined_payloads
-                WHERE environment = \(environment) AND bundle_id = \(bundleId) AND (\(all) OR acknowledged_at IS NULL)
+                WHERE environment = \(app.environment) AND bundle_id = \(app.bundleId) AND (\(all) OR acknowledged_at IS NULL)
                 ORDER BY first_seen_at, payload_sha256
                 """, logger: logger)
             var result: [QuarantinedPayload] = []
@@ -165,10 +165,10 @@ extension RunLedger {
     /// Acknowledges one quarantined payload, named by its notificationUUID or a prefix (at least 8
     /// characters) of its SHA-256: it stays quarantined and is still reported by runs that meet
     /// it, but no longer counts as unacknowledged for alerts.
-    package func acknowledge(_ selector: String, note: String?, environment: String, bundleId: String) async throws -> AcknowledgeResult {
+    package func acknowledge(_ selector: String, note: String?, app: AppTarget) async throws -> AcknowledgeResult {
         try await read { [logger] transaction in
             let matches = try await Self.quarantinedPayloads(
-                matching: selector, environment: environment, bundleId: bundleId, on: transaction, logger: logger)
+                matching: selector, app: app, on: transaction, logger: logger)
             guard matches.count == 1, let hash = matches.first else {
                 return matches.isEmpty ? .notFound : .ambiguous(count: matches.count)
             }
@@ -182,22 +182,22 @@ extension RunLedger {
     }
 
     /// The SHA-256 of each quarantined payload of an app and environment that `selector` names as
-    /// ``acknowledge(_:note:environment:bundleId:)`` reads it, acknowledging none.
-    package func quarantinedPayloads(matching selector: String, environment: String, bundleId: String) async throws -> [String] {
+    /// ``acknowledge(_:note:app:)`` reads it, acknowledging none.
+    package func quarantinedPayloads(matching selector: String, app: AppTarget) async throws -> [String] {
         try await read { [logger] transaction in
-            try await Self.quarantinedPayloads(matching: selector, environment: environment, bundleId: bundleId, on: transaction, logger: logger)
+            try await Self.quarantinedPayloads(matching: selector, app: app, on: transaction, logger: logger)
         }
     }
 
     /// A notificationUUID, or a prefix of at least 8 characters of a payload's SHA-256.
     private static func quarantinedPayloads(
-        matching selector: String, environment: String, bundleId: String, on transaction: DatabaseTransaction, logger: Logger
+        matching selector: String, app: AppTarget, on transaction: DatabaseTransaction, logger: Logger
     ) async throws -> [String] {
         let prefix = selector.lowercased()
         let rows = try await transaction.query(
             """
             SELECT payload_sha256 FROM quarantined_payloads
-            WHERE environment = \(environment) AND bundle_id = \(bundleId)
+            WHERE environment = \(app.environment) AND bundle_id = \(app.bundleId)
               AND (notification_uuid = \(selector) OR (length(\(prefix)) >= 8 AND starts_with(payload_sha256, \(prefix))))
             """, logger: logger)
         var matches: [String] = []
@@ -206,12 +206,12 @@ extension RunLedger {
     }
 
     /// How many quarantined payloads of an app and environment nobody acknowledged yet.
-    package func unacknowledgedQuarantineCount(environment: String, bundleId: String) async throws -> Int {
+    package func unacknowledgedQuarantineCount(app: AppTarget) async throws -> Int {
         try await read { [logger] transaction in
             let rows = try await transaction.query(
                 """
                 SELECT count(*) FROM quarantined_payloads
-                WHERE environment = \(environment) AND bundle_id = \(bundleId) AND acknowledged_at IS NULL
+                WHERE environment = \(app.environment) AND bundle_id = \(app.bundleId) AND acknowledged_at IS NULL
                 """, logger: logger)
             for try await count in rows.decode(Int.self) { return count }
             return 0

@@ -55,12 +55,12 @@ package struct RunLedger: Sendable {
     }
 
     /// The run to continue for this window: the newest one unless it is finished (repairs are not resumed).
-    package func resumableRun(environment: String, bundleId: String, window: TimeWindow, dryRun: Bool) async throws -> RunRecord? {
+    package func resumableRun(app: AppTarget, window: TimeWindow, dryRun: Bool) async throws -> RunRecord? {
         let newest = try await runs(
             """
             SELECT \(unescaped: Self.runColumns) FROM reconcile_runs
-            WHERE environment = \(environment) AND bundle_id = \(bundleId) AND window_start_ms = \(window.start.millisecondsSince1970)
-              AND window_end_ms = \(window.end.millisecondsSince1970) AND dry_run = \(dryRun) AND kind <> 'repair'
+            WHERE environment = \(app.environment) AND bundle_id = \(app.bundleId) AND window_start_ms = \(window.start)
+              AND window_end_ms = \(window.end) AND dry_run = \(dryRun) AND kind <> 'repair'
             ORDER BY run_id DESC LIMIT 1
             """
         ).first
@@ -73,7 +73,7 @@ package struct RunLedger: Sendable {
 
     /// The most recent runs, newest first: of one app and environment, or (`nil`) of every one.
     package func recentRuns(limit: Int, of target: AppTarget? = nil) async throws -> [RunRecord] {
-        let (bundleId, environment) = (target?.bundleId, target?.environment.rawValue)
+        let (bundleId, environment) = (target?.bundleId, target?.environment)
         return try await runs(
             """
             SELECT \(unescaped: Self.runColumns) FROM reconcile_runs
@@ -83,11 +83,11 @@ package struct RunLedger: Sendable {
     }
 
     /// The newest window of the schedule's chain (`--since-last`), finished or not.
-    package func newestScheduledRun(environment: String, bundleId: String) async throws -> RunRecord? {
+    package func newestScheduledRun(app: AppTarget) async throws -> RunRecord? {
         try await runs(
             """
             SELECT \(unescaped: Self.runColumns) FROM reconcile_runs
-            WHERE environment = \(environment) AND bundle_id = \(bundleId) AND kind = 'scheduled' AND NOT dry_run
+            WHERE environment = \(app.environment) AND bundle_id = \(app.bundleId) AND kind = 'scheduled' AND NOT dry_run
             ORDER BY run_id DESC LIMIT 1
             """
         ).first
@@ -95,11 +95,11 @@ package struct RunLedger: Sendable {
 
     /// The unfinished windows of the schedule's chain, oldest first: every `run --since-last`
     /// retries them before its newest window.
-    package func unfinishedScheduledRuns(environment: String, bundleId: String) async throws -> [RunRecord] {
+    package func unfinishedScheduledRuns(app: AppTarget) async throws -> [RunRecord] {
         try await runs(
             """
             SELECT \(unescaped: Self.runColumns) FROM reconcile_runs
-            WHERE environment = \(environment) AND bundle_id = \(bundleId) AND kind = 'scheduled' AND NOT dry_run
+            WHERE environment = \(app.environment) AND bundle_id = \(app.bundleId) AND kind = 'scheduled' AND NOT dry_run
               AND status NOT IN ('succeeded', 'succeeded_with_rejections', 'lost')
             ORDER BY run_id
             """)
@@ -113,17 +113,17 @@ package struct RunLedger: Sendable {
 
     /// The newest finished (not dry) run of any kind but a repair (one customer says nothing about
     /// a window): the end of its window, and when it finished.
-    package func lastFinished(environment: String, bundleId: String) async throws -> FinishedRuns? {
+    package func lastFinished(app: AppTarget) async throws -> FinishedRuns? {
         try await read { [logger] transaction in
             let rows = try await transaction.query(
                 """
                 SELECT max(window_end_ms), max(finished_at) FROM reconcile_runs
-                WHERE environment = \(environment) AND bundle_id = \(bundleId) AND NOT dry_run AND kind <> 'repair'
+                WHERE environment = \(app.environment) AND bundle_id = \(app.bundleId) AND NOT dry_run AND kind <> 'repair'
                   AND status IN ('succeeded', 'succeeded_with_rejections')
                 """, logger: logger)
-            for try await (windowEnd, finishedAt) in rows.decode((Int64?, Date?).self) {
+            for try await (windowEnd, finishedAt) in rows.decode((Timestamp?, Date?).self) {
                 guard let windowEnd, let finishedAt else { return nil }
-                return FinishedRuns(windowEnd: Timestamp(millisecondsSince1970: windowEnd), finishedAt: finishedAt)
+                return FinishedRuns(windowEnd: windowEnd, finishedAt: finishedAt)
             }
             return nil
         }
@@ -131,7 +131,7 @@ package struct RunLedger: Sendable {
 
     /// Creates a run with its shards.
     package func createRun(
-        kind: RunRecord.Kind, environment: String, bundleId: String, window: TimeWindow, dryRun: Bool,
+        kind: RunRecord.Kind, app: AppTarget, window: TimeWindow, dryRun: Bool,
         options: RunOptions, shards: [ReplayPlanner.Shard], holder: String
     ) async throws -> RunRecord {
         let optionsJSON = String(decoding: try JSONEncoder().encode(options), as: UTF8.self)
@@ -141,7 +141,7 @@ package struct RunLedger: Sendable {
             let rows = try await transaction.query(
                 """
                 INSERT INTO reconcile_runs (kind, environment, bundle_id, window_start_ms, window_end_ms, dry_run, options, holder)
-                VALUES (\(kind.rawValue), \(environment), \(bundleId), \(window.start.millisecondsSince1970), \(window.end.millisecondsSince1970), \(dryRun), \(optionsJSON)::jsonb, \(holder))
+                VALUES (\(kind.rawValue), \(app.environment), \(app.bundleId), \(window.start), \(window.end), \(dryRun), \(optionsJSON)::jsonb, \(holder))
                 RETURNING \(unescaped: Self.runColumns)
                 """, logger: logger)
             var created: RunRecord?

@@ -1,4 +1,4 @@
-import AppStoreServer
+package import AppStoreServer
 package import Foundation
 package import ReconcilerDomain
 package import ReconcilerShared
@@ -12,7 +12,7 @@ package struct RunRecord: Sendable, Codable, Hashable {
 
     package var runId: Int64
     package var kind: Kind
-    package var environment: String
+    package var environment: AppStoreEnvironment
     package var bundleId: String
     package var window: TimeWindow
     package var dryRun: Bool
@@ -27,6 +27,9 @@ package struct RunRecord: Sendable, Codable, Hashable {
     package var failure: String?
     /// When phase 1 (the replay) finished; phase 2 runs beside it and ends with the run.
     package var replayFinishedAt: Date?
+
+    /// The app and environment the run is for, as its row names them.
+    package var app: AppTarget { AppTarget(bundleId: bundleId, environment: environment) }
 }
 
 /// A row of `run_shards`: one query over one time shard and how far it got.

@@ -29,7 +29,7 @@ package struct ConsumptionRequests: Sendable {
     package struct Request: Sendable, Hashable, Codable {
         package var notificationUUID: String
         package var bundleId: String
-        package var environment: String
+        package var environment: AppStoreEnvironment
         /// The transaction the customer asked a refund for: what Send Consumption Information names.
         package var transactionId: String?
         package var originalTransactionId: String?
@@ -108,7 +108,7 @@ package struct ConsumptionRequests: Sendable {
     ) async throws -> [Request] {
         let scope = try PurchaseStore.scope(apps)
         let watching = try PurchaseStore.scope(watchingLive)
-        let now = moment?.millisecondsSince1970
+        let now = moment
         let rows = try await transaction.query(
             """
             SELECT \(unescaped: Self.requestColumns) FROM \(unescaped: Self.requestSource)
@@ -142,7 +142,7 @@ package struct ConsumptionRequests: Sendable {
     /// The requests a run recorded for the first time, soonest deadline first (at most `limit`),
     /// counted in all and by state at `now` (the counts are not limited).
     package func recorded(byRun runId: Int64, limit: Int, at now: Timestamp, on transaction: DatabaseTransaction) async throws -> RecordedByRun {
-        let moment = now.millisecondsSince1970
+        let moment = now
         let rows = try await transaction.query(
             """
             WITH recorded AS (
@@ -352,7 +352,8 @@ package struct ConsumptionRequests: Sendable {
         let json = try PurchaseStore.json(
             requests.sorted { $0.notificationUUID < $1.notificationUUID }.map {
                 Row(
-                    notification_uuid: $0.notificationUUID, bundle_id: $0.bundleId, environment: $0.environment, transaction_id: transactionId,
+                    notification_uuid: $0.notificationUUID, bundle_id: $0.bundleId, environment: $0.environment.rawValue,
+                    transaction_id: transactionId,
                     acked_by: ackedBy, note: note)
             })
         let rows = try await transaction.query(
@@ -399,4 +400,9 @@ package struct ConsumptionRequests: Sendable {
         }
         return (counts, soonest)
     }
+}
+
+extension ConsumptionRequests.Request {
+    /// The app and environment the request was stored for.
+    package var app: AppTarget { AppTarget(bundleId: bundleId, environment: environment) }
 }

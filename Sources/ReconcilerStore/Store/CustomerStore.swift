@@ -27,7 +27,7 @@ package struct CustomerStore: Sendable {
     }
 
     private var bundleId: String { target.bundleId }
-    private var environment: String { target.environment.rawValue }
+    private var environment: AppStoreEnvironment { target.environment }
 
     /// The customers (the transaction id whose history covers each) of these purchases; purchases
     /// not yet linked to a customer are their own.
@@ -94,7 +94,7 @@ package struct CustomerStore: Sendable {
             """
         var bindings = PostgresBindings()
         bindings.append(environment)
-        bindings.append(dueBy.millisecondsSince1970)
+        bindings.append(dueBy)
         bindings.append(bundleId)
         return PostgresQuery(unsafeSQL: sql, binds: bindings)
     }
@@ -161,7 +161,7 @@ package struct CustomerStore: Sendable {
         }
         queries.append(
             """
-            UPDATE purchases SET history_anchor_transaction_id = \(anchor), history_checked_at_ms = \(checkedAt.millisecondsSince1970)
+            UPDATE purchases SET history_anchor_transaction_id = \(anchor), history_checked_at_ms = \(checkedAt)
             WHERE bundle_id = \(bundleId) AND environment = \(environment)
               AND original_transaction_id = ANY(ARRAY(
                   SELECT unnest(\(originalTransactionIds + [anchor])::text[])

@@ -22,15 +22,6 @@ struct NamedColumns {
         get throws { try row[column].decode(Value.self) }
     }
 
-    /// A `bigint` of UNIX milliseconds (the `_ms` columns) as the instant it is.
-    subscript(_ column: String) -> Timestamp {
-        get throws { Timestamp(millisecondsSince1970: try row[column].decode(Int64.self)) }
-    }
-
-    subscript(_ column: String) -> Timestamp? {
-        get throws { try row[column].decode(Int64?.self).map(Timestamp.init(millisecondsSince1970:)) }
-    }
-
     /// A state the reconciler itself stored in `column` (``ReconcilerError/stored(_:in:as:)``).
     func stored<State: RawRepresentable>(_ column: String, of table: String, as state: State.Type = State.self) throws -> State
     where State.RawValue == String {

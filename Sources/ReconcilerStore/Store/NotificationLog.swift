@@ -178,7 +178,7 @@ package struct NotificationLog: Sendable {
             if n.storage == nil { wholeUUIDs.append(n.notificationUUID) }
             return NotificationColumns(
                 notification_uuid: n.notificationUUID, notification_type: n.notificationType.rawValue, subtype: n.subtype?.rawValue,
-                signed_date_ms: n.signedDate, bundle_id: bundleId, environment: n.environment,
+                signed_date_ms: n.signedDate, bundle_id: bundleId, environment: environment,
                 original_transaction_id: n.originalTransactionId, transaction_id: n.transaction?.transactionId, source: source.name,
                 run_id: source.runId, outcome: row.outcome.rawValue, first_send_attempt_ms: n.firstSendAttempt,
                 respond_by_ms: n.respondBy?.millisecondsSince1970,
@@ -247,9 +247,9 @@ package struct NotificationLog: Sendable {
         let rows = try await transaction.query(
             """
             SELECT max(signed_date_ms) FROM notifications
-            WHERE source = 'webhook' AND bundle_id = \(target.bundleId) AND environment = \(target.environment.rawValue)
+            WHERE source = 'webhook' AND bundle_id = \(target.bundleId) AND environment = \(target.environment)
             """, logger: logger)
-        for try await value in rows.decode(Int64?.self) { return value.map(Timestamp.init(millisecondsSince1970:)) }
+        for try await value in rows.decode(Timestamp?.self) { return value }
         return nil
     }
 

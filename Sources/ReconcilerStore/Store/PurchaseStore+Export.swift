@@ -37,8 +37,8 @@ extension PurchaseStore {
             entitlements.map { (AppTarget(bundleId: $0.key.bundleId, environment: $0.key.environment), $0.value) }, uniquingKeysWith: { $1 })
         for try await row in rows {
             let columns = NamedColumns(row)
-            let (bundleId, environment): (String, String?) = (try columns["bundle_id"], try columns["environment"])
-            let app = environment.map { AppTarget(bundleId: bundleId, environment: AppStoreEnvironment(rawValue: $0)) }
+            let (bundleId, environment): (String, AppStoreEnvironment?) = (try columns["bundle_id"], try columns["environment"])
+            let app = environment.map { AppTarget(bundleId: bundleId, environment: $0) }
             try body(try purchaseState(row, now: now, policy: app.flatMap { policies[$0] } ?? otherApps ?? entitlement))
         }
     }

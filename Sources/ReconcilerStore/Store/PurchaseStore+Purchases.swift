@@ -47,7 +47,6 @@ extension PurchaseStore {
     /// What to move forward on one purchase after its transactions are stored.
     package struct PurchaseUpdate: Sendable {
         package var originalTransactionId: String
-        package var environment: String
         package var renewalInfo: Verified<JWSRenewalInfoDecodedPayload>?
         package var notification: NotificationFacts?
         package var status: StatusFact?
@@ -55,11 +54,10 @@ extension PurchaseStore {
         var renewalFromNotification: Bool
 
         package init(
-            originalTransactionId: String, environment: String, renewalInfo: Verified<JWSRenewalInfoDecodedPayload>? = nil,
+            originalTransactionId: String, renewalInfo: Verified<JWSRenewalInfoDecodedPayload>? = nil,
             notification: NotificationFacts? = nil, status: StatusFact? = nil
         ) {
             self.originalTransactionId = originalTransactionId
-            self.environment = environment
             self.renewalInfo = renewalInfo
             self.notification = notification
             self.status = status
@@ -319,7 +317,7 @@ private enum RefreshPurchasesSQL: PreparedSQL {
 }
 
 private enum PurchaseStatesSQL: PreparedSQL {
-    static func query(originalTransactionIds: [String], bundleId: String, environment: String) -> PostgresQuery {
+    static func query(originalTransactionIds: [String], bundleId: String, environment: AppStoreEnvironment) -> PostgresQuery {
         """
         SELECT p.* FROM unnest(\(originalTransactionIds)::text[]) AS key(original_transaction_id)
         CROSS JOIN LATERAL (
@@ -330,6 +328,6 @@ private enum PurchaseStatesSQL: PreparedSQL {
         """
     }
 
-    static let sql = query(originalTransactionIds: [], bundleId: "", environment: "").sql
+    static let sql = query(originalTransactionIds: [], bundleId: "", environment: .production).sql
     static let bindingTypes: [PostgresDataType] = [.textArray, .text, .text]
 }

@@ -31,8 +31,34 @@ extension PurchaseStore {
     }
 
     /// One row of `transactions`; the keys are its column names, and the same list writes the
-    /// upsert's columns, so a value cannot land in another column.
+    /// upsert's columns, so a value cannot land in another column. What the transaction says is
+    /// ``TransactionContent``; how its signed value is kept is the ``StoredTransactionPayload`` every writer of
+    /// a signed transaction stores (the upsert here, and re-storing legacy rows).
     struct TransactionColumns: Encodable {
+        var content: TransactionContent
+        var stored: StoredTransactionPayload
+
+        init(_ write: TransactionWrite) {
+            content = TransactionContent(
+                write.transaction.payload, clearsRevocation: write.clearsRevocation, fromNotification: write.fromNotification)
+            stored = StoredTransactionPayload(write.transaction.signedValue, signedInNotification: write.signedInNotification)
+        }
+
+        /// One JSON object with both parts' columns.
+        func encode(to encoder: any Encoder) throws {
+            try content.encode(to: encoder)
+            try stored.encode(to: encoder)
+        }
+
+        /// The column names: the content's, then the stored value's.
+        static let names = TransactionContent.names + StoredTransactionPayload.names
+        /// The columns that are not what the transaction says: its key, its signing and how it is stored.
+        static let notContent = Set(["transaction_id", "bundle_id", "environment", "signed_date_ms", "from_notification"])
+            .union(StoredTransactionPayload.names)
+    }
+
+    /// The columns of `transactions` that say what the transaction is.
+    struct TransactionContent: Encodable {
         var transaction_id: String
         var original_transaction_id: String
         var environment: String
@@ -68,17 +94,6 @@ extension PurchaseStore {
         var commitment_info: TransactionCommitmentInfo?
         var signed_date_ms: Int64
         var from_notification: Bool
-        var payload_form: String
-        var payload_sha256: String?
-        /// The whole JWS, only when its parts would not rebuild it exactly.
-        var signed_transaction_info: String?
-        var signed_in_notification: String?
-        var header_sha256: String?
-        var payload: String?
-        var signature: String?
-
-        /// The header to store with the row, when it is stored in parts.
-        var parts: JWSParts?
 
         private enum CodingKeys: String, CodingKey, CaseIterable {
             case transaction_id, original_transaction_id, environment, bundle_id, product_id, product_type, subscription_group_identifier,
@@ -86,20 +101,10 @@ extension PurchaseStore {
                 expires_date_ms, quantity, is_upgraded, offer_type, offer_identifier, storefront, currency, price, app_account_token,
                 revocation_date_ms, revocation_reason, revocation_type, revocation_percentage, app_transaction_id, offer_period,
                 offer_discount_type, storefront_id, billing_plan_type, previous_original_transaction_id, advanced_commerce_info,
-                commitment_info, signed_date_ms, from_notification, payload_form, payload_sha256, signed_transaction_info,
-                signed_in_notification, header_sha256, payload, signature
+                commitment_info, signed_date_ms, from_notification
         }
 
-        init(_ write: TransactionWrite) {
-            self.init(
-                write.transaction.payload, signedValue: write.transaction.signedValue, clearsRevocation: write.clearsRevocation,
-                fromNotification: write.fromNotification, signedInNotification: write.signedInNotification)
-        }
-
-        private init(
-            _ decoded: JWSTransactionDecodedPayload, signedValue: String, clearsRevocation: Bool, fromNotification: Bool,
-            signedInNotification: String?
-        ) {
+        init(_ decoded: JWSTransactionDecodedPayload, clearsRevocation: Bool, fromNotification: Bool) {
             var t = decoded
             if clearsRevocation {
                 (t.revocationDate, t.revocationReason, t.revocationType, t.revocationPercentage) = (nil, nil, nil, nil)
@@ -139,20 +144,10 @@ extension PurchaseStore {
             commitment_info = t.commitmentInfo
             signed_date_ms = t.signedDate ?? 0
             from_notification = fromNotification
-            let stored = StoredTransactionPayload(signedValue, signedInNotification: signedInNotification)
-            (payload_form, payload_sha256, signed_transaction_info, self.signed_in_notification) = (
-                stored.payload_form, stored.payload_sha256, stored.signed_transaction_info, stored.signed_in_notification
-            )
-            (header_sha256, payload, signature, parts) = (stored.header_sha256, stored.payload, stored.signature, stored.parts)
         }
 
         /// The column names, in declaration order of the coding keys.
         static let names = CodingKeys.allCases.map(\.rawValue)
-        /// The columns that are not what the transaction says: its key, its signing and how it is stored.
-        static let notContent: Set<String> = [
-            "transaction_id", "bundle_id", "environment", "signed_date_ms", "from_notification", "payload_form", "payload_sha256",
-            "signed_transaction_info", "signed_in_notification", "header_sha256", "payload", "signature",
-        ]
     }
 
     /// The columns of `transactions` that hold a signed value; the keys are their names.
@@ -267,14 +262,14 @@ extension PurchaseStore {
         }
         guard !newest.isEmpty else { return }
         let rows = newest.keys.sorted().map { TransactionColumns(newest[$0]!) }
-        let wholeIds = rows.filter { $0.payload_form == PayloadForm.whole.rawValue }.map(\.transaction_id)
+        let wholeIds = rows.filter { $0.stored.payload_form == PayloadForm.whole.rawValue }.map(\.content.transaction_id)
         if !wholeIds.isEmpty {
             logger.warning(
                 "a signed transaction does not rebuild exactly from its parts: stored whole", metadata: ["transactionIds": "\(wholeIds)"])
         }
         var bindings = PostgresBindings()
         bindings.append(try Self.json(rows))
-        let parts = rows.compactMap(\.parts)
+        let parts = rows.compactMap(\.stored.parts)
         bindings.append(try Self.json(JWSHeaders.rows(for: parts, knowing: storedHeaders)))
         let result = try await transaction.query(
             PostgresQuery(unsafeSQL: Self.upsertTransactionsSQL, binds: bindings), preparedAs: UpsertTransactionsSQL.self, logger: logger)

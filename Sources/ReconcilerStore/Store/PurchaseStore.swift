@@ -73,7 +73,7 @@ package struct PurchaseStore: Sendable {
         }
     }
     package var bundleId: String { get throws { try requiredTarget.bundleId } }
-    package var environment: String { get throws { try requiredTarget.environment.rawValue } }
+    package var environment: AppStoreEnvironment { get throws { try requiredTarget.environment } }
 
     /// The notifications this store's app records (`notifications`, and the forwarding queue rows
     /// written with them).

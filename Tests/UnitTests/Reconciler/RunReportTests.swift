@@ -102,7 +102,7 @@ import Testing
                 after: PurchaseState(originalTransactionId: "\(1000 + index)", status: 2))
         }
         return RunReport(
-            runId: 7, kind: .manual, environment: "Production", bundleId: "com.example.app",
+            runId: 7, kind: .manual, environment: .production, bundleId: "com.example.app",
             windowStart: .init(millisecondsSince1970: end - 3_600_000), windowEnd: .init(millisecondsSince1970: end),
             dryRun: false, status: .succeeded, failure: nil, startedAt: Date(), finishedAt: Date(), durationSeconds: 1.5, replaySeconds: nil,
             urgentRecoverySeconds: nil, notifications: .init(seen: 3, applied: 3), notificationsByType: [:], shardsTotal: 2, shardsFailed: [],

@@ -17,7 +17,7 @@ import Testing
 
     func run(_ id: Int64, _ start: Timestamp, _ end: Timestamp, _ status: RunRecord.Status) -> RunRecord {
         RunRecord(
-            runId: id, kind: .scheduled, environment: "Production", bundleId: "com.example", window: TimeWindow(start: start, end: end),
+            runId: id, kind: .scheduled, environment: .production, bundleId: "com.example", window: TimeWindow(start: start, end: end),
             dryRun: false,
             options: .init(), status: status, phase: .gapFill, startedAt: Date(), updatedAt: Date())
     }
