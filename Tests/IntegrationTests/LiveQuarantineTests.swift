@@ -22,21 +22,8 @@ import WebhookServer
     let app: TestApp
     init() throws { app = try TestApp() }
 
-    /// A genuine SUBSCRIBED notification whose `data.status` comes as a word, not Apple's number:
-    /// signed by the app's (trusted) authority, or by `signer`.
     func undecodableNotification(uuid: String, original: String, signer: JWSSigner? = nil) throws -> String {
-        let transaction = app.subscription(original: original, period: 0, signedDate: app.start)
-        let signer = signer ?? app.authority.signer
-        let payload = ResponseBodyV2DecodedPayload(
-            notificationType: .subscribed, subtype: .initialBuy, notificationUUID: uuid, signedDate: app.start + 1_000,
-            data: NotificationData(
-                appAppleId: TestApp.appAppleId, bundleId: TestApp.bundleId, environment: app.environment,
-                signedTransactionInfo: try signer.sign(transaction), status: .active))
-        var object = try #require(try JSONSerialization.jsonObject(with: try JSONEncoder().encode(payload)) as? [String: Any])
-        var data = try #require(object["data"] as? [String: Any])
-        data["status"] = "ACTIVE"
-        object["data"] = data
-        return try signer.sign(payloadJSON: try JSONSerialization.data(withJSONObject: object, options: [.sortedKeys]))
+        try app.undecodableNotification(uuid: uuid, original: original, signer: signer)
     }
 
     func post(_ client: some TestClientProtocol, _ signedPayload: String) async throws -> (status: Int, json: [String: Any]) {
