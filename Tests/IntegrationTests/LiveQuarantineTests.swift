@@ -55,6 +55,57 @@ import WebhookServer
         }
     }
 
+    /// Both reasons a verified notification can fail for are quarantined: a payload without its
+    /// signedDate, and a nested signed transaction that does not decode; the same shapes signed
+    /// with another key stay 400.
+    @Test func aMissingSignedDateAndAnUndecodableTransactionAreQuarantinedToo() async throws {
+        try await TestDatabase.with { db in
+            let anotherKey = JWSSigner(key: .init(), chain: [app.authority.leaf, app.authority.intermediate, app.authority.root])
+            func signed(_ signer: JWSSigner, uuid: String, dropSignedDate: Bool, transactionQuantity: Any) throws -> String {
+                var transaction = try #require(
+                    try JSONSerialization.jsonObject(
+                        with: try JSONEncoder().encode(app.subscription(original: "8804", period: 0, signedDate: app.start))) as? [String: Any])
+                transaction["quantity"] = transactionQuantity
+                let nested = try signer.sign(payloadJSON: try JSONSerialization.data(withJSONObject: transaction))
+                let payload = ResponseBodyV2DecodedPayload(
+                    notificationType: .subscribed, subtype: .initialBuy, notificationUUID: uuid, signedDate: app.start + 1_000,
+                    data: NotificationData(
+                        appAppleId: TestApp.appAppleId, bundleId: TestApp.bundleId, environment: app.environment, signedTransactionInfo: nested))
+                var object = try #require(try JSONSerialization.jsonObject(with: try JSONEncoder().encode(payload)) as? [String: Any])
+                if dropSignedDate { object["signedDate"] = nil }
+                return try signer.sign(payloadJSON: try JSONSerialization.data(withJSONObject: object))
+            }
+            let (undated, nested) = (UUID().uuidString.lowercased(), UUID().uuidString.lowercased())
+            let server = WebhookServer(configuration: .init(), handler: try app.handler(db), logger: TestDatabase.logger)
+            let cases: [(String, String, Int, String?)] = [
+                ("no signedDate", try signed(app.authority.signer, uuid: undated, dropSignedDate: true, transactionQuantity: 1), 200, nil),
+                (
+                    "a transaction of another shape",
+                    try signed(app.authority.signer, uuid: nested, dropSignedDate: false, transactionQuantity: "one"), 200, nil
+                ),
+                (
+                    "no signedDate, forged", try signed(anotherKey, uuid: "forged-1", dropSignedDate: true, transactionQuantity: 1), 400,
+                    "INVALID_SIGNATURE"
+                ),
+                (
+                    "another shape, forged", try signed(anotherKey, uuid: "forged-2", dropSignedDate: false, transactionQuantity: "one"), 400,
+                    "INVALID_SIGNATURE"
+                ),
+            ]
+            try await server.makeApplication().test(.router) { client in
+                for (name, payload, status, error) in cases {
+                    let reply = try await post(client, payload)
+                    #expect(reply.status == status, "\(name): \(reply.json)")
+                    #expect(reply.json["error"] as? String == error, "\(name)")
+                }
+            }
+            #expect(
+                Set(try await db.strings("SELECT notification_uuid || ' ' || reason FROM quarantined_payloads"))
+                    == ["\(undated) MISSING_SIGNED_DATE", "\(nested) INVALID_PAYLOAD"])
+            #expect(try await db.count("SELECT count(*) FROM notifications") == 0)
+        }
+    }
+
     /// The same notification, quarantined; posted again it is counted again but stored once, and a
     /// forgery of it (another key, an untrusted root) is refused with 400 and stores nothing.
     @Test func forgeriesStay400AndARepeatIsStoredOnce() async throws {
