@@ -33,19 +33,19 @@ public struct SignedDataVerifier: Sendable {
         public var chainCacheCapacity: Int
         /// Rewrites a payload's JSON after its signature is verified and before it is decoded:
         /// how a build (or a test) teaches the decoder a shape Apple added after this release.
-        /// `nil`, the default, decodes what Apple signed as it is.
+        /// `nil`, the default, decodes what Apple signed as it is; set it after `init`.
         public var payloadUpgrade: PayloadUpgrade?
 
         public init(
             rootCertificates: [Certificate] = [TrustedRoots.appleRootCAG3], bundleId: String,
-            appAppleId: Int64? = nil, environment: AppStoreEnvironment, chainCacheCapacity: Int = 64, payloadUpgrade: PayloadUpgrade? = nil
+            appAppleId: Int64? = nil, environment: AppStoreEnvironment, chainCacheCapacity: Int = 64
         ) {
             self.rootCertificates = rootCertificates
             self.bundleId = bundleId
             self.appAppleId = appAppleId
             self.environment = environment
             self.chainCacheCapacity = chainCacheCapacity
-            self.payloadUpgrade = payloadUpgrade
+            self.payloadUpgrade = nil
         }
 
         /// The app and environment signed data must belong to.
