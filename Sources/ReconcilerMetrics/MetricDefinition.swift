@@ -70,6 +70,12 @@ extension MetricDefinition {
             + "not Apple's delivery (Apple's last retry comes about 157 hours after the first attempt) but a copy posted again "
             + "(400 NOTIFICATION_TOO_OLD, not stored); not labelled with the app they name.",
         processes: [.serve])
+    package static let webhookQuarantined = MetricDefinition(
+        "reconciler_webhook_quarantined_total", .counter, labels: ["reason"],
+        help: "Authentic notifications (signature and chain verified) the webhook could not decode, by reason (INVALID_PAYLOAD, "
+            + "MISSING_SIGNED_DATE): quarantined with their exact bytes and answered 200, under the app and environment they name "
+            + "('' when unreadable); `reconciler rejections --retry` applies them after an upgrade.",
+        processes: [.serve])
     package static let webhookStoreFailures = MetricDefinition(
         "reconciler_webhook_store_failures_total", .counter,
         help: "Notifications the webhook could not store because the database failed (503; Apple retries them).",
@@ -220,7 +226,7 @@ extension MetricDefinition {
 
     /// Every family, in the order the README's table lists them.
     package static let all: [MetricDefinition] = [
-        webhookNotifications, webhookRejected, webhookUnconfiguredApp, webhookForeignApp, webhookReplayed, webhookStoreFailures,
+        webhookNotifications, webhookRejected, webhookUnconfiguredApp, webhookForeignApp, webhookReplayed, webhookStoreFailures, webhookQuarantined,
         webhookLastNotification,
         quarantineUnacknowledged, givenUpUnacknowledged, scheduleUnfinishedWindows, scheduleOldestUnfinishedWindowStart, lastFinishedRun,
         ledgerRefreshFailures, forwardQueueDeliveries, forwardQueueOldestPending, consumptionRequestsOpen, consumptionRequestNextDeadline,

@@ -31,6 +31,11 @@ package final class WebhookMetrics: Sendable {
         for reason in Self.requestRejections + VerificationError.Reason.allCases.map(\.rawValue) where countsRejections {
             _ = MetricDefinition.webhookRejected.counter([reason], in: registry)
         }
+        // Quarantined notifications from 0 under each app served (and under none, for those whose app
+        // cannot be read), so `increase()` sees the first one after a start.
+        for reason in [VerificationError.Reason.invalidPayload, .missingSignedDate] {
+            _ = MetricDefinition.webhookQuarantined.counter([reason.rawValue], in: registry)
+        }
         // Counted for the process, not under the app they name (anyone can post them), and from 0.
         if countsRejections {
             _ = MetricDefinition.webhookForeignApp.counter(in: registry)
@@ -71,6 +76,12 @@ package final class WebhookMetrics: Sendable {
     /// to be Apple's delivery (counted for the process).
     package func replayed() {
         MetricDefinition.webhookReplayed.counter(in: registry).increment()
+    }
+
+    /// An authentic notification that did not decode was quarantined (this registry is scoped to
+    /// the app it names, or to none when that cannot be read).
+    package func quarantined(reason: String) {
+        MetricDefinition.webhookQuarantined.counter([reason], in: registry).increment()
     }
 
     package func storeFailed() {

@@ -17,8 +17,10 @@ package import ServiceLifecycle
 /// - `POST /notifications` takes Apple's `{"signedPayload": "..."}`, verifies its signature and
 ///   chain, and runs the ``NotificationHandler`` of the app and environment it names (a
 ///   ``NotificationRouter``), with the notifications that arrived with it in one transaction
-///   (``NotificationBatcher``): 200 when the notification is stored (also for a duplicate), 400
-///   with the rejection reason when it fails verification (nothing is written), 503
+///   (``NotificationBatcher``): 200 when the notification is stored (also for a duplicate), 200
+///   `quarantined` when its signature and chain verify but it does not decode (its exact bytes
+///   are quarantined for `rejections --retry`: ``NotificationRouter/quarantine(signedPayload:failure:)``),
+///   400 with the rejection reason when it fails verification (nothing is written), 503
 ///   `APP_NOT_CONFIGURED` for an authentic notification of an app or environment the
 ///   configuration does not name (not stored; Apple delivers it again once it does), 400
 ///   `NOTIFICATION_TOO_OLD` for one signed more than 7 days before ``Configuration/now`` (not
@@ -173,6 +175,9 @@ package struct WebhookServer: Sendable {
                 return refuse(app)
             }
         } catch {
+            if let undecodable = NotificationRouter.undecodable(error) {
+                return await quarantine(signedPayload, failure: undecodable)
+            }
             return answer(failure: error, metrics: metrics)
         }
         let target = handler.verifier.configuration.target
@@ -193,6 +198,33 @@ package struct WebhookServer: Sendable {
                 "changed": "\(result.change?.isChange ?? false)",
             ])
         return Self.json(.ok, ["outcome": result.outcome.rawValue, "notificationUUID": result.notificationUUID])
+    }
+
+    /// The answer to an authentic notification that does not decode: quarantined with its exact
+    /// bytes and answered 200, since Apple may not retry a 4xx (and the sandbox never retries);
+    /// counted under the app it names and logged as an error (a release does not understand
+    /// what Apple sends: upgrade, then `reconciler rejections --retry`). 503 when it cannot be
+    /// stored: Apple delivers it again.
+    private func quarantine(_ signedPayload: String, failure: VerificationError) async -> Response {
+        let quarantined: NotificationRouter.Quarantined
+        do {
+            quarantined = try await router.quarantine(signedPayload: signedPayload, failure: failure)
+        } catch {
+            return answer(failure: error, metrics: metrics, metadata: ["undecodable": "\(failure.reason.rawValue)"])
+        }
+        let rejection = quarantined.rejection
+        metrics.scoped(environment: quarantined.environment, bundleId: quarantined.bundleId).quarantined(reason: failure.reason.rawValue)
+        logger.error(
+            "authentic notification this release cannot decode; quarantined (200): upgrade, then `reconciler rejections --retry`",
+            metadata: [
+                "bundleId": "\(quarantined.bundleId)", "environment": "\(quarantined.environment)",
+                "notificationUUID": "\(rejection.notificationUUID ?? "-")", "type": "\(rejection.typeAndSubtype ?? "-")",
+                "sha256": "\(rejection.payloadSHA256)", "reason": "\(failure.reason.rawValue)", "detail": "\(failure.detail)",
+                "new": "\(quarantined.isNew)",
+            ])
+        var body = ["outcome": "quarantined", "payloadSHA256": rejection.payloadSHA256]
+        body["notificationUUID"] = rejection.notificationUUID
+        return Self.json(.ok, body)
     }
 
     /// The answer to an authentic notification of an app or environment the router does not serve:

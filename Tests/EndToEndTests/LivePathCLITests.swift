@@ -184,6 +184,46 @@ import Testing
         }
     }
 
+    /// An authentic notification the binary cannot decode: serve answers 200 and quarantines it,
+    /// `rejections` lists it with its UUID (one whose app cannot be read under its own header), and
+    /// `rejections --retry` with this release leaves it quarantined and exits 4.
+    @Test func serveQuarantinesWhatItCannotDecodeAndRejectionsRetriesIt() async throws {
+        try await TemporaryDirectory.with { directory in
+            try await TestDatabase.with { db in
+                let env = environment(db, rootsFile: try writeRoot(in: directory))
+                let port = freePort()
+                let serve = try RunningProcess("reconciler", ["serve", "--port", "\(port)", "--host", "127.0.0.1"], environment: env)
+                try await serve.waitForOutput(containing: "listening")
+                let (named, unnamed) = (UUID().uuidString.lowercased(), UUID().uuidString.lowercased())
+                for (uuid, naming) in [(named, true), (unnamed, false)] {
+                    let payload = try app.undecodableNotification(uuid: uuid, original: "8811", naming: naming)
+                    let reply = try await HTTP.postNotification("http://127.0.0.1:\(port)/notifications", signedPayload: payload)
+                    #expect(reply.status == 200, "\(String(decoding: reply.body, as: UTF8.self))")
+                    #expect(reply.json["outcome"] as? String == "quarantined")
+                }
+                serve.signal(SIGTERM)
+                let served = try await serve.wait(timeout: .seconds(30))
+                #expect(served.status == 0, "\(served.stderr)")
+                #expect(served.stderr.contains("quarantined (200)"))
+
+                let listed = try await runProcess("reconciler", ["rejections"], environment: env)
+                #expect(listed.status == 0, "\(listed.stderr)")
+                #expect(listed.stdout.contains(named) && listed.stdout.contains("webhook"), "\(listed.stdout)")
+                let unreadable = try #require(listed.stdout.range(of: "== (app unreadable)"), "\(listed.stdout)")
+                #expect(listed.stdout[unreadable.upperBound...].contains(unnamed))
+                #expect(!listed.stdout[..<unreadable.lowerBound].contains(unnamed))
+
+                let retried = try await runProcess("reconciler", ["rejections", "--retry", named], environment: env)
+                #expect(retried.status == 4, "\(retried.stdout)\(retried.stderr)")
+                #expect(retried.stderr.contains("still does not decode (INVALID_PAYLOAD"), "\(retried.stderr)")
+                #expect(try await db.count("SELECT count(*) FROM quarantined_payloads WHERE source = 'webhook'") == 2)
+                #expect(try await db.count("SELECT count(*) FROM notifications") == 0)
+                let unknown = try await runProcess("reconciler", ["rejections", "--retry", "no-such-notification"], environment: env)
+                #expect(unknown.status == 1, "\(unknown.stderr)")
+            }
+        }
+    }
+
     @Test func configurationErrorsExitWith1AndSayWhatToFix() async throws {
         let noDatabase = try await runProcess("reconciler", ["export"], environment: ["DATABASE_URL": ""])
         #expect(noDatabase.status == 1)

@@ -31,6 +31,10 @@ public struct SignedDataVerifier: Sendable {
         public var environment: AppStoreEnvironment
         /// How many distinct verified chains to remember.
         public var chainCacheCapacity: Int
+        /// Rewrites a payload's JSON after its signature is verified and before it is decoded:
+        /// how a build (or a test) teaches the decoder a shape Apple added after this release.
+        /// `nil`, the default, decodes what Apple signed as it is; set it after `init`.
+        public var payloadUpgrade: PayloadUpgrade?
 
         public init(
             rootCertificates: [Certificate] = [TrustedRoots.appleRootCAG3], bundleId: String,
@@ -41,6 +45,7 @@ public struct SignedDataVerifier: Sendable {
             self.appAppleId = appAppleId
             self.environment = environment
             self.chainCacheCapacity = chainCacheCapacity
+            self.payloadUpgrade = nil
         }
 
         /// The app and environment signed data must belong to.
@@ -50,6 +55,15 @@ public struct SignedDataVerifier: Sendable {
     /// A configuration that cannot verify anything.
     public struct ConfigurationError: Error, CustomStringConvertible, Sendable {
         public var description: String
+    }
+
+    /// Rewrites a verified payload's JSON before it is decoded (``Configuration/payloadUpgrade``).
+    public struct PayloadUpgrade: Sendable {
+        let rewrite: @Sendable ([UInt8]) throws -> [UInt8]
+
+        public init(_ rewrite: @escaping @Sendable ([UInt8]) throws -> [UInt8]) {
+            self.rewrite = rewrite
+        }
     }
 
     public let configuration: Configuration
@@ -97,7 +111,7 @@ public struct SignedDataVerifier: Sendable {
     /// Verifies a notification's signature and chain without judging its app and environment, for
     /// a deployment that serves several: the result names its app, and that app's verifier accepts it.
     public func verifyNotificationOfAnyApp(_ signedPayload: String) async throws -> UnroutedNotification {
-        let notification = try await chains.verify(signedPayload, as: ResponseBodyV2DecodedPayload.self)
+        let notification = try await chains.verify(signedPayload, as: ResponseBodyV2DecodedPayload.self, upgrade: configuration.payloadUpgrade)
         try Self.checkIdentity(of: notification)
         return UnroutedNotification(payload: notification, signedPayload: signedPayload)
     }
@@ -125,21 +139,21 @@ public struct SignedDataVerifier: Sendable {
     /// not verified here; pass them to ``verifyAndDecodeTransaction(_:)``,
     /// ``verifyAndDecodeRenewalInfo(_:)`` and ``verifyAndDecodeAppTransaction(_:)``.
     public func verifyAndDecodeNotification(_ signedPayload: String) async throws -> ResponseBodyV2DecodedPayload {
-        let notification = try await chains.verify(signedPayload, as: ResponseBodyV2DecodedPayload.self)
+        let notification = try await chains.verify(signedPayload, as: ResponseBodyV2DecodedPayload.self, upgrade: configuration.payloadUpgrade)
         try checkApp(of: notification)
         return notification
     }
 
     /// Verifies a `signedTransactionInfo` and checks its bundle id and environment.
     public func verifyAndDecodeTransaction(_ signedTransaction: String) async throws -> JWSTransactionDecodedPayload {
-        let transaction = try await chains.verify(signedTransaction, as: JWSTransactionDecodedPayload.self)
+        let transaction = try await chains.verify(signedTransaction, as: JWSTransactionDecodedPayload.self, upgrade: configuration.payloadUpgrade)
         try checkApp(of: transaction)
         return transaction
     }
 
     /// Verifies a `signedRenewalInfo` and checks its environment (renewal info has no bundle id).
     public func verifyAndDecodeRenewalInfo(_ signedRenewalInfo: String) async throws -> JWSRenewalInfoDecodedPayload {
-        let renewalInfo = try await chains.verify(signedRenewalInfo, as: JWSRenewalInfoDecodedPayload.self)
+        let renewalInfo = try await chains.verify(signedRenewalInfo, as: JWSRenewalInfoDecodedPayload.self, upgrade: configuration.payloadUpgrade)
         try checkApp(of: renewalInfo)
         return renewalInfo
     }
@@ -147,7 +161,7 @@ public struct SignedDataVerifier: Sendable {
     /// Verifies a `signedAppTransactionInfo` (the `appData` of a RESCIND_CONSENT notification) and
     /// checks its bundle id, its appAppleId in production, and its environment (`receiptType`).
     public func verifyAndDecodeAppTransaction(_ signedAppTransaction: String) async throws -> AppTransaction {
-        let appTransaction = try await chains.verify(signedAppTransaction, as: AppTransaction.self)
+        let appTransaction = try await chains.verify(signedAppTransaction, as: AppTransaction.self, upgrade: configuration.payloadUpgrade)
         try checkApp(of: appTransaction)
         return appTransaction
     }
@@ -297,12 +311,17 @@ final class ChainVerifier: Sendable {
         self.capacity = max(1, capacity)
     }
 
-    func verify<Payload: SignedPayload>(_ jws: String, as type: Payload.Type) async throws -> Payload {
-        try await verifiedPayload(jws, as: type).payload
+    func verify<Payload: SignedPayload>(
+        _ jws: String, as type: Payload.Type, upgrade: SignedDataVerifier.PayloadUpgrade? = nil
+    ) async throws -> Payload {
+        try await verifiedPayload(jws, as: type, upgrade: upgrade).payload
     }
 
-    /// Verifies a JWS and decodes its payload once, as `Payload`; also returns the payload's JSON.
-    func verifiedPayload<Payload: SignedPayload>(_ jws: String, as type: Payload.Type) async throws -> (payload: Payload, json: [UInt8]) {
+    /// Verifies a JWS and decodes its payload once, as `Payload` (its JSON first rewritten by
+    /// `upgrade`, when given); also returns the payload's JSON as signed.
+    func verifiedPayload<Payload: SignedPayload>(
+        _ jws: String, as type: Payload.Type, upgrade: SignedDataVerifier.PayloadUpgrade? = nil
+    ) async throws -> (payload: Payload, json: [UInt8]) {
         let token = try CompactJWS(jws)
         let cached = cache.withLock { $0[HeaderKey(header: token.encodedHeader)] }
         let chain: VerifiedChain
@@ -324,7 +343,7 @@ final class ChainVerifier: Sendable {
 
         let payload: Payload
         do {
-            payload = try JSONDecoder().decode(Payload.self, from: Data(token.payload))
+            payload = try JSONDecoder().decode(Payload.self, from: Data(try upgrade?.rewrite(token.payload) ?? token.payload))
         } catch {
             throw VerificationError(.invalidPayload, "the payload is not a \(Payload.self): \(error)")
         }

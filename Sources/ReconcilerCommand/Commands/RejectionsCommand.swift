@@ -2,18 +2,28 @@ import AppStoreServer
 import ArgumentParser
 import Foundation
 import Reconciler
+import ReconcilerConfiguration
 import ReconcilerDomain
 import ReconcilerStore
 
 struct RejectionsCommand: AsyncParsableCommand, UsesAppsOptions {
     static let configuration = CommandConfiguration(
         commandName: "rejections",
-        abstract: "List the quarantine (signed values that failed verification) and the customers and shards runs gave up on.",
+        abstract:
+            "List the quarantine (signed values that failed verification) and the customers and shards runs gave up on; apply a quarantined notification again.",
         discussion: """
             A run quarantines a payload the first time it meets it (and exits 4), reports it again on every run \
             that meets it, and never lets it hold the schedule back. Look at each one (`reconciler inspect` shows \
             why it failed: `reconciler rejections --show HASH | reconciler inspect -`), then acknowledge it so \
             alerts on unacknowledged payloads clear. An acknowledged payload stays quarantined.
+
+            The webhook quarantines an authentic notification (signature and chain verified) that this release \
+            cannot decode (INVALID_PAYLOAD, MISSING_SIGNED_DATE: a field Apple added or changed) with its exact \
+            bytes, source `webhook`, and answers Apple 200 so it is not lost; it is filed under the app and \
+            environment it names, or under `(app unreadable)` when even they cannot be read. After upgrading, \
+            `--retry` handles it again through the webhook's verified handler: when it decodes it is applied (to \
+            the purchase and the change feed, as a live notification; not forwarded) and leaves the quarantine; \
+            otherwise it stays, with the new reason, and the command exits 4.
 
             A customer whose transaction history, or a shard of the notification history, that Apple refused or \
             that failed in --give-up-after attempts of its run in a row is given up (the run exits 4) so its window \
@@ -27,6 +37,7 @@ struct RejectionsCommand: AsyncParsableCommand, UsesAppsOptions {
               reconciler rejections --ack 2000000100000123 --note "repaired by hand"
               reconciler rejections --ack 2000000100000123 --app com.example.two \\
                   --environment production
+              reconciler rejections --retry 7b0c5e9e-2f41-4a8e-9d57-1c2a3b4d5e6f
 
             It lists every app and environment of the configuration file (--config, RECONCILER_CONFIG), each \
             under its own `== bundle (Environment)` header, or the one app of the APP_STORE_* variables; --app \
@@ -45,12 +56,17 @@ struct RejectionsCommand: AsyncParsableCommand, UsesAppsOptions {
     @Option(help: ArgumentHelp("A note stored with --ack.", valueName: "text")) var note: String?
     @Option(help: ArgumentHelp("Print the signed value of one payload (by SHA-256) for `reconciler inspect -`.", valueName: "hash"))
     var show: String?
+    @Option(
+        help: ArgumentHelp(
+            "Handle a notification the webhook quarantined again (by notificationUUID or the first 8 or more characters of its SHA-256): applied and removed from the quarantine when it now decodes.",
+            valueName: "uuid-or-hash"))
+    var retry: String?
 
     @OptionGroup var options: StoredDataOptions
 
     func validate() throws {
         if note != nil, ack == nil { throw ValidationError("--note goes with --ack") }
-        if ack != nil, show != nil { throw ValidationError("give --ack or --show, not both") }
+        if [ack, show, retry].compactMap(\.self).count > 1 { throw ValidationError("give one of --ack, --show and --retry") }
     }
 
     func run() async throws {
@@ -72,17 +88,23 @@ struct RejectionsCommand: AsyncParsableCommand, UsesAppsOptions {
                 try await acknowledge(ack, in: try await owner(of: ack, among: targets, ledger: ledger), ledger: ledger)
                 return
             }
+            if let retry {
+                try await self.retry(retry, database: database, ledger: ledger)
+                return
+            }
             var sections: [(app: AppTarget, payloads: [RunLedger.QuarantinedPayload], givenUp: [RunLedger.GivenUp])] = []
             for target in targets {
                 sections.append(
                     (target, try await ledger.quarantinedPayloads(app: target, all: all), try await ledger.givenUp(app: target, all: all)))
             }
+            // Notifications the webhook quarantined without being able to read their app.
+            let unattributed = try await ledger.quarantinedPayloads(environment: "", bundleId: "", all: all)
             if json {
                 try StandardOutput.printJSON(
                     sections.flatMap { section in
                         section.payloads.map { Entry(app: section.app, item: .payload($0)) }
                             + section.givenUp.map { Entry(app: section.app, item: .givenUp($0)) }
-                    })
+                    } + unattributed.map { Entry(bundleId: "", environment: "", item: .payload($0)) })
                 return
             }
             for section in sections {
@@ -90,6 +112,10 @@ struct RejectionsCommand: AsyncParsableCommand, UsesAppsOptions {
                 printGivenUp(section.givenUp)
                 printPayloads(section.payloads)
                 if sections.count > 1 { print("") }
+            }
+            if !unattributed.isEmpty {
+                print("== (app unreadable): notifications the webhook quarantined")
+                printPayloads(unattributed)
             }
         }
     }
@@ -135,6 +161,35 @@ struct RejectionsCommand: AsyncParsableCommand, UsesAppsOptions {
         }
     }
 
+    /// `--retry`: the notification the webhook quarantined that `selector` names (in any app),
+    /// handled again by the configured apps' verified handlers.
+    private func retry(_ selector: String, database: Database, ledger: RunLedger) async throws {
+        let matches = try await ledger.quarantinedNotifications(matching: selector)
+        guard matches.count == 1, let quarantined = matches.first else {
+            throw ReconcilerError.configuration(
+                matches.isEmpty
+                    ? "no notification the webhook quarantined matches \(selector): give its notificationUUID or at least 8 characters of its hash"
+                    : "\(selector) matches \(matches.count) quarantined notifications: give more of the hash")
+        }
+        let (configuration, targets, verifiers) = try app.verifyingTargets()
+        let handlers = zip(targets, verifiers).map { target, verifier in
+            NotificationHandler(scope: target.scope, verifier: verifier, database: database)
+        }
+        let router = try NotificationRouter(handlers: handlers, knownApps: configuration.knownBundleIds)
+        let name = quarantined.notificationUUID ?? String(quarantined.payloadSHA256.prefix(16))
+        switch try await router.retry(quarantined) {
+        case .applied(let result, let target):
+            print(
+                "applied \(result.notificationUUID) (\(result.typeAndSubtype), \(result.outcome.rawValue)) to \(target); "
+                    + "\(quarantined.payloadSHA256.prefix(16)) left the quarantine")
+        case .stillUndecodable(let error):
+            throw ReconcilerError(
+                .needsAttention, "\(name) still does not decode (\(error.reason.rawValue): \(error.detail)); it stays quarantined")
+        case .notConfigured(let unconfigured):
+            throw ReconcilerError(.needsAttention, "\(name) decodes, but is \(unconfigured.description); it stays quarantined")
+        }
+    }
+
     /// One item of `--json`: a quarantined payload (`kind` "payload") or a customer or shard given up
     /// (`kind` "customer" or "shard"), with its app's `bundleId` and `environment`.
     struct Entry: Encodable {
@@ -143,15 +198,24 @@ struct RejectionsCommand: AsyncParsableCommand, UsesAppsOptions {
             case givenUp(RunLedger.GivenUp)
         }
 
-        var app: AppTarget
+        var bundleId: String
+        var environment: String
         var item: Item
+
+        init(app: AppTarget, item: Item) {
+            self.init(bundleId: app.bundleId, environment: app.environment.rawValue, item: item)
+        }
+
+        init(bundleId: String, environment: String, item: Item) {
+            (self.bundleId, self.environment, self.item) = (bundleId, environment, item)
+        }
 
         private enum CodingKeys: String, CodingKey { case kind, bundleId, environment }
 
         func encode(to encoder: any Encoder) throws {
             var container = encoder.container(keyedBy: CodingKeys.self)
-            try container.encode(app.bundleId, forKey: .bundleId)
-            try container.encode(app.environment.rawValue, forKey: .environment)
+            try container.encode(bundleId, forKey: .bundleId)
+            try container.encode(environment, forKey: .environment)
             switch item {
             case .payload(let payload):
                 try container.encode("payload", forKey: .kind)

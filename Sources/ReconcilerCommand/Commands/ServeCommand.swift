@@ -23,8 +23,10 @@ struct ServeCommand: AsyncParsableCommand, UsesAppsOptions {
             are verified, then the app and environment it names (and in production its app Apple ID) choose the \
             configured app it is stored under; one URL serves every app and both environments (Apple sends sandbox \
             notifications to the production URL unless a sandbox URL is set). \
-            Responses: 200 stored (also for a duplicate); 400 rejected with its reason (nothing is \
-            written); 503 APP_NOT_CONFIGURED for an authentic notification of an app or environment the \
+            Responses: 200 stored (also for a duplicate); 200 quarantined for an authentic notification \
+            (signature and chain verified) this release cannot decode (INVALID_PAYLOAD, MISSING_SIGNED_DATE): its exact \
+            bytes are kept, counted in reconciler_webhook_quarantined_total, and `reconciler rejections --retry` applies \
+            it after an upgrade; 400 rejected with its reason (nothing is written; forgeries always); 503 APP_NOT_CONFIGURED for an authentic notification of an app or environment the \
             configuration does not name (not stored: Apple delivers it again once it does; only an app the \
             deployment knows, configured in another environment or listed in knownApps, counts as a configuration gap \
             that pages); 400 NOTIFICATION_TOO_OLD for such a notification signed more than 7 days ago (not Apple's \

@@ -2,7 +2,9 @@ package import AppStoreServer
 import Foundation
 
 /// A signed value from Apple's API that failed verification. It is quarantined (stored once, never
-/// applied) and reported by every run that meets it.
+/// applied) and reported by every run that meets it. A live notification whose signature and chain
+/// verify but which does not decode is quarantined too (source `webhook`), and applied by
+/// `reconciler rejections --retry` once a release decodes it.
 package struct Rejection: Sendable, Codable, Hashable {
     /// The API response the value came in.
     package enum Source: String, Sendable, Codable, CaseIterable {
@@ -11,6 +13,9 @@ package struct Rejection: Sendable, Codable, Hashable {
         case subscriptionStatus = "subscription_status"
         /// Look Up Order ID (`reconciler repair --order-id`).
         case orderLookup = "order_lookup"
+        /// A notification posted to the webhook, authentic but not decodable (`INVALID_PAYLOAD`,
+        /// `MISSING_SIGNED_DATE`): kept so that `rejections --retry` can apply it later.
+        case webhook
     }
 
     package var source: Source
@@ -33,9 +38,10 @@ package struct Rejection: Sendable, Codable, Hashable {
     /// A rejection of `signedValue` for `error`; the one place rejections are made.
     package init(source: Source, signedValue: String, error: VerificationError) {
         self.source = source
-        let claimed = source == .notificationHistory ? UnverifiedPayload.decode(signedValue, as: ResponseBodyV2DecodedPayload.self) : nil
+        // Read member by member: a notification that does not decode is still named.
+        let claimed = [Source.notificationHistory, .webhook].contains(source) ? UnverifiedPayload.notificationClaims(signedValue) : nil
         self.notificationUUID = claimed?.notificationUUID
-        self.typeAndSubtype = claimed?.notificationType.map { type in claimed?.subtype.map { "\(type.rawValue)/\($0.rawValue)" } ?? type.rawValue }
+        self.typeAndSubtype = claimed?.typeAndSubtype
         self.reason = error.reason
         self.detail = error.detail
         self.payloadSHA256 = SHA256Hex.digest(signedValue)

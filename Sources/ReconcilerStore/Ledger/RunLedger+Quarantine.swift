@@ -218,3 +218,74 @@ extension RunLedger {
         }
     }
 }
+
+// MARK: The live path's quarantine
+
+extension RunLedger {
+    /// Quarantines an authentic notification the webhook could not decode, in a transaction of its
+    /// own, under the app and environment it names ('' when they cannot be read): its exact bytes,
+    /// once by their SHA-256; posted again, it is counted again. Returns whether it was new.
+    package func quarantineLive(_ rejection: Rejection, environment: String, bundleId: String) async throws -> Bool {
+        try await read { [logger] transaction in
+            let rows = try await transaction.query(
+                """
+                INSERT INTO quarantined_payloads AS q (payload_sha256, environment, bundle_id, source, notification_uuid, type_and_subtype,
+                    reason, detail, signed_payload)
+                VALUES (\(rejection.payloadSHA256), \(environment), \(bundleId), \(Rejection.Source.webhook.rawValue),
+                    \(rejection.notificationUUID), \(rejection.typeAndSubtype), \(rejection.reason.rawValue), \(rejection.detail),
+                    \(rejection.signedPayload))
+                ON CONFLICT (payload_sha256) DO UPDATE SET last_seen_at = now(), times_seen = q.times_seen + 1
+                RETURNING (xmax = 0)
+                """, logger: logger)
+            for try await inserted in rows.decode(Bool.self) { return inserted }
+            return false
+        }
+    }
+
+    /// A notification the webhook quarantined, as `rejections --retry` handles it again.
+    package struct QuarantinedNotification: Sendable, Hashable {
+        package var payloadSHA256: String
+        /// The app and environment it was filed under ('' when they could not be read).
+        package var bundleId: String
+        package var environment: String
+        package var notificationUUID: String?
+        package var signedPayload: String
+    }
+
+    /// The notifications the webhook quarantined that `selector` names, in any app: by the
+    /// notificationUUID they claim or at least 8 characters of their SHA-256 (as `--ack` reads it).
+    package func quarantinedNotifications(matching selector: String) async throws -> [QuarantinedNotification] {
+        try await read { [logger] transaction in
+            let prefix = selector.lowercased()
+            let rows = try await transaction.query(
+                """
+                SELECT payload_sha256, bundle_id, environment, notification_uuid, signed_payload FROM quarantined_payloads
+                WHERE source = \(Rejection.Source.webhook.rawValue)
+                  AND (notification_uuid = \(selector) OR (length(\(prefix)) >= 8 AND starts_with(payload_sha256, \(prefix))))
+                ORDER BY payload_sha256
+                """, logger: logger)
+            var result: [QuarantinedNotification] = []
+            for try await row in rows.decode((String, String, String, String?, String).self) {
+                result.append(
+                    QuarantinedNotification(payloadSHA256: row.0, bundleId: row.1, environment: row.2, notificationUUID: row.3, signedPayload: row.4))
+            }
+            return result
+        }
+    }
+
+    /// Takes a quarantined notification out of the quarantine, in the transaction that applied it.
+    package func removeFromQuarantine(sha256: String, on transaction: DatabaseTransaction) async throws {
+        try await transaction.query("DELETE FROM quarantined_payloads WHERE payload_sha256 = \(sha256)", logger: logger)
+    }
+
+    /// Notes why a quarantined notification still fails, after a retry that could not apply it.
+    package func noteRetryFailed(sha256: String, reason: VerificationError.Reason, detail: String) async throws {
+        try await read { [logger] transaction in
+            try await transaction.query(
+                """
+                UPDATE quarantined_payloads SET reason = \(reason.rawValue), detail = \(detail), last_seen_at = now()
+                WHERE payload_sha256 = \(sha256)
+                """, logger: logger)
+        }
+    }
+}
