@@ -98,7 +98,7 @@ struct RejectionsCommand: AsyncParsableCommand, UsesAppsOptions {
                     (target, try await ledger.quarantinedPayloads(app: target, all: all), try await ledger.givenUp(app: target, all: all)))
             }
             // Notifications the webhook quarantined without being able to read their app.
-            let unattributed = try await ledger.quarantinedPayloads(environment: "", bundleId: "", all: all)
+            let unattributed = try await ledger.unattributedQuarantinedPayloads(all: all)
             if json {
                 try StandardOutput.printJSON(
                     sections.flatMap { section in

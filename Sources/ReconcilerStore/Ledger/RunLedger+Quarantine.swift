@@ -119,13 +119,24 @@ extension RunLedger {
 
     /// The quarantine of an app and environment, oldest first; unacknowledged ones only unless `all`.
     package func quarantinedPayloads(app: AppTarget, all: Bool) async throws -> [QuarantinedPayload] {
+        try await quarantinedPayloads(environment: app.environment.rawValue, bundleId: app.bundleId, all: all)
+    }
+
+    /// What the webhook quarantined without being able to read its app (stored with an empty
+    /// bundle and environment), oldest first; unacknowledged ones only unless `all`.
+    package func unattributedQuarantinedPayloads(all: Bool) async throws -> [QuarantinedPayload] {
+        try await quarantinedPayloads(environment: "", bundleId: "", all: all)
+    }
+
+    // The columns keep strings: a row of an unreadable app has no environment to type.
+    private func quarantinedPayloads(environment: String, bundleId: String, all: Bool) async throws -> [QuarantinedPayload] {
         try await read { [logger] transaction in
             let rows = try await transaction.query(
                 """
                 SELECT payload_sha256, source, notification_uuid, type_and_subtype, reason, detail, first_seen_at, last_seen_at,
                        first_run_id, last_run_id, times_seen, acknowledged_at, acknowledged_note
                 FROM quarantined_payloads
-                WHERE environment = \(app.environment) AND bundle_id = \(app.bundleId) AND (\(all) OR acknowledged_at IS NULL)
+                WHERE environment = \(environment) AND bundle_id = \(bundleId) AND (\(all) OR acknowledged_at IS NULL)
                 ORDER BY first_seen_at, payload_sha256
                 """, logger: logger)
             var result: [QuarantinedPayload] = []
