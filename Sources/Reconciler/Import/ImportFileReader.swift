@@ -200,62 +200,58 @@ package struct ImportFileReader {
                     }
                 }
                 // After the closing quote: a comma, the end of the line, or the end of the file.
-                switch peek() {
-                case comma?:
-                    position += 1
-                    size += 1
-                    record.fields.append(field)
-                    field = []
-                    continue fields
-                case lf?, nil:
-                    break
-                case cr? where peek(1) == lf:
-                    break
-                default:
+                let ends = fieldEnds()
+                if ends == nil {
                     fail("characters after the closing quote of a field (a quote inside a field is written twice)")
                     skipRestOfLine()
                 }
                 record.fields.append(field)
+                field = []
+                size += 1
+                if ends == false { continue fields }
                 endLine()
                 break fields
             }
             while true {
-                switch peek() {
-                case comma?:
-                    position += 1
-                    size += 1
+                if let ends = fieldEnds() {
                     record.fields.append(field)
                     field = []
-                    continue fields
-                case lf?, nil:
-                    record.fields.append(field)
+                    size += 1
+                    if !ends { continue fields }
                     endLine()
                     break fields
-                case cr? where peek(1) == lf:
-                    record.fields.append(field)
-                    endLine()
-                    break fields
-                case quote?:
+                }
+                guard let byte = take() else { break fields }
+                size += 1
+                if byte == quote {
                     fail("a quote inside a field that does not start with one (quote the whole field, the quote written twice)")
                     skipRestOfLine()
-                    record.fields.append(field)
                     endLine()
                     break fields
-                case let byte?:
-                    position += 1
-                    size += 1
-                    if size > Self.longestRecord {
-                        fail("the record is longer than \(Self.longestRecord) bytes")
-                        field.removeAll(keepingCapacity: true)
-                    } else {
-                        field.append(byte)
-                    }
+                } else if size > Self.longestRecord {
+                    fail("the record is longer than \(Self.longestRecord) bytes")
+                    field.removeAll(keepingCapacity: true)
+                } else {
+                    field.append(byte)
                 }
             }
         }
         try checkRead()
         if record.problem != nil { record.fields = [] }
         return record
+    }
+
+    /// At the end of a field: past its comma (`false`: another field follows), or at the end of
+    /// the line or the file (`true`); `nil` anywhere else.
+    private mutating func fieldEnds() -> Bool? {
+        switch peek() {
+        case comma?:
+            position += 1
+            return false
+        case lf?, nil: return true
+        case cr? where peek(1) == lf: return true
+        default: return nil
+        }
     }
 
     /// Past the line break that ends a record, if any.

@@ -73,20 +73,28 @@ struct ImportCommand: AsyncParsableCommand, UsesAppsOptions {
         var checking = try reader()
         let check = try ImportFileCheck.scan(&checking)
         let invalidStops = check.invalidCount > 0 && !skipInvalid
-        let loaded = try app.loadTargets(api: api)
-        let targets = loaded.targets.productionFirst()
-        guard Set(targets.map(\.app.bundleId)).count == 1 else {
-            throw ReconcilerError.configuration(
-                "several apps are configured (\(Set(targets.map(\.app.bundleId)).sorted().joined(separator: ", "))): choose one with --app")
-        }
         if dryRun {
-            print(Self.dryRunSummary(check, file: file, format: format, budget: targets[0].budget.alone))
+            // The budget is the app's; a dry run without a loadable configuration still checks the file.
+            var budget = RequestBudget(environment: .production).alone
+            var note = ""
+            do {
+                if let target = try app.loadTargets(api: api).targets.productionFirst().first { budget = target.budget.alone }
+            } catch {
+                note = "\n  (no app could be loaded, so the time is at Apple's default production budget: \(error))"
+            }
+            print(Self.dryRunSummary(check, file: file, format: format, budget: budget) + note)
             if invalidStops { throw Self.invalidRows(check) }
             return
         }
         if invalidStops {
             FileHandle.standardError.write(Data((Self.invalidLines(check) + "\n").utf8))
             throw Self.invalidRows(check)
+        }
+        let loaded = try app.loadTargets(api: api)
+        let targets = loaded.targets.productionFirst()
+        guard Set(targets.map(\.app.bundleId)).count == 1 else {
+            throw ReconcilerError.configuration(
+                "several apps are configured (\(Set(targets.map(\.app.bundleId)).sorted().joined(separator: ", "))): choose one with --app")
         }
         let sharing = targets.map { $0.sharing([.getTransactionHistory, .getAllSubscriptionStatuses, .lookUpOrderId]) }
         let progress = ImportProgress()

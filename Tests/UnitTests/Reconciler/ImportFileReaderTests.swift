@@ -175,3 +175,23 @@ import Testing
         #expect(records[1] == .row(.init(line: 3, transactionId: "2")))
     }
 }
+
+/// `import --report-json`: exactly the keys, lists capped at 1,000 with complete counts.
+@Suite struct ImportReportTests {
+    @Test func theReportHasExactlyItsKeysAndCapsItsListsButNotItsCounts() throws {
+        var report = ImportReport()
+        for line in 2...1_502 { report.add(notFound: .init(line: line, transactionId: "\(line)")) }
+        report.add(notFound: .init(line: 1_600, orderId: "MQ5Q7X2ZYB"))
+        report.requests = ["Get Transaction History": 3]
+        let object = try #require(try JSONSerialization.jsonObject(with: report.json()) as? [String: Any])
+        #expect(
+            Set(object.keys) == [
+                "rowsRead", "customers", "purchases", "created", "changed", "notFound", "notFoundCount", "invalid", "invalidCount", "requests",
+                "durationSeconds",
+            ])
+        let notFound = try #require(object["notFound"] as? [[String: Any]])
+        #expect(notFound.count == ImportFileCheck.listLimit)
+        #expect(object["notFoundCount"] as? Int == 1_502)
+        #expect(notFound[0].keys.sorted() == ["line", "transactionId"])
+    }
+}
