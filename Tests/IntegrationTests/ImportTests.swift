@@ -150,4 +150,51 @@ import Testing
             }
         }
     }
+
+    /// Killed halfway (the task cancelled, as SIGTERM does) and run again: it reads only the
+    /// customers not complete, so none is applied twice, and the first run is recorded interrupted.
+    @Test func killedHalfwayAndRunAgainItReadsNoCompletedCustomerAgain() async throws {
+        try await TestDatabase.with { db in
+            var faults = FaultConfiguration()
+            faults.latencyMilliseconds = 20
+            try await MockAppStore.withRunning(.init(scenario: .init(seed: 37, customers: 16), faults: faults)) { mock, baseURL in
+                let verifier = try mock.verifier()
+                let target = CustomerImport.Target(
+                    scope: AppScope(target: verifier.configuration.target, entitlement: .init()), verifier: verifier,
+                    client: mock.client(baseURL: baseURL))
+                let byAccount = Dictionary(grouping: mock.orders, by: \.account)
+                let text = "transactionId\n" + byAccount.keys.sorted().map { byAccount[$0]![0].originalTransactionId }.joined(separator: "\n")
+                let rows = byAccount.count
+                func reader() -> ImportFileReader { ImportFileReader(format: .csv, source: .bytes(Array(text.utf8))) }
+                var checking = reader()
+                let check = try ImportFileCheck.scan(&checking)
+                let progress = ImportProgress()
+                let killed = Task {
+                    try await CustomerImport(configuration: .init(worker: "test"), targets: [target], database: db.database)
+                        .run(rows: reader, check: check, progress: progress)
+                }
+                try await eventually("half the rows imported") { progress.snapshot.rowsDone >= rows / 2 }
+                killed.cancel()
+                await #expect(throws: (any Error).self) { _ = try await killed.value }
+                #expect(try await db.count("SELECT count(*) FROM reconcile_runs WHERE kind = 'import' AND status = 'interrupted'") == 1)
+                let completed = try await db.count("SELECT count(*) FROM import_completions")
+                #expect(completed >= rows / 2 && completed < rows)
+                let statusesAtKill = mock.statisticsSnapshot.requests["Get All Subscription Statuses"] ?? 0
+                #expect(statusesAtKill <= completed + 1, "at most the customer in flight was read without being completed")
+
+                let rerun = try await Self.importing(text, into: db, target: target)
+                #expect(rerun.ending == nil)
+                #expect(rerun.alreadyComplete == completed)
+                #expect(rerun.report.customers == rows - completed)
+                #expect(mock.statisticsSnapshot.requests["Get All Subscription Statuses"] == statusesAtKill + rows - completed)
+                #expect(try await db.count("SELECT count(*) FROM import_completions") == rows)
+                // Nothing applied twice: no purchase has two feed rows creating it.
+                #expect(
+                    try await db.count(
+                        "SELECT count(*) FROM (SELECT 1 FROM purchase_changes WHERE before_state IS NULL GROUP BY original_transaction_id HAVING count(*) > 1) d"
+                    )
+                        == 0)
+            }
+        }
+    }
 }
