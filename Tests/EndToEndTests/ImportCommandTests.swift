@@ -58,4 +58,32 @@ import Testing
             #expect(try await total() == asked, "the second import of the file asked Apple")
         }
     }
+
+    /// Beside a live `serve` and a run that recovers the outage, an import of every customer shares
+    /// the app's budget: the mock's limit of 10 per second per endpoint is never passed (each alone
+    /// at the budget of 6 would pass it together), nothing deadlocks, and export ends as the truth.
+    @Test func besideServeAndARunTheBudgetIsShared() async throws {
+        try await Rehearsal.with(
+            customers: 60, seed: 135, mockArguments: ["--rate-limit", "10", "--latency-ms", "20"], environment: ["APP_STORE_RATE_LIMIT": "6"]
+        ) { rehearsal in
+            let orders = try await RepairTests.orders(rehearsal)
+            let file = rehearsal.file("customers.csv")
+            try ("transactionId\n" + Set(orders.map(\.originalTransactionId)).sorted().joined(separator: "\n") + "\n")
+                .write(toFile: file, atomically: true, encoding: .utf8)
+            try await rehearsal.resetMockStatistics()
+            let run = try rehearsal.start(["run", "--start", rehearsal.outageStart, "--end", rehearsal.outageEnd, "--all", "--refresh-status"])
+            try await eventually("the run") {
+                try await rehearsal.db.count("SELECT count(*) FROM reconcile_runs WHERE status = 'running'") == 1
+            }
+            let imported = try await rehearsal.reconciler(["import", file])
+            #expect(imported.status == 0, "\(imported.stdout)\n\(imported.stderr)")
+            let result = try await run.wait()
+            #expect(result.status == 0, "\(result.stdout)\n\(result.stderr)")
+            let stats = try await rehearsal.mockStatistics()
+            #expect(stats["rateLimited"] as? Int == 0, "\(stats)")
+            #expect(stats["retryAfterViolations"] as? Int == 0, "\(stats)")
+            let export = try await rehearsal.export(), truth = try await rehearsal.truth()
+            #expect(export == truth, "\(Rehearsal.difference(export, truth))")
+        }
+    }
 }
