@@ -197,4 +197,31 @@ import Testing
             }
         }
     }
+
+    /// Apple failing (5xx) is retryable: the import ends with exit 2, completes nothing it could
+    /// not read, and a rerun once Apple answers reads those customers.
+    @Test func whatAppleFailsIsRetryableAndTheRerunReadsIt() async throws {
+        try await TestDatabase.with { db in
+            try await MockAppStore.withRunning(.init(scenario: .init(seed: 38, customers: 4))) { mock, baseURL in
+                let verifier = try mock.verifier()
+                let target = CustomerImport.Target(
+                    scope: AppScope(target: verifier.configuration.target, entitlement: .init()), verifier: verifier,
+                    client: mock.client(baseURL: baseURL, retryPolicy: .init(maximumAttempts: 1)))
+                let originals = Array(Set(mock.orders.map(\.originalTransactionId))).sorted()
+                let text = "transactionId\n" + originals[0] + "\n"
+                var faults = FaultConfiguration()
+                faults.serverErrorRate = 1
+                mock.setFaults(faults)
+                let failed = try await Self.importing(text, into: db, target: target)
+                #expect(failed.ending?.exitCode == 2, "\(String(describing: failed.ending))")
+                #expect(failed.retryableFailures == 1 && failed.failures.map(\.line) == [2])
+                #expect(try await db.count("SELECT count(*) FROM import_completions") == 0)
+                #expect(try await db.count("SELECT count(*) FROM reconcile_runs WHERE kind = 'import' AND status = 'partial'") == 1)
+                mock.setFaults(FaultConfiguration())
+                let rerun = try await Self.importing(text, into: db, target: target)
+                #expect(rerun.ending == nil)
+                #expect(rerun.report.customers == 1)
+            }
+        }
+    }
 }

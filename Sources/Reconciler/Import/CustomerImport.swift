@@ -67,22 +67,24 @@ package struct CustomerImport: Sendable {
         package var alreadyComplete = 0
         /// Rows naming a customer this or an earlier import read by another ID (no request).
         package var sameCustomer = 0
+        /// The first ``ImportFileCheck/listLimit`` rows that failed; the counts below are complete.
         package var failures: [Failure] = []
+        package var retryableFailures = 0
+        package var permanentFailures = 0
         /// Signed values quarantined for the first time.
         package var newlyQuarantined = 0
 
         /// 2 when something retryable failed, 4 when Apple refused a request or a signed value was
         /// quarantined for the first time, `nil` when every valid row was resolved or reported not found.
         package var ending: ReconcilerError? {
-            let retryable = failures.filter { $0.kind == .retryable }
-            if let first = retryable.first {
+            if retryableFailures > 0 {
+                let first = failures.first { $0.kind == .retryable }.map { " (first: line \($0.line), \($0.id): \($0.error))" } ?? ""
                 return .partial(
-                    "\(Plural.count(retryable.count, "row")) not imported (first: line \(first.line), \(first.id): \(first.error)); "
-                        + "run the same import again: it continues where it stopped")
+                    "\(Plural.count(retryableFailures, "row")) not imported\(first); run the same import again: it continues where it stopped")
             }
-            if let first = failures.first {
+            if permanentFailures > 0, let first = failures.first {
                 return .attention(
-                    "Apple refused \(Plural.count(failures.count, "row")) (first: line \(first.line), \(first.id): \(first.error)); "
+                    "Apple refused \(Plural.count(permanentFailures, "row")) (first: line \(first.line), \(first.id): \(first.error)); "
                         + "`reconciler status` shows the import's runs")
             }
             if newlyQuarantined > 0 {
@@ -172,7 +174,10 @@ package struct CustomerImport: Sendable {
                     result.report.add(
                         notFound: .init(line: row.line, transactionId: row.transactionId, orderId: row.transactionId == nil ? row.orderId : nil))
                 case .failed(let kind, let error):
-                    result.failures.append(.init(line: row.line, id: row.transactionId ?? row.orderId ?? "", kind: kind, error: error))
+                    if kind == .retryable { result.retryableFailures += 1 } else { result.permanentFailures += 1 }
+                    if result.failures.count < ImportFileCheck.listLimit {
+                        result.failures.append(.init(line: row.line, id: row.transactionId ?? row.orderId ?? "", kind: kind, error: error))
+                    }
                 }
             }
             for leg in legs {
@@ -188,7 +193,7 @@ package struct CustomerImport: Sendable {
                 }
                 let api = leg.target.client.statistics.snapshot.since(snapshot)
                 let status: RunRecord.Status =
-                    result.failures.contains { $0.kind == .retryable }
+                    result.retryableFailures > 0
                     ? .partial : (result.ending == nil ? .succeeded : .succeededWithRejections)
                 try await ledger.finish(
                     runId: leg.context.run.runId, status: status, failure: result.failures.first.map { "line \($0.line) \($0.id): \($0.error)" },

@@ -71,7 +71,7 @@ struct ImportCommand: AsyncParsableCommand, UsesAppsOptions {
             return ImportFileReader(format: format, source: .file(handle))
         }
         var checking = try reader()
-        let check = try ImportFileCheck.scan(&checking)
+        let check = try ImportFileCheck.scan(&checking, countingDistinct: dryRun)
         let invalidStops = check.invalidCount > 0 && !skipInvalid
         if dryRun {
             // The budget is the app's; a dry run without a loadable configuration still checks the file.
