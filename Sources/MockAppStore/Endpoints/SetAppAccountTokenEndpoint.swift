@@ -10,6 +10,7 @@ import NIOHTTP1
 /// (4000183), an app transaction ID in the path (4000048), a Family Sharing purchase (4000185), a
 /// transaction ID that is not the original one (4000187); 404 4040005 for an original transaction
 /// ID the app does not have. A body that is not a JSON object is "malformed": 400 without a code.
+/// A scale world (`--scale-notifications`) answers 501: it keeps no changes.
 extension MockAppStore {
     func setAppAccountToken(_ request: MockHTTPRequest, originalTransactionId: String, in app: AppWorld) -> MockHTTPResponse {
         guard !originalTransactionId.isEmpty, originalTransactionId.allSatisfy({ $0.isASCII && $0.isNumber }) else {
@@ -36,8 +37,9 @@ extension MockAppStore {
             return Self.apiError(
                 .badRequest, 4_000_187, "Invalid request. The transaction ID provided is not an original transaction ID.")
         }
-        guard app.scale == nil, app.catalog.setAppAccountToken(token, originalTransactionId: originalTransactionId, at: request.arrivedAt)
-        else {
+        // A scale world (the benchmarks) computes its customers on demand and keeps no changes.
+        guard app.scale == nil else { return .text(.notImplemented, "Set App Account Token is not served by a scale world") }
+        guard app.catalog.setAppAccountToken(token, originalTransactionId: originalTransactionId, at: request.arrivedAt) else {
             return Self.apiError(.notFound, 4_040_005, "Original transaction id not found.")
         }
         return MockHTTPResponse(status: .ok)
