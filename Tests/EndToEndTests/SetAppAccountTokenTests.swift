@@ -75,6 +75,12 @@ import Testing
             let truth = try #require(
                 try await rehearsal.truth().split(separator: "\n").first { $0.contains(#""originalTransactionId":"\#(subscription)""#) })
             #expect(truth.contains(#""appAccountToken":"\#(Self.token)""#), "\(truth)")
+
+            // Rate limited for longer than the client waits: exit 2, run it again (last: the
+            // Retry-After closes the endpoint for every process of the app).
+            try await rehearsal.setFaults(["rateLimitedRate": 1.0, "rateLimitedRetryAfterSeconds": 300])
+            let limited = try await set(other)
+            #expect(limited.status == 2 && limited.stderr.contains("run the same command again"), "\(limited.stdout)\(limited.stderr)")
         }
     }
 }
