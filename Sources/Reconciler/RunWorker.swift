@@ -58,8 +58,8 @@ package struct RunWorker: Sendable {
                 "run \(runId) is for \(run.bundleId) in \(run.environment), not the configured \(scope.bundleId) in \(scope.environment)"
             )
         }
-        guard run.kind != .repair else {
-            throw ReconcilerError(.cannotJoin, "run \(runId) is a repair of one customer: there is nothing to share")
+        guard !run.kind.isAboutCustomers else {
+            throw ReconcilerError(.cannotJoin, "run \(runId) is a \(run.kind.rawValue) of customers: there is nothing to share")
         }
         guard run.status == .running else {
             throw ReconcilerError(.cannotJoin, "run \(runId) is \(run.status.rawValue); rerun it with `reconciler run` first")

@@ -6,7 +6,7 @@ import ReconcilerDomain
 import TestSupport
 import Testing
 
-/// Every command that writes purchase state (`serve`, `repair`, `run`, `work`) judges the change
+/// Every command that writes purchase state (`serve`, `repair`, `run`, `work`, `import`) judges the change
 /// feed's `entitled` by the rule in the app's entry of the configuration file, as `export` does: a
 /// feed consumer that grants access from `after.entitled` sees the same answer whichever process
 /// wrote the row. The rule is set in the file only (no RECONCILER_* variable), and it differs from
@@ -130,6 +130,18 @@ import Testing
             for try await (original) in rows.decode(String.self) { byWorker.insert(original) }
             let ofRerun = try await Self.feed(rehearsal).filter { $0.runId == rerunId }
             Self.expectJudgedByTheFile(ofRerun.filter { byWorker.contains($0.originalTransactionId) }, writer: "work")
+
+            // import: every customer again, by a file of their original transaction IDs, after the same loss.
+            try await rehearsal.db.execute("UPDATE purchases SET expires_date_ms = NULL WHERE expires_date_ms IS NOT NULL")
+            try await rehearsal.db.execute("DELETE FROM history_revisions")
+            let file = rehearsal.file("customers.csv")
+            try ("transactionId\n" + Set(orders.map(\.originalTransactionId)).sorted().joined(separator: "\n") + "\n")
+                .write(toFile: file, atomically: true, encoding: .utf8)
+            let imported = try await rehearsal.reconciler(["import", file])
+            #expect(imported.status == 0, "\(imported.stdout)\n\(imported.stderr)")
+            let importRun = try await rehearsal.db.count("SELECT max(run_id) FROM reconcile_runs WHERE kind = 'import'")
+            Self.expectJudgedByTheFile(
+                try await Self.feed(rehearsal).filter { $0.runId == importRun }, writer: "import", context: imported.stdout + imported.stderr)
 
             // And export says the same as the feed's last row of each purchase.
             let exportedAfter = try RepairTests.lines(try await rehearsal.export())

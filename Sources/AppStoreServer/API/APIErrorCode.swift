@@ -28,7 +28,9 @@ public struct APIErrorCode: RawRepresentable, Hashable, Sendable, CustomStringCo
     public static let invalidSampleContentProvided = APIErrorCode(rawValue: 4000041)
     public static let invalidRefundPreference = APIErrorCode(rawValue: 4000044)
     public static let appTransactionIdNotSupported = APIErrorCode(rawValue: 4000048)
+    public static let invalidAppAccountTokenUUID = APIErrorCode(rawValue: 4000183)
     public static let familyTransactionNotSupported = APIErrorCode(rawValue: 4000185)
+    public static let transactionIdIsNotOriginalTransactionId = APIErrorCode(rawValue: 4000187)
     public static let consumptionPercentageAutoRenewableSubscription = APIErrorCode(rawValue: 4000209)
     public static let accountNotFound = APIErrorCode(rawValue: 4040001)
     public static let accountNotFoundRetryable = APIErrorCode(rawValue: 4040002)
@@ -75,6 +77,8 @@ public struct APIErrorCode: RawRepresentable, Hashable, Sendable, CustomStringCo
         case .invalidSampleContentProvided: "sampleContentProvided"
         case .invalidRefundPreference: "refundPreference"
         case .consumptionPercentageAutoRenewableSubscription: "consumptionPercentage"
+        case .invalidAppAccountTokenUUID: "appAccountToken"
+        case .transactionIdIsNotOriginalTransactionId: "originalTransactionId"
         default: nil
         }
     }
@@ -90,6 +94,9 @@ public struct APIErrorCode: RawRepresentable, Hashable, Sendable, CustomStringCo
         case .invalidRefundPreference: "InvalidRefundPreferenceError"
         case .appTransactionIdNotSupported: "AppTransactionIdNotSupportedError"
         case .familyTransactionNotSupported: "FamilyTransactionNotSupportedError"
+        case .invalidAppAccountTokenUUID: "InvalidAppAccountTokenUUIDError"
+        case .transactionIdIsNotOriginalTransactionId: "TransactionIdIsNotOriginalTransactionIdError"
+        case .originalTransactionIdNotFound: "OriginalTransactionIdNotFoundError"
         case .consumptionPercentageAutoRenewableSubscription: "ConsumptionPercentageAutoRenewableSubscriptionError"
         case .transactionIdNotFound: "TransactionIdNotFoundError"
         case .rateLimitExceeded: "RateLimitExceededError"

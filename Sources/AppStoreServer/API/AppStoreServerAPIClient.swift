@@ -192,6 +192,23 @@ public struct AppStoreServerAPIClient: Sendable {
             query: [], body: try JSONEncoder().encode(request))
     }
 
+    /// Set App Account Token: sets or replaces the `appAccountToken` of the purchase
+    /// `originalTransactionId` names (its latest transaction and renewal info, and later renewals;
+    /// not past transactions). Apple answers 200 with no body; the same PUT again sets the same
+    /// value, so a 5xx is retried like any other call.
+    ///
+    /// ```swift
+    /// try await client.setAppAccountToken(
+    ///     originalTransactionId: "2000000100000317",
+    ///     UpdateAppAccountTokenRequest(appAccountToken: "7e3fb20b-4cdb-47cc-936d-99d65f608138"))
+    /// ```
+    public func setAppAccountToken(originalTransactionId: String, _ request: UpdateAppAccountTokenRequest) async throws {
+        let _: NoContent = try await send(
+            .setAppAccountToken, method: .PUT,
+            path: "/inApps/v1/transactions/\(Self.percentEncoded(originalTransactionId))/appAccountToken",
+            query: [], body: try JSONEncoder().encode(request))
+    }
+
     // MARK: Paging
 
     /// The pages of a notification history query, fetched one at a time as they are consumed.

@@ -11,10 +11,12 @@ public struct AppStoreServerAPIEndpoint: Hashable, Sendable, CustomStringConvert
     public static let requestTestNotification = Self(name: "Request a Test Notification", appleProductionLimitPerSecond: 1)
     public static let getTestNotificationStatus = Self(name: "Get Test Notification Status", appleProductionLimitPerSecond: 1)
     public static let sendConsumptionInformation = Self(name: "Send Consumption Information", appleProductionLimitPerSecond: 50)
+    public static let setAppAccountToken = Self(name: "Set App Account Token", appleProductionLimitPerSecond: 20)
 
     public static let all: [Self] = [
         .getNotificationHistory, .getTransactionHistory, .getAllSubscriptionStatuses, .lookUpOrderId,
         .requestTestNotification, .getTestNotificationStatus, .sendConsumptionInformation,
+        .setAppAccountToken,
     ]
 
     public var description: String { name }

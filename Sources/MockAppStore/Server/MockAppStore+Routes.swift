@@ -18,6 +18,7 @@ extension MockAppStore {
         case requestTestNotification = "Request a Test Notification"
         case testNotificationStatus = "Get Test Notification Status"
         case sendConsumptionInformation = "Send Consumption Information"
+        case setAppAccountToken = "Set App Account Token"
     }
 
     func endpoint(for request: MockHTTPRequest) -> (Endpoint, String?)? {
@@ -26,6 +27,13 @@ extension MockAppStore {
         case (.POST, "/inApps/v1/notifications/history"): return (.notificationHistory, nil)
         case (.POST, "/inApps/v1/notifications/test"): return (.requestTestNotification, nil)
         default: break
+        }
+        let tokenPath = (prefix: "/inApps/v1/transactions/", suffix: "/appAccountToken")
+        if request.method == .PUT, path.hasPrefix(tokenPath.prefix), path.hasSuffix(tokenPath.suffix),
+            path.count >= tokenPath.prefix.count + tokenPath.suffix.count
+        {
+            let parameter = String(path.dropFirst(tokenPath.prefix.count).dropLast(tokenPath.suffix.count))
+            return (.setAppAccountToken, parameter.removingPercentEncoding ?? "")
         }
         let prefixes: [(HTTPMethod, String, Endpoint)] = [
             (.GET, "/inApps/v2/history/", .transactionHistory),
@@ -122,6 +130,7 @@ extension MockAppStore {
         case .requestTestNotification: response = await requestTestNotification(in: world)
         case .testNotificationStatus: response = testNotificationStatus(token: parameter ?? "", in: world)
         case .sendConsumptionInformation: response = sendConsumptionInformation(request, transactionId: parameter ?? "", in: world)
+        case .setAppAccountToken: response = setAppAccountToken(request, originalTransactionId: parameter ?? "", in: world)
         }
         if response.status == .ok, roll(faults.truncateRate, "truncate") {
             statistics.update(world.key) { $0.truncatedBodies += 1 }
@@ -136,7 +145,7 @@ extension MockAppStore {
         let snapshot = world.catalog.snapshot
         let transactionId: String?
         switch endpoint {
-        case .transactionHistory, .subscriptionStatuses, .sendConsumptionInformation: transactionId = parameter
+        case .transactionHistory, .subscriptionStatuses, .sendConsumptionInformation, .setAppAccountToken: transactionId = parameter
         case .lookUpOrderId: transactionId = parameter.flatMap { snapshot.world.orders[$0]?.first }
         case .notificationHistory:
             guard let filter = historyBody?["transactionId"]?.string else { return "*" }
@@ -176,6 +185,7 @@ extension MockAppStore {
         switch endpoint {
         case .requestTestNotification, .testNotificationStatus: return 1 * share
         case .lookUpOrderId: return min(configuration.rateLimitPerSecond ?? .infinity, 10 * share)
+        case .setAppAccountToken: return min(configuration.rateLimitPerSecond ?? .infinity, 20 * share)
         default: return configuration.rateLimitPerSecond ?? 50 * share
         }
     }

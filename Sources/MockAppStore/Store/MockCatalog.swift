@@ -121,6 +121,31 @@ final class MockCatalog: Sendable {
         }
     }
 
+    /// Sets the app account token of a purchase now, as Set App Account Token does: its latest
+    /// transaction (and any later one) gets a new version carrying it, and so does its renewal
+    /// info; past transactions keep theirs. `false` for a purchase the catalog does not have.
+    func setAppAccountToken(_ token: String, originalTransactionId: String, at time: Int64) -> Bool {
+        state.withLock { snapshot in
+            let purchase = snapshot.world.transactionVersions.compactMap { id, versions -> (String, JWSTransactionDecodedPayload)? in
+                guard let payload = versions.last?.payload, (payload.originalTransactionId ?? id) == originalTransactionId else { return nil }
+                return (id, payload)
+            }
+            guard !purchase.isEmpty else { return false }
+            let latest = GroundTruth.latestTransaction(purchase.map(\.1))
+            for (id, payload) in purchase where (payload.purchaseDate ?? 0) >= (latest.purchaseDate ?? 0) {
+                var changed = payload
+                changed.appAccountToken = token
+                snapshot.world.transactionVersions[id, default: []].append(.init(payload: changed, modifiedAt: time))
+            }
+            if var renewal = snapshot.world.renewalVersions[originalTransactionId]?.last {
+                renewal.appAccountToken = token
+                snapshot.world.renewalVersions[originalTransactionId, default: []].append(renewal)
+            }
+            snapshot.transactionsByAccount = Self.transactionsByAccount(snapshot.world)
+            return true
+        }
+    }
+
     /// Signs every notification, with its nested values signed at the same instant, on all cores.
     static func sign(
         _ plans: [ScenarioWorld.PlannedNotification], configuration: ScenarioConfiguration,

@@ -31,6 +31,12 @@ struct GapFiller: Sendable {
         var readFromStart = false
         /// Told each customer's verified statuses once they are applied (`repair` reports what Apple said).
         var statusesApplied: (@Sendable (_ anchor: String, _ statuses: [StatusItem]) -> Void)? = nil
+        /// Told each customer Apple did not answer for, with Apple's error (`import` tries the
+        /// sandbox for a transaction ID production does not know).
+        var customerFailed: (@Sendable (_ anchor: String, _ error: AppStoreServerAPIError) -> Void)? = nil
+        /// With it, a transaction ID Apple does not know (4040010) is an answer, not a failure:
+        /// the customer is done, nothing is given up, and this is told (`import` lists unknown IDs).
+        var customerNotFound: (@Sendable (_ anchor: String) -> Void)? = nil
     }
 
     let configuration: Configuration
@@ -116,8 +122,17 @@ struct GapFiller: Sendable {
             progress.update { $0.customersDoneHere += 1 }
         } catch is LeaseLost {
             logger.info("another worker took the customer over", metadata: ["customer": "\(anchor)"])
+        } catch let error as AppStoreServerAPIError
+            where error.details.errorCode == .transactionIdNotFound && configuration.customerNotFound != nil
+        {
+            let (ledger, runId, worker) = (self.ledger, run.runId, configuration.worker)
+            _ = try await ledger.database.transaction { transaction in
+                try await ledger.completeCustomer(runId: runId, anchor: anchor, worker: worker, transactionsSeen: 0, on: transaction)
+            }
+            configuration.customerNotFound?(anchor)
         } catch let error as AppStoreServerAPIError {
             if error.refusesTheCredentials { throw error }
+            configuration.customerFailed?(anchor, error)
             let outcome = try await ledger.failCustomer(
                 runId: run.runId, anchor: anchor, worker: configuration.worker, kind: error.failureKind,
                 error: error.description, policy: context.giveUp)

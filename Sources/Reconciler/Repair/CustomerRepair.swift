@@ -58,8 +58,7 @@ package struct CustomerRepair: Sendable {
                         + (given.isEmpty ? "" : " (\(given.count) were given)"))
             }
             if let orderId {
-                let id = orderId.trimmingCharacters(in: .whitespaces)
-                guard (1...64).contains(id.count), id.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber) }) else {
+                guard let id = Self.orderId(orderId) else {
                     throw ReconcilerError(
                         .malformedSelector,
                         "--order-id: \(Self.quoted(orderId)) is not an order ID (letters and digits, as on Apple's receipt email, e.g. MQ5Q7X2ZYB)"
@@ -68,8 +67,7 @@ package struct CustomerRepair: Sendable {
                 return .orderId(id)
             }
             if let transactionId {
-                let id = transactionId.trimmingCharacters(in: .whitespaces)
-                guard (1...32).contains(id.count), id.allSatisfy({ $0.isASCII && $0.isNumber }) else {
+                guard let id = Self.transactionId(transactionId) else {
                     throw ReconcilerError(
                         .malformedSelector,
                         "--transaction-id: \(Self.quoted(transactionId)) is not a transaction ID (digits, e.g. 2000000123456789)")
@@ -86,8 +84,23 @@ package struct CustomerRepair: Sendable {
             return .appAccountToken(uuid.uuidString.lowercased())
         }
 
+        /// The order ID in `text` (spaces around it dropped), or `nil` when it is not one: letters and
+        /// digits, as on Apple's receipt email. `import` checks its rows by the same rule.
+        package static func orderId(_ text: String) -> String? {
+            let id = text.trimmingCharacters(in: .whitespaces)
+            guard (1...64).contains(id.count), id.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber) }) else { return nil }
+            return id
+        }
+
+        /// The transaction ID in `text` (spaces around it dropped), or `nil` when it is not one: digits.
+        package static func transactionId(_ text: String) -> String? {
+            let id = text.trimmingCharacters(in: .whitespaces)
+            guard (1...32).contains(id.count), id.allSatisfy({ $0.isASCII && $0.isNumber }) else { return nil }
+            return id
+        }
+
         /// Operator input in a message: short, and without control characters.
-        static func quoted(_ text: String) -> String {
+        package static func quoted(_ text: String) -> String {
             let clean = String(text.unicodeScalars.filter { !CharacterSet.controlCharacters.contains($0) }.map(Character.init))
             return "\"" + (clean.count > 70 ? clean.prefix(70) + "…" : clean) + "\""
         }
@@ -264,7 +277,7 @@ package struct CustomerRepair: Sendable {
     }
 
     /// Look Up Order ID, every signed transaction verified; status 1 is an unknown order.
-    private func lookUp(orderId: String, tally: VerificationTally) async throws -> Found {
+    func lookUp(orderId: String, tally: VerificationTally) async throws -> Found {
         let answer: OrderLookupResponse
         do {
             answer = try await client.lookUpOrderId(orderId)

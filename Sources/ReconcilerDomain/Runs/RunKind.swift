@@ -9,4 +9,11 @@ package enum RunKind: String, Sendable, Codable, CaseIterable {
     /// One customer, by `reconciler repair`; its window is the notification history it read.
     /// It holds no run lease and never moves the schedule's chain.
     case repair
+    /// The customers an import file names, by `reconciler import`; its window is the moment it
+    /// started. Like a repair it holds no run lease and never moves the schedule's chain.
+    case `import`
+
+    /// Whether runs of this kind are about customers, not a window of notification history
+    /// (never resumed as a window's run, never shared with `work`).
+    package var isAboutCustomers: Bool { self == .repair || self == .import }
 }

@@ -60,7 +60,7 @@ package struct RunLedger: Sendable {
             """
             SELECT \(unescaped: Self.runColumns) FROM reconcile_runs
             WHERE environment = \(app.environment) AND bundle_id = \(app.bundleId) AND window_start_ms = \(window.start)
-              AND window_end_ms = \(window.end) AND dry_run = \(dryRun) AND kind <> 'repair'
+              AND window_end_ms = \(window.end) AND dry_run = \(dryRun) AND kind NOT IN ('repair', 'import')
             ORDER BY run_id DESC LIMIT 1
             """
         ).first
@@ -118,7 +118,7 @@ package struct RunLedger: Sendable {
             let rows = try await transaction.query(
                 """
                 SELECT max(window_end_ms), max(finished_at) FROM reconcile_runs
-                WHERE environment = \(app.environment) AND bundle_id = \(app.bundleId) AND NOT dry_run AND kind <> 'repair'
+                WHERE environment = \(app.environment) AND bundle_id = \(app.bundleId) AND NOT dry_run AND kind NOT IN ('repair', 'import')
                   AND status IN ('succeeded', 'succeeded_with_rejections')
                 """, logger: logger)
             for try await (windowEnd, finishedAt) in rows.decode((Timestamp?, Date?).self) {

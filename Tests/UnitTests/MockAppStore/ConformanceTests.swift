@@ -663,6 +663,68 @@ import Testing
         }
     }
 
+    /// Set App Account Token: the client's PUT (path and body) is answered 200 with no body; the
+    /// token goes on the purchase's latest transaction (a new version: transaction history returns
+    /// it again) and its renewal info, not on past transactions; each of Apple's errors for its case.
+    @Test func setAppAccountTokenFollowsApplesRules() async throws {
+        var world = world()
+        let shared = JWSTransactionDecodedPayload(
+            originalTransactionId: "3000", transactionId: "3000", bundleId: "com.example.reconciler.mock", productId: "com.example.lifetime",
+            purchaseDate: now - hour, type: .nonConsumable, inAppOwnershipType: .familyShared, environment: .production)
+        world.transactionVersions["3000"] = [.init(payload: shared, modifiedAt: now - hour)]
+        world.accountOfTransaction["3000"] = "A"
+        world.transactionVersions["2000"]![0].payload.appTransactionId = "705000000000000001"
+        world.renewalVersions["1000"] = [
+            JWSRenewalInfoDecodedPayload(originalTransactionId: "1000", productId: "com.example.premium.monthly", environment: .production)
+        ]
+        let token = "7e3fb20b-4cdb-47cc-936d-99d65f608138"
+        try await MockAppStore.withRunning(world: world, configuration) { mock, baseURL in
+            let client = mock.client(baseURL: baseURL)
+            try await client.setAppAccountToken(originalTransactionId: "1000", UpdateAppAccountTokenRequest(appAccountToken: token))
+            let verifier = try mock.verifier()
+            var tokens: [String: String?] = [:]
+            for try await page in client.transactionHistory(anyTransactionId: "1000", TransactionHistoryRequest()) {
+                for signed in page.signedTransactions ?? [] {
+                    let transaction = try await verifier.verifyAndDecodeTransaction(signed)
+                    tokens[transaction.transactionId ?? ""] = transaction.appAccountToken
+                }
+            }
+            #expect(tokens["1011"] == .some(token), "\(tokens)")
+            #expect(["1000", "1001", "1002", "1010"].allSatisfy { tokens[$0] == .some(nil) }, "past transactions keep theirs: \(tokens)")
+            let statuses = try await client.getAllSubscriptionStatuses(anyTransactionId: "1000")
+            let renewal = try #require(statuses.data?.first?.lastTransactions?.first?.signedRenewalInfo)
+            #expect(try await verifier.verifyAndDecodeRenewalInfo(renewal).appAccountToken == token)
+
+            let jwt = try self.tokens(mock).token()
+            func put(_ id: String, _ body: String) async throws -> (status: UInt, code: Int64?) {
+                var request = HTTPClientRequest(url: "\(baseURL)/inApps/v1/transactions/\(id)/appAccountToken")
+                request.method = .PUT
+                request.headers.add(name: "Authorization", value: "Bearer \(jwt)")
+                request.headers.add(name: "Content-Type", value: "application/json")
+                request.body = .bytes(ByteBuffer(string: body))
+                let response = try await HTTPClient.shared.execute(request, timeout: .seconds(60))
+                let bytes = try await response.body.collect(upTo: 65_536)
+                return (response.status.code, (try? JSONDecoder().decode(ErrorPayload.self, from: Data(buffer: bytes)))?.errorCode)
+            }
+            let valid = #"{"appAccountToken":"\#(token)"}"#
+            let cases: [(String, String, UInt, Int64?)] = [
+                ("20x0", valid, 400, 4_000_006),
+                ("2000", #"{"appAccountToken":"not-a-uuid"}"#, 400, 4_000_183),
+                ("2000", "{}", 400, 4_000_183),
+                ("3000", valid, 400, 4_000_185),
+                ("1011", valid, 400, 4_000_187),
+                ("705000000000000001", valid, 400, 4_000_048),
+                ("424242", valid, 404, 4_040_005),
+                ("2000", "not json", 400, nil),
+                ("2000", valid, 200, nil),
+            ]
+            for (id, body, status, code) in cases {
+                let answer = try await put(id, body)
+                #expect(answer.status == status && answer.code == code, "\(id) \(body): \(answer)")
+            }
+        }
+    }
+
     @Test func statusesAreGroupedBySubscriptionGroup() async throws {
         var world = world()
         world.subscriptionStatus["1000"] = .expired
