@@ -112,7 +112,7 @@ package struct CustomerImport: Sendable {
         let target: Target
         let repair: CustomerRepair
         let context: RunContext
-        var environment: String { context.run.environment }
+        var environment: AppStoreEnvironment { target.scope.target.environment }
         var completions: ImportCompletions
     }
 
@@ -139,7 +139,7 @@ package struct CustomerImport: Sendable {
         var legs: [Leg] = []
         for target in targets {
             let record = try await ledger.createRun(
-                kind: .import, environment: target.scope.target.environment.rawValue, bundleId: target.scope.target.bundleId, window: window,
+                kind: .import, app: target.scope.target, window: window,
                 dryRun: false, options: RunOptions(refreshStatus: true), shards: [], holder: configuration.worker)
             let repair = CustomerRepair(
                 configuration: .init(selector: .transactionId("0"), worker: configuration.worker), scope: target.scope, database: database,

@@ -1,3 +1,4 @@
+package import AppStoreServer
 package import Logging
 import PostgresNIO
 package import ReconcilerDomain
@@ -32,22 +33,22 @@ package struct ImportCompletions: Sendable {
     }
 
     package struct Completion: Sendable, Hashable {
-        package var environment: String
+        package var environment: AppStoreEnvironment
         package var outcome: Outcome
         package var anchor: String?
     }
 
     /// The completion of an ID in any of `environments`, if there is one.
     package func completion(
-        _ kind: IdKind, _ id: String, environments: [String], on transaction: DatabaseTransaction
+        _ kind: IdKind, _ id: String, environments: [AppStoreEnvironment], on transaction: DatabaseTransaction
     ) async throws -> Completion? {
         let rows = try await transaction.query(
             """
             SELECT environment, outcome, anchor_transaction_id FROM import_completions
-            WHERE bundle_id = \(bundleId) AND environment = ANY(\(environments)::text[]) AND id_kind = \(kind.rawValue) AND id = \(id)
+            WHERE bundle_id = \(bundleId) AND environment = ANY(\(environments.map(\.rawValue))::text[]) AND id_kind = \(kind.rawValue) AND id = \(id)
             ORDER BY outcome = 'read' DESC LIMIT 1
             """, logger: logger)
-        for try await (environment, outcome, anchor) in rows.decode((String, String, String?).self) {
+        for try await (environment, outcome, anchor) in rows.decode((AppStoreEnvironment, String, String?).self) {
             guard let outcome = Outcome(rawValue: outcome) else {
                 throw ReconcilerError(.unknownStoredValue, "import_completions.outcome \(outcome) is not a known outcome")
             }
@@ -58,7 +59,9 @@ package struct ImportCompletions: Sendable {
 
     /// Which of `anchors` (customers in `environment`) an import read: in the run `runId`, or in
     /// any import when `runId` is `nil`.
-    package func readAnchor(of anchors: [String], environment: String, runId: Int64?, on transaction: DatabaseTransaction) async throws -> String? {
+    package func readAnchor(
+        of anchors: [String], environment: AppStoreEnvironment, runId: Int64?, on transaction: DatabaseTransaction
+    ) async throws -> String? {
         guard !anchors.isEmpty else { return nil }
         let rows = try await transaction.query(
             """
@@ -73,7 +76,8 @@ package struct ImportCompletions: Sendable {
 
     /// Records an ID as resolved (again, with `--refresh`: the newest resolution wins).
     package func complete(
-        _ kind: IdKind, _ id: String, environment: String, outcome: Outcome, anchor: String?, runId: Int64, on transaction: DatabaseTransaction
+        _ kind: IdKind, _ id: String, environment: AppStoreEnvironment, outcome: Outcome, anchor: String?, runId: Int64,
+        on transaction: DatabaseTransaction
     ) async throws {
         try await transaction.query(
             """
