@@ -37,6 +37,7 @@ struct ReconcilerCommand: AsyncParsableCommand {
             MigrateCommand.self, ServeCommand.self, RunCommand.self, RepairCommand.self, WorkCommand.self, StatusCommand.self,
             RejectionsCommand.self, ForwardCommand.self, ChangesCommand.self, ConsumptionCommand.self, PruneCommand.self, InspectCommand.self,
             ExportCommand.self, DetectOutageCommand.self, CheckWebhookCommand.self, VerifyStoredCommand.self, CompactPayloadsCommand.self,
+            DoctorCommand.self,
         ])
 
     /// Maps errors to the documented exit codes (``ReconcilerError/init(endingCommandWith:)``).
