@@ -70,7 +70,9 @@ extension Doctor {
     /// This host's clock against Apple's: the responses' `Date` against each request's midpoint,
     /// the furthest off of them (a `Date` has whole seconds).
     static func clock(_ probes: [AppleProbe]) -> DoctorResult? {
-        let offsets = probes.compactMap { probe in probe.timing.flatMap { timing in timing.serverDate.map { $0.timeIntervalSince(timing.midpoint) } }
+        // A `Date` has whole seconds: the instant it names is half a second, on average, before the answer's.
+        let offsets = probes.compactMap { probe in
+            probe.timing.flatMap { timing in timing.serverDate.map { $0.timeIntervalSince(timing.midpoint) + 0.5 } }
         }
         guard let offset = offsets.max(by: { abs($0) < abs($1) }) else {
             return probes.isEmpty
@@ -80,7 +82,7 @@ extension Doctor {
                     fix: "Keep this host's clock synchronised (NTP); doctor could not compare it.")
         }
         let seconds = Int(offset.rounded())
-        let detail = seconds == 0 ? "within a second of Apple's" : "\(abs(seconds)) s \(seconds > 0 ? "behind" : "ahead of") Apple's"
+        let detail = abs(offset) < 1 ? "within a second of Apple's" : "\(abs(seconds)) s \(seconds > 0 ? "behind" : "ahead of") Apple's"
         let fix = "Synchronise this host's clock (NTP, chrony): the API tokens, the 7-day replay rule and the time rows depend on it."
         if abs(offset) > clockFailure { return DoctorResult(.clock, status: .fail, detail: detail, fix: fix) }
         if abs(offset) > clockWarning { return DoctorResult(.clock, status: .warn, detail: detail, fix: fix) }

@@ -80,11 +80,12 @@ package struct Doctor: Sendable {
 
     /// The configuration loaded: what it configures.
     package static func configurationLoaded(_ deployment: Deployment) -> DoctorResult {
-        let apps = Set(deployment.targets.map(\.bundleId)).count
-        return .ok(
-            .config,
-            "\(deployment.source) loads: \(Plural.count(apps, "app")), \(Plural.count(deployment.targets.count, "app and environment", "apps and environments"))"
-        )
+        var apps: [String] = []
+        for target in deployment.targets where !apps.contains(target.bundleId) { apps.append(target.bundleId) }
+        let listed = apps.map { bundleId in
+            "\(bundleId) (\(deployment.targets.filter { $0.bundleId == bundleId }.map(\.environment.rawValue).joined(separator: ", ")))"
+        }
+        return .ok(.config, "\(deployment.source) loads: \(listed.joined(separator: ", "))")
     }
 
     /// The configuration does not load: nothing else can be checked until it does.
@@ -148,7 +149,7 @@ package struct Doctor: Sendable {
                 .rootCertificates, status: .warn, detail: "\(until): \(Int(left / 86_400)) days left",
                 fix: "Add Apple's next root (apple.com/certificateauthority) to \(deployment.rootCertificatesSetting) before it expires.")
         }
-        return .ok(.rootCertificates, "\(Plural.count(roots.count, "root")) load; \(until)")
+        return .ok(.rootCertificates, "\(Plural.count(roots.count, "root")) \(roots.count == 1 ? "loads" : "load"); \(until)")
     }
 
     /// The app API's token file: there, readable and not empty (its contents are never shown).
@@ -270,7 +271,7 @@ package struct Doctor: Sendable {
     func feed(_ database: Database) async throws -> DoctorResult {
         let size = try await DeploymentHealth(database: database).feedSize()
         let detail =
-            "about \(size.estimatedRows) changes, \(Self.megabytes(size.bytes)) on disk"
+            "\(size.estimatedRows < 100_000 ? "" : "about ")\(size.estimatedRows) changes, \(Self.megabytes(size.bytes)) on disk"
             + (size.oldestChange.map { ", the oldest \($0.formatted(.iso8601))" } ?? "")
         if let oldest = size.oldestChange, size.now.timeIntervalSince(oldest) > Double(feedAgeWarning.components.seconds) {
             return DoctorResult(

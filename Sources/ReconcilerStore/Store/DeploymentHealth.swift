@@ -54,9 +54,11 @@ package struct DeploymentHealth: Sendable {
         }
     }
 
-    /// The change feed's size: its rows (PostgreSQL's estimate, never a count over a large table),
+    /// The change feed's size: its rows (counted while few, PostgreSQL's estimate beyond: never a
+    /// count over a large table),
     /// its bytes on disk with its indexes, and its oldest change.
     package struct FeedSize: Sendable, Hashable {
+        /// Exact below 100,000, PostgreSQL's estimate above.
         package var estimatedRows: Int64
         package var bytes: Int64
         package var oldestChange: Date?
@@ -68,7 +70,8 @@ package struct DeploymentHealth: Sendable {
         try await database.transaction { [logger] transaction in
             let rows = try await transaction.query(
                 """
-                SELECT greatest(c.reltuples, 0)::bigint, pg_total_relation_size(c.oid),
+                SELECT CASE WHEN c.reltuples < 100000 THEN (SELECT count(*) FROM purchase_changes) ELSE c.reltuples::bigint END,
+                       pg_total_relation_size(c.oid),
                        (SELECT min(changed_at) FROM purchase_changes), now()
                 FROM pg_class c WHERE c.oid = 'purchase_changes'::regclass
                 """, logger: logger)

@@ -45,6 +45,7 @@ import Testing
     @Test func theClockWarnsAboveAMinuteAndFailsAboveFive() {
         func clock(_ skew: Double) -> DoctorResult? { Doctor.appleChecks([Self.probe("one", .production, skew: skew)]).first { $0.check == .clock } }
         #expect(clock(0)?.status == .ok)
+        #expect(clock(0)?.detail == "within a second of Apple's")
         #expect(clock(59)?.status == .ok)
         #expect(clock(61)?.status == .warn)
         #expect(clock(-61)?.detail == "61 s ahead of Apple's")
