@@ -1,34 +1,27 @@
-/// The notification settings of an App Store Connect `App` resource (TN3180): where Apple sends
-/// each environment's App Store Server Notifications, and in which version.
+/// An App Store Connect `App` resource as JSON:API carries it (`{"type": "apps", "id": ...,
+/// "attributes": {...}}`), with the attributes the reconciler reads: the notification settings
+/// (TN3180), where Apple sends each environment's App Store Server Notifications and in which version.
 public struct AppStoreConnectApp: Codable, Hashable, Sendable {
-    /// The app's Apple ID (the resource's `id`).
+    public var type: String
+    /// The app's Apple ID.
     public var id: String
-    public var bundleId: String?
-    /// Production's URL; `nil` or empty: none set.
-    public var subscriptionStatusUrl: String?
-    /// `V1` or `V2`.
-    public var subscriptionStatusUrlVersion: String?
-    /// The sandbox's URL; `nil` or empty: Apple sends sandbox notifications to production's.
-    public var subscriptionStatusUrlForSandbox: String?
-    public var subscriptionStatusUrlVersionForSandbox: String?
+    public var attributes: Attributes
 
-    public init(
-        id: String, bundleId: String? = nil, subscriptionStatusUrl: String? = nil, subscriptionStatusUrlVersion: String? = nil,
-        subscriptionStatusUrlForSandbox: String? = nil, subscriptionStatusUrlVersionForSandbox: String? = nil
-    ) {
+    public init(id: String, attributes: Attributes) {
+        self.type = "apps"
         self.id = id
-        self.bundleId = bundleId
-        self.subscriptionStatusUrl = subscriptionStatusUrl
-        self.subscriptionStatusUrlVersion = subscriptionStatusUrlVersion
-        self.subscriptionStatusUrlForSandbox = subscriptionStatusUrlForSandbox
-        self.subscriptionStatusUrlVersionForSandbox = subscriptionStatusUrlVersionForSandbox
+        self.attributes = attributes
     }
 
-    /// The attributes as JSON:API carries them.
+    /// The attributes; in a Modify an App request, only those to change (`nil`: unchanged; an
+    /// empty URL: none).
     public struct Attributes: Codable, Hashable, Sendable {
         public var bundleId: String?
+        /// Production's URL; `nil` or empty: none set.
         public var subscriptionStatusUrl: String?
+        /// `V1` or `V2`.
         public var subscriptionStatusUrlVersion: String?
+        /// The sandbox's URL; `nil` or empty: Apple sends sandbox notifications to production's.
         public var subscriptionStatusUrlForSandbox: String?
         public var subscriptionStatusUrlVersionForSandbox: String?
 
@@ -42,48 +35,28 @@ public struct AppStoreConnectApp: Codable, Hashable, Sendable {
             self.subscriptionStatusUrlForSandbox = subscriptionStatusUrlForSandbox
             self.subscriptionStatusUrlVersionForSandbox = subscriptionStatusUrlVersionForSandbox
         }
-    }
 
-    /// One resource of a JSON:API document: `{"type": "apps", "id": ..., "attributes": {...}}`.
-    public struct Resource: Codable, Hashable, Sendable {
-        public var type: String
-        public var id: String
-        public var attributes: Attributes?
-
-        public init(type: String = "apps", id: String, attributes: Attributes?) {
-            self.type = type
-            self.id = id
-            self.attributes = attributes
+        /// These attributes with those `change` names set (an empty string empties one).
+        public func applying(_ change: Attributes) -> Attributes {
+            var result = self
+            if let url = change.subscriptionStatusUrl { result.subscriptionStatusUrl = url }
+            if let version = change.subscriptionStatusUrlVersion { result.subscriptionStatusUrlVersion = version }
+            if let url = change.subscriptionStatusUrlForSandbox { result.subscriptionStatusUrlForSandbox = url }
+            if let version = change.subscriptionStatusUrlVersionForSandbox { result.subscriptionStatusUrlVersionForSandbox = version }
+            return result
         }
     }
 
-    public init(_ resource: Resource) {
-        self.init(
-            id: resource.id, bundleId: resource.attributes?.bundleId, subscriptionStatusUrl: resource.attributes?.subscriptionStatusUrl,
-            subscriptionStatusUrlVersion: resource.attributes?.subscriptionStatusUrlVersion,
-            subscriptionStatusUrlForSandbox: resource.attributes?.subscriptionStatusUrlForSandbox,
-            subscriptionStatusUrlVersionForSandbox: resource.attributes?.subscriptionStatusUrlVersionForSandbox)
-    }
-
-    public var resource: Resource {
-        Resource(
-            id: id,
-            attributes: Attributes(
-                bundleId: bundleId, subscriptionStatusUrl: subscriptionStatusUrl, subscriptionStatusUrlVersion: subscriptionStatusUrlVersion,
-                subscriptionStatusUrlForSandbox: subscriptionStatusUrlForSandbox,
-                subscriptionStatusUrlVersionForSandbox: subscriptionStatusUrlVersionForSandbox))
-    }
-
-    /// `{"data": resource}`.
+    /// `{"data": app}`.
     public struct Document: Codable, Sendable {
-        public var data: Resource
-        public init(data: Resource) { self.data = data }
+        public var data: AppStoreConnectApp
+        public init(data: AppStoreConnectApp) { self.data = data }
     }
 
-    /// `{"data": [resource, ...]}`.
+    /// `{"data": [app, ...]}`.
     public struct ListDocument: Codable, Sendable {
-        public var data: [Resource]
-        public init(data: [Resource]) { self.data = data }
+        public var data: [AppStoreConnectApp]
+        public init(data: [AppStoreConnectApp]) { self.data = data }
     }
 }
 

@@ -64,21 +64,21 @@ public struct AppStoreConnectClient: Sendable {
     /// Get App Information: the app whose Apple ID is `id`.
     public func app(id: String) async throws -> AppStoreConnectApp {
         let document: AppStoreConnectApp.Document = try await send(.GET, path: "/v1/apps/\(id)\(Self.fields)", body: nil)
-        return AppStoreConnectApp(document.data)
+        return document.data
     }
 
     /// The app with `bundleId`, found by List Apps with `filter[bundleId]`; `nil` when the team has none.
     public func app(bundleId: String) async throws -> AppStoreConnectApp? {
         let query = "?filter%5BbundleId%5D=\(AppStoreServerAPIClient.percentEncoded(bundleId))"
         let list: AppStoreConnectApp.ListDocument = try await send(.GET, path: "/v1/apps\(query)", body: nil)
-        return list.data.map(AppStoreConnectApp.init).first { $0.bundleId == bundleId }
+        return list.data.first { $0.attributes.bundleId == bundleId }
     }
 
     /// Modify an App: sets the notification settings `attributes` names (the others stay).
     public func modifyApp(id: String, _ attributes: AppStoreConnectApp.Attributes) async throws -> AppStoreConnectApp {
-        let body = try JSONEncoder().encode(AppStoreConnectApp.Document(data: .init(id: id, attributes: attributes)))
+        let body = try JSONEncoder().encode(AppStoreConnectApp.Document(data: AppStoreConnectApp(id: id, attributes: attributes)))
         let document: AppStoreConnectApp.Document = try await send(.PATCH, path: "/v1/apps/\(id)", body: body)
-        return AppStoreConnectApp(document.data)
+        return document.data
     }
 
     private static let fields =

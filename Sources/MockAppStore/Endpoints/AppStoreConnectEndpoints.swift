@@ -28,8 +28,10 @@ extension MockAppStore {
         var apps: [String: AppStoreConnectApp] = [:]
         for app in configuration.servedApps {
             apps[app.bundleId] = AppStoreConnectApp(
-                id: String(app.appAppleId), bundleId: app.bundleId, subscriptionStatusUrl: url, subscriptionStatusUrlVersion: "V2",
-                subscriptionStatusUrlForSandbox: url, subscriptionStatusUrlVersionForSandbox: "V2")
+                id: String(app.appAppleId),
+                attributes: .init(
+                    bundleId: app.bundleId, subscriptionStatusUrl: url, subscriptionStatusUrlVersion: "V2", subscriptionStatusUrlForSandbox: url,
+                    subscriptionStatusUrlVersionForSandbox: "V2"))
         }
         return apps
     }
@@ -42,13 +44,13 @@ extension MockAppStore {
         switch (request.method, id) {
         case (.GET, nil):
             guard let bundleId = request.queryValue("filter[bundleId]") else {
-                return .json(.ok, AppStoreConnectApp.ListDocument(data: connectApps.withLock { $0.values.sorted { $0.id < $1.id }.map(\.resource) }))
+                return .json(.ok, AppStoreConnectApp.ListDocument(data: connectApps.withLock { $0.values.sorted { $0.id < $1.id } }))
             }
             let found = connectApps.withLock { $0[bundleId] }
-            return .json(.ok, AppStoreConnectApp.ListDocument(data: found.map { [$0.resource] } ?? []))
+            return .json(.ok, AppStoreConnectApp.ListDocument(data: found.map { [$0] } ?? []))
         case (.GET, let id?):
             guard let app = connectApps.withLock({ $0.values.first { $0.id == id } }) else { return Self.notFound(id) }
-            return .json(.ok, AppStoreConnectApp.Document(data: app.resource))
+            return .json(.ok, AppStoreConnectApp.Document(data: app))
         case (.PATCH, let id?):
             guard let document = try? JSONDecoder().decode(AppStoreConnectApp.Document.self, from: Data(buffer: request.body)) else {
                 return Self.connectError(
@@ -59,7 +61,7 @@ extension MockAppStore {
                     .conflict, "ENTITY_ERROR.INCLUDED.INVALID_ID", "The provided entity includes an invalid id",
                     "The id in the body is not the path's.")
             }
-            let attributes = document.data.attributes ?? .init()
+            let attributes = document.data.attributes
             for version in [attributes.subscriptionStatusUrlVersion, attributes.subscriptionStatusUrlVersionForSandbox].compactMap({ $0 })
             where !["V1", "V2"].contains(version) {
                 return Self.connectError(
@@ -67,11 +69,11 @@ extension MockAppStore {
             }
             let updated = connectApps.withLock { apps -> AppStoreConnectApp? in
                 guard let bundleId = apps.first(where: { $0.value.id == id })?.key else { return nil }
-                apps[bundleId]?.apply(attributes)
+                if let app = apps[bundleId] { apps[bundleId]?.attributes = app.attributes.applying(attributes) }
                 return apps[bundleId]
             }
             guard let updated else { return Self.notFound(id) }
-            return .json(.ok, AppStoreConnectApp.Document(data: updated.resource))
+            return .json(.ok, AppStoreConnectApp.Document(data: updated))
         default:
             return Self.connectError(
                 .methodNotAllowed, "METHOD_NOT_ALLOWED", "The request method is not valid for the resource path.", "\(request.method) \(request.path)"
@@ -86,7 +88,7 @@ extension MockAppStore {
             let attributes = try? JSONDecoder().decode(AppStoreConnectApp.Attributes.self, from: Data(buffer: request.body))
         else { return .text(.badRequest, "expected ?bundleId= and a JSON object of notification attributes") }
         let updated = connectApps.withLock { apps -> AppStoreConnectApp? in
-            apps[bundleId]?.apply(attributes)
+            if let app = apps[bundleId] { apps[bundleId]?.attributes = app.attributes.applying(attributes) }
             return apps[bundleId]
         }
         guard let updated else { return .text(.notFound, "no app \(bundleId)") }
@@ -121,15 +123,5 @@ extension MockAppStore {
 
     static func connectError(_ status: HTTPResponseStatus, _ code: String, _ title: String, _ detail: String) -> MockHTTPResponse {
         .json(status, AppStoreConnectErrors(errors: [.init(status: String(status.code), code: code, title: title, detail: detail)]))
-    }
-}
-
-extension AppStoreConnectApp {
-    /// Sets the notification attributes `attributes` names (an empty string empties one).
-    mutating func apply(_ attributes: Attributes) {
-        if let url = attributes.subscriptionStatusUrl { subscriptionStatusUrl = url }
-        if let version = attributes.subscriptionStatusUrlVersion { subscriptionStatusUrlVersion = version }
-        if let url = attributes.subscriptionStatusUrlForSandbox { subscriptionStatusUrlForSandbox = url }
-        if let version = attributes.subscriptionStatusUrlVersionForSandbox { subscriptionStatusUrlVersionForSandbox = version }
     }
 }

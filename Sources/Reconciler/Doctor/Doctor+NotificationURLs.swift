@@ -91,8 +91,8 @@ extension Doctor {
 
     static func production(_ found: AppStoreConnectApp, _ settings: NotificationSettings) -> DoctorResult {
         let environment = AppStoreEnvironment.production.rawValue
-        let url = found.subscriptionStatusUrl ?? ""
-        let seen = "production URL \(shown(url)), \(version(found.subscriptionStatusUrlVersion))"
+        let url = found.attributes.subscriptionStatusUrl ?? ""
+        let seen = "production URL \(shown(url)), \(version(found.attributes.subscriptionStatusUrlVersion))"
         func result(_ status: DoctorStatus, _ detail: String, _ fix: String?) -> DoctorResult {
             DoctorResult(.notificationURLs, app: settings.bundleId, environment: environment, status: status, detail: detail, fix: fix)
         }
@@ -102,12 +102,12 @@ extension Doctor {
                     .warn, "no production URL is set: Apple sends this app no notifications",
                     "Set one in App Store Connect, or configure notificationURL and run `reconciler doctor --fix-notification-urls`.")
             }
-            if found.subscriptionStatusUrlVersion?.uppercased() == "V1" {
+            if found.attributes.subscriptionStatusUrlVersion?.uppercased() == "V1" {
                 return result(.warn, seen, "Switch it to Version 2 in App Store Connect: the reconciler reads only Version 2 notifications.")
             }
             return .ok(.notificationURLs, app: settings.bundleId, environment: environment, seen + " (no notificationURL configured to compare)")
         }
-        guard url == wanted, found.subscriptionStatusUrlVersion?.uppercased() == "V2" else {
+        guard url == wanted, found.attributes.subscriptionStatusUrlVersion?.uppercased() == "V2" else {
             return result(.fail, seen + "; notificationURL is \(shown(wanted)), Version 2", fixURLs)
         }
         return .ok(.notificationURLs, app: settings.bundleId, environment: environment, seen + ": notificationURL")
@@ -115,8 +115,8 @@ extension Doctor {
 
     static func sandbox(_ found: AppStoreConnectApp, _ settings: NotificationSettings) -> DoctorResult {
         let environment = AppStoreEnvironment.sandbox.rawValue
-        let url = found.subscriptionStatusUrlForSandbox ?? ""
-        let seen = "sandbox URL \(shown(url)), \(version(found.subscriptionStatusUrlVersionForSandbox))"
+        let url = found.attributes.subscriptionStatusUrlForSandbox ?? ""
+        let seen = "sandbox URL \(shown(url)), \(version(found.attributes.subscriptionStatusUrlVersionForSandbox))"
         func result(_ status: DoctorStatus, _ detail: String, _ fix: String?) -> DoctorResult {
             DoctorResult(.notificationURLs, app: settings.bundleId, environment: environment, status: status, detail: detail, fix: fix)
         }
@@ -130,12 +130,12 @@ extension Doctor {
             return .ok(.notificationURLs, app: settings.bundleId, environment: environment, detail)
         }
         guard let wanted = settings.notificationURL else {
-            if found.subscriptionStatusUrlVersionForSandbox?.uppercased() == "V1" {
+            if found.attributes.subscriptionStatusUrlVersionForSandbox?.uppercased() == "V1" {
                 return result(.warn, seen, "Switch it to Version 2 in App Store Connect: the reconciler reads only Version 2 notifications.")
             }
             return .ok(.notificationURLs, app: settings.bundleId, environment: environment, seen + " (no notificationURL configured to compare)")
         }
-        guard url == wanted, found.subscriptionStatusUrlVersionForSandbox?.uppercased() == "V2" else {
+        guard url == wanted, found.attributes.subscriptionStatusUrlVersionForSandbox?.uppercased() == "V2" else {
             return result(.fail, seen + "; notificationURL is \(shown(wanted)), Version 2 (or leave it empty)", fixURLs)
         }
         return .ok(.notificationURLs, app: settings.bundleId, environment: environment, seen + ": notificationURL")
@@ -146,11 +146,11 @@ extension Doctor {
     /// URL set to another URL or version; an empty sandbox URL stays empty). `nil`: nothing to change.
     package static func notificationURLFix(_ found: AppStoreConnectApp, notificationURL wanted: String) -> AppStoreConnectApp.Attributes? {
         var change = AppStoreConnectApp.Attributes()
-        if found.subscriptionStatusUrl != wanted { change.subscriptionStatusUrl = wanted }
-        if found.subscriptionStatusUrlVersion?.uppercased() != "V2" { change.subscriptionStatusUrlVersion = "V2" }
-        if let sandbox = found.subscriptionStatusUrlForSandbox, !sandbox.isEmpty {
+        if found.attributes.subscriptionStatusUrl != wanted { change.subscriptionStatusUrl = wanted }
+        if found.attributes.subscriptionStatusUrlVersion?.uppercased() != "V2" { change.subscriptionStatusUrlVersion = "V2" }
+        if let sandbox = found.attributes.subscriptionStatusUrlForSandbox, !sandbox.isEmpty {
             if sandbox != wanted { change.subscriptionStatusUrlForSandbox = wanted }
-            if found.subscriptionStatusUrlVersionForSandbox?.uppercased() != "V2" { change.subscriptionStatusUrlVersionForSandbox = "V2" }
+            if found.attributes.subscriptionStatusUrlVersionForSandbox?.uppercased() != "V2" { change.subscriptionStatusUrlVersionForSandbox = "V2" }
         }
         return change == AppStoreConnectApp.Attributes() ? nil : change
     }
@@ -158,11 +158,12 @@ extension Doctor {
     /// The lines `--fix-notification-urls` prints for a change: each field's old and new value.
     package static func changeLines(_ bundleId: String, from found: AppStoreConnectApp, to change: AppStoreConnectApp.Attributes) -> [String] {
         let fields: [(String, String?, String?, Bool)] = [
-            ("subscriptionStatusUrl", found.subscriptionStatusUrl, change.subscriptionStatusUrl, true),
-            ("subscriptionStatusUrlVersion", found.subscriptionStatusUrlVersion, change.subscriptionStatusUrlVersion, false),
-            ("subscriptionStatusUrlForSandbox", found.subscriptionStatusUrlForSandbox, change.subscriptionStatusUrlForSandbox, true),
+            ("subscriptionStatusUrl", found.attributes.subscriptionStatusUrl, change.subscriptionStatusUrl, true),
+            ("subscriptionStatusUrlVersion", found.attributes.subscriptionStatusUrlVersion, change.subscriptionStatusUrlVersion, false),
+            ("subscriptionStatusUrlForSandbox", found.attributes.subscriptionStatusUrlForSandbox, change.subscriptionStatusUrlForSandbox, true),
             (
-                "subscriptionStatusUrlVersionForSandbox", found.subscriptionStatusUrlVersionForSandbox, change.subscriptionStatusUrlVersionForSandbox,
+                "subscriptionStatusUrlVersionForSandbox", found.attributes.subscriptionStatusUrlVersionForSandbox,
+                change.subscriptionStatusUrlVersionForSandbox,
                 false
             ),
         ]

@@ -65,9 +65,10 @@ import Testing
 
     static func app(_ production: String?, _ version: String?, sandbox: String? = nil, _ sandboxVersion: String? = nil) -> AppStoreConnectApp {
         AppStoreConnectApp(
-            id: "1", bundleId: "one", subscriptionStatusUrl: production, subscriptionStatusUrlVersion: version,
-            subscriptionStatusUrlForSandbox: sandbox,
-            subscriptionStatusUrlVersionForSandbox: sandboxVersion)
+            id: "1",
+            attributes: .init(
+                bundleId: "one", subscriptionStatusUrl: production, subscriptionStatusUrlVersion: version,
+                subscriptionStatusUrlForSandbox: sandbox, subscriptionStatusUrlVersionForSandbox: sandboxVersion))
     }
 
     static func statuses(_ settings: Doctor.NotificationSettings) -> [DoctorStatus] { Doctor.notificationURLChecks([settings]).map(\.status) }
