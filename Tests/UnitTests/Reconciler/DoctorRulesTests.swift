@@ -131,4 +131,23 @@ import Testing
         #expect(results.first?.fix?.contains("appStoreConnect.id") == true)
         #expect(results.first?.transient == false)
     }
+
+    /// An Apple 5xx is transient: alone it makes the exit 2, not 1.
+    @Test func anAppleServerErrorIsTransient() {
+        var probe = Self.probe("one", .production)
+        probe.error = .serverError(.init(endpoint: .getNotificationHistory, httpStatusCode: 503, attempts: 6))
+        let results = Doctor.appleChecks([probe])
+        #expect(results.first { $0.check == .appleAuth }?.transient == true)
+        #expect(DoctorReport(results: results).exitClass == .retryable)
+    }
+
+    /// serve's /health: 200 is ok; anything else, or no answer, only warns (a proxy may not route it).
+    @Test func serveHealthWarnsWhenItDoesNotAnswer200() {
+        let url = "https://user:pw@reconciler.example.com/health"
+        #expect(Doctor.serveHealth(url: url, app: nil, answered: 200, error: nil).status == .ok)
+        let down = Doctor.serveHealth(url: url, app: nil, answered: nil, error: "connect refused")
+        #expect(down.status == .warn)
+        #expect(down.detail == "https://reconciler.example.com/health does not answer (connect refused)")
+        #expect(Doctor.serveHealth(url: url, app: nil, answered: 503, error: nil).status == .warn)
+    }
 }
