@@ -209,6 +209,15 @@ extension MockAppStore {
             lines.append("    appAppleId: \(app.appAppleId)")
             lines.append("    environments: \(environments(app.environments))")
         }
+        // App Store Connect's notification settings, read (and fixed) by `reconciler doctor`.
+        lines.append("notificationURL: \(YAMLText.scalar(configuration.webhookURL ?? MockAppStore.defaultNotificationURL))")
+        if let production = baseURLs[.production] ?? baseURLs.values.first {
+            lines.append("appStoreConnect:")
+            lines.append("  id: \(YAMLText.scalar(MockAppStore.appStoreConnectKeyId))")
+            lines.append("  issuer: \(YAMLText.scalar(configuration.issuerId))")
+            lines.append("  privateKeyPath: \(YAMLText.scalar("\(directory)/AuthKey_\(MockAppStore.appStoreConnectKeyId).p8"))")
+            lines.append("  baseURL: \(YAMLText.scalar(production))")
+        }
         let terms = nonRenewingTerms.keys.sorted().map { "\(YAMLText.scalar($0)): \(Duration.milliseconds(nonRenewingTerms[$0]!).operatorText)" }
         lines.append("nonRenewingTerms: {\(terms.joined(separator: ", "))}")
         return lines.joined(separator: "\n") + "\n"

@@ -118,6 +118,10 @@ package final class MockAppStore: Service, Sendable {
     let worldsByKey: [AppKey: AppWorld]
     let statistics: MockStatistics
     let faults: Mutex<FaultConfiguration>
+    /// The App Store Connect API key the mock accepts (``appStoreConnect(_:)``), and each app's
+    /// notification settings by bundle ID.
+    package let appStoreConnectKey: P256.Signing.PrivateKey
+    let connectApps: Mutex<[String: AppStoreConnectApp]>
     let tokens: OpaqueToken
     let authenticator: RequestAuthenticator
     let logger: Logger
@@ -166,6 +170,8 @@ package final class MockAppStore: Service, Sendable {
         self.logger = logger
         self.apiKey = SigningCertificateAuthority.key(seed: "\(configuration.scenario.seed)", label: "api-key")
         self.faults = Mutex(configuration.faults)
+        self.appStoreConnectKey = SigningCertificateAuthority.key(seed: "\(configuration.scenario.seed)", label: "app-store-connect-key")
+        self.connectApps = Mutex(Self.initialConnectApps(configuration))
         self.tokens = OpaqueToken(key: SymmetricKey(data: SHA256.hash(data: Data("mock-token-\(configuration.scenario.seed)".utf8))))
         self.authenticator = RequestAuthenticator(
             publicKey: apiKey.publicKey, keyId: configuration.keyId, issuerId: configuration.issuerId,
@@ -335,6 +341,9 @@ package final class MockAppStore: Service, Sendable {
         let keyPath = "\(absolute)/AuthKey_\(configuration.keyId).p8"
         try apiKey.pemRepresentation.write(toFile: keyPath, atomically: true, encoding: .utf8)
         try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: keyPath)
+        let connectKeyPath = "\(absolute)/AuthKey_\(Self.appStoreConnectKeyId).p8"
+        try appStoreConnectKey.pemRepresentation.write(toFile: connectKeyPath, atomically: true, encoding: .utf8)
+        try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: connectKeyPath)
         let primaryPort = ports[primary.scenario.environment] ?? configuration.port
         let lines = reconcilerEnvironment(port: primaryPort, directory: absolute).map { "\($0.0)=\($0.1)" }
         try (lines.joined(separator: "\n") + "\n").write(toFile: "\(absolute)/reconciler.env", atomically: true, encoding: .utf8)

@@ -38,6 +38,7 @@ struct ReconcilerCommand: AsyncParsableCommand {
             RejectionsCommand.self, ForwardCommand.self, ChangesCommand.self, ConsumptionCommand.self, PruneCommand.self, InspectCommand.self,
             ExportCommand.self, DetectOutageCommand.self, CheckWebhookCommand.self, VerifyStoredCommand.self, CompactPayloadsCommand.self,
             ImportCommand.self, SetAppAccountTokenCommand.self,
+            DoctorCommand.self,
         ])
 
     /// Maps errors to the documented exit codes (``ReconcilerError/init(endingCommandWith:)``).

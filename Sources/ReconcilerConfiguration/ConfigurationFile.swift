@@ -129,6 +129,39 @@ struct ConfigurationFile: Decodable {
         }
     }
 
+    /// `appStoreConnect:`, top level only: an App Store Connect API key of its own (named like the
+    /// In-App Purchase key's fields) and, for a mock, its base URL.
+    struct AppStoreConnect: Decodable {
+        var id: String
+        var issuer: String
+        var privateKeyPath: String
+        var baseURL: String?
+
+        private enum CodingKeys: String, CodingKey, CaseIterable { case id, issuer, privateKeyPath, baseURL }
+
+        init(from decoder: any Decoder) throws {
+            let container = try decoder.container(keyedBy: CodingKeys.self)
+            try StrictKeys.check(decoder, CodingKeys.self)
+            id = try container.decode(String.self, forKey: .id)
+            issuer = try container.decode(String.self, forKey: .issuer)
+            privateKeyPath = try container.decode(String.self, forKey: .privateKeyPath)
+            baseURL = try container.decodeIfPresent(String.self, forKey: .baseURL)
+        }
+    }
+
+    /// `appApi:`, top level only. Of its keys only `tokenFile` is read here (doctor checks it).
+    struct AppApi: Decodable {
+        var tokenFile: String?
+
+        private enum CodingKeys: String, CodingKey, CaseIterable { case tokenFile }
+
+        init(from decoder: any Decoder) throws {
+            let container = try decoder.container(keyedBy: CodingKeys.self)
+            try StrictKeys.check(decoder, CodingKeys.self)
+            tokenFile = try container.decodeIfPresent(String.self, forKey: .tokenFile)
+        }
+    }
+
     struct App: Decodable {
         var bundleId: String
         var appAppleId: Int64?
@@ -138,9 +171,11 @@ struct ConfigurationFile: Decodable {
         var sandboxEntitles: Bool?
         var forwardTo: ForwardTo?
         var consumption: Consumption?
+        var notificationURL: String?
 
         private enum CodingKeys: String, CodingKey, CaseIterable {
             case bundleId, appAppleId, environments, key, nonRenewingTerms, sandboxEntitles, forwardTo, consumption
+            case notificationURL
         }
 
         init(from decoder: any Decoder) throws {
@@ -154,6 +189,7 @@ struct ConfigurationFile: Decodable {
             sandboxEntitles = try container.decodeIfPresent(Bool.self, forKey: .sandboxEntitles)
             forwardTo = try container.decodeIfPresent(ForwardTo.self, forKey: .forwardTo)
             consumption = try container.decodeIfPresent(Consumption.self, forKey: .consumption)
+            notificationURL = try container.decodeIfPresent(String.self, forKey: .notificationURL)
         }
     }
 
@@ -217,10 +253,14 @@ struct ConfigurationFile: Decodable {
     var knownApps: [String]?
 
     var consumption: Consumption?
+    var appApi: AppApi?
+    var appStoreConnect: AppStoreConnect?
+    var notificationURL: String?
 
     private enum CodingKeys: String, CodingKey, CaseIterable {
         case key, apiBaseURL, rootCertificates, rateLimit, apps, nonRenewingTerms, sandboxEntitles, entitleBillingRetry, forwardTo, giveUpAfter
         case knownApps, consumption
+        case appApi, appStoreConnect, notificationURL
     }
 
     init(from decoder: any Decoder) throws {
@@ -238,6 +278,9 @@ struct ConfigurationFile: Decodable {
         giveUpAfter = try container.decodeIfPresent(Int.self, forKey: .giveUpAfter)
         knownApps = try container.decodeIfPresent([String].self, forKey: .knownApps)
         consumption = try container.decodeIfPresent(Consumption.self, forKey: .consumption)
+        appApi = try container.decodeIfPresent(AppApi.self, forKey: .appApi)
+        appStoreConnect = try container.decodeIfPresent(AppStoreConnect.self, forKey: .appStoreConnect)
+        notificationURL = try container.decodeIfPresent(String.self, forKey: .notificationURL)
     }
 }
 

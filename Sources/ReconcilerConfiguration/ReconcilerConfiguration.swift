@@ -49,6 +49,9 @@ package struct ReconcilerConfiguration: Sendable {
         package var consumption: ConsumptionSettings
         /// Where its settings came from (the file's keys, or the variables and flags), for hints.
         package var origins: SettingOrigins
+        /// The URL Apple should call for the app's notifications (this deployment's `serve`), when
+        /// configured (`notificationURL`, the app's or the top level's).
+        package var notificationURL: String?
 
         package init(
             app: AppTarget, key: APIKey?, origins: SettingOrigins, apiBaseURL: String? = nil, rateLimit: Double? = nil,
@@ -79,6 +82,20 @@ package struct ReconcilerConfiguration: Sendable {
     /// one reaching `serve` is a configuration gap that pages, as one of a configured app in an
     /// environment not configured is; any other app's only warns.
     package var knownApps: [String] = []
+    /// The app API's token file (`appApi.tokenFile`), when configured.
+    package var appApiTokenFile: String?
+    /// The App Store Connect API key (`appStoreConnect`), when configured: `doctor` reads (and can
+    /// set) each app's notification URLs with it.
+    package var appStoreConnect: AppStoreConnectKey?
+
+    /// An App Store Connect API key: the `.p8` file's path, never its contents.
+    package struct AppStoreConnectKey: Sendable, Hashable {
+        package var id: String
+        package var issuer: String
+        package var privateKeyPath: String
+        /// `nil`: Apple's host.
+        package var baseURL: String?
+    }
 
     package init(targets: [Target], rootCertificates: [String]? = nil, giveUpAfter: Int? = nil, source: String) {
         self.targets = targets
@@ -226,6 +243,23 @@ package struct ReconcilerConfiguration: Sendable {
             throw ReconcilerError(.invalidValue, source: path, key: "knownApps[\(index)]", detail: "\(path): knownApps[\(index)] is empty")
         }
         configuration.knownApps = file.knownApps ?? []
+        configuration.appApiTokenFile = file.appApi?.tokenFile
+        configuration.appStoreConnect = file.appStoreConnect.map {
+            AppStoreConnectKey(id: $0.id, issuer: $0.issuer, privateKeyPath: $0.privateKeyPath, baseURL: $0.baseURL)
+        }
+        for (key, url) in [("appStoreConnect.baseURL", file.appStoreConnect?.baseURL), ("notificationURL", file.notificationURL)]
+            + file.apps.enumerated().map({ ("apps[\($0.offset)].notificationURL", $0.element.notificationURL) })
+        {
+            if let url, URL(string: url)?.scheme == nil {
+                throw ReconcilerError(
+                    .invalidValue, source: path, key: key,
+                    detail: "\(path): \(key) must be a URL such as https://reconciler.example.com/notifications")
+            }
+        }
+        for index in configuration.targets.indices {
+            let bundleId = configuration.targets[index].app.bundleId
+            configuration.targets[index].notificationURL = file.apps.first { $0.bundleId == bundleId }?.notificationURL ?? file.notificationURL
+        }
         return configuration
     }
 

@@ -1,10 +1,11 @@
 public import AsyncHTTPClient
 import Crypto
-import Foundation
+public import Foundation
 public import Logging
 import NIOCore
 import NIOFoundationCompat
 import NIOHTTP1
+import Synchronization
 
 /// A client of the App Store Server API: authentication, the endpoints the reconciler needs,
 /// retries with backoff, and a process-wide request budget.
@@ -209,6 +210,48 @@ public struct AppStoreServerAPIClient: Sendable {
             query: [], body: try JSONEncoder().encode(request))
     }
 
+    /// When a response came and what its `Date` header said: how far this host's clock is from
+    /// Apple's is the `Date` against the request's midpoint (the header has whole seconds).
+    public struct ResponseTiming: Sendable, Hashable {
+        public var sentAt: Date
+        public var receivedAt: Date
+        /// The response's `Date` header (an IMF-fixdate), when it had one that parses.
+        public var serverDate: Date?
+
+        public init(sentAt: Date, receivedAt: Date, serverDate: Date?) {
+            self.sentAt = sentAt
+            self.receivedAt = receivedAt
+            self.serverDate = serverDate
+        }
+
+        public var midpoint: Date { sentAt.addingTimeInterval(receivedAt.timeIntervalSince(sentAt) / 2) }
+    }
+
+    /// What one cheap authenticated request saw (``probe(now:)``).
+    public struct Probe: Sendable {
+        /// `nil`: Apple answered 2xx, so it accepts the key for this app and environment.
+        public var error: AppStoreServerAPIError?
+        /// The last response's timing, whatever its status (a 401 carries a `Date` too).
+        public var timing: ResponseTiming?
+    }
+
+    /// One cheap authenticated request, for a check of the key and the clock: a page of Get
+    /// Notification History over one second an hour ago (an hour back, so a clock minutes ahead
+    /// still asks for the past). It spends one request of that endpoint's budget.
+    public func probe(now: Date = Date()) async throws -> Probe {
+        let start = RetryAfter.milliseconds(of: now) - 3_600_000
+        let timing = Mutex<ResponseTiming?>(nil)
+        do {
+            let body = try JSONEncoder().encode(NotificationHistoryRequest(startDate: start, endDate: start + 1000))
+            let _: NotificationHistoryResponse = try await send(
+                .getNotificationHistory, method: .POST, path: "/inApps/v1/notifications/history", query: [], body: body,
+                observing: { seen in timing.withLock { $0 = seen } })
+            return Probe(error: nil, timing: timing.withLock { $0 })
+        } catch let error as AppStoreServerAPIError {
+            return Probe(error: error, timing: timing.withLock { $0 })
+        }
+    }
+
     // MARK: Paging
 
     /// The pages of a notification history query, fetched one at a time as they are consumed.
@@ -230,7 +273,7 @@ public struct AppStoreServerAPIClient: Sendable {
     /// waits (for the endpoint to reopen, or a backoff) and sends again.
     private func send<Response: Decodable>(
         _ endpoint: AppStoreServerAPIEndpoint, method: HTTPMethod, path: String,
-        query: [(name: String, value: String)], body: Data?
+        query: [(name: String, value: String)], body: Data?, observing: (@Sendable (ResponseTiming) -> Void)? = nil
     ) async throws -> Response {
         let url = baseURL + path + Self.queryString(query)
         var call = CallProgress()
@@ -239,7 +282,7 @@ public struct AppStoreServerAPIClient: Sendable {
             call.attempts += 1
             statistics.record(.request, endpoint: endpoint)
             if call.attempts > 1 { statistics.record(.retry, endpoint: endpoint) }
-            let outcome = await attempt(endpoint, method: method, url: url, body: body)
+            let outcome = await attempt(endpoint, method: method, url: url, body: body, observing: observing)
             try Task.checkCancellation()
             let failure: CallFailure
             switch judge(outcome, endpoint: endpoint, attempts: call.attempts, as: Response.self) {
@@ -392,7 +435,9 @@ public struct AppStoreServerAPIClient: Sendable {
         case transportFailure(String)
     }
 
-    private func attempt(_ endpoint: AppStoreServerAPIEndpoint, method: HTTPMethod, url: String, body: Data?) async -> AttemptOutcome {
+    private func attempt(
+        _ endpoint: AppStoreServerAPIEndpoint, method: HTTPMethod, url: String, body: Data?, observing: (@Sendable (ResponseTiming) -> Void)?
+    ) async -> AttemptOutcome {
         do {
             var request = HTTPClientRequest(url: url)
             request.method = method
@@ -408,7 +453,14 @@ public struct AppStoreServerAPIClient: Sendable {
             let timeout = TimeAmount.nanoseconds(
                 Int64(configuration.requestTimeout.components.seconds) * 1_000_000_000
                     + configuration.requestTimeout.components.attoseconds / 1_000_000_000)
+            let sentAt = Date()
             let response = try await httpClient.execute(request, timeout: timeout)
+            if let observing {
+                let date = response.headers.first(name: "Date").flatMap { RetryAfter(headerValue: $0) }.flatMap { header in
+                    header.form == .httpDate ? Date(timeIntervalSince1970: Double(header.unixMilliseconds) / 1000) : nil
+                }
+                observing(ResponseTiming(sentAt: sentAt, receivedAt: Date(), serverDate: date))
+            }
             let bytes = try await response.body.collect(upTo: 16 * 1024 * 1024)
             let status = Int(response.status.code)
             if (200..<300).contains(status) {

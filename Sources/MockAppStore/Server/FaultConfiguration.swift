@@ -1,3 +1,4 @@
+import AppStoreServer
 import Foundation
 
 /// Misbehaviour on demand. Fractions are per request to the App Store API endpoints (the
@@ -34,8 +35,22 @@ package struct FaultConfiguration: Codable, Sendable, Hashable {
     /// (refunded, say) more recently is served as it was before, yet signed at request time, as
     /// Apple's API may serve a refund seconds after the REFUND notification was sent.
     package var apiLagMilliseconds: Int64 = 0
+    /// The `Date` header of every App Store API response is this many seconds ahead of the mock's
+    /// clock (negative: behind), as a host whose clock is off sees Apple's.
+    package var dateSkewSeconds: Int = 0
+    /// Apps whose requests are answered 401 as if the key did not cover them: a bundle ID (every
+    /// environment) or `BUNDLE_ID:production` / `BUNDLE_ID:sandbox` (one, as production answers
+    /// 401 until an app's first release).
+    package var unauthorizedApps: [String] = []
 
     package init() {}
+
+    /// Whether ``unauthorizedApps`` refuses `bundleId` in `environment`.
+    func refuses(_ bundleId: String, in environment: AppStoreEnvironment) -> Bool {
+        unauthorizedApps.contains { entry in
+            entry == bundleId || entry.lowercased() == "\(bundleId):\(environment.rawValue)".lowercased()
+        }
+    }
 
     /// The forms of `Retry-After` (RFC 9110 §10.2.3 and Apple's).
     package enum RetryAfterFormat: String, Codable, Sendable, Hashable, CaseIterable {
@@ -50,6 +65,7 @@ package struct FaultConfiguration: Codable, Sendable, Hashable {
     enum CodingKeys: String, CodingKey {
         case latencyMilliseconds, latencyJitterMilliseconds, serverErrorRate, rateLimitedRate, rateLimitedRetryAfterSeconds, retryAfterFormat
         case dropRate, truncateRate, expiredTokenRate, failingCustomers, failingCustomersErrorCode, apiLagMilliseconds
+        case dateSkewSeconds, unauthorizedApps
     }
 
     package init(from decoder: any Decoder) throws {
@@ -66,6 +82,8 @@ package struct FaultConfiguration: Codable, Sendable, Hashable {
         failingCustomers = try container.decodeIfPresent([String].self, forKey: .failingCustomers) ?? []
         failingCustomersErrorCode = try container.decodeIfPresent(Int64.self, forKey: .failingCustomersErrorCode) ?? 5_000_001
         apiLagMilliseconds = try container.decodeIfPresent(Int64.self, forKey: .apiLagMilliseconds) ?? 0
+        dateSkewSeconds = try container.decodeIfPresent(Int.self, forKey: .dateSkewSeconds) ?? 0
+        unauthorizedApps = try container.decodeIfPresent([String].self, forKey: .unauthorizedApps) ?? []
     }
 }
 

@@ -51,21 +51,28 @@ extension MockAppStore {
 
     /// Answers a request that came to `environment`'s base URL.
     func respond(_ request: MockHTTPRequest, environment: AppStoreEnvironment) async -> MockHTTPResponse {
+        if request.path == "/mock/app-store-connect" { return appStoreConnectControl(request) }
         if request.path.hasPrefix("/mock/") { return admin(request) }
+        if request.path == "/v1/apps" || request.path.hasPrefix("/v1/apps/") { return appStoreConnect(request) }
         guard let (endpoint, parameter) = endpoint(for: request) else {
             return .text(.notFound, "Not Found")
         }
         let authentication = authenticator.check(authorization: request.headers.first(name: "Authorization"))
         // The JWT's `bid` and the base URL route the request to an app in an environment.
         let world = (try? authentication.get()).flatMap { worldsByKey[AppKey(bundleId: $0, environment: environment)] }
-        let response = await respondToAPI(request, endpoint: endpoint, parameter: parameter, world: world, authentication: authentication)
+        var response = await respondToAPI(
+            request, endpoint: endpoint, parameter: parameter, world: world, authentication: authentication, environment: environment)
         statistics.update(world?.key) { $0.responses[String(response.status.code), default: 0] += 1 }
+        // As Apple's, every answer says the server's time (moved by `dateSkewSeconds`: a host's clock off).
+        let skew = Int64(faults.withLock { $0.dateSkewSeconds })
+        response.headers.replaceOrAdd(
+            name: "Date", value: FaultConfiguration.RetryAfterFormat.imfFixdate(unixSeconds: Self.nowMilliseconds / 1000 + skew))
         return response
     }
 
     private func respondToAPI(
         _ request: MockHTTPRequest, endpoint: Endpoint, parameter: String?, world routed: AppWorld?,
-        authentication: Result<String, RequestAuthenticator.Refusal>
+        authentication: Result<String, RequestAuthenticator.Refusal>, environment: AppStoreEnvironment
     ) async -> MockHTTPResponse {
         // A history request's body, read once for both counts (`nil`: not JSON).
         let historyBody =
@@ -87,7 +94,8 @@ extension MockAppStore {
         let problem: String?
         switch authentication {
         case .failure(let refusal): problem = refusal.description
-        case .success(let bundleId) where configuration.unauthorizedApps.contains(bundleId): problem = "the key does not cover \(bundleId)"
+        case .success(let bundleId) where configuration.unauthorizedApps.contains(bundleId) || faults.refuses(bundleId, in: environment):
+            problem = "the key does not cover \(bundleId)"
         case .success: problem = routed == nil ? "no such app in this environment" : nil
         }
         guard let world = routed, problem == nil else {

@@ -353,8 +353,10 @@ import Testing
         }
     }
 
-    /// `--credentials-dir` receives the root, the team key, `reconciler.env` for the first app and
-    /// `reconciler.yaml` for every app, in exactly the format of the reconciler's configuration file.
+    /// `--credentials-dir` receives the root, the team key, the App Store Connect key,
+    /// `reconciler.env` for the first app and `reconciler.yaml` for every app (with the
+    /// `notificationURL` and `appStoreConnect` doctor reads), in exactly the format of the
+    /// reconciler's configuration file.
     @Test func theCredentialsDirectoryHoldsAConfigurationFileForEveryApp() async throws {
         let temporary = try TemporaryDirectory.create("mock-apps")
         defer { temporary.remove() }
@@ -380,6 +382,12 @@ import Testing
                       - bundleId: com.example.two
                         appAppleId: 2345678901
                         environments: [production]
+                    notificationURL: http://127.0.0.1:8080/notifications
+                    appStoreConnect:
+                      id: MOCKASC001
+                      issuer: 57246542-96fe-1a63-e053-0824d011072a
+                      privateKeyPath: \(directory)/AuthKey_MOCKASC001.p8
+                      baseURL: \(baseURL)
                     nonRenewingTerms: {com.example.pass.season: 8h}
 
                     """)
@@ -391,7 +399,7 @@ import Testing
             #expect(FileManager.default.fileExists(atPath: "\(directory)/AuthKey_MOCKKEY001.p8"))
             #expect(
                 try FileManager.default.contentsOfDirectory(atPath: directory).sorted()
-                    == ["AuthKey_MOCKKEY001.p8", "reconciler.env", "reconciler.yaml", "root.pem"])
+                    == ["AuthKey_MOCKASC001.p8", "AuthKey_MOCKKEY001.p8", "reconciler.env", "reconciler.yaml", "root.pem"])
         }
         // With a rate limit, the file names it for each environment.
         let limited = MockAppStore.Configuration(scenario: .init(seed: 1, customers: 0), rateLimitPerSecond: 7, apps: [Self.one])
