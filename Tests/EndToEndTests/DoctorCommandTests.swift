@@ -76,6 +76,21 @@ import Testing
         }
     }
 
+    /// `--send-test` with no `serve` at the URL Apple calls: the TEST notification is not
+    /// delivered, so its line fails with the fix; without the flag no test is requested.
+    @Test func aTestNotificationThatDoesNotArriveFailsWithItsFix() async throws {
+        try await HistoryMock.with(Self.apps) { mock in
+            try Self.withoutNotificationURL(mock)
+            let (quiet, plain) = try await Self.doctor(mock, ["--app", "com.example.two"])
+            #expect(quiet == 0 && !plain.contains { $0.check == "test-notification" }, "\(plain)")
+            let (status, items) = try await Self.doctor(mock, ["--app", "com.example.two", "--send-test", "--timeout", "5"])
+            let tests = items.filter { $0.check == "test-notification" }
+            #expect(status == 1, "\(items)")
+            #expect(tests.count == 1 && tests.allSatisfy { $0.status == "fail" && $0.app == "com.example.two" }, "\(tests)")
+            #expect(tests.first?.fix?.contains("serve") == true, "\(tests)")
+        }
+    }
+
     /// Apple's side broken one way at a time through the mock: the 401 fix names the likely
     /// cause by what the other apps and environments saw; the clock by the `Date` header.
     @Test func eachAppleBreakageHasItsOwnFixLine() async throws {
@@ -125,13 +140,16 @@ import Testing
     @Test func eachSetupBreakageHasItsOwnFixLine() async throws {
         try await HistoryMock.with(Self.apps) { mock in
             try Self.withoutNotificationURL(mock)
-            try await mock.db.execute("DELETE FROM schema_migrations WHERE version = (SELECT max(version) FROM schema_migrations)")
+            // The newest migration's row taken out and put back: its SQL is not run twice.
+            try await mock.db.execute("CREATE TABLE taken_out AS SELECT * FROM schema_migrations WHERE version = (SELECT max(version) FROM schema_migrations)")
+            try await mock.db.execute("DELETE FROM schema_migrations WHERE version = (SELECT version FROM taken_out)")
             var (status, items) = try await Self.doctor(mock)
             #expect(status == 1)
             var failed = items.filter { $0.status != "ok" }
             #expect(failed.map(\.check) == ["migrations"])
             #expect(failed.first?.fix?.contains("reconciler migrate") == true)
-            _ = try await runProcess("reconciler", ["migrate"], environment: mock.configurationFileEnvironment)
+            try await mock.db.execute("INSERT INTO schema_migrations SELECT * FROM taken_out")
+            try await mock.db.execute("DROP TABLE taken_out")
 
             let file = "\(mock.credentials)/reconciler.yaml"
             let yaml = try String(contentsOfFile: file, encoding: .utf8)

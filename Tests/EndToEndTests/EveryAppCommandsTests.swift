@@ -431,6 +431,16 @@ import Testing
             let sandbox = try await rehearsal.reconciler(["check-webhook", "--app", Self.one, "--environment", "sandbox"])
             #expect(sandbox.status == 0, "\(sandbox.stdout)\n\(sandbox.stderr)")
             #expect(sandbox.stdout.hasPrefix("SUCCESS: TEST notification") && !sandbox.stdout.contains("== "), "\(sandbox.stdout)")
+
+            // doctor --send-test follows the same round trip, one line per app and environment.
+            let doctor = try await rehearsal.reconciler(["doctor", "--send-test", "--app", Self.one, "--json"])
+            let items = try JSONSerialization.jsonObject(with: Data(doctor.stdout.utf8)) as? [[String: Any]] ?? []
+            let tests = items.filter { $0["check"] as? String == "test-notification" }
+            #expect(tests.map { $0["environment"] as? String } == ["Production", "Sandbox"], "\(doctor.stdout)\n\(doctor.stderr)")
+            for test in tests {
+                #expect(test["status"] as? String == "ok", "\(test)")
+                #expect((test["detail"] as? String ?? "").contains("stored by the webhook"), "\(test)")
+            }
         }
     }
 

@@ -270,12 +270,18 @@ import Testing
             environment["TRANSACTION_ID"] = try #require(listed.first?["transactionId"] as? String, "\(requests.stdout) \(requests.stderr)")
             environment["PATH"] = Executables.directory.path + ":" + (ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin")
             // The app's own webhook, signed, as a deployment that forwards configures it.
+            // `consumption respond` answers by the policy the runbook says to put in the configuration file.
+            let policy = try rehearsal.configurationFile("policy") {
+                $0 + "\nconsumption: {customerConsented: true, deliveryStatus: DELIVERED, sampleContentProvided: false, refundPreference: DECLINE}\n"
+            }
             try await AppWebhookReceiver.withRunning(.init(secret: "runbook-secret")) { receiver, url in
                 environment["RECONCILER_FORWARD_TO"] = url
                 environment["RECONCILER_FORWARD_SECRET"] = "runbook-secret"
                 for command in commands {
                     // The files the runbook writes to /tmp go to the rehearsal's directory, removed with it.
                     let command = command.replacingOccurrences(of: "/tmp/", with: rehearsal.directory.path + "/")
+                    var environment = environment
+                    if command.contains("consumption respond") { environment["RECONCILER_CONFIG"] = policy }
                     let result = try await runProcess("/bin/bash", ["-c", command], environment: environment)
                     #expect(result.status == 0, "`\(command)` exited \(result.status): \(result.stderr.suffix(1500))")
                 }

@@ -89,3 +89,26 @@ extension Doctor {
         return .ok(.clock, detail)
     }
 }
+
+extension Doctor {
+    /// `test-notification` for one app and environment (`doctor --send-test`): Apple's TEST
+    /// notification came round, as `check-webhook` reports it (`outcome` is its line), or why not.
+    package static func testNotification(_ app: AppTarget, outcome: Result<String, any Error>) -> DoctorResult {
+        let environment = app.environment.rawValue
+        switch outcome {
+        case .success(let line):
+            let detail = line.hasPrefix("SUCCESS: ") ? String(line.dropFirst("SUCCESS: ".count)) : line
+            return .ok(.testNotification, app: app.bundleId, environment: environment, detail)
+        case .failure(let error):
+            let failure = ReconcilerError(endingCommandWith: error) ?? .configuration("\(error)")
+            let refused = failure.code == .credentialsRefused
+            return DoctorResult(
+                .testNotification, app: app.bundleId, environment: environment, status: .fail,
+                detail: failure.description.hasPrefix("FAILED: ") ? String(failure.description.dropFirst("FAILED: ".count)) : failure.description,
+                fix: refused
+                    ? "Apple refused the key: see apple-auth."
+                    : "Make `reconciler serve` reachable at the URL App Store Connect has for this environment (notification-urls), then run doctor --send-test again.",
+                transient: failure.code == .interrupted)
+        }
+    }
+}

@@ -35,6 +35,13 @@ struct DoctorCommand: AsyncParsableCommand, UsesAppsOptions {
     )
     var fixNotificationUrls = false
     @Flag(help: "With --fix-notification-urls: print the old and new values, change nothing.") var dryRun = false
+    @Flag(
+        help:
+            "Also ask Apple for a TEST notification for each app and environment and check that it arrives and is stored (as check-webhook does)."
+    )
+    var sendTest = false
+    @Option(help: ArgumentHelp("With --send-test: how long to wait for Apple's delivery attempt, in seconds.", valueName: "s"))
+    var timeout: Int = 60
 
     func validate() throws {
         if dryRun, !fixNotificationUrls { throw ValidationError("--dry-run goes with --fix-notification-urls") }
@@ -67,6 +74,7 @@ struct DoctorCommand: AsyncParsableCommand, UsesAppsOptions {
         results += Doctor.appleChecks(try await probe(loaded.targets, sharingBudget: sharesBudget, logger: logger))
         results += try await notificationURLs(loaded.targets, connect: loaded.connect)
         results += await serveHealth(loaded.targets)
+        if sendTest { results += await testNotifications(logger: logger) }
         try finish(DoctorReport(results: results))
     }
 
@@ -222,6 +230,28 @@ struct DoctorCommand: AsyncParsableCommand, UsesAppsOptions {
     }
 
     // MARK: serve
+
+    /// `--send-test`: each app and environment's TEST notification, production first, as
+    /// `check-webhook` sends and follows it (within the shared budget when there is a database).
+    private func testNotifications(logger: Logger) async -> [DoctorResult] {
+        let targets: [CommandTarget]
+        do {
+            targets = try app.commandTargets(api: api).productionFirst()
+        } catch {
+            return []  // The configuration's own failure is the config check's.
+        }
+        var results: [DoctorResult] = []
+        for target in targets {
+            let outcome: Result<String, any Error>
+            do {
+                outcome = .success(try await database.checkWebhook(target, timeout: timeout, logger: logger))
+            } catch {
+                outcome = .failure(error)
+            }
+            results.append(Doctor.testNotification(target.app, outcome: outcome))
+        }
+        return results
+    }
 
     /// `<origin of notificationURL>/health` of each distinct `notificationURL`.
     private func serveHealth(_ targets: [ReconcilerConfiguration.Target]) async -> [DoctorResult] {
