@@ -1,8 +1,10 @@
 import AppStoreServer
 import Foundation
 import Hummingbird
+import Logging
 import MockAppStore
 import PostgresNIO
+import Reconciler
 import ReconcilerDomain
 import ReconcilerStore
 import ServiceLifecycle
@@ -95,5 +97,28 @@ import WebhookServer
                 #expect(!connectAndClose(port: port), "still listening after the shutdown")
             }
         }
+    }
+
+    /// A command's first connection, waiting for a database that is away (refused, retried until
+    /// --database-timeout), ends at once when a signal cancels it (`untilSignalled` cancels the
+    /// wait), and the command ends as one interrupted during its work: exit 2, "interrupted". Was
+    /// UnreachableDatabaseTests' SIGTERM to a waiting `run`.
+    @Test func aFirstConnectionWaitingForTheDatabaseEndsAsAnInterruption() async throws {
+        let settings = try DatabaseSettings(url: "postgres://alice@127.0.0.1:\(freePort())/reconciler")
+        let records = RecordingLogHandler.Records()
+        let logger = Logger(label: "first-connection") { _ in RecordingLogHandler(records) }
+        let waiting = Task { try await settings.checkConnection(within: .seconds(300), logger: logger) }
+        try await eventually("an attempt refused") { records.messages.contains { $0.contains("connecting to the database failed") } }
+        waiting.cancel()
+        let ending: ReconcilerError?
+        do {
+            try await waiting.value
+            ending = nil
+        } catch {
+            ending = ReconcilerError(endingCommandWith: error)
+        }
+        let interruption = try #require(ending, "the wait went on after the cancellation, or ended unclassified")
+        #expect(interruption.exitCode == 2)
+        #expect(interruption.operatorMessage.contains("interrupted"), "\(interruption.operatorMessage)")
     }
 }
