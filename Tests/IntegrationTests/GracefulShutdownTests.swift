@@ -16,10 +16,13 @@ import WebhookServer
 @testable import Forwarder
 
 /// Graceful shutdown of the long-running services, in process: the test triggers the shutdown a
-/// signal would (`ServiceLifecycleTestKit`) while a delivery is in flight, and sees the service
-/// finish it, record it, take nothing more and return. One test per command still sends a real
-/// signal to the real process (exit codes on signals are part of the contract): `serve`, `forward`
-/// (ForwardingTests), `run`, `repair`, `changes --follow`.
+/// signal would (`ServiceLifecycleTestKit`, or the task cancellation a signal causes) while a
+/// delivery is in flight or the work waits on its database, and sees the service finish what it
+/// holds, record it, take nothing more and return, or the work end as an interruption. One test per
+/// command still sends a real signal to the real process (exit codes on signals are part of the
+/// contract): `serve` (LivePathCLITests.migrateServeExportAndInspect), `forward`
+/// (ForwardCommandTests), `run` (ReconcileRunTests.sigtermStopsARunCleanlyAndTheRerunResumesIt),
+/// `repair` (RepairTests), `changes --follow` (ChangeFeedTests.aFollowerWakesOnNotifyReconnectsAndStopsCleanly).
 @Suite(.timeLimit(.minutes(5))) struct GracefulShutdownTests {
     let app: TestApp
     init() throws { app = try TestApp() }
@@ -118,6 +121,38 @@ import WebhookServer
             ending = ReconcilerError(endingCommandWith: error)
         }
         let interruption = try #require(ending, "the wait went on after the cancellation, or ended unclassified")
+        #expect(interruption.exitCode == 2)
+        #expect(interruption.operatorMessage.contains("interrupted"), "\(interruption.operatorMessage)")
+    }
+
+    /// Work waiting on a database that went away (its store call retrying for a long
+    /// --database-timeout, as a run holding its lease does) ends at once when a signal cancels the
+    /// command's work, and ends as an interruption: exit 2. Was ScheduleTests' SIGTERM to a run
+    /// whose database was stopped under it.
+    @Test func workWaitingOnADatabaseThatIsGoneEndsAsAnInterruption() async throws {
+        let records = RecordingLogHandler.Records()
+        let logger = Logger(label: "gone") { _ in RecordingLogHandler(records) }
+        let database = try Database(
+            settings: DatabaseSettings(url: "postgres://alice@127.0.0.1:\(freePort())/reconciler"), logger: logger,
+            configuration: .init(unavailableTimeout: .seconds(600), attemptTimeout: .seconds(1)))
+        let ending: ReconcilerError? = try await withThrowingTaskGroup(of: ReconcilerError?.self) { group in
+            group.addTask {
+                try await database.run()
+                return nil
+            }
+            // Its BEGIN needs a connection the pool cannot open.
+            let work = Task { try await database.transaction { _ in 1 } }
+            try await eventually("the work retrying") { records.messages.contains { $0.contains("the database is unreachable; retrying") } }
+            work.cancel()
+            defer { group.cancelAll() }
+            do {
+                _ = try await work.value
+                return nil
+            } catch {
+                return ReconcilerError(endingCommandWith: error)
+            }
+        }
+        let interruption = try #require(ending, "the work went on after the cancellation, or ended unclassified")
         #expect(interruption.exitCode == 2)
         #expect(interruption.operatorMessage.contains("interrupted"), "\(interruption.operatorMessage)")
     }
