@@ -70,8 +70,9 @@ import Testing
     }
 
     /// `serve` with its database away: one line naming it, then it listens anyway, /health 503;
-    /// with a host name that does not resolve it ends at once with 1. (How serve ends on SIGTERM,
-    /// exit 0, is LivePathCLITests.migrateServeExportAndInspect's.)
+    /// with a host name that does not resolve it ends at once with 1. (That such a serve still
+    /// stops cleanly is GracefulShutdownTests.serveWithItsDatabaseAwayStopsCleanly, in process;
+    /// serve's exit 0 on SIGTERM is LivePathCLITests.migrateServeExportAndInspect's.)
     @Test func serveListensForADatabaseThatIsAwayAndEndsForOneItCannotUse() async throws {
         try await TemporaryDirectory.with { directory in
             let (port, databasePort) = (freePort(), freePort())

@@ -3,6 +3,7 @@ import Foundation
 import Hummingbird
 import Logging
 import MockAppStore
+import NIOHTTP1
 import PostgresNIO
 import Reconciler
 import ReconcilerDomain
@@ -100,6 +101,30 @@ import WebhookServer
                 #expect(!connectAndClose(port: port), "still listening after the shutdown")
             }
         }
+    }
+
+    /// `serve`'s application with its database away (it listens anyway, /health 503): the shutdown
+    /// a signal triggers still ends it cleanly (the application returns, so serve exits 0) and
+    /// closes the port. Was UnreachableDatabaseTests' SIGTERM to such a serve.
+    @Test func serveWithItsDatabaseAwayStopsCleanly() async throws {
+        let database = try Database(
+            settings: DatabaseSettings(url: "postgres://alice@127.0.0.1:\(freePort())/reconciler"), logger: TestDatabase.logger,
+            configuration: .init(unavailableTimeout: .seconds(1), attemptTimeout: .seconds(1)))
+        let handler = NotificationHandler(
+            scope: app.scope(), verifier: try SignedDataVerifier(configuration: app.verifierConfiguration), database: database)
+        let server = WebhookServer(configuration: .init(host: "127.0.0.1", port: 0), handler: handler, logger: TestDatabase.logger)
+        let (ports, bound) = AsyncStream.makeStream(of: Int.self)
+        let application = server.makeApplication(services: [database], onServerRunning: { bound.yield($0) })
+        var port = 0
+        try await testGracefulShutdown { shutdown in
+            let running = Task { try await application.runService(gracefulShutdownSignals: []) }
+            var iterator = ports.makeAsyncIterator()
+            port = try #require(await iterator.next())
+            #expect((try await HTTP.request(.GET, "http://127.0.0.1:\(port)/health")).status == 503)
+            shutdown.triggerGracefulShutdown()
+            try await running.value
+        }
+        #expect(!connectAndClose(port: port), "still listening after the shutdown")
     }
 
     /// A command's first connection, waiting for a database that is away (refused, retried until
