@@ -44,10 +44,10 @@ import Testing
                     "reconciler", ["serve", "--port", "\(freePort())", "--host", "127.0.0.1"],
                     environment: base.merging(["DATABASE_URL": good]) { $1 })
                 try await serve.waitForOutput(containing: "listening")
-                serve.signal(SIGTERM)
-                let served = try await serve.wait(timeout: .seconds(60))
-                #expect(served.stderr.contains("alice:***@127.0.0.1"))
-                #expect(!Self.leaks(served.stdout + served.stderr))
+                // What it printed is read from its files: how it ends is LivePathCLITests' (SIGTERM, exit 0).
+                serve.kill()
+                #expect(serve.stderr.contains("alice:***@127.0.0.1"))
+                #expect(!Self.leaks(serve.stdout + serve.stderr))
 
                 // Wrong password: refused by the server, exit 1, no password either way.
                 let wrong = "postgres://alice:\(Self.secret("x"))@\(host)/postgres"

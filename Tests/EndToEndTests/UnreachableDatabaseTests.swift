@@ -69,8 +69,10 @@ import Testing
         }
     }
 
-    /// `serve` with its database away: one line naming it, then it listens anyway, /health 503,
-    /// and SIGTERM ends it with 0; with a host name that does not resolve it ends at once with 1.
+    /// `serve` with its database away: one line naming it, then it listens anyway, /health 503;
+    /// with a host name that does not resolve it ends at once with 1. (That such a serve still
+    /// stops cleanly is GracefulShutdownTests.serveWithItsDatabaseAwayStopsCleanly, in process;
+    /// serve's exit 0 on SIGTERM is LivePathCLITests.migrateServeExportAndInspect's.)
     @Test func serveListensForADatabaseThatIsAwayAndEndsForOneItCannotUse() async throws {
         try await TemporaryDirectory.with { directory in
             let (port, databasePort) = (freePort(), freePort())
@@ -80,10 +82,8 @@ import Testing
             try await serve.waitForOutput(containing: "listening")
             #expect(serve.stderr.contains("127.0.0.1:\(databasePort)") && serve.stderr.contains("connection refused"), "\(serve.stderr)")
             #expect((try await HTTP.request(.GET, "http://127.0.0.1:\(port)/health")).status == 503)
-            serve.signal(SIGTERM)
-            let served = try await serve.wait(timeout: .seconds(60))
-            #expect(served.status == 0, "\(served.stderr)")
-            #expect(!Self.leaks(served.stdout + served.stderr))
+            serve.kill()
+            #expect(!Self.leaks(serve.stdout + serve.stderr))
 
             let unresolved = try await reconciler(
                 ["serve", "--host", "127.0.0.1", "--port", "\(freePort())"],
@@ -144,18 +144,8 @@ import Testing
         }
     }
 
-    /// SIGTERM while a run waits for its database ends it as one during the work does: exit 2, interrupted.
-    @Test func sigtermWhileARunWaitsForTheDatabaseEndsIt() async throws {
-        try await TemporaryDirectory.with { directory in
-            let run = try RunningProcess(
-                ["run", "--since-last", "--verbose"], url: "postgres://alice@127.0.0.1:\(freePort())/reconciler", timeout: "5m", in: directory)
-            try await run.waitForOutput(containing: "connecting to the database failed")
-            run.signal(SIGTERM)
-            let result = try await run.wait(timeout: .seconds(60))
-            #expect(result.status == 2, "\(result.stderr)")
-            #expect(result.stderr.contains("interrupted"), "\(result.stderr)")
-        }
-    }
+    // A run interrupted while it waits for its database (exit 2, interrupted): in process,
+    // GracefulShutdownTests.aFirstConnectionWaitingForTheDatabaseEndsAsAnInterruption.
 }
 
 extension RunningProcess {
