@@ -199,8 +199,16 @@ struct ConfigurationFile: Decodable {
     enum ForwardTo: Decodable {
         case url(String)
         case mapping(Mapping)
+        /// Several webhooks, each a mapping with its `name`.
+        case list([Mapping])
 
         struct Mapping: Decodable {
+            /// The target's name (`forward --redeliver --target`); required in a list.
+            var name: String?
+            /// The environments whose notifications it receives (`nil`: every one).
+            var environments: [String]?
+            /// The notification types it receives, `TYPE` or `TYPE/SUBTYPE` (`nil`: every one).
+            var types: [String]?
             var url: String?
             var urlFile: String?
             var urlEnv: String?
@@ -210,11 +218,16 @@ struct ConfigurationFile: Decodable {
             /// Whether it has a `secret` key, known only to be refused by name: the file holds no secret.
             var writesSecret: Bool
 
-            private enum CodingKeys: String, CodingKey, CaseIterable { case url, urlFile, urlEnv, secretFile, secretEnv, unsigned, secret }
+            private enum CodingKeys: String, CodingKey, CaseIterable {
+                case url, urlFile, urlEnv, secretFile, secretEnv, unsigned, secret, name, environments, types
+            }
 
             init(from decoder: any Decoder) throws {
                 let container = try decoder.container(keyedBy: CodingKeys.self)
                 try StrictKeys.check(decoder, CodingKeys.self)
+                name = try container.decodeIfPresent(String.self, forKey: .name)
+                environments = try container.decodeIfPresent([String].self, forKey: .environments)
+                types = try container.decodeIfPresent([String].self, forKey: .types)
                 url = try container.decodeIfPresent(String.self, forKey: .url)
                 urlFile = try container.decodeIfPresent(String.self, forKey: .urlFile)
                 urlEnv = try container.decodeIfPresent(String.self, forKey: .urlEnv)
@@ -229,6 +242,18 @@ struct ConfigurationFile: Decodable {
         init(from decoder: any Decoder) throws {
             if let url = try? decoder.singleValueContainer().decode(String.self) {
                 self = .url(url)
+                return
+            }
+            if (try? decoder.unkeyedContainer()) != nil {
+                var mappings: [Mapping] = []
+                for element in try decoder.singleValueContainer().decode([ForwardTo].self) {
+                    guard case .mapping(let mapping) = element else {
+                        throw DecodingError.typeMismatch(
+                            ForwardTo.self, .init(codingPath: decoder.codingPath, debugDescription: "a list of mappings, each with its name"))
+                    }
+                    mappings.append(mapping)
+                }
+                self = .list(mappings)
                 return
             }
             guard (try? decoder.container(keyedBy: StrictKeys.AnyKey.self)) != nil else {

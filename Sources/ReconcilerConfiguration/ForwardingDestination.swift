@@ -1,3 +1,5 @@
+package import AppStoreServer
+
 /// One `forwardTo` of the configuration file: where an app's notifications are forwarded (its own
 /// webhook's URL) and how each delivery is signed. The file says where the URL and the HMAC secret
 /// are read (a file, an environment variable), so it holds no secret itself; a URL without
@@ -8,6 +10,9 @@
 /// forwardTo: https://app.internal/apple/notifications        # signed with the process's secret
 /// forwardTo: {urlEnv: ONE_HOOK_URL, secretFile: /run/secrets/one-hook-secret}
 /// forwardTo: {url: https://app.internal/apple/notifications, unsigned: true}
+/// forwardTo:                                                  # several, each for some environments
+///   - {name: app, urlEnv: APP_HOOK_URL, secretEnv: APP_HOOK_SECRET, environments: [production]}
+///   - {name: staging, url: https://staging.internal/apple, unsigned: true, environments: [sandbox]}
 /// ```
 package struct ForwardingDestination: Sendable, Hashable, CustomStringConvertible {
     /// Where a value is read.
@@ -45,12 +50,22 @@ package struct ForwardingDestination: Sendable, Hashable, CustomStringConvertibl
     package var signing: Signing
     /// The key it was written at, for messages: `forwardTo` (every app's) or `apps[1].forwardTo`.
     package var key: String
+    /// Its `name` (`forward --redeliver --target`), when it has one; a list's targets each have one.
+    package var name: String?
+    /// The environments whose notifications it receives (`environments`; `nil`: every one). The
+    /// loader resolves it: each app in an environment forwards to the targets that include it.
+    package var environments: Set<AppStoreEnvironment>?
 
-    package init(url: Source, signing: Signing, key: String) {
+    package init(url: Source, signing: Signing, key: String, name: String? = nil, environments: Set<AppStoreEnvironment>? = nil) {
         self.url = url
         self.signing = signing
         self.key = key
+        self.name = name
+        self.environments = environments
     }
+
+    /// Whether an app in `environment` forwards to it.
+    package func receives(_ environment: AppStoreEnvironment) -> Bool { environments?.contains(environment) ?? true }
 
     /// The key, never the URL (which may carry credentials).
     package var description: String { key }

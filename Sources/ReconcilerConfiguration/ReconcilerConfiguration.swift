@@ -176,7 +176,7 @@ package struct ReconcilerConfiguration: Sendable {
         }
         // The top level's alone first, so its own mistakes are named at its keys.
         _ = try consumption(file.consumption, key: "consumption", path: path, policyRequired: false)
-        let everyAppsForwardTo = try file.forwardTo.map { try destination($0, key: "forwardTo", path: path) }
+        let everyAppsForwardTo = try file.forwardTo.map { try destinations($0, key: "forwardTo", path: path) }
         var targets: [Target] = []
         for (index, app) in file.apps.enumerated() {
             let at = "apps[\(index)]"
@@ -208,8 +208,9 @@ package struct ReconcilerConfiguration: Sendable {
                 app.consumption.map { $0.over(file.consumption) } ?? file.consumption,
                 key: app.consumption == nil ? "consumption" : "\(at).consumption",
                 path: path, policyRequired: true)
-            let forwardTo = try app.forwardTo.map { try destination($0, key: "\(at).forwardTo", path: path) } ?? everyAppsForwardTo
+            let forwardTargets = try app.forwardTo.map { try destinations($0, key: "\(at).forwardTo", path: path) } ?? everyAppsForwardTo
             for environment in environments {
+                let forwardTo = try Self.forwardTo(forwardTargets, environment: environment, path: path)
                 if environment == .production, app.appAppleId == nil {
                     throw ReconcilerError(
                         .missingKey, source: path, key: "\(at).appAppleId",
@@ -309,6 +310,82 @@ package struct ReconcilerConfiguration: Sendable {
         return settings
     }
 
+    /// The one target of `destinations` an app in `environment` forwards to (`nil`: none receives
+    /// it). Several for one app and environment are refused until the forwarding queue takes them.
+    private static func forwardTo(
+        _ destinations: [ForwardingDestination]?, environment: AppStoreEnvironment, path: String
+    ) throws -> ForwardingDestination? {
+        let receiving = (destinations ?? []).filter { $0.receives(environment) }
+        guard receiving.count <= 1 else {
+            throw ReconcilerError(
+                .invalidValue, source: path, key: receiving[1].key,
+                detail: "\(path): \(receiving.map(\.key).joined(separator: " and ")) both receive \(environment.rawValue) "
+                    + "notifications; this version forwards an app's notifications in one environment to one target: give each "
+                    + "target its environments")
+        }
+        return receiving.first
+    }
+
+    /// A `forwardTo` as written, checked: a URL, a mapping, or a list of mappings each with its
+    /// unique `name`; each target's `environments` are production or sandbox. `types` is refused
+    /// by name: this version does not filter by type yet, and must not forward what it excludes.
+    private static func destinations(_ written: ConfigurationFile.ForwardTo, key: String, path: String) throws -> [ForwardingDestination] {
+        let mappings: [(ConfigurationFile.ForwardTo, key: String)]
+        switch written {
+        case .url, .mapping: mappings = [(written, key)]
+        case .list(let list):
+            guard !list.isEmpty else { throw ReconcilerError(.invalidValue, source: path, key: key, detail: "\(path): \(key) is empty") }
+            mappings = list.enumerated().map { (.mapping($1), "\(key)[\($0)]") }
+        }
+        var names: Set<String> = []
+        let topKey = key
+        return try mappings.map { written, key in
+            var target = try destination(written, key: key, path: path)
+            guard case .mapping(let mapping) = written else { return target }
+            if mappings.count == 1, key == topKey, mapping.name == nil { return try filtered(target, mapping, key: key, path: path) }
+            guard let name = mapping.name, !name.isEmpty else {
+                throw ReconcilerError(
+                    mapping.name == nil ? .missingKey : .invalidValue, source: path, key: "\(key).name",
+                    detail: "\(path): \(key).name: each target of a list needs its name (forward --redeliver --target NAME)")
+            }
+            guard names.insert(name).inserted else {
+                throw ReconcilerError(.invalidValue, source: path, key: "\(key).name", detail: "\(path): \(key).name \(name) is given twice")
+            }
+            target.name = name
+            return try filtered(target, mapping, key: key, path: path)
+        }
+    }
+
+    /// `target` with the `environments` of `mapping`; its `types`, refused.
+    private static func filtered(
+        _ target: ForwardingDestination, _ mapping: ConfigurationFile.ForwardTo.Mapping, key: String, path: String
+    ) throws -> ForwardingDestination {
+        var target = target
+        if mapping.types != nil {
+            throw ReconcilerError(
+                .invalidValue, source: path, key: "\(key).types",
+                detail: "\(path): \(key).types: this version does not filter deliveries by type yet; remove it (every type is "
+                    + "forwarded) or upgrade")
+        }
+        if let written = mapping.environments {
+            guard !written.isEmpty else {
+                throw ReconcilerError(.invalidValue, source: path, key: "\(key).environments", detail: "\(path): \(key).environments is empty")
+            }
+            target.environments = Set(
+                try written.enumerated().map { position, name in
+                    switch name.lowercased() {
+                    case "production": return .production
+                    case "sandbox": return .sandbox
+                    default:
+                        throw ReconcilerError(
+                            .invalidValue, source: path, key: "\(key).environments[\(position)]",
+                            detail: "\(path): \(key).environments[\(position)] is \(name): use production or sandbox")
+                    }
+                })
+        }
+        return target
+    }
+
     /// A `forwardTo` as written, checked: one URL source; a secret source or `unsigned: true` in
     /// the mapping form (the plain URL is signed by the process's secret); no secret in the file.
     private static func destination(_ written: ConfigurationFile.ForwardTo, key: String, path: String) throws -> ForwardingDestination {
@@ -316,6 +393,8 @@ package struct ReconcilerConfiguration: Sendable {
         case .url(let url):
             guard !url.isEmpty else { throw ReconcilerError(.invalidValue, source: path, key: key, detail: "\(path): \(key) is empty") }
             return ForwardingDestination(url: .inline(url), signing: .process, key: key)
+        case .list:
+            throw ReconcilerError(.invalidValue, source: path, key: key, detail: "\(path): \(key) is a list inside a list")
         case .mapping(let mapping):
             if mapping.writesSecret {
                 throw ReconcilerError(

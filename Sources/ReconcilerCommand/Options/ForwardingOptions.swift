@@ -142,7 +142,7 @@ struct ForwardingOptions: ParsableArguments {
             case .unsigned:
                 secret = nil
             }
-            let webhook = ForwardingWebhook(url: url, secret: secret, origin: origin)
+            let webhook = ForwardingWebhook(url: url, secret: secret, origin: origin, name: destination.name)
             if let other = resolved.values.first(where: { $0.url.target.id == url.target.id && $0.secret != secret }) {
                 throw ReconcilerError.configuration(
                     "\(other.origin) and \(origin) forward to the same URL (\(url)) signed differently; a URL's deliveries are "
@@ -251,6 +251,8 @@ struct ForwardingWebhook: Sendable {
     var secret: ForwardingSecret?
     /// `--forward-to`, `RECONCILER_FORWARD_TO` or `apps[0].forwardTo in FILE`, for messages.
     var origin: String
+    /// The `name` of its `forwardTo` target (`forward --redeliver --target`), when it has one.
+    var name: String? = nil
 }
 
 /// Where each app and environment of a forwarding command forwards (``ForwardingOptions/plan(forwardTo:configuration:targets:)``).

@@ -273,6 +273,52 @@ import Testing
             ])
     }
 
+    /// `forwardTo` as a list of named targets, each for some environments: an app in both
+    /// environments forwards each environment's notifications to its own target, with its own
+    /// secret (so its own queue rows and metrics); two targets for one environment, a list target
+    /// without a name, a name twice and `types` (not filtered yet) are refused by key.
+    @Test func forwardToTakesAListOfTargetsEachForItsEnvironments() throws {
+        let configuration = try load(
+            """
+            key: {id: K, issuer: I, privateKeyPath: /k.p8}
+            apps:
+              - bundleId: com.example.one
+                appAppleId: 1
+                environments: [production, sandbox]
+                forwardTo:
+                  - {name: app, urlEnv: APP_HOOK_URL, secretEnv: APP_HOOK_SECRET, environments: [production]}
+                  - {name: staging, url: "https://staging.internal/apple", unsigned: true, environments: [sandbox]}
+            """)
+        #expect(
+            configuration.targets.map { "\($0.app.environment.rawValue) \($0.forwardTo?.name ?? "-") \($0.forwardTo?.key ?? "-")" } == [
+                "Production app apps[0].forwardTo[0]", "Sandbox staging apps[0].forwardTo[1]",
+            ])
+        #expect(configuration.targets[0].forwardTo?.signing == .secret(.environment("APP_HOOK_SECRET")))
+        #expect(configuration.targets[1].forwardTo?.signing == .unsigned)
+        for (list, code, key) in [
+            (
+                "[{name: a, url: 'https://a.internal/x', unsigned: true}, {name: b, url: 'https://b.internal/x', unsigned: true}]",
+                ReconcilerError.Code.invalidValue, "apps[0].forwardTo[1]"
+            ),
+            ("[{url: 'https://a.internal/x', unsigned: true}]", .missingKey, "apps[0].forwardTo[0].name"),
+            (
+                "[{name: a, url: 'https://a.internal/x', unsigned: true, environments: [production]}, {name: a, url: 'https://b.internal/x', unsigned: true, environments: [sandbox]}]",
+                .invalidValue, "apps[0].forwardTo[1].name"
+            ),
+            ("[{name: a, url: 'https://a.internal/x', unsigned: true, types: [REFUND]}]", .invalidValue, "apps[0].forwardTo[0].types"),
+            (
+                "[{name: a, url: 'https://a.internal/x', unsigned: true, environments: [staging]}]", .invalidValue,
+                "apps[0].forwardTo[0].environments[0]"
+            ),
+        ] {
+            let error = #expect(throws: ReconcilerError.self) {
+                try load("key: {id: K, issuer: I, privateKeyPath: /k.p8}\napps:\n  - {bundleId: a, appAppleId: 1, forwardTo: \(list)}")
+            }
+            #expect(error?.code == code, "\(list): \(String(describing: error))")
+            #expect(error?.key == key, "\(list): \(String(describing: error))")
+        }
+    }
+
     /// A `forwardTo` mapping that names no URL, two of them, no secret (without `unsigned: true`),
     /// or a secret written into the file is refused, naming the key and never the value.
     @Test(arguments: [
