@@ -146,7 +146,8 @@ package struct ReconcileRun: Sendable {
             // What time ended since serve's leader last looked (or while no serve ran): the unique
             // key keeps a row the leader writes too single. A dry run writes none.
             if !record.dryRun {
-                try await TimeRowWriter(scopes: [handler.scope], database: handler.database).writeDue(at: configuration.now())
+                try await TimeRowWriter(scopes: [handler.scope], database: handler.database).writeDue(
+                    at: configuration.now(), runId: record.runId)
             }
             let api = client.statistics.snapshot.since(apiAtStart)
             var report = try await Self.report(

@@ -181,12 +181,16 @@ import Testing
                     """)
                 var configuration = ReconcileRun.Configuration(window: TimeWindow(milliseconds: (now - 5 * hour)..<(now - hour)))
                 configuration.now = { Timestamp(millisecondsSince1970: moment + Self.minute) }
-                _ = try await ReconcileRun(
+                let report = try await ReconcileRun(
                     configuration: configuration, scope: AppScope(target: target, entitlement: .init()), database: db.database,
                     verifier: verifier, client: mock.client(baseURL: baseURL)
                 ).reconcile(progress: RunProgress())
                 let rows = try await Self.timeRows(db)
                 let ours = rows.filter { $0.0 == "run-time-1" }
+                // Named by the run that wrote it.
+                #expect(
+                    try await db.count("SELECT run_id FROM purchase_changes WHERE source = 'time' AND original_transaction_id = 'run-time-1'")
+                        == Int(report.runId))
                 #expect(ours.count == 1)
                 #expect(ours.first?.1 == true && ours.first?.2 == false && ours.first?.3 == true)
             }

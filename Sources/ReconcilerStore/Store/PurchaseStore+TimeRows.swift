@@ -21,7 +21,7 @@ package import ReconcilerShared
 /// ```
 extension PurchaseStore {
     /// Writes a `time` row for each purchase of this store's app whose moment of losing entitlement
-    /// came after `since` and by `until` (UNIX ms, the caller's clock) and has none yet, at most
+    /// came after `since` and by `until` (the caller's clock) and has none yet (named by `runId` when a run writes them), at most
     /// `limit` of them; returns the rows' changes, and how many moments were due (call again while
     /// that is `limit`: a moment that flipped nothing is claimed too, with no row).
     ///
@@ -29,7 +29,7 @@ extension PurchaseStore {
     /// (a renewal committed meanwhile moved their moment), and each moment is claimed by its
     /// unique key before its row is written.
     package func recordTimeFlips(
-        since: Timestamp, until: Timestamp, limit: Int = 500, on transaction: DatabaseTransaction
+        since: Timestamp, until: Timestamp, limit: Int = 500, runId: Int64? = nil, on transaction: DatabaseTransaction
     ) async throws -> (changes: [PurchaseChange], due: Int) {
         let due = try await dueFlips(since: since, until: until, limit: limit, only: nil, on: transaction)
         guard !due.isEmpty else { return ([], 0) }
@@ -38,7 +38,7 @@ extension PurchaseStore {
         guard !current.isEmpty else { return ([], due.count) }
         let claimed = try await claim(current, on: transaction)
         let changes = current.filter { claimed.contains($0.key) }.compactMap(\.change)
-        try await recordInFeed(changes, events: [], origin: ChangeOrigin(source: .time), on: transaction)
+        try await recordInFeed(changes, events: [], origin: ChangeOrigin(source: .time, runId: runId), on: transaction)
         return (changes, due.count)
     }
 
