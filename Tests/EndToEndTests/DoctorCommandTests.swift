@@ -141,7 +141,8 @@ import Testing
         try await HistoryMock.with(Self.apps) { mock in
             try Self.withoutNotificationURL(mock)
             // The newest migration's row taken out and put back: its SQL is not run twice.
-            try await mock.db.execute("CREATE TABLE taken_out AS SELECT * FROM schema_migrations WHERE version = (SELECT max(version) FROM schema_migrations)")
+            try await mock.db.execute(
+                "CREATE TABLE taken_out AS SELECT * FROM schema_migrations WHERE version = (SELECT max(version) FROM schema_migrations)")
             try await mock.db.execute("DELETE FROM schema_migrations WHERE version = (SELECT version FROM taken_out)")
             var (status, items) = try await Self.doctor(mock)
             #expect(status == 1)
