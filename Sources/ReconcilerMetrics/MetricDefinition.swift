@@ -7,7 +7,7 @@
 /// (``MetricsRegistry/constantLabelNames``), so a `serve` and a `run` of the same app agree.
 ///
 /// ```swift
-/// let metrics = MetricsRegistry(environment: "Production", bundleId: "com.example.app")
+/// let metrics = MetricsRegistry(app: AppTarget(bundleId: "com.example.app", environment: .production))
 /// MetricDefinition.webhookNotifications.counter(["SUBSCRIBED/INITIAL_BUY", "applied"], in: metrics).increment()
 /// ```
 package struct MetricDefinition: Sendable, Hashable, CustomStringConvertible {

@@ -1,3 +1,4 @@
+package import AppStoreServer
 package import CoreMetrics
 import Foundation
 package import Prometheus
@@ -17,7 +18,7 @@ import Darwin
 /// Every series carries the constant labels `environment` and `bundle_id`.
 ///
 /// ```swift
-/// let metrics = MetricsRegistry(environment: "Production", bundleId: "com.example.app")
+/// let metrics = MetricsRegistry(app: AppTarget(bundleId: "com.example.app", environment: .production))
 /// MetricsSystem.bootstrap(metrics.factory)                // once per process
 /// MetricDefinition.runExitCode.gauge(["scheduled"], in: metrics).record(0)
 /// try metrics.writeTextfile(to: "/var/lib/node_exporter/textfile_collector/reconciler.prom")
@@ -28,8 +29,10 @@ package final class MetricsRegistry: Sendable {
 
     package let prometheus: PrometheusCollectorRegistry
     package let factory: CatalogMetricsFactory
-    package let environment: String
-    package let bundleId: String
+    /// The app and environment of this registry's series (`nil`: the process's own, or one a
+    /// notification names that could not be read); labels are their raw values, or empty.
+    package let bundleId: String?
+    package let environment: AppStoreEnvironment?
     /// The newest live notification's time: fed by the database (``LedgerMetrics``) and, in
     /// `serve`, by every notification the webhook stores (``WebhookMetrics``).
     package let newestLiveNotification: ForwardGauge
@@ -37,15 +40,21 @@ package final class MetricsRegistry: Sendable {
     /// The registries of the other apps and environments this process serves, by their labels.
     private let scopes: Mutex<[String: MetricsRegistry]>
 
-    package convenience init(environment: String, bundleId: String) {
-        self.init(prometheus: PrometheusCollectorRegistry(), environment: environment, bundleId: bundleId)
+    /// A registry whose series are labelled with `app` (a process of one app and environment).
+    package convenience init(app: AppTarget) {
+        self.init(bundleId: app.bundleId, environment: app.environment)
     }
 
-    private init(prometheus: PrometheusCollectorRegistry, environment: String, bundleId: String) {
+    package convenience init(bundleId: String?, environment: AppStoreEnvironment?) {
+        self.init(prometheus: PrometheusCollectorRegistry(), bundleId: bundleId, environment: environment)
+    }
+
+    private init(prometheus: PrometheusCollectorRegistry, bundleId: String?, environment: AppStoreEnvironment?) {
         self.environment = environment
         self.bundleId = bundleId
         self.prometheus = prometheus
-        factory = CatalogMetricsFactory(registry: prometheus, constantLabels: [("environment", environment), ("bundle_id", bundleId)])
+        factory = CatalogMetricsFactory(
+            registry: prometheus, constantLabels: [("environment", environment?.rawValue ?? ""), ("bundle_id", bundleId ?? "")])
         newestLiveNotification = ForwardGauge(.webhookLastNotification, factory: factory)
         scopes = Mutex([:])
     }
@@ -53,12 +62,21 @@ package final class MetricsRegistry: Sendable {
     /// The same process's metrics for another app and environment: one Prometheus registry, one
     /// exposition, series labelled with that app's `environment` and `bundle_id` (a `serve` or a
     /// `run` of several apps). The same labels always give the same registry.
-    package func scoped(environment: String, bundleId: String) -> MetricsRegistry {
-        if environment == self.environment, bundleId == self.bundleId { return self }
+    package func scoped(_ app: AppTarget) -> MetricsRegistry {
+        scoped(bundleId: app.bundleId, environment: app.environment)
+    }
+
+    /// ``scoped(_:)`` for what a notification names, as far as it could be read.
+    package func scoped(bundleId: String?, environment: AppStoreEnvironment?) -> MetricsRegistry {
+        // Unread parts label as empty, so `nil` and "" are the same series.
+        let (bundleId, environment) = (bundleId ?? "", environment?.rawValue ?? "")
+        if environment == self.environment?.rawValue ?? "", bundleId == self.bundleId ?? "" { return self }
         return scopes.withLock { scopes in
             let key = "\(environment)\u{0}\(bundleId)"
             if let existing = scopes[key] { return existing }
-            let scoped = MetricsRegistry(prometheus: prometheus, environment: environment, bundleId: bundleId)
+            let scoped = MetricsRegistry(
+                prometheus: prometheus, bundleId: bundleId.isEmpty ? nil : bundleId,
+                environment: environment.isEmpty ? nil : AppStoreEnvironment(rawValue: environment))
             scopes[key] = scoped
             return scoped
         }

@@ -11,9 +11,9 @@ package import ReconcilerStore
 /// (an invocation stopped by its configuration may have none).
 ///
 /// ```swift
-/// let metrics = MetricsRegistry(environment: "Production", bundleId: "com.example.app")
+/// let metrics = MetricsRegistry(app: AppTarget(bundleId: "com.example.app", environment: .production))
 /// RunMetrics.record(exitCode: 0, kind: .scheduled, report: report, in: metrics)
-/// try? await LedgerMetrics(ledger: ledger, environment: "Production", bundleId: "com.example.app", registry: metrics).refresh()
+/// try? await LedgerMetrics(ledger: ledger, app: AppTarget(bundleId: "com.example.app", environment: .production), registry: metrics).refresh()
 /// try metrics.writeTextfile(to: "/var/lib/node_exporter/textfile_collector/reconciler.prom")
 /// ```
 package enum RunMetrics {

@@ -1,4 +1,4 @@
-import AppStoreServer
+package import AppStoreServer
 import CoreMetrics
 package import Foundation
 import Reconciler
@@ -9,7 +9,7 @@ package import ReconcilerDomain
 /// (the "last received" health signal alerts watch).
 ///
 /// ```swift
-/// let metrics = WebhookMetrics(registry: MetricsRegistry(environment: "Production", bundleId: "com.example.app"))
+/// let metrics = WebhookMetrics(registry: MetricsRegistry(app: AppTarget(bundleId: "com.example.app", environment: .production)))
 /// metrics.stored(result)                       // after the handler stored a notification
 /// metrics.rejected(reason: "INVALID_SIGNATURE")
 /// ```
@@ -45,8 +45,8 @@ package final class WebhookMetrics: Sendable {
 
     /// The counters of another app and environment the webhook serves, in the same registry.
     /// Rejections are counted before a payload is known to belong to any app, so only here.
-    package func scoped(environment: String, bundleId: String) -> WebhookMetrics {
-        let scoped = registry.scoped(environment: environment, bundleId: bundleId)
+    package func scoped(bundleId: String?, environment: AppStoreEnvironment?) -> WebhookMetrics {
+        let scoped = registry.scoped(bundleId: bundleId, environment: environment)
         return scoped === registry ? self : WebhookMetrics(registry: scoped, countsRejections: false)
     }
 

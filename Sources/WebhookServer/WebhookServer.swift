@@ -86,13 +86,12 @@ package struct WebhookServer: Sendable {
             forwarding: configuration.forwardTo.map { [handler.verifier.configuration.target: $0] } ?? [:],
             metrics: metrics
                 ?? WebhookMetrics(
-                    registry: MetricsRegistry(
-                        environment: handler.verifier.configuration.environment.rawValue, bundleId: handler.verifier.configuration.bundleId)),
+                    registry: MetricsRegistry(app: handler.verifier.configuration.target)),
             logger: logger)
     }
 
     /// Every app and environment of `router`; `metrics` counts what names no app, and each app's
-    /// counters go to its scope of the same registry (``MetricsRegistry/scoped(environment:bundleId:)``).
+    /// counters go to its scope of the same registry (``MetricsRegistry/scoped(_:)``).
     package init(
         configuration: Configuration, router: NotificationRouter, forwarding: [AppTarget: ForwardingTarget] = [:], metrics: WebhookMetrics,
         logger: Logger
@@ -104,14 +103,14 @@ package struct WebhookServer: Sendable {
         self.appMetrics = Dictionary(
             router.handlers.map { handler in
                 let target = handler.verifier.configuration.target
-                return (target, metrics.scoped(environment: target.environment.rawValue, bundleId: target.bundleId))
+                return (target, metrics.scoped(bundleId: target.bundleId, environment: target.environment))
             }, uniquingKeysWith: { first, _ in first })
         self.logger = logger
     }
 
     /// The counters of one app and environment.
     private func metrics(of bundleId: String?, _ environment: AppStoreEnvironment?) -> WebhookMetrics {
-        metrics.scoped(environment: environment?.rawValue ?? "", bundleId: bundleId ?? "")
+        metrics.scoped(bundleId: bundleId, environment: environment)
     }
 
     /// The Hummingbird application; `onServerRunning` receives the bound port (useful with port 0).
@@ -213,11 +212,11 @@ package struct WebhookServer: Sendable {
             return answer(failure: error, metrics: metrics, metadata: ["undecodable": "\(failure.reason.rawValue)"])
         }
         let rejection = quarantined.rejection
-        metrics.scoped(environment: quarantined.environment, bundleId: quarantined.bundleId).quarantined(reason: failure.reason.rawValue)
+        metrics.scoped(bundleId: quarantined.bundleId, environment: quarantined.environment).quarantined(reason: failure.reason.rawValue)
         logger.error(
             "authentic notification this release cannot decode; quarantined (200): upgrade, then `reconciler rejections --retry`",
             metadata: [
-                "bundleId": "\(quarantined.bundleId)", "environment": "\(quarantined.environment)",
+                "bundleId": "\(quarantined.bundleId ?? "")", "environment": "\(quarantined.environment?.rawValue ?? "")",
                 "notificationUUID": "\(rejection.notificationUUID ?? "-")", "type": "\(rejection.typeAndSubtype ?? "-")",
                 "sha256": "\(rejection.payloadSHA256)", "reason": "\(failure.reason.rawValue)", "detail": "\(failure.detail)",
                 "new": "\(quarantined.isNew)",

@@ -334,7 +334,7 @@ import Testing
             #expect(try await open(watching: [AppTarget(bundleId: TestApp.bundleId, environment: .sandbox)]) == ["9201"])
 
             for (live, expected) in [(ConsumptionSettings.LiveRequests.watch, 2.0), (.ignore, 1.0)] {
-                let metrics = MetricsRegistry(environment: "Production", bundleId: TestApp.bundleId)
+                let metrics = MetricsRegistry(app: AppTarget(bundleId: TestApp.bundleId, environment: .production))
                 var ledgerMetrics = LedgerMetrics(
                     ledger: RunLedger(database: db.database), app: AppTarget(bundleId: TestApp.bundleId, environment: .production), registry: metrics,
                     liveConsumptionRequests: live)

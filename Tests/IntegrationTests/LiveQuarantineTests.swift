@@ -114,7 +114,7 @@ import WebhookServer
             let jws = try undecodableNotification(uuid: uuid, original: "8802")
             let stranger = try SigningCertificateAuthority()
             let anotherKey = JWSSigner(key: .init(), chain: [app.authority.leaf, app.authority.intermediate, app.authority.root])
-            let metrics = MetricsRegistry(environment: "", bundleId: "")
+            let metrics = MetricsRegistry(bundleId: nil, environment: nil)
             let server = WebhookServer(
                 configuration: .init(), router: try NotificationRouter(handlers: [try app.handler(db)]), metrics: WebhookMetrics(registry: metrics),
                 logger: TestDatabase.logger)

@@ -17,7 +17,7 @@ import Testing
     @Test func theConsumptionRequestGaugesCountOpenRequestsByTimeLeft() async throws {
         let app = try TestApp()
         try await TestDatabase.with { db in
-            let metrics = MetricsRegistry(environment: "Production", bundleId: TestApp.bundleId)
+            let metrics = MetricsRegistry(app: AppTarget(bundleId: TestApp.bundleId, environment: .production))
             var ledgerMetrics = LedgerMetrics(
                 ledger: RunLedger(database: db.database), app: AppTarget(bundleId: TestApp.bundleId, environment: .production), registry: metrics)
             let moment: Int64 = app.start + 20 * 86_400_000
@@ -48,7 +48,7 @@ import Testing
     @Test func theLedgerGaugesComeFromTheDatabase() async throws {
         let app = try TestApp()
         try await TestDatabase.with { db in
-            let metrics = MetricsRegistry(environment: "Production", bundleId: TestApp.bundleId)
+            let metrics = MetricsRegistry(app: AppTarget(bundleId: TestApp.bundleId, environment: .production))
             // The webhook this process forwards to: its gauges read 0 before anything is queued.
             let ledgerMetrics = LedgerMetrics(
                 ledger: RunLedger(database: db.database), app: AppTarget(bundleId: TestApp.bundleId, environment: .production),
@@ -129,12 +129,11 @@ import Testing
         try await TestDatabase.with { db in
             let (one, two) = ("https://hooks:pw@one.internal/apple?token=t", "https://two.internal/apple")
             let (oneLabel, twoLabel) = ("https://…@one.internal/apple?…", "https://two.internal/apple")
-            let metrics = MetricsRegistry(environment: "Production", bundleId: TestApp.bundleId)
+            let metrics = MetricsRegistry(app: AppTarget(bundleId: TestApp.bundleId, environment: .production))
             func refresh(_ app: TestApp) async throws {
-                let environment = app.environment.rawValue
+                let target = AppTarget(bundleId: TestApp.bundleId, environment: app.environment)
                 try await LedgerMetrics(
-                    ledger: RunLedger(database: db.database), app: AppTarget(bundleId: TestApp.bundleId, environment: app.environment),
-                    registry: metrics.scoped(environment: environment, bundleId: TestApp.bundleId)
+                    ledger: RunLedger(database: db.database), app: target, registry: metrics.scoped(target)
                 ).refresh()
             }
             // The production app's handler refuses everything: its two deliveries failed for good.
@@ -181,7 +180,7 @@ import Testing
     /// another process's run shows without a restart.
     @Test func serveRefreshesTheLedgerGaugesPeriodically() async throws {
         try await TestDatabase.with { db in
-            let metrics = MetricsRegistry(environment: "Production", bundleId: TestApp.bundleId)
+            let metrics = MetricsRegistry(app: AppTarget(bundleId: TestApp.bundleId, environment: .production))
             let ledgerMetrics = LedgerMetrics(
                 ledger: RunLedger(database: db.database), app: AppTarget(bundleId: TestApp.bundleId, environment: .production),
                 registry: metrics, configuration: .init(interval: .milliseconds(100)))

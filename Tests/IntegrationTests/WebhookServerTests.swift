@@ -274,7 +274,7 @@ import WebhookServer
             let server = WebhookServer(
                 configuration: .init(host: "127.0.0.1", port: 0, now: { clock.now }),
                 router: try NotificationRouter(handlers: [handler], knownApps: [known]),
-                metrics: WebhookMetrics(registry: MetricsRegistry(environment: "", bundleId: "")), logger: TestDatabase.logger)
+                metrics: WebhookMetrics(registry: MetricsRegistry(bundleId: nil, environment: nil)), logger: TestDatabase.logger)
             let hour: Int64 = 3_600_000
             let cases: [(String, (jws: String, signedDate: Int64), Int64, Int, String)] = [
                 ("another app, at Apple's last retry", foreign, foreign.signedDate + 157 * hour, 503, "APP_NOT_CONFIGURED"),
@@ -318,7 +318,7 @@ import WebhookServer
             // As `serve` makes it for several apps: the process's registry names no app.
             let server = WebhookServer(
                 configuration: .init(), router: try NotificationRouter(handlers: [production, sandbox]),
-                metrics: WebhookMetrics(registry: MetricsRegistry(environment: "", bundleId: "")), logger: TestDatabase.logger)
+                metrics: WebhookMetrics(registry: MetricsRegistry(bundleId: nil, environment: nil)), logger: TestDatabase.logger)
             try await server.makeApplication().test(.router) { client in
                 func metrics() async throws -> PrometheusText {
                     try PrometheusText(parsing: String(buffer: try await client.execute(uri: "/metrics", method: .get).body))

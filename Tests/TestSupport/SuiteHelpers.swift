@@ -62,7 +62,7 @@ package protocol MetricsTesting {}
 extension MetricsTesting {
     /// A registry holding every family of the catalog once (label values "x"), and its exposition.
     package static func everyMetric() -> (MetricsRegistry, String) {
-        let metrics = MetricsRegistry(environment: "Production", bundleId: "com.example.app")
+        let metrics = MetricsRegistry(app: AppTarget(bundleId: "com.example.app", environment: .production))
         for definition in MetricDefinition.all {
             let values = definition.labels.map { _ in "x" }
             switch definition.kind {

@@ -28,7 +28,7 @@ package struct AppAccountTokenSetter: Sendable {
     package struct Outcome: Sendable {
         package var originalTransactionId: String
         package var appAccountToken: String
-        package var environment: String
+        package var environment: AppStoreEnvironment
         /// The read after the call (a run of kind `repair`).
         package var reread: RepairReport
         /// The purchase's stored `appAccountToken` after that read.
@@ -101,7 +101,7 @@ package struct AppAccountTokenSetter: Sendable {
         let reread = try await repair.repair()
         let stored = try await database.transaction { [store] in try await store.purchaseStatesSeen([id], on: $0) }[id]?.appAccountToken
         return Outcome(
-            originalTransactionId: id, appAccountToken: token, environment: scope.target.environment.rawValue, reread: reread, stored: stored)
+            originalTransactionId: id, appAccountToken: token, environment: scope.target.environment, reread: reread, stored: stored)
     }
 
     /// What the store knows of the ID: refuses a later transaction's ID and a Family Sharing purchase.

@@ -37,7 +37,7 @@ extension Doctor {
 
     static func auth(_ probe: AppleProbe, among probes: [AppleProbe]) -> DoctorResult {
         let app = probe.app.bundleId
-        let environment = probe.app.environment.rawValue
+        let environment = probe.app.environment
         guard let error = probe.error else {
             return .ok(.appleAuth, app: app, environment: environment, "key \(probe.keyId) is accepted")
         }
@@ -94,7 +94,7 @@ extension Doctor {
     /// `test-notification` for one app and environment (`doctor --send-test`): Apple's TEST
     /// notification came round, as `check-webhook` reports it (`outcome` is its line), or why not.
     package static func testNotification(_ app: AppTarget, outcome: Result<String, any Error>) -> DoctorResult {
-        let environment = app.environment.rawValue
+        let environment = app.environment
         switch outcome {
         case .success(let line):
             let detail = line.hasPrefix("SUCCESS: ") ? String(line.dropFirst("SUCCESS: ".count)) : line

@@ -90,7 +90,7 @@ extension Doctor {
     }
 
     static func production(_ found: AppStoreConnectApp, _ settings: NotificationSettings) -> DoctorResult {
-        let environment = AppStoreEnvironment.production.rawValue
+        let environment = AppStoreEnvironment.production
         let url = found.attributes.subscriptionStatusUrl ?? ""
         let seen = "production URL \(shown(url)), \(version(found.attributes.subscriptionStatusUrlVersion))"
         func result(_ status: DoctorStatus, _ detail: String, _ fix: String?) -> DoctorResult {
@@ -114,7 +114,7 @@ extension Doctor {
     }
 
     static func sandbox(_ found: AppStoreConnectApp, _ settings: NotificationSettings) -> DoctorResult {
-        let environment = AppStoreEnvironment.sandbox.rawValue
+        let environment = AppStoreEnvironment.sandbox
         let url = found.attributes.subscriptionStatusUrlForSandbox ?? ""
         let seen = "sandbox URL \(shown(url)), \(version(found.attributes.subscriptionStatusUrlVersionForSandbox))"
         func result(_ status: DoctorStatus, _ detail: String, _ fix: String?) -> DoctorResult {

@@ -1,3 +1,4 @@
+package import AppStoreServer
 import Foundation
 
 /// One check of `reconciler doctor`, by the name the documented list gives it (docs/reference.md):
@@ -39,7 +40,7 @@ package enum DoctorStatus: String, Sendable, Codable {
 package struct DoctorResult: Sendable, Hashable, Encodable {
     package var check: DoctorCheck
     package var app: String?
-    package var environment: String?
+    package var environment: AppStoreEnvironment?
     package var status: DoctorStatus
     package var detail: String
     package var fix: String?
@@ -48,7 +49,7 @@ package struct DoctorResult: Sendable, Hashable, Encodable {
     package var transient: Bool
 
     package init(
-        _ check: DoctorCheck, app: String? = nil, environment: String? = nil, status: DoctorStatus, detail: String, fix: String? = nil,
+        _ check: DoctorCheck, app: String? = nil, environment: AppStoreEnvironment? = nil, status: DoctorStatus, detail: String, fix: String? = nil,
         transient: Bool = false
     ) {
         self.check = check
@@ -60,7 +61,7 @@ package struct DoctorResult: Sendable, Hashable, Encodable {
         self.transient = transient
     }
 
-    static func ok(_ check: DoctorCheck, app: String? = nil, environment: String? = nil, _ detail: String) -> Self {
+    static func ok(_ check: DoctorCheck, app: String? = nil, environment: AppStoreEnvironment? = nil, _ detail: String) -> Self {
         Self(check, app: app, environment: environment, status: .ok, detail: detail)
     }
 

@@ -30,9 +30,9 @@ extension NotificationRouter {
     /// An authentic notification the webhook quarantined.
     package struct Quarantined: Sendable {
         package var rejection: Rejection
-        /// What it names, read member by member ('' when it cannot be read).
-        package var bundleId: String
-        package var environment: String
+        /// What it names, read member by member (`nil` when it cannot be read).
+        package var bundleId: String?
+        package var environment: AppStoreEnvironment?
         /// Whether this delivery quarantined it (`false`: it was there already, Apple sent it again).
         package var isNew: Bool
     }
@@ -42,8 +42,8 @@ extension NotificationRouter {
     package func quarantine(signedPayload: String, failure: VerificationError) async throws -> Quarantined {
         let claims = UnverifiedPayload.notificationClaims(signedPayload)
         let rejection = Rejection(source: .webhook, signedValue: signedPayload, error: failure)
-        let (bundleId, environment) = (claims.bundleId ?? "", claims.environment ?? "")
-        let isNew = try await RunLedger(database: handlers[0].database).quarantineLive(rejection, environment: environment, bundleId: bundleId)
+        let (bundleId, environment) = (claims.bundleId, claims.environment.map(AppStoreEnvironment.init(rawValue:)))
+        let isNew = try await RunLedger(database: handlers[0].database).quarantineLive(rejection, bundleId: bundleId, environment: environment)
         return Quarantined(rejection: rejection, bundleId: bundleId, environment: environment, isNew: isNew)
     }
 

@@ -48,7 +48,7 @@ package struct StoredPayloadVerifier: Sendable {
         /// The notification UUID or the transaction ID.
         package var id: String
         package var bundleId: String
-        package var environment: String
+        package var environment: AppStoreEnvironment
         /// Why: a ``VerificationError/Reason`` (its raw value), or `HASH_MISMATCH`, `ROW_MISMATCH` or `INCOMPLETE`.
         package var reason: String
         package var detail: String
@@ -112,8 +112,8 @@ package struct StoredPayloadVerifier: Sendable {
     }
 
     /// The verifier of an app and environment, when configured.
-    private func verifier(bundleId: String, environment: String) -> SignedDataVerifier? {
-        verifiers.first { $0.configuration.bundleId == bundleId && $0.configuration.environment.rawValue == environment }
+    private func verifier(bundleId: String, environment: AppStoreEnvironment) -> SignedDataVerifier? {
+        verifiers.first { $0.configuration.bundleId == bundleId && $0.configuration.environment == environment }
     }
 
     /// One stored value as the check reads it: which row it is, where its counts go, and how its
@@ -122,7 +122,7 @@ package struct StoredPayloadVerifier: Sendable {
         var kind: Failure.Kind
         var id: String
         var bundleId: String
-        var environment: String
+        var environment: AppStoreEnvironment
         var counts: WritableKeyPath<Report, Counts>
         var value: StoredSignedValue
         var payloadSHA256: [UInt8]?

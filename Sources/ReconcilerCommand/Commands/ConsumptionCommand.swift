@@ -335,7 +335,7 @@ struct ConsumptionCommand: AsyncParsableCommand {
         /// One answer as printed: the request, where it goes, and the body Apple is sent.
         struct Line: Encodable {
             var bundleId: String
-            var environment: String
+            var environment: AppStoreEnvironment
             var transactionId: String
             var notificationUUID: String
             var productId: String?
@@ -345,7 +345,7 @@ struct ConsumptionCommand: AsyncParsableCommand {
 
             init(_ planned: ConsumptionResponder.Planned, outcome: String? = nil) {
                 (bundleId, environment, transactionId, notificationUUID) = (
-                    planned.target.bundleId, planned.target.environment.rawValue, planned.transactionId, planned.request.notificationUUID
+                    planned.target.bundleId, planned.target.environment, planned.transactionId, planned.request.notificationUUID
                 )
                 (productId, respondBy, answer, self.outcome) = (planned.productId, planned.request.respondBy, planned.body, outcome)
             }

@@ -104,7 +104,7 @@ struct RejectionsCommand: AsyncParsableCommand, UsesAppsOptions {
                     sections.flatMap { section in
                         section.payloads.map { Entry(app: section.app, item: .payload($0)) }
                             + section.givenUp.map { Entry(app: section.app, item: .givenUp($0)) }
-                    } + unattributed.map { Entry(bundleId: "", environment: "", item: .payload($0)) })
+                    } + unattributed.map { Entry(app: nil, item: .payload($0)) })
                 return
             }
             for section in sections {
@@ -198,24 +198,17 @@ struct RejectionsCommand: AsyncParsableCommand, UsesAppsOptions {
             case givenUp(RunLedger.GivenUp)
         }
 
-        var bundleId: String
-        var environment: String
+        /// `nil`: a notification the webhook quarantined without being able to read its app
+        /// (printed with an empty `bundleId` and `environment`).
+        var app: AppTarget?
         var item: Item
-
-        init(app: AppTarget, item: Item) {
-            self.init(bundleId: app.bundleId, environment: app.environment.rawValue, item: item)
-        }
-
-        init(bundleId: String, environment: String, item: Item) {
-            (self.bundleId, self.environment, self.item) = (bundleId, environment, item)
-        }
 
         private enum CodingKeys: String, CodingKey { case kind, bundleId, environment }
 
         func encode(to encoder: any Encoder) throws {
             var container = encoder.container(keyedBy: CodingKeys.self)
-            try container.encode(bundleId, forKey: .bundleId)
-            try container.encode(environment, forKey: .environment)
+            try container.encode(app?.bundleId ?? "", forKey: .bundleId)
+            try container.encode(app?.environment.rawValue ?? "", forKey: .environment)
             switch item {
             case .payload(let payload):
                 try container.encode("payload", forKey: .kind)

@@ -143,7 +143,7 @@ struct RunCommand: AsyncParsableCommand, UsesAppsOptions {
     func run() async throws {
         let logger = logging.makeLogger()
         // One registry for the process; each app and environment's series carry its own labels
-        // (``MetricsRegistry/scoped(environment:bundleId:)``).
+        // (``MetricsRegistry/scoped(_:)``).
         let metrics = MetricsFile(metricsFile, app: app)
         let kind: RunRecord.Kind = sinceLast ? .scheduled : detected ? .detected : .manual
         let (outcomes, pages) = try await metrics.recordingFailure(logger: logger) { registry, exitCode in
@@ -157,7 +157,7 @@ struct RunCommand: AsyncParsableCommand, UsesAppsOptions {
             if let metrics, !outcome.leaseHeld {
                 RunMetrics.record(
                     exitCode: outcome.exitCode, kind: kind, report: outcome.reports.last,
-                    in: metrics.registry.scoped(environment: outcome.scope.environment.rawValue, bundleId: outcome.scope.bundleId))
+                    in: metrics.registry.scoped(outcome.scope.target))
             }
         }
         try metrics?.write()
@@ -218,7 +218,7 @@ struct RunCommand: AsyncParsableCommand, UsesAppsOptions {
                 let app = outcome.scope.target
                 try? await LedgerMetrics(
                     ledger: RunLedger(database: database), app: app,
-                    registry: metrics.scoped(environment: app.environment.rawValue, bundleId: app.bundleId),
+                    registry: metrics.scoped(app),
                     liveConsumptionRequests: target.configuration.consumption.liveRequests
                 ).refresh()
             }

@@ -109,7 +109,7 @@ struct ServeCommand: AsyncParsableCommand, UsesAppsOptions {
         // One registry for the process: the webhook's counters, the ledger gauges, and any library's
         // swift-metrics; each app's series carry its labels (one app: every series, as before).
         let single = targets.count == 1 ? targets[0].app : nil
-        let metrics = MetricsRegistry(environment: single?.environment.rawValue ?? "", bundleId: single?.bundleId ?? "")
+        let metrics = MetricsRegistry(bundleId: single?.bundleId, environment: single?.environment)
         MetricsSystem.bootstrap(metrics.factory)
         // Each app's notifications are queued for its own webhook (`forwardTo` in the file), or all for --forward-to.
         let forwardURLs = Dictionary(
@@ -118,7 +118,7 @@ struct ServeCommand: AsyncParsableCommand, UsesAppsOptions {
         let ledgerMetrics = targets.map { target in
             LedgerMetrics(
                 ledger: RunLedger(database: database), app: target.app,
-                registry: metrics.scoped(environment: target.app.environment.rawValue, bundleId: target.app.bundleId),
+                registry: metrics.scoped(target.app),
                 configuration: .init(interval: metricsInterval), liveConsumptionRequests: target.consumption.liveRequests,
                 forwardingTargets: forwardURLs[target.app].map { [$0.target] } ?? [])
         }

@@ -30,8 +30,8 @@ struct AppOptions: ParsableArguments {
         name: .long,
         help: ArgumentHelp(
             "production or sandbox: only this environment of the configuration; without a file, the one environment (env APP_STORE_ENVIRONMENT, default production).",
-            valueName: "env"))
-    var environment: String?
+            valueName: "env"), transform: AppOptions.environmentArgument)
+    var environment: AppStoreEnvironment?
 
     @Option(
         name: .long,
@@ -51,8 +51,17 @@ struct AppOptions: ParsableArguments {
         }
     }
 
+    /// `--environment`'s value, refused as usage when it names neither environment.
+    static func environmentArgument(_ text: String) throws -> AppStoreEnvironment {
+        do {
+            return try environment(named: text)
+        } catch {
+            throw ValidationError("unknown environment \(text): use production or sandbox")
+        }
+    }
+
     var resolvedEnvironment: AppStoreEnvironment {
-        get throws { try Self.environment(named: environment ?? Env.value("APP_STORE_ENVIRONMENT") ?? "production") }
+        get throws { try environment ?? Self.environment(named: Env.value("APP_STORE_ENVIRONMENT") ?? "production") }
     }
 
     var resolvedBundleId: String? { bundleId ?? Env.value("APP_STORE_BUNDLE_ID") }
@@ -125,7 +134,7 @@ struct AppOptions: ParsableArguments {
 
     /// The targets of an already loaded configuration that `--app` and `--environment` leave.
     func targets(in configuration: ReconcilerConfiguration) throws -> [ReconcilerConfiguration.Target] {
-        let environment = try configurationFile == nil ? nil : self.environment.map(Self.environment(named:))
+        let environment = configurationFile == nil ? nil : self.environment
         do {
             return try configuration.targets(app: app, environment: environment)
         }
@@ -138,7 +147,7 @@ struct AppOptions: ParsableArguments {
     /// environment the database holds, as these commands read it before there were several.
     func storedScope() throws -> StoredScope {
         guard configurationFile != nil || resolvedBundleId != nil else {
-            return StoredScope(targets: nil, environment: try environment.map(Self.environment(named:)))
+            return StoredScope(targets: nil, environment: environment)
         }
         return StoredScope(targets: try targets(requireAppAppleId: false), environment: nil)
     }

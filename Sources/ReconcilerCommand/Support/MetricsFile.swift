@@ -19,7 +19,7 @@ struct MetricsFile {
     init?(_ path: String?, app: AppOptions) {
         guard let path else { return nil }
         self.path = path
-        registry = MetricsRegistry(environment: (try? app.resolvedEnvironment)?.rawValue ?? "", bundleId: app.resolvedBundleId ?? "")
+        registry = MetricsRegistry(bundleId: app.resolvedBundleId, environment: try? app.resolvedEnvironment)
         MetricsSystem.bootstrap(registry.factory)
     }
 

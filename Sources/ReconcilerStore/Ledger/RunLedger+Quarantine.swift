@@ -119,18 +119,19 @@ extension RunLedger {
 
     /// The quarantine of an app and environment, oldest first; unacknowledged ones only unless `all`.
     package func quarantinedPayloads(app: AppTarget, all: Bool) async throws -> [QuarantinedPayload] {
-        try await quarantinedPayloads(environment: app.environment.rawValue, bundleId: app.bundleId, all: all)
+        try await quarantinedPayloads(bundleId: app.bundleId, environment: app.environment, all: all)
     }
 
     /// What the webhook quarantined without being able to read its app (stored with an empty
     /// bundle and environment), oldest first; unacknowledged ones only unless `all`.
     package func unattributedQuarantinedPayloads(all: Bool) async throws -> [QuarantinedPayload] {
-        try await quarantinedPayloads(environment: "", bundleId: "", all: all)
+        try await quarantinedPayloads(bundleId: nil, environment: nil, all: all)
     }
 
-    // The columns keep strings: a row of an unreadable app has no environment to type.
-    private func quarantinedPayloads(environment: String, bundleId: String, all: Bool) async throws -> [QuarantinedPayload] {
-        try await read { [logger] transaction in
+    // A row of an unreadable app is stored with an empty bundle and environment.
+    private func quarantinedPayloads(bundleId: String?, environment: AppStoreEnvironment?, all: Bool) async throws -> [QuarantinedPayload] {
+        let (bundleId, environment) = (bundleId ?? "", environment?.rawValue ?? "")
+        return try await read { [logger] transaction in
             let rows = try await transaction.query(
                 """
                 SELECT payload_sha256, source, notification_uuid, type_and_subtype, reason, detail, first_seen_at, last_seen_at,
@@ -234,10 +235,12 @@ extension RunLedger {
 
 extension RunLedger {
     /// Quarantines an authentic notification the webhook could not decode, in a transaction of its
-    /// own, under the app and environment it names ('' when they cannot be read): its exact bytes,
-    /// once by their SHA-256; posted again, it is counted again. Returns whether it was new.
-    package func quarantineLive(_ rejection: Rejection, environment: String, bundleId: String) async throws -> Bool {
-        try await read { [logger] transaction in
+    /// own, under the app and environment it names (`nil` when they cannot be read, stored as ''):
+    /// its exact bytes, once by their SHA-256; posted again, it is counted again. Returns whether it
+    /// was new.
+    package func quarantineLive(_ rejection: Rejection, bundleId: String?, environment: AppStoreEnvironment?) async throws -> Bool {
+        let (bundleId, environment) = (bundleId ?? "", environment?.rawValue ?? "")
+        return try await read { [logger] transaction in
             let rows = try await transaction.query(
                 """
                 INSERT INTO quarantined_payloads AS q (payload_sha256, environment, bundle_id, source, notification_uuid, type_and_subtype,
@@ -256,9 +259,9 @@ extension RunLedger {
     /// A notification the webhook quarantined, as `rejections --retry` handles it again.
     package struct QuarantinedNotification: Sendable, Hashable {
         package var payloadSHA256: String
-        /// The app and environment it was filed under ('' when they could not be read).
-        package var bundleId: String
-        package var environment: String
+        /// The app and environment it was filed under (`nil` when they could not be read).
+        package var bundleId: String?
+        package var environment: AppStoreEnvironment?
         package var notificationUUID: String?
         package var signedPayload: String
     }
@@ -278,7 +281,10 @@ extension RunLedger {
             var result: [QuarantinedNotification] = []
             for try await row in rows.decode((String, String, String, String?, String).self) {
                 result.append(
-                    QuarantinedNotification(payloadSHA256: row.0, bundleId: row.1, environment: row.2, notificationUUID: row.3, signedPayload: row.4))
+                    QuarantinedNotification(
+                        payloadSHA256: row.0, bundleId: row.1.isEmpty ? nil : row.1,
+                        environment: row.2.isEmpty ? nil : AppStoreEnvironment(rawValue: row.2), notificationUUID: row.3,
+                        signedPayload: row.4))
             }
             return result
         }

@@ -1,4 +1,4 @@
-import AppStoreServer
+package import AppStoreServer
 package import Foundation
 import PostgresNIO
 package import ReconcilerDomain
@@ -83,7 +83,7 @@ extension NotificationLog {
     package struct StoredNotification: Sendable {
         package var notificationUUID: String
         package var bundleId: String
-        package var environment: String
+        package var environment: AppStoreEnvironment
         package var notificationType: String
         package var subtype: String?
         package var signedDate: Int64

@@ -171,14 +171,14 @@ package struct NotificationLog: Sendable {
         guard let target else {
             throw ReconcilerError(.missingApp, "a notification was recorded without naming its app")
         }
-        let (bundleId, environment) = (target.bundleId, target.environment.rawValue)
+        let (bundleId, environment) = (target.bundleId, target.environment)
         var wholeUUIDs: [String] = []
         let columns = rows.map { row in
             let n = row.notification
             if n.storage == nil { wholeUUIDs.append(n.notificationUUID) }
             return NotificationColumns(
                 notification_uuid: n.notificationUUID, notification_type: n.notificationType.rawValue, subtype: n.subtype?.rawValue,
-                signed_date_ms: n.signedDate, bundle_id: bundleId, environment: environment,
+                signed_date_ms: n.signedDate, bundle_id: bundleId, environment: environment.rawValue,
                 original_transaction_id: n.originalTransactionId, transaction_id: n.transaction?.transactionId, source: source.name,
                 run_id: source.runId, outcome: row.outcome.rawValue, first_send_attempt_ms: n.firstSendAttempt,
                 respond_by_ms: n.respondBy?.millisecondsSince1970,
@@ -279,7 +279,7 @@ package struct NotificationLog: Sendable {
 /// ``NotificationLog/insert(_:source:forwarding:on:)``'s statement, prepared (``PreparedSQL``).
 private enum InsertNotificationsSQL: PreparedSQL {
     static func query(
-        headers: String, rows json: String, forwarding: NotificationLog.Forwarding?, runId: Int64?, bundleId: String, environment: String
+        headers: String, rows json: String, forwarding: NotificationLog.Forwarding?, runId: Int64?, bundleId: String, environment: AppStoreEnvironment
     ) -> PostgresQuery {
         let only = forwarding?.only.map { Array($0).sorted() }
         let holdMilliseconds = forwarding?.hold.map(\.milliseconds)
@@ -314,7 +314,7 @@ private enum InsertNotificationsSQL: PreparedSQL {
             """
     }
 
-    static let sql = query(headers: "", rows: "", forwarding: nil, runId: nil, bundleId: "", environment: "").sql
+    static let sql = query(headers: "", rows: "", forwarding: nil, runId: nil, bundleId: "", environment: AppStoreEnvironment(rawValue: "")).sql
     /// Headers (`$1`, which `missing_headers` reads too), rows, hold, target, only (twice), target,
     /// its redacted form, run, bundle, environment, hold.
     static let bindingTypes: [PostgresDataType] = [.text, .text, .int8, .text, .textArray, .textArray, .text, .text, .int8, .text, .text, .int8]

@@ -1,3 +1,4 @@
+import AppStoreServer
 package import Foundation
 import PostgresNIO
 import ReconcilerDomain
@@ -159,7 +160,8 @@ extension PurchaseStore {
             SELECT CASE WHEN \(dryRun) THEN (SELECT count(*) FROM doomed) ELSE (SELECT count(*) FROM gone) END, (SELECT count(*) FROM doomed),
                    (SELECT bundle_id FROM last), (SELECT environment FROM last), (SELECT transaction_id FROM last)
             """, logger: logger)
-        for try await (count, selected, bundleId, environment, transactionId) in rows.decode((Int, Int, String?, String?, String?).self) {
+        for try await (count, selected, bundleId, environment, transactionId) in rows.decode((Int, Int, String?, AppStoreEnvironment?, String?).self)
+        {
             if let limit, selected >= limit, let bundleId, let environment, let transactionId {
                 return (count, .transactions(after: TransactionKey(bundleId: bundleId, environment: environment, transactionId: transactionId)))
             }

@@ -1,4 +1,4 @@
-import AppStoreServer
+package import AppStoreServer
 package import Foundation
 import PostgresNIO
 import ReconcilerDomain
@@ -7,20 +7,20 @@ extension PurchaseStore {
     /// A row of `transactions` by its key.
     package struct TransactionKey: Sendable, Hashable, Comparable {
         package var bundleId: String
-        package var environment: String
+        package var environment: AppStoreEnvironment
         package var transactionId: String
 
-        package init(bundleId: String, environment: String, transactionId: String) {
+        package init(bundleId: String, environment: AppStoreEnvironment, transactionId: String) {
             self.bundleId = bundleId
             self.environment = environment
             self.transactionId = transactionId
         }
 
         /// Before every key.
-        package static let first = TransactionKey(bundleId: "", environment: "", transactionId: "")
+        package static let first = TransactionKey(bundleId: "", environment: AppStoreEnvironment(rawValue: ""), transactionId: "")
 
         package static func < (lhs: TransactionKey, rhs: TransactionKey) -> Bool {
-            (lhs.bundleId, lhs.environment, lhs.transactionId) < (rhs.bundleId, rhs.environment, rhs.transactionId)
+            (lhs.bundleId, lhs.environment.rawValue, lhs.transactionId) < (rhs.bundleId, rhs.environment.rawValue, rhs.transactionId)
         }
     }
 
@@ -134,7 +134,7 @@ extension PurchaseStore {
             """, logger: logger)
         var legacy: [LegacyTransaction] = []
         for try await (bundleId, environment, transactionId, original, signed, fromNotification) in rows.decode(
-            (String, String, String, String, String, Bool).self)
+            (String, AppStoreEnvironment, String, String, String, Bool).self)
         {
             legacy.append(
                 LegacyTransaction(
@@ -159,7 +159,7 @@ extension PurchaseStore {
         let wanted = try Self.json(
             transactions.map {
                 Wanted(
-                    bundle_id: $0.key.bundleId, environment: $0.key.environment, transaction_id: $0.key.transactionId,
+                    bundle_id: $0.key.bundleId, environment: $0.key.environment.rawValue, transaction_id: $0.key.transactionId,
                     original_transaction_id: $0.originalTransactionId)
             })
         let rows = try await transaction.query(
@@ -170,7 +170,7 @@ extension PurchaseStore {
                 AND n.bundle_id = w.bundle_id AND n.environment = w.environment
             """, logger: logger)
         var carriers: [TransactionKey: [String]] = [:]
-        for try await (uuid, bundleId, environment, transactionId) in rows.decode((String, String, String, String).self) {
+        for try await (uuid, bundleId, environment, transactionId) in rows.decode((String, String, AppStoreEnvironment, String).self) {
             carriers[TransactionKey(bundleId: bundleId, environment: environment, transactionId: transactionId), default: []].append(uuid)
         }
         let payloads = try await notifications.storedPayloads(Set(carriers.values.joined()), headers: headers, on: transaction)
@@ -202,7 +202,7 @@ extension PurchaseStore {
         }
         let rows = transactions.map {
             Row(
-                bundle_id: $0.legacy.key.bundleId, environment: $0.legacy.key.environment, transaction_id: $0.legacy.key.transactionId,
+                bundle_id: $0.legacy.key.bundleId, environment: $0.legacy.key.environment.rawValue, transaction_id: $0.legacy.key.transactionId,
                 stored: StoredTransactionPayload($0.legacy.signedValue, signedInNotification: $0.signedInNotification))
         }
         let names = StoredTransactionPayload.names

@@ -1,3 +1,4 @@
+import AppStoreServer
 import Foundation
 import ReconcilerDomain
 import TestSupport
@@ -25,7 +26,7 @@ import Testing
 
     @Test func aLineSaysTheStatusTheCheckItsAppAndTheFix() {
         let line = DoctorResult(
-            .appleAuth, app: "com.example.one", environment: "Production", status: .fail, detail: "HTTP 401", fix: "Check the key.")
+            .appleAuth, app: "com.example.one", environment: .production, status: .fail, detail: "HTTP 401", fix: "Check the key.")
         #expect(line.line == "FAIL apple-auth com.example.one (Production): HTTP 401 Fix: Check the key.")
         #expect(DoctorResult.ok(.feed, "12 changes").line == "ok   feed: 12 changes")
     }

@@ -18,7 +18,7 @@ import Testing
         let directory = try TemporaryDirectory.create("textfile")
         defer { directory.remove() }
         let path = directory.file("reconciler.prom")
-        let metrics = MetricsRegistry(environment: "Sandbox", bundleId: "com.example.app")
+        let metrics = MetricsRegistry(app: AppTarget(bundleId: "com.example.app", environment: .sandbox))
         MetricDefinition.runExitCode.gauge(["scheduled"], in: metrics).record(2)
         try metrics.writeTextfile(to: path)
         MetricDefinition.runExitCode.gauge(["scheduled"], in: metrics).record(0)
@@ -36,7 +36,7 @@ import Testing
 
     /// An invocation stopped before any run (configuration, database) still tells alerts its exit code.
     @Test func aRunWithoutAReportStillHasItsExitCode() throws {
-        let metrics = MetricsRegistry(environment: "Production", bundleId: "com.example.app")
+        let metrics = MetricsRegistry(app: AppTarget(bundleId: "com.example.app", environment: .production))
         let end = Date(timeIntervalSince1970: 1_795_000_000)
         RunMetrics.record(exitCode: 1, kind: .scheduled, report: nil, endedAt: end, in: metrics)
         let parsed = try PrometheusText(parsing: metrics.exposition())
