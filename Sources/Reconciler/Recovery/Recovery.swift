@@ -55,6 +55,23 @@ package struct Recovery: Sendable {
             self.maximumConnections = maximumConnections
             self.unknownEntitlementSetting = unknownEntitlementSetting
         }
+
+        /// Why a pool of `maximumConnections` could starve a run of `replayConcurrency` shards and
+        /// `gapConcurrency` customers at once (`nil`: it cannot). Every shard and customer worked on
+        /// at once holds a connection for its short transactions, the run lease and bookkeeping need
+        /// theirs, and the shared budget listens on one: fewer connections could starve the lease.
+        /// A forwarder needs one more.
+        package static func connectionShortfall(
+            maximumConnections: Int, replayConcurrency: Int, gapConcurrency: Int, forwards: Bool
+        ) -> String? {
+            let needed = replayConcurrency + gapConcurrency + 3 + (forwards ? 1 : 0)
+            guard maximumConnections < needed else { return nil }
+            return """
+                --max-connections \(maximumConnections) could starve this run: it works on --concurrency \(Plural.count(replayConcurrency, "shard")) and \
+                --gap-concurrency \(Plural.count(gapConcurrency, "customer")) at once, plus its lease, its bookkeeping, the shared budget\(forwards ? " and the forwarder" : ""), so it needs \(needed); \
+                set --max-connections \(needed) or more, or lower --concurrency / --gap-concurrency
+                """
+        }
     }
 
     /// One app in one environment, ready to call Apple.

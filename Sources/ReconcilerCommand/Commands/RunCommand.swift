@@ -125,18 +125,11 @@ struct RunCommand: AsyncParsableCommand, UsesAppsOptions {
         try MetricsFile.validate(metricsFile)
         guard concurrency >= 1, gapConcurrency >= 1, maxShards >= 1 else { throw ValidationError("concurrency and --max-shards must be at least 1") }
         _ = try GiveUpOption.policy(giveUpAfter)
-        // Every shard and customer worked on at once holds a connection for its short transactions,
-        // the run lease and bookkeeping need theirs, and the shared budget listens on one: fewer
-        // connections could starve the lease. The forwarder needs one more.
-        let forwards = forwardTo != nil || Env.value("RECONCILER_FORWARD_TO") != nil
-        let needed = concurrency + gapConcurrency + 3 + (forwards ? 1 : 0)
-        guard database.maxConnections >= needed else {
-            throw ValidationError(
-                """
-                --max-connections \(database.maxConnections) could starve this run: it works on --concurrency \(Plural.count(concurrency, "shard")) and \
-                --gap-concurrency \(Plural.count(gapConcurrency, "customer")) at once, plus its lease, its bookkeeping, the shared budget\(forwards ? " and the forwarder" : ""), so it needs \(needed); \
-                set --max-connections \(needed) or more, or lower --concurrency / --gap-concurrency
-                """)
+        if let shortfall = Recovery.Configuration.connectionShortfall(
+            maximumConnections: database.maxConnections, replayConcurrency: concurrency, gapConcurrency: gapConcurrency,
+            forwards: forwardTo != nil || Env.value("RECONCILER_FORWARD_TO") != nil)
+        {
+            throw ValidationError(shortfall)
         }
     }
 
@@ -212,30 +205,8 @@ struct RunCommand: AsyncParsableCommand, UsesAppsOptions {
                 }, database: database, logger: logger)
             var outcomes = await recovery.recover(progress: progress.progress(of:), starting: progress.announce)
             await progress.stop()
-            for (outcome, target) in zip(outcomes, targets) {
-                // What alerts watch besides this run: the quarantine, the last finished run, the newest live notification.
-                guard let metrics else { break }
-                let app = outcome.scope.target
-                try? await LedgerMetrics(
-                    ledger: RunLedger(database: database), app: app,
-                    registry: metrics.scoped(app),
-                    liveConsumptionRequests: target.configuration.consumption.liveRequests
-                ).refresh()
-            }
-            // One page per app and environment, each showing its newest run (``ReportPageFile/path(_:for:)``);
-            // a page that cannot be written is a configuration error.
-            var pages: [Int: String] = [:]
-            for index in outcomes.indices {
-                guard let reportHtml, let report = outcomes[index].reports.last else { continue }
-                let path = targets.count > 1 ? ReportPageFile.path(reportHtml, for: outcomes[index].scope.target) : reportHtml
-                do {
-                    try await ReportPageFile.write(report: report, ledger: RunLedger(database: database), to: path, logger: logger, announce: false)
-                    pages[index] = ReportPageFile.line(path: path, report: report)
-                } catch {
-                    let stop = (error as? ReconcilerError) ?? .configuration("cannot write the report page to \(path): \(error)")
-                    outcomes[index].stop = outcomes[index].stop ?? stop
-                }
-            }
+            await metrics?.refreshLedgerGauges(of: targets, ledger: RunLedger(database: database))
+            let pages = await ReportPageFile.write(reportHtml, for: &outcomes, ledger: RunLedger(database: database), logger: logger)
             return (outcomes, pages)
         }
     }

@@ -3,6 +3,7 @@ import ArgumentParser
 import Foundation
 import Logging
 import Reconciler
+import ReconcilerConfiguration
 import ReconcilerDomain
 import ReconcilerShared
 import ReconcilerStore

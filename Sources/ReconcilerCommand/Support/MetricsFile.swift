@@ -4,8 +4,10 @@ import CoreMetrics
 import Foundation
 import Logging
 import Reconciler
+import ReconcilerConfiguration
 import ReconcilerDomain
 import ReconcilerMetrics
+import ReconcilerStore
 
 /// `--metrics-file` of a batch command (`run`, `repair`): one registry for the process, bootstrapped
 /// for every library's swift-metrics, written atomically to the file whatever the outcome, so that
@@ -63,6 +65,20 @@ extension MetricsFile? {
                 do { try file.write() } catch let metricsError { logger.error("\(metricsError)") }
             }
             throw error
+        }
+    }
+}
+
+extension MetricsRegistry {
+    /// What alerts watch besides a run, read from the database for each target into its scope of
+    /// this registry: the quarantine, the last finished run, the newest live notification. A read
+    /// that fails leaves the gauges as they were (the run's own outcome is already recorded).
+    func refreshLedgerGauges(of targets: [CommandTarget], ledger: RunLedger) async {
+        for target in targets {
+            try? await LedgerMetrics(
+                ledger: ledger, app: target.app, registry: scoped(target.app),
+                liveConsumptionRequests: target.configuration.consumption.liveRequests
+            ).refresh()
         }
     }
 }

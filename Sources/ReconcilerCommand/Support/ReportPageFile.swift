@@ -39,6 +39,25 @@ enum ReportPageFile {
         if announce { print(line(path: path, report: report)) }
     }
 
+    /// `run --report-html`: one page per app and environment, each showing its newest run
+    /// (``path(_:for:)`` with several). A page that cannot be written is a configuration error that
+    /// becomes its outcome's stop. Returns where each was written (by index), as the line to print.
+    static func write(_ path: String?, for outcomes: inout [RecoveryOutcome], ledger: RunLedger, logger: Logger) async -> [Int: String] {
+        var pages: [Int: String] = [:]
+        for index in outcomes.indices {
+            guard let path, let report = outcomes[index].reports.last else { continue }
+            let file = outcomes.count > 1 ? Self.path(path, for: outcomes[index].scope.target) : path
+            do {
+                try await write(report: report, ledger: ledger, to: file, logger: logger, announce: false)
+                pages[index] = line(path: file, report: report)
+            } catch {
+                let stop = (error as? ReconcilerError) ?? .configuration("cannot write the report page to \(file): \(error)")
+                outcomes[index].stop = outcomes[index].stop ?? stop
+            }
+        }
+        return pages
+    }
+
     /// Where a page was written and what it shows.
     static func line(path: String, report: RunReport) -> String {
         "incident report page: \(path) (run \(report.runId), \(report.bundleId) \(report.environment))"
