@@ -110,11 +110,19 @@ import Testing
         }
     }
 
+    /// `run`'s one test with a real signal (the exit code on a signal is part of the contract):
+    /// SIGTERM stops it at a checkpoint with exit 2, it still writes its incident page (how it
+    /// ended, what it requested), and the rerun resumes the same run. Ctrl-C (SIGINT) takes the same
+    /// path (CommandLifecycle; GracefulShutdownTests in process).
     @Test func sigtermStopsARunCleanlyAndTheRerunResumesIt() async throws {
         try await Rehearsal.with(customers: 60, seed: 23, mockArguments: ["--latency-ms", "120"]) { rehearsal in
-            let run = try rehearsal.start(["run", "--start", rehearsal.outageStart, "--end", rehearsal.outageEnd, "--concurrency", "2"])
-            try await eventually("a committed page") {
-                try await rehearsal.db.count("SELECT COALESCE(sum(pages_done), 0)::bigint FROM run_shards") > 0
+            let pagePath = rehearsal.file("interrupted.html"), jsonPath = rehearsal.file("interrupted.json")
+            let run = try rehearsal.start([
+                "run", "--start", rehearsal.outageStart, "--end", rehearsal.outageEnd, "--concurrency", "2",
+                "--report-html", pagePath, "--report-json", jsonPath,
+            ])
+            try await eventually("committed pages") {
+                try await rehearsal.db.count("SELECT COALESCE(sum(pages_done), 0)::bigint FROM run_shards") > 2
             }
             run.signal(SIGTERM)
             let stopped = try await run.wait(timeout: .seconds(60))
@@ -122,6 +130,15 @@ import Testing
             #expect(stopped.stdout.contains("INTERRUPTED"), "\(stopped.stderr)")
             #expect(stopped.stderr.contains("rerun the same command"))
             #expect(try await rehearsal.db.count("SELECT count(*) FROM reconcile_runs WHERE status = 'interrupted'") == 1)
+            ReportPageTests.expectSelfContained(try String(contentsOfFile: pagePath, encoding: .utf8))
+            let page = try await Chromium.load("file://\(pagePath)")
+            ReportPageTests.expectRenderedWithoutErrors(page)
+            #expect(ReportPageTests.attribute("data-status", in: page.dom).first == "interrupted")
+            let report = try Rehearsal.report(jsonPath)
+            #expect(
+                ReportPageTests.attribute("data-requests", in: page.dom).compactMap(Int.init).reduce(0, +)
+                    == (report["api"] as? [String: Int])?["requests"])
+            #expect(ReportPageTests.totals(in: page.dom)["pages"] == (report["pages"] as? Int).map(String.init))
             let resumed = try await rehearsal.runWindow()
             #expect(resumed.status == 0, "\(resumed.stderr)")
             #expect(try await rehearsal.db.count("SELECT count(*) FROM reconcile_runs") == 1)
