@@ -383,10 +383,7 @@ import Testing
     /// resumed by the rerun. (That a signal ends such a wait at once, exit 2, is in process:
     /// GracefulShutdownTests.workWaitingOnADatabaseThatIsGoneEndsAsAnInterruption; run's exit 2 on
     /// SIGTERM is ReconcileRunTests.sigtermStopsARunCleanlyAndTheRerunResumesIt.)
-    @Test(
-        .disabled(
-            "Crashes the test process (SIGSEGV in Foundation's Process.run memcpy) when it starts its second run, 2 of 3 times since 2026-11-29; under investigation"
-        ))
+    @Test
     func aRunWhoseDatabaseIsGoneExitsInBoundedTimeAndIsResumed() async throws {
         try await PrivateCluster.with { cluster in
             try await Rehearsal.with(customers: 40, seed: 71, mockArguments: ["--latency-ms", "80"], databaseServer: cluster.url) { rehearsal in

@@ -35,7 +35,7 @@ package struct ProcessResult {
 
 /// A running process whose output is collected into files.
 package final class RunningProcess: @unchecked Sendable {
-    package let process = Process()
+    package let process: ChildProcess
     package let stdoutURL: URL
     package let stderrURL: URL
     /// Holds the output files; removed with this object (after the process is stopped), so tests
@@ -53,23 +53,28 @@ package final class RunningProcess: @unchecked Sendable {
         stderrURL = directory.url.appendingPathComponent("stderr")
         _ = FileManager.default.createFile(atPath: stdoutURL.path, contents: nil)
         _ = FileManager.default.createFile(atPath: stderrURL.path, contents: nil)
-        process.executableURL = executable.hasPrefix("/") ? URL(fileURLWithPath: executable) : Executables.url(executable)
-        process.arguments = arguments
+        let executableURL = executable.hasPrefix("/") ? URL(fileURLWithPath: executable) : Executables.url(executable)
         var merged = ProcessInfo.processInfo.environment
         for (key, value) in environment { merged[key] = value }
-        process.environment = merged
-        process.standardOutput = try standardOutput ?? FileHandle(forWritingTo: stdoutURL)
-        process.standardError = try FileHandle(forWritingTo: stderrURL)
+        let output = try standardOutput ?? FileHandle(forWritingTo: stdoutURL)
+        let errors = try FileHandle(forWritingTo: stderrURL)
+        let input: FileHandle
         if let stdin {
             // From a file, not a pipe: writing more than a pipe holds blocked this thread, one of the
             // cooperative pool's few, until the child (slow to start on a loaded machine) read it.
             let stdinURL = directory.url.appendingPathComponent("stdin")
             try stdin.write(to: stdinURL)
-            process.standardInput = try FileHandle(forReadingFrom: stdinURL)
+            input = try FileHandle(forReadingFrom: stdinURL)
         } else {
-            process.standardInput = FileHandle.nullDevice
+            input = FileHandle.nullDevice
         }
-        try process.run()
+        // The child has its own copies; this process's are closed once it started.
+        defer {
+            for handle in [output, errors, input] where handle !== standardOutput && handle !== FileHandle.nullDevice { try? handle.close() }
+        }
+        process = try ChildProcess(
+            executable: executableURL, arguments: arguments, environment: merged, stdin: input.fileDescriptor,
+            stdout: output.fileDescriptor, stderr: errors.fileDescriptor)
     }
 
     deinit {
@@ -283,4 +288,91 @@ private func withLoopbackAddress<Result>(port: Int, _ body: (UnsafePointer<socka
     return withUnsafePointer(to: &address) {
         $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { body($0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
     }
+}
+
+/// A child process started with posix_spawn(3), in place of Foundation's `Process`.
+///
+/// Why: on Linux, `Process.run()` of the Foundation that ships with Swift 6.3.1 lists
+/// `/proc/self/fd` by copying each entry's whole 256-byte `d_name`, past the end of glibc's
+/// buffer when an entry sits at its tail (swift-corelibs-foundation pull request 5472, fixed
+/// after this release). A test process holds many descriptors (connections, servers, pipes), and
+/// the copy crashed it with SIGSEGV in `memcpy` while starting a child (ScheduleTests, 2 of 3 runs).
+/// This starts the child the way `Process` does, without that listing: the three standard
+/// descriptors set, every other descriptor closed in the child (`closefrom`), every signal at its
+/// default and none blocked (the test process ignores SIGPIPE; its children must not).
+package final class ChildProcess: @unchecked Sendable {
+    package let executableURL: URL?
+    package let processIdentifier: pid_t
+    /// The wait status once reaped (`waitpid`); guarded by `lock`, since `isRunning` and waits are
+    /// asked from several tasks and a child is reaped once.
+    private var waitStatus: Int32?
+    private let lock = NSLock()
+
+    init(executable: URL, arguments: [String], environment: [String: String], stdin: Int32, stdout: Int32, stderr: Int32) throws {
+        executableURL = executable
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        for (from, to) in [(stdin, STDIN_FILENO), (stdout, STDOUT_FILENO), (stderr, STDERR_FILENO)] {
+            posix_spawn_file_actions_adddup2(&actions, from, to)
+        }
+        // glibc 2.34 and later; not in the Glibc module Swift imports, so looked up by name.
+        guard let closeFrom = Self.addCloseFrom else {
+            throw ProcessFailure(description: "posix_spawn_file_actions_addclosefrom_np is missing: glibc 2.34 or later is needed")
+        }
+        _ = closeFrom(&actions, 3)
+        var attributes = posix_spawnattr_t()
+        posix_spawnattr_init(&attributes)
+        defer { posix_spawnattr_destroy(&attributes) }
+        var all = sigset_t(), none = sigset_t()
+        sigfillset(&all)
+        sigemptyset(&none)
+        posix_spawnattr_setsigdefault(&attributes, &all)
+        posix_spawnattr_setsigmask(&attributes, &none)
+        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK))
+        let argv = ([executable.path] + arguments).map { strdup($0) } + [nil]
+        let envp = environment.map { strdup("\($0.key)=\($0.value)") } + [nil]
+        defer { for pointer in argv + envp { free(pointer) } }
+        var pid = pid_t()
+        let result = posix_spawn(&pid, executable.path, &actions, &attributes, argv, envp)
+        guard result == 0 else {
+            throw ProcessFailure(description: "cannot start \(executable.path): \(String(cString: strerror(result)))")
+        }
+        processIdentifier = pid
+    }
+
+    private typealias AddCloseFrom = @convention(c) (UnsafeMutablePointer<posix_spawn_file_actions_t>, Int32) -> Int32
+    private static let addCloseFrom: AddCloseFrom? = dlsym(UnsafeMutableRawPointer(bitPattern: 0), "posix_spawn_file_actions_addclosefrom_np")
+        .map { unsafeBitCast($0, to: AddCloseFrom.self) }
+
+    /// Reaps the child if it has ended (or, `blocking`, once it ends); its wait status, or `nil`.
+    private func reap(blocking: Bool) -> Int32? {
+        lock.lock()
+        defer { lock.unlock() }
+        if let waitStatus { return waitStatus }
+        var status: Int32 = 0
+        while true {
+            let reaped = waitpid(processIdentifier, &status, blocking ? 0 : WNOHANG)
+            if reaped == processIdentifier {
+                waitStatus = status
+                return status
+            }
+            if reaped == -1 && errno == EINTR { continue }
+            return nil
+        }
+    }
+
+    package var isRunning: Bool { reap(blocking: false) == nil }
+
+    /// As `Process` reports it: the exit code, or the signal that ended the child; -1 while it runs.
+    package var terminationStatus: Int32 {
+        guard let status = reap(blocking: false) else { return -1 }
+        let signal = status & 0x7f
+        return signal == 0 ? (status >> 8) & 0xff : signal
+    }
+
+    /// SIGTERM, as `Process.terminate()`.
+    package func terminate() { _ = kill(processIdentifier, SIGTERM) }
+
+    package func waitUntilExit() { _ = reap(blocking: true) }
 }
