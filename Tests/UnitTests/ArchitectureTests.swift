@@ -59,6 +59,36 @@ import Testing
         #expect(strays.isEmpty, "a test in the wrong stage: \(strays)")
     }
 
+    /// An app's environment travels as `AppStoreEnvironment` (inside an `AppTarget` where the app
+    /// is known), never as a `String`: strings stay in Apple's models, the mock that imitates Apple,
+    /// and the store's binding code (its internal rows and statements, which bind and decode
+    /// values). A declaration `environment: String` anywhere else fails here.
+    @Test func theEnvironmentIsTypedOutsideApplesModelsAndTheStoresBindings() throws {
+        let apple = ["Sources/AppStoreServer/", "Sources/MockAppStore/", "Sources/MockAppStoreCommand/"]
+        // Published line shapes the lead types once the branches that extend them are merged.
+        let pending = [
+            "Sources/ReconcilerShared/PurchaseState.swift", "Sources/ReconcilerShared/Entitlement.swift",
+            "Sources/ReconcilerStore/Store/PurchaseStore+Export.swift", "Sources/ReconcilerStore/Store/PurchaseStore+Changes.swift",
+        ]
+        var strings: [String] = []
+        let root = Repository.root.appendingPathComponent("Sources")
+        guard let files = FileManager.default.enumerator(at: root, includingPropertiesForKeys: nil) else { return }
+        for case let file as URL in files where file.pathExtension == "swift" {
+            let path = String(file.path.dropFirst(Repository.root.path.count + 1))
+            guard !apple.contains(where: path.hasPrefix), !pending.contains(path) else { continue }
+            let binding = path.hasPrefix("Sources/ReconcilerStore/")
+            for (number, line) in try String(contentsOf: file, encoding: .utf8).split(separator: "\n", omittingEmptySubsequences: false).enumerated()
+            {
+                let code = line.trimmingCharacters(in: .whitespaces)
+                guard !code.hasPrefix("//"), code.contains(/\benvironment: String\b/) else { continue }
+                // The store's internal rows and statements bind strings; what it offers its callers is typed.
+                if binding && !code.contains(/\b(package|public)\b/) { continue }
+                strings.append("\(path):\(number + 1): \(code)")
+            }
+        }
+        #expect(strings.isEmpty, "environment: String outside Apple's models and the store's bindings:\n\(strings.joined(separator: "\n"))")
+    }
+
     /// The names the Swift files under `directories` declare: types (and the types they extend),
     /// and members (functions, properties, enum cases).
     static func declaredNames(in directories: [String]) throws -> (types: Set<String>, members: Set<String>) {
