@@ -107,6 +107,8 @@ extension PurchaseStore {
                     WHERE n.notification_uuid > \(after) AND n.payload_form IN ('legacy', 'whole', 'parts')
                       AND n.received_at < \(cutoff) AND n.signed_date_ms < \(cutoffMilliseconds)
                       AND NOT EXISTS (SELECT 1 FROM forward_queue q WHERE q.notification_uuid = n.notification_uuid AND q.status <> 'delivered')
+                      AND NOT EXISTS (
+                          SELECT 1 FROM forward_redeliveries r WHERE r.notification_uuid = n.notification_uuid AND r.status <> 'delivered')
                       AND n.notification_uuid NOT IN (
                           SELECT notification_uuid FROM quarantined_payloads WHERE acknowledged_at IS NULL AND notification_uuid IS NOT NULL)
                       AND NOT EXISTS (
