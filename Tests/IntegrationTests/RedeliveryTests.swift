@@ -60,6 +60,10 @@ import Testing
                         app: target, route: secondRoute, window: window, types: .init(["SUBSCRIBED/INITIAL_BUY"]), dryRun: true)
                     #expect(sameType.queued == 2)
 
+                    // What waits for the second target is said (a drain waits for it; the gauges count it).
+                    #expect(try await queue.pending(target: secondRoute.target, runIds: nil) == 2)
+                    #expect(try await queue.summary(runIds: nil).pending == 2)
+                    #expect(try await queue.summaries(of: target).first { $0.target == secondRoute.target }?.summary.pending == 2)
                     #expect(try await Self.forwarder(url: secondURL, db: db).deliverDue() == 2)
                     #expect(try await Self.forwarder(url: firstURL, db: db).deliverDue() == 0, "the first target got a redelivery")
                     let redelivered = Dictionary(uniqueKeysWithValues: uuids.dropFirst().map { ($0, 1) })
@@ -78,6 +82,10 @@ import Testing
                     // First deliveries keep one row per notification and webhook.
                     #expect(try await db.count("SELECT count(*) FROM forward_queue") == 3)
                     #expect(try await db.count("SELECT count(*) FROM forward_redeliveries WHERE status = 'delivered'") == 4)
+                    #expect(try await queue.summary(runIds: nil).delivered == 3 + 4)
+                    // Pruning delivered rows takes the redeliveries too.
+                    #expect(try await Pruner(database: db.database).prune(.deliveredForwards, before: Date().addingTimeInterval(3600)) == 3 + 4)
+                    #expect(try await db.count("SELECT count(*) FROM forward_redeliveries") == 0)
                 }
             }
         }

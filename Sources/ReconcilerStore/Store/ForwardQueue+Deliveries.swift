@@ -327,12 +327,16 @@ extension ForwardQueue {
     /// The whole queue's summary: what waits and what failed from their partial indexes, the
     /// delivered rows from the counters the triggers keep (migrations 0009 and 0018), so its cost
     /// does not grow with the delivered rows (a test checks its plan with a million of them).
+    /// Redeliveries (`forward_redeliveries`, as many as an operator queued) count beside them.
     static func queueSummaryQuery() -> PostgresQuery {
         """
-        SELECT (SELECT count(*) FROM forward_queue WHERE status IN ('pending', 'leased')),
-               (SELECT min(queued_at) FROM forward_queue WHERE status IN ('pending', 'leased')),
-               (SELECT count(*) FROM forward_queue WHERE status = 'failed'),
+        SELECT (SELECT count(*) FROM forward_queue WHERE status IN ('pending', 'leased'))
+                   + (SELECT count(*) FROM forward_redeliveries WHERE status IN ('pending', 'leased')),
+               least((SELECT min(queued_at) FROM forward_queue WHERE status IN ('pending', 'leased')),
+                     (SELECT min(queued_at) FROM forward_redeliveries WHERE status IN ('pending', 'leased'))),
+               (SELECT count(*) FROM forward_queue WHERE status = 'failed') + (SELECT count(*) FROM forward_redeliveries WHERE status = 'failed'),
                (SELECT coalesce(sum(delivered), 0)::bigint FROM forward_queue_totals)
+                   + (SELECT count(*) FROM forward_redeliveries WHERE status = 'delivered')
         """
     }
 
@@ -372,7 +376,8 @@ extension ForwardQueue {
 
     /// One app and environment's deliveries per webhook: what waits and what failed from their
     /// partial indexes, the delivered ones from the counter the triggers keep per app, environment
-    /// and webhook (migration 0018), so its cost does not grow with the delivered rows.
+    /// and webhook (migration 0018), so its cost does not grow with the delivered rows; and its
+    /// redeliveries (as many as an operator queued and pruning left), counted.
     static func appSummaryQuery(of app: AppTarget) -> PostgresQuery {
         let (bundleId, environment) = (app.bundleId, app.environment.rawValue)
         return """
@@ -387,6 +392,12 @@ extension ForwardQueue {
                 UNION ALL
                 SELECT target_id, target_redacted, 0, NULL, 0, delivered
                 FROM forward_queue_totals WHERE bundle_id = \(bundleId) AND environment = \(environment)
+                UNION ALL
+                SELECT target_id, min(target_redacted), count(*) FILTER (WHERE status IN ('pending', 'leased')),
+                    min(queued_at) FILTER (WHERE status IN ('pending', 'leased')), count(*) FILTER (WHERE status = 'failed'),
+                    count(*) FILTER (WHERE status = 'delivered')
+                FROM forward_redeliveries WHERE bundle_id = \(bundleId) AND environment = \(environment)
+                GROUP BY target_id
             ) per_status
             GROUP BY target_id ORDER BY target_id
             """
@@ -400,10 +411,12 @@ extension ForwardQueue {
     }
 
     /// Read while a forwarder drains: from the partial index of what waits.
+    /// Without `runIds`, the redeliveries that wait count too (they belong to no run).
     static func pendingDeliveriesQuery(target: ForwardingTarget, runIds: [Int64]?) -> PostgresQuery {
         """
-        SELECT count(*) FROM forward_queue
-        WHERE status IN ('pending', 'leased') AND target_id = \(target.id) AND (\(runIds == nil) OR run_id = ANY(\(runIds ?? [])))
+        SELECT (SELECT count(*) FROM forward_queue
+                WHERE status IN ('pending', 'leased') AND target_id = \(target.id) AND (\(runIds == nil) OR run_id = ANY(\(runIds ?? []))))
+            + (SELECT count(*) FROM forward_redeliveries WHERE \(runIds == nil) AND status IN ('pending', 'leased') AND target_id = \(target.id))
         """
     }
 
