@@ -83,6 +83,13 @@ import Testing
                     #expect(try await db.count("SELECT count(*) FROM forward_queue") == 3)
                     #expect(try await db.count("SELECT count(*) FROM forward_redeliveries WHERE status = 'delivered'") == 4)
                     #expect(try await queue.summary(runIds: nil).delivered == 3 + 4)
+                    // A redelivery out of attempts is tried again by `forward --retry-failed`, as a first delivery is.
+                    try await db.execute(
+                        "UPDATE forward_redeliveries SET status = 'failed', attempts = 12 WHERE redelivery_id = (SELECT min(redelivery_id) FROM forward_redeliveries)"
+                    )
+                    #expect(try await queue.retryFailed(target: firstRoute.target) + queue.retryFailed(target: secondRoute.target) == 1)
+                    #expect(try await db.count("SELECT count(*) FROM forward_redeliveries WHERE status = 'pending' AND attempts = 0") == 1)
+                    #expect(try await Self.forwarder(url: secondURL, db: db).deliverDue() + Self.forwarder(url: firstURL, db: db).deliverDue() == 1)
                     // Pruning delivered rows takes the redeliveries too.
                     #expect(try await Pruner(database: db.database).prune(.deliveredForwards, before: Date().addingTimeInterval(3600)) == 3 + 4)
                     #expect(try await db.count("SELECT count(*) FROM forward_redeliveries") == 0)

@@ -256,19 +256,22 @@ extension ForwardQueue {
         }
     }
 
-    /// Gives the failed deliveries (out of attempts) for `target` a new set of attempts, after
-    /// the app's endpoint was fixed; returns how many.
+    /// Gives the failed deliveries (out of attempts) for `target`, redeliveries included, a new
+    /// set of attempts, after the app's endpoint was fixed; returns how many.
     func retryFailedDeliveries(target: ForwardingTarget, on transaction: DatabaseTransaction) async throws -> Int {
-        let rows = try await transaction.query(
-            """
-            WITH retried AS (
-                UPDATE forward_queue SET status = 'pending', attempts = 0, next_attempt_at = now(), lease_until = NULL, lease_token = NULL
-                WHERE status = 'failed' AND target_id = \(target.id) RETURNING 1
-            )
-            SELECT count(*) FROM retried
-            """, logger: logger)
-        for try await count in rows.decode(Int.self) { return count }
-        return 0
+        var total = 0
+        for table in ["forward_queue", "forward_redeliveries"] {
+            let rows = try await transaction.query(
+                """
+                WITH retried AS (
+                    UPDATE \(unescaped: table) SET status = 'pending', attempts = 0, next_attempt_at = now(), lease_until = NULL, lease_token = NULL
+                    WHERE status = 'failed' AND target_id = \(target.id) RETURNING 1
+                )
+                SELECT count(*) FROM retried
+                """, logger: logger)
+            for try await count in rows.decode(Int.self) { total += count }
+        }
+        return total
     }
 
     /// Deliveries by state: of some runs' notifications, or of the whole queue.
