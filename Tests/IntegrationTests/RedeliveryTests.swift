@@ -63,6 +63,7 @@ import Testing
                     // What waits for the second target is said (a drain waits for it; the gauges count it).
                     #expect(try await queue.pending(target: secondRoute.target, runIds: nil) == 2)
                     #expect(try await queue.summary(runIds: nil).pending == 2)
+                    #expect(try await queue.waitingTargets().map(\.pending) == [2])
                     #expect(try await queue.summaries(of: target).first { $0.target == secondRoute.target }?.summary.pending == 2)
                     #expect(try await Self.forwarder(url: secondURL, db: db).deliverDue() == 2)
                     #expect(try await Self.forwarder(url: firstURL, db: db).deliverDue() == 0, "the first target got a redelivery")

@@ -437,13 +437,17 @@ extension ForwardQueue {
         return runIds
     }
 
-    /// The targets deliveries wait for, with how many each: a forwarder delivers only its own
-    /// URL's, so the others wait for a process configured with theirs.
+    /// The targets deliveries (and redeliveries) wait for, with how many each: a forwarder delivers
+    /// only its own URL's, so the others wait for a process configured with theirs.
     package func waitingTargets(on transaction: DatabaseTransaction) async throws -> [(target: ForwardingTarget, pending: Int)] {
         let rows = try await transaction.query(
             """
-            SELECT target_id, min(target_redacted), count(*) FROM forward_queue
-            WHERE status IN ('pending', 'leased') GROUP BY target_id ORDER BY target_id
+            SELECT target_id, min(target_redacted), count(*) FROM (
+                SELECT target_id, target_redacted FROM forward_queue WHERE status IN ('pending', 'leased')
+                UNION ALL
+                SELECT target_id, target_redacted FROM forward_redeliveries WHERE status IN ('pending', 'leased')
+            ) waiting
+            GROUP BY target_id ORDER BY target_id
             """, logger: logger)
         var targets: [(target: ForwardingTarget, pending: Int)] = []
         for try await (id, redacted, count) in rows.decode((String, String, Int).self) {
