@@ -401,6 +401,8 @@ package struct Forwarder: Service, RunForwarding, Sendable {
         if let secret = configuration.secret {
             request.headers.add(name: "Reconciler-Signature", value: Self.signature(body: body, secret: secret, at: Date()))
         }
+        // Queued again by `forward --redeliver`: the app may already have it (and acknowledged it).
+        if delivery.redelivery { request.headers.add(name: "Reconciler-Redelivery", value: "1") }
         request.body = .bytes(ByteBuffer(data: body))
         let attempt = delivery.attempts + 1
         do {

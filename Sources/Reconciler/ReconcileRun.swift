@@ -202,7 +202,7 @@ package struct ReconcileRun: Sendable {
             let existing = try await ledger.resumableRun(
                 app: app, window: configuration.window, dryRun: configuration.dryRun)
         {
-            try await ledger.resume(runId: existing.runId, holder: configuration.lease.holder, forwardTo: configuration.options.forwardTo)
+            try await ledger.resume(runId: existing.runId, holder: configuration.lease.holder, forwardRoutes: configuration.options.forwardRoutes)
             logger.info("resuming run", metadata: ["runId": "\(existing.runId)", "previousStatus": "\(existing.status.rawValue)"])
             return try await ledger.run(id: existing.runId) ?? existing
         }

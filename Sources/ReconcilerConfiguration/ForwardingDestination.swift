@@ -1,4 +1,5 @@
 package import AppStoreServer
+package import ReconcilerDomain
 
 /// One `forwardTo` of the configuration file: where an app's notifications are forwarded (its own
 /// webhook's URL) and how each delivery is signed. The file says where the URL and the HMAC secret
@@ -13,6 +14,7 @@ package import AppStoreServer
 /// forwardTo:                                                  # several, each for some environments
 ///   - {name: app, urlEnv: APP_HOOK_URL, secretEnv: APP_HOOK_SECRET, environments: [production]}
 ///   - {name: staging, url: https://staging.internal/apple, unsigned: true, environments: [sandbox]}
+///   - {name: refunds, urlEnv: REFUNDS_URL, secretEnv: REFUNDS_SECRET, types: [REFUND, CONSUMPTION_REQUEST]}
 /// ```
 package struct ForwardingDestination: Sendable, Hashable, CustomStringConvertible {
     /// Where a value is read.
@@ -55,13 +57,19 @@ package struct ForwardingDestination: Sendable, Hashable, CustomStringConvertibl
     /// The environments whose notifications it receives (`environments`; `nil`: every one). The
     /// loader resolves it: each app in an environment forwards to the targets that include it.
     package var environments: Set<AppStoreEnvironment>?
+    /// The notification types it receives (`types`: `TYPE` or `TYPE/SUBTYPE`; `nil`: every one).
+    package var types: NotificationTypeFilter?
 
-    package init(url: Source, signing: Signing, key: String, name: String? = nil, environments: Set<AppStoreEnvironment>? = nil) {
+    package init(
+        url: Source, signing: Signing, key: String, name: String? = nil, environments: Set<AppStoreEnvironment>? = nil,
+        types: NotificationTypeFilter? = nil
+    ) {
         self.url = url
         self.signing = signing
         self.key = key
         self.name = name
         self.environments = environments
+        self.types = types
     }
 
     /// Whether an app in `environment` forwards to it.

@@ -42,9 +42,10 @@ package struct ReconcilerConfiguration: Sendable {
         /// The app's request budget per endpoint in this environment (requests per second); `nil`:
         /// the default (80% of Apple's limit).
         package var rateLimit: Double?
-        /// The app's own webhook and how deliveries to it are signed, when its notifications are
-        /// forwarded there (`forwardTo`).
-        package var forwardTo: ForwardingDestination?
+        /// The app's own webhooks and how deliveries to each are signed, when its notifications are
+        /// forwarded (`forwardTo`): every target of the app's `forwardTo` that receives this
+        /// environment's, each with its own queue rows (empty: not forwarded).
+        package var forwardTo: [ForwardingDestination]
         /// What the deployment wants of the app's consumption requests.
         package var consumption: ConsumptionSettings
         /// Where its settings came from (the file's keys, or the variables and flags), for hints.
@@ -55,7 +56,7 @@ package struct ReconcilerConfiguration: Sendable {
 
         package init(
             app: AppTarget, key: APIKey?, origins: SettingOrigins, apiBaseURL: String? = nil, rateLimit: Double? = nil,
-            entitlement: EntitlementPolicy = .init(), forwardTo: ForwardingDestination? = nil, consumption: ConsumptionSettings = .init()
+            entitlement: EntitlementPolicy = .init(), forwardTo: [ForwardingDestination] = [], consumption: ConsumptionSettings = .init()
         ) {
             self.scope = AppScope(target: app, entitlement: entitlement)
             self.key = key
@@ -210,7 +211,7 @@ package struct ReconcilerConfiguration: Sendable {
                 path: path, policyRequired: true)
             let forwardTargets = try app.forwardTo.map { try destinations($0, key: "\(at).forwardTo", path: path) } ?? everyAppsForwardTo
             for environment in environments {
-                let forwardTo = try Self.forwardTo(forwardTargets, environment: environment, path: path)
+                let forwardTo = (forwardTargets ?? []).filter { $0.receives(environment) }
                 if environment == .production, app.appAppleId == nil {
                     throw ReconcilerError(
                         .missingKey, source: path, key: "\(at).appAppleId",
@@ -310,25 +311,9 @@ package struct ReconcilerConfiguration: Sendable {
         return settings
     }
 
-    /// The one target of `destinations` an app in `environment` forwards to (`nil`: none receives
-    /// it). Several for one app and environment are refused until the forwarding queue takes them.
-    private static func forwardTo(
-        _ destinations: [ForwardingDestination]?, environment: AppStoreEnvironment, path: String
-    ) throws -> ForwardingDestination? {
-        let receiving = (destinations ?? []).filter { $0.receives(environment) }
-        guard receiving.count <= 1 else {
-            throw ReconcilerError(
-                .invalidValue, source: path, key: receiving[1].key,
-                detail: "\(path): \(receiving.map(\.key).joined(separator: " and ")) both receive \(environment.rawValue) "
-                    + "notifications; this version forwards an app's notifications in one environment to one target: give each "
-                    + "target its environments")
-        }
-        return receiving.first
-    }
-
     /// A `forwardTo` as written, checked: a URL, a mapping, or a list of mappings each with its
-    /// unique `name`; each target's `environments` are production or sandbox. `types` is refused
-    /// by name: this version does not filter by type yet, and must not forward what it excludes.
+    /// unique `name`; each target's `environments` are production or sandbox, its `types` each
+    /// `TYPE` or `TYPE/SUBTYPE`. Several targets may receive one app and environment.
     private static func destinations(_ written: ConfigurationFile.ForwardTo, key: String, path: String) throws -> [ForwardingDestination] {
         let mappings: [(ConfigurationFile.ForwardTo, key: String)]
         switch written {
@@ -356,16 +341,22 @@ package struct ReconcilerConfiguration: Sendable {
         }
     }
 
-    /// `target` with the `environments` of `mapping`; its `types`, refused.
+    /// `target` with the `environments` and `types` of `mapping`.
     private static func filtered(
         _ target: ForwardingDestination, _ mapping: ConfigurationFile.ForwardTo.Mapping, key: String, path: String
     ) throws -> ForwardingDestination {
         var target = target
-        if mapping.types != nil {
-            throw ReconcilerError(
-                .invalidValue, source: path, key: "\(key).types",
-                detail: "\(path): \(key).types: this version does not filter deliveries by type yet; remove it (every type is "
-                    + "forwarded) or upgrade")
+        if let types = mapping.types {
+            guard !types.isEmpty else {
+                throw ReconcilerError(.invalidValue, source: path, key: "\(key).types", detail: "\(path): \(key).types is empty")
+            }
+            if let bad = NotificationTypeFilter.malformed(types) {
+                throw ReconcilerError(
+                    .invalidValue, source: path, key: "\(key).types",
+                    detail: "\(path): \(key).types: \(bad) is not TYPE or TYPE/SUBTYPE as the run report prints them (REFUND, "
+                        + "DID_CHANGE_RENEWAL_STATUS/AUTO_RENEW_DISABLED)")
+            }
+            target.types = NotificationTypeFilter(types)
         }
         if let written = mapping.environments {
             guard !written.isEmpty else {

@@ -68,8 +68,9 @@ package struct WebhookServer: Sendable {
 
     package let configuration: Configuration
     package let router: NotificationRouter
-    /// Each app's own webhook, where its notifications stored for the first time are queued.
-    let forwarding: [AppTarget: ForwardingTarget]
+    /// Each app's own webhooks, where its notifications stored for the first time are queued (one
+    /// row per webhook that takes the notification's type).
+    let forwarding: [AppTarget: [ForwardingRoute]]
     /// What requests that name no app yet count into (a body that is not a notification, a forged one).
     package let metrics: WebhookMetrics
     /// The counters of each app and environment the router serves, made once: their store
@@ -83,7 +84,7 @@ package struct WebhookServer: Sendable {
     package init(configuration: Configuration, handler: NotificationHandler, metrics: WebhookMetrics? = nil, logger: Logger) {
         self.init(
             configuration: configuration, router: try! NotificationRouter(handlers: [handler]),
-            forwarding: configuration.forwardTo.map { [handler.verifier.configuration.target: $0] } ?? [:],
+            forwarding: configuration.forwardTo.map { [handler.verifier.configuration.target: [ForwardingRoute(target: $0)]] } ?? [:],
             metrics: metrics
                 ?? WebhookMetrics(
                     registry: MetricsRegistry(app: handler.verifier.configuration.target)),
@@ -93,7 +94,7 @@ package struct WebhookServer: Sendable {
     /// Every app and environment of `router`; `metrics` counts what names no app, and each app's
     /// counters go to its scope of the same registry (``MetricsRegistry/scoped(_:)``).
     package init(
-        configuration: Configuration, router: NotificationRouter, forwarding: [AppTarget: ForwardingTarget] = [:], metrics: WebhookMetrics,
+        configuration: Configuration, router: NotificationRouter, forwarding: [AppTarget: [ForwardingRoute]] = [:], metrics: WebhookMetrics,
         logger: Logger
     ) {
         self.configuration = configuration
@@ -183,7 +184,7 @@ package struct WebhookServer: Sendable {
         let appMetrics = appMetrics[target] ?? metrics(of: target.bundleId, target.environment)
         let result: HandlingResult
         do {
-            result = try await batcher.handle(notification, by: handler, forwarding: forwarding[target].map { .init(target: $0) })
+            result = try await batcher.handle(notification, by: handler, forwarding: forwarding[target].map { .init(routes: $0) })
         } catch {
             return answer(failure: error, metrics: appMetrics)
         }

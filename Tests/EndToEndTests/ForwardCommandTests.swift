@@ -100,4 +100,59 @@ import Testing
             }
         }
     }
+
+    /// `forward --redeliver --target NAME`: the app's handler acknowledged two notifications (and
+    /// dropped them); the window is queued again for the named target only, and the next
+    /// `forward --once` sends each there once, with `Reconciler-Redelivery: 1`, while the other
+    /// target gets nothing again. `--dry-run` counts what the real one then queues; usage is exit 1.
+    @Test func aRedeliveryReachesOnlyTheNamedTargetOncePerNotification() async throws {
+        try await TestDatabase.with { db in
+            try await AppWebhookReceiver.withRunning(.init()) { live, liveURL in
+                try await AppWebhookReceiver.withRunning(.init()) { replay, replayURL in
+                    try await TemporaryDirectory.with("redeliver") { directory in
+                        let config = directory.file("reconciler.yaml")
+                        try """
+                        key: {id: K, issuer: I, privateKeyPath: /nonexistent/AuthKey.p8}
+                        apps:
+                          - bundleId: \(TestApp.bundleId)
+                            appAppleId: \(TestApp.appAppleId)
+                            environments: [production]
+                            forwardTo:
+                              - {name: live, url: "\(liveURL)", unsigned: true}
+                              - {name: replay, url: "\(replayURL)", unsigned: true, types: [REFUND]}
+                        """.write(toFile: config, atomically: true, encoding: .utf8)
+                        let uuids = try await app.recordForwarded(2, to: liveURL, in: db, purchasePrefix: "redeliver")
+                        let environment = ["DATABASE_URL": db.url, "LOG_LEVEL": "warning"]
+                        let once = try await runProcess("reconciler", ["forward", "--config", config, "--once"], environment: environment)
+                        #expect(once.status == 0, "\(once.stdout) \(once.stderr)")
+                        #expect(live.statistics.acknowledged == Dictionary(uniqueKeysWithValues: uuids.map { ($0, 1) }))
+
+                        let window = ["--since", "now-1h", "--until", "2100-01-01T00:00:00Z"]
+                        let arguments = ["forward", "--config", config, "--redeliver"] + window + ["--target", "live"]
+                        let dry = try await runProcess("reconciler", arguments + ["--dry-run"], environment: environment)
+                        #expect(dry.status == 0, "\(dry.stdout) \(dry.stderr)")
+                        #expect(dry.stdout.contains("2 would be queued, 0 not sent"), "\(dry.stdout)")
+                        let real = try await runProcess("reconciler", arguments, environment: environment)
+                        #expect(real.status == 0, "\(real.stdout) \(real.stderr)")
+                        #expect(real.stdout.contains("2 queued, 0 not sent"), "\(real.stdout)")
+                        // The replay target takes REFUND only: nothing of this window for it.
+                        let filtered = try await runProcess(
+                            "reconciler", ["forward", "--config", config, "--redeliver"] + window + ["--target", "replay"], environment: environment)
+                        #expect(filtered.stdout.contains("0 queued"), "\(filtered.stdout)")
+                        let unknown = try await runProcess(
+                            "reconciler", ["forward", "--config", config, "--redeliver"] + window + ["--target", "nowhere"], environment: environment)
+                        #expect(unknown.status == 1, "\(unknown.stdout) \(unknown.stderr)")
+                        let usage = try await runProcess("reconciler", ["forward", "--config", config, "--redeliver"], environment: environment)
+                        #expect(usage.status == 1, "\(usage.stdout) \(usage.stderr)")
+
+                        let again = try await runProcess("reconciler", ["forward", "--config", config, "--once"], environment: environment)
+                        #expect(again.status == 0, "\(again.stdout) \(again.stderr)")
+                        #expect(live.statistics.acknowledged == Dictionary(uniqueKeysWithValues: uuids.map { ($0, 2) }))
+                        #expect(live.statistics.redelivered == Dictionary(uniqueKeysWithValues: uuids.map { ($0, 1) }))
+                        #expect(replay.statistics.acknowledged.isEmpty, "\(replay.statistics.acknowledged)")
+                    }
+                }
+            }
+        }
+    }
 }

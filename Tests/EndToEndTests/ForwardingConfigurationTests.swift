@@ -195,4 +195,47 @@ import Testing
             #expect(try await rehearsal.db.count("SELECT count(*) FROM reconcile_runs") == 0)
         }
     }
+
+    /// App one (production and sandbox) forwards to three targets: one per environment, and one
+    /// for every environment that takes DID_RENEW only. `run` over the outage queues each
+    /// notification it recovers that Apple never delivered for every target that receives it, and
+    /// each handler gets exactly its own, once (issue 37: two targets filtered by environment get
+    /// only theirs).
+    @Test func severalTargetsGetOnlyTheirEnvironmentsAndTypes() async throws {
+        try await AppWebhookReceiver.withRunning(.init()) { production, productionURL in
+            try await AppWebhookReceiver.withRunning(.init()) { sandbox, sandboxURL in
+                try await AppWebhookReceiver.withRunning(.init()) { renewals, renewalsURL in
+                    try await Rehearsal.with(customers: 8, seed: 74, mockArguments: EveryAppCommandsTests.apps, configurationFile: true) {
+                        rehearsal in
+                        let file = try rehearsal.configurationFile("targets") { yaml in
+                            EveryAppCommandsTests.adding(
+                                "    forwardTo:\n"
+                                    + "      - {name: production, url: \"\(productionURL)\", unsigned: true, environments: [production]}\n"
+                                    + "      - {name: sandbox, url: \"\(sandboxURL)\", unsigned: true, environments: [sandbox]}\n"
+                                    + "      - {name: renewals, url: \"\(renewalsURL)\", unsigned: true, types: [DID_RENEW]}\n",
+                                toApp: Self.one, in: yaml)
+                        }
+                        let forOne = try await Self.undelivered(rehearsal, of: Self.one)
+                        let uuids = { (lines: [MockAppStore.NotificationLine]) in Set(lines.map(\.notificationUUID)) }
+                        let (inProduction, inSandbox) = (
+                            uuids(forOne.filter { $0.environment == "Production" }), uuids(forOne.filter { $0.environment == "Sandbox" })
+                        )
+                        let renewed = uuids(forOne.filter { $0.notificationType == "DID_RENEW" })
+                        #expect(!inProduction.isEmpty && !inSandbox.isEmpty && !renewed.isEmpty, "\(forOne.map(\.notificationType))")
+
+                        let run = try await rehearsal.reconciler(
+                            ["run", "--app", Self.one, "--start", rehearsal.outageStart, "--end", rehearsal.outageEnd],
+                            environment: ["RECONCILER_CONFIG": file])
+                        #expect(run.status == 0, "\(run.stdout)\n\(run.stderr)")
+                        #expect(Set(production.statistics.acknowledged.keys) == inProduction)
+                        #expect(Set(sandbox.statistics.acknowledged.keys) == inSandbox)
+                        #expect(Set(renewals.statistics.acknowledged.keys) == renewed)
+                        for receiver in [production, sandbox, renewals] {
+                            #expect(receiver.statistics.acknowledged.values.allSatisfy { $0 == 1 })
+                        }
+                    }
+                }
+            }
+        }
+    }
 }

@@ -75,6 +75,8 @@ package final class AppWebhookReceiver: Service, Sendable {
         package var signedPayloadSHA256: [String: String] = [:]
         /// Acknowledged deliveries whose body was not exactly Apple's `{"signedPayload":"<JWS>"}`.
         package var notApplesBody = 0
+        /// Acknowledged deliveries with the header `Reconciler-Redelivery: 1`, by notificationUUID.
+        package var redelivered: [String: Int] = [:]
 
         package init() {}
     }
@@ -222,6 +224,7 @@ package final class AppWebhookReceiver: Service, Sendable {
             }
             .joined()
             if body != Data("{\"signedPayload\":\"\(notification.jws)\"}".utf8) { state.statistics.notApplesBody += 1 }
+            if request.headers.first(name: "Reconciler-Redelivery") == "1" { state.statistics.redelivered[notification.uuid, default: 0] += 1 }
             return behaviour.status
         }
         return .text(HTTPResponseStatus(statusCode: status), (200..<300).contains(status) ? "ok" : "unavailable")

@@ -64,8 +64,8 @@ package final class NotificationBatcher: Service, Sendable {
         var forwarding: NotificationLog.Forwarding?
         var answer: CheckedContinuation<HandlingResult, any Error>
 
-        /// Notifications of one app and one forwarding target share a transaction.
-        var key: Key { Key(target: handler.verifier.configuration.target, forwardingTargetId: forwarding?.target.id) }
+        /// Notifications of one app and the same forwarding targets share a transaction.
+        var key: Key { Key(target: handler.verifier.configuration.target, forwardingRoutes: forwarding?.routes ?? []) }
 
         /// The purchase the notification is of, if any.
         var purchase: Purchase? {
@@ -75,7 +75,7 @@ package final class NotificationBatcher: Service, Sendable {
 
     private struct Key: Hashable {
         var target: AppTarget
-        var forwardingTargetId: String?
+        var forwardingRoutes: [ForwardingRoute]
     }
 
     /// One purchase of one app and environment.

@@ -82,17 +82,17 @@ package struct Recovery: Sendable {
         /// The endpoints this target's runs call, each with the app's budget and this process's
         /// cap: the share is taken when the target's work starts and given back when it ends.
         package var budget: SharedBudget.Configuration?
-        /// Delivers the notifications its runs record to the app's own webhook.
+        /// Delivers the notifications its runs record to the app's own webhooks.
         package var forwarder: (any RunForwarding)?
-        /// The webhook its runs queue deliveries for.
-        package var forwardTo: ForwardingTarget?
+        /// The webhooks its runs queue deliveries for, each with the types it takes.
+        package var forwardRoutes: [ForwardingRoute]
         /// Where its settings came from: what ends its recovery names them so (Apple's 401 names
         /// the file's keys, or the variables).
         package var origins: SettingOrigins
 
         package init(
             scope: AppScope, origins: SettingOrigins, verifier: SignedDataVerifier, client: AppStoreServerAPIClient,
-            budget: SharedBudget.Configuration? = nil, forwarder: (any RunForwarding)? = nil, forwardTo: ForwardingTarget? = nil
+            budget: SharedBudget.Configuration? = nil, forwarder: (any RunForwarding)? = nil, forwardRoutes: [ForwardingRoute] = []
         ) {
             self.scope = scope
             self.origins = origins
@@ -100,7 +100,7 @@ package struct Recovery: Sendable {
             self.client = client
             self.budget = budget
             self.forwarder = forwarder
-            self.forwardTo = forwardTo
+            self.forwardRoutes = forwardRoutes
         }
     }
 
@@ -134,7 +134,7 @@ package struct Recovery: Sendable {
         progress: @escaping @Sendable (AppScope) -> RunProgress, starting: @escaping @Sendable (WindowStart) -> Void = { _ in }
     ) async -> [RecoveryOutcome] {
         let template = Self.scaled(
-            configuration.template, targets: targets.count, forwarders: targets.filter { $0.forwarder != nil }.count,
+            configuration.template, targets: targets.count, forwarders: targets.reduce(0) { $0 + ($1.forwarder?.connections ?? 0) },
             maximumConnections: configuration.maximumConnections)
         if template.replayConcurrency != configuration.template.replayConcurrency
             || template.gapConcurrency != configuration.template.gapConcurrency
@@ -268,7 +268,7 @@ struct TargetRecovery: Sendable {
     private func recoverWindows(progress: RunProgress) async -> RecoveryOutcome {
         var outcome = RecoveryOutcome(scope: target.scope)
         var template = self.template
-        template.options.forwardTo = target.forwardTo
+        template.options.forwardRoutes = target.forwardRoutes
         do {
             switch windows {
             case .sinceLast(let overlap):
@@ -332,7 +332,7 @@ struct TargetRecovery: Sendable {
             var configuration = template
             (configuration.window, configuration.kind) = (unfinished.window, .scheduled)
             configuration.options = unfinished.options
-            configuration.options.forwardTo = template.options.forwardTo ?? unfinished.options.forwardTo
+            if !template.options.forwardRoutes.isEmpty { configuration.options.forwardRoutes = template.options.forwardRoutes }
             try await execute(configuration, progress: progress, into: &outcome)
         }
         let (next, origin) = (plan.next, plan.origin)

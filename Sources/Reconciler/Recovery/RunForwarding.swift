@@ -10,6 +10,12 @@ package protocol RunForwarding: Sendable {
     func drain(runIdsAndEarlier runIds: [Int64], upTo time: Duration) async throws -> ForwardingDrain
     /// Where the deliveries of `runIds` stand.
     func summary(runIds: [Int64]?) async throws -> ForwardQueue.ForwardingSummary
+    /// The pooled connections it may hold at once (one per webhook).
+    var connections: Int { get }
+}
+
+extension RunForwarding {
+    package var connections: Int { 1 }
 }
 
 /// Where a drain left the runs it was given and the earlier runs it found waiting.

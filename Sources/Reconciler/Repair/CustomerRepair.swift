@@ -114,21 +114,21 @@ package struct CustomerRepair: Sendable {
         package var fullHistory: Bool
         /// Change nothing; report what the real repair would do.
         package var dryRun: Bool
-        /// The app's own webhook: the notifications the repair records for the first time that Apple
-        /// did not deliver are queued for it, as a run's are.
-        package var forwardTo: ForwardingTarget?
+        /// The app's own webhooks: the notifications the repair records for the first time that Apple
+        /// did not deliver are queued for each that takes their type, as a run's are.
+        package var forwardRoutes: [ForwardingRoute]
         /// Names this process in the ledger.
         package var worker: String
 
         package init(
-            selector: Selector, since: Timestamp? = nil, fullHistory: Bool = false, dryRun: Bool = false, forwardTo: ForwardingTarget? = nil,
-            worker: String = ProcessIdentity.current
+            selector: Selector, since: Timestamp? = nil, fullHistory: Bool = false, dryRun: Bool = false,
+            forwardRoutes: [ForwardingRoute] = [], worker: String = ProcessIdentity.current
         ) {
             self.selector = selector
             self.since = since
             self.fullHistory = fullHistory
             self.dryRun = dryRun
-            self.forwardTo = forwardTo
+            self.forwardRoutes = forwardRoutes
             self.worker = worker
         }
     }
@@ -187,7 +187,7 @@ package struct CustomerRepair: Sendable {
         let record = try await ledger.createRun(
             kind: .repair, app: app, window: window,
             dryRun: configuration.dryRun,
-            options: RunOptions(refreshStatus: true, forwardTo: configuration.forwardTo, repairOf: configuration.selector.description),
+            options: RunOptions(refreshStatus: true, forwardRoutes: configuration.forwardRoutes, repairOf: configuration.selector.description),
             shards: [], holder: configuration.worker)
         logger.info(
             "repair started",

@@ -53,7 +53,9 @@ struct VerifiedHistoryPage: Sendable {
         let (run, handler, ledger) = (context.run, context.handler, context.ledger)
         // While the run's query of consumption requests is going, the run's other deliveries wait.
         let hold = context.deliveryHold.isHolding ? RunContext.DeliveryHold.longest : nil
-        let forwarding = run.options.forwardTo.map { NotificationLog.Forwarding(target: $0, only: undelivered, hold: hold) }
+        let forwarding =
+            run.options.forwardRoutes.isEmpty
+            ? nil : NotificationLog.Forwarding(routes: run.options.forwardRoutes, only: undelivered, hold: hold)
         let results = try await handler.apply(notifications, source: .history(runId: run.runId), forwarding: forwarding, on: transaction)
         try await ledger.addCounts(
             runId: run.runId,

@@ -48,6 +48,19 @@ struct ForwardCommand: AsyncParsableCommand, UsesAppsOptions {
               # that app's forwardTo
               reconciler forward --config /etc/reconciler/reconciler.yaml \\
                   --app com.example.two
+
+            With --redeliver it sends again what the app's handler acknowledged and dropped: it queues again, \
+            as new deliveries, the stored notifications this reconciler first received between --since and \
+            --until (as `run --start` reads times), of the configured apps (--app, --environment), delivered or \
+            not, for each of the app's forwardTo targets that takes their type (--target NAME: only the target \
+            of that name); each is sent with the header Reconciler-Redelivery: 1 by the worker or the next \
+            `forward --once`, after the first deliveries due. --type TYPE (every subtype) or TYPE/SUBTYPE, \
+            repeatable, takes only those. A notification whose stored payload was pruned or does not rebuild is \
+            counted and listed, not sent; --dry-run counts the same and queues nothing. Exit 0, or 1 for usage.
+
+              reconciler forward --config /etc/reconciler/reconciler.yaml --redeliver \\
+                  --since 2026-11-20T03:10:00Z --until 2026-11-20T05:45:00Z \\
+                  --target staging --dry-run
             """)
 
     @Flag(help: "Send each delivery that is due once, record its answer, then exit.") var once = false
@@ -60,14 +73,30 @@ struct ForwardCommand: AsyncParsableCommand, UsesAppsOptions {
             valueName: "url"))
     var forwardTo: String?
 
+    @Flag(help: "Queue again the stored notifications first received between --since and --until (see below).") var redeliver = false
+    @Option(
+        help: ArgumentHelp("With --redeliver: the window's start (ISO 8601 with a zone, UNIX ms, or now-6h).", valueName: "time"),
+        transform: Timestamp.argument)
+    var since: Timestamp?
+    @Option(help: ArgumentHelp("With --redeliver: the window's end (excluded).", valueName: "time"), transform: Timestamp.argument)
+    var until: Timestamp?
+    @Option(
+        name: .customLong("type"),
+        help: ArgumentHelp("With --redeliver: only this TYPE (every subtype) or TYPE/SUBTYPE; repeatable.", valueName: "type"))
+    var types: [String] = []
+    @Option(help: ArgumentHelp("With --redeliver: only the forwardTo target of this name.", valueName: "name")) var target: String?
+    @Flag(help: "With --redeliver: count and list what it would queue; queue nothing.") var dryRun = false
+
     @OptionGroup var options: StoredDataOptions
     @OptionGroup(title: "Forwarding") var forwarding: ForwardingOptions
 
     func validate() throws {
         if drainTimeout != nil, !once { throw ValidationError("--drain-timeout goes with --once (the worker never stops to wait)") }
+        try validateRedelivery()
     }
 
     func run() async throws {
+        if redeliver { return try await redeliverWindow() }
         let logger = logging.makeLogger()
         let configurations = try forwarding.configurations(for: try plan())
         let (once, retryFailed, targets) = (self.once, self.retryFailed, configurations.map(\.url.target))

@@ -120,11 +120,11 @@ struct RepairCommand: AsyncParsableCommand, UsesAppsOptions {
         let forwardingPlan = try self.forwarding.plan(
             forwardTo: forwardTo, configuration: loaded.configuration, targets: targets.map(\.configuration))
         let plans = try targets.map { target in
-            let webhook = forwardingPlan.webhook(for: target.app)
+            let webhooks = forwardingPlan.webhooks(for: target.app)
             return (
                 repair: CustomerRepair.Configuration(
-                    selector: selector, since: since, fullHistory: full, dryRun: dryRun, forwardTo: webhook?.url.target),
-                forwarder: try webhook.flatMap { dryRun ? nil : try self.forwarding.configuration(for: $0) }
+                    selector: selector, since: since, fullHistory: full, dryRun: dryRun, forwardRoutes: webhooks.map(\.route)),
+                forwarder: try dryRun ? [] : webhooks.map { try self.forwarding.configuration(for: $0) }
             )
         }
         for (index, target) in targets.enumerated().dropLast() {
@@ -143,7 +143,7 @@ struct RepairCommand: AsyncParsableCommand, UsesAppsOptions {
     }
 
     private func repair(
-        configuration: CustomerRepair.Configuration, forwarding: Forwarder.Configuration?, drainTimeout: Duration, target: CommandTarget,
+        configuration: CustomerRepair.Configuration, forwarding: [Forwarder.Configuration], drainTimeout: Duration, target: CommandTarget,
         logger: Logger
     ) async throws -> RepairReport {
         let (verifier, client) = (target.verifier, target.client)
@@ -157,8 +157,9 @@ struct RepairCommand: AsyncParsableCommand, UsesAppsOptions {
                 var report = try await CustomerRepair(
                     configuration: configuration, scope: target.scope, database: database, verifier: verifier, client: client
                 ).repair()
-                if let forwarding {
-                    let forwarder = Forwarder(configuration: forwarding, database: database)
+                // Each webhook's deliveries in turn; the last summary is of the repair's deliveries to them all.
+                for configuration in forwarding {
+                    let forwarder = Forwarder(configuration: configuration, database: database)
                     report.forwarding = try await forwarder.drain(runIds: [report.runId], upTo: drainTimeout)
                 }
                 return report

@@ -184,8 +184,10 @@ struct RunCommand: AsyncParsableCommand, UsesAppsOptions {
         // --forward-to, each signed with its secret: checked before anything starts, also in a dry run.
         let forwardingPlan = try forwarding.plan(forwardTo: forwardTo, configuration: loaded.configuration, targets: targets.map(\.configuration))
         let forwarderConfigurations = try forwarding.configurations(for: forwardingPlan)
-        let forwardURLs = targets.map { forwardingPlan.webhook(for: $0.app)?.url }
-        let forwarders = forwardURLs.map { url in dryRun ? nil : forwarderConfigurations.first { $0.url.target.id == url?.target.id } }
+        let forwardWebhooks = targets.map { forwardingPlan.webhooks(for: $0.app) }
+        let forwarders = forwardWebhooks.map { webhooks in
+            dryRun ? [] : webhooks.compactMap { webhook in forwarderConfigurations.first { $0.url.target.id == webhook.url.target.id } }
+        }
         // Phase 1 pages the notification history, phase 2 the customers' transaction history and
         // statuses (a resumed run keeps the --refresh-status it started with).
         let endpoints: [AppStoreServerAPIEndpoint] = [.getNotificationHistory, .getTransactionHistory, .getAllSubscriptionStatuses]
@@ -200,8 +202,8 @@ struct RunCommand: AsyncParsableCommand, UsesAppsOptions {
                     Recovery.Target(
                         scope: targets[index].scope, origins: targets[index].origins, verifier: targets[index].verifier,
                         client: targets[index].client, budget: .init(claims: targets[index].budget.claims(endpoints)),
-                        forwarder: forwarders[index].map { Forwarder(configuration: $0, database: database) },
-                        forwardTo: forwardURLs[index]?.target)
+                        forwarder: Forwarders.forwarding(forwarders[index], database: database),
+                        forwardRoutes: forwardWebhooks[index].map(\.route))
                 }, database: database, logger: logger)
             var outcomes = await recovery.recover(progress: progress.progress(of:), starting: progress.announce)
             await progress.stop()

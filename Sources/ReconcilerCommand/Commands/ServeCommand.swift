@@ -112,22 +112,22 @@ struct ServeCommand: AsyncParsableCommand, UsesAppsOptions {
         let metrics = MetricsRegistry(bundleId: single?.bundleId, environment: single?.environment)
         MetricsSystem.bootstrap(metrics.factory)
         // Each app's notifications are queued for its own webhook (`forwardTo` in the file), or all for --forward-to.
-        let forwardURLs = Dictionary(
-            targets.compactMap { target in forwardingPlan.webhook(for: target.app).map { (target.app, $0.url) } },
+        let forwardRoutes = Dictionary(
+            targets.map { target in (target.app, forwardingPlan.webhooks(for: target.app).map(\.route)) }.filter { !$0.1.isEmpty },
             uniquingKeysWith: { first, _ in first })
         let ledgerMetrics = targets.map { target in
             LedgerMetrics(
                 ledger: RunLedger(database: database), app: target.app,
                 registry: metrics.scoped(target.app),
                 configuration: .init(interval: metricsInterval), liveConsumptionRequests: target.consumption.liveRequests,
-                forwardingTargets: forwardURLs[target.app].map { [$0.target] } ?? [])
+                forwardingTargets: (forwardRoutes[target.app] ?? []).map(\.target))
         }
         let handlers = zip(targets, verifiers).map { target, verifier in
             NotificationHandler(scope: target.scope, verifier: verifier, database: database)
         }
         let server = WebhookServer(
             configuration: .init(host: host, port: port, maximumBodySize: maxBodyBytes),
-            router: try NotificationRouter(handlers: handlers, knownApps: configuration.knownBundleIds), forwarding: forwardURLs.mapValues(\.target),
+            router: try NotificationRouter(handlers: handlers, knownApps: configuration.knownBundleIds), forwarding: forwardRoutes,
             metrics: WebhookMetrics(registry: metrics), logger: logger)
         let migrate = self.migrate
         // The forwarders' own Database waits longer than the webhook's: their queue is durable. One per distinct URL.
@@ -167,7 +167,7 @@ struct ServeCommand: AsyncParsableCommand, UsesAppsOptions {
                     "listening",
                     metadata: [
                         "port": "\(boundPort)", "apps": "\(targets.map(\.app.description).joined(separator: ", "))", "database": "\(settings)",
-                        "forwardTo": "\(Set(forwardURLs.values.map(\.target.redacted)).sorted().joined(separator: ", "))",
+                        "forwardTo": "\(Set(forwardRoutes.values.flatMap { $0.map(\.target.redacted) }).sorted().joined(separator: ", "))",
                     ])
             },
             beforeServerStarts: prepareSchema)

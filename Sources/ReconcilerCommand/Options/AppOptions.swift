@@ -118,7 +118,7 @@ struct AppOptions: ParsableArguments {
         let target = ReconcilerConfiguration.Target(
             app: AppTarget(bundleId: bundleId, environment: environment, appAppleId: appAppleId), key: key, origins: origins,
             apiBaseURL: apiBaseURL,
-            entitlement: try EntitlementOptions.policy(), forwardTo: nil, consumption: try ConsumptionOptions.settings())
+            entitlement: try EntitlementOptions.policy(), forwardTo: [], consumption: try ConsumptionOptions.settings())
         return ReconcilerConfiguration(
             targets: [target], rootCertificates: (rootCertificates ?? Env.value("APP_STORE_ROOT_CERTIFICATES")).map(Self.paths),
             source: "the environment (APP_STORE_*)")

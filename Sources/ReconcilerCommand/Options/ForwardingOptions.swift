@@ -99,7 +99,7 @@ struct ForwardingOptions: ParsableArguments {
         -> ForwardingPlan
     {
         let processURL = try Self.processWideURL(option)
-        let inFile = (configuration?.targets ?? []).compactMap(\.forwardTo).reduce(into: [ForwardingDestination]()) { list, destination in
+        let inFile = (configuration?.targets ?? []).flatMap(\.forwardTo).reduce(into: [ForwardingDestination]()) { list, destination in
             if !list.contains(destination) { list.append(destination) }
         }
         if let processURL, let first = inFile.first, let configuration {
@@ -122,36 +122,44 @@ struct ForwardingOptions: ParsableArguments {
                 "\(processSigning.origin) would sign nothing: every forwardTo in \(configuration.source) says how its deliveries are "
                     + "signed (secretFile, secretEnv or unsigned: true); remove \(processSigning.origin)")
         }
-        var webhooks: [AppTarget: ForwardingWebhook] = [:]
+        var webhooks: [AppTarget: [ForwardingWebhook]] = [:]
         var resolved: [ForwardingDestination: ForwardingWebhook] = [:]
         for target in targets {
-            guard let destination = target.forwardTo else { continue }
-            if let webhook = resolved[destination] {
-                webhooks[target.app] = webhook
-                continue
+            for destination in target.forwardTo {
+                webhooks[target.app, default: []].append(
+                    try webhook(destination, resolved: &resolved, processSigning: processSigning, in: configuration))
             }
-            let url = try Self.url(of: destination, in: configuration.source)
-            let origin = "\(destination.key) in \(configuration.source)"
-            let secret: ForwardingSecret?
-            switch destination.signing {
-            case .process:
-                guard let processSigning else { throw Self.unsigned(origin, url, configuration: destination.key) }
-                secret = processSigning.secret
-            case .secret(let source):
-                secret = ForwardingSecret(try Self.read(source, key: "\(destination.key).\(Self.name(of: source, secret: true))", of: origin))
-            case .unsigned:
-                secret = nil
-            }
-            let webhook = ForwardingWebhook(url: url, secret: secret, origin: origin, name: destination.name)
-            if let other = resolved.values.first(where: { $0.url.target.id == url.target.id && $0.secret != secret }) {
-                throw ReconcilerError.configuration(
-                    "\(other.origin) and \(origin) forward to the same URL (\(url)) signed differently; a URL's deliveries are "
-                        + "signed by one forwarder, with one secret: give both the same secret (or both unsigned: true)")
-            }
-            resolved[destination] = webhook
-            webhooks[target.app] = webhook
         }
         return ForwardingPlan(perApp: webhooks, order: targets.map(\.app))
+    }
+
+    /// The webhook of `destination`: its URL and secret read from where the file says, once per
+    /// destination (`resolved`); one URL signed two ways is refused.
+    private func webhook(
+        _ destination: ForwardingDestination, resolved: inout [ForwardingDestination: ForwardingWebhook],
+        processSigning: (secret: ForwardingSecret?, origin: String)?, in configuration: ReconcilerConfiguration
+    ) throws -> ForwardingWebhook {
+        if let webhook = resolved[destination] { return webhook }
+        let url = try Self.url(of: destination, in: configuration.source)
+        let origin = "\(destination.key) in \(configuration.source)"
+        let secret: ForwardingSecret?
+        switch destination.signing {
+        case .process:
+            guard let processSigning else { throw Self.unsigned(origin, url, configuration: destination.key) }
+            secret = processSigning.secret
+        case .secret(let source):
+            secret = ForwardingSecret(try Self.read(source, key: "\(destination.key).\(Self.name(of: source, secret: true))", of: origin))
+        case .unsigned:
+            secret = nil
+        }
+        let webhook = ForwardingWebhook(url: url, secret: secret, origin: origin, name: destination.name, types: destination.types)
+        if let other = resolved.values.first(where: { $0.url.target.id == url.target.id && $0.secret != secret }) {
+            throw ReconcilerError.configuration(
+                "\(other.origin) and \(origin) forward to the same URL (\(url)) signed differently; a URL's deliveries are "
+                    + "signed by one forwarder, with one secret: give both the same secret (or both unsigned: true)")
+        }
+        resolved[destination] = webhook
+        return webhook
     }
 
     /// The process's own signing of the process-wide URL and plain `forwardTo` URLs: its secret
@@ -253,24 +261,29 @@ struct ForwardingWebhook: Sendable {
     var origin: String
     /// The `name` of its `forwardTo` target (`forward --redeliver --target`), when it has one.
     var name: String? = nil
+    /// The notification types it receives (`types`; `nil`: every one).
+    var types: NotificationTypeFilter? = nil
+
+    /// What the queue rows name: the URL's target, and the types it takes.
+    var route: ForwardingRoute { ForwardingRoute(target: url.target, types: types) }
 }
 
 /// Where each app and environment of a forwarding command forwards (``ForwardingOptions/plan(forwardTo:configuration:targets:)``).
 struct ForwardingPlan: Sendable {
     /// The process-wide URL (`--forward-to`, RECONCILER_FORWARD_TO): every app's webhook.
     var processWide: ForwardingWebhook?
-    /// Each app and environment's own webhook (`forwardTo`); absent: not forwarded.
-    var perApp: [AppTarget: ForwardingWebhook] = [:]
+    /// Each app and environment's own webhooks (`forwardTo`); absent: not forwarded.
+    var perApp: [AppTarget: [ForwardingWebhook]] = [:]
     /// The targets in the command's order, for ``distinct``.
     var order: [AppTarget] = []
 
-    /// The webhook `app`'s notifications go to; `nil`: they are not forwarded.
-    func webhook(for app: AppTarget) -> ForwardingWebhook? { processWide ?? perApp[app] }
+    /// The webhooks `app`'s notifications go to; empty: they are not forwarded.
+    func webhooks(for app: AppTarget) -> [ForwardingWebhook] { processWide.map { [$0] } ?? perApp[app] ?? [] }
 
     /// Every webhook once (by its URL's id), in the targets' order: one forwarder each.
     var distinct: [ForwardingWebhook] {
         if let processWide { return [processWide] }
-        return order.compactMap { perApp[$0] }.reduce(into: [ForwardingWebhook]()) { list, webhook in
+        return order.flatMap { perApp[$0] ?? [] }.reduce(into: [ForwardingWebhook]()) { list, webhook in
             if !list.contains(where: { $0.url.target.id == webhook.url.target.id }) { list.append(webhook) }
         }
     }

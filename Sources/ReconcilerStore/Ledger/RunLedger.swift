@@ -159,15 +159,17 @@ package struct RunLedger: Sendable {
 
     /// Marks a run as running by this process again; shards and customers that failed retryably
     /// get another try (what Apple refused, and what was given up, does not).
-    /// Takes an unfinished run up again; with `forwardTo`, the rest of it forwards there (a run
+    /// Takes an unfinished run up again; with `forwardRoutes`, the rest of it forwards there (a run
     /// started without `--forward-to` and resumed with it forwards what it records from now on).
-    package func resume(runId: Int64, holder: String, forwardTo: ForwardingTarget? = nil) async throws {
-        let target = try forwardTo.map { String(decoding: try JSONEncoder().encode($0), as: UTF8.self) }
+    package func resume(runId: Int64, holder: String, forwardRoutes: [ForwardingRoute] = []) async throws {
+        let routes = try forwardRoutes.first.map { _ in String(decoding: try JSONEncoder().encode(forwardRoutes), as: UTF8.self) }
+        let first = try forwardRoutes.first.map { String(decoding: try JSONEncoder().encode($0.target), as: UTF8.self) }
         try await read { [logger] transaction in
             try await transaction.query(
                 """
                 UPDATE reconcile_runs SET status = 'running', holder = \(holder), updated_at = now(), finished_at = NULL, failure = NULL,
-                    options = CASE WHEN \(target)::text IS NULL THEN options ELSE jsonb_set(options, '{forwardTo}', \(target)::jsonb) END
+                    options = CASE WHEN \(routes)::text IS NULL THEN options
+                        ELSE jsonb_set(jsonb_set(options, '{forwardTo}', \(first)::jsonb), '{forwardRoutes}', \(routes)::jsonb) END
                 WHERE run_id = \(runId)
                 """, logger: logger)
             try await transaction.query(

@@ -24,6 +24,13 @@ extension ForwardQueue {
         package var leaseToken: UUID
         /// A consumption request still before its deadline when leased: sent ahead of everything else.
         package var urgent: Bool = false
+        /// Its row of `forward_redeliveries` when `forward --redeliver` queued it again (migration 0022).
+        package var redeliveryId: Int64? = nil
+
+        /// Queued again by `forward --redeliver`: sent with the header `Reconciler-Redelivery: 1`.
+        package var redelivery: Bool { redeliveryId != nil }
+        /// The table its row is in.
+        var table: String { redelivery ? "forward_redeliveries" : "forward_queue" }
     }
 
     /// Leases a due delivery for `target` (new, due for a retry, or held by a forwarder whose lease
@@ -65,7 +72,9 @@ extension ForwardQueue {
                     signedPayload: payload, attempts: try columns["attempts"], leaseToken: token, urgent: urgent)
             }
         }
-        return nil
+        // First deliveries before redeliveries: a redelivered window never holds up new notifications.
+        guard unrebuildable < Self.unrebuildablePerLease else { return nil }
+        return try await leaseRedelivery(target: target, worker: worker, token: token, leaseDuration: leaseDuration, dueBy: dueBy, on: transaction)
     }
 
     /// How many deliveries that cannot be rebuilt one lease marks failed at most.
@@ -76,10 +85,11 @@ extension ForwardQueue {
     /// missing follows.
     package static let unrebuildablePayload = "\(ReconcilerError.Code.payloadUnavailable): its stored signed payload cannot be rebuilt"
 
-    /// Marks a delivery just leased with `token` failed, because its payload cannot be rebuilt; no attempt is counted.
-    private func failUnrebuildable(
+    /// Marks a delivery just leased with `token` failed, because its payload cannot be rebuilt; no
+    /// attempt is counted. `table`: `forward_queue`, or `forward_redeliveries` for a redelivery.
+    func failUnrebuildable(
         _ uuid: String, target: ForwardingTarget, token: UUID, stored: StoredSignedValue, missingHeaders: [String],
-        on transaction: DatabaseTransaction
+        table: String = "forward_queue", on transaction: DatabaseTransaction
     ) async throws {
         let what =
             switch stored {
@@ -97,7 +107,7 @@ extension ForwardQueue {
             ])
         try await transaction.query(
             """
-            UPDATE forward_queue SET status = 'failed', last_status_code = NULL, last_error = \(reason), lease_until = NULL, lease_token = NULL
+            UPDATE \(unescaped: table) SET status = 'failed', last_status_code = NULL, last_error = \(reason), lease_until = NULL, lease_token = NULL
             WHERE notification_uuid = \(uuid) AND target_id = \(target.id) AND status = 'leased' AND lease_token = \(token)
             """, logger: logger)
     }
@@ -168,14 +178,16 @@ extension ForwardQueue {
         _ tokens: [UUID], worker: String, leaseDuration: Duration, on transaction: DatabaseTransaction
     ) async throws -> Set<UUID> {
         guard !tokens.isEmpty else { return [] }
-        let rows = try await transaction.query(
-            """
-            UPDATE forward_queue SET lease_until = now() + \(leaseDuration.milliseconds) * interval '1 millisecond'
-            WHERE status = 'leased' AND lease_token = ANY(\(tokens)) AND worker = \(worker)
-            RETURNING lease_token
-            """, logger: logger)
         var held = Set<UUID>()
-        for try await token in rows.decode(UUID.self) { held.insert(token) }
+        for table in ["forward_queue", "forward_redeliveries"] {
+            let rows = try await transaction.query(
+                """
+                UPDATE \(unescaped: table) SET lease_until = now() + \(leaseDuration.milliseconds) * interval '1 millisecond'
+                WHERE status = 'leased' AND lease_token = ANY(\(tokens)) AND worker = \(worker)
+                RETURNING lease_token
+                """, logger: logger)
+            for try await token in rows.decode(UUID.self) { held.insert(token) }
+        }
         return held
     }
 
@@ -195,13 +207,13 @@ extension ForwardQueue {
     func recordDelivery(
         _ delivery: Delivery, worker: String, result: DeliveryResult, on transaction: DatabaseTransaction
     ) async throws -> Bool {
-        let (uuid, target, token) = (delivery.notificationUUID, delivery.target.id, delivery.leaseToken)
+        let (uuid, target, token, table) = (delivery.notificationUUID, delivery.target.id, delivery.leaseToken, delivery.table)
         let rows: PostgresRowSequence
         switch result {
         case .delivered(let code):
             rows = try await transaction.query(
                 """
-                UPDATE forward_queue SET status = 'delivered', attempts = attempts + 1, last_status_code = \(code), last_error = NULL,
+                UPDATE \(unescaped: table) SET status = 'delivered', attempts = attempts + 1, last_status_code = \(code), last_error = NULL,
                     delivered_at = now(), lease_until = NULL, lease_token = NULL
                 WHERE notification_uuid = \(uuid) AND target_id = \(target) AND status = 'leased' AND lease_token = \(token) AND worker = \(worker)
                 RETURNING 1
@@ -209,7 +221,7 @@ extension ForwardQueue {
         case .retry(let code, let error, let after):
             rows = try await transaction.query(
                 """
-                UPDATE forward_queue SET status = 'pending', attempts = attempts + 1, last_status_code = \(code), last_error = \(error),
+                UPDATE \(unescaped: table) SET status = 'pending', attempts = attempts + 1, last_status_code = \(code), last_error = \(error),
                     next_attempt_at = now() + \(after.milliseconds) * interval '1 millisecond', lease_until = NULL, lease_token = NULL
                 WHERE notification_uuid = \(uuid) AND target_id = \(target) AND status = 'leased' AND lease_token = \(token) AND worker = \(worker)
                 RETURNING 1
@@ -217,7 +229,7 @@ extension ForwardQueue {
         case .failed(let code, let error):
             rows = try await transaction.query(
                 """
-                UPDATE forward_queue SET status = 'failed', attempts = attempts + 1, last_status_code = \(code), last_error = \(error),
+                UPDATE \(unescaped: table) SET status = 'failed', attempts = attempts + 1, last_status_code = \(code), last_error = \(error),
                     lease_until = NULL, lease_token = NULL
                 WHERE notification_uuid = \(uuid) AND target_id = \(target) AND status = 'leased' AND lease_token = \(token) AND worker = \(worker)
                 RETURNING 1
@@ -230,31 +242,36 @@ extension ForwardQueue {
     /// Puts back the deliveries leased by workers that `isGone` (a forwarder of this host that
     /// died), so they are sent again now rather than when their lease runs out.
     func releaseDeliveries(where isGone: (String) -> Bool, on transaction: DatabaseTransaction) async throws {
-        let rows = try await transaction.query(
-            "SELECT DISTINCT worker FROM forward_queue WHERE status = 'leased' AND worker IS NOT NULL", logger: logger)
-        var gone: [String] = []
-        for try await worker in rows.decode(String.self) where isGone(worker) { gone.append(worker) }
-        guard !gone.isEmpty else { return }
-        try await transaction.query(
-            """
-            UPDATE forward_queue SET status = 'pending', lease_until = NULL, lease_token = NULL, next_attempt_at = now()
-            WHERE status = 'leased' AND worker = ANY(\(gone.sorted()))
-            """, logger: logger)
+        for table in ["forward_queue", "forward_redeliveries"] {
+            let rows = try await transaction.query(
+                "SELECT DISTINCT worker FROM \(unescaped: table) WHERE status = 'leased' AND worker IS NOT NULL", logger: logger)
+            var gone: [String] = []
+            for try await worker in rows.decode(String.self) where isGone(worker) { gone.append(worker) }
+            guard !gone.isEmpty else { continue }
+            try await transaction.query(
+                """
+                UPDATE \(unescaped: table) SET status = 'pending', lease_until = NULL, lease_token = NULL, next_attempt_at = now()
+                WHERE status = 'leased' AND worker = ANY(\(gone.sorted()))
+                """, logger: logger)
+        }
     }
 
-    /// Gives the failed deliveries (out of attempts) for `target` a new set of attempts, after
-    /// the app's endpoint was fixed; returns how many.
+    /// Gives the failed deliveries (out of attempts) for `target`, redeliveries included, a new
+    /// set of attempts, after the app's endpoint was fixed; returns how many.
     func retryFailedDeliveries(target: ForwardingTarget, on transaction: DatabaseTransaction) async throws -> Int {
-        let rows = try await transaction.query(
-            """
-            WITH retried AS (
-                UPDATE forward_queue SET status = 'pending', attempts = 0, next_attempt_at = now(), lease_until = NULL, lease_token = NULL
-                WHERE status = 'failed' AND target_id = \(target.id) RETURNING 1
-            )
-            SELECT count(*) FROM retried
-            """, logger: logger)
-        for try await count in rows.decode(Int.self) { return count }
-        return 0
+        var total = 0
+        for table in ["forward_queue", "forward_redeliveries"] {
+            let rows = try await transaction.query(
+                """
+                WITH retried AS (
+                    UPDATE \(unescaped: table) SET status = 'pending', attempts = 0, next_attempt_at = now(), lease_until = NULL, lease_token = NULL
+                    WHERE status = 'failed' AND target_id = \(target.id) RETURNING 1
+                )
+                SELECT count(*) FROM retried
+                """, logger: logger)
+            for try await count in rows.decode(Int.self) { total += count }
+        }
+        return total
     }
 
     /// Deliveries by state: of some runs' notifications, or of the whole queue.
@@ -313,12 +330,16 @@ extension ForwardQueue {
     /// The whole queue's summary: what waits and what failed from their partial indexes, the
     /// delivered rows from the counters the triggers keep (migrations 0009 and 0018), so its cost
     /// does not grow with the delivered rows (a test checks its plan with a million of them).
+    /// Redeliveries (`forward_redeliveries`, as many as an operator queued) count beside them.
     static func queueSummaryQuery() -> PostgresQuery {
         """
-        SELECT (SELECT count(*) FROM forward_queue WHERE status IN ('pending', 'leased')),
-               (SELECT min(queued_at) FROM forward_queue WHERE status IN ('pending', 'leased')),
-               (SELECT count(*) FROM forward_queue WHERE status = 'failed'),
+        SELECT (SELECT count(*) FROM forward_queue WHERE status IN ('pending', 'leased'))
+                   + (SELECT count(*) FROM forward_redeliveries WHERE status IN ('pending', 'leased')),
+               least((SELECT min(queued_at) FROM forward_queue WHERE status IN ('pending', 'leased')),
+                     (SELECT min(queued_at) FROM forward_redeliveries WHERE status IN ('pending', 'leased'))),
+               (SELECT count(*) FROM forward_queue WHERE status = 'failed') + (SELECT count(*) FROM forward_redeliveries WHERE status = 'failed'),
                (SELECT coalesce(sum(delivered), 0)::bigint FROM forward_queue_totals)
+                   + (SELECT count(*) FROM forward_redeliveries WHERE status = 'delivered')
         """
     }
 
@@ -358,7 +379,8 @@ extension ForwardQueue {
 
     /// One app and environment's deliveries per webhook: what waits and what failed from their
     /// partial indexes, the delivered ones from the counter the triggers keep per app, environment
-    /// and webhook (migration 0018), so its cost does not grow with the delivered rows.
+    /// and webhook (migration 0018), so its cost does not grow with the delivered rows; and its
+    /// redeliveries (as many as an operator queued and pruning left), counted.
     static func appSummaryQuery(of app: AppTarget) -> PostgresQuery {
         let (bundleId, environment) = (app.bundleId, app.environment.rawValue)
         return """
@@ -373,6 +395,12 @@ extension ForwardQueue {
                 UNION ALL
                 SELECT target_id, target_redacted, 0, NULL, 0, delivered
                 FROM forward_queue_totals WHERE bundle_id = \(bundleId) AND environment = \(environment)
+                UNION ALL
+                SELECT target_id, min(target_redacted), count(*) FILTER (WHERE status IN ('pending', 'leased')),
+                    min(queued_at) FILTER (WHERE status IN ('pending', 'leased')), count(*) FILTER (WHERE status = 'failed'),
+                    count(*) FILTER (WHERE status = 'delivered')
+                FROM forward_redeliveries WHERE bundle_id = \(bundleId) AND environment = \(environment)
+                GROUP BY target_id
             ) per_status
             GROUP BY target_id ORDER BY target_id
             """
@@ -386,10 +414,12 @@ extension ForwardQueue {
     }
 
     /// Read while a forwarder drains: from the partial index of what waits.
+    /// Without `runIds`, the redeliveries that wait count too (they belong to no run).
     static func pendingDeliveriesQuery(target: ForwardingTarget, runIds: [Int64]?) -> PostgresQuery {
         """
-        SELECT count(*) FROM forward_queue
-        WHERE status IN ('pending', 'leased') AND target_id = \(target.id) AND (\(runIds == nil) OR run_id = ANY(\(runIds ?? [])))
+        SELECT (SELECT count(*) FROM forward_queue
+                WHERE status IN ('pending', 'leased') AND target_id = \(target.id) AND (\(runIds == nil) OR run_id = ANY(\(runIds ?? []))))
+            + (SELECT count(*) FROM forward_redeliveries WHERE \(runIds == nil) AND status IN ('pending', 'leased') AND target_id = \(target.id))
         """
     }
 
@@ -407,13 +437,17 @@ extension ForwardQueue {
         return runIds
     }
 
-    /// The targets deliveries wait for, with how many each: a forwarder delivers only its own
-    /// URL's, so the others wait for a process configured with theirs.
+    /// The targets deliveries (and redeliveries) wait for, with how many each: a forwarder delivers
+    /// only its own URL's, so the others wait for a process configured with theirs.
     package func waitingTargets(on transaction: DatabaseTransaction) async throws -> [(target: ForwardingTarget, pending: Int)] {
         let rows = try await transaction.query(
             """
-            SELECT target_id, min(target_redacted), count(*) FROM forward_queue
-            WHERE status IN ('pending', 'leased') GROUP BY target_id ORDER BY target_id
+            SELECT target_id, min(target_redacted), count(*) FROM (
+                SELECT target_id, target_redacted FROM forward_queue WHERE status IN ('pending', 'leased')
+                UNION ALL
+                SELECT target_id, target_redacted FROM forward_redeliveries WHERE status IN ('pending', 'leased')
+            ) waiting
+            GROUP BY target_id ORDER BY target_id
             """, logger: logger)
         var targets: [(target: ForwardingTarget, pending: Int)] = []
         for try await (id, redacted, count) in rows.decode((String, String, Int).self) {

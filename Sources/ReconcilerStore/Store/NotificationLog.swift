@@ -253,26 +253,39 @@ package struct NotificationLog: Sendable {
         return nil
     }
 
-    /// Where to forward recorded notifications, and which: the app's own webhook gets each one
-    /// this system records for the first time, unless `only` names the ones to forward (a replay
-    /// forwards those Apple did not deliver).
+    /// Where to forward recorded notifications, and which: each webhook of the app (``routes``, one
+    /// queue row each) gets each one this system records for the first time whose type it takes,
+    /// unless `only` names the ones to forward (a replay forwards those Apple did not deliver).
     ///
     /// With `hold`, a delivery whose notification has no open deadline (all but the consumption
     /// requests still before theirs) waits: it is due only after `hold`, or when its run releases it
     /// (``ForwardQueue/releaseHeldDeliveries(runId:)``) once the run's query of consumption requests
     /// is done, so the app hears of those first. The live webhook never holds.
-    package struct Forwarding: Sendable {
-        /// The webhook the queue rows name (an id and the redacted URL, never the URL itself).
-        package var target: ForwardingTarget
+    package struct Forwarding: Sendable, Hashable {
+        /// The webhooks the queue rows name (an id and the redacted URL, never the URL itself), each
+        /// with the types it takes.
+        package var routes: [ForwardingRoute]
         package var only: Set<String>?
         /// Hold deliveries without an open deadline back for at most this long.
         package var hold: Duration?
 
-        package init(target: ForwardingTarget, only: Set<String>? = nil, hold: Duration? = nil) {
-            self.target = target
+        package init(routes: [ForwardingRoute], only: Set<String>? = nil, hold: Duration? = nil) {
+            self.routes = routes
             self.only = only
             self.hold = hold
         }
+
+        /// Every notification to one webhook.
+        package init(target: ForwardingTarget, only: Set<String>? = nil, hold: Duration? = nil) {
+            self.init(routes: [ForwardingRoute(target: target)], only: only, hold: hold)
+        }
+    }
+
+    /// The routes as the insert binds them: `[{id, redacted, types}]` (`types` null: every one).
+    struct RouteColumns: Encodable {
+        var id: String
+        var redacted: String
+        var types: [String]?
     }
 }
 
@@ -283,6 +296,12 @@ private enum InsertNotificationsSQL: PreparedSQL {
     ) -> PostgresQuery {
         let only = forwarding?.only.map { Array($0).sorted() }
         let holdMilliseconds = forwarding?.hold.map(\.milliseconds)
+        let routes = forwarding.map { forwarding in
+            (try? PurchaseStore.json(
+                forwarding.routes.map { NotificationLog.RouteColumns(id: $0.target.id, redacted: $0.target.redacted, types: $0.types?.written) }))
+                ?? "[]"
+        }
+        // A route's `types`: TYPE takes every subtype, TYPE/SUBTYPE that subtype (NotificationTypeFilter).
         return
             """
             WITH headers AS (
@@ -293,20 +312,22 @@ private enum InsertNotificationsSQL: PreparedSQL {
                 INSERT INTO notifications (\(unescaped: NotificationLog.notificationColumns))
                 SELECT \(unescaped: NotificationLog.notificationColumns) FROM jsonb_populate_recordset(NULL::notifications, \(json)::jsonb)
                 ON CONFLICT (notification_uuid) DO NOTHING
-                RETURNING notification_uuid, respond_by_ms
+                RETURNING notification_uuid, respond_by_ms, notification_type, subtype
             ), deliveries AS (
-                SELECT notification_uuid, respond_by_ms,
+                SELECT notification_uuid, respond_by_ms, r.id AS target_id, r.redacted AS target_redacted,
                        \(holdMilliseconds)::bigint IS NOT NULL
                            AND NOT coalesce(respond_by_ms > (extract(epoch FROM now()) * 1000)::bigint, false) AS held
                 FROM inserted
-                WHERE \(forwarding?.target.id)::text IS NOT NULL AND (\(only)::text[] IS NULL OR notification_uuid = ANY(\(only)::text[]))
+                CROSS JOIN jsonb_to_recordset(coalesce(\(routes)::jsonb, '[]'::jsonb)) AS r(id text, redacted text, types text[])
+                WHERE (\(only)::text[] IS NULL OR notification_uuid = ANY(\(only)::text[]))
+                    AND (r.types IS NULL OR notification_type = ANY(r.types) OR notification_type || '/' || subtype = ANY(r.types))
             ), queued AS (
                 INSERT INTO forward_queue (notification_uuid, target_id, target_redacted, run_id, bundle_id, environment, respond_by_ms, held,
                     next_attempt_at)
-                SELECT notification_uuid, \(forwarding?.target.id), \(forwarding?.target.redacted), \(runId), \(bundleId), \(environment),
+                SELECT notification_uuid, target_id, target_redacted, \(runId), \(bundleId), \(environment),
                     respond_by_ms, held, CASE WHEN held THEN now() + \(holdMilliseconds) * interval '1 millisecond' ELSE now() END
                 FROM deliveries
-                ORDER BY notification_uuid
+                ORDER BY notification_uuid, target_id
                 ON CONFLICT (notification_uuid, target_id) DO NOTHING
             )
             SELECT notification_uuid, NULL::text FROM inserted
@@ -315,7 +336,7 @@ private enum InsertNotificationsSQL: PreparedSQL {
     }
 
     static let sql = query(headers: "", rows: "", forwarding: nil, runId: nil, bundleId: "", environment: AppStoreEnvironment(rawValue: "")).sql
-    /// Headers (`$1`, which `missing_headers` reads too), rows, hold, target, only (twice), target,
-    /// its redacted form, run, bundle, environment, hold.
-    static let bindingTypes: [PostgresDataType] = [.text, .text, .int8, .text, .textArray, .textArray, .text, .text, .int8, .text, .text, .int8]
+    /// Headers (`$1`, which `missing_headers` reads too), rows, hold, routes, only (twice), run,
+    /// bundle, environment, hold.
+    static let bindingTypes: [PostgresDataType] = [.text, .text, .int8, .text, .textArray, .textArray, .int8, .text, .text, .int8]
 }

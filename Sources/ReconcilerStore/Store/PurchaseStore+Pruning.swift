@@ -108,6 +108,8 @@ extension PurchaseStore {
                     WHERE n.notification_uuid > \(after) AND n.payload_form IN ('legacy', 'whole', 'parts')
                       AND n.received_at < \(cutoff) AND n.signed_date_ms < \(cutoffMilliseconds)
                       AND NOT EXISTS (SELECT 1 FROM forward_queue q WHERE q.notification_uuid = n.notification_uuid AND q.status <> 'delivered')
+                      AND NOT EXISTS (
+                          SELECT 1 FROM forward_redeliveries r WHERE r.notification_uuid = n.notification_uuid AND r.status <> 'delivered')
                       AND n.notification_uuid NOT IN (
                           SELECT notification_uuid FROM quarantined_payloads WHERE acknowledged_at IS NULL AND notification_uuid IS NOT NULL)
                       AND NOT EXISTS (
@@ -224,6 +226,8 @@ extension PurchaseStore {
         return 0
     }
 
+    /// Redeliveries (`forward_redeliveries`) delivered before `cutoff` go too, up to `limit` of
+    /// them beside `limit` first deliveries.
     static func pruneDeliveredForwardsQuery(before cutoff: Date, limit: Int?, dryRun: Bool) -> PostgresQuery {
         """
         WITH doomed AS (
@@ -235,8 +239,19 @@ extension PurchaseStore {
             DELETE FROM forward_queue q USING doomed d
             WHERE NOT \(dryRun) AND q.notification_uuid = d.notification_uuid AND q.target_id = d.target_id AND q.status = 'delivered'
             RETURNING 1
+        ),
+        doomed_redeliveries AS (
+            SELECT redelivery_id FROM forward_redeliveries
+            WHERE status = 'delivered' AND delivered_at < \(cutoff)
+            ORDER BY delivered_at LIMIT \(limit)
+        ),
+        gone_redeliveries AS (
+            DELETE FROM forward_redeliveries r USING doomed_redeliveries d
+            WHERE NOT \(dryRun) AND r.redelivery_id = d.redelivery_id AND r.status = 'delivered'
+            RETURNING 1
         )
-        SELECT CASE WHEN \(dryRun) THEN (SELECT count(*) FROM doomed) ELSE (SELECT count(*) FROM gone) END
+        SELECT CASE WHEN \(dryRun) THEN (SELECT count(*) FROM doomed) + (SELECT count(*) FROM doomed_redeliveries)
+            ELSE (SELECT count(*) FROM gone) + (SELECT count(*) FROM gone_redeliveries) END
         """
     }
 }

@@ -82,7 +82,7 @@ import Testing
         #expect(target.app.environment == .sandbox && target.app.appAppleId == nil)
         #expect(target.entitlement.nonRenewingTerms == ["com.example.pass.30d": 30 * 86_400_000, "com.example.pass.7d": 7 * 86_400_000])
         #expect(target.entitlement.sandboxEntitles && target.entitlement.billingRetryEntitles)
-        #expect(target.forwardTo == ForwardingDestination(url: .inline("https://app.internal/apple"), signing: .process, key: "forwardTo"))
+        #expect(target.forwardTo == [ForwardingDestination(url: .inline("https://app.internal/apple"), signing: .process, key: "forwardTo")])
         #expect(configuration.giveUpAfter == 3)
         #expect(configuration.knownApps == ["com.example.legacy"])
         #expect(configuration.knownBundleIds == ["com.example.legacy", "com.example.one"])
@@ -265,19 +265,25 @@ import Testing
             """)
         #expect(
             configuration.targets.map(\.forwardTo) == [
-                ForwardingDestination(url: .environment("ONE_HOOK_URL"), signing: .secret(.file("/run/secrets/one-hook")), key: "apps[0].forwardTo"),
-                ForwardingDestination(
-                    url: .file("/run/secrets/two-hook-url"), signing: .secret(.environment("TWO_HOOK_SECRET")), key: "apps[1].forwardTo"),
-                ForwardingDestination(url: .inline("https://three.internal/apple"), signing: .unsigned, key: "apps[2].forwardTo"),
-                ForwardingDestination(url: .inline("https://every.internal/apple"), signing: .process, key: "forwardTo"),
+                [
+                    ForwardingDestination(
+                        url: .environment("ONE_HOOK_URL"), signing: .secret(.file("/run/secrets/one-hook")), key: "apps[0].forwardTo")
+                ],
+                [
+                    ForwardingDestination(
+                        url: .file("/run/secrets/two-hook-url"), signing: .secret(.environment("TWO_HOOK_SECRET")), key: "apps[1].forwardTo")
+                ],
+                [ForwardingDestination(url: .inline("https://three.internal/apple"), signing: .unsigned, key: "apps[2].forwardTo")],
+                [ForwardingDestination(url: .inline("https://every.internal/apple"), signing: .process, key: "forwardTo")],
             ])
     }
 
-    /// `forwardTo` as a list of named targets, each for some environments: an app in both
-    /// environments forwards each environment's notifications to its own target, with its own
-    /// secret (so its own queue rows and metrics); two targets for one environment, a list target
-    /// without a name, a name twice and `types` (not filtered yet) are refused by key.
-    @Test func forwardToTakesAListOfTargetsEachForItsEnvironments() throws {
+    /// `forwardTo` as a list of named targets, each for some environments and types: an app in
+    /// both environments forwards each environment's notifications to the targets that receive it
+    /// (several for one environment allowed), each with its own secret (so its own queue rows and
+    /// metrics); a list target without a name, a name twice, an unknown environment and a type not
+    /// spelled as the run report prints it are refused by key.
+    @Test func forwardToTakesAListOfTargetsEachForItsEnvironmentsAndTypes() throws {
         let configuration = try load(
             """
             key: {id: K, issuer: I, privateKeyPath: /k.p8}
@@ -288,24 +294,32 @@ import Testing
                 forwardTo:
                   - {name: app, urlEnv: APP_HOOK_URL, secretEnv: APP_HOOK_SECRET, environments: [production]}
                   - {name: staging, url: "https://staging.internal/apple", unsigned: true, environments: [sandbox]}
+                  - {name: refunds, url: "https://refunds.internal/apple", unsigned: true, types: [REFUND, DID_CHANGE_RENEWAL_STATUS/AUTO_RENEW_DISABLED]}
             """)
         #expect(
-            configuration.targets.map { "\($0.app.environment.rawValue) \($0.forwardTo?.name ?? "-") \($0.forwardTo?.key ?? "-")" } == [
-                "Production app apps[0].forwardTo[0]", "Sandbox staging apps[0].forwardTo[1]",
+            configuration.targets.map { target in
+                "\(target.app.environment.rawValue) " + target.forwardTo.map { "\($0.name ?? "-") \($0.key)" }.joined(separator: ", ")
+            } == [
+                "Production app apps[0].forwardTo[0], refunds apps[0].forwardTo[2]",
+                "Sandbox staging apps[0].forwardTo[1], refunds apps[0].forwardTo[2]",
             ])
-        #expect(configuration.targets[0].forwardTo?.signing == .secret(.environment("APP_HOOK_SECRET")))
-        #expect(configuration.targets[1].forwardTo?.signing == .unsigned)
+        #expect(configuration.targets[0].forwardTo[0].signing == .secret(.environment("APP_HOOK_SECRET")))
+        #expect(configuration.targets[1].forwardTo[0].signing == .unsigned)
+        #expect(configuration.targets[0].forwardTo[0].types == nil)
+        let refunds = try #require(configuration.targets[0].forwardTo.last?.types)
+        #expect(refunds.matches(type: "REFUND", subtype: nil))
+        #expect(refunds.matches(type: "DID_CHANGE_RENEWAL_STATUS", subtype: "AUTO_RENEW_DISABLED"))
+        #expect(!refunds.matches(type: "DID_CHANGE_RENEWAL_STATUS", subtype: "AUTO_RENEW_ENABLED"))
+        #expect(!refunds.matches(type: "SUBSCRIBED", subtype: "INITIAL_BUY"))
         for (list, code, key) in [
-            (
-                "[{name: a, url: 'https://a.internal/x', unsigned: true}, {name: b, url: 'https://b.internal/x', unsigned: true}]",
-                ReconcilerError.Code.invalidValue, "apps[0].forwardTo[1]"
-            ),
-            ("[{url: 'https://a.internal/x', unsigned: true}]", .missingKey, "apps[0].forwardTo[0].name"),
+            ("[{url: 'https://a.internal/x', unsigned: true}]", ReconcilerError.Code.missingKey, "apps[0].forwardTo[0].name"),
             (
                 "[{name: a, url: 'https://a.internal/x', unsigned: true, environments: [production]}, {name: a, url: 'https://b.internal/x', unsigned: true, environments: [sandbox]}]",
                 .invalidValue, "apps[0].forwardTo[1].name"
             ),
-            ("[{name: a, url: 'https://a.internal/x', unsigned: true, types: [REFUND]}]", .invalidValue, "apps[0].forwardTo[0].types"),
+            ("[{name: a, url: 'https://a.internal/x', unsigned: true, types: [refund]}]", .invalidValue, "apps[0].forwardTo[0].types"),
+            ("[{name: a, url: 'https://a.internal/x', unsigned: true, types: ['REFUND/']}]", .invalidValue, "apps[0].forwardTo[0].types"),
+            ("[{name: a, url: 'https://a.internal/x', unsigned: true, types: []}]", .invalidValue, "apps[0].forwardTo[0].types"),
             (
                 "[{name: a, url: 'https://a.internal/x', unsigned: true, environments: [staging]}]", .invalidValue,
                 "apps[0].forwardTo[0].environments[0]"
