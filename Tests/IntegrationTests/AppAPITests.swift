@@ -163,6 +163,7 @@ import WebhookServer
                         ("\(Self.base)&TransactionId=7100", 400, "INVALID_QUERY"),
                         ("\(Self.base)&transactionid=7100", 400, "INVALID_QUERY"),
                         ("\(Self.base)&orderId=MQ5Q7X2ZYB", 400, "INVALID_QUERY"),
+                        ("\(Self.base)&transactionId=7100&refresh=always", 400, "INVALID_QUERY"),
                         ("\(Self.base)", 400, "INVALID_QUERY"),
                         ("\(Self.base)&transactionId=7100&originalTransactionId=7100", 400, "INVALID_QUERY"),
                         ("\(Self.base)&transactionId=7100&transactionId=7101", 400, "INVALID_QUERY"),

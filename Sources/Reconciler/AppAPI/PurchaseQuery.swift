@@ -44,6 +44,11 @@ package struct PurchaseQuery: Sendable, Hashable {
         var values: [String: String] = [:]
         let known = Set(["bundleId", "environment"] + Key.parameterNames)
         for (name, value) in parameters {
+            // Refreshes from Apple (issue 36's refresh=if-stale|always, maxAge, timeout) are not served
+            // yet: said as such, not answered with the stored state as if Apple had been asked.
+            guard !["refresh", "maxAge", "timeout"].contains(name) else {
+                throw Self.invalid("\(name): this version answers only the stored state; refreshes from Apple are not served yet")
+            }
             guard known.contains(name) else {
                 throw Self.invalid(
                     "unknown query parameter \(Self.quoted(name)); GET /v1/purchases takes bundleId, environment and one of "
