@@ -149,16 +149,20 @@ struct ConfigurationFile: Decodable {
         }
     }
 
-    /// `appApi:`, top level only. Of its keys only `tokenFile` is read here (doctor checks it).
+    /// `appApi:`, top level only: the app API `serve` answers on a port of its own.
     struct AppApi: Decodable {
         var tokenFile: String?
+        var port: Int?
+        var refreshRateLimit: Double?
 
-        private enum CodingKeys: String, CodingKey, CaseIterable { case tokenFile }
+        private enum CodingKeys: String, CodingKey, CaseIterable { case tokenFile, port, refreshRateLimit }
 
         init(from decoder: any Decoder) throws {
             let container = try decoder.container(keyedBy: CodingKeys.self)
             try StrictKeys.check(decoder, CodingKeys.self)
             tokenFile = try container.decodeIfPresent(String.self, forKey: .tokenFile)
+            port = try container.decodeIfPresent(Int.self, forKey: .port)
+            refreshRateLimit = try container.decodeIfPresent(Double.self, forKey: .refreshRateLimit)
         }
     }
 

@@ -83,8 +83,29 @@ package struct ReconcilerConfiguration: Sendable {
     /// one reaching `serve` is a configuration gap that pages, as one of a configured app in an
     /// environment not configured is; any other app's only warns.
     package var knownApps: [String] = []
+    /// The app API (`appApi`), when configured: `serve` answers it on a port of its own.
+    package var appApi: AppAPISettings?
     /// The app API's token file (`appApi.tokenFile`), when configured.
-    package var appApiTokenFile: String?
+    package var appApiTokenFile: String? { appApi?.tokenFile }
+
+    /// `appApi: {tokenFile, port, refreshRateLimit}`: where the app's backend asks for its
+    /// customers' purchases and hands over fresh ones.
+    package struct AppAPISettings: Sendable, Hashable {
+        /// The port `serve` answers the app API on, when the file names none.
+        package static let defaultPort = 8081
+        /// The bearer tokens, one per line (`#` comments), read again when the file changes.
+        package var tokenFile: String
+        package var port: Int
+        /// Apple requests per second the app API's refreshes may take of each app's budget per
+        /// endpoint; `nil`: 10% of it.
+        package var refreshRateLimit: Double?
+
+        package init(tokenFile: String, port: Int = defaultPort, refreshRateLimit: Double? = nil) {
+            self.tokenFile = tokenFile
+            self.port = port
+            self.refreshRateLimit = refreshRateLimit
+        }
+    }
     /// The App Store Connect API key (`appStoreConnect`), when configured: `doctor` reads (and can
     /// set) each app's notification URLs with it.
     package var appStoreConnect: AppStoreConnectKey?
@@ -245,7 +266,7 @@ package struct ReconcilerConfiguration: Sendable {
             throw ReconcilerError(.invalidValue, source: path, key: "knownApps[\(index)]", detail: "\(path): knownApps[\(index)] is empty")
         }
         configuration.knownApps = file.knownApps ?? []
-        configuration.appApiTokenFile = file.appApi?.tokenFile
+        configuration.appApi = try file.appApi.map { try appAPISettings($0, path: path) }
         configuration.appStoreConnect = file.appStoreConnect.map {
             AppStoreConnectKey(id: $0.id, issuer: $0.issuer, privateKeyPath: $0.privateKeyPath, baseURL: $0.baseURL)
         }
@@ -309,6 +330,25 @@ package struct ReconcilerConfiguration: Sendable {
         }
         settings.policy = policy
         return settings
+    }
+
+    /// `appApi` as written, checked: a token file, a port (default 8081) and a positive rate.
+    private static func appAPISettings(_ written: ConfigurationFile.AppApi, path: String) throws -> AppAPISettings {
+        guard let tokenFile = written.tokenFile, !tokenFile.isEmpty else {
+            throw ReconcilerError(
+                .missingKey, source: path, key: "appApi.tokenFile",
+                detail: "\(path): appApi needs tokenFile, the file of the app's bearer tokens (one per line)")
+        }
+        let port = written.port ?? AppAPISettings.defaultPort
+        guard (1...65535).contains(port) else {
+            throw ReconcilerError(.invalidValue, source: path, key: "appApi.port", detail: "\(path): appApi.port must be a port, 1 to 65535")
+        }
+        if let rate = written.refreshRateLimit, !(rate > 0) {
+            throw ReconcilerError(
+                .invalidValue, source: path, key: "appApi.refreshRateLimit",
+                detail: "\(path): appApi.refreshRateLimit must be a positive number of requests per second")
+        }
+        return AppAPISettings(tokenFile: tokenFile, port: port, refreshRateLimit: written.refreshRateLimit)
     }
 
     /// A `forwardTo` as written, checked: a URL, a mapping, or a list of mappings each with its

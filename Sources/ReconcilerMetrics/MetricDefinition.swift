@@ -80,6 +80,11 @@ extension MetricDefinition {
         "reconciler_webhook_store_failures_total", .counter,
         help: "Notifications the webhook could not store because the database failed (503; Apple retries them).",
         processes: [.serve])
+    package static let appApiUnauthorized = MetricDefinition(
+        "reconciler_app_api_unauthorized_total", .counter,
+        help: "App API requests refused with 401: no Authorization: Bearer header, or a token appApi.tokenFile does not list "
+            + "(the token is never recorded).",
+        processes: [.serve])
     /// The "last received" health signal.
     package static let webhookLastNotification = MetricDefinition(
         "reconciler_webhook_last_notification_timestamp_seconds", .gauge,
@@ -227,7 +232,7 @@ extension MetricDefinition {
     /// Every family, in the order the README's table lists them.
     package static let all: [MetricDefinition] = [
         webhookNotifications, webhookRejected, webhookUnconfiguredApp, webhookForeignApp, webhookReplayed, webhookStoreFailures, webhookQuarantined,
-        webhookLastNotification,
+        webhookLastNotification, appApiUnauthorized,
         quarantineUnacknowledged, givenUpUnacknowledged, scheduleUnfinishedWindows, scheduleOldestUnfinishedWindowStart, lastFinishedRun,
         ledgerRefreshFailures, forwardQueueDeliveries, forwardQueueOldestPending, consumptionRequestsOpen, consumptionRequestNextDeadline,
         runExitCode, runEnd, runStatus, runDryRun, runDuration, runUrgentRecovery, runWindowStart, runWindowEnd,

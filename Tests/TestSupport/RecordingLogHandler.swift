@@ -30,6 +30,8 @@ package struct RecordingLogHandler: LogHandler {
     }
 
     package func log(event: LogEvent) {
-        records.append("\(event.level) \(event.message)")
+        // The metadata too, so a test can check a secret reached no part of a message.
+        let merged = metadata.merging(event.metadata ?? [:]) { $1 }
+        records.append("\(event.level) \(event.message)" + merged.keys.sorted().map { " \($0)=\(merged[$0]!)" }.joined())
     }
 }

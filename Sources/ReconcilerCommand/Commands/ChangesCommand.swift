@@ -16,7 +16,7 @@ struct ChangesCommand: AsyncParsableCommand, UsesAppsOptions {
             the same transaction as the change; every notification recorded for the first time that changed no \
             purchase (entitled and lastSignedDate aside), or that Apple set a deadline for (CONSUMPTION_REQUEST), \
             writes one of kind `notification`. Each line has every key: changeId, kind, originalTransactionId, \
-            bundleId, environment, appAccountToken, source (webhook, history, transaction_history, status_refresh), \
+            bundleId, environment, appAccountToken, source (webhook, history, transaction_history, status_refresh, app), \
             notificationUUID, runId, before and after (the `export` shape, entitled as of the change; before is \
             null for a new purchase; both null on notification rows), changedAt (ISO 8601), and notificationType, \
             subtype, transactionId, signedDate and respondBy (the deadline for an answer, UNIX ms; on purchase \

@@ -86,6 +86,14 @@ struct ServeCommand: AsyncParsableCommand, UsesAppsOptions {
                 guard let port = Int(value) else { throw ReconcilerError.configuration("PORT must be a number") }
                 return port
             } ?? 8080
+        // The app API's tokens are read before anything starts: a file that is missing or lists no token ends serve at once.
+        let appAPITokens = try configuration.appApi.map { settings in
+            guard settings.port != port else {
+                throw ReconcilerError.configuration(
+                    "appApi.port \(settings.port) is the webhook's port: the app API needs a port of its own (it is not Apple's URL)")
+            }
+            return try AppAPITokens(path: settings.tokenFile, logger: logger)
+        }
         guard metricsInterval >= .seconds(1) else {
             throw ReconcilerError.configuration("--metrics-interval: \(metricsInterval.operatorText) is shorter than 1s")
         }
@@ -134,7 +142,18 @@ struct ServeCommand: AsyncParsableCommand, UsesAppsOptions {
         let forwarders = forwarderConfigurations.map {
             Forwarder(configuration: $0, database: database.with(unavailableTimeout: self.database.databaseTimeout))
         }
-        let services: [any Service] = [database] + ledgerMetrics + forwarders
+        // The app API, when configured: its own port, a service of the same group (stopped before the database).
+        var appAPI: [any Service] = []
+        if let settings = configuration.appApi, let appAPITokens {
+            let server = AppAPIServer(
+                configuration: .init(host: host, port: settings.port), tokens: appAPITokens, handlers: handlers, database: database,
+                metrics: metrics, logger: logger)
+            appAPI.append(
+                server.makeApplication { boundPort in
+                    logger.info("app API listening", metadata: ["port": "\(boundPort)", "tokenFile": "\(settings.tokenFile)"])
+                })
+        }
+        let services: [any Service] = [database] + ledgerMetrics + forwarders + appAPI
         let migrator = Migrator(defaultBundleId: Set(targets.map(\.app.bundleId)).count == 1 ? targets.first?.app.bundleId : nil)
         // The schema is checked (or migrated) once the database client runs and before the port
         // opens, so a serve that answers is one whose schema matches. A database that went away

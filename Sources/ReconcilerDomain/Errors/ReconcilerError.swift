@@ -26,7 +26,7 @@ package struct ReconcilerError: Error, CustomStringConvertible, CustomDebugStrin
                 feedPositionPruned, appNotConfigured, routingUnavailable, stopping, overloaded, selector, malformedSelector, unknownOrderId,
                 unknownTransactionId, unknownAppAccountToken, appleRefused, window, notGenuine, invalidAnswer, unknownConsumptionRequest,
                 notRecovered, interrupted, needsAttention, rejected, storedPayloadNotGenuine, consumptionRequestSettled, answerNotRecorded,
-                credentialsRefused, bodyTooLarge, malformedBody, notificationTooOld
+                credentialsRefused, bodyTooLarge, malformedBody, notificationTooOld, unauthorized, invalidQuery, appUserIdNotStored
         }
 
         private let base: Base
@@ -47,7 +47,8 @@ package struct ReconcilerError: Error, CustomStringConvertible, CustomDebugStrin
                 .untrustedChains, .textfile, .invalidDatabaseURL, .databaseRefused, .schemaNotCurrent, .unknownStoredValue, .missingApp,
                 .payloadUnavailable, .leaseHeld, .invalidWindow, .cannotJoin, .feedPositionPruned, .appNotConfigured, .selector, .malformedSelector,
                 .unknownOrderId, .unknownTransactionId, .unknownAppAccountToken, .appleRefused, .window, .invalidAnswer, .unknownConsumptionRequest,
-                .consumptionRequestSettled, .credentialsRefused, .bodyTooLarge, .malformedBody, .notificationTooOld:
+                .consumptionRequestSettled, .credentialsRefused, .bodyTooLarge, .malformedBody, .notificationTooOld, .unauthorized,
+                .invalidQuery, .appUserIdNotStored:
                 .configuration
             case .databaseUnavailable, .lockOrder, .missingRow, .leaseLost, .checkpointConflict, .checkpointAlreadyCommitted, .routingUnavailable,
                 .stopping, .overloaded, .notRecovered, .interrupted:
@@ -63,7 +64,8 @@ package struct ReconcilerError: Error, CustomStringConvertible, CustomDebugStrin
         package var httpStatus: Int {
             switch base {
             case .bodyTooLarge: 413
-            case .malformedBody, .notificationTooOld: 400
+            case .malformedBody, .notificationTooOld, .invalidQuery, .appUserIdNotStored: 400
+            case .unauthorized: 401
             default: 503
             }
         }
@@ -75,6 +77,9 @@ package struct ReconcilerError: Error, CustomStringConvertible, CustomDebugStrin
             case .bodyTooLarge: "BODY_TOO_LARGE"
             case .malformedBody: "MALFORMED_BODY"
             case .notificationTooOld: "NOTIFICATION_TOO_OLD"
+            case .unauthorized: "UNAUTHORIZED"
+            case .invalidQuery: "INVALID_QUERY"
+            case .appUserIdNotStored: "APP_USER_ID_NOT_STORED"
             case .appNotConfigured: "APP_NOT_CONFIGURED"
             case .stopping: "STOPPING"
             case .overloaded: "OVERLOADED"
@@ -186,6 +191,16 @@ package struct ReconcilerError: Error, CustomStringConvertible, CustomDebugStrin
         /// An authentic notification of an app or environment not served, signed too long ago to be
         /// Apple's delivery: a copy posted again (400, not stored).
         package static let notificationTooOld = Code(.notificationTooOld)
+
+        // MARK: The app API's request (never a command's end)
+
+        /// No `Authorization: Bearer` with a token of `appApi.tokenFile` (401).
+        package static let unauthorized = Code(.unauthorized)
+        /// A query or body the app API does not take: a parameter missing, unknown, repeated or of
+        /// the wrong form (400).
+        package static let invalidQuery = Code(.invalidQuery)
+        /// A lookup by `appUserId` while this version stores no app user IDs (400).
+        package static let appUserIdNotStored = Code(.appUserIdNotStored)
 
         // MARK: Repair
 

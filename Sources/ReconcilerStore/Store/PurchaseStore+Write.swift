@@ -17,6 +17,8 @@ extension PurchaseStore {
         case transactionHistory = "transaction_history"
         /// Get All Subscription Statuses.
         case statusRefresh = "status_refresh"
+        /// A signed transaction the app handed over (the app API's `POST /v1/transactions`).
+        case app
     }
 
     /// Where a write comes from: its source, its run, and per purchase (by originalTransactionId)

@@ -190,6 +190,17 @@ import Testing
         #expect(error?.key == key, "\(String(describing: error))")
     }
 
+    /// `appApi` is off unless given; given, its port defaults to 8081 and its rate to the default share.
+    @Test func theAppAPIIsOffUnlessConfigured() throws {
+        let base = "key: {id: K, issuer: I, privateKeyPath: /k.p8}\napps:\n  - {bundleId: a, appAppleId: 1}"
+        #expect(try load(base).appApi == nil)
+        let configured = try load(base + "\nappApi: {tokenFile: /run/secrets/app-api/tokens}")
+        #expect(configured.appApi == .init(tokenFile: "/run/secrets/app-api/tokens", port: 8081, refreshRateLimit: nil))
+        #expect(configured.appApiTokenFile == "/run/secrets/app-api/tokens")
+        let full = try load(base + "\nappApi: {tokenFile: /t, port: 9090, refreshRateLimit: 2.5}")
+        #expect(full.appApi == .init(tokenFile: "/t", port: 9090, refreshRateLimit: 2.5))
+    }
+
     /// Each mistake names the file and the key; none is taken for a default.
     @Test(arguments: [
         ("apps: []\nkey: {id: K, issuer: I, privateKeyPath: /k.p8}", ReconcilerError.Code.missingKey, "apps"),
@@ -231,6 +242,23 @@ import Testing
         (
             "key: {id: K, issuer: I, privateKeyPath: /k.p8}\napps:\n  - {bundleId: a, appAppleId: 1, consumption: {live: ignore}}", .unknownKey,
             "apps[0].consumption.live"
+        ),
+        (
+            "key: {id: K, issuer: I, privateKeyPath: /k.p8}\nappApi: {port: 8081}\napps:\n  - {bundleId: a, appAppleId: 1}", .missingKey,
+            "appApi.tokenFile"
+        ),
+        (
+            "key: {id: K, issuer: I, privateKeyPath: /k.p8}\nappApi: {tokenFile: /t, port: 0}\napps:\n  - {bundleId: a, appAppleId: 1}",
+            .invalidValue,
+            "appApi.port"
+        ),
+        (
+            "key: {id: K, issuer: I, privateKeyPath: /k.p8}\nappApi: {tokenFile: /t, refreshRateLimit: -1}\napps:\n  - {bundleId: a, appAppleId: 1}",
+            .invalidValue, "appApi.refreshRateLimit"
+        ),
+        (
+            "key: {id: K, issuer: I, privateKeyPath: /k.p8}\nappApi: {tokenFile: /t, token: s3cret}\napps:\n  - {bundleId: a, appAppleId: 1}",
+            .unknownKey, "appApi.token"
         ),
     ])
     func aMistakeNamesTheFileAndTheKey(text: String, code: ReconcilerError.Code, key: String) throws {
