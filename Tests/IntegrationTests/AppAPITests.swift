@@ -57,7 +57,7 @@ import WebhookServer
 
     /// Runs `body` with the app API of the test app (its tokens in a file of `directory`) over `db`.
     func withAPI(
-        _ db: TestDatabase, in directory: TemporaryDirectory, metrics: MetricsRegistry = MetricsRegistry(environment: "", bundleId: ""),
+        _ db: TestDatabase, in directory: TemporaryDirectory, metrics: MetricsRegistry = MetricsRegistry(bundleId: nil, environment: nil),
         logger: Logger = TestDatabase.logger, handlers: [NotificationHandler]? = nil, _ body: @Sendable (Client) async throws -> Void
     ) async throws {
         let tokenFile = directory.file("app-api-tokens")
@@ -192,7 +192,7 @@ import WebhookServer
                 try await seed(db, appAccountToken: UUID().uuidString.lowercased(), checkedAt: app.start)
                 let records = RecordingLogHandler.Records()
                 let logger = Logger(label: "app-api") { _ in RecordingLogHandler(records) }
-                let metrics = MetricsRegistry(environment: "", bundleId: "")
+                let metrics = MetricsRegistry(bundleId: nil, environment: nil)
                 let rotated = "app-api-rotated-token-91d7e4"
                 try await withAPI(db, in: directory, metrics: metrics, logger: logger) { api in
                     let uri = "\(Self.base)&originalTransactionId=7100"
