@@ -68,6 +68,13 @@ struct ServeCommand: AsyncParsableCommand, UsesAppsOptions {
     @Option(
         name: .long,
         help: ArgumentHelp(
+            "How often serve's leader (one replica, by a lease) writes the change feed's time rows: entitlement ended by a passing moment.",
+            valueName: "duration"))
+    var leaderInterval: Duration = .seconds(60)
+
+    @Option(
+        name: .long,
+        help: ArgumentHelp(
             "Also deliver every app's notifications stored for the first time to this webhook (env RECONCILER_FORWARD_TO); refused beside a forwardTo in the configuration file.",
             valueName: "url"))
     var forwardTo: String?
@@ -88,6 +95,9 @@ struct ServeCommand: AsyncParsableCommand, UsesAppsOptions {
             } ?? 8080
         guard metricsInterval >= .seconds(1) else {
             throw ReconcilerError.configuration("--metrics-interval: \(metricsInterval.operatorText) is shorter than 1s")
+        }
+        guard leaderInterval >= .seconds(1) else {
+            throw ReconcilerError.configuration("--leader-interval: \(leaderInterval.operatorText) is shorter than 1s")
         }
         // A database serve cannot use as configured (a name that does not resolve, a refused password,
         // TLS) ends it at once, in one line. One that is away (refused, no answer: a restart, a
@@ -134,7 +144,10 @@ struct ServeCommand: AsyncParsableCommand, UsesAppsOptions {
         let forwarders = forwarderConfigurations.map {
             Forwarder(configuration: $0, database: database.with(unavailableTimeout: self.database.databaseTimeout))
         }
-        let services: [any Service] = [database] + ledgerMetrics + forwarders
+        // One replica leads (a lease row) and writes the feed's time rows; the unique key keeps a racing run's rows single.
+        let leader = ServeLeader(
+            configuration: .init(interval: leaderInterval), writer: TimeRowWriter(scopes: targets.map(\.scope), database: database), logger: logger)
+        let services: [any Service] = [database] + ledgerMetrics + forwarders + [leader]
         let migrator = Migrator(defaultBundleId: Set(targets.map(\.app.bundleId)).count == 1 ? targets.first?.app.bundleId : nil)
         // The schema is checked (or migrated) once the database client runs and before the port
         // opens, so a serve that answers is one whose schema matches. A database that went away

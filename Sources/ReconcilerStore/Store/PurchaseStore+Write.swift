@@ -17,6 +17,9 @@ extension PurchaseStore {
         case transactionHistory = "transaction_history"
         /// Get All Subscription Statuses.
         case statusRefresh = "status_refresh"
+        /// A moment passed that ended the purchase's entitlement (``PurchaseStore/recordTimeFlips(since:until:limit:runId:on:)``):
+        /// only `entitled` differs between `before` and `after`.
+        case time
     }
 
     /// Where a write comes from: its source, its run, and per purchase (by originalTransactionId)
@@ -118,7 +121,7 @@ extension PurchaseStore {
     /// Writes the purchases' changes (by originalTransactionId), then the notifications' events in
     /// the order given, in one statement of the caller's transaction (after the purchases' locks, as
     /// every write); listeners are told when it commits (a dry run's changes are its own).
-    private func recordInFeed(
+    func recordInFeed(
         _ changes: [PurchaseChange], events: [NotificationFeedRow], origin: ChangeOrigin, on transaction: DatabaseTransaction
     ) async throws {
         guard !changes.isEmpty || !events.isEmpty else { return }

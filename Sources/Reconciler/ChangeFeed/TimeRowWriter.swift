@@ -1,0 +1,50 @@
+package import Foundation
+package import ReconcilerDomain
+package import ReconcilerShared
+package import ReconcilerStore
+
+/// Writes the change feed's `time` rows that fell due: for each app, the purchases whose
+/// `entitled` flipped because a moment passed (``PurchaseStore/recordTimeFlips(since:until:limit:runId:on:)``).
+/// serve's leader calls it every tick (``ServeLeader``), and each run once; the unique key
+/// (purchase, moment) lets them race and still write each row once.
+///
+/// Only moments after `now - lookback` are looked at: a purchase that ran out long before this
+/// version was installed, or during a longer outage of every writer, gets no row (its state is
+/// right in `export` either way).
+///
+/// ```swift
+/// let written = try await TimeRowWriter(scopes: [scope], database: database).writeDue(at: .now)
+/// ```
+package struct TimeRowWriter: Sendable {
+    /// How far back moments are looked at.
+    package static let defaultLookback: Duration = .seconds(86_400)
+
+    package let scopes: [AppScope]
+    package let database: Database
+    package let lookback: Duration
+
+    package init(scopes: [AppScope], database: Database, lookback: Duration = Self.defaultLookback) {
+        self.scopes = scopes
+        self.database = database
+        self.lookback = lookback
+    }
+
+    /// Writes every app's rows due by `now` (the caller's clock), in short transactions of at most
+    /// a batch each, named by `runId` when a run writes them; returns the changes written.
+    @discardableResult
+    package func writeDue(at now: Timestamp, runId: Int64? = nil) async throws -> [PurchaseChange] {
+        var written: [PurchaseChange] = []
+        let batch = 500
+        for scope in scopes {
+            let store = PurchaseStore(database: database, scope: scope)
+            while true {
+                let (changes, due) = try await database.transaction { transaction in
+                    try await store.recordTimeFlips(since: now - lookback, until: now, limit: batch, runId: runId, on: transaction)
+                }
+                written += changes
+                if due < batch { break }
+            }
+        }
+        return written
+    }
+}
