@@ -144,15 +144,16 @@ package struct ReconcileRun: Sendable {
             }
             try await execute(record, handler: handler.shadowed(by: shadow), progress: progress)
             // What time ended since serve's leader last looked (or while no serve ran): the unique
-            // key keeps a row the leader writes too single. A dry run writes none.
-            if !record.dryRun {
-                try await TimeRowWriter(scopes: [handler.scope], database: handler.database).writeDue(
-                    at: configuration.now(), runId: record.runId)
-            }
+            // key keeps a row the leader writes too single. Not the run's recovery: named by no run,
+            // counted apart in the report. A dry run writes none.
+            let timeRows =
+                record.dryRun
+                ? nil : try await TimeRowWriter(scopes: [handler.scope], database: handler.database).writeDue(at: configuration.now()).count
             let api = client.statistics.snapshot.since(apiAtStart)
             var report = try await Self.report(
                 run: record, ledger: ledger, database: handler.database.shadowed(by: shadow), finishedAt: Date(),
                 extraAPI: api)
+            report.timeRows = timeRows
             report.status = report.completedStatus
             try await apiTimeline.record()
             try await ledger.finish(

@@ -4,7 +4,7 @@ package import ReconcilerShared
 package import ReconcilerStore
 
 /// Writes the change feed's `time` rows that fell due: for each app, the purchases whose
-/// `entitled` flipped because a moment passed (``PurchaseStore/recordTimeFlips(since:until:limit:runId:on:)``).
+/// `entitled` flipped because a moment passed (``PurchaseStore/recordTimeFlips(since:until:limit:on:)``).
 /// serve's leader calls it every tick (``ServeLeader``), and each run once; the unique key
 /// (purchase, moment) lets them race and still write each row once.
 ///
@@ -30,16 +30,17 @@ package struct TimeRowWriter: Sendable {
     }
 
     /// Writes every app's rows due by `now` (the caller's clock), in short transactions of at most
-    /// a batch each, named by `runId` when a run writes them; returns the changes written.
+    /// a batch each, named by no run (a run reports how many it wrote, ``RunReport/timeRows``);
+    /// returns the changes written.
     @discardableResult
-    package func writeDue(at now: Timestamp, runId: Int64? = nil) async throws -> [PurchaseChange] {
+    package func writeDue(at now: Timestamp) async throws -> [PurchaseChange] {
         var written: [PurchaseChange] = []
         let batch = 500
         for scope in scopes {
             let store = PurchaseStore(database: database, scope: scope)
             while true {
                 let (changes, due) = try await database.transaction { transaction in
-                    try await store.recordTimeFlips(since: now - lookback, until: now, limit: batch, runId: runId, on: transaction)
+                    try await store.recordTimeFlips(since: now - lookback, until: now, limit: batch, on: transaction)
                 }
                 written += changes
                 if due < batch { break }

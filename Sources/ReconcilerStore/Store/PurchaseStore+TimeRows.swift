@@ -21,15 +21,15 @@ package import ReconcilerShared
 /// ```
 extension PurchaseStore {
     /// Writes a `time` row for each purchase of this store's app whose moment of losing entitlement
-    /// came after `since` and by `until` (the caller's clock) and has none yet (named by `runId` when a run writes them), at most
-    /// `limit` of them; returns the rows' changes, and how many moments were due (call again while
+    /// came after `since` and by `until` (the caller's clock) and has none yet, at most `limit` of
+    /// them; returns the rows' changes, and how many moments were due (call again while
     /// that is `limit`: a moment that flipped nothing is claimed too, with no row).
     ///
     /// One short transaction: the due purchases are read, locked in one sorted set, read again
     /// (a renewal committed meanwhile moved their moment), and each moment is claimed by its
     /// unique key before its row is written.
     package func recordTimeFlips(
-        since: Timestamp, until: Timestamp, limit: Int = 500, runId: Int64? = nil, on transaction: DatabaseTransaction
+        since: Timestamp, until: Timestamp, limit: Int = 500, on transaction: DatabaseTransaction
     ) async throws -> (changes: [PurchaseChange], due: Int) {
         let due = try await dueFlips(since: since, until: until, limit: limit, only: nil, on: transaction)
         guard !due.isEmpty else { return ([], 0) }
@@ -38,7 +38,9 @@ extension PurchaseStore {
         guard !current.isEmpty else { return ([], due.count) }
         let claimed = try await claim(current, on: transaction)
         let changes = current.filter { claimed.contains($0.key) }.compactMap(\.change)
-        try await recordInFeed(changes, events: [], origin: ChangeOrigin(source: .time, runId: runId), on: transaction)
+        // Named by no run, whoever writes it: time changed the purchase, not a run's recovery, so a
+        // run's rows (`changes --run-id`) stay what it recovered; a run counts its time rows apart.
+        try await recordInFeed(changes, events: [], origin: ChangeOrigin(source: .time), on: transaction)
         return (changes, due.count)
     }
 

@@ -17,7 +17,7 @@ extension PurchaseStore {
         case transactionHistory = "transaction_history"
         /// Get All Subscription Statuses.
         case statusRefresh = "status_refresh"
-        /// A moment passed that ended the purchase's entitlement (``PurchaseStore/recordTimeFlips(since:until:limit:runId:on:)``):
+        /// A moment passed that ended the purchase's entitlement (``PurchaseStore/recordTimeFlips(since:until:limit:on:)``):
         /// only `entitled` differs between `before` and `after`.
         case time
     }
