@@ -144,9 +144,11 @@ struct ServeCommand: AsyncParsableCommand, UsesAppsOptions {
         let forwarders = forwarderConfigurations.map {
             Forwarder(configuration: $0, database: database.with(unavailableTimeout: self.database.databaseTimeout))
         }
-        // One replica leads (a lease row) and writes the feed's time rows; the unique key keeps a racing run's rows single.
+        // One replica leads (a lease row): it writes the feed's time rows (the unique key keeps a
+        // racing run's rows single) and sends the automatic consumption answers that fell due.
         let leader = ServeLeader(
-            configuration: .init(interval: leaderInterval), writer: TimeRowWriter(scopes: targets.map(\.scope), database: database), logger: logger)
+            configuration: .init(interval: leaderInterval), writer: TimeRowWriter(scopes: targets.map(\.scope), database: database),
+            consumption: try Self.automaticConsumption(targets), logger: logger)
         let services: [any Service] = [database] + ledgerMetrics + forwarders + [leader]
         let migrator = Migrator(defaultBundleId: Set(targets.map(\.app.bundleId)).count == 1 ? targets.first?.app.bundleId : nil)
         // The schema is checked (or migrated) once the database client runs and before the port
@@ -185,5 +187,28 @@ struct ServeCommand: AsyncParsableCommand, UsesAppsOptions {
             },
             beforeServerStarts: prepareSchema)
         try await application.runService()
+    }
+}
+
+extension ServeCommand {
+    /// The apps whose consumption policy says `automatic: true`, ready for serve's leader to answer
+    /// their due requests: each with its App Store client (its key from the configuration file, or
+    /// the APP_STORE_* variables without one) and its claim on the app's budget for Send
+    /// Consumption Information, joined only while it has answers to send. Checked at start: an app
+    /// that answers automatically without a key is exit 1.
+    static func automaticConsumption(_ targets: [ReconcilerConfiguration.Target]) throws -> [ConsumptionResponder.Target] {
+        let automatic = targets.filter { $0.consumption.policy?.automatic == true }
+        guard !automatic.isEmpty else { return [] }
+        let api = try APIOptions.parse([])
+        let environmentKey = try api.environmentKey()
+        var keys = APIOptions.PrivateKeys()
+        return try automatic.compactMap { target in
+            var target = target
+            target.key = target.key ?? environmentKey
+            let budget = try api.requestBudget(for: target)
+            return ConsumptionResponder.Target(
+                app: target.app, settings: target.consumption, client: try api.client(for: target, budget: budget, keys: &keys),
+                origins: target.origins, budget: .init(claims: budget.claims([.sendConsumptionInformation])))
+        }
     }
 }
