@@ -195,6 +195,9 @@ import Testing
             }
             #expect(changes.contains { $0.kind == .purchase && $0.source == .webhook })
             #expect(changes.contains { $0.kind == .purchase && $0.source == .history && $0.notificationUUID != nil })
+            // Subscriptions that ran out in the last day with no notification (serve's leader and the
+            // run found their moments passed): their time rows are among the rows checked above.
+            #expect(changes.contains { $0.kind == .purchase && $0.source == .time })
             // Every notification recorded is in the feed exactly once: named by the purchase row of
             // the change it made, or in a notification row of its own (those of the outage with the
             // run's id), whatever its type, the ones without `data` included.
