@@ -363,12 +363,26 @@ import Testing
             let listed =
                 try JSONSerialization.jsonObject(
                     with: Data(try await rehearsal.reconciler(["consumption", "list", "--json"]).stdout.utf8)) as? [[String: Any]] ?? []
-            let policy = try rehearsal.configurationFile("automatic") {
-                $0 + "\nconsumption: {customerConsented: true, deliveryStatus: DELIVERED, sampleContentProvided: false, "
-                    + "refundPreference: DECLINE, answerAfter: 2h, automatic: true}\n"
-            }
+            let automatic =
+                "\nconsumption: {customerConsented: true, deliveryStatus: DELIVERED, sampleContentProvided: false, "
+                + "refundPreference: DECLINE, answerAfter: 2h, automatic: true}\n"
+            let policy = try rehearsal.configurationFile("automatic") { $0 + automatic }
             rehearsal.serve.signal(SIGTERM)
             _ = try await rehearsal.serve.wait()
+            // A serve that cannot read the app's key (the deploy examples mount none into serve)
+            // serves all the same and says once that the runs answer instead.
+            let keyless = try rehearsal.configurationFile("keyless") {
+                $0.replacingOccurrences(of: #"privateKeyPath: .*"#, with: "privateKeyPath: /no/such/AuthKey.p8", options: .regularExpression)
+                    + automatic
+            }
+            let withoutKey = try RunningProcess(
+                "reconciler", ["serve", "--port", "\(freePort())", "--host", "127.0.0.1", "--config", keyless],
+                environment: rehearsal.environment.merging(["LOG_LEVEL": "info"]) { $1 })
+            defer { withoutKey.kill() }
+            try await withoutKey.waitForOutput(containing: "each run answers its due requests instead")
+            try await withoutKey.waitForOutput(containing: "listening")
+            withoutKey.signal(SIGTERM)
+            #expect(try await withoutKey.wait().status == 0)
             let serve = try rehearsal.start([
                 "serve", "--port", "\(freePort())", "--host", "127.0.0.1", "--config", policy, "--leader-interval", "1s",
             ])

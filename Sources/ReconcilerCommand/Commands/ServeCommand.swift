@@ -148,7 +148,7 @@ struct ServeCommand: AsyncParsableCommand, UsesAppsOptions {
         // racing run's rows single) and sends the automatic consumption answers that fell due.
         let leader = ServeLeader(
             configuration: .init(interval: leaderInterval), writer: TimeRowWriter(scopes: targets.map(\.scope), database: database),
-            consumption: try Self.automaticConsumption(targets), logger: logger)
+            consumption: try Self.automaticConsumption(targets, logger: logger), logger: logger)
         let services: [any Service] = [database] + ledgerMetrics + forwarders + [leader]
         let migrator = Migrator(defaultBundleId: Set(targets.map(\.app.bundleId)).count == 1 ? targets.first?.app.bundleId : nil)
         // The schema is checked (or migrated) once the database client runs and before the port
@@ -194,9 +194,10 @@ extension ServeCommand {
     /// The apps whose consumption policy says `automatic: true`, ready for serve's leader to answer
     /// their due requests: each with its App Store client (its key from the configuration file, or
     /// the APP_STORE_* variables without one) and its claim on the app's budget for Send
-    /// Consumption Information, joined only while it has answers to send. Checked at start: an app
-    /// that answers automatically without a key is exit 1.
-    static func automaticConsumption(_ targets: [ReconcilerConfiguration.Target]) throws -> [ConsumptionResponder.Target] {
+    /// Consumption Information, joined only while it has answers to send. An app whose key serve
+    /// cannot read (the deploy examples mount no .p8 into serve) is left to the runs, which answer
+    /// the same requests after their recovery: said once, as a warning, at start.
+    static func automaticConsumption(_ targets: [ReconcilerConfiguration.Target], logger: Logger) throws -> [ConsumptionResponder.Target] {
         let automatic = targets.filter { $0.consumption.policy?.automatic == true }
         guard !automatic.isEmpty else { return [] }
         let api = try APIOptions.parse([])
@@ -206,9 +207,18 @@ extension ServeCommand {
             var target = target
             target.key = target.key ?? environmentKey
             let budget = try api.requestBudget(for: target)
+            let client: AppStoreServerAPIClient
+            do {
+                client = try api.client(for: target, budget: budget, keys: &keys)
+            } catch let error as ReconcilerError {
+                logger.warning(
+                    "consumption.automatic: serve cannot call Apple for \(target.app) (\(error.description)); each run answers its due requests instead"
+                )
+                return nil
+            }
             return ConsumptionResponder.Target(
-                app: target.app, settings: target.consumption, client: try api.client(for: target, budget: budget, keys: &keys),
-                origins: target.origins, budget: .init(claims: budget.claims([.sendConsumptionInformation])))
+                app: target.app, settings: target.consumption, client: client, origins: target.origins,
+                budget: .init(claims: budget.claims([.sendConsumptionInformation])))
         }
     }
 }
