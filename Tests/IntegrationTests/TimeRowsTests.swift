@@ -168,6 +168,23 @@ import Testing
         }
     }
 
+    /// The recorded moments are forgotten once no writer can find them due again (a day past the
+    /// lookback, by the database's clock): the table does not grow with every ending ever.
+    @Test func recordedMomentsAreForgottenOnceNeverDueAgain() async throws {
+        try await TestDatabase.with { db in
+            let handler = try app.handler(db)
+            let (old, fresh) = (try await subscribe("forget-old", handler: handler), try await subscribe("forget-new", handler: handler))
+            let writer = TimeRowWriter(scopes: [app.scope()], database: db.database)
+            #expect(try await writer.writeDue(at: Timestamp(millisecondsSince1970: max(old, fresh) + Self.minute)).count == 2)
+            try await db.execute(
+                "UPDATE entitlement_instants SET recorded_at = now() - interval '2 days 1 minute' WHERE original_transaction_id = 'forget-old'")
+            #expect(try await writer.writeDue(at: Timestamp(millisecondsSince1970: max(old, fresh) + 2 * Self.minute)).isEmpty)
+            #expect(try await db.strings("SELECT original_transaction_id FROM entitlement_instants") == ["forget-new"])
+            // Its feed row stays: only the key that kept it single goes.
+            #expect(try await Self.timeRows(db).count == 2)
+        }
+    }
+
     /// A grace period keeps the customer entitled past `expiresDate`: the row comes at its end.
     @Test func aGracePeriodEndingGetsItsTimeRowAtItsEnd() async throws {
         try await TestDatabase.with { db in

@@ -46,6 +46,11 @@ package struct TimeRowWriter: Sendable {
                 if due < batch { break }
             }
         }
+        // A moment is due for `lookback` after it passed: what was recorded a day before that is
+        // never due again.
+        try await database.transaction { [database, lookback] transaction in
+            try await PurchaseStore(database: database, scope: nil).forgetRecordedMoments(olderThan: lookback + .seconds(86_400), on: transaction)
+        }
         return written
     }
 }

@@ -44,6 +44,14 @@ extension PurchaseStore {
         return (changes, due.count)
     }
 
+    /// Forgets the moments recorded more than `age` ago (by the database's clock), of every app:
+    /// a writer looks at a moment only for its lookback after it passed, so one recorded longer ago
+    /// than that is never due again, and the table stays as small as a day or two of endings.
+    package func forgetRecordedMoments(olderThan age: Duration, on transaction: DatabaseTransaction) async throws {
+        try await transaction.query(
+            "DELETE FROM entitlement_instants WHERE recorded_at < now() - \(age.milliseconds) * interval '1 millisecond'", logger: logger)
+    }
+
     /// A purchase whose moment fell due, and its state just before and at that moment.
     private struct DueFlip {
         var originalTransactionId: String
