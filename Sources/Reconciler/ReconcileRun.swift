@@ -33,6 +33,8 @@ package struct ReconcileRun: Sendable {
         package var fresh: Bool
         /// When a customer or shard that keeps failing is given up, so the window can finish.
         package var giveUp: GiveUpPolicy
+        /// The moment the run's time rows fall due by (the wall clock; tests move their own).
+        package var now: @Sendable () -> Timestamp = { .now }
 
         package init(
             window: TimeWindow, kind: RunRecord.Kind = .manual, dryRun: Bool = false, options: RunOptions = .init(),
@@ -141,10 +143,17 @@ package struct ReconcileRun: Sendable {
                 shadow = try await ShadowSchema.create(runId: record.runId, on: handler.database)
             }
             try await execute(record, handler: handler.shadowed(by: shadow), progress: progress)
+            // What time ended since serve's leader last looked (or while no serve ran): the unique
+            // key keeps a row the leader writes too single. Not the run's recovery: named by no run,
+            // counted apart in the report. A dry run writes none.
+            let timeRows =
+                record.dryRun
+                ? nil : try await TimeRowWriter(scopes: [handler.scope], database: handler.database).writeDue(at: configuration.now()).count
             let api = client.statistics.snapshot.since(apiAtStart)
             var report = try await Self.report(
                 run: record, ledger: ledger, database: handler.database.shadowed(by: shadow), finishedAt: Date(),
                 extraAPI: api)
+            report.timeRows = timeRows
             report.status = report.completedStatus
             try await apiTimeline.record()
             try await ledger.finish(

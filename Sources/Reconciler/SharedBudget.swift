@@ -112,6 +112,17 @@ package final class SharedBudget: RateLimiter.Observer, Sendable {
         await leave()
     }
 
+    /// Keeps this process's share (after ``join()``) while `work` runs, and gives it back as soon
+    /// as `work` ends: for work that calls Apple now and then (a target's runs, serve's leader's
+    /// automatic consumption answers), so the app's other processes get the share back between.
+    package func keepingShared<Result: Sendable>(_ work: () async throws -> Result) async throws -> Result {
+        try await withThrowingTaskGroup(of: Void.self, returning: Result.self) { group in
+            group.addTask { await self.keepShared() }
+            defer { group.cancelAll() }
+            return try await work()
+        }
+    }
+
     /// Gives the lease up (briefly: a lease that cannot be released runs out by itself).
     package func leave() async {
         let (ledger, app, process) = (RunLedger(database: ledger.database.with(unavailableTimeout: .seconds(2))), self.app, configuration.process)

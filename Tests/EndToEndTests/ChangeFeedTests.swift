@@ -170,6 +170,7 @@ import Testing
             for change in changes where change.kind == .purchase {
                 let original = try #require(change.originalTransactionId)
                 var before = change.before, after = try #require(change.after)
+                let entitled = (before?.entitled, after.entitled)
                 before?.entitled = false
                 before?.lastSignedDate = nil
                 (after.entitled, after.lastSignedDate) = (false, nil)
@@ -178,15 +179,25 @@ import Testing
                 } else {
                     #expect(before == nil, "the first change \(change.changeId) of \(original) has a before state")
                 }
-                #expect(before != after, "change \(change.changeId) changes nothing")
+                if change.source == .time {
+                    // Time ended the entitlement (a serve or a run found the moment passed): only
+                    // `entitled` differs, from true to false, and no run or notification made it.
+                    #expect(before == after && entitled.0 == true && entitled.1 == false, "time row \(change.changeId) of \(original)")
+                    #expect(change.runId == nil && change.notificationUUID == nil, "time row \(change.changeId) names a run or a notification")
+                } else {
+                    #expect(before != after, "change \(change.changeId) changes nothing")
+                    #expect((change.source == .webhook) == (change.runId == nil))
+                }
                 #expect(after.originalTransactionId == original)
-                #expect((change.source == .webhook) == (change.runId == nil))
                 // The notification that caused it, by its type; none for transaction history and status refresh.
                 #expect(change.respondBy == nil && (change.notificationType == nil) == (change.notificationUUID == nil))
                 states[original] = after
             }
             #expect(changes.contains { $0.kind == .purchase && $0.source == .webhook })
             #expect(changes.contains { $0.kind == .purchase && $0.source == .history && $0.notificationUUID != nil })
+            // Subscriptions that ran out in the last day with no notification (serve's leader and the
+            // run found their moments passed): their time rows are among the rows checked above.
+            #expect(changes.contains { $0.kind == .purchase && $0.source == .time })
             // Every notification recorded is in the feed exactly once: named by the purchase row of
             // the change it made, or in a notification row of its own (those of the outage with the
             // run's id), whatever its type, the ones without `data` included.

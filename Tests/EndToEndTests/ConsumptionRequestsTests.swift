@@ -352,4 +352,63 @@ import Testing
             #expect(try await outcomes(failing) == ["failed", "accepted"])
         }
     }
+
+    /// With `automatic: true`, `serve`'s leader answers by the policy the recovered requests whose
+    /// `answerAfter` passed and whose deadline has not, each once, with the key of the app's entry;
+    /// those still inside their `answerAfter` wait. The rehearsal's serve, stopped, gave the lease up.
+    @Test func serveAnswersTheDueRequestsByAnAutomaticPolicy() async throws {
+        try await Rehearsal.with(customers: 30, seed: 211, configurationFile: true, outageHoursAgo: (16, 0.02)) { rehearsal in
+            let run = try await rehearsal.runWindow()
+            #expect(run.status == 0, "\(run.stdout)\n\(run.stderr)")
+            let listed =
+                try JSONSerialization.jsonObject(
+                    with: Data(try await rehearsal.reconciler(["consumption", "list", "--json"]).stdout.utf8)) as? [[String: Any]] ?? []
+            let automatic =
+                "\nconsumption: {customerConsented: true, deliveryStatus: DELIVERED, sampleContentProvided: false, "
+                + "refundPreference: DECLINE, answerAfter: 2h, automatic: true}\n"
+            let policy = try rehearsal.configurationFile("automatic") { $0 + automatic }
+            rehearsal.serve.signal(SIGTERM)
+            _ = try await rehearsal.serve.wait()
+            // A serve that cannot read the app's key (the deploy examples mount none into serve)
+            // serves all the same and says once that the runs answer instead.
+            let keyless = try rehearsal.configurationFile("keyless") {
+                $0.replacingOccurrences(of: #"privateKeyPath: .*"#, with: "privateKeyPath: /no/such/AuthKey.p8", options: .regularExpression)
+                    + automatic
+            }
+            let withoutKey = try RunningProcess(
+                "reconciler", ["serve", "--port", "\(freePort())", "--host", "127.0.0.1", "--config", keyless],
+                environment: rehearsal.environment.merging(["LOG_LEVEL": "info"]) { $1 })
+            defer { withoutKey.kill() }
+            try await withoutKey.waitForOutput(containing: "each run answers its due requests instead")
+            try await withoutKey.waitForOutput(containing: "listening")
+            withoutKey.signal(SIGTERM)
+            #expect(try await withoutKey.wait().status == 0)
+            let serve = try rehearsal.start([
+                "serve", "--port", "\(freePort())", "--host", "127.0.0.1", "--config", policy, "--leader-interval", "1s",
+            ])
+            defer { serve.kill() }
+
+            // Due: asked more than 2 h ago, deadline ahead (a margin of 5 minutes either side of
+            // both, for the time the test takes).
+            let now = Int64(Date().timeIntervalSince1970 * 1000), margin: Int64 = 300_000, twoHours: Int64 = 7_200_000
+            func asked(_ entry: [String: Any]) -> Int64 { entry["firstSentAt"] as? Int64 ?? entry["signedDate"] as? Int64 ?? 0 }
+            func deadline(_ entry: [String: Any]) -> Int64 { entry["respondBy"] as? Int64 ?? 0 }
+            let open = listed.filter { ($0["state"] as? String) == "open" }
+            let due = Set(
+                open.filter { asked($0) + twoHours < now - margin && deadline($0) > now + margin }.compactMap { $0["transactionId"] as? String })
+            let waiting = Set(open.filter { asked($0) + twoHours > now + margin }.compactMap { $0["transactionId"] as? String })
+            try #require(!due.isEmpty && !waiting.isEmpty, "the outage must leave due and waiting requests: \(open)")
+            func received() async throws -> [String] {
+                String(decoding: try await HTTP.request(.GET, "\(rehearsal.mockURL)/mock/consumption").body, as: UTF8.self)
+                    .split(separator: "\n").compactMap { try? JSONDecoder().decode(MockAppStore.ReceivedConsumptionAnswer.self, from: Data($0.utf8)) }
+                    .map(\.transactionId)
+            }
+            try await eventually("serve's leader answered the due requests") { Set(try await received()).isSuperset(of: due) }
+            let answers = try await received()
+            #expect(answers.count == Set(answers).count, "a request answered twice: \(answers)")
+            #expect(Set(answers).isDisjoint(with: waiting), "answered before its answerAfter: \(Set(answers).intersection(waiting))")
+            #expect(try await rehearsal.db.strings("SELECT DISTINCT answered_by FROM consumption_answers") == ["policy"])
+            #expect(try await rehearsal.db.strings("SELECT holder FROM serve_leases").count == 1)
+        }
+    }
 }

@@ -149,7 +149,7 @@ import Testing
         policy.answerAfter = .seconds(30 * 3600)
         try await Self.withRecoveredOutage(seed: 372, policy: policy) { db, _, baseURL, target, now in
             let moment = Timestamp(millisecondsSince1970: now)
-            let waiting = try await ConsumptionResponder.answerDue([target], at: moment, database: db.database)
+            let waiting = try await ConsumptionResponder.answerDue([target], clock: { moment }, database: db.database)
             #expect(waiting.plan.planned.isEmpty && waiting.plan.waiting >= 3, "\(waiting.plan)")
             #expect(try await Self.received(baseURL).isEmpty)
 
@@ -175,8 +175,8 @@ import Testing
             soon.policy.answerAfter = .seconds(1)
             var manual = soon
             manual.policy.automatic = false
-            #expect(try await ConsumptionResponder.answerDue([manual], at: .now, database: db.database).plan.planned.isEmpty)
-            let due = try await ConsumptionResponder.answerDue([soon], at: .now, database: db.database)
+            #expect(try await ConsumptionResponder.answerDue([manual], database: db.database).plan.planned.isEmpty)
+            let due = try await ConsumptionResponder.answerDue([soon], database: db.database)
             #expect(due.plan.waiting == 0 && due.accepted.count == open.count - 2 && due.ending == nil)
             let received = try await Self.received(baseURL)
             #expect(received.filter { $0.transactionId == byApp }.map(\.deliveryStatus) == ["UNDELIVERED_OTHER"])
@@ -186,6 +186,59 @@ import Testing
                 try await db.strings("SELECT answered_by FROM consumption_answers WHERE transaction_id = \(byApp) AND outcome = 'accepted'") == [
                     "app"
                 ])
+        }
+    }
+
+    /// serve's leader answers automatically on its ticks, on an injected clock that moves its "now":
+    /// a request is answered at the first tick once its `answerAfter` passed (not before, and once:
+    /// later ticks, and a second replica without the lease, send nothing again), an acked one never.
+    @Test func serveLeaderAnswersOnceAnswerAfterPassedNeverBeforeAndNeverAnAckedRequest() async throws {
+        var policy = Self.policy
+        policy.automatic = true
+        policy.answerAfter = .seconds(6 * 3600)
+        try await Self.withRecoveredOutage(seed: 373, policy: policy) { db, _, baseURL, target, now in
+            let clock = ManualClock()
+            let moment: @Sendable () -> Timestamp = { Timestamp(millisecondsSince1970: now + clock.now.milliseconds) }
+            let (leader, follower) = (
+                ServeLeader(
+                    configuration: .init(holder: "leader", clock: clock, now: moment),
+                    writer: TimeRowWriter(scopes: [], database: db.database), consumption: [target], logger: TestDatabase.logger),
+                ServeLeader(
+                    configuration: .init(holder: "follower", clock: clock, now: moment),
+                    writer: TimeRowWriter(scopes: [], database: db.database), consumption: [target], logger: TestDatabase.logger)
+            )
+            let store = ConsumptionRequests(logger: TestDatabase.logger)
+            let open = try await db.database.transaction { try await store.list(apps: [target.app], openAt: moment(), on: $0) }
+            func asked(_ request: ConsumptionRequests.Request) -> Int64 { request.firstSentAt?.millisecondsSince1970 ?? request.signedDate }
+            let after = policy.answerAfter.milliseconds
+            // The ticks: every half hour for five hours. One that comes due only after the first tick is acked.
+            let ticks = (0...10).map { now + Int64($0) * Self.hour / 2 }
+            let later = open.filter { asked($0) + after > ticks[0] && asked($0) + after <= ticks[10] }
+            try #require(later.count >= 2, "the scenario has too few requests coming due in the ticks' five hours: \(later.count)")
+            let acked = try #require(later.first?.transactionId)
+            _ = try await ConsumptionAcks.ack(transactionId: acked, apps: nil, by: "app", note: nil, database: db.database)
+
+            var sent = 0
+            for (index, tick) in ticks.enumerated() {
+                if index > 0 { clock.advance(by: .milliseconds(Self.hour / 2)) }
+                #expect(moment().millisecondsSince1970 == tick)
+                let ticked = try await leader.tick()
+                #expect(ticked.leads)
+                #expect(try await follower.tick().leads == false)
+                // Due by this tick: answerAfter passed at or before it, the deadline not yet; not acked.
+                let due = open.filter { request in
+                    asked(request) + after <= tick && ticks.contains { $0 >= asked(request) + after && $0 < request.respondBy.millisecondsSince1970 }
+                        && request.transactionId != acked
+                }
+                let received = try await Self.received(baseURL).map(\.transactionId)
+                #expect(received.count == Set(received).count, "a request was answered twice: \(received)")
+                #expect(Set(received) == Set(due.compactMap(\.transactionId)), "tick \(index)")
+                #expect(ticked.answers.accepted.count == received.count - sent, "tick \(index)")
+                sent = received.count
+            }
+            #expect(sent > 0)
+            #expect(try await !Self.received(baseURL).contains { $0.transactionId == acked })
+            #expect(try await db.strings("SELECT DISTINCT answered_by FROM consumption_answers") == ["policy"])
         }
     }
 }

@@ -46,6 +46,16 @@ import Testing
                     ).reconcile(progress: RunProgress())
                 }
 
+                // A subscription of the app that ran out an hour ago: the real run writes its `time` row
+                // (`entitlement_instants` with it); a dry run writes none. Checked since: no customer to read.
+                let target = verifier.configuration.target
+                try await db.execute(
+                    """
+                    INSERT INTO purchases (bundle_id, environment, original_transaction_id, product_type, purchase_date_ms, expires_date_ms,
+                                           history_checked_at_ms)
+                    VALUES (\(target.bundleId), \(target.environment.rawValue), 'lapsed-1', 'Auto-Renewable Subscription', \(now - 30 * 24 * hour),
+                            \(now - hour), \(now))
+                    """)
                 // A real run over the first part of the outage: what it writes is shadowed, or listed.
                 let real = try await run(TimeWindow(milliseconds: (now - 23 * hour)..<(now - 10 * hour)), dryRun: false)
                 #expect(real.notifications.applied > 0)

@@ -6,7 +6,7 @@ package import ReconcilerStore
 
 /// Answers to consumption requests by the configuration's policy (`consumption:`): what
 /// `reconciler consumption respond` sends now, and, with `automatic: true`, what each run (and
-/// `serve`'s leader, through ``answerDue(_:at:database:)``) sends once a request's `answerAfter`
+/// `serve`'s leader, through ``answerDue(_:clock:database:)``) sends once a request's `answerAfter`
 /// passed. Every open request not acked, soonest deadline first, never an expired one; each answer
 /// is written `sending` before Apple is called (``ConsumptionAnswers/deliver(_:again:client:origins:database:afterApple:)``),
 /// so a rerun, or a second sender, sends nothing twice.
@@ -24,15 +24,23 @@ package enum ConsumptionResponder {
         package var policy: ConsumptionPolicy
         package var client: AppStoreServerAPIClient
         package var origins: SettingOrigins
+        /// The app's budget this sender joins only while it has answers to send
+        /// (``answerDue(_:clock:database:)``); `nil` when the caller shares it already (a command's
+        /// whole work) or shares none.
+        package var budget: SharedBudget.Configuration?
 
         /// `nil` when `settings` has no policy.
-        package init?(app: AppTarget, settings: ConsumptionSettings, client: AppStoreServerAPIClient, origins: SettingOrigins) {
+        package init?(
+            app: AppTarget, settings: ConsumptionSettings, client: AppStoreServerAPIClient, origins: SettingOrigins,
+            budget: SharedBudget.Configuration? = nil
+        ) {
             guard let policy = settings.policy else { return nil }
             self.app = app
             self.settings = settings
             self.policy = policy
             self.client = client
             self.origins = origins
+            self.budget = budget
         }
     }
 
@@ -205,12 +213,32 @@ package enum ConsumptionResponder {
 
     /// The automatic answers of one moment, for each run and `serve`'s leader: the targets whose
     /// policy says `automatic: true` answer, as `policy`, their open requests whose `answerAfter`
-    /// passed and whose deadline has not. The caller holds what makes it the one sender (a run's
-    /// lease, the leader's lease); a second sender would still send nothing twice.
-    package static func answerDue(_ targets: [Target], at now: Timestamp, database: Database) async throws -> Outcome {
+    /// passed by `clock` and whose deadline has not (judged again at each request's turn); never an
+    /// acked request, nor one answered already (by the app, a command or another sender). Each
+    /// target with answers to send joins its app's budget (``Target/budget``) for as long as it
+    /// sends them. The caller holds what makes it the one sender (a run's lease, the leader's
+    /// lease); a second sender would still send nothing twice (``ConsumptionAnswers``).
+    package static func answerDue(
+        _ targets: [Target], clock: @escaping @Sendable () -> Timestamp = { .now }, database: Database
+    ) async throws -> Outcome {
         let automatic = targets.filter(\.policy.automatic)
-        let plan = try await plan(automatic, at: now, waitForAnswerAfter: true, database: database)
-        return try await respond(plan, targets: automatic, answeredBy: .policy, database: database)
+        guard !automatic.isEmpty else { return Outcome(plan: Plan()) }
+        let plan = try await plan(automatic, at: clock(), waitForAnswerAfter: true, database: database)
+        let sending = automatic.filter { target in plan.planned.contains { $0.target == target.app } }
+        return try await sharingBudgets(of: sending[...], database: database) {
+            try await respond(plan, targets: automatic, answeredBy: .policy, database: database, clock: clock)
+        }
+    }
+
+    /// Runs `work` holding each target's share of its app's budget (those that have one to join).
+    private static func sharingBudgets<Result: Sendable>(
+        of targets: ArraySlice<Target>, database: Database, _ work: () async throws -> Result
+    ) async throws -> Result {
+        guard let target = targets.first else { return try await work() }
+        guard let configuration = target.budget else { return try await sharingBudgets(of: targets.dropFirst(), database: database, work) }
+        let budget = SharedBudget(configuration: configuration, database: database, limiter: target.client.rateLimiter, app: target.app)
+        try await budget.join()
+        return try await budget.keepingShared { try await sharingBudgets(of: targets.dropFirst(), database: database, work) }
     }
 }
 

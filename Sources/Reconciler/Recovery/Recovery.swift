@@ -241,11 +241,7 @@ struct TargetRecovery: Sendable {
             logger.error("could not join the request budget shared with the app's other processes", metadata: ["error": "\(error)"])
             throw error
         }
-        try await withThrowingTaskGroup(of: Void.self) { group in
-            group.addTask { await budget.keepShared() }
-            defer { group.cancelAll() }
-            try await work()
-        }
+        try await budget.keepingShared(work)
     }
 
     /// Waits for the deliveries the runs queued, and adds where they stand to the reports.

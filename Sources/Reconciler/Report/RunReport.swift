@@ -155,6 +155,11 @@ package struct RunReport: Sendable, Codable {
     package var changes: [Change]
     /// How many purchases changed in all.
     package var changesTotal: Int
+    /// The change feed's `time` rows this run wrote: purchases whose `entitled` ended as a moment
+    /// passed (``TimeRowWriter``), found due when the run ended. Not counted in ``changesTotal``
+    /// (time changed them, not the run's recovery) and named by no run in the feed; `nil` for a dry
+    /// run, a run that stopped before its end, and a report stored before they were written.
+    package var timeRows: Int?
     /// The most changes a report lists.
     package static let listedChangesLimit = 1000
     /// The most changes and consumption requests the text of `status --run ID` shows.
@@ -261,6 +266,11 @@ package struct RunReport: Sendable, Codable {
             lines.append("    \(change.originalTransactionId)  \(Self.describe(PurchaseChange(before: change.before, after: change.after)))")
         }
         lines += Self.moreLine(total: changesTotal, shown: min(changes.count, maximumChanges), command: moreChangesCommand)
+        if let timeRows, timeRows > 0 {
+            lines.append(
+                "  time         \(Plural.count(timeRows, "purchase")) lost entitlement as time passed (expiry, grace period or term "
+                    + "ended): feed rows of source time, not counted above")
+        }
         if let line = unknownEntitlement?.line { lines.append("  entitled     \(line)") }
         if let requests = consumptionRequests, !requests.isEmpty {
             let (open, expired) = (consumptionRequestsOpen ?? 0, consumptionRequestsExpired ?? 0)

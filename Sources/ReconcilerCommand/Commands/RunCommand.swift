@@ -226,7 +226,7 @@ struct RunCommand: AsyncParsableCommand, UsesAppsOptions {
             ConsumptionResponder.Target(app: $0.app, settings: $0.configuration.consumption, client: $0.client, origins: $0.origins)
         }
         let outcome = try await database.runWork(logger: logger, sharing: automatic.map { $0.sharing([.sendConsumptionInformation]) }) {
-            try await ConsumptionResponder.answerDue(targets, at: .now, database: $0)
+            try await ConsumptionResponder.answerDue(targets, database: $0)
         }
         if !outcome.accepted.isEmpty || !outcome.failed.isEmpty {
             print("consumption  \(Plural.count(outcome.accepted.count, "request")) answered by the consumption policy (automatic)")

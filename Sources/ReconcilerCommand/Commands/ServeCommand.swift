@@ -68,6 +68,13 @@ struct ServeCommand: AsyncParsableCommand, UsesAppsOptions {
     @Option(
         name: .long,
         help: ArgumentHelp(
+            "How often serve's leader (one replica, by a lease) writes the change feed's time rows: entitlement ended by a passing moment.",
+            valueName: "duration"))
+    var leaderInterval: Duration = .seconds(60)
+
+    @Option(
+        name: .long,
+        help: ArgumentHelp(
             "Also deliver every app's notifications stored for the first time to this webhook (env RECONCILER_FORWARD_TO); refused beside a forwardTo in the configuration file.",
             valueName: "url"))
     var forwardTo: String?
@@ -96,6 +103,9 @@ struct ServeCommand: AsyncParsableCommand, UsesAppsOptions {
         }
         guard metricsInterval >= .seconds(1) else {
             throw ReconcilerError.configuration("--metrics-interval: \(metricsInterval.operatorText) is shorter than 1s")
+        }
+        guard leaderInterval >= .seconds(1) else {
+            throw ReconcilerError.configuration("--leader-interval: \(leaderInterval.operatorText) is shorter than 1s")
         }
         // A database serve cannot use as configured (a name that does not resolve, a refused password,
         // TLS) ends it at once, in one line. One that is away (refused, no answer: a restart, a
@@ -142,6 +152,11 @@ struct ServeCommand: AsyncParsableCommand, UsesAppsOptions {
         let forwarders = forwarderConfigurations.map {
             Forwarder(configuration: $0, database: database.with(unavailableTimeout: self.database.databaseTimeout))
         }
+        // One replica leads (a lease row): it writes the feed's time rows (the unique key keeps a
+        // racing run's rows single) and sends the automatic consumption answers that fell due.
+        let leader = ServeLeader(
+            configuration: .init(interval: leaderInterval), writer: TimeRowWriter(scopes: targets.map(\.scope), database: database),
+            consumption: try Self.automaticConsumption(targets, logger: logger), logger: logger)
         // The app API, when configured: its own port, a service of the same group (stopped before the database).
         var appAPI: [any Service] = []
         if let settings = configuration.appApi, let appAPITokens {
@@ -153,7 +168,7 @@ struct ServeCommand: AsyncParsableCommand, UsesAppsOptions {
                     logger.info("app API listening", metadata: ["port": "\(boundPort)", "tokenFile": "\(settings.tokenFile)"])
                 })
         }
-        let services: [any Service] = [database] + ledgerMetrics + forwarders + appAPI
+        let services: [any Service] = [database] + ledgerMetrics + forwarders + [leader] + appAPI
         let migrator = Migrator(defaultBundleId: Set(targets.map(\.app.bundleId)).count == 1 ? targets.first?.app.bundleId : nil)
         // The schema is checked (or migrated) once the database client runs and before the port
         // opens, so a serve that answers is one whose schema matches. A database that went away
@@ -191,5 +206,38 @@ struct ServeCommand: AsyncParsableCommand, UsesAppsOptions {
             },
             beforeServerStarts: prepareSchema)
         try await application.runService()
+    }
+}
+
+extension ServeCommand {
+    /// The apps whose consumption policy says `automatic: true`, ready for serve's leader to answer
+    /// their due requests: each with its App Store client (its key from the configuration file, or
+    /// the APP_STORE_* variables without one) and its claim on the app's budget for Send
+    /// Consumption Information, joined only while it has answers to send. An app whose key serve
+    /// cannot read (the deploy examples mount no .p8 into serve) is left to the runs, which answer
+    /// the same requests after their recovery: said once, as a warning, at start.
+    static func automaticConsumption(_ targets: [ReconcilerConfiguration.Target], logger: Logger) throws -> [ConsumptionResponder.Target] {
+        let automatic = targets.filter { $0.consumption.policy?.automatic == true }
+        guard !automatic.isEmpty else { return [] }
+        let api = try APIOptions.parse([])
+        let environmentKey = try api.environmentKey()
+        var keys = APIOptions.PrivateKeys()
+        return try automatic.compactMap { target in
+            var target = target
+            target.key = target.key ?? environmentKey
+            let budget = try api.requestBudget(for: target)
+            let client: AppStoreServerAPIClient
+            do {
+                client = try api.client(for: target, budget: budget, keys: &keys)
+            } catch let error as ReconcilerError {
+                logger.warning(
+                    "consumption.automatic: serve cannot call Apple for \(target.app) (\(error.description)); each run answers its due requests instead"
+                )
+                return nil
+            }
+            return ConsumptionResponder.Target(
+                app: target.app, settings: target.consumption, client: client, origins: target.origins,
+                budget: .init(claims: budget.claims([.sendConsumptionInformation])))
+        }
     }
 }

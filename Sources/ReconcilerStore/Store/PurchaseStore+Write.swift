@@ -17,6 +17,9 @@ extension PurchaseStore {
         case transactionHistory = "transaction_history"
         /// Get All Subscription Statuses.
         case statusRefresh = "status_refresh"
+        /// A moment passed that ended the purchase's entitlement (``PurchaseStore/recordTimeFlips(since:until:limit:on:)``):
+        /// only `entitled` differs between `before` and `after`.
+        case time
         /// A signed transaction the app handed over (the app API's `POST /v1/transactions`).
         case app
     }
@@ -120,7 +123,7 @@ extension PurchaseStore {
     /// Writes the purchases' changes (by originalTransactionId), then the notifications' events in
     /// the order given, in one statement of the caller's transaction (after the purchases' locks, as
     /// every write); listeners are told when it commits (a dry run's changes are its own).
-    private func recordInFeed(
+    func recordInFeed(
         _ changes: [PurchaseChange], events: [NotificationFeedRow], origin: ChangeOrigin, on transaction: DatabaseTransaction
     ) async throws {
         guard !changes.isEmpty || !events.isEmpty else { return }

@@ -27,6 +27,7 @@ package struct ShadowSchema: Sendable, Hashable {
     /// The tables a dry run writes instead of the real ones.
     package static let tables = [
         "notifications", "transactions", "purchases", "history_revisions", "purchase_changes", "forward_queue", "jws_headers",
+        "entitlement_instants",
     ]
 
     /// The shadow schema's name; made of the run id only, so it is safe to put into SQL.
