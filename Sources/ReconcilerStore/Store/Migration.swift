@@ -193,8 +193,18 @@ package struct Migrator: Sendable {
     }
 
     /// Applies one migration in a transaction of its own unless it is applied already; `true`
-    /// when this call applied it. Its concurrent indexes are built first, outside any transaction.
+    /// when this call applied it. Its concurrent indexes are built first, outside any transaction;
+    /// one on a column the migration itself adds is built right after it, concurrently too.
     private func apply(_ migration: Migration, client: PostgresClient, logger: Logger) async throws -> Bool {
+        let applied = try await applyInTransaction(migration, client: client, logger: logger)
+        if applied, !migration.concurrentIndexes.isEmpty {
+            // Those built before are there (IF NOT EXISTS): only the ones that needed the migration's columns are built.
+            await buildConcurrentIndexes(of: migration, client: client, logger: logger, afterTheMigration: true)
+        }
+        return applied
+    }
+
+    private func applyInTransaction(_ migration: Migration, client: PostgresClient, logger: Logger) async throws -> Bool {
         if !migration.concurrentIndexes.isEmpty {
             let pending = try await inTransaction(client: client, logger: logger) { connection in
                 let applied = try await appliedMigrations(on: connection, logger: logger)
@@ -237,7 +247,9 @@ package struct Migrator: Sendable {
     /// `CREATE INDEX CONCURRENTLY` in a transaction), while the tables stay writable. An index left
     /// invalid by an interrupted build, and not being built now by another migrator, is dropped
     /// first. A failure is logged, not thrown: the migration's transaction builds what is missing.
-    private func buildConcurrentIndexes(of migration: Migration, client: PostgresClient, logger: Logger) async {
+    /// An index on a column the migration adds (SQLSTATE 42703 before it) waits for the build after
+    /// it (`afterTheMigration`), whose failure names the statement to run by hand.
+    private func buildConcurrentIndexes(of migration: Migration, client: PostgresClient, logger: Logger, afterTheMigration: Bool = false) async {
         for index in migration.concurrentIndexes {
             // The index names its migration's work well enough: `migrate` prints each migration's
             // name once, when it is applied.
@@ -259,10 +271,17 @@ package struct Migrator: Sendable {
                     logger.info("building an index before the migration, without holding its table", metadata: metadata)
                     try await connection.query(PostgresQuery(unsafeSQL: index.statement), logger: logger)
                 }
+            } catch let error as PSQLError where !afterTheMigration && error.serverInfo?[.sqlState] == "42703" {
+                logger.debug("the index is on a column the migration adds: built after it", metadata: metadata)
             } catch {
                 var failed = metadata
                 failed["error"] = "\(String(reflecting: error))"
-                logger.warning("building the index concurrently failed: the migration builds it, holding its table", metadata: failed)
+                if afterTheMigration {
+                    failed["statement"] = "\(index.statement)"
+                    logger.warning("building the index concurrently after the migration failed: run the statement by hand", metadata: failed)
+                } else {
+                    logger.warning("building the index concurrently failed: the migration builds it, holding its table", metadata: failed)
+                }
             }
         }
     }

@@ -113,12 +113,13 @@ extension PurchaseStore {
         var transaction_id: String?
         var signed_date_ms: Int64?
         var respond_by_ms: Int64?
+        var app_user_id: String?
     }
 
     /// Writes the purchases' changes (by originalTransactionId), then the notifications' events in
     /// the order given, in one statement of the caller's transaction (after the purchases' locks, as
     /// every write); listeners are told when it commits (a dry run's changes are its own).
-    private func recordInFeed(
+    func recordInFeed(
         _ changes: [PurchaseChange], events: [NotificationFeedRow], origin: ChangeOrigin, on transaction: DatabaseTransaction
     ) async throws {
         guard !changes.isEmpty || !events.isEmpty else { return }
@@ -129,7 +130,8 @@ extension PurchaseStore {
                 original_transaction_id: $0.after.originalTransactionId, bundle_id: target.bundleId, environment: target.environment.rawValue,
                 app_account_token: $0.after.appAccountToken ?? $0.before?.appAccountToken, source: origin.source.rawValue,
                 notification_uuid: cause?.notificationUUID, run_id: origin.runId, kind: FeedKind.purchase.rawValue, before_state: $0.before,
-                after_state: $0.after, notification_type: cause?.notificationType, subtype: cause?.subtype)
+                after_state: $0.after, notification_type: cause?.notificationType, subtype: cause?.subtype,
+                app_user_id: $0.after.appUserId ?? $0.before?.appUserId)
         }
         let eventRows = events.map {
             FeedRow(
@@ -150,9 +152,9 @@ private enum RecordInFeedSQL: PreparedSQL {
         """
         WITH recorded AS (
             INSERT INTO purchase_changes (original_transaction_id, bundle_id, environment, app_account_token, source, notification_uuid, run_id,
-                kind, before_state, after_state, notification_type, subtype, transaction_id, signed_date_ms, respond_by_ms)
+                kind, before_state, after_state, notification_type, subtype, transaction_id, signed_date_ms, respond_by_ms, app_user_id)
             SELECT original_transaction_id, bundle_id, environment, app_account_token, source, notification_uuid, run_id, kind,
-                before_state, after_state, notification_type, subtype, transaction_id, signed_date_ms, respond_by_ms
+                before_state, after_state, notification_type, subtype, transaction_id, signed_date_ms, respond_by_ms, app_user_id
             FROM jsonb_populate_recordset(NULL::purchase_changes, \(rows)::jsonb)
         )
         SELECT pg_notify(\(PurchaseStore.changeChannel), '') WHERE \(notify)

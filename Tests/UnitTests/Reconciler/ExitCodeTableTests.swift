@@ -38,6 +38,7 @@ import Testing
         "needsAttention": Row(4), "rejected": Row(3), "storedPayloadNotGenuine": Row(3), "consumptionRequestSettled": Row(1),
         "answerNotRecorded": Row(4), "credentialsRefused": Row(1), "bodyTooLarge": Row(1, 413, "BODY_TOO_LARGE"),
         "malformedBody": Row(1, 400, "MALFORMED_BODY"), "notificationTooOld": Row(1, 400, "NOTIFICATION_TOO_OLD"),
+        "unknownAppUserId": Row(1),
     ]
 
     @Test func everyCodeEndsACommandWithItsExitCodeAndAnswersTheWebhookWithItsStatus() throws {
