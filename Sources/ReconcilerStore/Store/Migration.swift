@@ -196,24 +196,24 @@ package struct Migrator: Sendable {
     /// when this call applied it. Its concurrent indexes are built first, outside any transaction;
     /// one on a column the migration itself adds is built right after it, concurrently too.
     private func apply(_ migration: Migration, client: PostgresClient, logger: Logger) async throws -> Bool {
-        let applied = try await applyInTransaction(migration, client: client, logger: logger)
-        if applied, !migration.concurrentIndexes.isEmpty {
-            // Those built before are there (IF NOT EXISTS): only the ones that needed the migration's columns are built.
-            await buildConcurrentIndexes(of: migration, client: client, logger: logger, afterTheMigration: true)
-        }
-        return applied
-    }
-
-    private func applyInTransaction(_ migration: Migration, client: PostgresClient, logger: Logger) async throws -> Bool {
+        var waiting: [Migration.ConcurrentIndex] = []
         if !migration.concurrentIndexes.isEmpty {
             let pending = try await inTransaction(client: client, logger: logger) { connection in
                 let applied = try await appliedMigrations(on: connection, logger: logger)
                 try checkApplied(applied)
                 return applied[migration.version] == nil
             }
-            if pending { await buildConcurrentIndexes(of: migration, client: client, logger: logger) }
+            if pending { waiting = await buildConcurrentIndexes(migration.concurrentIndexes, client: client, logger: logger) }
         }
-        return try await inTransaction(client: client, logger: logger) { connection in
+        let applied = try await applyInTransaction(migration, client: client, logger: logger)
+        if applied, !waiting.isEmpty {
+            _ = await buildConcurrentIndexes(waiting, client: client, logger: logger, afterTheMigration: true)
+        }
+        return applied
+    }
+
+    private func applyInTransaction(_ migration: Migration, client: PostgresClient, logger: Logger) async throws -> Bool {
+        try await inTransaction(client: client, logger: logger) { connection in
             let applied = try await appliedMigrations(on: connection, logger: logger)
             try checkApplied(applied)
             guard applied[migration.version] == nil else { return false }
@@ -247,10 +247,13 @@ package struct Migrator: Sendable {
     /// `CREATE INDEX CONCURRENTLY` in a transaction), while the tables stay writable. An index left
     /// invalid by an interrupted build, and not being built now by another migrator, is dropped
     /// first. A failure is logged, not thrown: the migration's transaction builds what is missing.
-    /// An index on a column the migration adds (SQLSTATE 42703 before it) waits for the build after
-    /// it (`afterTheMigration`), whose failure names the statement to run by hand.
-    private func buildConcurrentIndexes(of migration: Migration, client: PostgresClient, logger: Logger, afterTheMigration: Bool = false) async {
-        for index in migration.concurrentIndexes {
+    /// An index on a column the migration adds (SQLSTATE 42703 before it) is returned, to be built
+    /// after the migration (`afterTheMigration`), whose failure names the statement to run by hand.
+    private func buildConcurrentIndexes(
+        _ indexes: [Migration.ConcurrentIndex], client: PostgresClient, logger: Logger, afterTheMigration: Bool = false
+    ) async -> [Migration.ConcurrentIndex] {
+        var waiting: [Migration.ConcurrentIndex] = []
+        for index in indexes {
             // The index names its migration's work well enough: `migrate` prints each migration's
             // name once, when it is applied.
             let metadata: Logger.Metadata = ["index": "\(index.name)"]
@@ -273,6 +276,7 @@ package struct Migrator: Sendable {
                 }
             } catch let error as PSQLError where !afterTheMigration && error.serverInfo?[.sqlState] == "42703" {
                 logger.debug("the index is on a column the migration adds: built after it", metadata: metadata)
+                waiting.append(index)
             } catch {
                 var failed = metadata
                 failed["error"] = "\(String(reflecting: error))"
@@ -284,6 +288,7 @@ package struct Migrator: Sendable {
                 }
             }
         }
+        return waiting
     }
 
     /// Runs `body` in a transaction that holds the migration lock: concurrent migrators take turns.
