@@ -1,6 +1,7 @@
 import AppStoreServer
 import Foundation
 import MockAppStore
+import PostgresNIO
 import ReconcilerDomain
 import ReconcilerShared
 import TestSupport
@@ -53,6 +54,14 @@ import Testing
         }
     }
 
+    /// Waits until every purchase row of the feed is readable (a row is, once no transaction older
+    /// than it runs: another test's may, in the same cluster).
+    static func settle(_ db: TestDatabase) async throws {
+        try await eventually("the feed readable") {
+            try await Self.feed(db).changes.count == (try await db.count("SELECT count(*) FROM purchase_changes WHERE kind = 'purchase'"))
+        }
+    }
+
     @Test func anImportsAppUserIdIsInExportAndTheFeedAndALaterImportReplacesItWithAFeedRow() async throws {
         try await TestDatabase.with { db in
             try await MockAppStore.withRunning(.init(scenario: .init(seed: 380, customers: 8))) { mock, baseURL in
@@ -93,6 +102,7 @@ import Testing
                 #expect(transactionRows.allSatisfy { row in row.fields.contains { $0.key == "appUserId" && $0.value == .string("alice") } })
 
                 // The feed: the last row of each of alice's purchases says alice, on the line and in its state.
+                try await Self.settle(db)
                 let feed = try await Self.feed(db, appUserId: "alice")
                 #expect(Set(feed.changes.compactMap(\.originalTransactionId)) == setup.purchases[alice]!)
                 var last: [String: PurchaseStore.FeedChange] = [:]
@@ -111,6 +121,7 @@ import Testing
                 #expect(second.report.changed == setup.purchases[alice]!.count)
                 #expect(try await Self.export(db, setup, appUserId: "alice").isEmpty)
                 #expect(Set(try await Self.export(db, setup, appUserId: "carol").map(\.originalTransactionId)) == setup.purchases[alice]!)
+                try await Self.settle(db)
                 let replaced = try await Self.feed(db, after: position)
                 #expect(replaced.changes.count == setup.purchases[alice]!.count)
                 for change in replaced.changes {
@@ -126,6 +137,7 @@ import Testing
 
                 // The same import again changes nothing.
                 _ = try await ImportTests.importing("transactionId,appUserId\n\(setup.firstOriginal[alice]!),carol\n", into: db, target: setup.target)
+                try await Self.settle(db)
                 #expect(try await Self.feed(db, after: replaced.end).changes.isEmpty)
             }
         }
@@ -208,6 +220,7 @@ import Testing
                 #expect(states["9100000000000001"]?.appUserId == "alice")
                 #expect(states["9100000000000002"] != nil)
                 #expect(states["9100000000000002"]?.appUserId == nil)
+                try await Self.settle(db)
                 let feed = try await Self.feed(db, appUserId: "alice")
                 #expect(
                     feed.changes.contains { $0.originalTransactionId == "9100000000000001" && $0.before == nil && $0.after?.appUserId == "alice" })

@@ -43,19 +43,6 @@ extension PurchaseStore {
     package func purchaseStates(
         ofAppUserId appUserId: String, at now: Timestamp = .now, on transaction: DatabaseTransaction
     ) async throws -> [PurchaseState] {
-        var bindings = PostgresBindings()
-        bindings.append(appUserId)
-        bindings.append(try bundleId)
-        bindings.append(try environment)
-        let rows = try await transaction.query(
-            PostgresQuery(
-                unsafeSQL: """
-                    SELECT \(Self.purchaseColumns) FROM \(purchasesSeen) p
-                    WHERE p.bundle_id = $2 AND p.environment = $3 AND p.app_user_id = $1
-                    ORDER BY p.original_transaction_id
-                    """, binds: bindings), logger: logger)
-        var states: [PurchaseState] = []
-        for try await row in rows { states.append(try purchaseState(row, now: now)) }
-        return states
+        try await purchaseStatesSeen(where: "p.app_user_id = $1", binding: appUserId, at: now, on: transaction)
     }
 }
