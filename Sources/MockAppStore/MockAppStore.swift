@@ -130,6 +130,8 @@ package final class MockAppStore: Service, Sendable {
     let faultDebt = Mutex<[String: Double]>([:])
     /// Each listening environment's port, once bound.
     let boundPorts = Mutex<[AppStoreEnvironment: Int]>([:])
+    /// The accounts ``identifiersCSV(bundleId:)`` listed (``ListedAccount``): the truth carries their appUserId.
+    let listedAccounts = Mutex<Set<ListedAccount>>([])
 
     struct TestNotification: Sendable {
         var signedPayload: String
@@ -151,7 +153,8 @@ package final class MockAppStore: Service, Sendable {
     package static func make(configuration: Configuration, logger: Logger = Logger(label: "mock-appstore")) async throws -> MockAppStore {
         try configuration.validate()
         let seed = "\(configuration.scenario.seed)"
-        let earliest = Date(timeIntervalSince1970: Double(min(configuration.scenario.start, Int64(Date().timeIntervalSince1970 * 1000))) / 1000)
+        let earliest = Date(
+            timeIntervalSince1970: Double(min(configuration.scenario.earliestActivity, Int64(Date().timeIntervalSince1970 * 1000))) / 1000)
         let authority = try SigningCertificateAuthority(
             options: .init(
                 name: "Mock App Store", notValidBefore: earliest.addingTimeInterval(-30 * 86400),
@@ -281,7 +284,8 @@ package final class MockAppStore: Service, Sendable {
     package var truth: [PurchaseState] { truth(at: Int64(Date().timeIntervalSince1970 * 1000)) }
 
     func truth(at now: Int64) -> [PurchaseState] {
-        let purchases = simulatedWorlds.flatMap { world in world.scale?.truth(at: now) ?? GroundTruth.purchases(world.catalog.snapshot.world, at: now)
+        let purchases = simulatedWorlds.flatMap { world in
+            world.scale?.truth(at: now) ?? withAppUserIds(GroundTruth.purchases(world.catalog.snapshot.world, at: now), of: world)
         }
         guard simulatedWorlds.count > 1 else { return purchases }
         return purchases.sorted { a, b in

@@ -121,6 +121,10 @@ struct MockAppStoreCommand: AsyncParsableCommand {
         help:
             "Slip this many notifications signed by a stranger's CA into the history, inside the outage; Look Up Order ID answers FORGED0000, FORGED0001... with their transactions."
     ) var forged: Int = 0
+    @Option(
+        help:
+            "Add this many customers whose last activity is older than the notification history's retention (annual subscriptions, lifetime unlocks, expired ones); GET /mock/identifiers lists them for `reconciler import`."
+    ) var dormantCustomers: Int = 0
     @Option(help: "Write the ground truth (JSON lines) to this file before serving.") var truthFile: String?
     @Flag(help: "Print every transaction's order ID (JSON lines: orderId, transactionId, originalTransactionId, account...) once listening.")
     var printOrders = false
@@ -139,6 +143,7 @@ struct MockAppStoreCommand: AsyncParsableCommand {
             throw ValidationError("--retry-after-format is one of \(forms)")
         }
         guard customers >= 0 else { throw ValidationError("--customers must not be negative") }
+        guard dormantCustomers >= 0 else { throw ValidationError("--dormant-customers must not be negative") }
         if let scaleNotifications {
             guard scaleNotifications > 0 else { throw ValidationError("--scale-notifications must be positive") }
             guard !noOutage else { throw ValidationError("--scale-notifications needs an outage: its notifications all fall inside it") }
@@ -210,6 +215,7 @@ struct MockAppStoreCommand: AsyncParsableCommand {
             appAppleId: appAppleId ?? 1_234_567_890, renewalPeriod: period, scriptedOutageCustomers: !noScriptedCustomers,
             forgedNotifications: forged)
         scenario.scaleNotifications = scaleNotifications
+        scenario.dormantCustomers = dormantCustomers
         scenario.historyDate = ScenarioConfiguration.HistoryDate(rawValue: historyDate) ?? .firstSendAttempt
         for window in self.outage {
             let parts = window.split(separator: "/", maxSplits: 1).map(String.init)

@@ -17,6 +17,8 @@ import Foundation
 ///   from a notification or Get All Subscription Statuses; `null` for one-time purchases;
 /// - `lastSignedDate`: the newest `signedDate` of a notification about this purchase;
 /// - `entitled`: ``Entitlement`` at the moment the state is read (`null`: unknown);
+/// - `appUserId`: the app's own ID for the customer, from the newest `reconciler import` that named
+///   them (or an earlier purchase of the same customer); never from Apple;
 /// - `appTransactionId`, `revocationType`, `revocationPercentage`, `offerType`, `offerIdentifier`:
 ///   the latest transaction's, as Apple signed them (`null` when it carries none; always present,
 ///   since schema version 0014, and `null` for a purchase not written since).
@@ -48,13 +50,17 @@ package struct PurchaseState: Codable, Hashable, Sendable {
     package var offerType: Int32?
     /// The offer's identifier (promotional offers, offer codes, win-back offers).
     package var offerIdentifier: String?
+    /// The app's own ID for the customer, from `reconciler import` (not Apple's: Apple never sends
+    /// it); kept for the customer's later purchases. `null` when no import named the customer.
+    package var appUserId: String?
 
     package init(
         originalTransactionId: String, latestTransactionId: String? = nil, productId: String? = nil, bundleId: String? = nil,
         environment: String? = nil, purchaseDate: Int64? = nil, expiresDate: Int64? = nil,
         revocationDate: Int64? = nil, autoRenewStatus: Int32? = nil, lastSignedDate: Int64? = nil,
         appAccountToken: String? = nil, status: Int32? = nil, entitled: Bool? = false, appTransactionId: String? = nil,
-        revocationType: String? = nil, revocationPercentage: Int32? = nil, offerType: Int32? = nil, offerIdentifier: String? = nil
+        revocationType: String? = nil, revocationPercentage: Int32? = nil, offerType: Int32? = nil, offerIdentifier: String? = nil,
+        appUserId: String? = nil
     ) {
         self.originalTransactionId = originalTransactionId
         self.latestTransactionId = latestTransactionId
@@ -74,12 +80,13 @@ package struct PurchaseState: Codable, Hashable, Sendable {
         self.revocationPercentage = revocationPercentage
         self.offerType = offerType
         self.offerIdentifier = offerIdentifier
+        self.appUserId = appUserId
     }
 
     private enum CodingKeys: String, CodingKey, CaseIterable {
         case originalTransactionId, latestTransactionId, productId, bundleId, environment, purchaseDate, expiresDate,
             revocationDate, autoRenewStatus, lastSignedDate, appAccountToken, status, entitled, appTransactionId, revocationType,
-            revocationPercentage, offerType, offerIdentifier
+            revocationPercentage, offerType, offerIdentifier, appUserId
     }
 
     package init(from decoder: any Decoder) throws {
@@ -104,7 +111,9 @@ package struct PurchaseState: Codable, Hashable, Sendable {
             revocationType: try container.decodeIfPresent(String.self, forKey: .revocationType),
             revocationPercentage: try container.decodeIfPresent(Int32.self, forKey: .revocationPercentage),
             offerType: try container.decodeIfPresent(Int32.self, forKey: .offerType),
-            offerIdentifier: try container.decodeIfPresent(String.self, forKey: .offerIdentifier))
+            offerIdentifier: try container.decodeIfPresent(String.self, forKey: .offerIdentifier),
+            // States recorded before schema version 0023 lack it: `null`, unknown.
+            appUserId: try container.decodeIfPresent(String.self, forKey: .appUserId))
     }
 
     /// Encodes every field, absent ones as `null`, so each line has the same keys.
@@ -128,6 +137,7 @@ package struct PurchaseState: Codable, Hashable, Sendable {
         try container.encode(revocationPercentage, forKey: .revocationPercentage)
         try container.encode(offerType, forKey: .offerType)
         try container.encode(offerIdentifier, forKey: .offerIdentifier)
+        try container.encode(appUserId, forKey: .appUserId)
     }
 
     /// One JSON line (keys sorted, no trailing newline).
@@ -157,6 +167,7 @@ package struct PurchaseState: Codable, Hashable, Sendable {
         if revocationPercentage != before.revocationPercentage { fields.append("revocationPercentage") }
         if offerType != before.offerType { fields.append("offerType") }
         if offerIdentifier != before.offerIdentifier { fields.append("offerIdentifier") }
+        if appUserId != before.appUserId { fields.append("appUserId") }
         return fields
     }
 }

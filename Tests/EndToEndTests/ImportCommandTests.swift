@@ -59,6 +59,66 @@ import Testing
         }
     }
 
+    /// The appUserId an import gives on the command line: `export --app-user-id`, `changes
+    /// --app-user-id` and `repair --app-user-id` select that user's purchases; a user no import
+    /// named is exit 1 for repair, naming the other selectors, and asks Apple nothing.
+    @Test func appUserIdSelectsInExportChangesAndRepair() async throws {
+        try await HistoryMock.with(["--customers", "6", "--seed", "44"]) { mock in
+            let directory = try TemporaryDirectory.create("import-users")
+            defer { directory.remove() }
+            let body = try await HTTP.request(.GET, "\(mock.url)/mock/orders").body
+            let orders = try String(decoding: body, as: UTF8.self).split(separator: "\n").map {
+                try JSONDecoder().decode(MockOrder.self, from: Data($0.utf8))
+            }
+            let byAccount = Dictionary(grouping: orders, by: \.account)
+            let accounts = byAccount.keys.sorted()
+            let (alice, bob) = (accounts[0], accounts[1])
+            let file = directory.file("users.csv")
+            try "transactionId,appUserId\n\(byAccount[alice]![0].originalTransactionId),alice\n\(byAccount[bob]![0].originalTransactionId),bob\n"
+                .write(toFile: file, atomically: true, encoding: .utf8)
+            let imported = try await mock.reconciler(["import", file])
+            #expect(imported.status == 0, "\(imported.stdout)\n\(imported.stderr)")
+            let alicePurchases = Set(byAccount[alice]!.map(\.originalTransactionId))
+
+            let exported = try await mock.reconciler(["export", "--app-user-id", "alice"])
+            #expect(exported.status == 0, "\(exported.stderr)")
+            let states = try exported.stdout.split(separator: "\n").map { try JSONDecoder().decode([String: ExportValue].self, from: Data($0.utf8)) }
+            #expect(Set(states.compactMap { $0["originalTransactionId"]?.text }) == alicePurchases)
+            #expect(states.allSatisfy { $0["appUserId"]?.text == "alice" })
+
+            let changes = try await mock.reconciler(["changes", "--since", "0", "--app-user-id", "alice"])
+            #expect(changes.status == 0, "\(changes.stderr)")
+            let rows = try changes.stdout.split(separator: "\n").map { try JSONDecoder().decode([String: ExportValue].self, from: Data($0.utf8)) }
+            #expect(Set(rows.compactMap { $0["originalTransactionId"]?.text }) == alicePurchases)
+            #expect(rows.allSatisfy { $0["appUserId"]?.text == "alice" })
+
+            let repaired = try await mock.reconciler(["repair", "--app-user-id", "alice"])
+            #expect(repaired.status == 0, "\(repaired.stdout)\n\(repaired.stderr)")
+            let asked = try await mock.requests().values.reduce(0, +)
+            let unknown = try await mock.reconciler(["repair", "--app-user-id", "carol"])
+            #expect(unknown.status == 1)
+            #expect(unknown.stderr.contains("no purchase stored in this database"), "\(unknown.stderr)")
+            #expect(unknown.stderr.contains("--transaction-id"), "\(unknown.stderr)")
+            #expect(try await mock.requests().values.reduce(0, +) == asked, "a repair of an unknown app user asked Apple")
+        }
+    }
+
+    /// A JSON value of an export or feed line, enough to read its strings.
+    enum ExportValue: Decodable {
+        case text(String)
+        case other
+
+        init(from decoder: any Decoder) throws {
+            let container = try decoder.singleValueContainer()
+            self = (try? container.decode(String.self)).map(ExportValue.text) ?? .other
+        }
+
+        var text: String? {
+            if case .text(let text) = self { return text }
+            return nil
+        }
+    }
+
     /// Beside a live `serve` and a run that recovers the outage, an import of every customer shares
     /// the app's budget: the mock's limit of 10 per second per endpoint is never passed (each alone
     /// at the budget of 6 would pass it together), nothing deadlocks, and export ends as the truth.

@@ -42,21 +42,26 @@ import Testing
                 var lines = ["appUserId,transactionId,orderId"]
                 var named: [String] = []
                 var byOrder: [String] = []
+                // The appUserId each customer is named with: their purchases carry it.
+                var userIds: [String: String] = [:]
                 for (index, account) in accounts.enumerated() {
                     let orders = byAccount[account]!.sorted { $0.transactionId < $1.transactionId }
                     switch index % 4 {
                     case 0:
                         lines.append("user-\(index),\(orders[0].originalTransactionId),")
                         named.append(account)
+                        userIds[account] = "user-\(index)"
                     case 1:
                         // A later transaction's ID, and another row naming the same customer by its original.
                         let later = orders.last { $0.transactionId != $0.originalTransactionId } ?? orders[0]
                         lines.append("\"user, \(index)\",\(later.transactionId),")
                         lines.append(",\(orders[0].originalTransactionId),")
                         named.append(account)
+                        userIds[account] = "user, \(index)"
                     case 2:
                         lines.append("user-\(index),,\(orders[0].orderId)")
                         named.append(account)
+                        userIds[account] = "user-\(index)"
                         byOrder.append(account)
                     default:
                         break  // not in the file: not imported
@@ -89,6 +94,7 @@ import Testing
                 // export equals the mock's truth for those customers, and holds no one else.
                 let now = Timestamp.now
                 let originals = Set(named.flatMap { byAccount[$0]!.map(\.originalTransactionId) })
+                let accountOf = Dictionary(mock.orders.map { ($0.originalTransactionId, $0.account) }, uniquingKeysWith: { first, _ in first })
                 // Which notification was signed last is the one thing transaction history cannot say.
                 func withoutLastSignedDate(_ state: PurchaseState) throws -> String {
                     var state = state
@@ -97,7 +103,11 @@ import Testing
                 }
                 let truth = try mock.truthJSONLines(at: now.millisecondsSince1970).split(separator: "\n").map {
                     try JSONDecoder().decode(PurchaseState.self, from: Data($0.utf8))
-                }.filter { originals.contains($0.originalTransactionId) }.map(withoutLastSignedDate)
+                }.filter { originals.contains($0.originalTransactionId) }.map { state in
+                    var state = state
+                    state.appUserId = accountOf[state.originalTransactionId].flatMap { userIds[$0] }
+                    return try withoutLastSignedDate(state)
+                }
                 var exported: [String] = []
                 try await PurchaseStore(database: db.database, scope: target.scope).exportPurchases(
                     apps: nil, entitlements: [target.scope.target: target.scope.entitlement], at: now, in: db.database

@@ -457,6 +457,9 @@ import Testing
         let (production, sandbox) = (try TestApp(), try TestApp(environment: .sandbox))
         try await TestDatabase.with(migrate: false) { db in
             try await Migrator(migrations: Migration.embedded.filter { $0.version < 18 }).migrate(db.client, logger: TestDatabase.logger)
+            // This binary's write path records the rows below: it names 0023's columns (which 0023 adds if missing).
+            try await db.execute("ALTER TABLE purchases ADD COLUMN app_user_id text")
+            try await db.execute("ALTER TABLE purchase_changes ADD COLUMN app_user_id text")
             let (one, two) = (ForwardingTarget(url: "https://one.internal/apple"), ForwardingTarget(url: "https://two.internal/apple?k=v"))
             let first = try await production.recordForwarded(3, to: "https://one.internal/apple", in: db, purchasePrefix: "p1")
             let second = try await production.recordForwarded(2, to: "https://two.internal/apple?k=v", in: db, purchasePrefix: "p2")

@@ -11,6 +11,9 @@ import Synchronization
 ///   `at` (default now);
 /// - `GET /mock/orders`: every transaction's order ID as JSON lines ({orderId, transactionId,
 ///   originalTransactionId, account, bundleId, environment, ...}), to pick one for Look Up Order ID;
+/// - `GET /mock/identifiers[?bundleId=...]`: the IDs the app's own database holds for the customers
+///   Apple's notification history no longer shows, as the CSV `reconciler import` reads
+///   (`transactionId,appUserId`); from then on the truth carries their `appUserId`;
 /// - `GET /mock/notifications`: every notification as JSON lines ({notificationUUID,
 ///   notificationType, subtype, signedDate, firstAttemptDate, delivered (a send attempt
 ///   succeeded), forged, bundleId, environment}) in Get Notification History's order, to know
@@ -37,6 +40,8 @@ extension MockAppStore {
         case (.GET, "/mock/orders"):
             guard let lines = try? ordersJSONLines() else { return .text(.internalServerError, "orders unavailable") }
             return .text(.ok, lines, contentType: "application/x-ndjson")
+        case (.GET, "/mock/identifiers"):
+            return .text(.ok, identifiersCSV(bundleId: request.queryValue("bundleId")), contentType: "text/csv")
         case (.GET, "/mock/notifications"):
             return .text(.ok, notificationLines(), contentType: "application/x-ndjson")
         case (.GET, "/mock/consumption"):

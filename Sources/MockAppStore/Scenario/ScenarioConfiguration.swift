@@ -47,6 +47,15 @@ package struct ScenarioConfiguration: Sendable {
     /// environment its own block, as Apple's IDs are unique across apps (`--shared-transaction-ids`
     /// gives them all block 0).
     package var transactionIdBlock: Int = 0
+    /// Customers whose last activity is older than Get Notification History's retention (180 days,
+    /// 30 in the sandbox), in real time: annual subscriptions still running, lifetime unlocks,
+    /// expired subscriptions (``ScenarioGenerator/simulateDormantCustomers()``). No notification
+    /// of theirs is left to deliver or to replay: only an import of the IDs the app holds
+    /// (`GET /mock/identifiers`) finds them.
+    package var dormantCustomers: Int = 0
+
+    /// How long Get Notification History keeps notifications in this scenario's environment.
+    package var historyRetention: Int64 { (environment == .production ? 180 : 30) * 86_400_000 }
 
     /// The date Get Notification History's `startDate`/`endDate` select on and its pages follow.
     /// Apple documents neither, so a reconciler must be right with both.
@@ -83,6 +92,10 @@ package struct ScenarioConfiguration: Sendable {
 
     /// The start of the simulated history.
     package var start: Int64 { now - span }
+
+    /// The oldest moment anything is signed for: the start, or with dormant customers their
+    /// purchases, up to 62 days older than the longest retention (production's).
+    package var earliestActivity: Int64 { dormantCustomers > 0 ? min(start, now - 250 * 86_400_000) : start }
 
     func isInOutage(_ time: Int64) -> Bool {
         if additionalOutages.contains(where: { time >= $0.lowerBound && time < $0.upperBound }) { return true }

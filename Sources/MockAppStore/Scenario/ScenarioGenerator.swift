@@ -46,6 +46,7 @@ package struct ScenarioGenerator {
             generator.simulateNotificationsWithoutData()
         }
         generator.simulateConsumptionRequests()
+        generator.simulateDormantCustomers()
         assignOrderIds(&generator.world, seed: configuration.seed)
         generator.world.notifications.sort { ($0.signedDate, $0.notificationUUID) < ($1.signedDate, $1.notificationUUID) }
         return generator.world

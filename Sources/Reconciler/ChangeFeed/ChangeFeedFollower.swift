@@ -41,10 +41,13 @@ package struct ChangeFeedFollower: Sendable {
         package var runId: Int64?
         /// Only rows of this kind (`nil`: both).
         package var kind: PurchaseStore.FeedKind?
+        /// Only changes of purchases of this app user (the app's own ID, `appUserId`), before or after the change.
+        package var appUserId: String?
 
         package init(
             since: Int64 = 0, follow: Bool = false, limit: Int? = nil, batch: Int = 500, pollInterval: Duration = .seconds(5),
-            apps: [AppTarget]? = nil, appAccountToken: String? = nil, runId: Int64? = nil, kind: PurchaseStore.FeedKind? = nil
+            apps: [AppTarget]? = nil, appAccountToken: String? = nil, runId: Int64? = nil, kind: PurchaseStore.FeedKind? = nil,
+            appUserId: String? = nil
         ) {
             self.since = since
             self.follow = follow
@@ -55,6 +58,7 @@ package struct ChangeFeedFollower: Sendable {
             self.appAccountToken = appAccountToken
             self.runId = runId
             self.kind = kind
+            self.appUserId = appUserId
         }
     }
 
@@ -101,7 +105,7 @@ package struct ChangeFeedFollower: Sendable {
                     read = try await database.transaction { [position] in
                         try await store.changes(
                             after: position, limit: wanted, apps: configuration.apps, appAccountToken: configuration.appAccountToken,
-                            runId: configuration.runId, kind: configuration.kind, on: $0)
+                            runId: configuration.runId, kind: configuration.kind, appUserId: configuration.appUserId, on: $0)
                     }
                 } catch let error as ReconcilerError where error.code == .databaseUnavailable && configuration.follow {
                     // A follower outlives an outage: nothing is skipped, it reads from the same position later.

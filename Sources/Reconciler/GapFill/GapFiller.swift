@@ -280,13 +280,18 @@ struct GapFiller: Sendable {
             let before = try await store.purchaseStates(originals, on: transaction)
             let statusUpdates = statuses.map { item in
                 let signedDate = item.subscription.renewalInfo?.payload.signedDate ?? item.subscription.transaction?.payload.signedDate
-                return PurchaseStore.PurchaseUpdate(
+                var update = PurchaseStore.PurchaseUpdate(
                     originalTransactionId: item.original, renewalInfo: item.subscription.renewalInfo,
                     status: item.status.flatMap { status in signedDate.map { PurchaseStore.StatusFact(status: status, signedDate: $0) } })
+                update.historyAnchor = anchor
+                return update
             }
             let updates =
                 Set(transactions.compactMap(\.payload.originalTransactionId)).sorted().map {
-                    PurchaseStore.PurchaseUpdate(originalTransactionId: $0)
+                    var update = PurchaseStore.PurchaseUpdate(originalTransactionId: $0)
+                    // A purchase of the customer's history takes the customer's appUserId.
+                    update.historyAnchor = anchor
+                    return update
                 } + statusUpdates
             let changes = try await store.write(
                 transactions: (transactions + statuses.compactMap(\.subscription.transaction)).map { PurchaseStore.TransactionWrite($0) },

@@ -225,13 +225,17 @@ package struct CustomerImport: Sendable {
         if !configuration.refresh,
             let done = try await database.transaction({ try await completions.completion(kind, id, environments: environments, on: $0) })
         {
-            return done.outcome == .read ? .alreadyComplete : .notFound
+            guard done.outcome == .read else { return .notFound }
+            // A later import names the customer's appUserId anew: no request, only the database.
+            if let leg = legs.first(where: { $0.environment == done.environment }) { try await assignUser(of: row, anchor: done.anchor, leg: leg) }
+            return .alreadyComplete
         }
         if let transactionId = row.transactionId {
             // Another row already named this customer: no request.
             for leg in legs {
                 if let anchor = try await customerRead(transactionIds: [transactionId], leg: leg) {
                     try await complete(.transactionId, transactionId, leg: leg, outcome: .read, anchor: anchor)
+                    try await assignUser(of: row, anchor: anchor, leg: leg)
                     return .sameCustomer
                 }
             }
@@ -239,6 +243,7 @@ package struct CustomerImport: Sendable {
                 switch try await read(anchor: transactionId, leg: leg) {
                 case .read(let purchases):
                     try await complete(.transactionId, transactionId, leg: leg, outcome: .read, anchor: transactionId)
+                    try await assignUser(of: row, anchor: transactionId, leg: leg)
                     return .read(purchases: purchases)
                 case .notFound: continue
                 case let other: return other
@@ -269,11 +274,13 @@ package struct CustomerImport: Sendable {
             let resolution: Resolution
             if let anchor = try await customerRead(transactionIds: [entry.transactionId] + entry.originals, leg: leg) {
                 try await complete(.orderId, orderId, leg: leg, outcome: .read, anchor: anchor)
+                try await assignUser(of: row, anchor: anchor, leg: leg)
                 resolution = .sameCustomer
             } else {
                 resolution = try await read(anchor: entry.transactionId, leg: leg)
                 guard case .read = resolution else { return resolution }
                 try await complete(.orderId, orderId, leg: leg, outcome: .read, anchor: entry.transactionId)
+                try await assignUser(of: row, anchor: entry.transactionId, leg: leg)
             }
             if let transactionId = row.transactionId {
                 // Apple did not know the row's transaction ID; its order named the customer.
@@ -322,6 +329,20 @@ package struct CustomerImport: Sendable {
             try await store.customerPurchases(of: [], anchors: [anchor], on: transaction)
         }
         return .read(purchases: purchases.count)
+    }
+
+    /// Gives the row's `appUserId` (when it has one) to every purchase of the customer `anchor`,
+    /// replacing an earlier one: a feed row (the data path's source, the import's run) per purchase
+    /// it changes, counted as changed in the report. The customer's later purchases take it in
+    /// the write path.
+    private func assignUser(of row: ImportRow, anchor: String?, leg: Leg) async throws {
+        guard let appUserId = row.appUserId, let anchor else { return }
+        let (store, ledger, runId) = (leg.context.store, leg.context.ledger, leg.context.run.runId)
+        try await database.transaction { transaction in
+            let changes = try await store.assignAppUserId(
+                appUserId, toCustomer: anchor, origin: .init(source: .transactionHistory, runId: runId), on: transaction)
+            try await ledger.recordChanges(runId: runId, changes, on: transaction)
+        }
     }
 
     private func complete(

@@ -392,3 +392,13 @@ private let quote: UInt8 = 0x22
 private let comma: UInt8 = 0x2C
 private let space: UInt8 = 0x20
 private let tab: UInt8 = 0x09
+
+extension ImportFileReader {
+    /// Why `text` cannot be an app user ID given on the command line (`--app-user-id`), by the
+    /// import file's rule (not empty, at most ``longestAppUserId`` Unicode scalars); `nil` when it can.
+    package static func appUserIdProblem(_ text: String) -> String? {
+        let length = text.unicodeScalars.count
+        guard length == 0 || length > longestAppUserId else { return nil }
+        return "--app-user-id: an app user ID is 1 to \(longestAppUserId) Unicode scalars long (\(length) given)"
+    }
+}

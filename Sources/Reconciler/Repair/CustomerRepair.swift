@@ -39,9 +39,13 @@ package struct CustomerRepair: Sendable {
         case transactionId(String)
         /// The app's user ID (`appAccountToken`), lowercased; only purchases already stored have one.
         case appAccountToken(String)
+        /// The app's own ID for the customer (`appUserId`, from `reconciler import`); only purchases
+        /// already stored have one.
+        case appUserId(String)
 
         package var description: String {
             switch self {
+            case .appUserId(let id): "app-user-id \(Self.quoted(id))"
             case .orderId(let id): "order-id \(id)"
             case .transactionId(let id): "transaction-id \(id)"
             case .appAccountToken(let token): "app-account-token \(token)"
@@ -49,13 +53,17 @@ package struct CustomerRepair: Sendable {
         }
 
         /// Exactly one of the three, checked for its form before anything is asked of Apple.
-        package static func parse(orderId: String?, transactionId: String?, appAccountToken: String?) throws -> Selector {
-            let given = [orderId, transactionId, appAccountToken].compactMap { $0 }
+        package static func parse(orderId: String?, transactionId: String?, appAccountToken: String?, appUserId: String? = nil) throws -> Selector {
+            let given = [orderId, transactionId, appAccountToken, appUserId].compactMap { $0 }
             guard given.count == 1 else {
                 throw ReconcilerError(
                     .selector,
-                    "give exactly one of --order-id, --transaction-id or --app-account-token"
+                    "give exactly one of --order-id, --transaction-id, --app-account-token or --app-user-id"
                         + (given.isEmpty ? "" : " (\(given.count) were given)"))
+            }
+            if let appUserId {
+                if let problem = ImportFileReader.appUserIdProblem(appUserId) { throw ReconcilerError(.malformedSelector, problem) }
+                return .appUserId(appUserId)
             }
             if let orderId {
                 guard let id = Self.orderId(orderId) else {
@@ -272,6 +280,21 @@ package struct CustomerRepair: Sendable {
                     """)
             }
             // One entry per purchase: the first read covers every purchase of the same App Store account.
+            return Found(entries: originals.map { Entry(transactionId: $0, originals: [$0]) })
+        case .appUserId(let appUserId):
+            let (store, environment) = (handler.store, app.environment)
+            let originals = try await ledger.database.transaction { transaction in
+                try await store.purchaseStates(ofAppUserId: appUserId, on: transaction).map(\.originalTransactionId)
+            }
+            guard !originals.isEmpty else {
+                throw ReconcilerError(
+                    .unknownAppUserId,
+                    """
+                    no purchase stored in this database (\(environment)) carries the app user ID \(Self.Selector.quoted(appUserId)): \
+                    no `reconciler import` named the customer; import them, or repair by --order-id or --transaction-id instead
+                    """)
+            }
+            // One entry per purchase: the first read covers every purchase of the same customer.
             return Found(entries: originals.map { Entry(transactionId: $0, originals: [$0]) })
         }
     }

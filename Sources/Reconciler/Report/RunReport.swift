@@ -378,6 +378,7 @@ package struct RunReport: Sendable, Codable {
         case "revocationPercentage": return state.revocationPercentage.map(String.init) ?? "null"
         case "offerType": return state.offerType.map(String.init) ?? "null"
         case "offerIdentifier": return state.offerIdentifier ?? "null"
+        case "appUserId": return state.appUserId ?? "null"
         default: return "∅"
         }
     }

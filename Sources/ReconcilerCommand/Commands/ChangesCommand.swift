@@ -21,7 +21,8 @@ struct ChangesCommand: AsyncParsableCommand, UsesAppsOptions {
             null for a new purchase; both null on notification rows), changedAt (ISO 8601), and notificationType, \
             subtype, transactionId, signedDate and respondBy (the deadline for an answer, UNIX ms; on purchase \
             rows only notificationType and subtype, of the notification that caused the change, null for \
-            transaction_history and status_refresh). --kind purchase or --kind notification prints one kind. Lines come in commit order: a change is printed only once no transaction that could \
+            transaction_history and status_refresh), and appUserId (the app's own ID for the customer, from \
+            `reconciler import`; null when unknown). --kind purchase or --kind notification prints one kind. Lines come in commit order: a change is printed only once no transaction that could \
             still commit an earlier one is running, so resuming after the last id you processed misses nothing.
 
             It prints the changes of every app and environment of the configuration file (--config, \
@@ -96,6 +97,12 @@ struct ChangesCommand: AsyncParsableCommand, UsesAppsOptions {
             valueName: "uuid"))
     var appAccountToken: String?
 
+    @Option(
+        help: ArgumentHelp(
+            "Only changes of purchases of this app user (the app's own ID for them, from `reconciler import`), before or after the change.",
+            valueName: "id"))
+    var appUserId: String?
+
     @Option(help: ArgumentHelp("Only changes made by this run (its id, as `status` and the run's report show).", valueName: "id"))
     var runId: Int64?
 
@@ -130,11 +137,12 @@ struct ChangesCommand: AsyncParsableCommand, UsesAppsOptions {
             throw ValidationError("--app-account-token: \(appAccountToken) is not a UUID (the app's appAccountToken)")
         }
         if let runId, runId < 1 { throw ValidationError("--run-id must be a run's id (1 or more)") }
-        let reading = follow || since != 0 || limit != nil || appAccountToken != nil || runId != nil || kind != nil
+        if let problem = appUserId.flatMap(ImportFileReader.appUserIdProblem) { throw ValidationError(problem) }
+        let reading = follow || since != 0 || limit != nil || appAccountToken != nil || runId != nil || kind != nil || appUserId != nil
         if let pruneBefore {
             guard !reading, !newest else {
                 throw ValidationError(
-                    "--prune-before is a mode of its own: give it without --follow, --since, --limit, --app-account-token, --run-id, --kind or --newest"
+                    "--prune-before is a mode of its own: give it without --follow, --since, --limit, --app-account-token, --app-user-id, --run-id, --kind or --newest"
                 )
             }
             guard pruneBefore >= Self.minimumRetention else {
@@ -143,7 +151,7 @@ struct ChangesCommand: AsyncParsableCommand, UsesAppsOptions {
         }
         if newest, reading {
             throw ValidationError(
-                "--newest is a mode of its own: give it without --follow, --since, --limit, --app-account-token, --run-id or --kind")
+                "--newest is a mode of its own: give it without --follow, --since, --limit, --app-account-token, --app-user-id, --run-id or --kind")
         }
     }
 
@@ -161,7 +169,7 @@ struct ChangesCommand: AsyncParsableCommand, UsesAppsOptions {
             let configuration = ChangeFeedFollower.Configuration(
                 since: since, follow: follow, limit: limit, batch: batch, pollInterval: pollInterval,
                 apps: try app.storedScope().appsOnly(), appAccountToken: appAccountToken?.lowercased(), runId: runId,
-                kind: kind)
+                kind: kind, appUserId: appUserId)
             let outputCheckInterval = self.outputCheckInterval
             StandardOutput.ignoreBrokenPipeSignal()
             do {

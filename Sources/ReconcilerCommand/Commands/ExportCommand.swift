@@ -84,6 +84,13 @@ struct ExportCommand: AsyncParsableCommand, UsesAppsOptions {
     var appAccountToken: String?
 
     @Option(
+        name: .long,
+        help: ArgumentHelp(
+            "Only this app user's purchases (or, with --transactions, transactions), by the app's own ID for them that `reconciler import` gave.",
+            valueName: "id"))
+    var appUserId: String?
+
+    @Option(
         name: .long, help: ArgumentHelp("Judge `entitled` at this time instead of now (ISO 8601 with a zone, UNIX ms, now-1h).", valueName: "T"),
         transform: Timestamp.argument)
     var at: Timestamp?
@@ -102,9 +109,10 @@ struct ExportCommand: AsyncParsableCommand, UsesAppsOptions {
     func validate() throws {
         if changedSince != nil, !transactions { throw ValidationError("--changed-since needs --transactions") }
         if history, transactions { throw ValidationError("--history and --transactions are two views: give one") }
-        if history, appAccountToken != nil || at != nil {
-            throw ValidationError("--app-account-token and --at apply to the purchase view, not --history")
+        if history, appAccountToken != nil || at != nil || appUserId != nil {
+            throw ValidationError("--app-account-token, --app-user-id and --at apply to the purchase view, not --history")
         }
+        if let problem = appUserId.flatMap(ImportFileReader.appUserIdProblem) { throw ValidationError(problem) }
         if transactions, appAccountToken != nil || at != nil {
             throw ValidationError("--app-account-token and --at apply to the purchase view, not --transactions")
         }
@@ -134,7 +142,7 @@ struct ExportCommand: AsyncParsableCommand, UsesAppsOptions {
                 (target.app, try EntitlementOptions.policy(target.entitlement, entitleBillingRetry: entitleBillingRetry, terms: nonRenewingTerm))
             }, uniquingKeysWith: { first, _ in first })
         let (token, apps, environment) = (appAccountToken?.lowercased(), scope.apps, scope.environment?.rawValue)
-        let (format, transactions, history, changedSince, at) = (format, transactions, history, changedSince, at)
+        let (format, transactions, history, changedSince, at, appUserId) = (format, transactions, history, changedSince, at, appUserId)
         let count = try await database.withCurrentSchema(logger: logger) { database in
             var buffer = Data()
             var count = 0
@@ -163,12 +171,13 @@ struct ExportCommand: AsyncParsableCommand, UsesAppsOptions {
                 }
             } else if transactions {
                 if format == .csv { write(ExportRow(PurchaseStore.transactionExportKeys.map { ($0, .null) }).csvHeader) }
-                try await store.exportTransactions(apps: apps, environment: environment, changedSince: changedSince, in: database, emit)
+                try await store.exportTransactions(
+                    apps: apps, environment: environment, changedSince: changedSince, appUserId: appUserId, in: database, emit)
             } else {
                 if format == .csv { write(try ExportRow(sortedJSONObject: PurchaseState(originalTransactionId: "").jsonLine()).csvHeader) }
                 try await store.exportPurchases(
-                    apps: apps, environment: environment, appAccountToken: token, entitlements: entitlements, otherApps: otherApps, at: at ?? .now,
-                    in: database
+                    apps: apps, environment: environment, appAccountToken: token, appUserId: appUserId, entitlements: entitlements,
+                    otherApps: otherApps, at: at ?? .now, in: database
                 ) { purchase in
                     if format == .csv {
                         try emit(try ExportRow(sortedJSONObject: try purchase.jsonLine()))

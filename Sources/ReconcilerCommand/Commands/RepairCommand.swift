@@ -47,6 +47,11 @@ struct RepairCommand: AsyncParsableCommand, UsesAppsOptions {
     var appAccountToken: String?
     @Option(
         help: ArgumentHelp(
+            "The app's own ID for a customer (appUserId) that `reconciler import` gave: repairs that user's stored purchases.",
+            valueName: "id"))
+    var appUserId: String?
+    @Option(
+        help: ArgumentHelp(
             "Read the customer's notification history from T (ISO 8601 with a zone, UNIX ms, now-30d; default: as far back as Apple keeps it, 180 days; 30 in the sandbox).",
             valueName: "T"), transform: Timestamp.argument)
     var since: Timestamp?
@@ -76,10 +81,10 @@ struct RepairCommand: AsyncParsableCommand, UsesAppsOptions {
     @OptionGroup(title: "Forwarding") var forwarding: ForwardingOptions
 
     func validate() throws {
-        let selectors = [orderId, transactionId, appAccountToken].compactMap { $0 }.count
+        let selectors = [orderId, transactionId, appAccountToken, appUserId].compactMap { $0 }.count
         guard selectors == 1 else {
             throw ValidationError(
-                "give exactly one of --order-id, --transaction-id or --app-account-token"
+                "give exactly one of --order-id, --transaction-id, --app-account-token or --app-user-id"
                     + (selectors > 1 ? " (\(selectors) were given)" : ""))
         }
         try MetricsFile.validate(metricsFile)
@@ -105,7 +110,8 @@ struct RepairCommand: AsyncParsableCommand, UsesAppsOptions {
     private func repair(logger: Logger) async throws -> RepairReport {
         let selector: CustomerRepair.Selector
         do {
-            selector = try CustomerRepair.Selector.parse(orderId: orderId, transactionId: transactionId, appAccountToken: appAccountToken)
+            selector = try CustomerRepair.Selector.parse(
+                orderId: orderId, transactionId: transactionId, appAccountToken: appAccountToken, appUserId: appUserId)
         }
         // One app; where it is configured in both environments, production first, then the sandbox
         // when Apple knows the customer in production under none of the IDs given (TestFlight and

@@ -26,7 +26,7 @@ package struct ReconcilerError: Error, CustomStringConvertible, CustomDebugStrin
                 feedPositionPruned, appNotConfigured, routingUnavailable, stopping, overloaded, selector, malformedSelector, unknownOrderId,
                 unknownTransactionId, unknownAppAccountToken, appleRefused, window, notGenuine, invalidAnswer, unknownConsumptionRequest,
                 notRecovered, interrupted, needsAttention, rejected, storedPayloadNotGenuine, consumptionRequestSettled, answerNotRecorded,
-                credentialsRefused, bodyTooLarge, malformedBody, notificationTooOld, unauthorized, invalidQuery, appUserIdNotStored
+                credentialsRefused, bodyTooLarge, malformedBody, notificationTooOld, unauthorized, invalidQuery, appUserIdNotStored, unknownAppUserId
         }
 
         private let base: Base
@@ -48,7 +48,7 @@ package struct ReconcilerError: Error, CustomStringConvertible, CustomDebugStrin
                 .payloadUnavailable, .leaseHeld, .invalidWindow, .cannotJoin, .feedPositionPruned, .appNotConfigured, .selector, .malformedSelector,
                 .unknownOrderId, .unknownTransactionId, .unknownAppAccountToken, .appleRefused, .window, .invalidAnswer, .unknownConsumptionRequest,
                 .consumptionRequestSettled, .credentialsRefused, .bodyTooLarge, .malformedBody, .notificationTooOld, .unauthorized,
-                .invalidQuery, .appUserIdNotStored:
+                .invalidQuery, .appUserIdNotStored, .unknownAppUserId:
                 .configuration
             case .databaseUnavailable, .lockOrder, .missingRow, .leaseLost, .checkpointConflict, .checkpointAlreadyCommitted, .routingUnavailable,
                 .stopping, .overloaded, .notRecovered, .interrupted:
@@ -214,6 +214,8 @@ package struct ReconcilerError: Error, CustomStringConvertible, CustomDebugStrin
         package static let unknownTransactionId = Code(.unknownTransactionId)
         /// No stored purchase carries the app account token.
         package static let unknownAppAccountToken = Code(.unknownAppAccountToken)
+        /// `repair --app-user-id` names a user no stored purchase carries (no import named them).
+        package static let unknownAppUserId = Code(.unknownAppUserId)
         /// Apple refused the request that names the customer (another 4xx).
         package static let appleRefused = Code(.appleRefused)
         /// Apple answered 401: the key, key ID, issuer ID or bundle ID is wrong. Every request of

@@ -193,17 +193,27 @@ package struct Migrator: Sendable {
     }
 
     /// Applies one migration in a transaction of its own unless it is applied already; `true`
-    /// when this call applied it. Its concurrent indexes are built first, outside any transaction.
+    /// when this call applied it. Its concurrent indexes are built first, outside any transaction;
+    /// one on a column the migration itself adds is built right after it, concurrently too.
     private func apply(_ migration: Migration, client: PostgresClient, logger: Logger) async throws -> Bool {
+        var waiting: [Migration.ConcurrentIndex] = []
         if !migration.concurrentIndexes.isEmpty {
             let pending = try await inTransaction(client: client, logger: logger) { connection in
                 let applied = try await appliedMigrations(on: connection, logger: logger)
                 try checkApplied(applied)
                 return applied[migration.version] == nil
             }
-            if pending { await buildConcurrentIndexes(of: migration, client: client, logger: logger) }
+            if pending { waiting = await buildConcurrentIndexes(migration.concurrentIndexes, client: client, logger: logger) }
         }
-        return try await inTransaction(client: client, logger: logger) { connection in
+        let applied = try await applyInTransaction(migration, client: client, logger: logger)
+        if applied, !waiting.isEmpty {
+            _ = await buildConcurrentIndexes(waiting, client: client, logger: logger, afterTheMigration: true)
+        }
+        return applied
+    }
+
+    private func applyInTransaction(_ migration: Migration, client: PostgresClient, logger: Logger) async throws -> Bool {
+        try await inTransaction(client: client, logger: logger) { connection in
             let applied = try await appliedMigrations(on: connection, logger: logger)
             try checkApplied(applied)
             guard applied[migration.version] == nil else { return false }
@@ -237,8 +247,13 @@ package struct Migrator: Sendable {
     /// `CREATE INDEX CONCURRENTLY` in a transaction), while the tables stay writable. An index left
     /// invalid by an interrupted build, and not being built now by another migrator, is dropped
     /// first. A failure is logged, not thrown: the migration's transaction builds what is missing.
-    private func buildConcurrentIndexes(of migration: Migration, client: PostgresClient, logger: Logger) async {
-        for index in migration.concurrentIndexes {
+    /// An index on a column the migration adds (SQLSTATE 42703 before it) is returned, to be built
+    /// after the migration (`afterTheMigration`), whose failure names the statement to run by hand.
+    private func buildConcurrentIndexes(
+        _ indexes: [Migration.ConcurrentIndex], client: PostgresClient, logger: Logger, afterTheMigration: Bool = false
+    ) async -> [Migration.ConcurrentIndex] {
+        var waiting: [Migration.ConcurrentIndex] = []
+        for index in indexes {
             // The index names its migration's work well enough: `migrate` prints each migration's
             // name once, when it is applied.
             let metadata: Logger.Metadata = ["index": "\(index.name)"]
@@ -259,12 +274,21 @@ package struct Migrator: Sendable {
                     logger.info("building an index before the migration, without holding its table", metadata: metadata)
                     try await connection.query(PostgresQuery(unsafeSQL: index.statement), logger: logger)
                 }
+            } catch let error as PSQLError where !afterTheMigration && error.serverInfo?[.sqlState] == "42703" {
+                logger.debug("the index is on a column the migration adds: built after it", metadata: metadata)
+                waiting.append(index)
             } catch {
                 var failed = metadata
                 failed["error"] = "\(String(reflecting: error))"
-                logger.warning("building the index concurrently failed: the migration builds it, holding its table", metadata: failed)
+                if afterTheMigration {
+                    failed["statement"] = "\(index.statement)"
+                    logger.warning("building the index concurrently after the migration failed: run the statement by hand", metadata: failed)
+                } else {
+                    logger.warning("building the index concurrently failed: the migration builds it, holding its table", metadata: failed)
+                }
             }
         }
+        return waiting
     }
 
     /// Runs `body` in a transaction that holds the migration lock: concurrent migrators take turns.

@@ -56,12 +56,15 @@ extension PurchaseStore {
         package var transactionId: String?
         package var signedDate: Int64?
         package var respondBy: Int64?
+        /// The app's own ID for the purchase's customer (``PurchaseState/appUserId``) after the
+        /// change, else before it; `null` when unknown and on notification rows.
+        package var appUserId: String?
 
         package init(
             changeId: Int64, kind: FeedKind = .purchase, originalTransactionId: String?, bundleId: String? = nil, environment: String? = nil,
             appAccountToken: String?, source: ChangeSource, notificationUUID: String?, runId: Int64?, before: PurchaseState?, after: PurchaseState?,
             changedAt: Date, notificationType: String? = nil, subtype: String? = nil, transactionId: String? = nil, signedDate: Int64? = nil,
-            respondBy: Int64? = nil
+            respondBy: Int64? = nil, appUserId: String? = nil
         ) {
             self.changeId = changeId
             self.kind = kind
@@ -80,11 +83,12 @@ extension PurchaseStore {
             self.transactionId = transactionId
             self.signedDate = signedDate
             self.respondBy = respondBy
+            self.appUserId = appUserId ?? after?.appUserId ?? before?.appUserId
         }
 
         private enum CodingKeys: String, CodingKey {
             case changeId, kind, originalTransactionId, bundleId, environment, appAccountToken, source, notificationUUID, runId, before, after,
-                changedAt, notificationType, subtype, transactionId, signedDate, respondBy
+                changedAt, notificationType, subtype, transactionId, signedDate, respondBy, appUserId
         }
 
         private static let dateStyle = Date.ISO8601FormatStyle(includingFractionalSeconds: true)
@@ -113,7 +117,8 @@ extension PurchaseStore {
                 subtype: try container.decodeIfPresent(String.self, forKey: .subtype),
                 transactionId: try container.decodeIfPresent(String.self, forKey: .transactionId),
                 signedDate: try container.decodeIfPresent(Int64.self, forKey: .signedDate),
-                respondBy: try container.decodeIfPresent(Int64.self, forKey: .respondBy))
+                respondBy: try container.decodeIfPresent(Int64.self, forKey: .respondBy),
+                appUserId: try container.decodeIfPresent(String.self, forKey: .appUserId))
         }
 
         /// Encodes every key, absent values as `null`, so each line has the same keys whatever its kind.
@@ -136,6 +141,7 @@ extension PurchaseStore {
             try container.encode(transactionId, forKey: .transactionId)
             try container.encode(signedDate, forKey: .signedDate)
             try container.encode(respondBy, forKey: .respondBy)
+            try container.encode(appUserId, forKey: .appUserId)
         }
 
         /// One JSON line (keys sorted, no trailing newline).
@@ -209,14 +215,14 @@ extension PurchaseStore {
     /// at, so a filtered reader moves on with the feed, and a prune behind it is no gap for it.
     package func changes(
         after position: FeedPosition, limit: Int, apps: [AppTarget]? = nil, appAccountToken: String? = nil, runId: Int64? = nil,
-        kind: FeedKind? = nil, on transaction: DatabaseTransaction
+        kind: FeedKind? = nil, appUserId: String? = nil, on transaction: DatabaseTransaction
     ) async throws -> FeedBatch {
         let scope = try Self.scope(apps)
         let rows = try await transaction.query(
             """
             (SELECT 'change' AS row_kind, c.change_id, c.xid::text AS xid_text, c.original_transaction_id, c.app_account_token, c.source,
                     c.notification_uuid, c.run_id, c.before_state::text, c.after_state::text, c.changed_at, c.bundle_id, c.environment,
-                    c.kind, c.notification_type, c.subtype, c.transaction_id, c.signed_date_ms, c.respond_by_ms
+                    c.kind, c.notification_type, c.subtype, c.transaction_id, c.signed_date_ms, c.respond_by_ms, c.app_user_id
              FROM purchase_changes c
              WHERE (c.xid, c.change_id) > (\(position.xid)::xid8, \(position.changeId))
                AND c.xid < pg_snapshot_xmin(pg_current_snapshot())
@@ -226,6 +232,7 @@ extension PurchaseStore {
                AND (\(appAccountToken)::text IS NULL OR c.app_account_token = \(appAccountToken)
                     OR c.before_state->>'appAccountToken' = \(appAccountToken))
                AND (\(runId)::bigint IS NULL OR c.run_id = \(runId))
+               AND (\(appUserId)::text IS NULL OR c.app_user_id = \(appUserId) OR c.before_state->>'appUserId' = \(appUserId))
                AND (\(kind?.rawValue)::text IS NULL OR c.kind = \(kind?.rawValue))
              -- The column, not the text above: ORDER BY a bare name takes an output column first, and
              -- text sorts '1000' before '999'.
@@ -233,7 +240,7 @@ extension PurchaseStore {
              LIMIT \(limit))
             UNION ALL
             (SELECT 'scanned', c.change_id, c.xid::text, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
-                    NULL, NULL, NULL, NULL, NULL, NULL
+                    NULL, NULL, NULL, NULL, NULL, NULL, NULL
              FROM purchase_changes c
              WHERE (c.xid, c.change_id) > (\(position.xid)::xid8, \(position.changeId))
                AND c.xid < pg_snapshot_xmin(pg_current_snapshot())
@@ -241,7 +248,7 @@ extension PurchaseStore {
              LIMIT 1)
             UNION ALL
             SELECT 'pruned', p.change_id, p.xid::text, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
-                NULL
+                NULL, NULL
             FROM purchase_changes_pruned p
             """, logger: logger)
         let decoder = JSONDecoder()
@@ -279,7 +286,7 @@ extension PurchaseStore {
                     before: try before.map { try decoder.decode(PurchaseState.self, from: Data($0.utf8)) },
                     after: try after.map { try decoder.decode(PurchaseState.self, from: Data($0.utf8)) }, changedAt: changedAt,
                     notificationType: try columns["notification_type"], subtype: try columns["subtype"], transactionId: try columns["transaction_id"],
-                    signedDate: try columns["signed_date_ms"], respondBy: try columns["respond_by_ms"]))
+                    signedDate: try columns["signed_date_ms"], respondBy: try columns["respond_by_ms"], appUserId: try columns["app_user_id"]))
             positions[changeId] = rowPosition
         }
         batch.changes.sort { positions[$0.changeId]! < positions[$1.changeId]! }

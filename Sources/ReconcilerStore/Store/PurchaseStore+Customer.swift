@@ -82,22 +82,32 @@ extension PurchaseStore {
         _ originalTransactionIds: some Collection<String>, on transaction: DatabaseTransaction
     ) async throws -> [String: PurchaseState] {
         guard !originalTransactionIds.isEmpty else { return [:] }
+        let states = try await purchaseStatesSeen(
+            where: "p.original_transaction_id = ANY($1::text[])", binding: Array(originalTransactionIds), on: transaction)
+        return Dictionary(states.map { ($0.originalTransactionId, $0) }, uniquingKeysWith: { $1 })
+    }
+
+    /// The purchases of this store's app and environment as it sees them that `condition` (SQL on
+    /// `p`, whose one parameter `$1` is `value`) selects, ordered by originalTransactionId, with
+    /// `entitled` as of `now`.
+    func purchaseStatesSeen(
+        where condition: String, binding value: some PostgresThrowingDynamicTypeEncodable, at now: Timestamp = .now,
+        on transaction: DatabaseTransaction
+    ) async throws -> [PurchaseState] {
         var bindings = PostgresBindings()
-        bindings.append(Array(originalTransactionIds))
+        try bindings.append(value)
         bindings.append(try bundleId)
         bindings.append(try environment)
         let rows = try await transaction.query(
             PostgresQuery(
                 unsafeSQL: """
                     SELECT \(Self.purchaseColumns) FROM \(purchasesSeen) p
-                    WHERE p.bundle_id = $2 AND p.environment = $3 AND p.original_transaction_id = ANY($1::text[])
+                    WHERE p.bundle_id = $2 AND p.environment = $3 AND \(condition)
+                    ORDER BY p.original_transaction_id
                     """, binds: bindings), logger: logger)
-        var result: [String: PurchaseState] = [:]
-        for try await row in rows {
-            let state = try purchaseState(row)
-            result[state.originalTransactionId] = state
-        }
-        return result
+        var states: [PurchaseState] = []
+        for try await row in rows { states.append(try purchaseState(row, now: now)) }
+        return states
     }
 
     /// What a run's writes from these sources changed, per purchase: the state before its first

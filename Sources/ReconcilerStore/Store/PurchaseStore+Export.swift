@@ -9,14 +9,14 @@ package import ReconcilerShared
 extension PurchaseStore {
     /// Every purchase of some apps and environments (`apps`; `nil`: every one the database
     /// holds), ordered by originalTransactionId (then app and environment), optionally of one
-    /// environment or one app user (`appAccountToken`), with `entitled` as of `now` (UNIX ms) by
+    /// environment or one app user (`appAccountToken`, or the app's own `appUserId`), with `entitled` as of `now` (UNIX ms) by
     /// each app and environment's own entitlement choices (`entitlements`; else this store's).
     ///
     /// ```swift
     /// try await store.exportPurchases(apps: [one, two], entitlements: [one: .init(sandboxEntitles: false)], in: database) { print(try $0.jsonLine()) }
     /// ```
     package func exportPurchases(
-        apps: [AppTarget]?, environment: String? = nil, appAccountToken: String? = nil,
+        apps: [AppTarget]?, environment: String? = nil, appAccountToken: String? = nil, appUserId: String? = nil,
         entitlements: [AppTarget: EntitlementPolicy] = [:], otherApps: EntitlementPolicy? = nil, at now: Timestamp = .now,
         in database: Database, _ body: (PurchaseState) throws -> Void
     ) async throws {
@@ -30,6 +30,7 @@ extension PurchaseStore {
                     WHERE s.bundle_id = p.bundle_id AND s.environment = p.environment))
               AND (\(environment)::text IS NULL OR environment = \(environment))
               AND (\(appAccountToken)::text IS NULL OR app_account_token = \(appAccountToken))
+              AND (\(appUserId)::text IS NULL OR app_user_id = \(appUserId))
             ORDER BY original_transaction_id, bundle_id, environment
             """, logger: logger)
         // By bundle id and environment, whatever Apple ID the keys carry.
@@ -54,9 +55,10 @@ extension PurchaseStore {
     /// `nil`: every one), optionally of one environment, written at or after `changedSince`
     /// (`updatedAt`: when the reconciler last wrote the row), ordered by `updatedAt` then
     /// transaction: one ``ExportRow`` each with ``transactionExportKeys``. `price` and `currency`
-    /// are as Apple signed them (milliunits). `appUserId` is null: the customer's ID is not stored yet.
+    /// are as Apple signed them (milliunits). `appUserId` is the purchase's (``PurchaseState/appUserId``);
+    /// with `appUserId`, only that user's transactions.
     package func exportTransactions(
-        apps: [AppTarget]?, environment: String? = nil, changedSince: Timestamp? = nil, in database: Database,
+        apps: [AppTarget]?, environment: String? = nil, changedSince: Timestamp? = nil, appUserId: String? = nil, in database: Database,
         _ body: (ExportRow) throws -> Void
     ) async throws {
         let scope = try Self.scope(apps)
@@ -69,13 +71,16 @@ extension PurchaseStore {
                 (t.commitment_info ->> 'commitmentExpiresDate')::bigint AS commitment_expires_date,
                 (t.commitment_info ->> 'commitmentPrice')::bigint AS commitment_price,
                 (t.commitment_info ->> 'totalBillingPeriods')::bigint AS total_billing_periods, t.bundle_id, t.environment,
-                (extract(epoch FROM t.updated_at) * 1000)::bigint AS updated_at_ms
+                (extract(epoch FROM t.updated_at) * 1000)::bigint AS updated_at_ms, p.app_user_id
             FROM transactions t
+            LEFT JOIN purchases p
+              ON (p.bundle_id, p.environment, p.original_transaction_id) = (t.bundle_id, t.environment, t.original_transaction_id)
             WHERE (\(scope)::jsonb IS NULL OR EXISTS (
                     SELECT 1 FROM jsonb_to_recordset(\(scope)::jsonb) AS s (bundle_id text, environment text)
                     WHERE s.bundle_id = t.bundle_id AND s.environment = t.environment))
               AND (\(environment)::text IS NULL OR t.environment = \(environment))
               AND (\(since)::bigint IS NULL OR t.updated_at >= to_timestamp(\(since)::bigint / 1000.0))
+              AND (\(appUserId)::text IS NULL OR p.app_user_id = \(appUserId))
             ORDER BY t.updated_at, t.bundle_id, t.environment, t.transaction_id
             """, logger: logger)
         for try await row in rows {
@@ -91,7 +96,8 @@ extension PurchaseStore {
                 .init(try columns["revocation_type"] as String?), .init(revocationPercentage), .init(try columns["billing_plan_type"] as String?),
                 .init(try columns["billing_period_number"] as Int64?), .init(try columns["commitment_expires_date"] as Int64?),
                 .init(try columns["commitment_price"] as Int64?), .init(try columns["total_billing_periods"] as Int64?),
-                .init(try columns["bundle_id"] as String?), .init(try columns["environment"] as String?), .null,
+                .init(try columns["bundle_id"] as String?), .init(try columns["environment"] as String?),
+                .init(try columns["app_user_id"] as String?),
                 .init(try columns["updated_at_ms"] as Int64?),
             ]
             try body(ExportRow(Array(zip(Self.transactionExportKeys, values)).map { (key: $0.0, value: $0.1) }))

@@ -52,6 +52,9 @@ extension PurchaseStore {
         package var status: StatusFact?
         /// The renewal info came inside a notification, not from Get All Subscription Statuses.
         var renewalFromNotification: Bool
+        /// The customer whose transaction history this update comes from (phase 2): a new purchase
+        /// takes the `appUserId` of that customer's other purchases.
+        package var historyAnchor: String?
 
         package init(
             originalTransactionId: String, renewalInfo: Verified<JWSRenewalInfoDecodedPayload>? = nil,
@@ -79,6 +82,7 @@ extension PurchaseStore {
                 }
             }
             if let status = other.status, status.signedDate >= (self.status?.signedDate ?? .min) { result.status = status }
+            result.historyAnchor = historyAnchor ?? other.historyAnchor
             return result
         }
     }
@@ -87,7 +91,7 @@ extension PurchaseStore {
         original_transaction_id, latest_transaction_id, product_id, environment, purchase_date_ms, expires_date_ms,
         revocation_date_ms, auto_renew_status, last_signed_date_ms, app_account_token, status, product_type,
         grace_period_expires_date_ms, is_in_billing_retry_period, bundle_id, app_transaction_id, revocation_type, revocation_percentage,
-        offer_type, offer_identifier
+        offer_type, offer_identifier, app_user_id
         """
 
     /// A purchase as `export` shows it, from a row that selects ``purchaseColumns``, `entitled` as of
@@ -111,7 +115,7 @@ extension PurchaseStore {
             lastSignedDate: try columns["last_signed_date_ms"], appAccountToken: try columns["app_account_token"], status: try columns["status"],
             entitled: Entitlement.isEntitled(facts, at: now, policy: policy ?? entitlement), appTransactionId: try columns["app_transaction_id"],
             revocationType: try columns["revocation_type"], revocationPercentage: try columns["revocation_percentage"],
-            offerType: try columns["offer_type"], offerIdentifier: try columns["offer_identifier"])
+            offerType: try columns["offer_type"], offerIdentifier: try columns["offer_identifier"], appUserId: try columns["app_user_id"])
     }
 
     /// The stored state of some purchases, by originalTransactionId.
@@ -154,6 +158,7 @@ extension PurchaseStore {
         var eligible_win_back_offer_ids: [String]?
         var renewal_from_notification: Bool
         var status_from_notification: Bool
+        var history_anchor: String?
 
         init(_ update: PurchaseUpdate, of target: AppTarget) {
             original_transaction_id = update.originalTransactionId
@@ -173,6 +178,7 @@ extension PurchaseStore {
             eligible_win_back_offer_ids = renewal?.eligibleWinBackOfferIds
             renewal_from_notification = update.renewalFromNotification
             status_from_notification = false
+            history_anchor = update.historyAnchor
             // A status from Get All Subscription Statuses, else the one a notification carried.
             if let fact = update.status {
                 status = fact.status.rawValue
@@ -192,7 +198,7 @@ extension PurchaseStore {
             renewal_date_ms bigint, renewal_signed_date_ms bigint, status integer, status_signed_date_ms bigint,
             last_signed_date_ms bigint, last_notification_uuid text, renewal_price bigint, renewal_currency text,
             price_increase_status integer, eligible_win_back_offer_ids jsonb, renewal_from_notification boolean,
-            status_from_notification boolean
+            status_from_notification boolean, history_anchor text
             """
     }
 
@@ -241,6 +247,22 @@ extension PurchaseStore {
         "auto_renew_status", "auto_renew_product_id", "expiration_intent", "is_in_billing_retry_period", "grace_period_expires_date_ms",
     ]
 
+    /// The `appUserId` a purchase takes from the customer's other purchases, when it has none: the
+    /// newest one given to a purchase with the same `appTransactionId` (Apple's one ID of the
+    /// customer for the app), else to one of the same transaction history (phase 2's customer).
+    /// Both probes read partial indexes of the purchases that have one (migration 0023).
+    static let inheritedAppUserId = """
+        COALESCE(
+            (SELECT q.app_user_id FROM purchases q
+             WHERE q.bundle_id = u.bundle_id AND q.environment = u.environment AND q.app_user_id IS NOT NULL
+               AND q.app_transaction_id = l.app_transaction_id
+             ORDER BY q.updated_at DESC LIMIT 1),
+            (SELECT q.app_user_id FROM purchases q
+             WHERE u.history_anchor IS NOT NULL AND q.bundle_id = u.bundle_id AND q.environment = u.environment AND q.app_user_id IS NOT NULL
+               AND (q.original_transaction_id = u.history_anchor OR q.history_anchor_transaction_id = u.history_anchor)
+             ORDER BY q.updated_at DESC LIMIT 1))
+        """
+
     static let refreshPurchasesSQL: String = {
         let renewal = (signed: "renewal_signed_date_ms", fromNotification: "renewal_from_notification", columns: renewalDisagreementColumns)
         let status = (signed: "status_signed_date_ms", fromNotification: "status_from_notification", columns: ["status"])
@@ -258,10 +280,11 @@ extension PurchaseStore {
         return """
             INSERT INTO purchases AS p (original_transaction_id, bundle_id, environment, latest_transaction_id, \(latestTransactionColumns.joined(separator: ", ")),
                 \(renewalColumns.joined(separator: ", ")), renewal_signed_date_ms, renewal_from_notification, status, status_signed_date_ms,
-                status_from_notification, last_signed_date_ms, last_notification_uuid)
+                status_from_notification, last_signed_date_ms, last_notification_uuid, app_user_id)
             SELECT u.original_transaction_id, u.bundle_id, u.environment, l.transaction_id, \(latestTransactionColumns.map { "l.\($0)" }.joined(separator: ", ")),
                 \(renewalColumns.map { "u.\($0)" }.joined(separator: ", ")), u.renewal_signed_date_ms, u.renewal_from_notification, u.status,
-                u.status_signed_date_ms, u.status_from_notification, u.last_signed_date_ms, u.last_notification_uuid
+                u.status_signed_date_ms, u.status_from_notification, u.last_signed_date_ms, u.last_notification_uuid,
+                \(inheritedAppUserId)
             FROM jsonb_to_recordset($1::jsonb) AS u (\(PurchaseUpdateColumns.definitions))
             LEFT JOIN LATERAL (
                 SELECT transaction_id, \(latestTransactionColumns.joined(separator: ", "))
@@ -282,6 +305,7 @@ extension PurchaseStore {
                 last_notification_uuid = CASE WHEN EXCLUDED.last_signed_date_ms >= COALESCE(p.last_signed_date_ms, -1)
                     THEN EXCLUDED.last_notification_uuid ELSE p.last_notification_uuid END,
                 last_signed_date_ms = GREATEST(p.last_signed_date_ms, EXCLUDED.last_signed_date_ms),
+                app_user_id = COALESCE(p.app_user_id, EXCLUDED.app_user_id),
                 updated_at = now()
             RETURNING \(purchaseColumns)
             """

@@ -118,6 +118,7 @@ extension PurchaseStore {
         var transaction_id: String?
         var signed_date_ms: Int64?
         var respond_by_ms: Int64?
+        var app_user_id: String?
     }
 
     /// Writes the purchases' changes (by originalTransactionId), then the notifications' events in
@@ -134,7 +135,8 @@ extension PurchaseStore {
                 original_transaction_id: $0.after.originalTransactionId, bundle_id: target.bundleId, environment: target.environment.rawValue,
                 app_account_token: $0.after.appAccountToken ?? $0.before?.appAccountToken, source: origin.source.rawValue,
                 notification_uuid: cause?.notificationUUID, run_id: origin.runId, kind: FeedKind.purchase.rawValue, before_state: $0.before,
-                after_state: $0.after, notification_type: cause?.notificationType, subtype: cause?.subtype)
+                after_state: $0.after, notification_type: cause?.notificationType, subtype: cause?.subtype,
+                app_user_id: $0.after.appUserId ?? $0.before?.appUserId)
         }
         let eventRows = events.map {
             FeedRow(
@@ -155,9 +157,9 @@ private enum RecordInFeedSQL: PreparedSQL {
         """
         WITH recorded AS (
             INSERT INTO purchase_changes (original_transaction_id, bundle_id, environment, app_account_token, source, notification_uuid, run_id,
-                kind, before_state, after_state, notification_type, subtype, transaction_id, signed_date_ms, respond_by_ms)
+                kind, before_state, after_state, notification_type, subtype, transaction_id, signed_date_ms, respond_by_ms, app_user_id)
             SELECT original_transaction_id, bundle_id, environment, app_account_token, source, notification_uuid, run_id, kind,
-                before_state, after_state, notification_type, subtype, transaction_id, signed_date_ms, respond_by_ms
+                before_state, after_state, notification_type, subtype, transaction_id, signed_date_ms, respond_by_ms, app_user_id
             FROM jsonb_populate_recordset(NULL::purchase_changes, \(rows)::jsonb)
         )
         SELECT pg_notify(\(PurchaseStore.changeChannel), '') WHERE \(notify)
