@@ -23,7 +23,7 @@ enum AppAPIDocument {
                   {"name": "originalTransactionId", "in": "query", "schema": {"type": "string", "pattern": "^[0-9]{1,32}$"}},
                   {"name": "transactionId", "in": "query", "description": "Any transaction of the purchase, or its original.", "schema": {"type": "string", "pattern": "^[0-9]{1,32}$"}},
                   {"name": "appAccountToken", "in": "query", "description": "A UUID, matched in either letter case.", "schema": {"type": "string", "format": "uuid"}},
-                  {"name": "appUserId", "in": "query", "description": "The app's own user ID; 400 APP_USER_ID_NOT_STORED while this version stores none.", "schema": {"type": "string", "maxLength": 255}}
+                  {"name": "appUserId", "in": "query", "description": "The app's own user ID for the customer, as reconciler import stores it.", "schema": {"type": "string", "maxLength": 255}}
                 ],
                 "responses": {
                   "200": {
@@ -91,7 +91,7 @@ enum AppAPIDocument {
               "Error": {
                 "type": "object", "required": ["error", "detail"],
                 "properties": {
-                  "error": {"type": "string", "examples": ["UNAUTHORIZED", "INVALID_QUERY", "APP_USER_ID_NOT_STORED", "APP_NOT_CONFIGURED", "MALFORMED_BODY", "INVALID_SIGNATURE", "STORE_UNAVAILABLE"]},
+                  "error": {"type": "string", "examples": ["UNAUTHORIZED", "INVALID_QUERY", "APP_NOT_CONFIGURED", "MALFORMED_BODY", "INVALID_SIGNATURE", "STORE_UNAVAILABLE"]},
                   "detail": {"type": "string"}
                 }
               },

@@ -27,7 +27,7 @@ import ServiceLifecycle
 /// - `GET /v1/openapi.json`: the OpenAPI 3.1 document of these endpoints (``AppAPIDocument``).
 ///
 /// Errors are the webhook's shape, `{"error": CODE, "detail": TEXT}`, with the status the code
-/// says (``ReconcilerError/Code/httpStatus``): 400 `INVALID_QUERY`, 400 `APP_USER_ID_NOT_STORED`,
+/// says (``ReconcilerError/Code/httpStatus``): 400 `INVALID_QUERY`,
 /// 401 `UNAUTHORIZED`, 503 `APP_NOT_CONFIGURED` for an app or environment the configuration does
 /// not name, 503 `STORE_UNAVAILABLE` when the database fails.
 ///

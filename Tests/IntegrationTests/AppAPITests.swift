@@ -139,10 +139,12 @@ import WebhookServer
                     for key in ["originalTransactionId=7999", "transactionId=7999", "appAccountToken=\(UUID().uuidString)"] {
                         #expect(try await purchases(key).isEmpty, "\(key)")
                     }
-                    // App user IDs are not stored yet: said, not an empty list.
-                    let byUser = try await api.get("\(Self.base)&appUserId=user-42")
-                    #expect(byUser.status == 400)
-                    #expect(byUser.json["error"] as? String == "APP_USER_ID_NOT_STORED")
+                    // The app's own user ID, as `reconciler import` stores it on the customer's purchases.
+                    try await db.execute("UPDATE purchases SET app_user_id = 'user-42' WHERE original_transaction_id = '7300'")
+                    let byUser = try await purchases("appUserId=user-42")
+                    #expect(byUser.map { $0["originalTransactionId"] as? String } == ["7300"])
+                    #expect(byUser.first?["appUserId"] as? String == "user-42")
+                    #expect(try await purchases("appUserId=user-43").isEmpty)
                 }
             }
         }

@@ -27,21 +27,11 @@ package struct AppPurchases: Sendable {
             case .originalTransactionId(let id): originals = [id]
             case .transactionId(let id): originals = try await store.originalTransactionIds(ofTransaction: id, on: transaction)
             case .appAccountToken(let token): originals = try await store.originalTransactionIds(ofAppAccountToken: token, on: transaction)
-            case .appUserId(let appUserId): originals = try await Self.originalTransactionIds(ofAppUserId: appUserId, store: store, on: transaction)
+            case .appUserId(let appUserId):
+                originals = try await store.purchaseStates(ofAppUserId: appUserId, at: now, on: transaction).map(\.originalTransactionId)
             }
             return try await store.checkedPurchases(originals, at: now, on: transaction)
         }
         return checked.map { AppPurchase(state: $0.state, checkedAt: $0.checkedAt, fresh: false) }
-    }
-
-    /// The purchases of the app's own user ID. The one place the store's lookup by app user ID
-    /// (the import issue's, migration 0023) is wired in; until then a lookup by it is refused.
-    static func originalTransactionIds(
-        ofAppUserId appUserId: String, store: PurchaseStore, on transaction: DatabaseTransaction
-    ) async throws -> [String] {
-        throw ReconcilerError(
-            .appUserIdNotStored,
-            "this version stores no app user IDs yet (they come with `reconciler import`'s appUserId); look up by "
-                + "originalTransactionId, transactionId or appAccountToken")
     }
 }

@@ -26,7 +26,7 @@ package struct ReconcilerError: Error, CustomStringConvertible, CustomDebugStrin
                 feedPositionPruned, appNotConfigured, routingUnavailable, stopping, overloaded, selector, malformedSelector, unknownOrderId,
                 unknownTransactionId, unknownAppAccountToken, appleRefused, window, notGenuine, invalidAnswer, unknownConsumptionRequest,
                 notRecovered, interrupted, needsAttention, rejected, storedPayloadNotGenuine, consumptionRequestSettled, answerNotRecorded,
-                credentialsRefused, bodyTooLarge, malformedBody, notificationTooOld, unauthorized, invalidQuery, appUserIdNotStored, unknownAppUserId
+                credentialsRefused, bodyTooLarge, malformedBody, notificationTooOld, unauthorized, invalidQuery, unknownAppUserId
         }
 
         private let base: Base
@@ -48,7 +48,7 @@ package struct ReconcilerError: Error, CustomStringConvertible, CustomDebugStrin
                 .payloadUnavailable, .leaseHeld, .invalidWindow, .cannotJoin, .feedPositionPruned, .appNotConfigured, .selector, .malformedSelector,
                 .unknownOrderId, .unknownTransactionId, .unknownAppAccountToken, .appleRefused, .window, .invalidAnswer, .unknownConsumptionRequest,
                 .consumptionRequestSettled, .credentialsRefused, .bodyTooLarge, .malformedBody, .notificationTooOld, .unauthorized,
-                .invalidQuery, .appUserIdNotStored, .unknownAppUserId:
+                .invalidQuery, .unknownAppUserId:
                 .configuration
             case .databaseUnavailable, .lockOrder, .missingRow, .leaseLost, .checkpointConflict, .checkpointAlreadyCommitted, .routingUnavailable,
                 .stopping, .overloaded, .notRecovered, .interrupted:
@@ -64,7 +64,7 @@ package struct ReconcilerError: Error, CustomStringConvertible, CustomDebugStrin
         package var httpStatus: Int {
             switch base {
             case .bodyTooLarge: 413
-            case .malformedBody, .notificationTooOld, .invalidQuery, .appUserIdNotStored: 400
+            case .malformedBody, .notificationTooOld, .invalidQuery: 400
             case .unauthorized: 401
             default: 503
             }
@@ -79,7 +79,6 @@ package struct ReconcilerError: Error, CustomStringConvertible, CustomDebugStrin
             case .notificationTooOld: "NOTIFICATION_TOO_OLD"
             case .unauthorized: "UNAUTHORIZED"
             case .invalidQuery: "INVALID_QUERY"
-            case .appUserIdNotStored: "APP_USER_ID_NOT_STORED"
             case .appNotConfigured: "APP_NOT_CONFIGURED"
             case .stopping: "STOPPING"
             case .overloaded: "OVERLOADED"
@@ -199,8 +198,6 @@ package struct ReconcilerError: Error, CustomStringConvertible, CustomDebugStrin
         /// A query or body the app API does not take: a parameter missing, unknown, repeated or of
         /// the wrong form (400).
         package static let invalidQuery = Code(.invalidQuery)
-        /// A lookup by `appUserId` while this version stores no app user IDs (400).
-        package static let appUserIdNotStored = Code(.appUserIdNotStored)
 
         // MARK: Repair
 

@@ -39,7 +39,7 @@ import Testing
         "answerNotRecorded": Row(4), "credentialsRefused": Row(1), "bodyTooLarge": Row(1, 413, "BODY_TOO_LARGE"),
         "malformedBody": Row(1, 400, "MALFORMED_BODY"), "notificationTooOld": Row(1, 400, "NOTIFICATION_TOO_OLD"),
         "unauthorized": Row(1, 401, "UNAUTHORIZED"), "invalidQuery": Row(1, 400, "INVALID_QUERY"),
-        "appUserIdNotStored": Row(1, 400, "APP_USER_ID_NOT_STORED"), "unknownAppUserId": Row(1),
+        "unknownAppUserId": Row(1),
     ]
 
     @Test func everyCodeEndsACommandWithItsExitCodeAndAnswersTheWebhookWithItsStatus() throws {
