@@ -78,7 +78,7 @@ let package = Package(
             swiftSettings: swiftSettings,
             plugins: seams
         ),
-        .target(name: "ReconcilerShared", swiftSettings: swiftSettings, plugins: seams),
+        .target(name: "ReconcilerShared", dependencies: ["AppStoreServer"], swiftSettings: swiftSettings, plugins: seams),
         // The system zlib: stored JSON payloads are kept deflated (ReconcilerDomain's Deflate).
         .systemLibrary(name: "CZlib", pkgConfig: "zlib", providers: [.apt(["zlib1g-dev"])]),
         .target(

@@ -289,7 +289,8 @@ package final class MockAppStore: Service, Sendable {
         }
         guard simulatedWorlds.count > 1 else { return purchases }
         return purchases.sorted { a, b in
-            (a.originalTransactionId, a.bundleId ?? "", a.environment ?? "") < (b.originalTransactionId, b.bundleId ?? "", b.environment ?? "")
+            let (left, right) = (a.environment?.rawValue ?? "", b.environment?.rawValue ?? "")
+            return (a.originalTransactionId, a.bundleId ?? "", left) < (b.originalTransactionId, b.bundleId ?? "", right)
         }
     }
 

@@ -1,3 +1,4 @@
+package import AppStoreServer
 import Foundation
 
 /// Whether a customer has what they paid for, at a moment: the rule behind `entitled` in
@@ -27,7 +28,7 @@ package enum Entitlement {
         package var productType: String?
         package var productId: String?
         /// `Sandbox` or `Production`: sandbox purchases (TestFlight, App Review) entitle only when the app says so.
-        package var environment: String?
+        package var environment: AppStoreEnvironment?
         package var purchaseDate: Int64?
         package var expiresDate: Int64?
         package var revocationDate: Int64?
@@ -35,7 +36,8 @@ package enum Entitlement {
         package var isInBillingRetryPeriod: Bool?
 
         package init(
-            productType: String?, productId: String? = nil, environment: String? = nil, purchaseDate: Int64? = nil, expiresDate: Int64? = nil,
+            productType: String?, productId: String? = nil, environment: AppStoreEnvironment? = nil, purchaseDate: Int64? = nil,
+            expiresDate: Int64? = nil,
             revocationDate: Int64? = nil, gracePeriodExpiresDate: Int64? = nil, isInBillingRetryPeriod: Bool? = nil
         ) {
             self.productType = productType
@@ -58,7 +60,7 @@ package enum Entitlement {
         // Apple's dates, as the facts hold them, are UNIX milliseconds.
         let now = time.millisecondsSince1970
         guard facts.revocationDate == nil else { return false }
-        if facts.environment == "Sandbox", !policy.sandboxEntitles { return false }
+        if facts.environment == .sandbox, !policy.sandboxEntitles { return false }
         switch facts.productType {
         case "Auto-Renewable Subscription":
             if let expires = facts.expiresDate, expires > now { return true }

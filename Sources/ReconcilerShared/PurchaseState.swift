@@ -1,3 +1,4 @@
+package import AppStoreServer
 import Foundation
 
 /// The state of one purchase (a subscription or a one-time purchase, keyed by its
@@ -28,7 +29,7 @@ package struct PurchaseState: Codable, Hashable, Sendable {
     package var productId: String?
     /// The app the purchase belongs to.
     package var bundleId: String?
-    package var environment: String?
+    package var environment: AppStoreEnvironment?
     package var purchaseDate: Int64?
     package var expiresDate: Int64?
     package var revocationDate: Int64?
@@ -56,7 +57,7 @@ package struct PurchaseState: Codable, Hashable, Sendable {
 
     package init(
         originalTransactionId: String, latestTransactionId: String? = nil, productId: String? = nil, bundleId: String? = nil,
-        environment: String? = nil, purchaseDate: Int64? = nil, expiresDate: Int64? = nil,
+        environment: AppStoreEnvironment? = nil, purchaseDate: Int64? = nil, expiresDate: Int64? = nil,
         revocationDate: Int64? = nil, autoRenewStatus: Int32? = nil, lastSignedDate: Int64? = nil,
         appAccountToken: String? = nil, status: Int32? = nil, entitled: Bool? = false, appTransactionId: String? = nil,
         revocationType: String? = nil, revocationPercentage: Int32? = nil, offerType: Int32? = nil, offerIdentifier: String? = nil,
@@ -96,7 +97,7 @@ package struct PurchaseState: Codable, Hashable, Sendable {
             latestTransactionId: try container.decodeIfPresent(String.self, forKey: .latestTransactionId),
             productId: try container.decodeIfPresent(String.self, forKey: .productId),
             bundleId: try container.decodeIfPresent(String.self, forKey: .bundleId),
-            environment: try container.decodeIfPresent(String.self, forKey: .environment),
+            environment: try container.decodeIfPresent(AppStoreEnvironment.self, forKey: .environment),
             purchaseDate: try container.decodeIfPresent(Int64.self, forKey: .purchaseDate),
             expiresDate: try container.decodeIfPresent(Int64.self, forKey: .expiresDate),
             revocationDate: try container.decodeIfPresent(Int64.self, forKey: .revocationDate),

@@ -45,7 +45,7 @@ import Testing
         "\(object["bundleId"] as? String ?? "-")/\(object["environment"] as? String ?? "-")"
     }
 
-    static func key(_ state: PurchaseState) -> String { "\(state.bundleId ?? "-")/\(state.environment ?? "-")" }
+    static func key(_ state: PurchaseState) -> String { "\(state.bundleId ?? "-")/\(state.environment?.rawValue ?? "-")" }
 
     static func jsonArray(_ text: String) throws -> [[String: Any]] {
         try JSONSerialization.jsonObject(with: Data(text.utf8)) as? [[String: Any]] ?? []
@@ -144,7 +144,7 @@ import Testing
             #expect(try Self.states(try await rehearsal.reconciler(["export"] + at).stdout) == truth)
 
             // The mock judges sandbox purchases as production ones; this file says app one's do not entitle.
-            #expect(truth.contains { $0.bundleId == Self.one && $0.environment == "Sandbox" && $0.entitled == true })
+            #expect(truth.contains { $0.bundleId == Self.one && $0.environment == .sandbox && $0.entitled == true })
             let file = try rehearsal.configurationFile("no-sandbox-entitlement") {
                 Self.adding("    sandboxEntitles: false\n", toApp: Self.one, in: $0)
             }
@@ -152,7 +152,7 @@ import Testing
             #expect(export.status == 0, "\(export.stderr)")
             let expected = truth.map { state in
                 var state = state
-                if state.bundleId == Self.one, state.environment == "Sandbox" { state.entitled = false }
+                if state.bundleId == Self.one, state.environment == .sandbox { state.entitled = false }
                 return state
             }
             let exported = try Self.states(export.stdout)
@@ -163,7 +163,7 @@ import Testing
             let two = try Self.states(try await rehearsal.reconciler(["export", "--app", Self.two] + at).stdout)
             #expect(!two.isEmpty && two == truth.filter { $0.bundleId == Self.two })
             let sandbox = try Self.states(try await rehearsal.reconciler(["export", "--environment", "sandbox"] + at).stdout)
-            #expect(!sandbox.isEmpty && sandbox == truth.filter { $0.environment == "Sandbox" })
+            #expect(!sandbox.isEmpty && sandbox == truth.filter { $0.environment == .sandbox })
             let onlyOne = try rehearsal.configurationFile("only-one", Self.withoutAppTwo)
             let narrowed = try Self.states(try await rehearsal.reconciler(["export"] + at, environment: ["RECONCILER_CONFIG": onlyOne]).stdout)
             #expect(narrowed == truth.filter { $0.bundleId == Self.one })

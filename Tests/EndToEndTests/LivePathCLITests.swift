@@ -87,7 +87,7 @@ import Testing
                     state
                         == PurchaseState(
                             originalTransactionId: "8000", latestTransactionId: "8000", productId: "com.example.monthly", bundleId: TestApp.bundleId,
-                            environment: "Production",
+                            environment: .production,
                             purchaseDate: transaction.purchaseDate, expiresDate: transaction.expiresDate, revocationDate: nil,
                             autoRenewStatus: 1, lastSignedDate: t0, entitled: true))  // it expires in 20 days
                 #expect(lines[0].contains("\"revocationDate\":null"))

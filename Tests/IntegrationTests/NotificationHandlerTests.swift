@@ -29,7 +29,7 @@ import Testing
             #expect(result.change?.before == nil)
             let expected = PurchaseState(
                 originalTransactionId: "1000", latestTransactionId: "1000", productId: "com.example.monthly", bundleId: TestApp.bundleId,
-                environment: "Production", purchaseDate: transaction.purchaseDate, expiresDate: transaction.expiresDate,
+                environment: .production, purchaseDate: transaction.purchaseDate, expiresDate: transaction.expiresDate,
                 revocationDate: nil, autoRenewStatus: 1, lastSignedDate: t0, status: 1, entitled: true)
             #expect(result.change?.after == expected)
             let stored = try await db.database.transaction { try await handler.store.purchaseStates(["1000"], on: $0)["1000"] }

@@ -23,7 +23,7 @@ package enum GroundTruth {
             let subscription = latest.type == .autoRenewableSubscription
             return PurchaseState(
                 originalTransactionId: original, latestTransactionId: latest.transactionId, productId: latest.productId, bundleId: latest.bundleId,
-                environment: latest.environment?.rawValue, purchaseDate: latest.purchaseDate, expiresDate: latest.expiresDate,
+                environment: latest.environment, purchaseDate: latest.purchaseDate, expiresDate: latest.expiresDate,
                 revocationDate: latest.revocationDate, autoRenewStatus: renewal?.autoRenewStatus?.rawValue,
                 lastSignedDate: lastSignedDate[original], appAccountToken: latest.appAccountToken,
                 status: subscription ? world.subscriptionStatus[original]?.rawValue : nil,

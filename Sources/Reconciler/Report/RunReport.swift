@@ -364,7 +364,7 @@ package struct RunReport: Sendable, Codable {
         switch field {
         case "latestTransactionId": return state.latestTransactionId ?? "null"
         case "productId": return state.productId ?? "null"
-        case "environment": return state.environment ?? "null"
+        case "environment": return state.environment?.rawValue ?? "null"
         case "purchaseDate": return date(state.purchaseDate)
         case "expiresDate": return date(state.expiresDate)
         case "revocationDate": return date(state.revocationDate)

@@ -141,7 +141,7 @@ struct ExportCommand: AsyncParsableCommand, UsesAppsOptions {
             (scope.targets ?? []).map { target in
                 (target.app, try EntitlementOptions.policy(target.entitlement, entitleBillingRetry: entitleBillingRetry, terms: nonRenewingTerm))
             }, uniquingKeysWith: { first, _ in first })
-        let (token, apps, environment) = (appAccountToken?.lowercased(), scope.apps, scope.environment?.rawValue)
+        let (token, apps, environment) = (appAccountToken?.lowercased(), scope.apps, scope.environment)
         let (format, transactions, history, changedSince, at, appUserId) = (format, transactions, history, changedSince, at, appUserId)
         let count = try await database.withCurrentSchema(logger: logger) { database in
             var buffer = Data()

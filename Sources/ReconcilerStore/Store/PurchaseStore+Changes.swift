@@ -39,7 +39,7 @@ extension PurchaseStore {
         /// The purchase's app (its bundle id); `nil` only in a line written before apps were named.
         package var bundleId: String?
         /// The purchase's environment, `Production` or `Sandbox`.
-        package var environment: String?
+        package var environment: AppStoreEnvironment?
         package var appAccountToken: String?
         package var source: ChangeSource
         package var notificationUUID: String?
@@ -61,7 +61,8 @@ extension PurchaseStore {
         package var appUserId: String?
 
         package init(
-            changeId: Int64, kind: FeedKind = .purchase, originalTransactionId: String?, bundleId: String? = nil, environment: String? = nil,
+            changeId: Int64, kind: FeedKind = .purchase, originalTransactionId: String?, bundleId: String? = nil,
+            environment: AppStoreEnvironment? = nil,
             appAccountToken: String?, source: ChangeSource, notificationUUID: String?, runId: Int64?, before: PurchaseState?, after: PurchaseState?,
             changedAt: Date, notificationType: String? = nil, subtype: String? = nil, transactionId: String? = nil, signedDate: Int64? = nil,
             respondBy: Int64? = nil, appUserId: String? = nil
@@ -105,7 +106,7 @@ extension PurchaseStore {
                 kind: try container.decodeIfPresent(FeedKind.self, forKey: .kind) ?? .purchase,
                 originalTransactionId: try container.decodeIfPresent(String.self, forKey: .originalTransactionId),
                 bundleId: try container.decodeIfPresent(String.self, forKey: .bundleId),
-                environment: try container.decodeIfPresent(String.self, forKey: .environment),
+                environment: try container.decodeIfPresent(AppStoreEnvironment.self, forKey: .environment),
                 appAccountToken: try container.decodeIfPresent(String.self, forKey: .appAccountToken),
                 source: try container.decode(ChangeSource.self, forKey: .source),
                 notificationUUID: try container.decodeIfPresent(String.self, forKey: .notificationUUID),

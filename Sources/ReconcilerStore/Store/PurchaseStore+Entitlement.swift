@@ -24,7 +24,7 @@ extension PurchaseStore {
         for try await (product, dated, count) in rows.decode((String, Bool, Int64).self) {
             // The rule itself decides, so this counts what `export` shows as null.
             let facts = Entitlement.Facts(
-                productType: productType, productId: product.isEmpty ? nil : product, environment: app.environment.rawValue,
+                productType: productType, productId: product.isEmpty ? nil : product, environment: app.environment,
                 purchaseDate: dated ? 0 : nil)
             if Entitlement.isEntitled(facts, at: .now, policy: policy) == nil { unknown[product, default: 0] += Int(count) }
         }

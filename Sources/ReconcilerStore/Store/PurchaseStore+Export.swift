@@ -16,7 +16,7 @@ extension PurchaseStore {
     /// try await store.exportPurchases(apps: [one, two], entitlements: [one: .init(sandboxEntitles: false)], in: database) { print(try $0.jsonLine()) }
     /// ```
     package func exportPurchases(
-        apps: [AppTarget]?, environment: String? = nil, appAccountToken: String? = nil, appUserId: String? = nil,
+        apps: [AppTarget]?, environment: AppStoreEnvironment? = nil, appAccountToken: String? = nil, appUserId: String? = nil,
         entitlements: [AppTarget: EntitlementPolicy] = [:], otherApps: EntitlementPolicy? = nil, at now: Timestamp = .now,
         in database: Database, _ body: (PurchaseState) throws -> Void
     ) async throws {
@@ -58,7 +58,7 @@ extension PurchaseStore {
     /// are as Apple signed them (milliunits). `appUserId` is the purchase's (``PurchaseState/appUserId``);
     /// with `appUserId`, only that user's transactions.
     package func exportTransactions(
-        apps: [AppTarget]?, environment: String? = nil, changedSince: Timestamp? = nil, appUserId: String? = nil, in database: Database,
+        apps: [AppTarget]?, environment: AppStoreEnvironment? = nil, changedSince: Timestamp? = nil, appUserId: String? = nil, in database: Database,
         _ body: (ExportRow) throws -> Void
     ) async throws {
         let scope = try Self.scope(apps)
@@ -118,7 +118,7 @@ extension PurchaseStore {
     /// life from its first kept row; then `changeId`, `source` and the state's fields (sorted), as
     /// the purchase view prints them. By purchase, then in commit order.
     package func exportHistory(
-        apps: [AppTarget]?, environment: String? = nil, in database: Database, _ body: (ExportRow) throws -> Void
+        apps: [AppTarget]?, environment: AppStoreEnvironment? = nil, in database: Database, _ body: (ExportRow) throws -> Void
     )
         async throws
     {

@@ -100,7 +100,7 @@ extension PurchaseStore {
         _ row: PostgresRow, now: Timestamp = .now, policy: EntitlementPolicy? = nil
     ) throws -> PurchaseState {
         let columns = NamedColumns(row)
-        let (productId, environment): (String?, String?) = (try columns["product_id"], try columns["environment"])
+        let (productId, environment): (String?, AppStoreEnvironment?) = (try columns["product_id"], try columns["environment"])
         let (purchaseDate, expiresDate, revocationDate): (Int64?, Int64?, Int64?) = (
             try columns["purchase_date_ms"], try columns["expires_date_ms"], try columns["revocation_date_ms"]
         )

@@ -269,19 +269,20 @@ import Testing
             #expect(truth.count == expected)
             // Each world's purchases, under its own app and environment, exactly as its own scenario has them.
             for world in mock.simulatedWorlds {
-                let own = truth.filter { $0.bundleId == world.key.bundleId && $0.environment == world.key.environment.rawValue }
+                let own = truth.filter { $0.bundleId == world.key.bundleId && $0.environment == world.key.environment }
                 #expect(own == GroundTruth.purchases(world.catalog.snapshot.world, at: now), "\(world.key)")
             }
             #expect(
-                Set(truth.map { "\($0.bundleId ?? "")/\($0.environment ?? "")" })
+                Set(truth.map { "\($0.bundleId ?? "")/\($0.environment?.rawValue ?? "")" })
                     == [oneProduction, oneSandbox, twoProduction].map(\.description).set)
-            let keys = truth.map { [$0.originalTransactionId, $0.bundleId ?? "", $0.environment ?? ""] }
+            let keys = truth.map { [$0.originalTransactionId, $0.bundleId ?? "", $0.environment?.rawValue ?? ""] }
             #expect(keys == keys.sorted { $0.lexicographicallyPrecedes($1) })
             // Some original transaction IDs are purchases of both apps.
             let shared = try #require(
-                Dictionary(grouping: truth, by: \.originalTransactionId).first { id, purchases in
-                    purchases.first?.bundleId == "com.example.one" && purchases.first?.environment == "Production"
-                        && purchases.last?.bundleId == "com.example.two" && purchases.last?.revocationDate == nil
+                Dictionary(grouping: truth, by: \.originalTransactionId).first { (id: String, purchases: [PurchaseState]) -> Bool in
+                    let (first, last) = (purchases.first, purchases.last)
+                    let ofOne = first?.bundleId == "com.example.one" && first?.environment == .production
+                    return ofOne && last?.bundleId == "com.example.two" && last?.revocationDate == nil
                 })
 
             let notifications = try lines(try await get("\(baseURL)/mock/notifications").body, as: MockAppStore.NotificationLine.self)

@@ -12,11 +12,11 @@ import Testing
     /// Every field `changedFields` can name shows its value before and after, never a placeholder.
     @Test func everyChangedFieldShowsItsValues() {
         let before = PurchaseState(
-            originalTransactionId: "1000", latestTransactionId: "1000", productId: "monthly", environment: "Production",
+            originalTransactionId: "1000", latestTransactionId: "1000", productId: "monthly", environment: .production,
             purchaseDate: 1_795_000_000_000, expiresDate: 1_795_100_000_000, autoRenewStatus: 1, lastSignedDate: 1_795_000_000_000,
             status: 1, entitled: true)
         let after = PurchaseState(
-            originalTransactionId: "1000", latestTransactionId: "1001", productId: "yearly", environment: "Sandbox",
+            originalTransactionId: "1000", latestTransactionId: "1001", productId: "yearly", environment: .sandbox,
             purchaseDate: 1_795_100_000_000, expiresDate: 1_795_200_000_000, revocationDate: 1_795_150_000_000, autoRenewStatus: 0,
             lastSignedDate: 1_795_150_000_000, appAccountToken: "7e3fb20b-4cdb-47cc-936d-99d65f608138", status: 5, entitled: false,
             appTransactionId: "705678901234567890", revocationType: "REFUND_PRORATED", revocationPercentage: 50_000, offerType: 4,
