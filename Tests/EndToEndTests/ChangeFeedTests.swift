@@ -324,6 +324,7 @@ import Testing
                     Set(object.keys) == [
                         "changeId", "kind", "originalTransactionId", "bundleId", "environment", "appAccountToken", "source", "notificationUUID",
                         "runId", "before", "after", "changedAt", "notificationType", "subtype", "transactionId", "signedDate", "respondBy",
+                        "appUserId",
                     ])
             }
             #expect(lines[0].contains(#""before":null"#) && lines[0].contains(#""runId":null"#))
