@@ -23,6 +23,7 @@ import WebhookServer
     /// Runs `body` with the app API of the mock's first app, whose refresher calls the mock at `baseURL`.
     static func withAPI(
         _ db: TestDatabase, mock: MockAppStore, baseURL: String, clock: ManualClock, budget: RequestBudget? = nil, refreshRateLimit: Double? = nil,
+        retryPolicy: AppStoreServerAPIClient.RetryPolicy = .init(),
         _ body: @Sendable (AppAPITests.Client, AppRefresher) async throws -> Void
     ) async throws {
         try await TemporaryDirectory.with { directory in
@@ -33,7 +34,7 @@ import WebhookServer
             let budget = budget ?? RequestBudget(environment: scope.target.environment)
             let refresher = AppRefresher(
                 configuration: .init(clock: clock, refreshRateLimit: refreshRateLimit), scope: scope, database: db.database, verifier: verifier,
-                client: mock.client(baseURL: baseURL), origins: ConsumptionPolicyTests.origins, budget: budget)
+                client: mock.client(baseURL: baseURL, retryPolicy: retryPolicy), origins: ConsumptionPolicyTests.origins, budget: budget)
             let server = AppAPIServer(
                 configuration: .init(), tokens: try AppAPITokens(path: tokenFile, logger: TestDatabase.logger),
                 handlers: [NotificationHandler(scope: scope, verifier: verifier, database: db.database)], refreshers: [refresher],
@@ -231,7 +232,9 @@ import WebhookServer
             let store = ConsumptionRequests(logger: TestDatabase.logger)
             let open = try await db.database.transaction { try await store.list(apps: [target.app], openAt: moment, on: $0) }
             let transactionId = try #require(open.first?.transactionId)
-            try await Self.withAPI(db, mock: mock, baseURL: baseURL, clock: ManualClock()) { api, _ in
+            var once = AppStoreServerAPIClient.RetryPolicy()
+            once.maximumAttempts = 1
+            try await Self.withAPI(db, mock: mock, baseURL: baseURL, clock: ManualClock(), retryPolicy: once) { api, _ in
                 let query = "?bundleId=\(target.app.bundleId)&environment=production"
                 let path = "/v1/consumption/\(transactionId)\(query)"
                 let body = #"{"customerConsented": true, "deliveryStatus": "UNDELIVERED_OTHER", "sampleContentProvided": true}"#
@@ -255,6 +258,15 @@ import WebhookServer
                 #expect(try await db.stateFingerprint() == before)
                 #expect(try await ConsumptionPolicyTests.received(baseURL).isEmpty)
 
+                // Apple unreachable (a 5xx): 503, to be retried; the retry is accepted.
+                var failing = FaultConfiguration()
+                failing.serverErrorRate = 1
+                mock.setFaults(failing)
+                let unreachable = try await api.post(path, body: body)
+                #expect(unreachable.status == 503, "\(unreachable.text)")
+                #expect(unreachable.json["error"] as? String == "APPLE_UNREACHABLE")
+                mock.setFaults(FaultConfiguration())
+
                 let accepted = try await api.post(path, body: body)
                 #expect(accepted.status == 202, "\(accepted.text)")
                 #expect(accepted.json["answeredBy"] as? String == "app")
@@ -264,8 +276,9 @@ import WebhookServer
                 let received = try await ConsumptionPolicyTests.received(baseURL)
                 #expect(received.filter { $0.transactionId == transactionId }.map(\.deliveryStatus) == ["UNDELIVERED_OTHER"])
                 #expect(
-                    try await db.strings("SELECT answered_by || ' ' || outcome FROM consumption_answers WHERE transaction_id = \(transactionId)")
-                        == ["app accepted"])
+                    try await db.strings(
+                        "SELECT answered_by || ' ' || outcome FROM consumption_answers WHERE transaction_id = \(transactionId) ORDER BY answer_id")
+                        == ["app failed", "app accepted"])
             }
         }
     }
