@@ -148,7 +148,7 @@ struct ServeCommand: AsyncParsableCommand, UsesAppsOptions {
             // Refreshes and consumption answers call Apple for each app with an In-App Purchase key.
             let refreshers = try APIOptions.appAPIRefreshers(
                 targets: targets, verifiers: verifiers, settings: settings, forwardRoutes: forwardRoutes,
-                database: database.with(unavailableTimeout: self.database.databaseTimeout))
+                database: database.with(unavailableTimeout: self.database.databaseTimeout), logger: logger)
             let server = AppAPIServer(
                 configuration: .init(host: host, port: settings.port), tokens: appAPITokens, handlers: handlers, refreshers: refreshers,
                 database: database, metrics: metrics, logger: logger)
