@@ -54,17 +54,21 @@ package struct AppAPIServer: Sendable {
     /// Each configured app and environment's handler: its scope (the rule for `entitled`), its
     /// verifier and its database.
     let handlers: [NotificationHandler]
+    /// Each app and environment with an In-App Purchase key: its refreshes and consumption answers
+    /// (an app without one answers refreshes with the stored state, `fresh: false`).
+    let refreshers: [AppRefresher]
     let database: Database
     let metrics: AppAPIMetrics
     let logger: Logger
 
     package init(
-        configuration: Configuration, tokens: AppAPITokens, handlers: [NotificationHandler], database: Database, metrics: MetricsRegistry,
-        logger: Logger
+        configuration: Configuration, tokens: AppAPITokens, handlers: [NotificationHandler], refreshers: [AppRefresher] = [],
+        database: Database, metrics: MetricsRegistry, logger: Logger
     ) {
         self.configuration = configuration
         self.tokens = tokens
         self.handlers = handlers
+        self.refreshers = refreshers
         self.database = database
         self.metrics = AppAPIMetrics(registry: metrics)
         self.logger = logger
@@ -79,6 +83,9 @@ package struct AppAPIServer: Sendable {
         }
         router.post("v1/transactions") { request, _ in
             await answer(request) { try await handOver(request) }
+        }
+        router.post("v1/consumption/:transactionId") { request, context in
+            await answer(request) { try await consumption(request, transactionId: context.parameters.get("transactionId") ?? "") }
         }
         router.get("v1/openapi.json") { request, _ in
             await answer(request) { Self.json(.ok, AppAPIDocument.json) }
@@ -121,7 +128,13 @@ package struct AppAPIServer: Sendable {
     private func purchases(_ request: Request) async throws -> Response {
         let query = try PurchaseQuery(parameters: request.uri.queryParameters.map { (String($0.key), String($0.value)) })
         let handler = try handler(of: query.target)
-        let purchases = try await AppPurchases(scope: handler.scope, database: database).stored(query.key, at: configuration.now())
+        let purchases: [AppPurchase]
+        if query.refresh != nil, let refresher = refresher(of: query.target) {
+            purchases = try await refresher.purchases(query, at: configuration.now)
+        } else {
+            // Without an In-App Purchase key for the app, nothing can ask Apple: the stored state, `fresh: false`.
+            purchases = try await AppPurchases(scope: handler.scope, database: database).stored(query.key, at: configuration.now())
+        }
         let rows = try purchases.map { try $0.jsonObject() }
         return Self.json(.ok, "{\"purchases\":[" + rows.joined(separator: ",") + "]}")
     }
@@ -148,6 +161,73 @@ package struct AppAPIServer: Sendable {
                 "originalTransactionId": "\(purchase.state.originalTransactionId)",
             ])
         return Self.json(.ok, "{\"purchase\":" + (try purchase.jsonObject()) + "}")
+    }
+
+    /// `POST /v1/consumption/{transactionId}?bundleId=B&environment=E` with `consumption send`'s
+    /// fields as JSON: the app's answer to its consumption request, sent at once (``ConsumptionAppAnswer``):
+    /// 202 accepted, 400 refused (with Apple's code when Apple refused), 404 no such request, 409
+    /// answered already, 503 Apple unreachable (retry) or no In-App Purchase key for the app.
+    private func consumption(_ request: Request, transactionId: String) async throws -> Response {
+        let target = try PurchaseQuery.app(of: request.uri.queryParameters.map { (String($0.key), String($0.value)) })
+        _ = try handler(of: target)
+        guard (request.headers[.contentLength].flatMap(Int.init) ?? 0) <= Self.maximumBodySize,
+            let body = try? await request.body.collect(upTo: Self.maximumBodySize)
+        else {
+            throw ReconcilerError(.bodyTooLarge, "the body exceeds \(Self.maximumBodySize) bytes")
+        }
+        guard let posted = try? JSONDecoder().decode(PostedConsumption.self, from: Data(buffer: body)) else {
+            throw ReconcilerError(
+                .malformedBody,
+                "expected a JSON object {\"customerConsented\": true, \"deliveryStatus\": \"DELIVERED\", \"sampleContentProvided\": false, "
+                    + "\"refundPreference\": \"DECLINE\" (optional), \"consumptionPercentage\": 25000 (optional)}")
+        }
+        guard let refresher = refresher(of: target) else {
+            return Self.consumptionAnswer(
+                503, error: "NO_API_KEY", detail: "\(target.description) has no In-App Purchase key configured: the answer cannot be sent to Apple")
+        }
+        let input = ConsumptionAnswers.Input(
+            transactionId: transactionId, customerConsented: posted.customerConsented, deliveryStatus: posted.deliveryStatus,
+            sampleContentProvided: posted.sampleContentProvided ? "true" : "false", refundPreference: posted.refundPreference,
+            consumptionPercentage: posted.consumptionPercentage)
+        let answer = await refresher.answerConsumption(input)
+        logger.info(
+            "app answered a consumption request",
+            metadata: [
+                "bundleId": "\(target.bundleId)", "environment": "\(target.environment.rawValue)", "transactionId": "\(transactionId)",
+                "status": "\(answer.httpStatus)",
+            ])
+        switch answer {
+        case .accepted:
+            return Self.json(.accepted, "{\"answeredBy\":\"app\",\"transactionId\":" + Self.jsonString(transactionId) + "}")
+        case .refused(let code, let detail): return Self.consumptionAnswer(400, error: "CONSUMPTION_REFUSED", detail: detail, appleErrorCode: code)
+        case .alreadyAnswered(let detail): return Self.consumptionAnswer(409, error: "CONSUMPTION_ALREADY_ANSWERED", detail: detail)
+        case .unknownRequest(let detail): return Self.consumptionAnswer(404, error: "UNKNOWN_CONSUMPTION_REQUEST", detail: detail)
+        case .unreachable(let detail): return Self.consumptionAnswer(503, error: "APPLE_UNREACHABLE", detail: detail)
+        }
+    }
+
+    private struct PostedConsumption: Decodable {
+        var customerConsented: Bool
+        var deliveryStatus: String
+        var sampleContentProvided: Bool
+        var refundPreference: String?
+        var consumptionPercentage: Int?
+    }
+
+    /// A consumption answer's error body: `{"error", "detail"}`, with `appleErrorCode` when Apple refused.
+    static func consumptionAnswer(_ status: Int, error: String, detail: String, appleErrorCode: Int64? = nil) -> Response {
+        var fields = ["\"detail\":" + jsonString(detail), "\"error\":" + jsonString(error)]
+        if let appleErrorCode { fields.insert("\"appleErrorCode\":\(appleErrorCode)", at: 0) }
+        return json(HTTPResponse.Status(code: status), "{" + fields.joined(separator: ",") + "}")
+    }
+
+    static func jsonString(_ text: String) -> String {
+        String(decoding: (try? JSONSerialization.data(withJSONObject: text, options: .fragmentsAllowed)) ?? Data("\"\"".utf8), as: UTF8.self)
+    }
+
+    /// The refresher of an app and environment, when it has an In-App Purchase key.
+    private func refresher(of target: AppTarget) -> AppRefresher? {
+        refreshers.first { $0.scope.target.bundleId == target.bundleId && $0.scope.target.environment == target.environment }
     }
 
     /// A signed transaction is a few KB; StoreKit's JWS with its chain stays well under this.

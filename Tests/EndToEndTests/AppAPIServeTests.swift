@@ -73,12 +73,18 @@ extension LivePathCLITests {
                     #expect(found.status == 200, "\(String(decoding: found.body, as: UTF8.self))")
                     let purchases = found.json["purchases"] as? [[String: Any]] ?? []
                     #expect(purchases.map { $0["originalTransactionId"] as? String } == ["8400"])
+                    // Its key file is not on this host: serve started anyway, and a refresh answers the stored state, not fresh.
+                    let refreshed = try await HTTP.request(
+                        .GET, lookup + "&refresh=always", headers: [("Authorization", "Bearer \(Self.appAPIToken)")])
+                    #expect(refreshed.status == 200, "\(String(decoding: refreshed.body, as: UTF8.self))")
+                    #expect((refreshed.json["purchases"] as? [[String: Any]])?.first?["fresh"] as? Bool == false)
                     // Not on the webhook's port: it is not Apple's URL.
                     #expect(try await HTTP.request(.GET, "http://127.0.0.1:\(port)/v1/purchases").status == 404)
                     metrics = String(decoding: try await HTTP.request(.GET, "http://127.0.0.1:\(port)/metrics").body, as: UTF8.self)
                     #expect(try PrometheusText(parsing: metrics).value("reconciler_app_api_unauthorized_total") == 1)
                 }
                 #expect(served.status == 0, "\(served.stderr)")
+                #expect((served.stdout + served.stderr).contains("the app API cannot call Apple for this app"))
                 #expect(!served.stderr.contains(Self.appAPIToken) && !served.stdout.contains(Self.appAPIToken))
                 #expect(!metrics.contains(Self.appAPIToken))
             }

@@ -165,7 +165,7 @@ import WebhookServer
                         ("\(Self.base)&TransactionId=7100", 400, "INVALID_QUERY"),
                         ("\(Self.base)&transactionid=7100", 400, "INVALID_QUERY"),
                         ("\(Self.base)&orderId=MQ5Q7X2ZYB", 400, "INVALID_QUERY"),
-                        ("\(Self.base)&transactionId=7100&refresh=always", 400, "INVALID_QUERY"),
+                        ("\(Self.base)&transactionId=7100&refresh=Always", 400, "INVALID_QUERY"),
                         ("\(Self.base)", 400, "INVALID_QUERY"),
                         ("\(Self.base)&transactionId=7100&originalTransactionId=7100", 400, "INVALID_QUERY"),
                         ("\(Self.base)&transactionId=7100&transactionId=7101", 400, "INVALID_QUERY"),
@@ -365,7 +365,7 @@ extension AppAPITests {
                     #expect(reply.status == 200)
                     #expect(reply.json["openapi"] as? String == "3.1.0")
                     let paths = try #require(reply.json["paths"] as? [String: Any])
-                    #expect(Set(paths.keys) == ["/v1/purchases", "/v1/transactions", "/v1/openapi.json"])
+                    #expect(Set(paths.keys) == ["/v1/purchases", "/v1/transactions", "/v1/consumption/{transactionId}", "/v1/openapi.json"])
                 }
             }
         }

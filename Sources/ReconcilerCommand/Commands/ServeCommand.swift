@@ -160,9 +160,13 @@ struct ServeCommand: AsyncParsableCommand, UsesAppsOptions {
         // The app API, when configured: its own port, a service of the same group (stopped before the database).
         var appAPI: [any Service] = []
         if let settings = configuration.appApi, let appAPITokens {
+            // Refreshes and consumption answers call Apple for each app with an In-App Purchase key.
+            let refreshers = try APIOptions.appAPIRefreshers(
+                targets: targets, verifiers: verifiers, settings: settings, forwardRoutes: forwardRoutes,
+                database: database.with(unavailableTimeout: self.database.databaseTimeout), logger: logger)
             let server = AppAPIServer(
-                configuration: .init(host: host, port: settings.port), tokens: appAPITokens, handlers: handlers, database: database,
-                metrics: metrics, logger: logger)
+                configuration: .init(host: host, port: settings.port), tokens: appAPITokens, handlers: handlers, refreshers: refreshers,
+                database: database, metrics: metrics, logger: logger)
             appAPI.append(
                 server.makeApplication { boundPort in
                     logger.info("app API listening", metadata: ["port": "\(boundPort)", "tokenFile": "\(settings.tokenFile)"])

@@ -1,0 +1,259 @@
+package import AppStoreServer
+import Foundation
+import Logging
+package import ReconcilerDomain
+package import ReconcilerShared
+package import ReconcilerStore
+
+/// The app API's refreshes (`GET /v1/purchases?…&refresh=if-stale|always`) for one app and
+/// environment: Apple is read for the customers the key names before the answer, through the
+/// verified path a repair takes (``CustomerRepair``: Get Notification History for the customer,
+/// Get Transaction History from the stored revision, Get All Subscription Statuses), recorded as
+/// a repair run. An unknown transaction ID is looked up at Apple; an `appAccountToken` the store
+/// does not know is not (nothing names its customer to Apple).
+///
+/// The answer never waits longer than the query's `timeout`, judged on the configured clock: past
+/// it (Apple slow, or the budget spent so the requests wait for their turn) the stored state is
+/// answered with `fresh: false` while the refresh goes on in the background; each purchase is
+/// `fresh: true` when Apple answered for this request.
+///
+/// Its requests come out of the app's shared budget (``SharedBudget``), joined only while it has
+/// refreshes (and left after ``Configuration/idleBeforeLeaving`` without any), each endpoint capped
+/// at `appApi.refreshRateLimit` (default 10% of the app's budget), so a run beside it keeps the rest.
+///
+/// ```swift
+/// let refresher = AppRefresher(scope: target.scope, database: database, verifier: verifier, client: client, origins: origins, budget: budget)
+/// let purchases = try await refresher.purchases(query, at: .now)
+/// ```
+package final class AppRefresher: Sendable {
+    package struct Configuration: Sendable {
+        /// The clock the answer's deadline is judged on (tests move it).
+        package var clock: any MonotonicClock
+        /// Requests per second the refreshes may take of each endpoint (`appApi.refreshRateLimit`);
+        /// `nil`: ``defaultShare`` of the app's budget.
+        package var refreshRateLimit: Double?
+        /// The app's own webhooks: notifications a refresh records for the first time are queued for them, as a repair's are.
+        package var forwardRoutes: [ForwardingRoute]
+        /// How long the shared budget is kept without a refresh before it is left.
+        package var idleBeforeLeaving: Duration
+        /// Names this process in the ledger.
+        package var worker: String
+
+        package init(
+            clock: any MonotonicClock = .system, refreshRateLimit: Double? = nil, forwardRoutes: [ForwardingRoute] = [],
+            idleBeforeLeaving: Duration = .seconds(30), worker: String = ProcessIdentity.current
+        ) {
+            self.clock = clock
+            self.refreshRateLimit = refreshRateLimit
+            self.forwardRoutes = forwardRoutes
+            self.idleBeforeLeaving = idleBeforeLeaving
+            self.worker = worker
+        }
+    }
+
+    /// The endpoints a refresh calls, and the app's consumption answers (`POST /v1/consumption/{transactionId}`).
+    package static let endpoints: [AppStoreServerAPIEndpoint] = [
+        .getNotificationHistory, .getTransactionHistory, .getAllSubscriptionStatuses, .sendConsumptionInformation,
+    ]
+    /// The refreshes' share of the app's budget when `refreshRateLimit` is not set.
+    package static let defaultShare = 0.1
+
+    package let configuration: Configuration
+    package let scope: AppScope
+    let database: Database
+    let verifier: SignedDataVerifier
+    let client: AppStoreServerAPIClient
+    /// Where the key's settings came from, for the hints of Apple's refusals.
+    let origins: SettingOrigins
+    let budget: RefreshBudget
+
+    /// - Parameters:
+    ///   - client: the app's App Store Server API client; build it with ``requestsPerSecond(budget:refreshRateLimit:)``
+    ///     so it never spends more than the cap, even alone.
+    ///   - budget: the app's request budget (the same in every process of the app).
+    package init(
+        configuration: Configuration = .init(), scope: AppScope, database: Database, verifier: SignedDataVerifier,
+        client: AppStoreServerAPIClient, origins: SettingOrigins, budget: RequestBudget
+    ) {
+        self.configuration = configuration
+        self.origins = origins
+        self.scope = scope
+        self.database = database
+        self.verifier = verifier
+        self.client = client
+        let shared = SharedBudget(
+            configuration: .init(claims: Self.claims(budget: budget, refreshRateLimit: configuration.refreshRateLimit)), database: database,
+            limiter: client.rateLimiter, app: scope.target)
+        self.budget = RefreshBudget(budget: shared, idle: configuration.idleBeforeLeaving)
+    }
+
+    /// What the refreshes declare to the app's other processes: each endpoint's app budget, capped.
+    package static func claims(budget: RequestBudget, refreshRateLimit: Double?) -> [AppStoreServerAPIEndpoint: BudgetAllocation.Claim] {
+        requestsPerSecond(budget: budget, refreshRateLimit: refreshRateLimit).reduce(into: [:]) { claims, entry in
+            claims[entry.key] = .init(appBudget: budget.app[entry.key] ?? entry.value, cap: entry.value)
+        }
+    }
+
+    /// The refreshes' cap on each endpoint they call: `refreshRateLimit` (at most the app's budget), or 10% of the app's budget.
+    package static func requestsPerSecond(budget: RequestBudget, refreshRateLimit: Double?) -> [AppStoreServerAPIEndpoint: Double] {
+        var caps: [AppStoreServerAPIEndpoint: Double] = [:]
+        for endpoint in endpoints {
+            guard let app = budget.app[endpoint] else { continue }
+            caps[endpoint] = min(refreshRateLimit ?? app * defaultShare, app, budget.cap ?? .infinity)
+        }
+        return caps
+    }
+
+    /// The purchases `query` names, after reading Apple when its `refresh` asks for it and the
+    /// answer came within its `timeout`; see ``AppRefresher``.
+    package func purchases(_ query: PurchaseQuery, at now: @escaping @Sendable () -> Timestamp) async throws -> [AppPurchase] {
+        let stored = AppPurchases(scope: scope, database: database)
+        let before = try await stored.stored(query.key, at: now())
+        guard let refresh = query.refresh, let selector = Self.selector(query.key, stored: before), Self.isStale(before, refresh, now: now())
+        else { return before }
+        let work = Task { try await self.refresh(selector) }
+        guard await Self.answered(work, within: query.timeout, clock: configuration.clock) else { return before }
+        return try await stored.stored(query.key, at: now()).map { AppPurchase(state: $0.state, checkedAt: $0.checkedAt, fresh: true) }
+    }
+
+    /// What a repair is asked to read for `key`; `nil` when Apple is not asked (an app account
+    /// token or app user ID the store does not know names no customer to Apple).
+    static func selector(_ key: PurchaseQuery.Key, stored: [AppPurchase]) -> CustomerRepair.Selector? {
+        switch key {
+        case .originalTransactionId(let id), .transactionId(let id): .transactionId(id)
+        case .appAccountToken(let token): stored.isEmpty ? nil : .appAccountToken(token)
+        case .appUserId: nil
+        }
+    }
+
+    /// Whether `refresh` asks Apple given what is stored: always, or when a purchase's customer was
+    /// checked longer than `maxAge` ago or never (or nothing is stored).
+    static func isStale(_ stored: [AppPurchase], _ refresh: PurchaseQuery.Refresh, now: Timestamp) -> Bool {
+        switch refresh {
+        case .always: return true
+        case .ifStale(let maxAge):
+            return stored.isEmpty || stored.contains { purchase in purchase.checkedAt.map { now - $0 > maxAge } ?? true }
+        }
+    }
+
+    /// Reads Apple for the customer through a repair, inside the shared budget; `true` when Apple answered every request.
+    func refresh(_ selector: CustomerRepair.Selector) async throws -> Bool {
+        try await budget.begin()
+        do {
+            let repair = CustomerRepair(
+                configuration: .init(selector: selector, forwardRoutes: configuration.forwardRoutes, worker: configuration.worker), scope: scope,
+                database: database, verifier: verifier, client: client)
+            let report = try await repair.repair()
+            await budget.end()
+            return report.failures.isEmpty
+        } catch let error as ReconcilerError where error.code == .unknownTransactionId {
+            // Apple answered: it knows no such transaction (the answer is the empty list).
+            await budget.end()
+            return true
+        } catch {
+            await budget.end()
+            database.logger.info(
+                "app API refresh did not complete; the stored state was answered", metadata: ["app": "\(scope.target)", "error": "\(error)"])
+            return false
+        }
+    }
+
+    /// Whether `work` ended with Apple's answer before `timeout` passed on `clock`; the work goes on past it.
+    static func answered(_ work: Task<Bool, any Error>, within timeout: Duration, clock: any MonotonicClock) async -> Bool {
+        let (outcomes, continuation) = AsyncStream<Bool>.makeStream()
+        let waiting = Task { continuation.yield((try? await work.value) ?? false) }
+        let deadline = Task {
+            try? await clock.sleep(for: timeout)
+            continuation.yield(false)
+        }
+        var iterator = outcomes.makeAsyncIterator()
+        let outcome = await iterator.next() ?? false
+        continuation.finish()
+        deadline.cancel()
+        _ = waiting
+        return outcome
+    }
+
+    /// The app's answer to its consumption request, sent at once as `app` inside the shared budget
+    /// (``ConsumptionAppAnswer``); a budget that cannot be joined is `unreachable` (retry).
+    package func answerConsumption(_ input: ConsumptionAnswers.Input) async -> ConsumptionAppAnswer {
+        do {
+            try await budget.begin()
+        } catch {
+            return .unreachable(detail: "the request budget shared with the app's other processes could not be joined; retry")
+        }
+        let answer = await ConsumptionAppAnswer.answer(input, app: scope.target, client: client, origins: origins, database: database)
+        await budget.end()
+        return answer
+    }
+
+    /// Leaves the shared budget now (serve's shutdown, tests).
+    package func stop() async { await budget.stop() }
+}
+
+/// The refreshes' lease on the app's shared budget: joined before the first request of a burst,
+/// renewed while refreshes go on, left once none came for a while (a process that has no requests
+/// takes no share from the others).
+actor RefreshBudget {
+    let budget: SharedBudget
+    let idle: Duration
+    private var active = 0
+    private var generation = 0
+    private var joining: Task<Void, any Error>?
+    private var keeper: Task<Void, Never>?
+    private var leaving: Task<Void, Never>?
+
+    init(budget: SharedBudget, idle: Duration) {
+        self.budget = budget
+        self.idle = idle
+    }
+
+    /// Joins (once for concurrent refreshes) before a refresh's first request.
+    func begin() async throws {
+        active += 1
+        generation += 1
+        if let leaving { await leaving.value }
+        let budget = self.budget
+        let joined = joining ?? Task { try await budget.join() }
+        joining = joined
+        do {
+            try await joined.value
+        } catch {
+            if joining == joined { joining = nil }
+            active -= 1
+            throw error
+        }
+        if keeper == nil { keeper = Task { await budget.keepShared() } }
+    }
+
+    /// After a refresh: the budget is left once no refresh came for ``idle``.
+    func end() {
+        active -= 1
+        guard active == 0 else { return }
+        let (generation, idle) = (self.generation, self.idle)
+        Task {
+            try? await Task.sleep(for: idle)
+            await self.leaveIfIdle(since: generation)
+        }
+    }
+
+    private func leaveIfIdle(since generation: Int) async {
+        guard active == 0, self.generation == generation else { return }
+        await stop()
+    }
+
+    /// Leaves now (keepShared leaves when cancelled).
+    func stop() async {
+        guard let keeper else {
+            joining = nil
+            return
+        }
+        keeper.cancel()
+        let leaving = Task { await keeper.value }
+        self.leaving = leaving
+        self.keeper = nil
+        joining = nil
+        await leaving.value
+        if self.leaving == leaving { self.leaving = nil }
+    }
+}
