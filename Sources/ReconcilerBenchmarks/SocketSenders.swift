@@ -59,10 +59,7 @@ struct SocketSenders: Sendable {
         var answer = [UInt8](repeating: 0, count: 1 << 16)
         defer { if let connection { close(connection) } }
         while true {
-            let index = next.withLock { value in
-                defer { value += 1 }
-                return value
-            }
+            let index = Self.take(next)
             guard index < bodies.count else { break }
             postRequest(carrying: bodies[index], into: &request)
             let sent = clock.now
@@ -71,6 +68,14 @@ struct SocketSenders: Sendable {
             if let failure { failures.append(failure) }
         }
         return (latencies, failures)
+    }
+
+    /// The next index to send, taken once by one sender.
+    private static func take(_ next: Locked<Int>) -> Int {
+        next.withLock { value in
+            defer { value += 1 }
+            return value
+        }
     }
 
     /// `POST path` with the body `{"signedPayload":"<JWS>"}`, written into `request` in place (not
@@ -130,10 +135,7 @@ struct SocketSenders: Sendable {
                 var answer = [UInt8](repeating: 0, count: 1 << 16)
                 defer { if let connection { close(connection) } }
                 while true {
-                    let index = next.withLock { value in
-                        defer { value += 1 }
-                        return value
-                    }
+                    let index = Self.take(next)
                     guard index < count else { break }
                     let bytes = request(index)
                     let due = start + .nanoseconds(Int64(Double(index) * 1e9 / rate))
