@@ -30,6 +30,8 @@ struct AppAPIBenchmark: AsyncParsableCommand {
     @Option(help: "Seconds each phase lasts.") var seconds: Double = 30
     @Option(help: "Connections (a thread each) the reads may use at once; the webhook's get a quarter as many.")
     var connections: Int = 32
+    @Option(help: "A file holding serve's process ID, read once serve answers: each phase prints serve's CPU.")
+    var servePidFile: String?
 
     func run() async throws {
         let phases = try self.phases.map { text in
@@ -39,8 +41,9 @@ struct AppAPIBenchmark: AsyncParsableCommand {
             }
             return (reads: reads, notifications: notifications)
         }
-        let (url, apiURL, tokenFile, customers, credentials, seed, seconds, connections) = (
-            self.url, self.apiUrl, self.tokenFile, self.customers, self.credentialsDir, self.seed, self.seconds, self.connections
+        let (url, apiURL, tokenFile, customers, credentials, seed, seconds, connections, servePidFile) = (
+            self.url, self.apiUrl, self.tokenFile, self.customers, self.credentialsDir, self.seed, self.seconds, self.connections,
+            self.servePidFile
         )
         try await Task.detached {
             let (payloads, _) = try await WebhookBenchmark.world(customers: customers, seed: seed, credentials: credentials)
@@ -66,6 +69,8 @@ struct AppAPIBenchmark: AsyncParsableCommand {
             guard let token = tokens.first else { throw ValidationError("no token in \(tokenFile)") }
             let authorization = [("Authorization", "Bearer \(token)")]
             try await WebhookBenchmark.waitUntilAnswering("\(apiURL)/v1/openapi.json", headers: authorization, with: client)
+            let servePid = servePidFile.flatMap { try? String(contentsOfFile: $0, encoding: .utf8) }
+                .flatMap { Int($0.trimmingCharacters(in: .whitespacesAndNewlines)) }
 
             let webhook = try SocketSenders(url: url, path: "/notifications")
             let (stored, seedSeconds) = await elapsed { await webhook.post(Array(payloads.prefix(seeded)), senders: 16) }
@@ -87,6 +92,7 @@ struct AppAPIBenchmark: AsyncParsableCommand {
                 }
                 let posting = Array(payloads[offset..<(offset + count)])
                 offset += count
+                let serveCPUBefore = servePid.flatMap(Self.cpuSeconds(of:))
                 let load = (try? String(contentsOfFile: "/proc/loadavg", encoding: .utf8))?.split(separator: " ").prefix(3).joined(separator: " ")
                 async let readResult = api.paced(count: reading.count, perSecond: reads, connections: connections) { reading[$0] }
                 async let postResult =
@@ -104,8 +110,25 @@ struct AppAPIBenchmark: AsyncParsableCommand {
                         + String(format: ", %.0f s", seconds) + " (load average at the start \(load ?? "?"))")
                 print(Self.line("reads (GET /v1/purchases)", read))
                 if count > 0 { print(Self.line("webhook (POST /notifications)", posted)) }
+                if let before = serveCPUBefore, let after = servePid.flatMap(Self.cpuSeconds(of:)) {
+                    print(
+                        String(
+                            format: "  serve used %.1f s of CPU in the phase = %.0f µs per request (%.0f%% of one core)", after - before,
+                            (after - before) / Double(read.latencies.count + posted.latencies.count) * 1e6, (after - before) / seconds * 100))
+                }
             }
         }.value
+    }
+
+    /// The CPU seconds (user + system) a process has used so far (`/proc/PID/stat`), if it runs.
+    static func cpuSeconds(of pid: Int) -> Double? {
+        guard let text = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8), let end = text.lastIndex(of: ")") else {
+            return nil
+        }
+        // After the command's closing parenthesis: state is field 3, utime 14 and stime 15.
+        let fields = text[text.index(after: end)...].split(separator: " ")
+        guard fields.count > 12, let user = Double(fields[11]), let system = Double(fields[12]) else { return nil }
+        return (user + system) / Double(sysconf(Int32(_SC_CLK_TCK)))
     }
 
     /// `KEY=value` from an environment file.
