@@ -59,35 +59,107 @@ struct SocketSenders: Sendable {
         var answer = [UInt8](repeating: 0, count: 1 << 16)
         defer { if let connection { close(connection) } }
         while true {
-            let index = next.withLock { value in
-                defer { value += 1 }
-                return value
-            }
+            let index = Self.take(next)
             guard index < bodies.count else { break }
-            // The body, `{"signedPayload":"<JWS>"}`, written into the request in place (not built apart and copied).
-            let (opening, closing) = (#"{"signedPayload":""#.utf8, #""}"#.utf8)
-            let length = opening.count + bodies[index].utf8.count + closing.count
-            request.removeAll(keepingCapacity: true)
-            request += "POST \(path) HTTP/1.1\r\nHost: \(host):\(port)\r\nContent-Type: application/json\r\nContent-Length: \(length)\r\n\r\n".utf8
-            request += opening
-            request += bodies[index].utf8
-            request += closing
+            postRequest(carrying: bodies[index], into: &request)
             let sent = clock.now
-            do {
-                let socket = try connection ?? connect()
-                connection = socket
-                try write(request, to: socket)
-                let status = try readAnswer(from: socket, into: &answer)
-                latencies.append(clock.now - sent)
-                if status != 200 { failures.append("HTTP \(status)") }
-            } catch {
-                latencies.append(clock.now - sent)
-                failures.append("\(error)")
-                if let socket = connection { close(socket) }
-                connection = nil
-            }
+            let failure = exchange(request, on: &connection, answer: &answer)
+            latencies.append(clock.now - sent)
+            if let failure { failures.append(failure) }
         }
         return (latencies, failures)
+    }
+
+    /// The next index to send, taken once by one sender.
+    private static func take(_ next: Locked<Int>) -> Int {
+        next.withLock { value in
+            defer { value += 1 }
+            return value
+        }
+    }
+
+    /// `POST path` with the body `{"signedPayload":"<JWS>"}`, written into `request` in place (not
+    /// built apart and copied).
+    func postRequest(carrying payload: String, into request: inout [UInt8]) {
+        let (opening, closing) = (#"{"signedPayload":""#.utf8, #""}"#.utf8)
+        let length = opening.count + payload.utf8.count + closing.count
+        request.removeAll(keepingCapacity: true)
+        request += "POST \(path) HTTP/1.1\r\nHost: \(host):\(port)\r\nContent-Type: application/json\r\nContent-Length: \(length)\r\n\r\n".utf8
+        request += opening
+        request += payload.utf8
+        request += closing
+    }
+
+    /// `GET path?query` with these headers.
+    func getRequest(query: String, headers: [(String, String)]) -> [UInt8] {
+        Array(
+            ("GET \(path)?\(query) HTTP/1.1\r\nHost: \(host):\(port)\r\n" + headers.map { "\($0.0): \($0.1)\r\n" }.joined() + "\r\n").utf8)
+    }
+
+    /// Writes one request on the kept-alive connection (opened if there is none) and reads its whole
+    /// answer: nil for a 200, else why not (the connection is closed after a failure to send or read).
+    private func exchange(_ request: [UInt8], on connection: inout Int32?, answer: inout [UInt8]) -> String? {
+        do {
+            let socket = try connection ?? connect()
+            connection = socket
+            try write(request, to: socket)
+            let status = try readAnswer(from: socket, into: &answer)
+            return status == 200 ? nil : "HTTP \(status)"
+        } catch {
+            if let socket = connection { close(socket) }
+            connection = nil
+            return "\(error)"
+        }
+    }
+
+    /// Open loop at a fixed rate: request `i` (of `count`, made by `request(i)`) is due `i / perSecond`
+    /// seconds after the start, whether or not earlier answers came back, and is sent by the first
+    /// of `connections` threads free at that moment (one kept-alive connection each). Each latency
+    /// runs from the moment the request was due, not from when a thread could send it, so a server
+    /// that falls behind shows its queue in the latencies (no coordinated omission), as long as
+    /// `connections` does not run out; `late` counts the requests sent over 1 ms after they were due.
+    func paced(
+        count: Int, perSecond rate: Double, connections: Int, request: @escaping @Sendable (Int) -> [UInt8]
+    ) async -> PacedResult {
+        let next = Locked(0)
+        let results = Locked(PacedResult())
+        let clock = ContinuousClock()
+        // The threads start before the first request is due.
+        let start = clock.now + .milliseconds(200)
+        let group = DispatchGroup()
+        for _ in 0..<connections {
+            group.enter()
+            let thread = Thread {
+                var mine = PacedResult()
+                var connection: Int32?
+                var answer = [UInt8](repeating: 0, count: 1 << 16)
+                defer { if let connection { close(connection) } }
+                while true {
+                    let index = Self.take(next)
+                    guard index < count else { break }
+                    let bytes = request(index)
+                    let due = start + .nanoseconds(Int64(Double(index) * 1e9 / rate))
+                    let wait = due - clock.now
+                    if wait > .zero { Thread.sleep(forTimeInterval: wait.seconds) }
+                    if clock.now - due > .milliseconds(1) { mine.late += 1 }
+                    let failure = exchange(bytes, on: &connection, answer: &answer)
+                    let done = clock.now
+                    mine.latencies.append(done - due)
+                    mine.seconds = max(mine.seconds, (done - start).seconds)
+                    if let failure { mine.failures.append(failure) }
+                }
+                results.withLock { all in
+                    all.latencies += mine.latencies
+                    all.failures += mine.failures
+                    all.late += mine.late
+                    all.seconds = max(all.seconds, mine.seconds)
+                }
+                group.leave()
+            }
+            thread.start()
+        }
+        await withCheckedContinuation { continuation in group.notify(queue: .global()) { continuation.resume() } }
+        return results.withLock { $0 }
     }
 
     private func connect() throws(SocketSendersError) -> Int32 {
@@ -169,6 +241,27 @@ struct SocketSenders: Sendable {
         }
         return nil
     }
+}
+
+/// What an open-loop sender measured: each request's latency from when it was due, why those not
+/// answered 200 were not, how many were sent over 1 ms late, and the seconds from the first due
+/// moment to the last answer.
+struct PacedResult: Sendable {
+    var latencies: [Duration] = []
+    var failures: [String] = []
+    var late = 0
+    var seconds = 0.0
+
+    /// The latency at `share` (0.5 is the median, 1 the maximum), in milliseconds.
+    func percentile(_ share: Double) -> Double {
+        let sorted = latencies.sorted()
+        guard !sorted.isEmpty else { return .nan }
+        return sorted[min(sorted.count - 1, Int(Double(sorted.count) * share))].seconds * 1000
+    }
+}
+
+extension Duration {
+    var seconds: Double { Double(components.seconds) + Double(components.attoseconds) / 1e18 }
 }
 
 struct SocketSendersError: Error, CustomStringConvertible {

@@ -61,17 +61,7 @@ struct UpgradeBenchmark: AsyncParsableCommand {
     }
 
     static func payloads(customers: Int, seed: UInt64, credentials: String) async throws -> [String] {
-        let now = Int64(Date().timeIntervalSince1970 * 1000)
-        let scenario = ScenarioConfiguration(seed: seed, customers: customers, now: now, span: 30 * 86_400_000)
-        let configuration = MockAppStore.Configuration(scenario: scenario, credentialsDirectory: credentials, appleSizedCertificates: true)
-        return try await MockAppStore.withRunning(configuration) { mock, baseURL in
-            var payloads: [String] = []
-            let client = mock.client(baseURL: baseURL, requestsPerSecond: 100_000)
-            for try await page in client.notificationHistory(.init(startDate: scenario.start - 60_000, endDate: now + 60_000)) {
-                payloads += page.items.compactMap(\.signedPayload)
-            }
-            return payloads
-        }
+        try await WebhookBenchmark.world(customers: customers, seed: seed, credentials: credentials).0
     }
 
     /// Posts `payloads` in turn, one every 1/`rate` s, until the stop file appears; then waits for

@@ -45,18 +45,7 @@ struct WebhookBenchmark: AsyncParsableCommand {
 
     static func measure(url: String, customers: Int, senders: Int, credentials: String, seed: UInt64, sendingWith sender: Client) async throws {
         do {
-            let now = Int64(Date().timeIntervalSince1970 * 1000)
-            let scenario = ScenarioConfiguration(seed: seed, customers: customers, now: now, span: 30 * 86_400_000)
-            let configuration = MockAppStore.Configuration(scenario: scenario, credentialsDirectory: credentials, appleSizedCertificates: true)
-            // Every notification of the world, in history order, as Apple would have delivered them.
-            let (payloads, verifier) = try await MockAppStore.withRunning(configuration) { mock, baseURL in
-                var payloads: [String] = []
-                let client = mock.client(baseURL: baseURL, requestsPerSecond: 100_000)
-                for try await page in client.notificationHistory(.init(startDate: scenario.start - 60_000, endDate: now + 60_000)) {
-                    payloads += page.items.compactMap(\.signedPayload)
-                }
-                return (payloads, try mock.verifier())
-            }
+            let (payloads, verifier) = try await world(customers: customers, seed: seed, credentials: credentials)
             let bytes = payloads.map(\.utf8.count).reduce(0, +)
             // What verifying costs serve per notification (the notification, its transaction and renewal
             // info, the chain cached), on one core, measured here on the same payloads.
@@ -84,15 +73,7 @@ struct WebhookBenchmark: AsyncParsableCommand {
             clientConfiguration.connectionPool.concurrentHTTP1ConnectionsPerHostSoftLimit = senders
             let client = HTTPClient(eventLoopGroupProvider: .singleton, configuration: clientConfiguration)
             defer { Task { try? await client.shutdown() } }
-            // serve migrates or checks the schema before it listens.
-            for attempt in 0... {
-                var request = HTTPClientRequest(url: "\(url)/health")
-                request.method = .GET
-                if let response = try? await client.execute(request, timeout: .seconds(2)), response.status == .ok { break }
-                guard attempt < 600 else { throw ValidationError("serve did not answer /health at \(url)") }
-                try await Task.sleep(for: .milliseconds(100))
-            }
-
+            try await waitUntilAnswering("\(url)/health", with: client)
             let cpuAtStart = processCPUSeconds()
             let clock = ContinuousClock()
             let start = clock.now
@@ -121,6 +102,36 @@ struct WebhookBenchmark: AsyncParsableCommand {
                 "  the senders (\(sender.rawValue))"
                     + String(format: " used %.1f s of CPU (%.0f µs per notification)", senderCPU, senderCPU / Double(payloads.count) * 1e6))
             print("notifications posted: \(payloads.count)")
+        }
+    }
+
+    /// Every notification of a seeded world (the mock's scenario, certificates as large as Apple's),
+    /// in history order as Apple would have delivered them, and a verifier trusting its root;
+    /// `root.pem`, `reconciler.env` and `reconciler.yaml` for serve are written to `credentials`.
+    static func world(customers: Int, seed: UInt64, credentials: String) async throws -> ([String], SignedDataVerifier) {
+        let now = Int64(Date().timeIntervalSince1970 * 1000)
+        let scenario = ScenarioConfiguration(seed: seed, customers: customers, now: now, span: 30 * 86_400_000)
+        let configuration = MockAppStore.Configuration(scenario: scenario, credentialsDirectory: credentials, appleSizedCertificates: true)
+        return try await MockAppStore.withRunning(configuration) { mock, baseURL in
+            var payloads: [String] = []
+            let client = mock.client(baseURL: baseURL, requestsPerSecond: 100_000)
+            for try await page in client.notificationHistory(.init(startDate: scenario.start - 60_000, endDate: now + 60_000)) {
+                payloads += page.items.compactMap(\.signedPayload)
+            }
+            return (payloads, try mock.verifier())
+        }
+    }
+
+    /// Waits until `url` answers 200 (serve migrates or checks the schema before it listens); a
+    /// minute at most.
+    static func waitUntilAnswering(_ url: String, headers: [(String, String)] = [], with client: HTTPClient) async throws {
+        for attempt in 0... {
+            var request = HTTPClientRequest(url: url)
+            request.method = .GET
+            for (name, value) in headers { request.headers.add(name: name, value: value) }
+            if let response = try? await client.execute(request, timeout: .seconds(2)), response.status == .ok { break }
+            guard attempt < 600 else { throw ValidationError("serve did not answer \(url)") }
+            try await Task.sleep(for: .milliseconds(100))
         }
     }
 
