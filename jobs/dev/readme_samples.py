@@ -136,6 +136,7 @@ def sources(directory):
         "consumption-list": (directory / "consumption-list.txt").read_text(),
         "consumption-send": (directory / "consumption-send.txt").read_text(),
         "consumption-ack": (directory / "consumption-ack.txt").read_text(),
+        "forward-redeliver": (directory / "redeliver.txt").read_text(),
         "export": export_lines(directory / "after.jsonl"),
         "changes": change_lines(directory / "changes.jsonl"),
     }
