@@ -137,6 +137,7 @@ def sources(directory):
         "consumption-send": (directory / "consumption-send.txt").read_text(),
         "consumption-ack": (directory / "consumption-ack.txt").read_text(),
         "forward-redeliver": (directory / "redeliver.txt").read_text(),
+        "import": (directory / "import.txt").read_text(),
         "export": export_lines(directory / "after.jsonl"),
         "changes": change_lines(directory / "changes.jsonl"),
     }

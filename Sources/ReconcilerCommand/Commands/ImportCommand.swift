@@ -153,7 +153,7 @@ struct ImportCommand: AsyncParsableCommand, UsesAppsOptions {
     static func duration(_ seconds: Double) -> String {
         if seconds >= 3600 { return String(format: "%.1f hours", seconds / 3600) }
         if seconds >= 60 { return String(format: "%.0f minutes", seconds / 60) }
-        return String(format: "%.0f seconds", seconds.rounded(.up))
+        return Plural.count(Int(seconds.rounded(.up)), "second")
     }
 
     static func summary(_ result: CustomerImport.Result, blankLines: Int) -> String {
