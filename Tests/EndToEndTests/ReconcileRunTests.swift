@@ -77,7 +77,17 @@ import Testing
                     "run", "--start", rehearsal.outageStart, "--end", rehearsal.outageEnd,
                     "--concurrency", "2", "--gap-concurrency", "2",
                 ])
-                if attempt <= 4 {
+                if attempt == 1 {
+                    // The first kill lands once a page is committed, so at least one lands mid-run
+                    // however fast the machine (a run finished before a random delay killed nothing).
+                    try await eventually("a committed page") {
+                        try await rehearsal.db.count("SELECT COALESCE(sum(pages_done), 0)::bigint FROM run_shards") > 0
+                    }
+                    if run.process.isRunning {
+                        run.signal(SIGKILL)
+                        kills += 1
+                    }
+                } else if attempt <= 4 {
                     // Kill at a random moment, as a crash would.
                     try await Task.sleep(for: .milliseconds(Int.random(in: 300...2500)))
                     if run.process.isRunning {

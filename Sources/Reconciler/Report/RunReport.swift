@@ -266,10 +266,12 @@ package struct RunReport: Sendable, Codable {
             lines.append("    \(change.originalTransactionId)  \(Self.describe(PurchaseChange(before: change.before, after: change.after)))")
         }
         lines += Self.moreLine(total: changesTotal, shown: min(changes.count, maximumChanges), command: moreChangesCommand)
-        if let timeRows, timeRows > 0 {
+        // Every real run says it looked, 0 included: whether serve's leader wrote the rows first
+        // depends only on the clock, so the line does not come and go with it.
+        if let timeRows {
             lines.append(
-                "  time         \(Plural.count(timeRows, "purchase")) lost entitlement as time passed (expiry, grace period or term "
-                    + "ended): feed rows of source time, not counted above")
+                "  time         purchases that lost entitlement as time passed (expiry, grace period or term ended): \(timeRows); "
+                    + "feed rows of source time, not counted above")
         }
         if let line = unknownEntitlement?.line { lines.append("  entitled     \(line)") }
         if let requests = consumptionRequests, !requests.isEmpty {
