@@ -278,7 +278,8 @@ import Testing
                         "SELECT count(*) FROM purchase_changes WHERE source = 'time' AND original_transaction_id = 'run-time-1' AND run_id IS NULL")
                         == 1)
                 #expect(
-                    report.humanSummary().contains("  time         \(Plural.count(rows.count, "purchase")) lost entitlement"),
+                    report.humanSummary().contains(
+                        "  time         purchases that lost entitlement as time passed (expiry, grace period or term ended): \(rows.count);"),
                     "\(report.humanSummary())")
                 #expect(ours.count == 1)
                 #expect(ours.first?.1 == true && ours.first?.2 == false && ours.first?.3 == true)

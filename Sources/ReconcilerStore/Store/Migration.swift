@@ -228,6 +228,9 @@ package struct Migrator: Sendable {
             try await connection.run("SELECT set_config('reconciler.bundle_id', \(defaultBundleId ?? ""), true)", logger: logger)
             do {
                 try await connection.run("SELECT pg_temp.reconciler_run_migration(\(migration.transactionSQL))", logger: logger)
+            } catch let error as PSQLError where Self.isDeadlock(error) {
+                // Rolled back and run again (``inTransaction(client:logger:_:)``).
+                throw error
             } catch let error as PSQLError where error.serverInfo?[.message] != nil {
                 // The server's own message says what is wrong (a RAISE in the migration names what to do).
                 throw ReconcilerError(.schemaNotCurrent, "\(migration.fileName) failed and was rolled back: \(error.serverInfo?[.message] ?? "")")
@@ -292,23 +295,37 @@ package struct Migrator: Sendable {
     }
 
     /// Runs `body` in a transaction that holds the migration lock: concurrent migrators take turns.
+    /// A transaction PostgreSQL ends as a deadlock's victim runs again: a migrator waiting for the
+    /// lock, one holding it and a third building an index concurrently (which waits for both their
+    /// transactions) can wait on each other, and the victim's turn simply comes again.
     private func inTransaction<Result>(
         client: PostgresClient, logger: Logger,
         _ body: (PostgresConnection) async throws -> Result
     ) async throws -> Result {
-        try await client.withConnection { connection in
-            try await connection.query("BEGIN", logger: logger)
+        var attempt = 1
+        while true {
             do {
-                try await connection.run("SELECT pg_advisory_xact_lock(\(Self.lockKey.0), \(Self.lockKey.1))", logger: logger)
-                let result = try await body(connection)
-                try await connection.query("COMMIT", logger: logger)
-                return result
-            } catch {
-                _ = try? await connection.query("ROLLBACK", logger: logger)
-                throw error
+                return try await client.withConnection { connection in
+                    try await connection.query("BEGIN", logger: logger)
+                    do {
+                        try await connection.run("SELECT pg_advisory_xact_lock(\(Self.lockKey.0), \(Self.lockKey.1))", logger: logger)
+                        let result = try await body(connection)
+                        try await connection.query("COMMIT", logger: logger)
+                        return result
+                    } catch {
+                        _ = try? await connection.query("ROLLBACK", logger: logger)
+                        throw error
+                    }
+                }
+            } catch let error as PSQLError where Self.isDeadlock(error) && attempt < 5 {
+                attempt += 1
+                logger.info("a concurrent migrator's work deadlocked with this one's; taking the turn again")
             }
         }
     }
+
+    /// PostgreSQL's `deadlock_detected`.
+    private static func isDeadlock(_ error: PSQLError) -> Bool { error.serverInfo?[.sqlState] == "40P01" }
 }
 
 extension Migration.ConcurrentIndex {
