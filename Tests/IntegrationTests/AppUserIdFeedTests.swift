@@ -14,7 +14,8 @@ import Testing
 /// first import creates each purchase with it (one feed row per purchase, not a second one to set
 /// it); notifications of a known customer, live or replayed, carry it in the stored purchase and
 /// on every feed row, their own `notification` rows included; the live webhook finds the customer
-/// by the purchase's history as the import does, not only by `appTransactionId`.
+/// by the purchase's history as the import does, not only by `appTransactionId`; `export
+/// --history` selects by it.
 @Suite struct AppUserIdFeedTests {
     typealias Setup = AppUserIdTests.Setup
 
@@ -66,6 +67,23 @@ import Testing
                 #expect(replaced.count == setup.purchases[bob]!.count)
                 #expect(Set(replaced.compactMap(\.originalTransactionId)) == setup.purchases[bob]!)
                 #expect(replaced.allSatisfy { $0.before?.appUserId == "bob" && $0.after?.appUserId == "robert" && $0.appUserId == "robert" })
+
+                // `export --history --app-user-id`: every kept state of the purchases the user has now.
+                func history(_ appUserId: String) async throws -> [String: [String?]] {
+                    var states: [String: [String?]] = [:]
+                    try await PurchaseStore(logger: db.database.logger).exportHistory(apps: nil, appUserId: appUserId, in: db.database) { row in
+                        let field = { (key: String) in row.fields.first { $0.key == key }?.value }
+                        guard case .string(let original) = field("originalTransactionId") else { return }
+                        let user: String? = if case .string(let user) = field("appUserId") { user } else { nil }
+                        states[original, default: []].append(user)
+                    }
+                    return states
+                }
+                let robert = try await history("robert")
+                #expect(Set(robert.keys) == setup.purchases[bob]!)
+                #expect(robert.values.allSatisfy { $0 == ["bob", "robert"] }, "\(robert)")
+                #expect(Set(try await history("alice").keys) == setup.purchases[alice]!)
+                #expect(try await history("bob").isEmpty)
             }
         }
     }
