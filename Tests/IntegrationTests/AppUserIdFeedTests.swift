@@ -21,17 +21,10 @@ import Testing
 
     /// Every readable row of the feed, of both kinds, after `position`.
     static func feed(_ db: TestDatabase, after position: PurchaseStore.FeedPosition = .start) async throws -> PurchaseStore.FeedBatch {
-        let store = PurchaseStore(logger: db.database.logger)
-        return try await db.database.transaction { try await store.changes(after: position, limit: 10_000, on: $0) }
+        try await AppUserIdTests.feed(db, after: position, kind: nil)
     }
 
-    /// Waits until every row of the feed is readable (another test's transaction in the same
-    /// cluster may hold rows back).
-    static func settle(_ db: TestDatabase) async throws {
-        try await eventually("the feed readable") {
-            try await Self.feed(db).changes.count == (try await db.count("SELECT count(*) FROM purchase_changes"))
-        }
-    }
+    static func settle(_ db: TestDatabase) async throws { try await AppUserIdTests.settle(db, kind: nil) }
 
     @Test func aFirstImportWritesOneFeedRowPerPurchaseCarryingTheAppUserIdAndAReplacementOneMore() async throws {
         try await TestDatabase.with { db in

@@ -45,20 +45,23 @@ import Testing
         return states
     }
 
+    /// The feed's readable rows after `position`, of `kind` (`nil`: both kinds).
     static func feed(
-        _ db: TestDatabase, after position: PurchaseStore.FeedPosition = .start, appUserId: String? = nil
+        _ db: TestDatabase, after position: PurchaseStore.FeedPosition = .start, appUserId: String? = nil,
+        kind: PurchaseStore.FeedKind? = .purchase
     ) async throws -> PurchaseStore.FeedBatch {
         let store = PurchaseStore(logger: db.database.logger)
         return try await db.database.transaction {
-            try await store.changes(after: position, limit: 10_000, kind: .purchase, appUserId: appUserId, on: $0)
+            try await store.changes(after: position, limit: 10_000, kind: kind, appUserId: appUserId, on: $0)
         }
     }
 
-    /// Waits until every purchase row of the feed is readable (a row is, once no transaction older
-    /// than it runs: another test's may, in the same cluster).
-    static func settle(_ db: TestDatabase) async throws {
+    /// Waits until every row of the feed of `kind` (`nil`: both kinds) is readable (a row is, once
+    /// no transaction older than it runs: another test's may, in the same cluster).
+    static func settle(_ db: TestDatabase, kind: PurchaseStore.FeedKind? = .purchase) async throws {
         try await eventually("the feed readable") {
-            try await Self.feed(db).changes.count == (try await db.count("SELECT count(*) FROM purchase_changes WHERE kind = 'purchase'"))
+            try await Self.feed(db, kind: kind).changes.count
+                == (try await db.count("SELECT count(*) FROM purchase_changes WHERE kind = coalesce(\(kind?.rawValue)::text, kind)"))
         }
     }
 
