@@ -173,4 +173,41 @@ import Testing
             }
         }
     }
+    /// A run's phase 2 reads a customer's history from a purchase it has just met (replayed
+    /// without an `appTransactionId`): the page also holds the customer's purchases an import
+    /// named, linked to the import's anchor. The new purchase is written with their appUserId
+    /// (the same history), not left without one until its next notification.
+    @Test func aRunReadingAKnownCustomerFromANewPurchaseGivesItTheirAppUserId() async throws {
+        try await TestDatabase.with { db in
+            try await MockAppStore.withRunning(.init(scenario: .init(seed: 392, customers: 4))) { mock, baseURL in
+                let setup = try AppUserIdTests.setup(mock, baseURL: baseURL)
+                let alice = setup.accounts[0]
+                let imported = try await ImportTests.importing(
+                    "transactionId,appUserId\n\(setup.firstOriginal[alice]!),alice\n", into: db, target: setup.target)
+                #expect(imported.ending == nil)
+                let handler = NotificationHandler(verifier: setup.verifier, database: db.database)
+                let store = PurchaseStore(database: db.database, scope: setup.target.scope)
+                let later = "9300000000000001"
+                _ = try await handler.handle(
+                    signedPayload: try Self.notification(
+                        .subscribed, original: later, transactionId: later, signedDate: Int64(Date().timeIntervalSince1970 * 1000), setup: setup,
+                        mock: mock), source: .history(runId: imported.runIds[0]))
+                // Phase 2's commit of the customer read from the new purchase: one page, one history.
+                let page = setup.purchases[alice]!.union([later]).sorted()
+                let changes = try await db.database.transaction { transaction in
+                    try await store.lock(purchases: page, anchors: [later], on: transaction)
+                    let before = try await store.purchaseStates(page, on: transaction)
+                    return try await store.write(
+                        transactions: [],
+                        updates: page.map {
+                            var update = PurchaseStore.PurchaseUpdate(originalTransactionId: $0)
+                            update.historyAnchor = later
+                            return update
+                        }, before: before, origin: .init(source: .transactionHistory, runId: imported.runIds[0]), on: transaction)
+                }
+                #expect(changes[later]?.after.appUserId == "alice")
+                #expect(page.allSatisfy { changes[$0]?.after.appUserId == "alice" })
+            }
+        }
+    }
 }

@@ -260,10 +260,12 @@ extension PurchaseStore {
     /// customer: one with the same `appTransactionId` (Apple's one ID of the customer for the app),
     /// else one of the same transaction history. The history (`c.anchor`) is the one phase 2 reads
     /// (``PurchaseUpdate/historyAnchor``), else the one the stored purchase was linked to, else the
-    /// purchase's own (an import may have read the customer from it): so every writer (the live
-    /// webhook, a run's replay and phase 2, the app API) applies the same rule, with or without an
-    /// `appTransactionId` in what it writes. The probes read partial indexes of the purchases that
-    /// have one (migration 0023) and the history anchor's (0016); a purchase that has one keeps it.
+    /// purchase's own (an import may have read the customer from it); in phase 2 it also holds the
+    /// other purchases of the same page (one customer's), which an earlier read may have linked to
+    /// another anchor. So every writer (the live webhook, a run's replay and phase 2, the app API)
+    /// applies the same rule, with or without an `appTransactionId` in what it writes. The probes
+    /// read partial indexes of the purchases that have one (migration 0023), the history anchor's
+    /// (0016) and the key; a purchase that has one keeps it.
     static let inheritedAppUserId = """
         COALESCE(
             u.app_user_id, c.app_user_id,
@@ -274,6 +276,10 @@ extension PurchaseStore {
             (SELECT q.app_user_id FROM purchases q
              WHERE q.bundle_id = u.bundle_id AND q.environment = u.environment AND q.app_user_id IS NOT NULL
                AND (q.original_transaction_id = c.anchor OR q.history_anchor_transaction_id = c.anchor)
+             ORDER BY q.updated_at DESC LIMIT 1),
+            (SELECT q.app_user_id FROM jsonb_to_recordset($1::jsonb) AS v (original_transaction_id text, history_anchor text)
+             JOIN purchases q ON (q.bundle_id, q.environment, q.original_transaction_id) = (u.bundle_id, u.environment, v.original_transaction_id)
+             WHERE u.history_anchor IS NOT NULL AND v.history_anchor = u.history_anchor AND q.app_user_id IS NOT NULL
              ORDER BY q.updated_at DESC LIMIT 1))
         """
 
