@@ -106,11 +106,8 @@ import Testing
     @Test func notificationsOfAKnownCustomerCarryTheirAppUserIdWithoutAnAppTransactionId() async throws {
         try await TestDatabase.with { db in
             try await MockAppStore.withRunning(.init(scenario: .init(seed: 391, customers: 4))) { mock, baseURL in
-                let setup = try AppUserIdTests.setup(mock, baseURL: baseURL)
-                let alice = setup.accounts[0]
+                let (setup, alice, imported) = try await AppUserIdTests.importingAlice(mock, baseURL: baseURL, into: db)
                 let anchor = setup.firstOriginal[alice]!
-                let imported = try await ImportTests.importing("transactionId,appUserId\n\(anchor),alice\n", into: db, target: setup.target)
-                #expect(imported.ending == nil)
                 try await Self.settle(db)
                 let start = try await Self.feed(db).end
                 let handler = NotificationHandler(verifier: setup.verifier, database: db.database)
@@ -173,6 +170,7 @@ import Testing
             }
         }
     }
+
     /// A run's phase 2 reads a customer's history from a purchase it has just met (replayed
     /// without an `appTransactionId`): the page also holds the customer's purchases an import
     /// named, linked to the import's anchor. The new purchase is written with their appUserId
@@ -180,11 +178,7 @@ import Testing
     @Test func aRunReadingAKnownCustomerFromANewPurchaseGivesItTheirAppUserId() async throws {
         try await TestDatabase.with { db in
             try await MockAppStore.withRunning(.init(scenario: .init(seed: 392, customers: 4))) { mock, baseURL in
-                let setup = try AppUserIdTests.setup(mock, baseURL: baseURL)
-                let alice = setup.accounts[0]
-                let imported = try await ImportTests.importing(
-                    "transactionId,appUserId\n\(setup.firstOriginal[alice]!),alice\n", into: db, target: setup.target)
-                #expect(imported.ending == nil)
+                let (setup, alice, imported) = try await AppUserIdTests.importingAlice(mock, baseURL: baseURL, into: db)
                 let handler = NotificationHandler(verifier: setup.verifier, database: db.database)
                 let store = PurchaseStore(database: db.database, scope: setup.target.scope)
                 let later = "9300000000000001"

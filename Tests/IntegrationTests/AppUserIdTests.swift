@@ -37,6 +37,19 @@ import Testing
             firstOriginal: byAccount.mapValues { $0.map(\.originalTransactionId).min()! })
     }
 
+    /// Imports the mock's first customer as `alice` (by their first purchase) into an empty
+    /// database: the setup, the customer's account and the import's result.
+    static func importingAlice(
+        _ mock: MockAppStore, baseURL: String, into db: TestDatabase
+    ) async throws -> (setup: Setup, alice: String, imported: CustomerImport.Result) {
+        let setup = try Self.setup(mock, baseURL: baseURL)
+        let alice = setup.accounts[0]
+        let imported = try await ImportTests.importing(
+            "transactionId,appUserId\n\(setup.firstOriginal[alice]!),alice\n", into: db, target: setup.target)
+        #expect(imported.ending == nil, "\(imported.failures)")
+        return (setup, alice, imported)
+    }
+
     static func export(_ db: TestDatabase, _ setup: Setup, appUserId: String? = nil) async throws -> [PurchaseState] {
         var states: [PurchaseState] = []
         try await PurchaseStore(database: db.database, scope: setup.target.scope).exportPurchases(
@@ -191,11 +204,7 @@ import Testing
     @Test func aLaterPurchaseOfTheSameCustomerCarriesTheirAppUserId() async throws {
         try await TestDatabase.with { db in
             try await MockAppStore.withRunning(.init(scenario: .init(seed: 381, customers: 4))) { mock, baseURL in
-                let setup = try Self.setup(mock, baseURL: baseURL)
-                let alice = setup.accounts[0]
-                let imported = try await ImportTests.importing(
-                    "transactionId,appUserId\n\(setup.firstOriginal[alice]!),alice\n", into: db, target: setup.target)
-                #expect(imported.ending == nil)
+                let (setup, alice, _) = try await Self.importingAlice(mock, baseURL: baseURL, into: db)
                 let appTransactionId = try #require(try await Self.export(db, setup).first?.appTransactionId)
 
                 let handler = NotificationHandler(verifier: setup.verifier, database: db.database)
