@@ -86,6 +86,14 @@ import Testing
             #expect(Set(states.compactMap { $0["originalTransactionId"]?.text }) == alicePurchases)
             #expect(states.allSatisfy { $0["appUserId"]?.text == "alice" })
 
+            // Every kept state of alice's purchases (the first line says what pruning removed).
+            let history = try await mock.reconciler(["export", "--history", "--app-user-id", "alice"])
+            #expect(history.status == 0, "\(history.stderr)")
+            let historyRows = try history.stdout.split(separator: "\n").dropFirst().map {
+                try JSONDecoder().decode([String: ExportValue].self, from: Data($0.utf8))
+            }
+            #expect(Set(historyRows.compactMap { $0["originalTransactionId"]?.text }) == alicePurchases)
+
             let changes = try await mock.reconciler(["changes", "--since", "0", "--app-user-id", "alice"])
             #expect(changes.status == 0, "\(changes.stderr)")
             let rows = try changes.stdout.split(separator: "\n").map { try JSONDecoder().decode([String: ExportValue].self, from: Data($0.utf8)) }

@@ -37,6 +37,19 @@ import Testing
             firstOriginal: byAccount.mapValues { $0.map(\.originalTransactionId).min()! })
     }
 
+    /// Imports the mock's first customer as `alice` (by their first purchase) into an empty
+    /// database: the setup, the customer's account and the import's result.
+    static func importingAlice(
+        _ mock: MockAppStore, baseURL: String, into db: TestDatabase
+    ) async throws -> (setup: Setup, alice: String, imported: CustomerImport.Result) {
+        let setup = try Self.setup(mock, baseURL: baseURL)
+        let alice = setup.accounts[0]
+        let imported = try await ImportTests.importing(
+            "transactionId,appUserId\n\(setup.firstOriginal[alice]!),alice\n", into: db, target: setup.target)
+        #expect(imported.ending == nil, "\(imported.failures)")
+        return (setup, alice, imported)
+    }
+
     static func export(_ db: TestDatabase, _ setup: Setup, appUserId: String? = nil) async throws -> [PurchaseState] {
         var states: [PurchaseState] = []
         try await PurchaseStore(database: db.database, scope: setup.target.scope).exportPurchases(
@@ -45,20 +58,23 @@ import Testing
         return states
     }
 
+    /// The feed's readable rows after `position`, of `kind` (`nil`: both kinds).
     static func feed(
-        _ db: TestDatabase, after position: PurchaseStore.FeedPosition = .start, appUserId: String? = nil
+        _ db: TestDatabase, after position: PurchaseStore.FeedPosition = .start, appUserId: String? = nil,
+        kind: PurchaseStore.FeedKind? = .purchase
     ) async throws -> PurchaseStore.FeedBatch {
         let store = PurchaseStore(logger: db.database.logger)
         return try await db.database.transaction {
-            try await store.changes(after: position, limit: 10_000, kind: .purchase, appUserId: appUserId, on: $0)
+            try await store.changes(after: position, limit: 10_000, kind: kind, appUserId: appUserId, on: $0)
         }
     }
 
-    /// Waits until every purchase row of the feed is readable (a row is, once no transaction older
-    /// than it runs: another test's may, in the same cluster).
-    static func settle(_ db: TestDatabase) async throws {
+    /// Waits until every row of the feed of `kind` (`nil`: both kinds) is readable (a row is, once
+    /// no transaction older than it runs: another test's may, in the same cluster).
+    static func settle(_ db: TestDatabase, kind: PurchaseStore.FeedKind? = .purchase) async throws {
         try await eventually("the feed readable") {
-            try await Self.feed(db).changes.count == (try await db.count("SELECT count(*) FROM purchase_changes WHERE kind = 'purchase'"))
+            try await Self.feed(db, kind: kind).changes.count
+                == (try await db.count("SELECT count(*) FROM purchase_changes WHERE kind = coalesce(\(kind?.rawValue)::text, kind)"))
         }
     }
 
@@ -188,11 +204,7 @@ import Testing
     @Test func aLaterPurchaseOfTheSameCustomerCarriesTheirAppUserId() async throws {
         try await TestDatabase.with { db in
             try await MockAppStore.withRunning(.init(scenario: .init(seed: 381, customers: 4))) { mock, baseURL in
-                let setup = try Self.setup(mock, baseURL: baseURL)
-                let alice = setup.accounts[0]
-                let imported = try await ImportTests.importing(
-                    "transactionId,appUserId\n\(setup.firstOriginal[alice]!),alice\n", into: db, target: setup.target)
-                #expect(imported.ending == nil)
+                let (setup, alice, _) = try await Self.importingAlice(mock, baseURL: baseURL, into: db)
                 let appTransactionId = try #require(try await Self.export(db, setup).first?.appTransactionId)
 
                 let handler = NotificationHandler(verifier: setup.verifier, database: db.database)

@@ -37,6 +37,9 @@ struct GapFiller: Sendable {
         /// With it, a transaction ID Apple does not know (4040010) is an answer, not a failure:
         /// the customer is done, nothing is given up, and this is told (`import` lists unknown IDs).
         var customerNotFound: (@Sendable (_ anchor: String) -> Void)? = nil
+        /// The app's own ID `import` gives a customer, by anchor: the purchases its history
+        /// creates are written with it (``PurchaseStore/PurchaseUpdate/appUserId``).
+        var appUserId: (@Sendable (_ anchor: String) -> String?)? = nil
     }
 
     let configuration: Configuration
@@ -284,6 +287,7 @@ struct GapFiller: Sendable {
                     originalTransactionId: item.original, renewalInfo: item.subscription.renewalInfo,
                     status: item.status.flatMap { status in signedDate.map { PurchaseStore.StatusFact(status: status, signedDate: $0) } })
                 update.historyAnchor = anchor
+                update.appUserId = configuration.appUserId?(anchor)
                 return update
             }
             let updates =
@@ -291,6 +295,7 @@ struct GapFiller: Sendable {
                     var update = PurchaseStore.PurchaseUpdate(originalTransactionId: $0)
                     // A purchase of the customer's history takes the customer's appUserId.
                     update.historyAnchor = anchor
+                    update.appUserId = configuration.appUserId?(anchor)
                     return update
                 } + statusUpdates
             let changes = try await store.write(

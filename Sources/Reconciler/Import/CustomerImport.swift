@@ -240,7 +240,7 @@ package struct CustomerImport: Sendable {
                 }
             }
             for leg in legs {
-                switch try await read(anchor: transactionId, leg: leg) {
+                switch try await read(anchor: transactionId, appUserId: row.appUserId, leg: leg) {
                 case .read(let purchases):
                     try await complete(.transactionId, transactionId, leg: leg, outcome: .read, anchor: transactionId)
                     try await assignUser(of: row, anchor: transactionId, leg: leg)
@@ -277,7 +277,7 @@ package struct CustomerImport: Sendable {
                 try await assignUser(of: row, anchor: anchor, leg: leg)
                 resolution = .sameCustomer
             } else {
-                resolution = try await read(anchor: entry.transactionId, leg: leg)
+                resolution = try await read(anchor: entry.transactionId, appUserId: row.appUserId, leg: leg)
                 guard case .read = resolution else { return resolution }
                 try await complete(.orderId, orderId, leg: leg, outcome: .read, anchor: entry.transactionId)
                 try await assignUser(of: row, anchor: entry.transactionId, leg: leg)
@@ -308,18 +308,21 @@ package struct CustomerImport: Sendable {
 
     /// Reads one customer by `repair`'s path: the customer is the import run's one-row queue for
     /// the run's gap filler (transaction history from the stored revision, then the statuses).
-    private func read(anchor: String, leg: Leg) async throws -> Resolution {
+    /// The purchases it creates are written with the row's `appUserId`.
+    private func read(anchor: String, appUserId: String?, leg: Leg) async throws -> Resolution {
         let (ledger, run) = (leg.context.ledger, leg.context.run)
         try await ledger.database.transaction { transaction in
             try await ledger.enqueue(runId: run.runId, anchors: [anchor], reason: .touched, on: transaction)
         }
         let notFound = Locked(false)
         let failure = Locked<AppStoreServerAPIError?>(nil)
+        let given: @Sendable (String) -> String? = { $0 == anchor ? appUserId : nil }
         let filler = GapFiller(
             configuration: .init(
                 concurrency: 1, worker: configuration.worker,
                 customerFailed: { _, error in failure.withLock { $0 = error } },
-                customerNotFound: { _ in notFound.withLock { $0 = true } }),
+                customerNotFound: { _ in notFound.withLock { $0 = true } },
+                appUserId: given),
             context: leg.context)
         try await filler.fill()
         if notFound.withLock({ $0 }) { return .notFound }
@@ -333,8 +336,8 @@ package struct CustomerImport: Sendable {
 
     /// Gives the row's `appUserId` (when it has one) to every purchase of the customer `anchor`,
     /// replacing an earlier one: a feed row (the data path's source, the import's run) per purchase
-    /// it changes, counted as changed in the report. The customer's later purchases take it in
-    /// the write path.
+    /// it changes, counted as changed in the report. The purchases the read created already have
+    /// it; the customer's later purchases take it in the write path.
     private func assignUser(of row: ImportRow, anchor: String?, leg: Leg) async throws {
         guard let appUserId = row.appUserId, let anchor else { return }
         let (store, ledger, runId) = (leg.context.store, leg.context.ledger, leg.context.run.runId)

@@ -43,7 +43,8 @@ struct ExportCommand: AsyncParsableCommand, UsesAppsOptions {
             --history prints every state of each purchase the change feed keeps, with validFrom and validTo \
             (when its feed row was written, and the next one's: null for the current state), changeId, source and \
             the purchase view's fields; the first line says what pruning removed ({"prunedThroughChangeId": N}: a \
-            purchase's history starts at its first row kept); with --format csv that line goes to standard error.
+            purchase's history starts at its first row kept); with --format csv that line goes to standard error. \
+            With --app-user-id it keeps the purchases that carry that appUserId now, each with every state kept.
 
               reconciler export --transactions --format csv --output transactions.csv
               reconciler export --history --format csv > history.csv
@@ -86,7 +87,8 @@ struct ExportCommand: AsyncParsableCommand, UsesAppsOptions {
     @Option(
         name: .long,
         help: ArgumentHelp(
-            "Only this app user's purchases (or, with --transactions, transactions), by the app's own ID for them that `reconciler import` gave.",
+            "Only this app user's purchases (or, with --transactions, transactions; with --history, their kept states), "
+                + "by the app's own ID for them that `reconciler import` gave.",
             valueName: "id"))
     var appUserId: String?
 
@@ -109,8 +111,8 @@ struct ExportCommand: AsyncParsableCommand, UsesAppsOptions {
     func validate() throws {
         if changedSince != nil, !transactions { throw ValidationError("--changed-since needs --transactions") }
         if history, transactions { throw ValidationError("--history and --transactions are two views: give one") }
-        if history, appAccountToken != nil || at != nil || appUserId != nil {
-            throw ValidationError("--app-account-token, --app-user-id and --at apply to the purchase view, not --history")
+        if history, appAccountToken != nil || at != nil {
+            throw ValidationError("--app-account-token and --at apply to the purchase view, not --history")
         }
         if let problem = appUserId.flatMap(ImportFileReader.appUserIdProblem) { throw ValidationError(problem) }
         if transactions, appAccountToken != nil || at != nil {
@@ -162,7 +164,7 @@ struct ExportCommand: AsyncParsableCommand, UsesAppsOptions {
                 let note = #"{"prunedThroughChangeId":\#(pruned)}"#
                 if format == .csv { FileHandle.standardError.write(Data((note + "\n").utf8)) } else { write(note + "\n") }
                 var header = false
-                try await store.exportHistory(apps: apps, environment: environment, in: database) { row in
+                try await store.exportHistory(apps: apps, environment: environment, appUserId: appUserId, in: database) { row in
                     if format == .csv, !header {
                         write(row.csvHeader)
                         header = true

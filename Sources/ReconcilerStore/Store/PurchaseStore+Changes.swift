@@ -57,7 +57,7 @@ extension PurchaseStore {
         package var signedDate: Int64?
         package var respondBy: Int64?
         /// The app's own ID for the purchase's customer (``PurchaseState/appUserId``) after the
-        /// change, else before it; `null` when unknown and on notification rows.
+        /// change, else before it; on a notification row, its purchase's; `null` when unknown.
         package var appUserId: String?
 
         package init(

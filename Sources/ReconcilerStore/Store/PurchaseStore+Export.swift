@@ -116,9 +116,12 @@ extension PurchaseStore {
     /// environments (`apps`; `nil`: every one): `validFrom` is the time its feed row was written,
     /// `validTo` the next row's (null for the current state), so a purchase's states tile its
     /// life from its first kept row; then `changeId`, `source` and the state's fields (sorted), as
-    /// the purchase view prints them. By purchase, then in commit order.
+    /// the purchase view prints them. By purchase, then in commit order. With `appUserId`, only
+    /// the purchases that carry it now (as the purchase view selects them), each with every state
+    /// kept, those from before the ID was given included.
     package func exportHistory(
-        apps: [AppTarget]?, environment: AppStoreEnvironment? = nil, in database: Database, _ body: (ExportRow) throws -> Void
+        apps: [AppTarget]?, environment: AppStoreEnvironment? = nil, appUserId: String? = nil, in database: Database,
+        _ body: (ExportRow) throws -> Void
     )
         async throws
     {
@@ -134,6 +137,8 @@ extension PurchaseStore {
                     SELECT 1 FROM jsonb_to_recordset(\(scope)::jsonb) AS s (bundle_id text, environment text)
                     WHERE s.bundle_id = c.bundle_id AND s.environment = c.environment))
               AND (\(environment)::text IS NULL OR c.environment = \(environment))
+              AND (\(appUserId)::text IS NULL OR (c.bundle_id, c.environment, c.original_transaction_id) IN (
+                    SELECT p.bundle_id, p.environment, p.original_transaction_id FROM purchases p WHERE p.app_user_id = \(appUserId)))
             WINDOW purchase AS (PARTITION BY c.bundle_id, c.environment, c.original_transaction_id ORDER BY c.xid, c.change_id)
             ORDER BY c.bundle_id, c.environment, c.original_transaction_id, c.xid, c.change_id
             """, logger: logger)

@@ -55,6 +55,11 @@ extension PurchaseStore {
         /// The customer whose transaction history this update comes from (phase 2): a new purchase
         /// takes the `appUserId` of that customer's other purchases.
         package var historyAnchor: String?
+        /// The app's own ID for the customer that `reconciler import` gives while it reads their
+        /// history: a purchase with none takes it when it is written, so a new purchase is created
+        /// with it (one feed row, not a second one to set it). Replacing another ID is
+        /// ``PurchaseStore/assignAppUserId(_:toCustomer:origin:on:)``'s.
+        package var appUserId: String?
 
         package init(
             originalTransactionId: String, renewalInfo: Verified<JWSRenewalInfoDecodedPayload>? = nil,
@@ -83,6 +88,7 @@ extension PurchaseStore {
             }
             if let status = other.status, status.signedDate >= (self.status?.signedDate ?? .min) { result.status = status }
             result.historyAnchor = historyAnchor ?? other.historyAnchor
+            result.appUserId = appUserId ?? other.appUserId
             return result
         }
     }
@@ -159,6 +165,7 @@ extension PurchaseStore {
         var renewal_from_notification: Bool
         var status_from_notification: Bool
         var history_anchor: String?
+        var app_user_id: String?
 
         init(_ update: PurchaseUpdate, of target: AppTarget) {
             original_transaction_id = update.originalTransactionId
@@ -179,6 +186,7 @@ extension PurchaseStore {
             renewal_from_notification = update.renewalFromNotification
             status_from_notification = false
             history_anchor = update.historyAnchor
+            app_user_id = update.appUserId
             // A status from Get All Subscription Statuses, else the one a notification carried.
             if let fact = update.status {
                 status = fact.status.rawValue
@@ -198,7 +206,7 @@ extension PurchaseStore {
             renewal_date_ms bigint, renewal_signed_date_ms bigint, status integer, status_signed_date_ms bigint,
             last_signed_date_ms bigint, last_notification_uuid text, renewal_price bigint, renewal_currency text,
             price_increase_status integer, eligible_win_back_offer_ids jsonb, renewal_from_notification boolean,
-            status_from_notification boolean, history_anchor text
+            status_from_notification boolean, history_anchor text, app_user_id text
             """
     }
 
@@ -247,20 +255,42 @@ extension PurchaseStore {
         "auto_renew_status", "auto_renew_product_id", "expiration_intent", "is_in_billing_retry_period", "grace_period_expires_date_ms",
     ]
 
-    /// The `appUserId` a purchase takes from the customer's other purchases, when it has none: the
-    /// newest one given to a purchase with the same `appTransactionId` (Apple's one ID of the
-    /// customer for the app), else to one of the same transaction history (phase 2's customer).
-    /// Both probes read partial indexes of the purchases that have one (migration 0023).
+    /// The `appUserId` a purchase is written with when it has none: the one an import gives
+    /// (``PurchaseUpdate/appUserId``), else the newest one given to another purchase of the
+    /// customer: one with the same `appTransactionId` (Apple's one ID of the customer for the app),
+    /// else one of the same transaction history. The history (`c.anchor`) is the one phase 2 reads
+    /// (``PurchaseUpdate/historyAnchor``), else the one the stored purchase was linked to, else the
+    /// purchase's own (an import may have read the customer from it); in phase 2 it also holds the
+    /// other purchases of the same page (one customer's), which an earlier read may have linked to
+    /// another anchor. So every writer (the live webhook, a run's replay and phase 2, the app API)
+    /// applies the same rule, with or without an `appTransactionId` in what it writes. The probes
+    /// read partial indexes of the purchases that have one (migration 0023), the history anchor's
+    /// (0016) and the key; a purchase that has one keeps it.
     static let inheritedAppUserId = """
         COALESCE(
+            u.app_user_id, c.app_user_id,
             (SELECT q.app_user_id FROM purchases q
              WHERE q.bundle_id = u.bundle_id AND q.environment = u.environment AND q.app_user_id IS NOT NULL
                AND q.app_transaction_id = l.app_transaction_id
              ORDER BY q.updated_at DESC LIMIT 1),
             (SELECT q.app_user_id FROM purchases q
-             WHERE u.history_anchor IS NOT NULL AND q.bundle_id = u.bundle_id AND q.environment = u.environment AND q.app_user_id IS NOT NULL
-               AND (q.original_transaction_id = u.history_anchor OR q.history_anchor_transaction_id = u.history_anchor)
+             WHERE q.bundle_id = u.bundle_id AND q.environment = u.environment AND q.app_user_id IS NOT NULL
+               AND (q.original_transaction_id = c.anchor OR q.history_anchor_transaction_id = c.anchor)
+             ORDER BY q.updated_at DESC LIMIT 1),
+            (SELECT q.app_user_id FROM jsonb_to_recordset($1::jsonb) AS v (original_transaction_id text, history_anchor text)
+             JOIN purchases q ON (q.bundle_id, q.environment, q.original_transaction_id) = (u.bundle_id, u.environment, v.original_transaction_id)
+             WHERE u.history_anchor IS NOT NULL AND v.history_anchor = u.history_anchor AND q.app_user_id IS NOT NULL
              ORDER BY q.updated_at DESC LIMIT 1))
+        """
+
+    /// The stored purchase's `appUserId` and the customer's history anchor (``inheritedAppUserId``), as `c`.
+    static let storedCustomer = """
+        LEFT JOIN LATERAL (
+            SELECT s.app_user_id, COALESCE(u.history_anchor, s.history_anchor_transaction_id, u.original_transaction_id) AS anchor
+            FROM (SELECT 1) AS one
+            LEFT JOIN purchases s
+              ON (s.bundle_id, s.environment, s.original_transaction_id) = (u.bundle_id, u.environment, u.original_transaction_id)
+        ) AS c ON true
         """
 
     static let refreshPurchasesSQL: String = {
@@ -293,6 +323,7 @@ extension PurchaseStore {
                 ORDER BY is_upgraded, purchase_date_ms DESC NULLS LAST, transaction_id DESC
                 LIMIT 1
             ) AS l ON true
+            \(storedCustomer)
             ORDER BY u.original_transaction_id
             ON CONFLICT (bundle_id, environment, original_transaction_id) DO UPDATE SET
                 latest_transaction_id = COALESCE(EXCLUDED.latest_transaction_id, p.latest_transaction_id),

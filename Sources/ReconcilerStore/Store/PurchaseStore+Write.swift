@@ -158,9 +158,14 @@ private enum RecordInFeedSQL: PreparedSQL {
         WITH recorded AS (
             INSERT INTO purchase_changes (original_transaction_id, bundle_id, environment, app_account_token, source, notification_uuid, run_id,
                 kind, before_state, after_state, notification_type, subtype, transaction_id, signed_date_ms, respond_by_ms, app_user_id)
-            SELECT original_transaction_id, bundle_id, environment, app_account_token, source, notification_uuid, run_id, kind,
-                before_state, after_state, notification_type, subtype, transaction_id, signed_date_ms, respond_by_ms, app_user_id
-            FROM jsonb_populate_recordset(NULL::purchase_changes, \(rows)::jsonb)
+            SELECT r.original_transaction_id, r.bundle_id, r.environment, r.app_account_token, r.source, r.notification_uuid, r.run_id, r.kind,
+                r.before_state, r.after_state, r.notification_type, r.subtype, r.transaction_id, r.signed_date_ms, r.respond_by_ms,
+                -- A notification's own row carries its purchase's appUserId, as the purchase stands
+                -- after this transaction's write (the write path gave it the customer's).
+                COALESCE(r.app_user_id, CASE WHEN r.kind = 'notification' THEN (
+                    SELECT p.app_user_id FROM purchases p
+                    WHERE (p.bundle_id, p.environment, p.original_transaction_id) = (r.bundle_id, r.environment, r.original_transaction_id)) END)
+            FROM jsonb_populate_recordset(NULL::purchase_changes, \(rows)::jsonb) AS r
         )
         SELECT pg_notify(\(PurchaseStore.changeChannel), '') WHERE \(notify)
         """
