@@ -162,7 +162,7 @@ struct ServeCommand: AsyncParsableCommand, UsesAppsOptions {
         if let settings = configuration.appApi, let appAPITokens {
             // Refreshes and consumption answers call Apple for each app with an In-App Purchase key.
             let refreshers = try APIOptions.appAPIRefreshers(
-                targets: targets, verifiers: verifiers, settings: settings, forwardRoutes: forwardRoutes,
+                targets: targets, verifiers: verifiers, settings: settings,
                 database: database.with(unavailableTimeout: self.database.databaseTimeout), logger: logger)
             let server = AppAPIServer(
                 configuration: .init(host: host, port: settings.port), tokens: appAPITokens, handlers: handlers, refreshers: refreshers,

@@ -16,7 +16,7 @@ extension APIOptions {
     /// does not need it, so serve still starts.
     static func appAPIRefreshers(
         targets: [ReconcilerConfiguration.Target], verifiers: [SignedDataVerifier], settings: ReconcilerConfiguration.AppAPISettings,
-        forwardRoutes: [AppTarget: [ForwardingRoute]], database: Database, logger: Logger
+        database: Database, logger: Logger
     ) throws -> [AppRefresher] {
         // serve has no Apple flags: the defaults, and the environment variables every command reads (APP_STORE_API_BASE_URL, APP_STORE_RATE_LIMIT).
         let api = try APIOptions.parse([])
@@ -38,7 +38,7 @@ extension APIOptions {
                 return nil
             }
             return AppRefresher(
-                configuration: .init(refreshRateLimit: settings.refreshRateLimit, forwardRoutes: forwardRoutes[target.app] ?? []),
+                configuration: .init(refreshRateLimit: settings.refreshRateLimit),
                 scope: target.scope, database: database, verifier: verifier, client: client,
                 origins: target.origins, budget: budget)
         }
