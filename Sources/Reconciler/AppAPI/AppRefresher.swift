@@ -63,15 +63,31 @@ package final class AppRefresher: Sendable {
     let handler: NotificationHandler
     /// Where the key's settings came from, for the hints of Apple's refusals.
     let origins: SettingOrigins
-    let budget: RefreshBudget
+    let budget: BudgetLease
 
     /// - Parameters:
     ///   - client: the app's App Store Server API client; build it with ``requestsPerSecond(budget:refreshRateLimit:)``
     ///     so it never spends more than the cap, even alone.
     ///   - budget: the app's request budget (the same in every process of the app).
-    package init(
+    package convenience init(
         configuration: Configuration = .init(), scope: AppScope, database: Database, verifier: SignedDataVerifier,
         client: AppStoreServerAPIClient, origins: SettingOrigins, budget: RequestBudget
+    ) {
+        let shared = SharedBudget(
+            configuration: .init(claims: Self.claims(budget: budget, refreshRateLimit: configuration.refreshRateLimit)), database: database,
+            limiter: client.rateLimiter, app: scope.target)
+        self.init(
+            configuration: configuration, scope: scope, database: database, verifier: verifier, client: client, origins: origins,
+            lease: BudgetLease(budget: shared, idle: configuration.idleBeforeLeaving))
+    }
+
+    /// - Parameters:
+    ///   - client: the app's App Store Server API client, shared with the process's other callers of the app (one rate limiter).
+    ///   - lease: the process's lease on the app's shared budget, shared with the same callers; its
+    ///     claims include ``claims(budget:refreshRateLimit:)``.
+    package init(
+        configuration: Configuration = .init(), scope: AppScope, database: Database, verifier: SignedDataVerifier,
+        client: AppStoreServerAPIClient, origins: SettingOrigins, lease: BudgetLease
     ) {
         self.configuration = configuration
         self.origins = origins
@@ -80,10 +96,7 @@ package final class AppRefresher: Sendable {
         self.verifier = verifier
         self.client = client
         self.handler = NotificationHandler(scope: scope, verifier: verifier, database: database)
-        let shared = SharedBudget(
-            configuration: .init(claims: Self.claims(budget: budget, refreshRateLimit: configuration.refreshRateLimit)), database: database,
-            limiter: client.rateLimiter, app: scope.target)
-        self.budget = RefreshBudget(budget: shared, idle: configuration.idleBeforeLeaving)
+        self.budget = lease
     }
 
     /// What the refreshes declare to the app's other processes: each endpoint's app budget, capped.
@@ -200,7 +213,7 @@ package final class AppRefresher: Sendable {
         return answer
     }
 
-    /// Leaves the shared budget now (serve's shutdown, tests).
+    /// Leaves the shared budget now (tests; serve stops the lease itself on its shutdown).
     package func stop() async { await budget.stop() }
 }
 
@@ -219,71 +232,4 @@ struct RefreshRecording: CustomerRead.Recording {
     }
 
     func revisionReset(anchor: String) async throws {}
-}
-
-/// The refreshes' lease on the app's shared budget: joined before the first request of a burst,
-/// renewed while refreshes go on, left once none came for a while (a process that has no requests
-/// takes no share from the others).
-actor RefreshBudget {
-    let budget: SharedBudget
-    let idle: Duration
-    private var active = 0
-    private var generation = 0
-    private var joining: Task<Void, any Error>?
-    private var keeper: Task<Void, Never>?
-    private var leaving: Task<Void, Never>?
-
-    init(budget: SharedBudget, idle: Duration) {
-        self.budget = budget
-        self.idle = idle
-    }
-
-    /// Joins (once for concurrent refreshes) before a refresh's first request.
-    func begin() async throws {
-        active += 1
-        generation += 1
-        if let leaving { await leaving.value }
-        let budget = self.budget
-        let joined = joining ?? Task { try await budget.join() }
-        joining = joined
-        do {
-            try await joined.value
-        } catch {
-            if joining == joined { joining = nil }
-            active -= 1
-            throw error
-        }
-        if keeper == nil { keeper = Task { await budget.keepShared() } }
-    }
-
-    /// After a refresh: the budget is left once no refresh came for ``idle``.
-    func end() {
-        active -= 1
-        guard active == 0 else { return }
-        let (generation, idle) = (self.generation, self.idle)
-        Task {
-            try? await Task.sleep(for: idle)
-            await self.leaveIfIdle(since: generation)
-        }
-    }
-
-    private func leaveIfIdle(since generation: Int) async {
-        guard active == 0, self.generation == generation else { return }
-        await stop()
-    }
-
-    /// Leaves now (keepShared leaves when cancelled).
-    func stop() async {
-        guard let keeper else {
-            joining = nil
-            return
-        }
-        keeper.cancel()
-        let leaving = Task { await keeper.value }
-        self.leaving = leaving
-        self.keeper = nil
-        joining = nil
-        await leaving.value
-        if self.leaving == leaving { self.leaving = nil }
-    }
 }
