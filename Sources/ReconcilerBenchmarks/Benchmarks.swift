@@ -15,7 +15,10 @@ struct Benchmarks: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "reconciler-bench",
         abstract: "Measure signed-data verification and replay into PostgreSQL (whole runs: jobs/dev/benchmark).",
-        subcommands: [VerifyBenchmark.self, ApplyBenchmark.self, WebhookBenchmark.self, UpgradeBenchmark.self, AppAPIBenchmark.self])
+        subcommands: [
+            VerifyBenchmark.self, ApplyBenchmark.self, WebhookBenchmark.self, UpgradeBenchmark.self, AppAPIBenchmark.self,
+            AppAPIRefreshBenchmark.self,
+        ])
 }
 
 func elapsed<T>(_ body: () async throws -> T) async rethrows -> (T, Double) {

@@ -1,6 +1,8 @@
 import AppStoreServer
+import Crypto
 import Foundation
 import NIOHTTP1
+import PostgresNIO
 import TestSupport
 import Testing
 
@@ -26,10 +28,14 @@ extension LivePathCLITests {
 
     /// Runs `serve` with `appApi` in its configuration file for `body` (the webhook's port, the app
     /// API's), then stops it with SIGTERM and returns how it ended.
+    /// With `keyReadable`, its key file is there and Apple is an address that refuses connections.
     func withAppAPIServe(
-        _ db: TestDatabase, in directory: TemporaryDirectory, _ body: (_ port: Int, _ apiPort: Int) async throws -> Void
+        _ db: TestDatabase, in directory: TemporaryDirectory, keyReadable: Bool = false, _ body: (_ port: Int, _ apiPort: Int) async throws -> Void
     ) async throws -> ProcessResult {
         try "# the app's backend\n\(Self.appAPIToken)\n".write(toFile: directory.file("tokens"), atomically: true, encoding: .utf8)
+        if keyReadable {
+            try P256.Signing.PrivateKey().pemRepresentation.write(toFile: directory.file("AuthKey.p8"), atomically: true, encoding: .utf8)
+        }
         let (port, apiPort) = (freePort(), freePort())
         let file = directory.file("reconciler.yaml")
         try """
@@ -41,7 +47,9 @@ extension LivePathCLITests {
         """.write(toFile: file, atomically: true, encoding: .utf8)
         let serve = try RunningProcess(
             "reconciler", ["serve", "--port", "\(port)", "--host", "127.0.0.1", "--config", file],
-            environment: ["DATABASE_URL": db.url, "LOG_LEVEL": "info"])
+            environment: ["DATABASE_URL": db.url, "LOG_LEVEL": "info"].merging(keyReadable ? ["APP_STORE_API_BASE_URL": "http://127.0.0.1:9"] : [:]) {
+                $1
+            })
         try await serve.waitForOutput(containing: "app API listening")
         // The webhook's "listening" line is the one naming its forwarding targets.
         try await serve.waitForOutput(containing: "forwardTo=")
@@ -87,6 +95,25 @@ extension LivePathCLITests {
                 #expect((served.stdout + served.stderr).contains("the app API cannot call Apple for this app"))
                 #expect(!served.stderr.contains(Self.appAPIToken) && !served.stdout.contains(Self.appAPIToken))
                 #expect(!metrics.contains(Self.appAPIToken))
+            }
+        }
+    }
+
+    /// A refresh joins the app's shared budget (a lease row the app's other processes divide the
+    /// budget by); serve's graceful shutdown leaves it, so they get the share back at once rather
+    /// than when the lease runs out.
+    @Test func serveLeavesTheSharedBudgetOnItsShutdown() async throws {
+        try await TemporaryDirectory.with { directory in
+            try await TestDatabase.with { db in
+                let served = try await withAppAPIServe(db, in: directory, keyReadable: true) { _, apiPort in
+                    let refresh =
+                        "http://127.0.0.1:\(apiPort)/v1/purchases?bundleId=\(TestApp.bundleId)&environment=production&originalTransactionId=8401&refresh=always&timeout=5s"
+                    let refreshed = try await HTTP.request(.GET, refresh, headers: [("Authorization", "Bearer \(Self.appAPIToken)")])
+                    #expect(refreshed.status == 200, "\(String(decoding: refreshed.body, as: UTF8.self))")
+                    #expect(try await db.count("SELECT count(*) FROM api_processes WHERE bundle_id = \(TestApp.bundleId)") == 1)
+                }
+                #expect(served.status == 0, "\(served.stderr)")
+                #expect(try await db.count("SELECT count(*) FROM api_processes") == 0, "\(served.stderr)")
             }
         }
     }

@@ -98,11 +98,16 @@ import WebhookServer
                     #expect(fresh.purchases.count == 1)
                     #expect(fresh.purchases.first?["revocationDate"] is NSNumber, "\(fresh.text)")
                     #expect(fresh.purchases.first?["fresh"] as? Bool == true)
-                    // Applied through the verified path and recorded like a repair, with its change-feed row.
+                    // Applied through the verified path of a run's phase 2, with its change-feed row (no run: a refresh is not one).
                     #expect(
                         try await db.count(
                             "SELECT count(*) FROM purchases WHERE original_transaction_id = \(original) AND revocation_date_ms IS NOT NULL") == 1)
-                    #expect(try await db.count("SELECT count(*) FROM reconcile_runs WHERE kind = 'repair'") >= 2)
+                    #expect(
+                        try await db.count(
+                            """
+                            SELECT count(*) FROM purchase_changes WHERE original_transaction_id = \(original) AND run_id IS NULL
+                                AND source IN ('transaction_history', 'status_refresh') AND after_state->>'revocationDate' IS NOT NULL
+                            """) == 1)
 
                     // An app account token the store does not know is not looked up at Apple.
                     let before = mock.statisticsSnapshot.requests.values.reduce(0, +)
@@ -110,6 +115,54 @@ import WebhookServer
                     #expect(unknown.status == 200)
                     #expect(unknown.purchases.isEmpty)
                     #expect(mock.statisticsSnapshot.requests.values.reduce(0, +) == before)
+                }
+            }
+        }
+    }
+
+    /// The requests the mock saw since `before`, per endpoint.
+    static func requests(since before: [String: Int], _ mock: MockAppStore) -> [String: Int] {
+        mock.statisticsSnapshot.requests.reduce(into: [:]) { made, entry in
+            let count = entry.value - before[entry.key, default: 0]
+            if count > 0 { made[entry.key] = count }
+        }
+    }
+
+    @Test func aRefreshReadsOnlyStatusesAndTransactionHistoryNotNotificationHistory() async throws {
+        try await TestDatabase.with { db in
+            try await MockAppStore.withRunning(.init(scenario: .init(seed: 39, customers: 4))) { mock, baseURL in
+                try await Self.withAPI(db, mock: mock, baseURL: baseURL, clock: ManualClock()) { api, _ in
+                    let original = try #require(Self.originals(mock).first)
+                    let asked: Set<String> = ["Get Transaction History", "Get All Subscription Statuses"]
+                    // A transaction ID the store does not know is looked up at Apple, and found.
+                    var before = mock.statisticsSnapshot.requests
+                    let found = try await api.get("\(Self.base(mock))&transactionId=\(original)&refresh=always&timeout=30s")
+                    #expect(found.status == 200, "\(found.text)")
+                    #expect(found.purchases.first?["originalTransactionId"] as? String == original, "\(found.text)")
+                    #expect(found.purchases.first?["fresh"] as? Bool == true)
+                    var made = Self.requests(since: before, mock)
+                    #expect(Set(made.keys) == asked, "\(made)")
+                    #expect(made["Get All Subscription Statuses"] == 1)
+
+                    // The customer is known now: refresh=always reads statuses and history again, nothing else.
+                    before = mock.statisticsSnapshot.requests
+                    let again = try await api.get("\(Self.base(mock))&originalTransactionId=\(original)&refresh=always&timeout=30s")
+                    #expect(again.status == 200, "\(again.text)")
+                    #expect(again.purchases.first?["fresh"] as? Bool == true)
+                    made = Self.requests(since: before, mock)
+                    #expect(made["Get Notification History"] == nil, "\(made)")
+                    #expect(Set(made.keys) == asked, "\(made)")
+                    #expect(made["Get All Subscription Statuses"] == 1)
+
+                    // A transaction ID Apple does not know either: Apple answered (nothing), still no notification history.
+                    before = mock.statisticsSnapshot.requests
+                    let unknown = try await api.get("\(Self.base(mock))&transactionId=99999999999999&refresh=always&timeout=30s")
+                    #expect(unknown.status == 200, "\(unknown.text)")
+                    #expect(unknown.purchases.isEmpty)
+                    #expect(Self.requests(since: before, mock)["Get Notification History"] == nil)
+                    // A refresh is not a run: `status` and the run history list the runs alone.
+                    #expect(try await db.count("SELECT count(*) FROM reconcile_runs") == 0)
+                    #expect(try await db.count("SELECT count(*) FROM purchases WHERE history_checked_at_ms IS NOT NULL") >= 1)
                 }
             }
         }
@@ -133,7 +186,7 @@ import WebhookServer
                     #expect(answered.purchases.isEmpty)
                     // The refresh completes in the background: the purchase is stored afterwards.
                     try await eventually("the background refresh recorded the purchase") {
-                        try await db.count("SELECT count(*) FROM reconcile_runs WHERE kind = 'repair' AND finished_at IS NOT NULL") == 1
+                        try await db.count("SELECT count(*) FROM purchases WHERE history_checked_at_ms IS NOT NULL") >= 1
                     }
                     let later = try await api.get("\(Self.base(mock))&originalTransactionId=\(original)")
                     #expect(later.purchases.count == 1)

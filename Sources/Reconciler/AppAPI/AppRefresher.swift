@@ -6,11 +6,16 @@ package import ReconcilerShared
 package import ReconcilerStore
 
 /// The app API's refreshes (`GET /v1/purchases?…&refresh=if-stale|always`) for one app and
-/// environment: Apple is read for the customers the key names before the answer, through the
-/// verified path a repair takes (``CustomerRepair``: Get Notification History for the customer,
-/// Get Transaction History from the stored revision, Get All Subscription Statuses), recorded as
-/// a repair run. An unknown transaction ID is looked up at Apple; an `appAccountToken` the store
-/// does not know is not (nothing names its customer to Apple).
+/// environment: Apple is read for the customers the key names before the answer, with Get
+/// Transaction History from the stored revision and Get All Subscription Statuses only, applied
+/// through the verified path of a run's phase 2 (``CustomerRead``). An unknown transaction ID is
+/// looked up at Apple; an `appAccountToken` or `appUserId` the store does not know is not
+/// (nothing names its customer to Apple).
+///
+/// A refresh is not a run: the app asks for it as often as its users open it, and a run's record
+/// (its row in `status`, its report and queue) would cost more than the read. Its writes carry the
+/// data path's source (`transaction_history`, `status_refresh`) in the change feed with no run,
+/// it stamps the customer's `checkedAt`, and what fails verification goes to the quarantine.
 ///
 /// The answer never waits longer than the query's `timeout`, judged on the configured clock: past
 /// it (Apple slow, or the budget spent so the requests wait for their turn) the stored state is
@@ -32,28 +37,19 @@ package final class AppRefresher: Sendable {
         /// Requests per second the refreshes may take of each endpoint (`appApi.refreshRateLimit`);
         /// `nil`: ``defaultShare`` of the app's budget.
         package var refreshRateLimit: Double?
-        /// The app's own webhooks: notifications a refresh records for the first time are queued for them, as a repair's are.
-        package var forwardRoutes: [ForwardingRoute]
         /// How long the shared budget is kept without a refresh before it is left.
         package var idleBeforeLeaving: Duration
-        /// Names this process in the ledger.
-        package var worker: String
 
-        package init(
-            clock: any MonotonicClock = .system, refreshRateLimit: Double? = nil, forwardRoutes: [ForwardingRoute] = [],
-            idleBeforeLeaving: Duration = .seconds(30), worker: String = ProcessIdentity.current
-        ) {
+        package init(clock: any MonotonicClock = .system, refreshRateLimit: Double? = nil, idleBeforeLeaving: Duration = .seconds(30)) {
             self.clock = clock
             self.refreshRateLimit = refreshRateLimit
-            self.forwardRoutes = forwardRoutes
             self.idleBeforeLeaving = idleBeforeLeaving
-            self.worker = worker
         }
     }
 
     /// The endpoints a refresh calls, and the app's consumption answers (`POST /v1/consumption/{transactionId}`).
     package static let endpoints: [AppStoreServerAPIEndpoint] = [
-        .getNotificationHistory, .getTransactionHistory, .getAllSubscriptionStatuses, .sendConsumptionInformation,
+        .getTransactionHistory, .getAllSubscriptionStatuses, .sendConsumptionInformation,
     ]
     /// The refreshes' share of the app's budget when `refreshRateLimit` is not set.
     package static let defaultShare = 0.1
@@ -63,17 +59,35 @@ package final class AppRefresher: Sendable {
     let database: Database
     let verifier: SignedDataVerifier
     let client: AppStoreServerAPIClient
+    /// Writes what a refresh reads, as the webhook's handler would.
+    let handler: NotificationHandler
     /// Where the key's settings came from, for the hints of Apple's refusals.
     let origins: SettingOrigins
-    let budget: RefreshBudget
+    let budget: BudgetLease
 
     /// - Parameters:
     ///   - client: the app's App Store Server API client; build it with ``requestsPerSecond(budget:refreshRateLimit:)``
     ///     so it never spends more than the cap, even alone.
     ///   - budget: the app's request budget (the same in every process of the app).
-    package init(
+    package convenience init(
         configuration: Configuration = .init(), scope: AppScope, database: Database, verifier: SignedDataVerifier,
         client: AppStoreServerAPIClient, origins: SettingOrigins, budget: RequestBudget
+    ) {
+        let shared = SharedBudget(
+            configuration: .init(claims: Self.claims(budget: budget, refreshRateLimit: configuration.refreshRateLimit)), database: database,
+            limiter: client.rateLimiter, app: scope.target)
+        self.init(
+            configuration: configuration, scope: scope, database: database, verifier: verifier, client: client, origins: origins,
+            lease: BudgetLease(budget: shared, idle: configuration.idleBeforeLeaving))
+    }
+
+    /// - Parameters:
+    ///   - client: the app's App Store Server API client, shared with the process's other callers of the app (one rate limiter).
+    ///   - lease: the process's lease on the app's shared budget, shared with the same callers; its
+    ///     claims include ``claims(budget:refreshRateLimit:)``.
+    package init(
+        configuration: Configuration = .init(), scope: AppScope, database: Database, verifier: SignedDataVerifier,
+        client: AppStoreServerAPIClient, origins: SettingOrigins, lease: BudgetLease
     ) {
         self.configuration = configuration
         self.origins = origins
@@ -81,10 +95,8 @@ package final class AppRefresher: Sendable {
         self.database = database
         self.verifier = verifier
         self.client = client
-        let shared = SharedBudget(
-            configuration: .init(claims: Self.claims(budget: budget, refreshRateLimit: configuration.refreshRateLimit)), database: database,
-            limiter: client.rateLimiter, app: scope.target)
-        self.budget = RefreshBudget(budget: shared, idle: configuration.idleBeforeLeaving)
+        self.handler = NotificationHandler(scope: scope, verifier: verifier, database: database)
+        self.budget = lease
     }
 
     /// What the refreshes declare to the app's other processes: each endpoint's app budget, capped.
@@ -109,21 +121,25 @@ package final class AppRefresher: Sendable {
     package func purchases(_ query: PurchaseQuery, at now: @escaping @Sendable () -> Timestamp) async throws -> [AppPurchase] {
         let stored = AppPurchases(scope: scope, database: database)
         let before = try await stored.stored(query.key, at: now())
-        guard let refresh = query.refresh, let selector = Self.selector(query.key, stored: before), Self.isStale(before, refresh, now: now())
+        guard let refresh = query.refresh, Self.isStale(before, refresh, now: now()), let anchors = try await customers(query.key, stored: before)
         else { return before }
-        let work = Task { try await self.refresh(selector) }
+        let work = Task { await self.refresh(anchors) }
         guard await Self.answered(work, within: query.timeout, clock: configuration.clock) else { return before }
         return try await stored.stored(query.key, at: now()).map { AppPurchase(state: $0.state, checkedAt: $0.checkedAt, fresh: true) }
     }
 
-    /// What a repair is asked to read for `key`; `nil` when Apple is not asked (an app account
-    /// token or app user ID the store does not know names no customer to Apple).
-    static func selector(_ key: PurchaseQuery.Key, stored: [AppPurchase]) -> CustomerRepair.Selector? {
-        switch key {
-        case .originalTransactionId(let id), .transactionId(let id): .transactionId(id)
-        case .appAccountToken(let token): stored.isEmpty ? nil : .appAccountToken(token)
-        case .appUserId: nil
+    /// The customers Apple is asked about for `key` (the transaction ID each is read by); `nil`
+    /// when Apple is not asked: an app account token or app user ID the store does not know names
+    /// no customer to Apple, while a transaction ID it does not know is Apple's to look up.
+    func customers(_ key: PurchaseQuery.Key, stored: [AppPurchase]) async throws -> [String]? {
+        guard !stored.isEmpty else {
+            switch key {
+            case .originalTransactionId(let id), .transactionId(let id): return [id]
+            case .appAccountToken, .appUserId: return nil
+            }
         }
+        let (store, originals) = (handler.store, stored.map(\.state.originalTransactionId))
+        return try await database.transaction { transaction in try await store.customers.anchors(of: originals, on: transaction) }.sorted()
     }
 
     /// Whether `refresh` asks Apple given what is stored: always, or when a purchase's customer was
@@ -136,32 +152,42 @@ package final class AppRefresher: Sendable {
         }
     }
 
-    /// Reads Apple for the customer through a repair, inside the shared budget; `true` when Apple answered every request.
-    func refresh(_ selector: CustomerRepair.Selector) async throws -> Bool {
-        try await budget.begin()
+    /// Reads Apple for each customer, one after the other, inside the shared budget; `true` when
+    /// Apple answered every request (a transaction ID it does not know is an answer: nothing).
+    func refresh(_ anchors: [String]) async -> Bool {
         do {
-            let repair = CustomerRepair(
-                configuration: .init(selector: selector, forwardRoutes: configuration.forwardRoutes, worker: configuration.worker), scope: scope,
-                database: database, verifier: verifier, client: client)
-            let report = try await repair.repair()
-            await budget.end()
-            return report.failures.isEmpty
-        } catch let error as ReconcilerError where error.code == .unknownTransactionId {
-            // Apple answered: it knows no such transaction (the answer is the empty list).
-            await budget.end()
-            return true
+            try await budget.begin()
         } catch {
-            await budget.end()
             database.logger.info(
-                "app API refresh did not complete; the stored state was answered", metadata: ["app": "\(scope.target)", "error": "\(error)"])
+                "app API refresh could not join the shared budget; the stored state was answered",
+                metadata: ["app": "\(scope.target)", "error": "\(error)"])
             return false
         }
+        let read = CustomerRead(
+            handler: handler, client: client, tally: VerificationTally(), logger: database.logger,
+            recording: RefreshRecording(ledger: RunLedger(database: database), app: scope.target))
+        var answered = true
+        for anchor in anchors {
+            do {
+                _ = try await read.read(anchor: anchor)
+            } catch let error as AppStoreServerAPIError where error.details.errorCode == .transactionIdNotFound {
+                continue
+            } catch {
+                database.logger.info(
+                    "app API refresh did not complete; the stored state was answered",
+                    metadata: ["app": "\(scope.target)", "customer": "\(anchor)", "error": "\(error)"])
+                answered = false
+                break
+            }
+        }
+        await budget.end()
+        return answered
     }
 
     /// Whether `work` ended with Apple's answer before `timeout` passed on `clock`; the work goes on past it.
-    static func answered(_ work: Task<Bool, any Error>, within timeout: Duration, clock: any MonotonicClock) async -> Bool {
+    static func answered(_ work: Task<Bool, Never>, within timeout: Duration, clock: any MonotonicClock) async -> Bool {
         let (outcomes, continuation) = AsyncStream<Bool>.makeStream()
-        let waiting = Task { continuation.yield((try? await work.value) ?? false) }
+        let waiting = Task { continuation.yield(await work.value) }
         let deadline = Task {
             try? await clock.sleep(for: timeout)
             continuation.yield(false)
@@ -187,73 +213,23 @@ package final class AppRefresher: Sendable {
         return answer
     }
 
-    /// Leaves the shared budget now (serve's shutdown, tests).
+    /// Leaves the shared budget now (tests; serve stops the lease itself on its shutdown).
     package func stop() async { await budget.stop() }
 }
 
-/// The refreshes' lease on the app's shared budget: joined before the first request of a burst,
-/// renewed while refreshes go on, left once none came for a while (a process that has no requests
-/// takes no share from the others).
-actor RefreshBudget {
-    let budget: SharedBudget
-    let idle: Duration
-    private var active = 0
-    private var generation = 0
-    private var joining: Task<Void, any Error>?
-    private var keeper: Task<Void, Never>?
-    private var leaving: Task<Void, Never>?
+/// What a refresh records beside the purchases it writes: no run, so its rejections go to the
+/// quarantine alone (`reconciler rejections` lists them).
+struct RefreshRecording: CustomerRead.Recording {
+    let ledger: RunLedger
+    let app: AppTarget
 
-    init(budget: SharedBudget, idle: Duration) {
-        self.budget = budget
-        self.idle = idle
+    var runId: Int64? { nil }
+
+    func record(
+        anchor: String, changes: [PurchaseChange], rejections: [Rejection], completion: CustomerRead.Completion?, on transaction: DatabaseTransaction
+    ) async throws -> [Rejection] {
+        try await ledger.quarantine(rejections, runId: nil, app: app, dryRun: false, on: transaction)
     }
 
-    /// Joins (once for concurrent refreshes) before a refresh's first request.
-    func begin() async throws {
-        active += 1
-        generation += 1
-        if let leaving { await leaving.value }
-        let budget = self.budget
-        let joined = joining ?? Task { try await budget.join() }
-        joining = joined
-        do {
-            try await joined.value
-        } catch {
-            if joining == joined { joining = nil }
-            active -= 1
-            throw error
-        }
-        if keeper == nil { keeper = Task { await budget.keepShared() } }
-    }
-
-    /// After a refresh: the budget is left once no refresh came for ``idle``.
-    func end() {
-        active -= 1
-        guard active == 0 else { return }
-        let (generation, idle) = (self.generation, self.idle)
-        Task {
-            try? await Task.sleep(for: idle)
-            await self.leaveIfIdle(since: generation)
-        }
-    }
-
-    private func leaveIfIdle(since generation: Int) async {
-        guard active == 0, self.generation == generation else { return }
-        await stop()
-    }
-
-    /// Leaves now (keepShared leaves when cancelled).
-    func stop() async {
-        guard let keeper else {
-            joining = nil
-            return
-        }
-        keeper.cancel()
-        let leaving = Task { await keeper.value }
-        self.leaving = leaving
-        self.keeper = nil
-        joining = nil
-        await leaving.value
-        if self.leaving == leaving { self.leaving = nil }
-    }
+    func revisionReset(anchor: String) async throws {}
 }

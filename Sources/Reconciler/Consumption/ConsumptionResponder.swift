@@ -28,11 +28,14 @@ package enum ConsumptionResponder {
         /// (``answerDue(_:clock:database:)``); `nil` when the caller shares it already (a command's
         /// whole work) or shares none.
         package var budget: SharedBudget.Configuration?
+        /// The process's lease on the app's budget, shared with its other callers of the app (serve:
+        /// the app API's, on the same client), taken instead of ``budget`` while answers are sent.
+        package var lease: BudgetLease?
 
         /// `nil` when `settings` has no policy.
         package init?(
             app: AppTarget, settings: ConsumptionSettings, client: AppStoreServerAPIClient, origins: SettingOrigins,
-            budget: SharedBudget.Configuration? = nil
+            budget: SharedBudget.Configuration? = nil, lease: BudgetLease? = nil
         ) {
             guard let policy = settings.policy else { return nil }
             self.app = app
@@ -41,6 +44,7 @@ package enum ConsumptionResponder {
             self.client = client
             self.origins = origins
             self.budget = budget
+            self.lease = lease
         }
     }
 
@@ -235,6 +239,17 @@ package enum ConsumptionResponder {
         of targets: ArraySlice<Target>, database: Database, _ work: () async throws -> Result
     ) async throws -> Result {
         guard let target = targets.first else { return try await work() }
+        if let lease = target.lease {
+            try await lease.begin()
+            do {
+                let result = try await sharingBudgets(of: targets.dropFirst(), database: database, work)
+                await lease.end()
+                return result
+            } catch {
+                await lease.end()
+                throw error
+            }
+        }
         guard let configuration = target.budget else { return try await sharingBudgets(of: targets.dropFirst(), database: database, work) }
         let budget = SharedBudget(configuration: configuration, database: database, limiter: target.client.rateLimiter, app: target.app)
         try await budget.join()

@@ -9,7 +9,8 @@ import ReconcilerStore
 /// stored in PostgreSQL (none stored: the whole history), verifies every signed transaction and
 /// applies it through the store's one write path (no regression by an older signedDate). With
 /// `refreshStatus`, Get All Subscription Statuses too, because replayed notifications are
-/// snapshots from their send time.
+/// snapshots from their send time. Each customer's read is a ``CustomerRead`` (the app API's
+/// refreshes read the same way, without a run).
 ///
 /// Nothing waits on Apple inside a transaction: a worker leases a customer (a queue row it owns
 /// for a while), fetches a page with no transaction open, and applies it in a short transaction
@@ -158,179 +159,55 @@ struct GapFiller: Sendable {
         }
     }
 
-    /// Fetches and applies one customer's history (and statuses), from the start once if Apple
-    /// refuses the stored revision.
+    /// Fetches and applies one customer's history (and statuses) through ``CustomerRead``, its
+    /// pages recorded under the run and its queue row.
     private func readHistory(of anchor: String) async throws {
-        // Anything that falls due after this instant makes the customer due again.
-        let checkedAt = Timestamp.now
-        var revision =
-            configuration.readFromStart
-            ? nil : try await database.transaction { [store] transaction in try await store.customers.revision(anchor: anchor, on: transaction) }
-        var revisionReset = false
-        while true {
-            do {
-                return try await readHistory(of: anchor, from: revision, checkedAt: checkedAt)
-            } catch let error as AppStoreServerAPIError where error.details.errorCode == .invalidRequestRevision && revision != nil && !revisionReset
-            {
-                logger.warning(
-                    "Apple refused the stored revision; reading the customer's history from the start",
-                    metadata: [
-                        "customer": "\(anchor)"
-                    ])
-                try await database.transaction { [store] transaction in try await store.customers.dropRevision(anchor: anchor, on: transaction) }
-                try await ledger.noteRevisionReset(runId: run.runId, anchor: anchor)
-                revision = nil
-                revisionReset = true
-            }
-        }
+        let recording = RunRecording(ledger: ledger, run: run, worker: configuration.worker, leaseDuration: configuration.leaseDuration)
+        let read = CustomerRead(
+            handler: handler, client: client, tally: context.tally, logger: logger, recording: recording,
+            readFromStart: configuration.readFromStart, readStatuses: run.options.refreshStatus,
+            appUserId: configuration.appUserId?(anchor))
+        let statuses = try await read.read(anchor: anchor)
+        configuration.statusesApplied?(anchor, statuses)
     }
 
-    private func readHistory(of anchor: String, from revision: String?, checkedAt: Timestamp) async throws {
-        var originals = Set<String>()
-        var seen = 0
-        for try await page in client.transactionHistory(anyTransactionId: anchor, .init(revision: revision, sort: .ascending)) {
-            let signed = page.signedTransactions ?? []
-            seen += signed.count
-            let (transactions, rejections) = try await verify(signed, source: .transactionHistory)
-            originals.formUnion(transactions.compactMap(\.payload.originalTransactionId))
-            if page.hasMore ?? false {
-                try await commit(anchor: anchor, transactions, rejections, statuses: [], final: nil)
-            } else {
-                // Statuses come from Apple before anything is locked; the last page commits with them.
-                let statuses = run.options.refreshStatus ? try await fetchStatuses(anchor: anchor) : ([], [])
-                originals.formUnion(statuses.0.map(\.original))
-                try await commit(
-                    anchor: anchor, transactions, rejections + statuses.1, statuses: statuses.0,
-                    final: .init(
-                        revision: page.revision ?? revision, purchases: Array(originals), transactionsSeen: seen,
-                        checkedAt: checkedAt))
-                configuration.statusesApplied?(anchor, statuses.0)
-            }
-        }
-    }
+    typealias StatusItem = CustomerRead.StatusItem
 
-    typealias VerifiedTransaction = Verified<JWSTransactionDecodedPayload>
+    /// What a run records in each page's transaction: the changes and rejections under the run,
+    /// and the customer's queue row (its lease renewed by each page, completed by the last; a lease
+    /// another worker took throws ``LeaseLost`` and rolls the page back).
+    struct RunRecording: CustomerRead.Recording {
+        let ledger: RunLedger
+        let run: RunRecord
+        let worker: String
+        let leaseDuration: Duration
 
-    /// A subscription's current state from Get All Subscription Statuses, verified.
-    struct StatusItem: Sendable {
-        var status: Status?
-        var subscription: VerifiedSubscription
-        var original: String
-    }
+        var runId: Int64? { run.runId }
 
-    /// What the customer's last page completes.
-    struct Completion: Sendable {
-        var revision: String?
-        var purchases: [String]
-        var transactionsSeen: Int
-        var checkedAt: Timestamp
-    }
-
-    private func verify(_ signedTransactions: [String], source: Rejection.Source) async throws -> ([VerifiedTransaction], [Rejection]) {
-        var verified: [VerifiedTransaction] = []
-        var rejections: [Rejection] = []
-        var failures: [VerificationError] = []
-        for jws in signedTransactions {
-            do {
-                verified.append(try await handler.verifier.verifyTransaction(jws))
-            } catch let error as VerificationError {
-                failures.append(error)
-                rejections.append(Rejection(source: source, signedValue: jws, error: error))
-            }
-        }
-        try context.tally.record(verified: verified.count, failures: failures)
-        return (verified, rejections)
-    }
-
-    /// Get All Subscription Statuses, every signed value verified.
-    private func fetchStatuses(anchor: String) async throws -> ([StatusItem], [Rejection]) {
-        let response = try await client.getAllSubscriptionStatuses(anyTransactionId: anchor)
-        var items: [StatusItem] = []
-        var rejections: [Rejection] = []
-        var failures: [VerificationError] = []
-        var verifiedCount = 0
-        for item in (response.data ?? []).flatMap({ $0.lastTransactions ?? [] }) {
-            do {
-                let subscription = try await handler.verifier.verifySubscription(
-                    signedTransactionInfo: item.signedTransactionInfo, signedRenewalInfo: item.signedRenewalInfo)
-                verifiedCount += 1
-                guard let original = subscription.originalTransactionId ?? item.originalTransactionId else { continue }
-                items.append(StatusItem(status: item.status, subscription: subscription, original: original))
-            } catch let error as VerificationError {
-                failures.append(error)
-                rejections.append(
-                    Rejection(
-                        source: .subscriptionStatus, signedValue: item.signedTransactionInfo ?? item.signedRenewalInfo ?? "",
-                        error: error))
-            }
-        }
-        try context.tally.record(verified: verifiedCount, failures: failures)
-        return (items, rejections)
-    }
-
-    /// Applies one page (and, for the last, the statuses and the completion) in one short
-    /// transaction that locks every purchase it writes at once, in sorted order.
-    private func commit(
-        anchor: String, _ transactions: [VerifiedTransaction], _ rejections: [Rejection], statuses: [StatusItem],
-        final completion: Completion?
-    ) async throws {
-        let (store, ledger, run, configuration) = (self.store, self.ledger, self.run, self.configuration)
-        let originals = Set(transactions.compactMap(\.payload.originalTransactionId)).union(statuses.map(\.original))
-        try await database.storeHeaders(
-            of: (transactions + statuses.compactMap(\.subscription.transaction)).compactMap { JWSParts(exactly: $0.signedValue) })
-        let quarantined = try await database.transaction { transaction in
-            try await store.lock(purchases: originals, anchors: completion == nil ? [] : [anchor], on: transaction)
-            let before = try await store.purchaseStates(originals, on: transaction)
-            let statusUpdates = statuses.map { item in
-                let signedDate = item.subscription.renewalInfo?.payload.signedDate ?? item.subscription.transaction?.payload.signedDate
-                var update = PurchaseStore.PurchaseUpdate(
-                    originalTransactionId: item.original, renewalInfo: item.subscription.renewalInfo,
-                    status: item.status.flatMap { status in signedDate.map { PurchaseStore.StatusFact(status: status, signedDate: $0) } })
-                update.historyAnchor = anchor
-                update.appUserId = configuration.appUserId?(anchor)
-                return update
-            }
-            let updates =
-                Set(transactions.compactMap(\.payload.originalTransactionId)).sorted().map {
-                    var update = PurchaseStore.PurchaseUpdate(originalTransactionId: $0)
-                    // A purchase of the customer's history takes the customer's appUserId.
-                    update.historyAnchor = anchor
-                    update.appUserId = configuration.appUserId?(anchor)
-                    return update
-                } + statusUpdates
-            let changes = try await store.write(
-                transactions: (transactions + statuses.compactMap(\.subscription.transaction)).map { PurchaseStore.TransactionWrite($0) },
-                updates: updates, before: before,
-                origin: .init(source: statuses.isEmpty ? .transactionHistory : .statusRefresh, runId: run.runId), on: transaction)
-            try await ledger.recordChanges(runId: run.runId, Array(changes.values), on: transaction)
-            let quarantined = try await ledger.quarantine(
-                rejections, runId: run.runId, app: run.app, dryRun: run.dryRun, on: transaction)
+        func record(
+            anchor: String, changes: [PurchaseChange], rejections: [Rejection], completion: CustomerRead.Completion?,
+            on transaction: DatabaseTransaction
+        ) async throws -> [Rejection] {
+            try await ledger.recordChanges(runId: run.runId, changes, on: transaction)
+            let quarantined = try await ledger.quarantine(rejections, runId: run.runId, app: run.app, dryRun: run.dryRun, on: transaction)
             try await ledger.addCounts(runId: run.runId, quarantined.map { ("(\($0.source.rawValue))", .rejected) }, on: transaction)
             if let completion {
-                try await store.customers.recordHistoryChecked(
-                    anchor: anchor, revision: completion.revision, purchases: completion.purchases,
-                    checkedAt: completion.checkedAt, on: transaction)
                 try await ledger.markCovered(runId: run.runId, anchors: completion.purchases, by: anchor, on: transaction)
                 guard
                     try await ledger.completeCustomer(
-                        runId: run.runId, anchor: anchor, worker: configuration.worker,
-                        transactionsSeen: completion.transactionsSeen, on: transaction)
+                        runId: run.runId, anchor: anchor, worker: worker, transactionsSeen: completion.transactionsSeen, on: transaction)
                 else { throw LeaseLost() }
             } else {
                 guard
                     try await ledger.renewCustomerLease(
-                        runId: run.runId, anchor: anchor, worker: configuration.worker,
-                        leaseDuration: configuration.leaseDuration, on: transaction)
+                        runId: run.runId, anchor: anchor, worker: worker, leaseDuration: leaseDuration, on: transaction)
                 else { throw LeaseLost() }
             }
             return quarantined
         }
-        for rejection in quarantined {
-            logger.warning(
-                "quarantined a signed value from \(rejection.source.rawValue)",
-                metadata: [
-                    "reason": "\(rejection.reason.rawValue)", "new": "\(rejection.newlyQuarantined)",
-                ])
+
+        func revisionReset(anchor: String) async throws {
+            try await ledger.noteRevisionReset(runId: run.runId, anchor: anchor)
         }
     }
 }

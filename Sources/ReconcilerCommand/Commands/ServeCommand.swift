@@ -152,27 +152,29 @@ struct ServeCommand: AsyncParsableCommand, UsesAppsOptions {
         let forwarders = forwarderConfigurations.map {
             Forwarder(configuration: $0, database: database.with(unavailableTimeout: self.database.databaseTimeout))
         }
+        // One App Store client and one budget lease per app, for the app API's refreshes and
+        // consumption answers and the leader's automatic answers alike.
+        let apple = try ServeAppleCallers(
+            targets: targets, verifiers: verifiers, appAPI: configuration.appApi,
+            database: database.with(unavailableTimeout: self.database.databaseTimeout), logger: logger)
         // One replica leads (a lease row): it writes the feed's time rows (the unique key keeps a
         // racing run's rows single) and sends the automatic consumption answers that fell due.
         let leader = ServeLeader(
             configuration: .init(interval: leaderInterval), writer: TimeRowWriter(scopes: targets.map(\.scope), database: database),
-            consumption: try Self.automaticConsumption(targets, logger: logger), logger: logger)
+            consumption: apple.consumption, logger: logger)
         // The app API, when configured: its own port, a service of the same group (stopped before the database).
         var appAPI: [any Service] = []
         if let settings = configuration.appApi, let appAPITokens {
-            // Refreshes and consumption answers call Apple for each app with an In-App Purchase key.
-            let refreshers = try APIOptions.appAPIRefreshers(
-                targets: targets, verifiers: verifiers, settings: settings, forwardRoutes: forwardRoutes,
-                database: database.with(unavailableTimeout: self.database.databaseTimeout), logger: logger)
             let server = AppAPIServer(
-                configuration: .init(host: host, port: settings.port), tokens: appAPITokens, handlers: handlers, refreshers: refreshers,
+                configuration: .init(host: host, port: settings.port), tokens: appAPITokens, handlers: handlers, refreshers: apple.refreshers,
                 database: database, metrics: metrics, logger: logger)
             appAPI.append(
                 server.makeApplication { boundPort in
                     logger.info("app API listening", metadata: ["port": "\(boundPort)", "tokenFile": "\(settings.tokenFile)"])
                 })
         }
-        let services: [any Service] = [database] + ledgerMetrics + forwarders + [leader] + appAPI
+        // Stopped in reverse order: the budget leases are left once the app API and the leader stopped, before the database.
+        let services: [any Service] = [database, ServeAppleCallers.Leaving(leases: apple.leases)] + ledgerMetrics + forwarders + [leader] + appAPI
         let migrator = Migrator(defaultBundleId: Set(targets.map(\.app.bundleId)).count == 1 ? targets.first?.app.bundleId : nil)
         // The schema is checked (or migrated) once the database client runs and before the port
         // opens, so a serve that answers is one whose schema matches. A database that went away
@@ -210,38 +212,5 @@ struct ServeCommand: AsyncParsableCommand, UsesAppsOptions {
             },
             beforeServerStarts: prepareSchema)
         try await application.runService()
-    }
-}
-
-extension ServeCommand {
-    /// The apps whose consumption policy says `automatic: true`, ready for serve's leader to answer
-    /// their due requests: each with its App Store client (its key from the configuration file, or
-    /// the APP_STORE_* variables without one) and its claim on the app's budget for Send
-    /// Consumption Information, joined only while it has answers to send. An app whose key serve
-    /// cannot read (the deploy examples mount no .p8 into serve) is left to the runs, which answer
-    /// the same requests after their recovery: said once, as a warning, at start.
-    static func automaticConsumption(_ targets: [ReconcilerConfiguration.Target], logger: Logger) throws -> [ConsumptionResponder.Target] {
-        let automatic = targets.filter { $0.consumption.policy?.automatic == true }
-        guard !automatic.isEmpty else { return [] }
-        let api = try APIOptions.parse([])
-        let environmentKey = try api.environmentKey()
-        var keys = APIOptions.PrivateKeys()
-        return try automatic.compactMap { target in
-            var target = target
-            target.key = target.key ?? environmentKey
-            let budget = try api.requestBudget(for: target)
-            let client: AppStoreServerAPIClient
-            do {
-                client = try api.client(for: target, budget: budget, keys: &keys)
-            } catch let error as ReconcilerError {
-                logger.warning(
-                    "consumption.automatic: serve cannot call Apple for \(target.app) (\(error.description)); each run answers its due requests instead"
-                )
-                return nil
-            }
-            return ConsumptionResponder.Target(
-                app: target.app, settings: target.consumption, client: client, origins: target.origins,
-                budget: .init(claims: budget.claims([.sendConsumptionInformation])))
-        }
     }
 }

@@ -10,9 +10,10 @@ package import ReconcilerDomain
 extension RunLedger {
     /// Records the rejections a page met, in the page's transaction: quarantines the new ones
     /// (in a dry run only notes which would be new) and lists all of them under the run. Returns
-    /// them with ``Rejection/newlyQuarantined`` set.
+    /// them with ``Rejection/newlyQuarantined`` set. Without a run (`runId` `nil`: the app API's
+    /// refreshes) they are quarantined alone, new when not quarantined before.
     package func quarantine(
-        _ rejections: [Rejection], runId: Int64, app: AppTarget, dryRun: Bool,
+        _ rejections: [Rejection], runId: Int64?, app: AppTarget, dryRun: Bool,
         on transaction: DatabaseTransaction
     ) async throws -> [Rejection] {
         guard !rejections.isEmpty else { return [] }
@@ -22,11 +23,11 @@ extension RunLedger {
         let known = try await transaction.query(
             """
             SELECT payload_sha256 FROM quarantined_payloads
-            WHERE payload_sha256 = ANY(\(hashes)::text[]) AND (first_run_id IS DISTINCT FROM \(runId))
+            WHERE payload_sha256 = ANY(\(hashes)::text[]) AND (\(runId)::bigint IS NULL OR first_run_id IS DISTINCT FROM \(runId))
             """, logger: logger)
         var knownHashes = Set<String>()
         for try await hash in known.decode(String.self) { knownHashes.insert(hash) }
-        var result = hashes.map { hash in
+        let result = hashes.map { hash in
             var rejection = unique[hash]!
             rejection.newlyQuarantined = !knownHashes.contains(hash)
             return rejection
@@ -60,10 +61,12 @@ extension RunLedger {
                 FROM jsonb_to_recordset(\(rows)::jsonb) AS r (payload_sha256 text, environment text, bundle_id text, source text,
                     notification_uuid text, type_and_subtype text, reason text, detail text, signed_payload text)
                 ORDER BY payload_sha256
-                ON CONFLICT (payload_sha256) DO UPDATE SET last_seen_at = now(), last_run_id = EXCLUDED.last_run_id,
-                    times_seen = q.times_seen + CASE WHEN q.last_run_id IS DISTINCT FROM EXCLUDED.last_run_id THEN 1 ELSE 0 END
+                ON CONFLICT (payload_sha256) DO UPDATE SET last_seen_at = now(), last_run_id = COALESCE(EXCLUDED.last_run_id, q.last_run_id),
+                    times_seen = q.times_seen
+                        + CASE WHEN EXCLUDED.last_run_id IS NULL OR q.last_run_id IS DISTINCT FROM EXCLUDED.last_run_id THEN 1 ELSE 0 END
                 """, logger: logger)
         }
+        guard let runId else { return result.map(\.withoutPayload) }
         try await transaction.query(
             """
             INSERT INTO run_rejections (run_id, payload_sha256, source, notification_uuid, type_and_subtype, reason, detail, newly_quarantined)
@@ -72,12 +75,7 @@ extension RunLedger {
                 reason text, detail text, newly_quarantined boolean)
             ON CONFLICT (run_id, payload_sha256) DO NOTHING
             """, logger: logger)
-        result = result.map { rejection in
-            var reported = rejection
-            reported.signedPayload = ""
-            return reported
-        }
-        return result
+        return result.map(\.withoutPayload)
     }
 
     /// The rejections a run met, in the order it met them.
@@ -304,5 +302,14 @@ extension RunLedger {
                 WHERE payload_sha256 = \(sha256)
                 """, logger: logger)
         }
+    }
+}
+
+extension Rejection {
+    /// As reported: without the signed payload, which only the quarantine keeps.
+    fileprivate var withoutPayload: Rejection {
+        var reported = self
+        reported.signedPayload = ""
+        return reported
     }
 }
