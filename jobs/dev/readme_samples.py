@@ -138,6 +138,7 @@ def sources(directory):
         "consumption-ack": (directory / "consumption-ack.txt").read_text(),
         "forward-redeliver": (directory / "redeliver.txt").read_text(),
         "import": (directory / "import.txt").read_text(),
+        "app-api-refresh": lines_of((directory / "app-api-refresh.json").read_text()),
         "export": export_lines(directory / "after.jsonl"),
         "changes": change_lines(directory / "changes.jsonl"),
     }

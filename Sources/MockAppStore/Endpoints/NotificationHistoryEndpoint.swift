@@ -119,6 +119,7 @@ extension MockAppStore {
             after = (cursor.date, cursor.notificationUUID)
         }
 
+        let lag = faults.apiLagMilliseconds
         var page: [NotificationHistoryResponseItem] = []
         var last: (Int64, String)?
         var hasMore = false
@@ -145,6 +146,8 @@ extension MockAppStore {
             let key = notification.historyKey
             if let after, !(key > after) { continue }
             guard notification.historyDate >= start, notification.historyDate < end else { continue }
+            // While the API lags, a notification is in the history from `lag` after it was first sent.
+            guard lag == 0 || notification.historyDate <= now - lag else { continue }
             let plan = notification.plan
             if let type {
                 guard plan.notificationType.rawValue == type else { continue }

@@ -1,10 +1,12 @@
 import AppStoreServer
 import Foundation
 import NIOHTTP1
+import Synchronization
 
 /// Get All Subscription Statuses: for the account, every subscription grouped by subscription
 /// group, with its latest transaction, renewal info (both signed now) and status 1 to 5;
-/// repeated `status` parameters filter.
+/// repeated `status` parameters filter. While the API lags (``FaultConfiguration/apiLagMilliseconds``),
+/// each as it was that long ago, as Get Transaction History serves them.
 extension MockAppStore {
     func subscriptionStatuses(_ request: MockHTTPRequest, anyTransactionId: String, in app: AppWorld) -> MockHTTPResponse {
         let (snapshot, account): (MockCatalog.Snapshot, String)
@@ -20,14 +22,16 @@ extension MockAppStore {
             wanted.insert(status)
         }
         let signedAt = Self.nowMilliseconds
+        let lag = faults.withLock { $0.apiLagMilliseconds }
         var groups: [String: [LastTransactionsItem]] = [:]
         do {
-            for (original, latest) in snapshot.subscriptions(ofAccount: account) {
-                let status = snapshot.world.subscriptionStatus[original] ?? .active
+            let entries = snapshot.transactions(ofAccount: account, lag: lag, now: signedAt)
+            for (original, latest) in MockCatalog.Snapshot.subscriptions(in: entries) {
+                var (status, renewal) = (snapshot.world.subscriptionStatus[original] ?? .active, snapshot.world.renewalVersions[original]?.last)
+                if lag > 0 { (status, renewal) = snapshot.world.subscription(original, asOf: signedAt - lag) }
                 if !wanted.isEmpty, !wanted.contains(status.rawValue) { continue }
                 var transaction = latest
                 transaction.signedDate = signedAt
-                var renewal = snapshot.world.renewalVersions[original]?.last
                 renewal?.signedDate = signedAt
                 groups[latest.subscriptionGroupIdentifier ?? "", default: []].append(
                     LastTransactionsItem(

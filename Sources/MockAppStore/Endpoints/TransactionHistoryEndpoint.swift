@@ -107,10 +107,7 @@ extension MockAppStore {
         }
 
         let lag = faults.withLock { $0.apiLagMilliseconds }
-        var entries =
-            lag > 0
-            ? MockCatalog.transactionsByAccount(snapshot.world, asOf: Self.nowMilliseconds - lag)[account] ?? []
-            : snapshot.transactionsByAccount[account] ?? []
+        var entries = snapshot.transactions(ofAccount: account, lag: lag, now: Self.nowMilliseconds)
         if descending { entries.reverse() }
         var page: [MockCatalog.TransactionEntry] = []
         var hasMore = false

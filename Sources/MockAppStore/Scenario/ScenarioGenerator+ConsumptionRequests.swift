@@ -84,8 +84,7 @@ extension ScenarioGenerator {
             autoRenewStatus: .on, isInBillingRetryPeriod: false, environment: environment, recentSubscriptionStartDate: boughtAt,
             renewalDate: transaction.expiresDate, currency: "USD", renewalPrice: state.product.price, appAccountToken: state.appAccountToken,
             appTransactionId: appTransactionId(of: subscriber))
-        world.renewalVersions[original, default: []].append(state.renewal)
-        world.subscriptionStatus[original] = .active
+        world.recordSubscription(original, status: .active, renewal: state.renewal, at: boughtAt)
         let subscribed = ScenarioWorld.PlannedNotification(
             notificationUUID: generator.uuid(), notificationType: .subscribed, subtype: .initialBuy, signedDate: boughtAt, accountId: subscriber,
             originalTransactionId: original, transaction: transaction, renewalInfo: state.renewal, status: .active)

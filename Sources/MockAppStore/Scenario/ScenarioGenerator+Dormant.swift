@@ -52,7 +52,6 @@ extension ScenarioGenerator {
             autoRenewProductId: product.productId, productId: product.productId, autoRenewStatus: running ? .on : .off, isInBillingRetryPeriod: false,
             environment: environment, recentSubscriptionStartDate: boughtAt, renewalDate: boughtAt + term, currency: "USD",
             renewalPrice: product.price, appAccountToken: state.appAccountToken, appTransactionId: appTransactionId(of: accountId))
-        world.renewalVersions[state.originalTransactionId, default: []].append(renewal)
-        world.subscriptionStatus[state.originalTransactionId] = running ? .active : .expired
+        world.recordSubscription(state.originalTransactionId, status: running ? .active : .expired, renewal: renewal, at: boughtAt)
     }
 }

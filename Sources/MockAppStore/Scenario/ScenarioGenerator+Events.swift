@@ -99,8 +99,7 @@ extension ScenarioGenerator {
         at time: Int64, status: Status
     ) {
         state.renewal.renewalDate = currentExpiry(state)
-        world.renewalVersions[state.originalTransactionId, default: []].append(state.renewal)
-        world.subscriptionStatus[state.originalTransactionId] = status
+        world.recordSubscription(state.originalTransactionId, status: status, renewal: state.renewal, at: time)
         emit(
             type, subtype, at: time, accountId: state.accountId, transaction: currentTransaction(state),
             renewalInfo: state.renewal, status: status)

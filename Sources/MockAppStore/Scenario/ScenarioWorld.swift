@@ -47,6 +47,10 @@ package struct ScenarioWorld: Sendable {
     package var renewalVersions: [String: [JWSRenewalInfoDecodedPayload]] = [:]
     /// The status of each subscription now (by originalTransactionId).
     package var subscriptionStatus: [String: Status] = [:]
+    /// Each subscription's status and renewal info over time (by originalTransactionId), oldest
+    /// first: what Get All Subscription Statuses serves while the API lags
+    /// (``FaultConfiguration/apiLagMilliseconds``). Written by ``recordSubscription(_:status:renewal:at:)``.
+    package var subscriptionVersions: [String: [SubscriptionVersion]] = [:]
     /// Which account owns each transaction.
     package var accountOfTransaction: [String: String] = [:]
     /// Notifications, ordered by signedDate.
@@ -56,6 +60,34 @@ package struct ScenarioWorld: Sendable {
     /// How long each non-renewing subscription the scenario sold lasts, by product ID (ms): the
     /// app's own knowledge, since Apple sends no expiry for them.
     package var nonRenewingTerms: [String: Int64] = [:]
+
+    /// A subscription's status and renewal info from `modifiedAt` (UNIX ms) on.
+    package struct SubscriptionVersion: Sendable {
+        package var status: Status
+        package var renewal: JWSRenewalInfoDecodedPayload?
+        package var modifiedAt: Int64
+    }
+
+    /// Records a subscription's status and, when given, a new version of its renewal info, as of
+    /// `time`: they become its current ones, and Get All Subscription Statuses serves them to a
+    /// lagging read from `time` on.
+    package mutating func recordSubscription(
+        _ originalTransactionId: String, status: Status, renewal: JWSRenewalInfoDecodedPayload?, at time: Int64
+    ) {
+        if let renewal { renewalVersions[originalTransactionId, default: []].append(renewal) }
+        subscriptionStatus[originalTransactionId] = status
+        subscriptionVersions[originalTransactionId, default: []].append(
+            .init(status: status, renewal: renewalVersions[originalTransactionId]?.last, modifiedAt: time))
+    }
+
+    /// A subscription's status and renewal info as Apple's API serves them at `asOf` (UNIX ms): the
+    /// last recorded by then, else (nothing recorded that early) the current ones.
+    package func subscription(_ originalTransactionId: String, asOf: Int64) -> (status: Status, renewal: JWSRenewalInfoDecodedPayload?) {
+        if let version = subscriptionVersions[originalTransactionId]?.last(where: { $0.modifiedAt <= asOf }) {
+            return (version.status, version.renewal)
+        }
+        return (subscriptionStatus[originalTransactionId] ?? .active, renewalVersions[originalTransactionId]?.last)
+    }
 
     /// The newest version of every transaction.
     package var currentTransactions: [String: TransactionVersion] {

@@ -31,9 +31,12 @@ package struct FaultConfiguration: Codable, Sendable, Hashable {
     /// The error those requests get: 5000001 GeneralInternalRetryableError (500) by default, or
     /// 5000000 GeneralInternalError (500), 4040001 AccountNotFoundError (404) and so on.
     package var failingCustomersErrorCode: Int64 = 5_000_001
-    /// Get Transaction History lags the App Store's events by this many ms: a transaction modified
-    /// (refunded, say) more recently is served as it was before, yet signed at request time, as
-    /// Apple's API may serve a refund seconds after the REFUND notification was sent.
+    /// The App Store API's reads lag the App Store's events by this many ms, as Apple's API may
+    /// serve a refund seconds after the REFUND notification was sent: Get Transaction History
+    /// serves a transaction modified (refunded, say) more recently as it was before, yet signed at
+    /// request time; Get All Subscription Statuses serves each subscription's last transaction,
+    /// status and renewal info as they were `now - lag`; Get Notification History lists a
+    /// notification only from `lag` after it was first sent. The webhook's delivery does not lag.
     package var apiLagMilliseconds: Int64 = 0
     /// The `Date` header of every App Store API response is this many seconds ahead of the mock's
     /// clock (negative: behind), as a host whose clock is off sees Apple's.

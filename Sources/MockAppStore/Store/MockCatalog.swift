@@ -103,14 +103,13 @@ final class MockCatalog: Sendable {
             snapshot.world.transactionVersions[transactionId] = versions
             let original = transaction.originalTransactionId ?? transactionId
             let isSubscription = transaction.type == .autoRenewableSubscription
-            if isSubscription { snapshot.world.subscriptionStatus[original] = .revoked }
             var generator = SeededGenerator(seed: UInt64(bitPattern: time) ^ 0x5EED)
             let plan = ScenarioWorld.PlannedNotification(
                 notificationUUID: generator.uuid(), notificationType: .refund, subtype: nil, signedDate: time, accountId: account,
                 originalTransactionId: original, transaction: transaction,
                 renewalInfo: isSubscription ? snapshot.world.renewalVersions[original]?.last : nil,
                 status: isSubscription ? .revoked : nil)
-            if let renewal = plan.renewalInfo { snapshot.world.renewalVersions[original, default: []].append(renewal) }
+            if isSubscription { snapshot.world.recordSubscription(original, status: .revoked, renewal: plan.renewalInfo, at: time) }
             snapshot.world.notifications.append(plan)
             let notification = Notification(
                 plan: plan, signedPayload: try Self.signNotification(plan, configuration: configuration, signer: signer),
@@ -139,7 +138,8 @@ final class MockCatalog: Sendable {
             }
             if var renewal = snapshot.world.renewalVersions[originalTransactionId]?.last {
                 renewal.appAccountToken = token
-                snapshot.world.renewalVersions[originalTransactionId, default: []].append(renewal)
+                let status = snapshot.world.subscriptionStatus[originalTransactionId] ?? .active
+                snapshot.world.recordSubscription(originalTransactionId, status: status, renewal: renewal, at: time)
             }
             snapshot.transactionsByAccount = Self.transactionsByAccount(snapshot.world)
             return true
@@ -320,7 +320,18 @@ extension MockCatalog.Snapshot {
 
     /// The subscriptions of an account by originalTransactionId, with their latest transaction.
     func subscriptions(ofAccount account: String) -> [(originalTransactionId: String, latest: JWSTransactionDecodedPayload)] {
-        let entries = transactionsByAccount[account] ?? []
+        Self.subscriptions(in: transactionsByAccount[account] ?? [])
+    }
+
+    /// The account's transactions as Apple's API serves them at `now` (UNIX ms) when it lags the
+    /// App Store's events by `lag` ms (``FaultConfiguration/apiLagMilliseconds``): the newest
+    /// version of each as of `now - lag`.
+    func transactions(ofAccount account: String, lag: Int64, now: Int64) -> [MockCatalog.TransactionEntry] {
+        lag > 0 ? MockCatalog.transactionsByAccount(world, asOf: now - lag)[account] ?? [] : transactionsByAccount[account] ?? []
+    }
+
+    /// The subscriptions among `entries` by originalTransactionId, with their latest transaction.
+    static func subscriptions(in entries: [MockCatalog.TransactionEntry]) -> [(originalTransactionId: String, latest: JWSTransactionDecodedPayload)] {
         var byOriginal: [String: [JWSTransactionDecodedPayload]] = [:]
         for entry in entries where entry.payload.type == .autoRenewableSubscription {
             byOriginal[entry.payload.originalTransactionId ?? "", default: []].append(entry.payload)
