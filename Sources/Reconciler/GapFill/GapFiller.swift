@@ -87,6 +87,20 @@ struct GapFiller: Sendable {
         try await counts.refresh()
     }
 
+    /// Reads the run's queued customer `anchor` alone, when nobody else works on it: `import`
+    /// reads each row's customer by its own call, several at once (no queue count per customer:
+    /// the import counts its rows). `false` when another worker holds it (or it is done).
+    @discardableResult
+    func fill(customer anchor: String) async throws -> Bool {
+        try Task.checkCancellation()
+        guard
+            let leased = try await ledger.leaseCustomer(
+                runId: run.runId, anchor: anchor, worker: configuration.worker, leaseDuration: configuration.leaseDuration)
+        else { return false }
+        try await recover(customer: leased)
+        return true
+    }
+
     /// Phase 2's counts in ``RunProgress``, read from the queue at most once a second while
     /// customers finish (a count over the run's queue per customer would cost more than the work).
     private struct QueueProgress: Sendable {

@@ -17,6 +17,13 @@ package import ReconcilerStore
 /// recorded per (app, environment, ID) as each customer is applied, so a rerun skips what is
 /// complete (all of it, without `refresh`) and a killed import continues where it stopped.
 ///
+/// Rows are resolved ``Configuration/concurrency`` at a time, so the import spends its budget
+/// (each endpoint's rate limiter paces the requests) rather than waiting on one customer's round
+/// trips; the file is streamed and nothing grows with it in memory. A row waits for an earlier
+/// row in flight that names the same transaction ID, order ID or appUserId, so it finds that
+/// customer read; two rows naming one customer by different IDs and no common appUserId, fewer
+/// than `concurrency` rows apart, may both read it (its purchases are applied once).
+///
 /// Each target (the app in production, then the sandbox) has a run of kind `import`; a
 /// transaction ID production does not know (4040010), or an order it has no purchase in, is tried
 /// in the next. No run lease is held and no transaction is open while Apple is called.
@@ -31,10 +38,14 @@ package struct CustomerImport: Sendable {
         package var refresh: Bool
         /// Names this process in the ledger.
         package var worker: String
+        /// Rows resolved at the same time: enough to keep each endpoint at its budget while
+        /// requests take Apple's round trip (at 40/s and 0.5 s a customer, 20 in flight).
+        package var concurrency: Int
 
-        package init(refresh: Bool = false, worker: String = ProcessIdentity.current) {
+        package init(refresh: Bool = false, worker: String = ProcessIdentity.current, concurrency: Int = 32) {
             self.refresh = refresh
             self.worker = worker
+            self.concurrency = max(concurrency, 1)
         }
     }
 
@@ -73,6 +84,24 @@ package struct CustomerImport: Sendable {
         package var permanentFailures = 0
         /// Signed values quarantined for the first time.
         package var newlyQuarantined = 0
+
+        /// Counts one row's resolution (rows finish out of the file's order: the lists keep the
+        /// lowest lines).
+        mutating func record(_ resolution: Resolution, of row: ImportRow) {
+            switch resolution {
+            case .read(let purchases):
+                report.customers += 1
+                report.purchases += purchases
+            case .alreadyComplete: alreadyComplete += 1
+            case .sameCustomer: sameCustomer += 1
+            case .notFound:
+                report.add(notFound: .init(line: row.line, transactionId: row.transactionId, orderId: row.transactionId == nil ? row.orderId : nil))
+            case .failed(let kind, let error):
+                if kind == .retryable { retryableFailures += 1 } else { permanentFailures += 1 }
+                let failure = Failure(line: row.line, id: row.transactionId ?? row.orderId ?? "", kind: kind, error: error)
+                failures.insert(failure, keepingLowest: ImportFileCheck.listLimit) { $0.line }
+            }
+        }
 
         /// 2 when something retryable failed, 4 when Apple refused a request or a signed value was
         /// quarantined for the first time, `nil` when every valid row was resolved or reported not found.
@@ -117,12 +146,20 @@ package struct CustomerImport: Sendable {
     }
 
     /// How one row was resolved.
-    enum Resolution {
+    enum Resolution: Sendable {
         case read(purchases: Int)
         case alreadyComplete
         case sameCustomer
         case notFound
         case failed(FailureKind, String)
+
+        /// The customer is read: by this row, or by another row in flight (see ``read(anchor:leg:)``).
+        var isRead: Bool {
+            switch self {
+            case .read, .sameCustomer: true
+            default: false
+            }
+        }
     }
 
     /// Streams the rows of `rows()` (the file, read again after its check) and imports each valid
@@ -159,32 +196,12 @@ package struct CustomerImport: Sendable {
         result.report.invalidCount = check.invalidCount
         progress.start(total: check.rowsRead)
         do {
-            var reader = try makeReader()
-            while let record = try reader.next() {
-                try Task.checkCancellation()
-                defer { progress.rowDone() }
-                guard case .row(let row) = record else { continue }
-                switch try await resolve(row, legs: legs) {
-                case .read(let purchases):
-                    result.report.customers += 1
-                    result.report.purchases += purchases
-                case .alreadyComplete: result.alreadyComplete += 1
-                case .sameCustomer: result.sameCustomer += 1
-                case .notFound:
-                    result.report.add(
-                        notFound: .init(line: row.line, transactionId: row.transactionId, orderId: row.transactionId == nil ? row.orderId : nil))
-                case .failed(let kind, let error):
-                    if kind == .retryable { result.retryableFailures += 1 } else { result.permanentFailures += 1 }
-                    if result.failures.count < ImportFileCheck.listLimit {
-                        result.failures.append(.init(line: row.line, id: row.transactionId ?? row.orderId ?? "", kind: kind, error: error))
-                    }
-                }
-            }
+            try await resolveRows(try makeReader(), legs: legs, into: &result, progress: progress)
             for leg in legs {
                 let runId = leg.context.run.runId
-                for change in try await ledger.changes(runId: runId) where change.isChange || change.before == nil {
-                    if change.before == nil { result.report.created += 1 } else { result.report.changed += 1 }
-                }
+                let counts = try await ledger.changeCounts(runId: runId)
+                result.report.created += counts.created
+                result.report.changed += counts.changed
                 result.newlyQuarantined += try await ledger.rejections(runId: runId).filter(\.newlyQuarantined).count
             }
             for (leg, (snapshot, timeline)) in zip(legs, statisticsAtStart) {
@@ -216,6 +233,45 @@ package struct CustomerImport: Sendable {
         }
     }
 
+    /// A row in flight, with the IDs and appUserId it names.
+    struct Resolved: Sendable {
+        var row: ImportRow
+        var keys: [String]
+        var resolution: Resolution
+    }
+
+    /// Resolves the reader's rows `concurrency` at a time, in the file's order; a row naming an
+    /// ID or appUserId of a row in flight waits for that one first.
+    private func resolveRows(_ reader: ImportFileReader, legs: [Leg], into result: inout Result, progress: ImportProgress) async throws {
+        var reader = reader
+        try await withThrowingTaskGroup(of: Resolved.self) { group in
+            var inFlight = Set<String>()
+            var running = 0
+            func finished(_ resolved: Resolved, _ result: inout Result) {
+                running -= 1
+                inFlight.subtract(resolved.keys)
+                result.record(resolved.resolution, of: resolved.row)
+                progress.rowDone()
+            }
+            while let record = try reader.next() {
+                try Task.checkCancellation()
+                guard case .row(let row) = record else {
+                    progress.rowDone()
+                    continue
+                }
+                let keys = [row.transactionId.map { "t:" + $0 }, row.orderId.map { "o:" + $0 }, row.appUserId.map { "u:" + $0 }].compactMap { $0 }
+                while running >= configuration.concurrency || keys.contains(where: inFlight.contains) {
+                    guard let resolved = try await group.next() else { break }
+                    finished(resolved, &result)
+                }
+                running += 1
+                inFlight.formUnion(keys)
+                group.addTask { Resolved(row: row, keys: keys, resolution: try await resolve(row, legs: legs)) }
+            }
+            while let resolved = try await group.next() { finished(resolved, &result) }
+        }
+    }
+
     // MARK: One row
 
     private func resolve(_ row: ImportRow, legs: [Leg]) async throws -> Resolution {
@@ -241,10 +297,10 @@ package struct CustomerImport: Sendable {
             }
             for leg in legs {
                 switch try await read(anchor: transactionId, appUserId: row.appUserId, leg: leg) {
-                case .read(let purchases):
+                case let resolution where resolution.isRead:
                     try await complete(.transactionId, transactionId, leg: leg, outcome: .read, anchor: transactionId)
                     try await assignUser(of: row, anchor: transactionId, leg: leg)
-                    return .read(purchases: purchases)
+                    return resolution
                 case .notFound: continue
                 case let other: return other
                 }
@@ -278,7 +334,7 @@ package struct CustomerImport: Sendable {
                 resolution = .sameCustomer
             } else {
                 resolution = try await read(anchor: entry.transactionId, appUserId: row.appUserId, leg: leg)
-                guard case .read = resolution else { return resolution }
+                guard resolution.isRead else { return resolution }
                 try await complete(.orderId, orderId, leg: leg, outcome: .read, anchor: entry.transactionId)
                 try await assignUser(of: row, anchor: entry.transactionId, leg: leg)
             }
@@ -324,7 +380,8 @@ package struct CustomerImport: Sendable {
                 customerNotFound: { _ in notFound.withLock { $0 = true } },
                 appUserId: given),
             context: leg.context)
-        try await filler.fill()
+        // Another row in flight reads this customer (its order ID names this transaction): no request.
+        guard try await filler.fill(customer: anchor) else { return .sameCustomer }
         if notFound.withLock({ $0 }) { return .notFound }
         if let error = failure.withLock({ $0 }) { return .failed(error.failureKind, error.description) }
         let store = leg.context.store

@@ -38,8 +38,21 @@ package struct ImportReport: Sendable, Codable, Hashable {
         return try encoder.encode(self)
     }
 
-    mutating func add(notFound: NotFound) {
+    /// Counts an unknown ID; the list keeps the lowest lines (rows finish out of the file's order).
+    mutating func add(notFound entry: NotFound) {
         notFoundCount += 1
-        if self.notFound.count < ImportFileCheck.listLimit { self.notFound.append(notFound) }
+        notFound.insert(entry, keepingLowest: ImportFileCheck.listLimit) { $0.line }
+    }
+}
+
+extension Array {
+    /// Inserts `element` in the order of `line`, keeping at most `limit` elements: those with the
+    /// lowest lines (a report's list of rows that finish out of the file's order).
+    mutating func insert(_ element: Element, keepingLowest limit: Int, line: (Element) -> Int) {
+        // Rows mostly finish in the file's order: after the last one, without a scan.
+        let position = last.map { line($0) <= line(element) } ?? true ? endIndex : (firstIndex { line($0) > line(element) } ?? endIndex)
+        guard position < limit else { return }
+        insert(element, at: position)
+        if count > limit { removeLast() }
     }
 }

@@ -122,6 +122,25 @@ extension RunLedger {
         }
     }
 
+    /// Leases this one customer of the run when nobody works on it (pending, or leased by a worker
+    /// whose lease ran out): `import` reads each row's customer itself, several at once, so a row
+    /// takes its own customer rather than the queue's next; `nil` when it is done or leased.
+    package func leaseCustomer(runId: Int64, anchor: String, worker: String, leaseDuration: Duration) async throws -> String? {
+        let milliseconds = leaseDuration.milliseconds
+        return try await read { [logger] transaction in
+            let rows = try await transaction.query(
+                """
+                UPDATE gap_queue SET status = 'leased', worker = \(worker), lease_until = now() + \(milliseconds) * interval '1 millisecond',
+                    read_started_at = now(), updated_at = now()
+                WHERE run_id = \(runId) AND anchor_transaction_id = \(anchor)
+                  AND (status = 'pending' OR (status = 'leased' AND lease_until < now()))
+                RETURNING anchor_transaction_id
+                """, logger: logger)
+            for try await anchor in rows.decode(String.self) { return anchor }
+            return nil
+        }
+    }
+
     /// Extends a customer's lease (in the caller's transaction); `false` when this worker lost it.
     package func renewCustomerLease(
         runId: Int64, anchor: String, worker: String, leaseDuration: Duration,

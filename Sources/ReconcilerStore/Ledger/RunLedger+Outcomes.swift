@@ -68,6 +68,21 @@ extension RunLedger {
         }
     }
 
+    /// How many purchases a run created and how many it changed (as ``changes(runId:limit:)``
+    /// counts a change), counted in the database: an import of a million customers has as many.
+    package func changeCounts(runId: Int64) async throws -> (created: Int, changed: Int) {
+        try await read { [logger] transaction in
+            let rows = try await transaction.query(
+                """
+                SELECT count(*) FILTER (WHERE before_state IS NULL), count(*) FILTER (WHERE before_state IS NOT NULL) FROM run_changes
+                WHERE run_id = \(runId)
+                  AND before_state - 'entitled' - 'lastSignedDate' IS DISTINCT FROM after_state - 'entitled' - 'lastSignedDate'
+                """, logger: logger)
+            for try await (created, changed) in rows.decode((Int, Int).self) { return (created, changed) }
+            return (0, 0)
+        }
+    }
+
     package func changes(runId: Int64) async throws -> [PurchaseChange] {
         try await changes(runId: runId, limit: nil).changes
     }
