@@ -32,6 +32,11 @@ struct AppAPIBenchmark: AsyncParsableCommand {
     var connections: Int = 32
     @Option(help: "A file holding serve's process ID, read once serve answers: each phase prints serve's CPU.")
     var servePidFile: String?
+    @Option(
+        help: ArgumentHelp(
+            "A program run before and after each phase as `PROGRAM start PHASE` and `PROGRAM end PHASE REQUESTS` (its output printed with the bench's): what the script measures per phase (PostgreSQL's CPU and statements, a profile of serve)."
+        ))
+    var phaseHook: String?
 
     func run() async throws {
         let phases = try self.phases.map { text in
@@ -41,9 +46,9 @@ struct AppAPIBenchmark: AsyncParsableCommand {
             }
             return (reads: reads, notifications: notifications)
         }
-        let (url, apiURL, tokenFile, customers, credentials, seed, seconds, connections, servePidFile) = (
+        let (url, apiURL, tokenFile, customers, credentials, seed, seconds, connections, servePidFile, phaseHook) = (
             self.url, self.apiUrl, self.tokenFile, self.customers, self.credentialsDir, self.seed, self.seconds, self.connections,
-            self.servePidFile
+            self.servePidFile, self.phaseHook
         )
         try await Task.detached {
             let (payloads, _) = try await WebhookBenchmark.world(customers: customers, seed: seed, credentials: credentials)
@@ -84,7 +89,7 @@ struct AppAPIBenchmark: AsyncParsableCommand {
             let api = try SocketSenders(url: apiURL, path: "/v1/purchases")
             var rng = SeededGenerator(seed: seed)
             var offset = seeded
-            for ((reads, notifications), count) in zip(phases, live) {
+            for (phase, ((reads, notifications), count)) in zip(phases, live).enumerated() {
                 let reading = (0..<Int((reads * seconds).rounded())).map { _ in
                     api.getRequest(
                         query: "bundleId=\(bundleId)&environment=production&originalTransactionId=\(keys.randomElement(using: &rng)!)",
@@ -92,7 +97,9 @@ struct AppAPIBenchmark: AsyncParsableCommand {
                 }
                 let posting = Array(payloads[offset..<(offset + count)])
                 offset += count
+                try Self.runHook(phaseHook, "start", phase: phase + 1)
                 let serveCPUBefore = servePid.flatMap(Self.cpuSeconds(of:))
+                let benchCPUBefore = processCPUSeconds()
                 let load = (try? String(contentsOfFile: "/proc/loadavg", encoding: .utf8))?.split(separator: " ").prefix(3).joined(separator: " ")
                 async let readResult = api.paced(count: reading.count, perSecond: reads, connections: connections) { reading[$0] }
                 async let postResult =
@@ -104,20 +111,43 @@ struct AppAPIBenchmark: AsyncParsableCommand {
                         return request
                     }
                 let (read, posted) = await (readResult, postResult)
+                let (serveCPUAfter, benchCPU) = (servePid.flatMap(Self.cpuSeconds(of:)), processCPUSeconds() - benchCPUBefore)
                 print(
                     String(format: "phase: reads %.0f/s", reads)
                         + (count == 0 ? " alone" : String(format: " beside the webhook at %.0f/s", notifications))
                         + String(format: ", %.0f s", seconds) + " (load average at the start \(load ?? "?"))")
                 print(Self.line("reads (GET /v1/purchases)", read))
                 if count > 0 { print(Self.line("webhook (POST /notifications)", posted)) }
-                if let before = serveCPUBefore, let after = servePid.flatMap(Self.cpuSeconds(of:)) {
+                let requests = Double(read.latencies.count + posted.latencies.count)
+                if let before = serveCPUBefore, let after = serveCPUAfter {
                     print(
                         String(
                             format: "  serve used %.1f s of CPU in the phase = %.0f µs per request (%.0f%% of one core)", after - before,
-                            (after - before) / Double(read.latencies.count + posted.latencies.count) * 1e6, (after - before) / seconds * 100))
+                            (after - before) / requests * 1e6, (after - before) / seconds * 100))
                 }
+                // The bench's own share of the two cores (its senders' threads; the world was signed before).
+                print(
+                    String(
+                        format: "  the bench used %.1f s of CPU in the phase = %.0f µs per request (%.0f%% of one core)", benchCPU,
+                        benchCPU / requests * 1e6, benchCPU / seconds * 100))
+                try Self.runHook(phaseHook, "end", phase: phase + 1, requests: Int(requests))
             }
         }.value
+    }
+
+    /// Runs the phase hook (if any) as `hook start PHASE` or `hook end PHASE REQUESTS` (the phase's
+    /// reads and posts) and waits for it; its output joins the bench's.
+    static func runHook(_ hook: String?, _ moment: String, phase: Int, requests: Int? = nil) throws {
+        guard let hook else { return }
+        fflush(nil)
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: hook)
+        process.arguments = [moment, String(phase)] + (requests.map { [String($0)] } ?? [])
+        try process.run()
+        process.waitUntilExit()
+        guard process.terminationStatus == 0 else {
+            throw ValidationError("the phase hook \(hook) \(moment) \(phase) exited \(process.terminationStatus)")
+        }
     }
 
     /// The CPU seconds (user + system) a process has used so far (`/proc/PID/stat`), if it runs.

@@ -1,3 +1,4 @@
+package import AppStoreServer
 import Foundation
 package import Logging
 import ReconcilerDomain
@@ -9,8 +10,11 @@ import Glibc
 /// The bearer tokens the app API accepts: `appApi.tokenFile`, one token per line (blank lines and
 /// lines starting with `#` are skipped), read again whenever the file changes (its inode, size or
 /// modification time: a rewrite, or the swap a Kubernetes Secret update makes), so tokens rotate
-/// without a restart. A file that cannot be read any more keeps the tokens last read (and says so
-/// in the log); an empty one accepts none. Tokens are compared in constant time and never logged.
+/// without a restart. The file is looked at (`stat`) at most once per `recheckInterval` (default
+/// 1 s, on an injected clock), not on every request: a rotation is taken within that second. A
+/// file that cannot be read any more keeps the tokens last read (and says so in the log, at most
+/// once per interval); an empty one accepts none. Tokens are compared in constant time and never
+/// logged.
 ///
 /// ```swift
 /// let tokens = try AppAPITokens(path: "/run/secrets/app-api-tokens", logger: logger)
@@ -19,11 +23,15 @@ import Glibc
 package final class AppAPITokens: Sendable {
     package let path: String
     private let logger: Logger
+    private let clock: any MonotonicClock
+    private let recheckInterval: Duration
     private let state: Locked<State>
 
     private struct State {
         var file: FileIdentity?
         var tokens: [[UInt8]]
+        /// When the file was last looked at (`clock.now`).
+        var looked: Duration
     }
 
     /// What tells a rewritten file from the one last read.
@@ -39,9 +47,11 @@ package final class AppAPITokens: Sendable {
 
     /// Reads the file now: a file that cannot be read, or that lists no token, is a configuration
     /// error (`serve` refuses to start with it).
-    package init(path: String, logger: Logger) throws {
+    package init(path: String, logger: Logger, clock: any MonotonicClock = .system, recheckInterval: Duration = .seconds(1)) throws {
         self.path = path
         self.logger = logger
+        self.clock = clock
+        self.recheckInterval = recheckInterval
         guard let (file, tokens) = Self.read(path) else {
             throw ReconcilerError(
                 .unreadable, "appApi.tokenFile: \(path) does not exist or cannot be read; write the app's bearer token there, one per line")
@@ -49,7 +59,7 @@ package final class AppAPITokens: Sendable {
         guard !tokens.isEmpty else {
             throw ReconcilerError(.invalidValue, "appApi.tokenFile: \(path) lists no token (one per line; lines starting with # are comments)")
         }
-        state = Locked(State(file: file, tokens: tokens))
+        state = Locked(State(file: file, tokens: tokens, looked: clock.now))
     }
 
     /// Whether an `Authorization` header carries `Bearer` and a listed token.
@@ -62,8 +72,16 @@ package final class AppAPITokens: Sendable {
         return accepted
     }
 
-    /// The tokens as the file now lists them: read again when the file is not the one last read.
+    /// The tokens as the file lists them: those last read within `recheckInterval` of the last
+    /// look; else the file is looked at, and read again when it is not the one last read.
     private func current() -> [[UInt8]] {
+        let now = clock.now
+        let recent = state.withLock { state -> [[UInt8]]? in
+            guard now - state.looked >= recheckInterval else { return state.tokens }
+            state.looked = now
+            return nil
+        }
+        if let recent { return recent }
         let identity = Self.identity(of: path)
         let known = state.withLock { $0.file == identity && identity != nil ? $0.tokens : nil }
         if let known { return known }
@@ -71,7 +89,7 @@ package final class AppAPITokens: Sendable {
             logger.warning("app API token file cannot be read; keeping the tokens last read", metadata: ["tokenFile": "\(path)"])
             return state.withLock { $0.tokens }
         }
-        state.withLock { $0 = State(file: file, tokens: tokens) }
+        state.withLock { $0 = State(file: file, tokens: tokens, looked: now) }
         logger.info("app API token file read again", metadata: ["tokenFile": "\(path)", "tokens": "\(tokens.count)"])
         return tokens
     }

@@ -58,14 +58,16 @@ import WebhookServer
     /// Runs `body` with the app API of the test app (its tokens in a file of `directory`) over `db`.
     func withAPI(
         _ db: TestDatabase, in directory: TemporaryDirectory, metrics: MetricsRegistry = MetricsRegistry(bundleId: nil, environment: nil),
-        logger: Logger = TestDatabase.logger, handlers: [NotificationHandler]? = nil, _ body: @Sendable (Client) async throws -> Void
+        logger: Logger = TestDatabase.logger, handlers: [NotificationHandler]? = nil, tokenClock: any MonotonicClock = .system,
+        _ body: @Sendable (Client) async throws -> Void
     ) async throws {
         let tokenFile = directory.file("app-api-tokens")
         if !FileManager.default.fileExists(atPath: tokenFile) {
             try "# the app's backend\n\(Self.token)\n".write(toFile: tokenFile, atomically: true, encoding: .utf8)
         }
         let server = AppAPIServer(
-            configuration: .init(), tokens: try AppAPITokens(path: tokenFile, logger: logger), handlers: try handlers ?? [app.handler(db)],
+            configuration: .init(), tokens: try AppAPITokens(path: tokenFile, logger: logger, clock: tokenClock),
+            handlers: try handlers ?? [app.handler(db)],
             database: db.database, metrics: metrics, logger: logger)
         try await server.makeApplication().test(.router) { client in try await body(Client(client: client)) }
     }
@@ -196,7 +198,9 @@ import WebhookServer
                 let logger = Logger(label: "app-api") { _ in RecordingLogHandler(records) }
                 let metrics = MetricsRegistry(bundleId: nil, environment: nil)
                 let rotated = "app-api-rotated-token-91d7e4"
-                try await withAPI(db, in: directory, metrics: metrics, logger: logger) { api in
+                // The file is looked at once a second at most (not on every request): the test moves that second.
+                let clock = ManualClock()
+                try await withAPI(db, in: directory, metrics: metrics, logger: logger, tokenClock: clock) { api in
                     let uri = "\(Self.base)&originalTransactionId=7100"
                     #expect(PrometheusText.value(of: metrics, "reconciler_app_api_unauthorized_total") == 0)
                     let refusals = [
@@ -214,14 +218,20 @@ import WebhookServer
                     #expect(PrometheusText.value(of: metrics, "reconciler_app_api_unauthorized_total") == Double(refusals.count))
                     // The scheme in any letter case.
                     #expect(try await api.get(uri, authorization: "bearer \(Self.token)").status == 200)
-                    // Rotation: the file rewritten, the old token refused and the new one taken at the next request.
+                    // Rotation: the file rewritten; within the second it was last looked at, the tokens
+                    // last read still hold; then the old token is refused and the new one taken.
                     try "# rotated\n\n  \(rotated)  \n".write(toFile: directory.file("app-api-tokens"), atomically: true, encoding: .utf8)
+                    clock.advance(by: .milliseconds(999))
+                    #expect(try await api.get(uri).status == 200)
+                    #expect(try await api.get(uri, token: rotated).status == 401)
+                    clock.advance(by: .milliseconds(1))
                     #expect(try await api.get(uri).status == 401)
                     let after = try await api.get(uri, token: rotated)
                     #expect(after.status == 200)
                     #expect(after.purchases.count == 1)
                     // Two tokens at once while a rotation rolls out; a comment is no token.
                     try "\(Self.token)\n# \(rotated)\n".write(toFile: directory.file("app-api-tokens"), atomically: true, encoding: .utf8)
+                    clock.advance(by: .seconds(1))
                     #expect(try await api.get(uri).status == 200)
                     #expect(try await api.get(uri, token: rotated).status == 401)
                     #expect(try await api.get(uri, token: "# \(rotated)").status == 401)

@@ -18,20 +18,17 @@ package struct AppPurchases: Sendable {
     }
 
     /// The stored purchases `key` names (none: an empty list), `entitled` as of `now`, each
-    /// `fresh: false` (the store's state, not Apple's answer to this request).
+    /// `fresh: false` (the store's state, not Apple's answer to this request). One statement, no
+    /// explicit transaction (``PurchaseStore/checkedPurchases(_:at:in:)``).
     package func stored(_ key: PurchaseQuery.Key, at now: Timestamp = .now) async throws -> [AppPurchase] {
-        let store = PurchaseStore(database: database, scope: scope)
-        let checked = try await database.transaction { transaction in
-            let originals: [String]
+        let storeKey: PurchaseStore.PurchaseKey =
             switch key {
-            case .originalTransactionId(let id): originals = [id]
-            case .transactionId(let id): originals = try await store.originalTransactionIds(ofTransaction: id, on: transaction)
-            case .appAccountToken(let token): originals = try await store.originalTransactionIds(ofAppAccountToken: token, on: transaction)
-            case .appUserId(let appUserId):
-                originals = try await store.purchaseStates(ofAppUserId: appUserId, at: now, on: transaction).map(\.originalTransactionId)
+            case .originalTransactionId(let id): .originalTransactionId(id)
+            case .transactionId(let id): .transactionId(id)
+            case .appAccountToken(let token): .appAccountToken(token)
+            case .appUserId(let appUserId): .appUserId(appUserId)
             }
-            return try await store.checkedPurchases(originals, at: now, on: transaction)
-        }
+        let checked = try await PurchaseStore(database: database, scope: scope).checkedPurchases(storeKey, at: now, in: database)
         return checked.map { AppPurchase(state: $0.state, checkedAt: $0.checkedAt, fresh: false) }
     }
 }

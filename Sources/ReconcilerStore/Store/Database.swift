@@ -118,6 +118,44 @@ package struct Database: Sendable {
     package func transaction<Result: Sendable>(
         rollback: Bool = false, _ body: @escaping @Sendable (DatabaseTransaction) async throws -> Result
     ) async throws -> Result {
+        try await retrying { [logger, configuration, shadow] connection in
+            try await connection.query("BEGIN", logger: logger)
+            let transaction = DatabaseTransaction(connection, preparesStatements: configuration.preparedStatements)
+            do {
+                if let shadow { try await shadow.enter(on: transaction, logger: logger) }
+                let result = try await body(transaction)
+                try await connection.query(rollback ? "ROLLBACK" : "COMMIT", logger: logger)
+                return result
+            } catch {
+                _ = try? await connection.query("ROLLBACK", logger: logger)
+                // A preparation that failed (say, in a transaction already aborted) would fail every
+                // later use of the statement on this connection: the pool opens a new one instead.
+                if transaction.preparedStatementFailed.withLock({ $0 }) { try? await connection.close() }
+                throw error
+            }
+        }
+    }
+
+    /// Runs one read-only statement outside an explicit transaction, and `read` on its rows: the
+    /// statement is its own transaction, so it reads one consistent snapshot in one round trip
+    /// (BEGIN, the statement and COMMIT in ``transaction(rollback:_:)`` are three). Retried as a
+    /// transaction is. Seen through a dry run's shadow tables it runs in a transaction, which
+    /// enters them first.
+    func readStatement<Result: Sendable>(
+        _ query: PostgresQuery, _ read: @escaping @Sendable (PostgresRowSequence) async throws -> Result
+    ) async throws -> Result {
+        guard shadow == nil else {
+            return try await transaction { [logger] transaction in try await read(try await transaction.query(query, logger: logger)) }
+        }
+        return try await retrying { [logger] connection in try await read(try await connection.query(query, logger: logger)) }
+    }
+
+    /// Runs `body` on a pooled connection, again on a new attempt when it fails as
+    /// ``transaction(rollback:_:)`` says (a conflict, a database that is away), each attempt
+    /// bounded by `attemptTimeout`.
+    private func retrying<Result: Sendable>(
+        _ body: @escaping @Sendable (PostgresConnection) async throws -> Result
+    ) async throws -> Result {
         let clock = ContinuousClock()
         let deadline = clock.now + configuration.unavailableTimeout
         var attempt = 0
@@ -129,20 +167,7 @@ package struct Database: Sendable {
                 return try await withAttemptTimeout {
                     try await client.withConnection { connection in
                         leased.withLock { $0 = true }
-                        try await connection.query("BEGIN", logger: logger)
-                        let transaction = DatabaseTransaction(connection, preparesStatements: configuration.preparedStatements)
-                        do {
-                            if let shadow { try await shadow.enter(on: transaction, logger: logger) }
-                            let result = try await body(transaction)
-                            try await connection.query(rollback ? "ROLLBACK" : "COMMIT", logger: logger)
-                            return result
-                        } catch {
-                            _ = try? await connection.query("ROLLBACK", logger: logger)
-                            // A preparation that failed (say, in a transaction already aborted) would fail every
-                            // later use of the statement on this connection: the pool opens a new one instead.
-                            if transaction.preparedStatementFailed.withLock({ $0 }) { try? await connection.close() }
-                            throw error
-                        }
+                        return try await body(connection)
                     }
                 }
             } catch {

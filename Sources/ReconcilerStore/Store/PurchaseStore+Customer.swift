@@ -9,7 +9,7 @@ package import ReconcilerShared
 extension PurchaseStore {
     /// The purchases table as this store sees it: in a dry run, the shadow copies first, then the
     /// real rows not copied (a subquery, so predicates reach both tables' indexes).
-    private var purchasesSeen: String {
+    var purchasesSeen: String {
         guard let shadow else { return "purchases" }
         return """
             (SELECT * FROM purchases UNION ALL SELECT * FROM \(shadow.realSchemaIdentifier).purchases r
