@@ -74,6 +74,12 @@ extension MockAppStore {
         _ request: MockHTTPRequest, endpoint: Endpoint, parameter: String?, world routed: AppWorld?,
         authentication: Result<String, RequestAuthenticator.Refusal>, environment: AppStoreEnvironment
     ) async -> MockHTTPResponse {
+        let started = ContinuousClock.now
+        var slept = Duration.zero
+        defer {
+            let answering = started.duration(to: .now) - slept
+            statistics.update(routed?.key) { $0.answeringMicroseconds += Int(answering / .microseconds(1)) }
+        }
         // A history request's body, read once for both counts (`nil`: not JSON).
         let historyBody =
             endpoint == .notificationHistory ? try? JSONDecoder().decode([String: RawJSON].self, from: Data(buffer: request.body)) : nil
@@ -86,7 +92,11 @@ extension MockAppStore {
         }
         let faults = self.faults.withLock { $0 }
         let latency = faults.latencyMilliseconds + (faults.latencyJitterMilliseconds > 0 ? Int.random(in: 0...faults.latencyJitterMilliseconds) : 0)
-        if latency > 0 { try? await Task.sleep(for: .milliseconds(latency)) }
+        if latency > 0 {
+            let sleeping = ContinuousClock.now
+            try? await Task.sleep(for: .milliseconds(latency))
+            slept = sleeping.duration(to: .now)
+        }
         if roll(faults.dropRate, "drop") {
             statistics.update(routed?.key) { $0.droppedConnections += 1 }
             return MockHTTPResponse(status: .ok, delivery: .drop)

@@ -38,6 +38,10 @@ package final class MockStatistics: Sendable {
         /// that keeps apps apart makes none. Only an ID the asking app lacks is seen: with
         /// `--shared-transaction-ids` most such requests find the asking app's own purchase.
         package var crossAppRequests = 0
+        /// The mock's own time answering App Store Server API requests, in microseconds: from the
+        /// request's routing to its answer (signing included), the injected latency left out. A
+        /// benchmark takes it from a client's time to tell the client's cost from Apple's part.
+        package var answeringMicroseconds = 0
         /// The same counts for each app and environment the mock simulates (`BUNDLE_ID/Production`,
         /// `BUNDLE_ID/Sandbox`, see ``AppKey``), and for one it serves without purchases once a
         /// request reaches it: the requests whose JWT named the app, sent to that
