@@ -228,6 +228,8 @@ import Testing
             try await Migrator(defaultBundleId: "com.example.one").migrate(db.client, logger: TestDatabase.logger)
             #expect(
                 try await db.strings(built) == [
+                    // 0024's, for the app API's lookup by appAccountToken.
+                    "CREATE INDEX transactions_app_account_token_idx ON public.transactions USING btree (bundle_id, environment, app_account_token) WHERE (app_account_token IS NOT NULL)",
                     "CREATE INDEX transactions_purchase_idx ON public.transactions USING btree (bundle_id, environment, original_transaction_id)",
                     "CREATE UNIQUE INDEX transactions_pkey ON public.transactions USING btree (bundle_id, environment, transaction_id)",
                 ])
