@@ -89,7 +89,11 @@ import Testing
             let repair = try await rehearsal.reconciler(["repair", "--transaction-id", behind.originalTransactionId, "--json"])
             #expect(repair.status == 0, "\(repair.stdout)\n\(repair.stderr)")
             let repairRun = try RepairTests.report(repair).runId
-            Self.expectJudgedByTheFile(try await Self.feed(rehearsal).filter { $0.runId == Int(repairRun) }, writer: "repair")
+            Self.expectJudgedByTheFile(
+                try await Self.feed(rehearsal).filter { $0.runId == Int(repairRun) }, writer: "repair",
+                context:
+                    "exported \(exported[behind.originalTransactionId] ?? "nothing")\ntruth \(truth[behind.originalTransactionId] ?? "nothing")\n"
+                    + repair.stdout + repair.stderr)
 
             // run: the outage's window, whose renewals and expiries the webhook missed.
             let run = try await rehearsal.runWindow()
