@@ -51,6 +51,10 @@ package final class MockAppStore: Service, Sendable {
         package var issuerId: String
         /// How long to wait for the webhook to accept connections before delivering.
         package var webhookWait: Duration
+        /// How long one live POST may take before it counts as timed out (and, in production, is
+        /// retried later). Tests under heavy load raise it: a POST the mock gave up on may still be
+        /// stored by the webhook after "live delivery complete", after a test read the state.
+        package var deliveryTimeout: Duration
         /// The apps to serve, each in its environments (empty: the scenario's one app, in its
         /// environment, on ``port``). The scenario's `bundleId`, `appAppleId` and `environment` then
         /// give way to each app's; everything else (seed, customers per world, outage, period) applies
@@ -79,7 +83,8 @@ package final class MockAppStore: Service, Sendable {
             webhookURL: String? = nil, credentialsDirectory: String? = nil, faults: FaultConfiguration = .init(),
             rateLimitPerSecond: Double? = nil, paginationTokenLifetime: Duration = .seconds(600), pageSize: Int = 20,
             keyId: String = "MOCKKEY001", issuerId: String = "57246542-96fe-1a63-e053-0824d011072a",
-            webhookWait: Duration = .seconds(120), apps: [App] = [], sandboxPort: Int = 0, sharedTransactionIds: Bool = false,
+            webhookWait: Duration = .seconds(120), deliveryTimeout: Duration = .seconds(10), apps: [App] = [], sandboxPort: Int = 0,
+            sharedTransactionIds: Bool = false,
             unauthorizedApps: Set<String> = [], appleSizedCertificates: Bool = false, onListening: @escaping @Sendable (Int) async -> Void = { _ in },
             onSandboxListening: @escaping @Sendable (Int) async -> Void = { _ in },
             onReady: @escaping @Sendable (Int) async -> Void = { _ in }
@@ -96,6 +101,7 @@ package final class MockAppStore: Service, Sendable {
             self.keyId = keyId
             self.issuerId = issuerId
             self.webhookWait = webhookWait
+            self.deliveryTimeout = deliveryTimeout
             self.apps = apps
             self.sandboxPort = sandboxPort
             self.sharedTransactionIds = sharedTransactionIds

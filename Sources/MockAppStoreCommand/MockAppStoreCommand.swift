@@ -91,6 +91,7 @@ struct MockAppStoreCommand: AsyncParsableCommand {
     @Option(help: "Where to deliver live notifications (POST {\"signedPayload\": ...}).") var webhook: String?
     @Option(help: "Directory that receives root.pem, the .p8 key and reconciler.env.") var credentialsDir: String?
     @Option(help: "Seconds to wait for the webhook to accept connections before delivering.") var webhookWait: Int = 120
+    @Option(help: "Seconds one live POST to the webhook may take before it counts as timed out.") var deliveryTimeout: Int = 10
     @Option(
         help: """
             Requests per second per endpoint, per app and environment, before 429 (default: Apple's, 50 or 5 in the sandbox; Look Up Order ID never above Apple's 10 or 1).
@@ -232,7 +233,8 @@ struct MockAppStoreCommand: AsyncParsableCommand {
         let configuration = MockAppStore.Configuration(
             scenario: scenario, host: host, port: port, webhookURL: webhook, credentialsDirectory: credentialsDir, faults: faults,
             rateLimitPerSecond: rateLimit, paginationTokenLifetime: .seconds(tokenTtl), pageSize: pageSize,
-            webhookWait: .seconds(webhookWait), apps: servedApps, sandboxPort: sandboxPort ?? (port == 0 ? 0 : port + 1),
+            webhookWait: .seconds(webhookWait), deliveryTimeout: .seconds(deliveryTimeout), apps: servedApps,
+            sandboxPort: sandboxPort ?? (port == 0 ? 0 : port + 1),
             sharedTransactionIds: sharedTransactionIds, unauthorizedApps: Set(unauthorizedApp), appleSizedCertificates: appleSizedCertificates,
             onListening: { port in
                 FileHandle.standardOutput.write(Data("mock-appstore listening on http://\(host):\(port)\n".utf8))

@@ -53,6 +53,9 @@ package struct Rehearsal {
                     [
                         "--port", "0", "--seed", "\(seed)", "--customers", "\(customers)", "--outage-start", outageStart,
                         "--outage-end", outageEnd, "--webhook", webhookURL, "--credentials-dir", credentials, "--log-level", "warning",
+                        // Under the load of the parallel tests, a POST the mock gave up on after
+                        // 10 s was stored by serve after the test had read the state.
+                        "--delivery-timeout", "300",
                     ] + mockArguments)
                 defer { mock.kill() }
                 try await mock.waitForOutput(containing: "listening on http://")

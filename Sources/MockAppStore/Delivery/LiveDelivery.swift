@@ -45,6 +45,11 @@ extension MockAppStore {
                 result = Self.outageFailure(uuid: uuid, attempt: attempt.number)
             } else if let webhook = configuration.webhookURL {
                 result = await post(notification.signedPayload, to: webhook)
+                if result != .success {
+                    logger.warning(
+                        "a live delivery outside the outage failed",
+                        metadata: ["notificationUUID": "\(uuid)", "result": "\(result.rawValue)", "attempt": "\(attempt.number)"])
+                }
             } else {
                 result = .success
             }
@@ -92,7 +97,8 @@ extension MockAppStore {
             request.headers.add(name: "Content-Type", value: "application/json")
             request.headers.add(name: "User-Agent", value: "App Store Server Notifications (mock)")
             request.body = .bytes(ByteBuffer(data: try JSONEncoder().encode(ResponseBodyV2(signedPayload: signedPayload))))
-            let response = try await HTTPClient.shared.execute(request, timeout: .seconds(10))
+            let timeout = TimeAmount.nanoseconds(Int64(configuration.deliveryTimeout.components.seconds) * 1_000_000_000)
+            let response = try await HTTPClient.shared.execute(request, timeout: timeout)
             _ = try? await response.body.collect(upTo: 1 << 20)
             return (200...206).contains(response.status.code) ? .success : .unsuccessfulHTTPResponseCode
         } catch let error as HTTPClientError where error == .deadlineExceeded || error == .connectTimeout || error == .readTimeout {
