@@ -238,23 +238,25 @@ package struct Database: Sendable {
 
     /// Runs one attempt, abandoning it when it takes longer than `attemptTimeout`: it is cancelled
     /// and not waited for, because a statement in flight on a connection whose server vanished may
-    /// never answer cancellation, and the caller must still give up in bounded time.
+    /// never answer cancellation, and the caller must still give up in bounded time. The deadline
+    /// is kept by ``AttemptWatchdog``, not by a sleeping task per attempt.
     private func withAttemptTimeout<Result: Sendable>(_ body: @escaping @Sendable () async throws -> Result) async throws -> Result {
-        let attempt = Task { try await body() }
         let outcome = AttemptOutcome<Result>()
-        let timer = Task { [timeout = configuration.attemptTimeout] in
-            try? await Task.sleep(for: timeout)
-            if outcome.finish(.failure(AttemptTimedOut())) { attempt.cancel() }
+        let watch = AttemptWatchdog.shared.watch(timeout: configuration.attemptTimeout) {
+            if outcome.finish(.failure(AttemptTimedOut())) { outcome.cancelAttempt() }
         }
-        Task {
-            outcome.finish(await attempt.result)
-            timer.cancel()
-        }
+        outcome.attach(
+            Task {
+                let result: Swift.Result<Result, any Error>
+                do { result = .success(try await body()) } catch { result = .failure(error) }
+                AttemptWatchdog.shared.unwatch(watch)
+                outcome.finish(result)
+            })
         return try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { continuation in outcome.wait(continuation) }
         } onCancel: {
-            // The attempt stops where it can; the timer still bounds the wait.
-            attempt.cancel()
+            // The attempt stops where it can; the watchdog still bounds the wait.
+            outcome.cancelAttempt()
         }
     }
 
@@ -262,6 +264,24 @@ package struct Database: Sendable {
     private final class AttemptOutcome<Result: Sendable>: Sendable {
         private let state = Mutex<(continuation: CheckedContinuation<Result, any Error>?, early: Swift.Result<Result, any Error>?, done: Bool)>(
             (nil, nil, false))
+        /// The attempt's task, and whether it was to be cancelled before it was attached.
+        private let attempt = Mutex<(task: Task<Void, Never>?, cancelled: Bool)>((nil, false))
+
+        func attach(_ task: Task<Void, Never>) {
+            let cancelled = attempt.withLock { attempt in
+                attempt.task = task
+                return attempt.cancelled
+            }
+            if cancelled { task.cancel() }
+        }
+
+        func cancelAttempt() {
+            let task = attempt.withLock { attempt in
+                attempt.cancelled = true
+                return attempt.task
+            }
+            task?.cancel()
+        }
 
         func wait(_ continuation: CheckedContinuation<Result, any Error>) {
             let early: Swift.Result<Result, any Error>? = state.withLock { state in
