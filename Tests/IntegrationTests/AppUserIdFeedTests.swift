@@ -81,6 +81,41 @@ import Testing
         }
     }
 
+    /// `import --refresh` naming a customer by a new appUserId while the re-read also changes their
+    /// purchases: one feed row per purchase, carrying both the state Apple returns and the new ID,
+    /// not one for the state and a second for the ID.
+    @Test func aRefreshThatChangesAPurchaseAndItsAppUserIdWritesOneRowForBoth() async throws {
+        try await TestDatabase.with { db in
+            try await MockAppStore.withRunning(.init(scenario: .init(seed: 393, customers: 4))) { mock, baseURL in
+                let setup = try AppUserIdTests.setup(mock, baseURL: baseURL)
+                let bob = setup.accounts[1]
+                let file = { (user: String) in "transactionId,appUserId\n\(setup.firstOriginal[bob]!),\(user)\n" }
+                #expect(try await ImportTests.importing(file("bob"), into: db, target: setup.target).ending == nil)
+                try await Self.settle(db)
+                let first = try await Self.feed(db)
+
+                // Every purchase of bob's loses its state (as a bad restore would), and the history
+                // is read again from its start.
+                try await db.execute(
+                    "UPDATE purchases SET expires_date_ms = NULL, product_id = 'lost' WHERE original_transaction_id = ANY(\(Array(setup.purchases[bob]!)))"
+                )
+                try await db.execute("DELETE FROM history_revisions")
+                let refreshed = try await ImportTests.importing(file("robert"), into: db, target: setup.target, refresh: true)
+                #expect(refreshed.ending == nil, "\(refreshed.failures)")
+                try await Self.settle(db)
+                let rows = try await Self.feed(db, after: first.end).changes.filter { $0.kind == .purchase }
+                #expect(
+                    rows.count == setup.purchases[bob]!.count,
+                    "\(rows.map { "\($0.originalTransactionId!) \($0.after?.productId ?? "?") \($0.appUserId ?? "null")" })")
+                #expect(Set(rows.compactMap(\.originalTransactionId)) == setup.purchases[bob]!)
+                for row in rows {
+                    #expect(row.before?.appUserId == "bob" && row.after?.appUserId == "robert" && row.appUserId == "robert")
+                    #expect(row.before?.productId == "lost" && row.after?.productId != "lost", "\(row.originalTransactionId!)")
+                }
+            }
+        }
+    }
+
     /// A notification signed by the mock's key for this app, about `original`, without an
     /// `appTransactionId` (StoreKit 1 apps, older purchases).
     static func notification(

@@ -56,9 +56,10 @@ extension PurchaseStore {
         /// takes the `appUserId` of that customer's other purchases.
         package var historyAnchor: String?
         /// The app's own ID for the customer that `reconciler import` gives while it reads their
-        /// history: a purchase with none takes it when it is written, so a new purchase is created
-        /// with it (one feed row, not a second one to set it). Replacing another ID is
-        /// ``PurchaseStore/assignAppUserId(_:toCustomer:origin:on:)``'s.
+        /// history: every purchase the read writes takes it, so a new purchase is created with it
+        /// and a changed one changes with it (one feed row, not a second one to set it). The
+        /// customer's purchases the read does not write take it by
+        /// ``PurchaseStore/assignAppUserId(_:toCustomer:origin:on:)``.
         package var appUserId: String?
 
         package init(
@@ -265,7 +266,7 @@ extension PurchaseStore {
     /// another anchor. So every writer (the live webhook, a run's replay and phase 2, the app API)
     /// applies the same rule, with or without an `appTransactionId` in what it writes. The probes
     /// read partial indexes of the purchases that have one (migration 0023), the history anchor's
-    /// (0016) and the key; a purchase that has one keeps it.
+    /// (0016) and the key; a purchase that has one keeps it, unless an import gives another.
     static let inheritedAppUserId = """
         COALESCE(
             u.app_user_id, c.app_user_id,
@@ -336,7 +337,9 @@ extension PurchaseStore {
                 last_notification_uuid = CASE WHEN EXCLUDED.last_signed_date_ms >= COALESCE(p.last_signed_date_ms, -1)
                     THEN EXCLUDED.last_notification_uuid ELSE p.last_notification_uuid END,
                 last_signed_date_ms = GREATEST(p.last_signed_date_ms, EXCLUDED.last_signed_date_ms),
-                app_user_id = COALESCE(p.app_user_id, EXCLUDED.app_user_id),
+                -- The ID an import gives (u's) replaces the stored one in this same row; without one,
+                -- EXCLUDED holds the stored one (c), else the inherited one.
+                app_user_id = COALESCE(EXCLUDED.app_user_id, p.app_user_id),
                 updated_at = now()
             RETURNING \(purchaseColumns)
             """
