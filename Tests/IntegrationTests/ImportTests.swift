@@ -130,6 +130,38 @@ import Testing
         }
     }
 
+    /// Rows naming one customer by different transaction IDs (the first purchase's original, a
+    /// renewal's, another purchase's), next to each other and with no appUserId, all in flight at
+    /// once (the mock answers slowly): each customer is read once. The later rows learn from their
+    /// first page of history that another row has the customer and stop there, with no status
+    /// request. Before, each row read the whole customer.
+    @Test func rowsInFlightNamingOneCustomerByDifferentIdsReadItOnce() async throws {
+        var faults = FaultConfiguration()
+        faults.latencyMilliseconds = 150
+        try await TestDatabase.with { db in
+            try await MockAppStore.withRunning(.init(scenario: .init(seed: 37, customers: 8), faults: faults)) { mock, baseURL in
+                let setup = try AppUserIdTests.setup(mock, baseURL: baseURL)
+                var lines = ["transactionId"]
+                var repeated = 0
+                for account in setup.accounts {
+                    let ids = setup.transactions[account]!.union(setup.purchases[account]!).sorted()
+                    lines += ids.prefix(3)
+                    repeated += min(ids.count, 3) - 1
+                }
+                #expect(repeated >= 4, "the scenario has too few customers with several transactions")
+                let result = try await Self.importing(lines.joined(separator: "\n") + "\n", into: db, target: setup.target)
+                #expect(result.ending == nil, "\(result.failures)")
+                #expect(result.report.customers == setup.accounts.count)
+                #expect(result.sameCustomer == repeated)
+                let requests = mock.statisticsSnapshot.requests
+                #expect(requests["Get All Subscription Statuses"] == setup.accounts.count, "\(requests)")
+                let purchases = setup.purchases.values.reduce(0) { $0 + $1.count }
+                #expect(result.report.created == purchases)
+                #expect(try await db.count("SELECT count(*) FROM purchases") == purchases)
+            }
+        }
+    }
+
     /// Killed halfway and run again (here: the first half of the file imported, then the whole):
     /// only the customers not complete are read, nothing twice.
     @Test func aGrownFileReadsOnlyItsNewCustomers() async throws {

@@ -63,6 +63,13 @@ struct CustomerRead: Sendable {
     /// The app's own ID `import` gives the customer: the purchases its history creates are
     /// written with it (``PurchaseStore/PurchaseUpdate/appUserId``).
     var appUserId: String? = nil
+    /// Called with the purchases of the first page, before anything of it is written: `false`
+    /// (another reader has this customer: an import's row in flight) stops the read with
+    /// ``ReadElsewhere``.
+    var claim: (@Sendable (_ originals: Set<String>) async throws -> Bool)? = nil
+
+    /// The read stopped after its first page: another reader has the customer (``claim``).
+    struct ReadElsewhere: Error {}
 
     var store: PurchaseStore { handler.store }
     var database: Database { handler.database }
@@ -101,8 +108,9 @@ struct CustomerRead: Sendable {
         var applied: [StatusItem] = []
         for try await page in client.transactionHistory(anyTransactionId: anchor, .init(revision: revision, sort: .ascending)) {
             let signed = page.signedTransactions ?? []
-            seen += signed.count
             let (transactions, rejections) = try await verify(signed, source: .transactionHistory)
+            if seen == 0, let claim, !(try await claim(Set(transactions.compactMap(\.payload.originalTransactionId)))) { throw ReadElsewhere() }
+            seen += signed.count
             originals.formUnion(transactions.compactMap(\.payload.originalTransactionId))
             if page.hasMore ?? false {
                 try await commit(anchor: anchor, transactions, rejections, statuses: [], final: nil)

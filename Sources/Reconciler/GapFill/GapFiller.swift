@@ -41,6 +41,9 @@ struct GapFiller: Sendable {
         /// The app's own ID `import` gives a customer, by anchor: the purchases its history
         /// creates are written with it (``PurchaseStore/PurchaseUpdate/appUserId``).
         var appUserId: (@Sendable (_ anchor: String) -> String?)? = nil
+        /// Claims the customer with its first page's purchases (``CustomerRead/claim``): `false`
+        /// ends the customer's queue row unread and throws ``CustomerRead/ReadElsewhere``.
+        var claim: (@Sendable (_ anchor: String, _ originals: Set<String>) async throws -> Bool)? = nil
     }
 
     let configuration: Configuration
@@ -140,6 +143,13 @@ struct GapFiller: Sendable {
             progress.update { $0.customersDoneHere += 1 }
         } catch is LeaseLost {
             logger.info("another worker took the customer over", metadata: ["customer": "\(anchor)"])
+        } catch let error as CustomerRead.ReadElsewhere {
+            // Nothing was written; the row is done here (a later read enqueues it again).
+            let (ledger, runId, worker) = (self.ledger, run.runId, configuration.worker)
+            _ = try await ledger.database.transaction { transaction in
+                try await ledger.completeCustomer(runId: runId, anchor: anchor, worker: worker, transactionsSeen: 0, on: transaction)
+            }
+            throw error
         } catch let error as AppStoreServerAPIError
             where error.details.errorCode == .transactionIdNotFound && configuration.customerNotFound != nil
         {
@@ -177,10 +187,12 @@ struct GapFiller: Sendable {
     /// pages recorded under the run and its queue row.
     private func readHistory(of anchor: String) async throws {
         let recording = RunRecording(ledger: ledger, run: run, worker: configuration.worker, leaseDuration: configuration.leaseDuration)
+        var claim: (@Sendable (Set<String>) async throws -> Bool)?
+        if let claimed = configuration.claim { claim = { originals in try await claimed(anchor, originals) } }
         let read = CustomerRead(
             handler: handler, client: client, tally: context.tally, logger: logger, recording: recording,
             readFromStart: configuration.readFromStart, readStatuses: run.options.refreshStatus,
-            appUserId: configuration.appUserId?(anchor))
+            appUserId: configuration.appUserId?(anchor), claim: claim)
         let statuses = try await read.read(anchor: anchor)
         configuration.statusesApplied?(anchor, statuses)
     }

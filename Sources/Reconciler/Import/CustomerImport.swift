@@ -21,8 +21,9 @@ package import ReconcilerStore
 /// (each endpoint's rate limiter paces the requests) rather than waiting on one customer's round
 /// trips; the file is streamed and nothing grows with it in memory. A row waits for an earlier
 /// row in flight that names the same transaction ID, order ID or appUserId, so it finds that
-/// customer read; two rows naming one customer by different IDs and no common appUserId, fewer
-/// than `concurrency` rows apart, may both read it (its purchases are applied once).
+/// customer read. Two rows in flight naming one customer by different IDs are told apart by
+/// Apple's first page (``CustomerClaims``): the later one stops after it and finds the customer
+/// read, one request instead of the whole history and the statuses.
 ///
 /// Each target (the app in production, then the sandbox) has a run of kind `import`; a
 /// transaction ID production does not know (4040010), or an order it has no purchase in, is tried
@@ -93,7 +94,7 @@ package struct CustomerImport: Sendable {
                 report.customers += 1
                 report.purchases += purchases
             case .alreadyComplete: alreadyComplete += 1
-            case .sameCustomer: sameCustomer += 1
+            case .sameCustomer, .readElsewhere: sameCustomer += 1
             case .notFound:
                 report.add(notFound: .init(line: row.line, transactionId: row.transactionId, orderId: row.transactionId == nil ? row.orderId : nil))
             case .failed(let kind, let error):
@@ -127,6 +128,8 @@ package struct CustomerImport: Sendable {
     let targets: [Target]
     let database: Database
     let logger: Logger
+    /// Which row in flight reads which customer.
+    let claims = CustomerClaims()
 
     /// - Parameter targets: the app's environments to try, production first.
     package init(configuration: Configuration, targets: [Target], database: Database) {
@@ -152,6 +155,8 @@ package struct CustomerImport: Sendable {
         case sameCustomer
         case notFound
         case failed(FailureKind, String)
+        /// Another row in flight read the customer (``CustomerClaims``): the row asks the database again.
+        case readElsewhere
 
         /// The customer is read: by this row, or by another row in flight (see ``read(anchor:leg:)``).
         var isRead: Bool {
@@ -266,7 +271,10 @@ package struct CustomerImport: Sendable {
                 }
                 running += 1
                 inFlight.formUnion(keys)
-                group.addTask { Resolved(row: row, keys: keys, resolution: try await resolve(row, legs: legs)) }
+                group.addTask { [claims] in
+                    defer { claims.release(owner: row.line) }
+                    return Resolved(row: row, keys: keys, resolution: try await resolve(row, legs: legs))
+                }
             }
             while let resolved = try await group.next() { finished(resolved, &result) }
         }
@@ -287,23 +295,29 @@ package struct CustomerImport: Sendable {
             return .alreadyComplete
         }
         if let transactionId = row.transactionId {
-            // Another row already named this customer: no request.
-            for leg in legs {
-                if let anchor = try await customerRead(transactionIds: [transactionId], leg: leg) {
-                    try await complete(.transactionId, transactionId, leg: leg, outcome: .read, anchor: anchor)
-                    try await assignUser(of: row, anchor: anchor, leg: leg)
-                    return .sameCustomer
+            // Until the customer is found read, or this row reads it (another row in flight that
+            // had it may have ended without reading it).
+            rows: while true {
+                // Another row already named this customer: no request.
+                for leg in legs {
+                    if let anchor = try await customerRead(transactionIds: [transactionId], leg: leg) {
+                        try await complete(.transactionId, transactionId, leg: leg, outcome: .read, anchor: anchor)
+                        try await assignUser(of: row, anchor: anchor, leg: leg)
+                        return .sameCustomer
+                    }
                 }
-            }
-            for leg in legs {
-                switch try await read(anchor: transactionId, appUserId: row.appUserId, leg: leg) {
-                case let resolution where resolution.isRead:
-                    try await complete(.transactionId, transactionId, leg: leg, outcome: .read, anchor: transactionId)
-                    try await assignUser(of: row, anchor: transactionId, leg: leg)
-                    return resolution
-                case .notFound: continue
-                case let other: return other
+                for leg in legs {
+                    switch try await read(anchor: transactionId, appUserId: row.appUserId, owner: row.line, leg: leg) {
+                    case .readElsewhere: continue rows
+                    case let resolution where resolution.isRead:
+                        try await complete(.transactionId, transactionId, leg: leg, outcome: .read, anchor: transactionId)
+                        try await assignUser(of: row, anchor: transactionId, leg: leg)
+                        return resolution
+                    case .notFound: continue
+                    case let other: return other
+                    }
                 }
+                break
             }
             guard row.orderId != nil else {
                 try await complete(.transactionId, transactionId, leg: legs[legs.count - 1], outcome: .notFound, anchor: nil)
@@ -327,16 +341,19 @@ package struct CustomerImport: Sendable {
             guard let entry = found.entries.first else {
                 return .failed(.permanent, "Look Up Order ID answered with signed transactions that failed verification (quarantined)")
             }
-            let resolution: Resolution
-            if let anchor = try await customerRead(transactionIds: [entry.transactionId] + entry.originals, leg: leg) {
-                try await complete(.orderId, orderId, leg: leg, outcome: .read, anchor: anchor)
-                try await assignUser(of: row, anchor: anchor, leg: leg)
-                resolution = .sameCustomer
-            } else {
-                resolution = try await read(anchor: entry.transactionId, appUserId: row.appUserId, leg: leg)
-                guard resolution.isRead else { return resolution }
-                try await complete(.orderId, orderId, leg: leg, outcome: .read, anchor: entry.transactionId)
-                try await assignUser(of: row, anchor: entry.transactionId, leg: leg)
+            var resolution = Resolution.readElsewhere
+            while case .readElsewhere = resolution {
+                if let anchor = try await customerRead(transactionIds: [entry.transactionId] + entry.originals, leg: leg) {
+                    try await complete(.orderId, orderId, leg: leg, outcome: .read, anchor: anchor)
+                    try await assignUser(of: row, anchor: anchor, leg: leg)
+                    resolution = .sameCustomer
+                } else {
+                    resolution = try await read(anchor: entry.transactionId, appUserId: row.appUserId, owner: row.line, leg: leg)
+                    if case .readElsewhere = resolution { continue }
+                    guard resolution.isRead else { return resolution }
+                    try await complete(.orderId, orderId, leg: leg, outcome: .read, anchor: entry.transactionId)
+                    try await assignUser(of: row, anchor: entry.transactionId, leg: leg)
+                }
             }
             if let transactionId = row.transactionId {
                 // Apple did not know the row's transaction ID; its order named the customer.
@@ -364,8 +381,10 @@ package struct CustomerImport: Sendable {
 
     /// Reads one customer by `repair`'s path: the customer is the import run's one-row queue for
     /// the run's gap filler (transaction history from the stored revision, then the statuses).
-    /// The purchases it creates are written with the row's `appUserId`.
-    private func read(anchor: String, appUserId: String?, leg: Leg) async throws -> Resolution {
+    /// The purchases it creates are written with the row's `appUserId`. The row (`owner`) claims the
+    /// customer with the first page; when another row in flight has it, the read stops there, waits
+    /// for that row and returns ``Resolution/readElsewhere``.
+    private func read(anchor: String, appUserId: String?, owner: Int, leg: Leg) async throws -> Resolution {
         let (ledger, run) = (leg.context.ledger, leg.context.run)
         try await ledger.database.transaction { transaction in
             try await ledger.enqueue(runId: run.runId, anchors: [anchor], reason: .touched, on: transaction)
@@ -373,15 +392,30 @@ package struct CustomerImport: Sendable {
         let notFound = Locked(false)
         let failure = Locked<AppStoreServerAPIError?>(nil)
         let given: @Sendable (String) -> String? = { $0 == anchor ? appUserId : nil }
+        let elsewhere = Locked<Int?>(nil)
         let filler = GapFiller(
             configuration: .init(
                 concurrency: 1, worker: configuration.worker,
                 customerFailed: { _, error in failure.withLock { $0 = error } },
                 customerNotFound: { _ in notFound.withLock { $0 = true } },
-                appUserId: given),
+                appUserId: given,
+                claim: { [claims, environment = leg.environment] _, originals in
+                    if let other = claims.claim(originals, environment: environment, by: owner) {
+                        elsewhere.withLock { $0 = other }
+                        return false
+                    }
+                    // A row that had the customer may have finished while this one's first page
+                    // waited for its turn at the budget.
+                    return try await customerRead(transactionIds: Array(originals), leg: leg) == nil
+                }),
             context: leg.context)
         // Another row in flight reads this customer (its order ID names this transaction): no request.
-        guard try await filler.fill(customer: anchor) else { return .sameCustomer }
+        do {
+            guard try await filler.fill(customer: anchor) else { return .sameCustomer }
+        } catch is CustomerRead.ReadElsewhere {
+            if let other = elsewhere.withLock({ $0 }) { await claims.wait(for: other) }
+            return .readElsewhere
+        }
         if notFound.withLock({ $0 }) { return .notFound }
         if let error = failure.withLock({ $0 }) { return .failed(error.failureKind, error.description) }
         let store = leg.context.store
