@@ -43,6 +43,7 @@ struct ReconcilerCommand: AsyncParsableCommand {
 
     /// Maps errors to the documented exit codes (``ReconcilerError/init(endingCommandWith:)``).
     static func main() async {
+        MallocArenas.limit()
         do {
             var command = try parseAsRoot()
             if var asyncCommand = command as? AsyncParsableCommand {
