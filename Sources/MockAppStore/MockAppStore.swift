@@ -51,8 +51,8 @@ package final class MockAppStore: Service, Sendable {
         package var issuerId: String
         /// How long to wait for the webhook to accept connections before delivering.
         package var webhookWait: Duration
-        /// How long one live POST may take before it counts as timed out (and, in production, is
-        /// retried later). Tests under heavy load raise it: a POST the mock gave up on may still be
+        /// How long one POST of the live delivery at start-up may take before it counts as timed
+        /// out (and, in production, is retried later); other POSTs (test notifications) take 10 s. Tests under heavy load raise it: a POST the mock gave up on may still be
         /// stored by the webhook after "live delivery complete", after a test read the state.
         package var deliveryTimeout: Duration
         /// The apps to serve, each in its environments (empty: the scenario's one app, in its

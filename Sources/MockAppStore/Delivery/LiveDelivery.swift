@@ -44,7 +44,7 @@ extension MockAppStore {
             if scenario.isInOutage(attempt.time) {
                 result = Self.outageFailure(uuid: uuid, attempt: attempt.number)
             } else if let webhook = configuration.webhookURL {
-                result = await post(notification.signedPayload, to: webhook)
+                result = await post(notification.signedPayload, to: webhook, timeout: configuration.deliveryTimeout)
                 if result != .success {
                     logger.warning(
                         "a live delivery outside the outage failed",
@@ -89,16 +89,18 @@ extension MockAppStore {
         return results[Int(hash % UInt64(results.count))]
     }
 
-    /// POSTs `{"signedPayload": ...}` as Apple does; 200 to 206 is a success.
-    func post(_ signedPayload: String, to url: String) async -> SendAttemptResult {
+    /// POSTs `{"signedPayload": ...}` as Apple does; 200 to 206 is a success. A webhook that takes
+    /// longer than `timeout` (or refuses connections that long: the client retries them until
+    /// then) is a failed attempt.
+    func post(_ signedPayload: String, to url: String, timeout: Duration = .seconds(10)) async -> SendAttemptResult {
         do {
             var request = HTTPClientRequest(url: url)
             request.method = .POST
             request.headers.add(name: "Content-Type", value: "application/json")
             request.headers.add(name: "User-Agent", value: "App Store Server Notifications (mock)")
             request.body = .bytes(ByteBuffer(data: try JSONEncoder().encode(ResponseBodyV2(signedPayload: signedPayload))))
-            let timeout = TimeAmount.nanoseconds(Int64(configuration.deliveryTimeout.components.seconds) * 1_000_000_000)
-            let response = try await HTTPClient.shared.execute(request, timeout: timeout)
+            let response = try await HTTPClient.shared.execute(
+                request, timeout: .nanoseconds(Int64(timeout.components.seconds) * 1_000_000_000))
             _ = try? await response.body.collect(upTo: 1 << 20)
             return (200...206).contains(response.status.code) ? .success : .unsuccessfulHTTPResponseCode
         } catch let error as HTTPClientError where error == .deadlineExceeded || error == .connectTimeout || error == .readTimeout {
