@@ -17,7 +17,7 @@ enum MallocArenas {
 
     static func limit() {
         #if canImport(Glibc)
-        guard ProcessInfo.processInfo.environment["MALLOC_ARENA_MAX"] == nil,
+        guard Env.value("MALLOC_ARENA_MAX") == nil,
             // RTLD_DEFAULT: `mallopt` as glibc exports it, called with C's convention.
             let symbol = dlsym(nil, "mallopt")
         else { return }
